@@ -1,0 +1,219 @@
+//! Diagnostics: every stage of the pipeline reports spec problems here.
+//!
+//! A [`Diagnostic`] points at a file, line and column of the YAML, carries a short label for the
+//! offending span and a help line, and renders in the familiar compiler style. Stages push into a
+//! [`Diagnostics`] collector so that one run reports every problem, not just the first.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// A position in a spec file, 1-based.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Pos {
+    pub line: u32,
+    pub column: u32,
+}
+
+impl Pos {
+    pub(crate) fn from_saphyr(loc: serde_saphyr::Location) -> Self {
+        Pos {
+            line: u32::try_from(loc.line()).unwrap_or(u32::MAX),
+            column: u32::try_from(loc.column()).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+/// One problem in a spec, with where it is and how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub file: PathBuf,
+    pub pos: Pos,
+    /// What is wrong, lowercase and without a trailing period.
+    pub message: String,
+    /// A few words shown under the offending source text.
+    pub label: Option<String>,
+    /// How to fix it.
+    pub help: Option<String>,
+}
+
+impl Diagnostic {
+    /// Renders the diagnostic with the line of source it points at.
+    pub fn render(&self, source: &str) -> String {
+        let mut out = format!(
+            "error: {}\n  --> {}:{}:{}\n",
+            self.message,
+            self.file.display(),
+            self.pos.line,
+            self.pos.column
+        );
+        let line_no = self.pos.line.to_string();
+        let pad = " ".repeat(line_no.len());
+        if let Some(text) = source.lines().nth(self.pos.line.saturating_sub(1) as usize) {
+            let col = self.pos.column.saturating_sub(1) as usize;
+            let rest: String = text.chars().skip(col).collect();
+            let width = rest
+                .split(|c: char| c.is_whitespace() || c == ',' || c == ':')
+                .next()
+                .map_or(1, |w| w.chars().count().max(1));
+            out.push_str(&format!("{pad} |\n{line_no} | {text}\n{pad} | "));
+            out.push_str(&" ".repeat(col));
+            out.push_str(&"^".repeat(width));
+            if let Some(label) = &self.label {
+                out.push(' ');
+                out.push_str(label);
+            }
+            out.push('\n');
+        }
+        if let Some(help) = &self.help {
+            out.push_str(&format!("{pad} = help: {help}\n"));
+        }
+        out
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.file.display(),
+            self.pos.line,
+            self.pos.column,
+            self.message
+        )
+    }
+}
+
+/// Every problem found in one or more spec files, sorted by position when rendered.
+#[derive(Debug, Clone, Default, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.summary())]
+pub struct Diagnostics {
+    pub items: Vec<Diagnostic>,
+}
+
+impl Diagnostics {
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub(crate) fn extend(&mut self, other: Diagnostics) {
+        self.items.extend(other.items);
+    }
+
+    fn summary(&self) -> String {
+        let mut items = self.items.clone();
+        items.sort_by(|a, b| (&a.file, a.pos).cmp(&(&b.file, b.pos)));
+        let lines: Vec<String> = items.iter().map(ToString::to_string).collect();
+        lines.join("\n")
+    }
+
+    /// Renders every diagnostic with source context, reading each file once.
+    pub fn render(&self) -> String {
+        let mut items = self.items.clone();
+        items.sort_by(|a, b| (&a.file, a.pos, &a.message).cmp(&(&b.file, b.pos, &b.message)));
+        let mut out = String::new();
+        let mut cached: Option<(PathBuf, String)> = None;
+        for d in &items {
+            if cached.as_ref().is_none_or(|(p, _)| p != &d.file) {
+                let text = std::fs::read_to_string(&d.file).unwrap_or_default();
+                cached = Some((d.file.clone(), text));
+            }
+            let source = cached.as_ref().map_or("", |(_, s)| s.as_str());
+            out.push_str(&d.render(source));
+            out.push('\n');
+        }
+        let n = items.len();
+        out.push_str(&format!(
+            "error: {n} problem{} found in the spec{}\n",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "" } else { "s" }
+        ));
+        out
+    }
+}
+
+/// Collects diagnostics for one file while a stage walks it.
+pub(crate) struct Sink<'a> {
+    pub file: &'a Path,
+    pub diags: Diagnostics,
+}
+
+impl<'a> Sink<'a> {
+    pub fn new(file: &'a Path) -> Self {
+        Sink {
+            file,
+            diags: Diagnostics::default(),
+        }
+    }
+
+    /// Records one problem; `label` and `help` may be empty.
+    pub fn error(&mut self, pos: Pos, message: impl Into<String>, label: &str, help: &str) {
+        self.diags.items.push(Diagnostic {
+            file: self.file.to_path_buf(),
+            pos,
+            message: message.into(),
+            label: (!label.is_empty()).then(|| label.to_string()),
+            help: (!help.is_empty()).then(|| help.to_string()),
+        });
+    }
+
+    pub fn finish(self) -> Diagnostics {
+        self.diags
+    }
+}
+
+/// The closest candidate to `word` by edit distance, for "did you mean" help lines.
+pub(crate) fn did_you_mean<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    candidates
+        .iter()
+        .map(|c| (edit_distance(word, c), *c))
+        .filter(|(d, c)| *d <= (c.len().max(word.len()) / 3).max(1))
+        .min()
+        .map(|(_, c)| c)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur.push((prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_source_line_with_caret_label_and_help() {
+        let d = Diagnostic {
+            file: PathBuf::from("spec/x.yaml"),
+            pos: Pos { line: 2, column: 9 },
+            message: "unknown result mode `manny`".into(),
+            label: Some("not a result mode".into()),
+            help: Some("did you mean `many`?".into()),
+        };
+        let got = d.render("tools:\n  mode: manny\n");
+        let want = "error: unknown result mode `manny`\n  --> spec/x.yaml:2:9\n  |\n2 |   mode: manny\n  |         ^^^^^ not a result mode\n  = help: did you mean `many`?\n";
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn suggests_close_names_only() {
+        assert_eq!(
+            did_you_mean("manny", &["many", "one", "scalar"]),
+            Some("many")
+        );
+        assert_eq!(did_you_mean("zzzzzz", &["many", "one", "scalar"]), None);
+    }
+}

@@ -1,0 +1,213 @@
+//! The intermediate representation: a validated server, ready to emit.
+//!
+//! `lower` builds it from the raw spec once `validate` found nothing wrong; `emit` and the
+//! checks read only this. Every name here has both its wire form and its Rust form.
+
+use serde_json::Value;
+
+#[derive(Debug, Clone)]
+pub(crate) struct Server {
+    pub name: String,
+    /// The Rust module name of the server.
+    pub module: String,
+    pub version: String,
+    pub title: Option<String>,
+    pub instructions: Option<String>,
+    /// The spec file as named in messages, relative to the workspace root.
+    pub file: String,
+    pub database: Database,
+    pub demo: Vec<DemoCall>,
+    pub tools: Vec<Tool>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Database {
+    pub env: Option<String>,
+    pub linux: Option<String>,
+    pub macos: Option<String>,
+    pub windows: Option<String>,
+    pub read_only: bool,
+    pub schema: String,
+    pub sample: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct DemoCall {
+    pub tool: String,
+    pub arguments: Value,
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Tool {
+    pub name: String,
+    /// Where the tool is declared, for findings of later checks.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub pos: crate::diag::Pos,
+    /// The argument struct's name.
+    pub type_name: String,
+    /// The binding function's name.
+    pub fn_name: String,
+    pub title: Option<String>,
+    pub description: String,
+    pub input_schema: Value,
+    pub output_schema: Value,
+    pub annotations: Annotations,
+    /// Whether any statement of the tool changes the database.
+    pub writes: bool,
+    pub args: Vec<Arg>,
+    pub binding: Binding,
+    /// Arguments referenced by some statement, in order of first use.
+    pub sql_args: Vec<String>,
+    /// Argument defaults to apply before validation, as `(wire name, value)`.
+    pub defaults: Vec<(String, Value)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Annotations {
+    pub read_only: bool,
+    pub destructive: bool,
+    pub idempotent: bool,
+    pub open_world: bool,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Arg {
+    pub wire: String,
+    pub field: String,
+    pub ty: ArgType,
+    /// Always present after defaults: required or defaulted.
+    pub present: bool,
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum ArgType {
+    String,
+    Integer,
+    Number,
+    Boolean,
+    Array(Box<ArgType>),
+    Json,
+}
+
+impl ArgType {
+    /// The Rust type for a JSON Schema property, from its `type` and `items`.
+    pub fn of_schema(schema: &Value) -> ArgType {
+        match schema.get("type").and_then(Value::as_str) {
+            Some("string") => ArgType::String,
+            Some("integer") => ArgType::Integer,
+            Some("number") => ArgType::Number,
+            Some("boolean") => ArgType::Boolean,
+            Some("array") => match schema.get("items").map(ArgType::of_schema) {
+                Some(
+                    inner @ (ArgType::String
+                    | ArgType::Integer
+                    | ArgType::Number
+                    | ArgType::Boolean),
+                ) => ArgType::Array(Box::new(inner)),
+                _ => ArgType::Json,
+            },
+            _ => ArgType::Json,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum Binding {
+    Single(Statement),
+    Composite(Vec<Statement>),
+}
+
+impl Binding {
+    pub fn statements(&self) -> &[Statement] {
+        match self {
+            Binding::Single(s) => std::slice::from_ref(s),
+            Binding::Composite(v) => v,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Statement {
+    /// Where the query is written, for findings of later checks.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub pos: crate::diag::Pos,
+    /// The field of a composite result, or the tool name for a single statement.
+    pub name: String,
+    /// The field holding rows (`many`) or the value (`scalar`) of a single statement.
+    pub key: String,
+    pub sql: String,
+    pub mode: Mode,
+    pub columns: Vec<Column>,
+    pub max_rows: u32,
+    pub empty_message: Option<String>,
+    pub not_found: Option<String>,
+    /// Named parameters in the SQL, as written (without the sigil).
+    pub params: Vec<String>,
+    /// Parameters taken from an earlier statement's single row: `(param, statement, column)`.
+    pub bind: Vec<(String, String, String)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Many,
+    One,
+    Optional,
+    Scalar,
+    Execute,
+}
+
+impl Mode {
+    pub const NAMES: &'static [&'static str] = &["many", "one", "optional", "scalar", "execute"];
+
+    pub fn parse(s: &str) -> Option<Mode> {
+        Some(match s {
+            "many" => Mode::Many,
+            "one" => Mode::One,
+            "optional" => Mode::Optional,
+            "scalar" => Mode::Scalar,
+            "execute" => Mode::Execute,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Column {
+    pub name: String,
+    pub kind: ColumnKind,
+    pub nullable: bool,
+    pub description: Option<String>,
+    pub schema: Option<Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ColumnKind {
+    Text,
+    Integer,
+    Real,
+    Boolean,
+    Json,
+}
+
+impl ColumnKind {
+    pub const NAMES: &'static [&'static str] = &["text", "integer", "real", "boolean", "json"];
+
+    /// Parses `text`, `integer?` and so on into the kind and whether it may be NULL.
+    pub fn parse(s: &str) -> Option<(ColumnKind, bool)> {
+        let (base, nullable) = match s.strip_suffix('?') {
+            Some(b) => (b, true),
+            None => (s, false),
+        };
+        let kind = match base.trim() {
+            "text" => ColumnKind::Text,
+            "integer" => ColumnKind::Integer,
+            "real" => ColumnKind::Real,
+            "boolean" => ColumnKind::Boolean,
+            "json" => ColumnKind::Json,
+            _ => return None,
+        };
+        Some((kind, nullable))
+    }
+}

@@ -1,0 +1,341 @@
+//! Lower stage: a validated raw spec becomes the IR.
+//!
+//! This is where derived facts are computed once: Rust names, the published input and output
+//! JSON Schemas, default annotations from what the SQL does, and parameter sources.
+
+use serde_json::{Map, Value, json};
+
+use crate::ir::{
+    Annotations, Arg, ArgType, Binding, Column, ColumnKind, Database, DemoCall, Mode, Server,
+    Statement, Tool,
+};
+use crate::names;
+use crate::spec::{RawColumn, RawInput, RawSpec, RawStatement, RawTool};
+use crate::sqltext;
+
+/// The row cap of a `many` statement that declares none.
+pub(crate) const DEFAULT_MAX_ROWS: u32 = 200;
+
+pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
+    let server = &spec.server.value;
+    let db = &spec.database.value;
+    let tool_names = names::dedupe(spec.tools.iter().map(|t| names::snake(&t.value.name.value)));
+    let type_names = names::dedupe(
+        spec.tools
+            .iter()
+            .map(|t| names::pascal(&t.value.name.value)),
+    );
+    Server {
+        name: server.name.value.clone(),
+        module: names::snake(&server.name.value),
+        version: server.version.value.clone(),
+        title: server.title.clone(),
+        instructions: server.instructions.clone(),
+        file: file.to_string(),
+        database: Database {
+            env: db.env.as_ref().map(|e| e.value.clone()),
+            linux: db.default_path.linux.clone(),
+            macos: db.default_path.macos.clone(),
+            windows: db.default_path.windows.clone(),
+            read_only: db.access.as_ref().is_some_and(|a| a.value == "read_only"),
+            schema: db.schema.value.clone(),
+            sample: db.sample.as_ref().map(|s| s.value.clone()),
+        },
+        demo: spec
+            .demo
+            .iter()
+            .map(|d| DemoCall {
+                tool: d.value.tool.value.clone(),
+                arguments: d
+                    .value
+                    .arguments
+                    .as_ref()
+                    .map_or_else(|| json!({}), |a| a.value.clone()),
+                note: d.value.note.clone(),
+            })
+            .collect(),
+        tools: spec
+            .tools
+            .iter()
+            .zip(tool_names)
+            .zip(type_names)
+            .map(|((t, f), ty)| tool(&t.value, crate::spec::pos(t), f, ty))
+            .collect(),
+    }
+}
+
+fn tool(t: &RawTool, pos: crate::diag::Pos, fn_name: String, type_name: String) -> Tool {
+    let binding = match (&t.sql, &t.compose) {
+        (Some(s), _) => Binding::Single(statement(&s.value, &t.name.value)),
+        (None, Some(c)) => Binding::Composite(
+            c.value
+                .iter()
+                .map(|s| statement(&s.value, &t.name.value))
+                .collect(),
+        ),
+        (None, None) => unreachable!("validate rejects a tool without a binding"),
+    };
+    let writes = binding.statements().iter().any(|s| sqltext::writes(&s.sql));
+    let destroys = binding
+        .statements()
+        .iter()
+        .any(|s| sqltext::destroys(&s.sql));
+    let raw = t.annotations.as_ref().map(|a| &a.value);
+    let annotations = Annotations {
+        read_only: raw.and_then(|a| a.read_only_hint).unwrap_or(!writes),
+        destructive: raw.and_then(|a| a.destructive_hint).unwrap_or(destroys),
+        idempotent: raw.and_then(|a| a.idempotent_hint).unwrap_or(!writes),
+        open_world: raw.and_then(|a| a.open_world_hint).unwrap_or(false),
+    };
+
+    let empty = RawInput {
+        ty: None,
+        description: None,
+        properties: Default::default(),
+        required: Vec::new(),
+        additional_properties: None,
+        any_of: None,
+        one_of: None,
+        all_of: None,
+    };
+    let input = t.input.as_ref().map_or(&empty, |i| &i.value);
+    let required: Vec<&str> = input.required.iter().map(|r| r.value.as_str()).collect();
+    let fields = names::dedupe(input.properties.keys().map(|k| names::snake(k)));
+    let mut args = Vec::new();
+    let mut defaults = Vec::new();
+    for ((wire, schema), field) in input.properties.iter().zip(fields) {
+        let default = schema.value.get("default").cloned();
+        if let Some(d) = &default {
+            defaults.push((wire.clone(), d.clone()));
+        }
+        args.push(Arg {
+            wire: wire.clone(),
+            field,
+            ty: ArgType::of_schema(&schema.value),
+            present: required.contains(&wire.as_str()) || default.is_some(),
+            description: schema
+                .value
+                .get("description")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        });
+    }
+
+    let mut sql_args: Vec<String> = Vec::new();
+    for s in binding.statements() {
+        for p in &s.params {
+            if !s.bind.iter().any(|(b, _, _)| b == p) && !sql_args.contains(p) {
+                sql_args.push(p.clone());
+            }
+        }
+    }
+
+    Tool {
+        name: t.name.value.clone(),
+        pos,
+        type_name,
+        fn_name,
+        title: t.title.clone(),
+        description: t.description.value.trim_end().to_string(),
+        input_schema: input_schema(input),
+        output_schema: output_schema(&binding),
+        annotations,
+        writes,
+        args,
+        binding,
+        sql_args,
+        defaults,
+    }
+}
+
+fn statement(s: &RawStatement, tool: &str) -> Statement {
+    let mode = s
+        .returns
+        .as_ref()
+        .and_then(|r| Mode::parse(&r.value))
+        .unwrap_or(Mode::Many);
+    let columns = s
+        .columns
+        .iter()
+        .map(|(name, c)| {
+            let (ty, nullable_flag, description, schema) = match &c.value {
+                RawColumn::Short(t) => (t.as_str(), false, None, None),
+                RawColumn::Full(f) => (
+                    f.ty.as_str(),
+                    f.nullable,
+                    f.description.clone(),
+                    f.schema.clone(),
+                ),
+            };
+            let (kind, nullable) = ColumnKind::parse(ty).unwrap_or((ColumnKind::Json, true));
+            Column {
+                name: name.clone(),
+                kind,
+                nullable: nullable || nullable_flag,
+                description,
+                schema,
+            }
+        })
+        .collect();
+    let default_key = match mode {
+        Mode::Scalar => "value",
+        _ => "rows",
+    };
+    Statement {
+        pos: crate::spec::pos(&s.query),
+        name: s
+            .name
+            .as_ref()
+            .map_or_else(|| tool.to_string(), |n| n.value.clone()),
+        key: s
+            .key
+            .as_ref()
+            .map_or_else(|| default_key.to_string(), |k| k.value.clone()),
+        sql: s.query.value.trim_end().to_string(),
+        mode,
+        columns,
+        max_rows: s.max_rows.as_ref().map_or(DEFAULT_MAX_ROWS, |m| m.value),
+        empty_message: s
+            .empty_message
+            .as_ref()
+            .map(|m| m.value.trim_end().to_string()),
+        not_found: s.not_found.as_ref().map(|m| m.value.trim_end().to_string()),
+        params: sqltext::params(&s.query.value)
+            .into_iter()
+            .map(|p| p.name)
+            .collect(),
+        bind: s
+            .bind
+            .iter()
+            .filter_map(|(param, src)| {
+                let (st, col) = src.value.split_once('.')?;
+                Some((param.clone(), st.to_string(), col.to_string()))
+            })
+            .collect(),
+    }
+}
+
+fn input_schema(input: &RawInput) -> Value {
+    let mut o = Map::new();
+    o.insert("type".into(), json!("object"));
+    if let Some(d) = &input.description {
+        o.insert("description".into(), json!(d));
+    }
+    let props: Map<String, Value> = input
+        .properties
+        .iter()
+        .map(|(k, v)| (k.clone(), v.value.clone()))
+        .collect();
+    o.insert("properties".into(), Value::Object(props));
+    if !input.required.is_empty() {
+        let req: Vec<&str> = input.required.iter().map(|r| r.value.as_str()).collect();
+        o.insert("required".into(), json!(req));
+    }
+    // Unknown arguments are rejected unless the spec opts in, so a misspelt argument is an error
+    // the model can correct rather than a filter silently ignored.
+    o.insert(
+        "additionalProperties".into(),
+        json!(input.additional_properties.unwrap_or(false)),
+    );
+    for (key, value) in [
+        ("anyOf", &input.any_of),
+        ("oneOf", &input.one_of),
+        ("allOf", &input.all_of),
+    ] {
+        if let Some(v) = value {
+            o.insert(key.into(), v.value.clone());
+        }
+    }
+    Value::Object(o)
+}
+
+fn column_schema(c: &Column) -> Value {
+    let mut s = match (c.kind, &c.schema) {
+        (_, Some(s)) => s.clone(),
+        (ColumnKind::Text, None) => json!({"type": "string"}),
+        (ColumnKind::Integer, None) => json!({"type": "integer"}),
+        (ColumnKind::Real, None) => json!({"type": "number"}),
+        (ColumnKind::Boolean, None) => json!({"type": "boolean"}),
+        (ColumnKind::Json, None) => json!({}),
+    };
+    if let (Some(d), Some(o)) = (&c.description, s.as_object_mut()) {
+        o.insert("description".into(), json!(d));
+    }
+    s
+}
+
+/// The schema of one row: NULL columns are omitted, so only non-null ones are required.
+fn row_schema(columns: &[Column]) -> Value {
+    let props: Map<String, Value> = columns
+        .iter()
+        .map(|c| (c.name.clone(), column_schema(c)))
+        .collect();
+    let required: Vec<&str> = columns
+        .iter()
+        .filter(|c| !c.nullable)
+        .map(|c| c.name.as_str())
+        .collect();
+    json!({"type": "object", "properties": props, "required": required})
+}
+
+fn part_schema(s: &Statement) -> Value {
+    match s.mode {
+        Mode::Many => json!({"type": "array", "items": row_schema(&s.columns)}),
+        Mode::One | Mode::Optional => row_schema(&s.columns),
+        Mode::Scalar => column_schema(&s.columns[0]),
+        Mode::Execute => execute_schema(),
+    }
+}
+
+fn execute_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "changes": {"type": "integer", "description": "Rows inserted, updated or deleted."},
+            "last_insert_id": {"type": "integer", "description": "The rowid of the last inserted row."}
+        },
+        "required": ["changes"]
+    })
+}
+
+fn output_schema(binding: &Binding) -> Value {
+    match binding {
+        Binding::Single(s) => match s.mode {
+            Mode::Many => json!({
+                "type": "object",
+                "properties": {
+                    s.key.clone(): part_schema(s),
+                    "truncated": {"type": "boolean", "description": "Present and true when more rows matched than the result may hold."},
+                    "message": {"type": "string", "description": "Why the result is empty and what to try next."}
+                },
+                "required": [s.key]
+            }),
+            Mode::One | Mode::Optional => row_schema(&s.columns),
+            Mode::Scalar => {
+                let nullable = s.columns[0].nullable;
+                let required: Vec<&str> = if nullable {
+                    vec![]
+                } else {
+                    vec![s.key.as_str()]
+                };
+                json!({"type": "object", "properties": {s.key.clone(): part_schema(s)}, "required": required})
+            }
+            Mode::Execute => execute_schema(),
+        },
+        Binding::Composite(parts) => {
+            let props: Map<String, Value> = parts
+                .iter()
+                .map(|p| (p.name.clone(), part_schema(p)))
+                .collect();
+            let required: Vec<&str> = parts
+                .iter()
+                .filter(|p| {
+                    matches!(p.mode, Mode::One | Mode::Many)
+                        || (p.mode == Mode::Scalar && !p.columns[0].nullable)
+                })
+                .map(|p| p.name.as_str())
+                .collect();
+            json!({"type": "object", "properties": props, "required": required})
+        }
+    }
+}

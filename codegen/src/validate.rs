@@ -1,0 +1,615 @@
+//! Validate stage: every rule a spec must follow, checked on the raw structs.
+//!
+//! All problems are collected, each at the position of the YAML node it is about, so that one
+//! build or `check` run reports them together. `lower` runs only when this finds nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::diag::{Diagnostics, Pos, Sink, did_you_mean};
+use crate::ir::{ArgType, ColumnKind, Mode};
+use crate::spec::{RawColumn, RawSpec, RawStatement, RawTool, Sp, pos};
+use crate::sqltext;
+
+pub(crate) fn validate(file: &Path, source: &str, spec: &RawSpec) -> Diagnostics {
+    let mut v = Validator {
+        sink: Sink::new(file),
+        source,
+    };
+    v.server(spec);
+    v.tools(spec);
+    v.demo(spec);
+    v.sink.finish()
+}
+
+struct Validator<'a> {
+    sink: Sink<'a>,
+    source: &'a str,
+}
+
+fn valid_name(s: &str, max: usize) -> bool {
+    !s.is_empty()
+        && s.len() <= max
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+impl Validator<'_> {
+    fn server(&mut self, spec: &RawSpec) {
+        let server = &spec.server.value;
+        let name = &server.name;
+        if !valid_name(&name.value, 64) || !name.value.starts_with(|c: char| c.is_ascii_lowercase())
+        {
+            self.sink.error(
+                pos(name),
+                format!("invalid server name `{}`", name.value),
+                "not a server name",
+                "use lowercase letters, digits, `_` and `-`, starting with a letter",
+            );
+        }
+        let version = &server.version;
+        let parts: Vec<&str> = version.value.split('.').collect();
+        if parts.len() != 3 || parts.iter().any(|p| p.parse::<u64>().is_err()) {
+            self.sink.error(
+                pos(version),
+                format!("invalid server version `{}`", version.value),
+                "not MAJOR.MINOR.PATCH",
+                "write a SemVer version such as `1.2.0`",
+            );
+        }
+        let db = &spec.database.value;
+        if let Some(access) = &db.access
+            && !matches!(access.value.as_str(), "read_only" | "read_write")
+        {
+            self.sink.error(
+                pos(access),
+                format!("unknown database access `{}`", access.value),
+                "not an access mode",
+                "use `read_only` or `read_write`",
+            );
+        }
+        if let Some(env) = &db.env
+            && (env.value.is_empty()
+                || !env
+                    .value
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+        {
+            self.sink.error(
+                pos(env),
+                format!("invalid environment variable name `{}`", env.value),
+                "",
+                "use uppercase letters, digits and `_`",
+            );
+        }
+        if db.schema.value.trim().is_empty() {
+            self.sink.error(
+                pos(&db.schema),
+                "the database schema is empty",
+                "",
+                "write the CREATE TABLE statements the tools expect",
+            );
+        }
+    }
+
+    fn tools(&mut self, spec: &RawSpec) {
+        if spec.tools.is_empty() {
+            self.sink.error(
+                pos(&spec.server),
+                "the spec declares no tools",
+                "",
+                "add at least one entry under `tools:`",
+            );
+        }
+        let mut seen: BTreeMap<&str, Pos> = BTreeMap::new();
+        for tool in &spec.tools {
+            let name = &tool.value.name;
+            if let Some(first) = seen.get(name.value.as_str()) {
+                self.sink.error(
+                    pos(name),
+                    format!("duplicate tool name `{}`", name.value),
+                    "declared again here",
+                    &format!(
+                        "the first declaration is at line {}; rename one",
+                        first.line
+                    ),
+                );
+            } else {
+                seen.insert(&name.value, pos(name));
+            }
+            self.tool(&tool.value, pos(tool));
+        }
+    }
+
+    fn tool(&mut self, tool: &RawTool, at: Pos) {
+        let name = &tool.name;
+        if !valid_name(&name.value, 128) {
+            self.sink.error(
+                pos(name),
+                format!("invalid tool name `{}`", name.value),
+                "not a tool name",
+                "MCP tool names use 1 to 128 of A-Z, a-z, 0-9, `_`, `-` and `.`",
+            );
+        }
+        if tool.description.value.trim().is_empty() {
+            self.sink.error(
+                pos(&tool.description),
+                format!("tool `{}` has an empty description", name.value),
+                "",
+                "say what the tool does and when a model should call it",
+            );
+        }
+
+        // The input schema's top level and each property.
+        let mut props: BTreeMap<String, Pos> = BTreeMap::new();
+        let mut required: BTreeSet<String> = BTreeSet::new();
+        if let Some(input) = &tool.input {
+            let input = &input.value;
+            if let Some(ty) = &input.ty
+                && ty.value != "object"
+            {
+                self.sink.error(
+                    pos(ty),
+                    format!(
+                        "the input schema of `{}` must have type `object`",
+                        name.value
+                    ),
+                    "",
+                    "MCP tool arguments are always an object",
+                );
+            }
+            for (pname, schema) in &input.properties {
+                props.insert(pname.clone(), pos(schema));
+                self.property(&name.value, pname, schema);
+            }
+            for r in &input.required {
+                if !input.properties.contains_key(&r.value) {
+                    let names: Vec<&str> = input.properties.keys().map(String::as_str).collect();
+                    self.sink.error(
+                        pos(r),
+                        format!("required property `{}` is not declared", r.value),
+                        "not in `properties`",
+                        &match did_you_mean(&r.value, &names) {
+                            Some(s) => format!("did you mean `{s}`?"),
+                            None => "declare it under `properties` or remove it".into(),
+                        },
+                    );
+                }
+                required.insert(r.value.clone());
+            }
+        }
+
+        // Exactly one binding.
+        let statements: Vec<&Sp<RawStatement>> = match (&tool.sql, &tool.compose) {
+            (Some(s), None) => vec![s],
+            (None, Some(c)) => {
+                if c.value.is_empty() {
+                    self.sink.error(
+                        pos(c),
+                        "`compose` lists no statements",
+                        "",
+                        "add the named statements whose results form the fields of the result",
+                    );
+                }
+                c.value.iter().collect()
+            }
+            (Some(s), Some(_)) => {
+                self.sink.error(
+                    pos(s),
+                    format!("tool `{}` has both `sql` and `compose`", name.value),
+                    "",
+                    "a tool binds to one statement (`sql`) or to several (`compose`), not both",
+                );
+                return;
+            }
+            (None, None) => {
+                self.sink.error(
+                    at,
+                    format!("tool `{}` has no binding", name.value),
+                    "",
+                    "add `sql:` with a `query`, or `compose:` with named statements",
+                );
+                return;
+            }
+        };
+        let composite = tool.compose.is_some();
+        let mut used: BTreeSet<String> = BTreeSet::new();
+        let mut earlier: BTreeMap<String, (Mode, BTreeSet<String>)> = BTreeMap::new();
+        for st in statements {
+            self.statement(&name.value, st, composite, &props, &mut used, &mut earlier);
+        }
+        for r in &required {
+            if props.contains_key(r) && !used.contains(r) {
+                self.sink.error(
+                    props[r],
+                    format!(
+                        "required property `{r}` is never used by the SQL of `{}`",
+                        name.value
+                    ),
+                    "required but unused",
+                    &format!("use `:{r}` in a statement, or drop it from `required`"),
+                );
+            }
+        }
+    }
+
+    fn property(&mut self, tool: &str, pname: &str, schema: &Sp<Value>) {
+        let at = pos(schema);
+        let Some(obj) = schema.value.as_object() else {
+            self.sink.error(
+                at,
+                format!("property `{pname}` of `{tool}` is not a JSON Schema object"),
+                "",
+                "write the property as a mapping such as `{type: string}`",
+            );
+            return;
+        };
+        match obj.get("type") {
+            Some(Value::String(t))
+                if matches!(
+                    t.as_str(),
+                    "string" | "integer" | "number" | "boolean" | "array" | "object"
+                ) => {}
+            Some(other) => self.sink.error(
+                at,
+                format!("property `{pname}` of `{tool}` has unsupported type {other}"),
+                "",
+                "use one of string, integer, number, boolean, array, object",
+            ),
+            None => self.sink.error(
+                at,
+                format!("property `{pname}` of `{tool}` has no `type`"),
+                "",
+                "give every argument a type so clients and the typed arguments agree",
+            ),
+        }
+        if let Some(default) = obj.get("default")
+            && let Some(problem) = default_problem(&schema.value, default)
+        {
+            self.sink.error(
+                at,
+                format!("the default of `{pname}` in `{tool}` violates its own schema: {problem}"),
+                "",
+                "change the default or the constraint so they agree",
+            );
+        }
+        if let Some(p) = obj.get("pattern").and_then(Value::as_str)
+            && p.is_empty()
+        {
+            self.sink.error(
+                at,
+                format!("property `{pname}` has an empty pattern"),
+                "",
+                "remove it",
+            );
+        }
+    }
+
+    #[allow(clippy::too_many_lines)]
+    fn statement(
+        &mut self,
+        tool: &str,
+        st: &Sp<RawStatement>,
+        composite: bool,
+        props: &BTreeMap<String, Pos>,
+        used: &mut BTreeSet<String>,
+        earlier: &mut BTreeMap<String, (Mode, BTreeSet<String>)>,
+    ) {
+        let s = &st.value;
+        let at = pos(st);
+        let mode = match &s.returns {
+            None => Mode::Many,
+            Some(r) => match Mode::parse(&r.value) {
+                Some(m) => m,
+                None => {
+                    self.sink.error(
+                        pos(r),
+                        format!("unknown result mode `{}`", r.value),
+                        "not a result mode",
+                        &match did_you_mean(&r.value, Mode::NAMES) {
+                            Some(m) => format!("did you mean `{m}`?"),
+                            None => format!("use one of {}", Mode::NAMES.join(", ")),
+                        },
+                    );
+                    Mode::Many
+                }
+            },
+        };
+        if composite {
+            match &s.name {
+                None => self.sink.error(
+                    at,
+                    format!("a statement of `{tool}` has no `name`"),
+                    "",
+                    "name each composed statement; the name is its field in the result",
+                ),
+                Some(n) if earlier.contains_key(&n.value) => self.sink.error(
+                    pos(n),
+                    format!("duplicate statement name `{}` in `{tool}`", n.value),
+                    "",
+                    "give each composed statement its own name",
+                ),
+                Some(_) => {}
+            }
+            if let Some(k) = &s.key {
+                self.sink.error(
+                    pos(k),
+                    "`key` applies only to a single `sql` statement",
+                    "",
+                    "a composed statement's field is its `name`",
+                );
+            }
+            if mode == Mode::Execute {
+                self.sink.error(
+                    at,
+                    "a composed statement cannot use `returns: execute`",
+                    "",
+                    "use `INSERT ... RETURNING` with `returns: one` instead",
+                );
+            }
+        } else {
+            if let Some(n) = &s.name {
+                self.sink.error(
+                    pos(n),
+                    "`name` applies only to statements under `compose`",
+                    "",
+                    "use `key` to name the field that holds the rows",
+                );
+            }
+            if mode == Mode::Optional {
+                self.sink.error(
+                    s.returns.as_ref().map_or(at, pos),
+                    "`returns: optional` applies only to statements under `compose`",
+                    "",
+                    "use `one` with a `not_found` message",
+                );
+            }
+        }
+
+        // Columns.
+        let mut columns = BTreeSet::new();
+        for (cname, col) in &s.columns {
+            columns.insert(cname.clone());
+            let ty = match &col.value {
+                RawColumn::Short(t) => t.as_str(),
+                RawColumn::Full(f) => f.ty.as_str(),
+            };
+            if ColumnKind::parse(ty).is_none() {
+                self.sink.error(
+                    pos(col),
+                    format!("unknown column type `{ty}` for `{cname}`"),
+                    "not a column type",
+                    &match did_you_mean(ty.trim_end_matches('?'), ColumnKind::NAMES) {
+                        Some(k) => format!("did you mean `{k}`?"),
+                        None => format!(
+                            "use one of {}, with a trailing `?` when NULL is possible",
+                            ColumnKind::NAMES.join(", ")
+                        ),
+                    },
+                );
+            }
+        }
+        match mode {
+            Mode::Execute if !s.columns.is_empty() => self.sink.error(
+                at,
+                "`returns: execute` produces `changes` and `last_insert_id`, not columns",
+                "",
+                "remove `columns`, or use `RETURNING` with `returns: one`",
+            ),
+            Mode::Scalar if s.columns.len() != 1 => self.sink.error(
+                at,
+                format!(
+                    "`returns: scalar` needs exactly one column, found {}",
+                    s.columns.len()
+                ),
+                "",
+                "declare the one column the statement selects",
+            ),
+            Mode::Many | Mode::One | Mode::Optional if s.columns.is_empty() => self.sink.error(
+                at,
+                format!("a statement of `{tool}` declares no `columns`"),
+                "",
+                "declare each result column with its type, e.g. `id: text`",
+            ),
+            _ => {}
+        }
+        if let Some(m) = &s.empty_message
+            && mode != Mode::Many
+        {
+            self.sink.error(
+                pos(m),
+                "`empty_message` applies only to `returns: many`",
+                "",
+                "use `not_found` for a single row",
+            );
+        }
+        if let Some(m) = &s.not_found
+            && mode != Mode::One
+        {
+            self.sink.error(
+                pos(m),
+                "`not_found` applies only to `returns: one`",
+                "",
+                "use `empty_message` for `returns: many`",
+            );
+        }
+        for t in [&s.empty_message, &s.not_found].into_iter().flatten() {
+            let env = minijinja::Environment::new();
+            if let Err(e) = env.template_from_str(&t.value) {
+                self.sink.error(
+                    pos(t),
+                    format!(
+                        "invalid message template: {}",
+                        e.detail().unwrap_or("syntax error")
+                    ),
+                    "",
+                    "templates use minijinja syntax, e.g. `{{ tags | join(\", \") }}`",
+                );
+            }
+        }
+        if let Some(m) = &s.max_rows
+            && m.value == 0
+        {
+            self.sink
+                .error(pos(m), "`max_rows` must be at least 1", "", "");
+        }
+
+        // Parameters: each comes from an argument or from an earlier row.
+        let mut bound = BTreeSet::new();
+        for (param, source) in &s.bind {
+            bound.insert(param.clone());
+            let ok = source.value.split_once('.').and_then(|(stmt, col)| {
+                earlier
+                    .get(stmt)
+                    .map(|(m, cols)| matches!(m, Mode::One | Mode::Optional) && cols.contains(col))
+            });
+            if ok != Some(true) {
+                let names: Vec<&str> = earlier.keys().map(String::as_str).collect();
+                self.sink.error(
+                    pos(source),
+                    format!("`bind` source `{}` is not a column of an earlier single-row statement", source.value),
+                    "",
+                    &format!(
+                        "write `statement.column` naming an earlier `one` or `optional` statement (earlier: {})",
+                        if names.is_empty() { "none".to_string() } else { names.join(", ") }
+                    ),
+                );
+            }
+        }
+        let params = sqltext::params(&s.query.value);
+        for p in &params {
+            if bound.contains(&p.name) {
+                continue;
+            }
+            if props.contains_key(&p.name) {
+                used.insert(p.name.clone());
+            } else {
+                let names: Vec<&str> = props.keys().map(String::as_str).collect();
+                self.sink.error(
+                    self.offset_pos(&s.query, p.offset),
+                    format!("SQL parameter `:{}` of `{tool}` matches no input property", p.name),
+                    "no such argument",
+                    &match did_you_mean(&p.name, &names) {
+                        Some(n) => format!("did you mean `:{n}`?"),
+                        None => format!("declare `{}` under `input.properties`, or bind it from an earlier statement", p.name),
+                    },
+                );
+            }
+        }
+        for param in &bound {
+            if !params.iter().any(|p| &p.name == param) {
+                self.sink.error(
+                    pos(&s.bind[param]),
+                    format!("`bind` names `{param}`, which the SQL never uses"),
+                    "",
+                    &format!("use `:{param}` in the query or remove it from `bind`"),
+                );
+            }
+        }
+        if let Some(n) = &s.name {
+            earlier.insert(n.value.clone(), (mode, columns));
+        }
+    }
+
+    /// The position of byte `offset` of a (possibly block) scalar, found in the source text.
+    fn offset_pos(&self, scalar: &Sp<String>, offset: usize) -> Pos {
+        let start = pos(scalar);
+        let text = &scalar.value;
+        let before = &text[..offset.min(text.len())];
+        let line_in = before.matches('\n').count();
+        let col_in = before.rsplit('\n').next().map_or(0, str::len);
+        let inline = self
+            .source
+            .lines()
+            .nth(start.line.saturating_sub(1) as usize)
+            .is_some_and(|l| {
+                let rest: String = l
+                    .chars()
+                    .skip(start.column.saturating_sub(1) as usize)
+                    .collect();
+                !(rest.starts_with('|') || rest.starts_with('>'))
+            });
+        if inline && line_in == 0 {
+            return Pos {
+                line: start.line,
+                column: start.column + u32::try_from(col_in).unwrap_or(0),
+            };
+        }
+        // A block scalar: its content starts on the next line at the block's indentation.
+        let line_no = start.line as usize + line_in + usize::from(!inline);
+        let first_indent = self
+            .source
+            .lines()
+            .nth(start.line as usize)
+            .map_or(0, |l| l.len() - l.trim_start().len());
+        Pos {
+            line: u32::try_from(line_no).unwrap_or(u32::MAX),
+            column: u32::try_from(first_indent + col_in + 1).unwrap_or(u32::MAX),
+        }
+    }
+
+    fn demo(&mut self, spec: &RawSpec) {
+        let tools: Vec<&str> = spec
+            .tools
+            .iter()
+            .map(|t| t.value.name.value.as_str())
+            .collect();
+        for call in &spec.demo {
+            let t = &call.value.tool;
+            if !tools.contains(&t.value.as_str()) {
+                self.sink.error(
+                    pos(t),
+                    format!("the demo calls unknown tool `{}`", t.value),
+                    "",
+                    &match did_you_mean(&t.value, &tools) {
+                        Some(s) => format!("did you mean `{s}`?"),
+                        None => "call one of the tools declared under `tools:`".into(),
+                    },
+                );
+            }
+            if let Some(a) = &call.value.arguments
+                && !a.value.is_object()
+            {
+                self.sink
+                    .error(pos(a), "demo arguments must be a mapping", "", "");
+            }
+        }
+    }
+}
+
+/// A quick check of a default against the common keywords; `check` runs full JSON Schema.
+fn default_problem(schema: &Value, default: &Value) -> Option<String> {
+    let ty = ArgType::of_schema(schema);
+    let type_ok = match (&ty, default) {
+        (ArgType::String, Value::String(_))
+        | (ArgType::Boolean, Value::Bool(_))
+        | (ArgType::Number, Value::Number(_))
+        | (ArgType::Array(_), Value::Array(_))
+        | (ArgType::Json, _) => true,
+        (ArgType::Integer, Value::Number(n)) => n.is_i64() || n.is_u64(),
+        _ => false,
+    };
+    if !type_ok {
+        return Some(format!("{default} is not of type {}", schema["type"]));
+    }
+    if let Some(n) = default.as_f64() {
+        if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
+            && n < min
+        {
+            return Some(format!("{default} is less than the minimum of {min}"));
+        }
+        if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
+            && n > max
+        {
+            return Some(format!("{default} is greater than the maximum of {max}"));
+        }
+    }
+    if let Some(values) = schema.get("enum").and_then(Value::as_array)
+        && !values.contains(default)
+    {
+        return Some(format!("{default} is not one of the `enum` values"));
+    }
+    None
+}

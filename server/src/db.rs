@@ -1,0 +1,314 @@
+//! Database access for the runtime: where the file is, opening it, creating it, and a small
+//! pool with one writer and several readers so that reads do not queue behind writes.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+use crate::def::DatabaseDef;
+
+/// How long a connection waits for a lock held by another connection or process.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Problems opening or creating a database, each with what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error(
+        "database not found at {path} ({how})\n  set {env_hint}, or create one with: mcpspec init {server} --db {path}{sample}"
+    )]
+    Missing {
+        path: String,
+        how: &'static str,
+        env_hint: String,
+        server: String,
+        sample: &'static str,
+    },
+    #[error("no database path: pass --db PATH{env_hint} (no default location for this system)")]
+    NoPath { env_hint: String },
+    #[error("cannot open the database at {path}: {source}")]
+    Open {
+        path: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error(
+        "{path} already holds tables ({tables}); mcpspec init never changes an existing database"
+    )]
+    NotEmpty { path: String, tables: String },
+    #[error("cannot create {path}: {reason}")]
+    Create { path: String, reason: String },
+}
+
+/// Where the database path came from, for messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathSource {
+    Flag,
+    Env,
+    Default,
+}
+
+impl PathSource {
+    fn describe(self) -> &'static str {
+        match self {
+            PathSource::Flag => "from --db",
+            PathSource::Env => "from the environment",
+            PathSource::Default => "the default location",
+        }
+    }
+}
+
+/// Expands a leading `~` and `%APPDATA%`-style variables in a default path.
+pub fn expand(path: &str) -> PathBuf {
+    let home = std::env::var_os("HOME").or_else(|| std::env::var_os("USERPROFILE"));
+    let mut s = path.to_string();
+    if (s == "~" || s.starts_with("~/") || s.starts_with("~\\"))
+        && let Some(h) = &home
+    {
+        s = format!("{}{}", h.to_string_lossy(), &s[1..]);
+    }
+    while let Some(start) = s.find('%') {
+        let Some(len) = s[start + 1..].find('%') else {
+            break;
+        };
+        let var = &s[start + 1..start + 1 + len];
+        let value = std::env::var(var)
+            .ok()
+            .or_else(|| home.as_ref().map(|h| h.to_string_lossy().into_owned()))
+            .unwrap_or_default();
+        s = format!("{}{}{}", &s[..start], value, &s[start + 2 + len..]);
+    }
+    PathBuf::from(s)
+}
+
+/// Resolves the database path: the `--db` flag, then the spec's environment variable, then the
+/// spec's default for this operating system.
+pub fn resolve(def: &DatabaseDef, flag: Option<&Path>) -> Result<(PathBuf, PathSource), DbError> {
+    if let Some(p) = flag {
+        return Ok((p.to_path_buf(), PathSource::Flag));
+    }
+    if let Some(var) = def.env
+        && let Some(v) = std::env::var_os(var).filter(|v| !v.is_empty())
+    {
+        return Ok((expand(&v.to_string_lossy()), PathSource::Env));
+    }
+    let default = if cfg!(target_os = "macos") {
+        def.default_macos
+    } else if cfg!(windows) {
+        def.default_windows
+    } else {
+        def.default_linux
+    };
+    match default {
+        Some(d) => Ok((expand(d), PathSource::Default)),
+        None => Err(DbError::NoPath {
+            env_hint: def.env.map(|e| format!(" or set {e}")).unwrap_or_default(),
+        }),
+    }
+}
+
+/// Fails with a message that says how to fix it when the database file does not exist.
+pub fn require_exists(
+    server: &str,
+    def: &DatabaseDef,
+    path: &Path,
+    source: PathSource,
+) -> Result<(), DbError> {
+    if path.is_file() {
+        return Ok(());
+    }
+    Err(DbError::Missing {
+        path: path.display().to_string(),
+        how: source.describe(),
+        env_hint: def.env.map_or_else(
+            || "--db PATH".to_string(),
+            |e| format!("{e}=/path/to/db or pass --db PATH"),
+        ),
+        server: server.to_string(),
+        sample: if def.sample.is_some() {
+            " [--sample]"
+        } else {
+            ""
+        },
+    })
+}
+
+fn open(path: &Path, read_only: bool) -> Result<Connection, DbError> {
+    let flags = if read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI
+    };
+    let err = |source| DbError::Open {
+        path: path.display().to_string(),
+        source,
+    };
+    let conn = Connection::open_with_flags(path, flags).map_err(err)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
+    conn.set_prepared_statement_cache_capacity(64);
+    // A file that is not a database fails here rather than on the first call.
+    conn.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()))
+        .map_err(err)?;
+    Ok(conn)
+}
+
+/// Creates a database at `path` from the spec's schema, with its sample rows if asked. An
+/// existing file is used only when it holds no tables yet; its data is never changed.
+pub fn init(def: &DatabaseDef, path: &Path, sample: bool) -> Result<(), DbError> {
+    let create_err = |reason: String| DbError::Create {
+        path: path.display().to_string(),
+        reason,
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| create_err(e.to_string()))?;
+    }
+    let conn = Connection::open(path).map_err(|source| DbError::Open {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+        .map_err(|e| create_err(format!("not a SQLite database ({e})")))?;
+    if !tables.is_empty() {
+        return Err(DbError::NotEmpty {
+            path: path.display().to_string(),
+            tables: tables.join(", "),
+        });
+    }
+    let mut script = String::from("BEGIN;\n");
+    script.push_str(def.schema);
+    if sample && let Some(s) = def.sample {
+        script.push('\n');
+        script.push_str(s);
+    }
+    script.push_str("\nCOMMIT;");
+    conn.execute_batch(&script)
+        .map_err(|e| create_err(format!("the schema did not run: {e}")))?;
+    Ok(())
+}
+
+/// One writer connection and a few reader connections, handed out one call at a time.
+pub struct Pool {
+    writer: Option<Mutex<Connection>>,
+    readers: Mutex<Vec<Connection>>,
+    available: Condvar,
+}
+
+/// How many reader connections a pool keeps.
+pub const READERS: usize = 4;
+
+impl Pool {
+    /// Opens the pool. In read-write mode the file is switched to WAL so that readers and the
+    /// writer do not block each other.
+    pub fn open(path: &Path, read_only: bool) -> Result<Pool, DbError> {
+        let writer = if read_only {
+            None
+        } else {
+            let w = open(path, false)?;
+            w.pragma_update(None, "journal_mode", "WAL")
+                .map_err(|source| DbError::Open {
+                    path: path.display().to_string(),
+                    source,
+                })?;
+            w.pragma_update(None, "synchronous", "NORMAL")
+                .and_then(|()| w.pragma_update(None, "foreign_keys", "ON"))
+                .map_err(|source| DbError::Open {
+                    path: path.display().to_string(),
+                    source,
+                })?;
+            Some(Mutex::new(w))
+        };
+        let mut readers = Vec::with_capacity(READERS);
+        for _ in 0..READERS {
+            let r = open(path, true)?;
+            readers.push(r);
+        }
+        Ok(Pool {
+            writer,
+            readers: Mutex::new(readers),
+            available: Condvar::new(),
+        })
+    }
+
+    /// Runs `f` on a reader connection, waiting for one to be free.
+    pub fn read<T>(&self, f: impl FnOnce(&mut Connection) -> T) -> T {
+        let mut conn = {
+            let mut guard = self
+                .readers
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            loop {
+                if let Some(c) = guard.pop() {
+                    break c;
+                }
+                guard = self
+                    .available
+                    .wait(guard)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+            }
+        };
+        let out = f(&mut conn);
+        self.readers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(conn);
+        self.available.notify_one();
+        out
+    }
+
+    /// Runs `f` on the writer connection, or returns `None` when the pool is read-only.
+    pub fn write<T>(&self, f: impl FnOnce(&mut Connection) -> T) -> Option<T> {
+        let writer = self.writer.as_ref()?;
+        let mut conn = writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Some(f(&mut conn))
+    }
+
+    /// Runs `f` on every connection, e.g. to prepare statements at start-up.
+    pub fn each<E>(&self, mut f: impl FnMut(&Connection, bool) -> Result<(), E>) -> Result<(), E> {
+        if let Some(w) = &self.writer {
+            f(
+                &w.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
+                true,
+            )?;
+        }
+        for r in self
+            .readers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+        {
+            f(r, false)?;
+        }
+        Ok(())
+    }
+
+    pub fn is_read_only(&self) -> bool {
+        self.writer.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expands_home_and_percent_variables() {
+        // SAFETY-free: the test reads, it does not set, the environment.
+        let home = std::env::var("HOME").unwrap_or_default();
+        assert_eq!(
+            expand("~/x/studio.db"),
+            PathBuf::from(format!("{home}/x/studio.db"))
+        );
+        assert_eq!(expand("/abs/path.db"), PathBuf::from("/abs/path.db"));
+        let path = std::env::var("PATH").unwrap_or_default();
+        assert_eq!(expand("%PATH%/y"), PathBuf::from(format!("{path}/y")));
+    }
+}

@@ -1,0 +1,239 @@
+//! Definitions the generated code fills in: one static [`ServerDef`] per spec.
+//!
+//! Codegen emits these tables and a typed binding function per tool; everything that
+//! interprets them (validation, SQL execution, result shaping, the MCP surface) is hand-written
+//! in the other modules of this crate.
+
+use rusqlite::types::Value as SqlValue;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// Tool arguments as they arrive in `tools/call`.
+pub type Arguments = serde_json::Map<String, Value>;
+
+/// SQL parameters by name (without the `:` sigil), produced by a tool's binding function.
+pub type Params = Vec<(&'static str, SqlValue)>;
+
+/// Decodes the typed arguments of a tool and lists the SQL parameters they bind.
+pub type BindFn = fn(&Arguments) -> Result<Params, ArgsError>;
+
+/// A server compiled from one spec file.
+#[derive(Debug)]
+pub struct ServerDef {
+    pub name: &'static str,
+    pub version: &'static str,
+    pub title: Option<&'static str>,
+    pub instructions: Option<&'static str>,
+    /// The spec file this server was compiled from, relative to the workspace root.
+    pub spec_file: &'static str,
+    pub database: DatabaseDef,
+    pub demo: &'static [DemoCallDef],
+    pub tools: &'static [ToolDef],
+}
+
+impl ServerDef {
+    pub fn tool(&self, name: &str) -> Option<&'static ToolDef> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+}
+
+#[derive(Debug)]
+pub struct DatabaseDef {
+    /// The environment variable that overrides the default path.
+    pub env: Option<&'static str>,
+    pub default_linux: Option<&'static str>,
+    pub default_macos: Option<&'static str>,
+    pub default_windows: Option<&'static str>,
+    /// Whether the spec declares the database read-only.
+    pub read_only: bool,
+    /// The DDL run by `mcpspec init`.
+    pub schema: &'static str,
+    /// Sample rows loaded by `mcpspec init --sample` and `mcpspec demo`.
+    pub sample: Option<&'static str>,
+}
+
+/// One step of the scripted `mcpspec demo` session.
+#[derive(Debug)]
+pub struct DemoCallDef {
+    pub tool: &'static str,
+    /// The arguments as JSON text.
+    pub arguments: &'static str,
+    pub note: Option<&'static str>,
+}
+
+#[derive(Debug)]
+pub struct ToolDef {
+    pub name: &'static str,
+    pub title: Option<&'static str>,
+    pub description: &'static str,
+    /// The published input JSON Schema, as JSON text.
+    pub input_schema: &'static str,
+    /// The published output JSON Schema, as JSON text.
+    pub output_schema: &'static str,
+    pub annotations: AnnotationsDef,
+    /// Whether some statement changes the database; such tools are refused when read-only.
+    pub writes: bool,
+    /// Defaults applied to absent arguments before validation: `(name, JSON text)`.
+    pub defaults: &'static [(&'static str, &'static str)],
+    pub binding: BindingDef,
+    pub bind: BindFn,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnnotationsDef {
+    pub read_only: bool,
+    pub destructive: bool,
+    pub idempotent: bool,
+    pub open_world: bool,
+}
+
+#[derive(Debug)]
+pub enum BindingDef {
+    Single(StatementDef),
+    Composite(&'static [StatementDef]),
+}
+
+impl BindingDef {
+    pub fn statements(&self) -> &[StatementDef] {
+        match self {
+            BindingDef::Single(s) => std::slice::from_ref(s),
+            BindingDef::Composite(parts) => parts,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct StatementDef {
+    /// The field of a composite result.
+    pub name: &'static str,
+    /// The field that holds rows (`Many`) or the value (`Scalar`) of a single statement.
+    pub key: &'static str,
+    pub sql: &'static str,
+    pub mode: Mode,
+    pub columns: &'static [ColumnDef],
+    /// The most rows a `Many` statement returns; more are cut and flagged `truncated`.
+    pub max_rows: u32,
+    /// A minijinja template over the arguments, shown when `Many` finds nothing.
+    pub empty_message: Option<&'static str>,
+    /// A minijinja template over the arguments, the error when `One` finds nothing.
+    pub not_found: Option<&'static str>,
+    /// Named parameters of the SQL, without sigils.
+    pub params: &'static [&'static str],
+    /// Parameters bound from an earlier single-row statement: `(param, statement, column)`.
+    pub bind: &'static [(&'static str, &'static str, &'static str)],
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Many,
+    One,
+    Optional,
+    Scalar,
+    Execute,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct ColumnDef {
+    pub name: &'static str,
+    pub kind: ColumnKind,
+    pub nullable: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnKind {
+    Text,
+    Integer,
+    Real,
+    Boolean,
+    /// JSON stored as text, returned as a JSON value.
+    Json,
+}
+
+/// Arguments that passed JSON Schema validation but do not decode into the typed struct.
+/// Validation runs first, so this signals a schema the typed struct disagrees with.
+#[derive(Debug, thiserror::Error)]
+#[error("arguments do not match the typed struct: {0}")]
+pub struct ArgsError(#[from] pub serde_json::Error);
+
+/// Decodes validated arguments into a tool's generated argument struct.
+pub fn decode<T: DeserializeOwned>(arguments: &Arguments) -> Result<T, ArgsError> {
+    // Deserializing from a borrowed map avoids cloning the arguments.
+    Ok(T::deserialize(MapRef(arguments))?)
+}
+
+struct MapRef<'a>(&'a Arguments);
+
+impl<'de> serde::Deserializer<'de> for MapRef<'de> {
+    type Error = serde_json::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(
+        self,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        serde::de::value::MapDeserializer::new(self.0.iter().map(|(k, v)| (k.as_str(), v)))
+            .deserialize_any(visitor)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf option unit unit_struct newtype_struct seq tuple
+        tuple_struct map struct enum identifier ignored_any
+    }
+}
+
+/// Conversion of a typed argument into an SQL parameter. Arrays and objects bind as JSON text,
+/// for use with `json_each`; an absent optional argument binds as NULL.
+pub trait ToParam {
+    fn to_param(&self) -> SqlValue;
+}
+
+impl ToParam for String {
+    fn to_param(&self) -> SqlValue {
+        SqlValue::Text(self.clone())
+    }
+}
+
+impl ToParam for i64 {
+    fn to_param(&self) -> SqlValue {
+        SqlValue::Integer(*self)
+    }
+}
+
+impl ToParam for f64 {
+    fn to_param(&self) -> SqlValue {
+        SqlValue::Real(*self)
+    }
+}
+
+impl ToParam for bool {
+    fn to_param(&self) -> SqlValue {
+        SqlValue::Integer(i64::from(*self))
+    }
+}
+
+impl<T: ToParam> ToParam for Option<T> {
+    fn to_param(&self) -> SqlValue {
+        self.as_ref().map_or(SqlValue::Null, ToParam::to_param)
+    }
+}
+
+impl<T: serde::Serialize> ToParam for Vec<T> {
+    fn to_param(&self) -> SqlValue {
+        SqlValue::Text(serde_json::to_string(self).unwrap_or_else(|_| "[]".into()))
+    }
+}
+
+impl ToParam for Value {
+    fn to_param(&self) -> SqlValue {
+        match self {
+            Value::Null => SqlValue::Null,
+            Value::Bool(b) => SqlValue::Integer(i64::from(*b)),
+            Value::Number(n) => n.as_i64().map_or_else(
+                || SqlValue::Real(n.as_f64().unwrap_or(0.0)),
+                SqlValue::Integer,
+            ),
+            Value::String(s) => SqlValue::Text(s.clone()),
+            other => SqlValue::Text(other.to_string()),
+        }
+    }
+}

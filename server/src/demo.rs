@@ -1,0 +1,101 @@
+//! `mcpspec demo`: a scripted session against a real server process, printed for a person.
+//!
+//! It creates a scratch database with the spec's sample rows, starts this same binary as
+//! `mcpspec serve` over stdio, and drives it as an MCP client would: initialize, list the
+//! tools, then each call of the spec's `demo:` section, with its result and round-trip time.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+use crate::client::StdioClient;
+use crate::def::ServerDef;
+
+/// Runs the demo for `def`, starting `exe` as the server; writes the transcript to `out`.
+pub fn run(def: &'static ServerDef, exe: &Path, out: &mut dyn std::io::Write) -> Result<()> {
+    let dir = tempfile::tempdir().context("creating a scratch directory")?;
+    let db = dir.path().join(format!("{}.db", def.name));
+    crate::db::init(&def.database, &db, true)?;
+    writeln!(out, "# mcpspec demo: {} {}", def.name, def.version)?;
+    writeln!(out, "# scratch database with sample rows: {}", db.display())?;
+    writeln!(out, "$ mcpspec serve {} --db {}\n", def.name, db.display())?;
+
+    let started = Instant::now();
+    let mut client = StdioClient::spawn(
+        Command::new(exe)
+            .args(["serve", def.name, "--db"])
+            .arg(&db)
+            .stderr(Stdio::inherit()),
+    )?;
+    let init = client.initialize()?;
+    let info = &init["result"]["serverInfo"];
+    writeln!(
+        out,
+        "-> initialize: {} {} (protocol {}), ready in {:.1} ms",
+        info["name"].as_str().unwrap_or("?"),
+        info["version"].as_str().unwrap_or("?"),
+        init["result"]["protocolVersion"].as_str().unwrap_or("?"),
+        started.elapsed().as_secs_f64() * 1000.0
+    )?;
+
+    let list = client.request("tools/list", serde_json::json!({}))?;
+    let tools = list["result"]["tools"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    writeln!(out, "-> tools/list: {} tools", tools.len())?;
+    for t in &tools {
+        let a = &t["annotations"];
+        let kind = if a["readOnlyHint"] == Value::Bool(true) {
+            "read-only"
+        } else if a["destructiveHint"] == Value::Bool(true) {
+            "destructive"
+        } else {
+            "writes"
+        };
+        writeln!(
+            out,
+            "   {:<22} {kind:<11} {}",
+            t["name"].as_str().unwrap_or("?"),
+            t["title"].as_str().unwrap_or("")
+        )?;
+    }
+
+    for call in def.demo {
+        let args: Value = serde_json::from_str(call.arguments).context("demo arguments")?;
+        writeln!(out)?;
+        if let Some(note) = call.note {
+            writeln!(out, "# {note}")?;
+        }
+        writeln!(out, "-> tools/call {} {}", call.tool, args)?;
+        let t = Instant::now();
+        let response = client.call_tool(call.tool, args)?;
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        let result = &response["result"];
+        if let Some(err) = response.get("error") {
+            writeln!(out, "<- protocol error ({ms:.2} ms): {err}")?;
+        } else if result["isError"] == Value::Bool(true) {
+            let text = result["content"][0]["text"].as_str().unwrap_or("");
+            writeln!(out, "<- tool error ({ms:.2} ms): {text}")?;
+        } else {
+            writeln!(out, "<- result ({ms:.2} ms):")?;
+            let pretty = serde_json::to_string_pretty(&result["structuredContent"])?;
+            for line in pretty.lines() {
+                writeln!(out, "   {line}")?;
+            }
+        }
+    }
+    let status = client.finish(Duration::from_secs(10));
+    writeln!(
+        out,
+        "\n# server exited: {}",
+        status.map_or("killed after 10 s".into(), |s| s.to_string())
+    )?;
+    if !status.is_some_and(|s| s.success()) {
+        bail!("the server did not exit cleanly");
+    }
+    Ok(())
+}

@@ -1,0 +1,705 @@
+//! The call engine: runs one `tools/call` against a compiled [`ServerDef`].
+//!
+//! Per call: look the tool up, apply schema defaults, validate the arguments with a validator
+//! compiled once at start-up, decode them through the generated typed binding, run the
+//! statements on a pooled connection, and shape rows into the declared JSON. Failures become
+//! [`CallError`]s that the MCP layer maps to tool results or protocol errors.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rusqlite::types::{Value as SqlValue, ValueRef};
+use rusqlite::{Connection, Statement};
+use serde_json::{Map, Value, json};
+
+use crate::db::{DbError, Pool};
+use crate::def::{Arguments, ColumnDef, ColumnKind, Mode, ServerDef, StatementDef, ToolDef};
+
+/// Limits applied to every call.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// The largest arguments object accepted, measured as JSON text.
+    pub max_argument_bytes: usize,
+    /// How long one call may run before its query is interrupted.
+    pub call_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_argument_bytes: 1024 * 1024,
+            call_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What went wrong in a call that reached a tool: shown to the model as a tool result with
+/// `isError`, so it can correct itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolError {
+    /// A stable machine-readable code such as `INVALID_ARGUMENTS` or `NOT_FOUND`.
+    pub code: &'static str,
+    pub message: String,
+    /// Structured details: failing fields and the like.
+    pub data: Option<Value>,
+}
+
+impl ToolError {
+    fn new(code: &'static str, message: impl Into<String>) -> Self {
+        ToolError {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    /// The error as a JSON object, for the text content of the result.
+    pub fn to_json(&self) -> Value {
+        let mut o = Map::new();
+        o.insert("code".into(), json!(self.code));
+        o.insert("message".into(), json!(self.message));
+        if let Some(Value::Object(d)) = &self.data {
+            for (k, v) in d {
+                o.insert(k.clone(), v.clone());
+            }
+        }
+        json!({ "error": o })
+    }
+}
+
+/// Why a call failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallError {
+    /// No tool by that name: a protocol error (-32602).
+    UnknownTool(String),
+    /// `arguments` is present but not an object: a protocol error (-32602).
+    MalformedArguments(String),
+    /// The tool ran, or its arguments failed validation: a tool result with `isError`.
+    Tool(ToolError),
+}
+
+impl From<ToolError> for CallError {
+    fn from(e: ToolError) -> Self {
+        CallError::Tool(e)
+    }
+}
+
+/// A successful call's structured result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Success {
+    pub structured: Value,
+}
+
+struct CompiledTool {
+    def: &'static ToolDef,
+    validator: jsonschema::Validator,
+    defaults: Vec<(&'static str, Value)>,
+}
+
+/// A server ready to answer calls: validators compiled, statements prepared, database open.
+pub struct Engine {
+    pub def: &'static ServerDef,
+    pool: Pool,
+    tools: HashMap<&'static str, CompiledTool>,
+    templates: minijinja::Environment<'static>,
+    limits: Limits,
+    read_only: bool,
+    next_id: AtomicU64,
+}
+
+/// Start-up failures, each saying what to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error("tool `{tool}` in {spec}: {message}")]
+    Tool {
+        tool: &'static str,
+        spec: &'static str,
+        message: String,
+    },
+}
+
+impl Engine {
+    /// Opens the database and checks every tool against it before any call is served.
+    pub fn start(
+        def: &'static ServerDef,
+        path: &Path,
+        read_only: bool,
+        limits: Limits,
+    ) -> Result<Arc<Engine>, StartError> {
+        let read_only = read_only || def.database.read_only;
+        let pool = Pool::open(path, read_only)?;
+        let mut tools = HashMap::new();
+        let mut templates = minijinja::Environment::new();
+        for t in def.tools {
+            let fail = |message: String| StartError::Tool {
+                tool: t.name,
+                spec: def.spec_file,
+                message,
+            };
+            let schema: Value = serde_json::from_str(t.input_schema)
+                .map_err(|e| fail(format!("input schema is not JSON: {e}")))?;
+            let validator = jsonschema::validator_for(&schema)
+                .map_err(|e| fail(format!("input schema does not compile: {e}")))?;
+            let defaults = t
+                .defaults
+                .iter()
+                .map(|(k, v)| {
+                    Ok((
+                        *k,
+                        serde_json::from_str(v).map_err(|e| fail(e.to_string()))?,
+                    ))
+                })
+                .collect::<Result<Vec<_>, StartError>>()?;
+            for st in t.binding.statements() {
+                for (kind, source) in [("empty", st.empty_message), ("not_found", st.not_found)] {
+                    if let Some(src) = source {
+                        templates
+                            .add_template(template_name(t.name, st.name, kind).leak(), src)
+                            .map_err(|e| fail(format!("message template: {e}")))?;
+                    }
+                }
+            }
+            tools.insert(
+                t.name,
+                CompiledTool {
+                    def: t,
+                    validator,
+                    defaults,
+                },
+            );
+        }
+        // Every statement must prepare against the real database, and return the declared
+        // columns, before the server accepts a call: drift is a start-up error, not a call error.
+        pool.each(|conn, writer| {
+            for t in def.tools {
+                if t.writes != writer && !(t.writes && read_only) {
+                    continue;
+                }
+                for st in t.binding.statements() {
+                    prepare_checked(conn, st).map_err(|message| StartError::Tool {
+                        tool: t.name,
+                        spec: def.spec_file,
+                        message,
+                    })?;
+                }
+            }
+            Ok::<(), StartError>(())
+        })?;
+        Ok(Arc::new(Engine {
+            def,
+            pool,
+            tools,
+            templates,
+            limits,
+            read_only,
+            next_id: AtomicU64::new(1),
+        }))
+    }
+
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Runs one call. This blocks on SQLite; async callers run it on a blocking thread.
+    pub fn call(&self, name: &str, arguments: Option<&Value>) -> Result<Success, CallError> {
+        let request = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
+        let result = self.call_inner(name, arguments, request);
+        let outcome = match &result {
+            Ok(_) => "ok",
+            Err(CallError::Tool(e)) => e.code,
+            Err(_) => "protocol_error",
+        };
+        tracing::info!(
+            target: "mcpspec::call",
+            request,
+            tool = name,
+            outcome,
+            micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            "call"
+        );
+        result
+    }
+
+    fn call_inner(
+        &self,
+        name: &str,
+        arguments: Option<&Value>,
+        request: u64,
+    ) -> Result<Success, CallError> {
+        let tool = self
+            .tools
+            .get(name)
+            .ok_or_else(|| CallError::UnknownTool(name.to_string()))?;
+        let mut args: Arguments = match arguments {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(m)) => m.clone(),
+            Some(other) => {
+                return Err(CallError::MalformedArguments(format!(
+                    "arguments must be an object, not {}",
+                    json_type(other)
+                )));
+            }
+        };
+        let size = approx_json_size(&Value::Object(args.clone()));
+        if size > self.limits.max_argument_bytes {
+            return Err(ToolError {
+                code: "ARGUMENTS_TOO_LARGE",
+                message: format!(
+                    "arguments are about {size} bytes; the limit is {} bytes",
+                    self.limits.max_argument_bytes
+                ),
+                data: Some(json!({"size": size, "limit": self.limits.max_argument_bytes})),
+            }
+            .into());
+        }
+        for (k, v) in &tool.defaults {
+            if !args.contains_key(*k) {
+                args.insert((*k).to_string(), v.clone());
+            }
+        }
+        let instance = Value::Object(args);
+        validate(&tool.validator, &instance)?;
+        let Value::Object(args) = instance else {
+            unreachable!("arguments are an object")
+        };
+        let params = (tool.def.bind)(&args).map_err(|e| {
+            tracing::error!(request, tool = name, error = %e, "typed arguments disagree with the schema");
+            ToolError::new("INVALID_ARGUMENTS", format!("invalid arguments: {}", e.0))
+        })?;
+        let deadline = Instant::now() + self.limits.call_timeout;
+        let run =
+            |conn: &mut Connection| self.run(tool.def, conn, &params, &args, deadline, request);
+        let out = if tool.def.writes {
+            if self.read_only {
+                return Err(ToolError::new(
+                    "READ_ONLY",
+                    format!(
+                        "`{name}` changes the database, and this server is running read-only; restart it without --read-only to allow writes"
+                    ),
+                )
+                .into());
+            }
+            self.pool.write(run).unwrap_or_else(|| {
+                Err(ToolError::new(
+                    "READ_ONLY",
+                    "this server is running read-only",
+                ))
+            })
+        } else {
+            self.pool.read(run)
+        };
+        out.map(|structured| Success { structured })
+            .map_err(CallError::Tool)
+    }
+
+    fn run(
+        &self,
+        tool: &'static ToolDef,
+        conn: &mut Connection,
+        params: &[(&'static str, SqlValue)],
+        args: &Arguments,
+        deadline: Instant,
+        request: u64,
+    ) -> Result<Value, ToolError> {
+        let stmts = tool.binding.statements();
+        let _ = conn.progress_handler(10_000, Some(move || Instant::now() > deadline));
+        let transactional = tool.writes || stmts.len() > 1;
+        if transactional {
+            let begin = if tool.writes {
+                "BEGIN IMMEDIATE"
+            } else {
+                "BEGIN"
+            };
+            conn.execute_batch(begin)
+                .map_err(|e| self.db_error(tool, e, request))?;
+        }
+        let result = self.run_statements(tool, conn, params, args, request);
+        if transactional {
+            let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+            if let Err(e) = conn.execute_batch(end) {
+                let _ = conn.execute_batch("ROLLBACK");
+                let _ = conn.progress_handler(0, None::<fn() -> bool>);
+                return Err(self.db_error(tool, e, request));
+            }
+        }
+        let _ = conn.progress_handler(0, None::<fn() -> bool>);
+        result
+    }
+
+    fn run_statements(
+        &self,
+        tool: &'static ToolDef,
+        conn: &Connection,
+        params: &[(&'static str, SqlValue)],
+        args: &Arguments,
+        request: u64,
+    ) -> Result<Value, ToolError> {
+        let single = matches!(tool.binding, crate::def::BindingDef::Single(_));
+        let mut composite = Map::new();
+        let mut rows_by_stmt: HashMap<&str, Map<String, Value>> = HashMap::new();
+        let mut raw_rows: HashMap<&str, HashMap<String, SqlValue>> = HashMap::new();
+        for st in tool.binding.statements() {
+            let mut stmt = conn
+                .prepare_cached(st.sql)
+                .map_err(|e| self.db_error(tool, e, request))?;
+            bind(&mut stmt, st, params, &raw_rows);
+            let order = column_order(&stmt, st);
+            let part = match st.mode {
+                Mode::Execute => {
+                    let changes = stmt
+                        .raw_execute()
+                        .map_err(|e| self.db_error(tool, e, request))?;
+                    json!({"changes": changes, "last_insert_id": conn.last_insert_rowid()})
+                }
+                Mode::Many => {
+                    let mut rows = stmt.raw_query();
+                    let mut out = Vec::new();
+                    let mut truncated = false;
+                    while let Some(row) =
+                        rows.next().map_err(|e| self.db_error(tool, e, request))?
+                    {
+                        if out.len() >= st.max_rows as usize {
+                            truncated = true;
+                            break;
+                        }
+                        out.push(Value::Object(row_json(row, &order)));
+                    }
+                    if single {
+                        let mut o = Map::new();
+                        let empty = out.is_empty();
+                        o.insert(st.key.to_string(), Value::Array(out));
+                        if truncated {
+                            o.insert("truncated".into(), Value::Bool(true));
+                        }
+                        if empty && st.empty_message.is_some() {
+                            o.insert(
+                                "message".into(),
+                                json!(self.message(tool, st, "empty", args)),
+                            );
+                        }
+                        return Ok(Value::Object(o));
+                    }
+                    Value::Array(out)
+                }
+                Mode::One | Mode::Optional | Mode::Scalar => {
+                    let mut rows = stmt.raw_query();
+                    match rows.next().map_err(|e| self.db_error(tool, e, request))? {
+                        Some(row) if st.mode == Mode::Scalar => {
+                            let (idx, col) = order[0];
+                            let v = column_json(row.get_ref(idx).unwrap_or(ValueRef::Null), col);
+                            if single {
+                                let mut o = Map::new();
+                                if !v.is_null() {
+                                    o.insert(st.key.to_string(), v);
+                                }
+                                return Ok(Value::Object(o));
+                            }
+                            v
+                        }
+                        Some(row) => {
+                            let mut raw = HashMap::new();
+                            for (i, name) in row.as_ref().column_names().into_iter().enumerate() {
+                                raw.insert(
+                                    name.to_string(),
+                                    row.get::<_, SqlValue>(i).unwrap_or(SqlValue::Null),
+                                );
+                            }
+                            raw_rows.insert(st.name, raw);
+                            let obj = row_json(row, &order);
+                            rows_by_stmt.insert(st.name, obj.clone());
+                            if single {
+                                return Ok(Value::Object(obj));
+                            }
+                            Value::Object(obj)
+                        }
+                        None if st.mode == Mode::One => {
+                            let message = self.message(tool, st, "not_found", args);
+                            return Err(ToolError::new("NOT_FOUND", message));
+                        }
+                        None => {
+                            if single {
+                                return Ok(json!({}));
+                            }
+                            Value::Null
+                        }
+                    }
+                }
+            };
+            if !part.is_null() {
+                composite.insert(st.name.to_string(), part);
+            }
+        }
+        Ok(Value::Object(composite))
+    }
+
+    fn message(&self, tool: &ToolDef, st: &StatementDef, kind: &str, args: &Arguments) -> String {
+        let fallback = || match kind {
+            "empty" => "No results.".to_string(),
+            _ => format!("`{}` found nothing for these arguments.", tool.name),
+        };
+        let Ok(t) = self
+            .templates
+            .get_template(&template_name(tool.name, st.name, kind))
+        else {
+            return fallback();
+        };
+        match t.render(minijinja::value::Serde(args)) {
+            Ok(s) => s.trim().to_string(),
+            Err(e) => {
+                tracing::warn!(tool = tool.name, error = %e, "message template failed");
+                fallback()
+            }
+        }
+    }
+
+    /// Maps a database failure to a tool error without leaking SQL text or paths; the full
+    /// error goes to the log with the request id.
+    fn db_error(&self, tool: &ToolDef, e: rusqlite::Error, request: u64) -> ToolError {
+        use rusqlite::ErrorCode as C;
+        let code = e.sqlite_error_code();
+        tracing::error!(request, tool = tool.name, error = %e, "database error");
+        match code {
+            Some(C::OperationInterrupted) => ToolError {
+                code: "TIMEOUT",
+                message: format!(
+                    "`{}` took longer than {} s and was stopped; narrow the request",
+                    tool.name,
+                    self.limits.call_timeout.as_secs()
+                ),
+                data: None,
+            },
+            Some(C::ConstraintViolation) => {
+                let detail = match &e {
+                    rusqlite::Error::SqliteFailure(_, Some(m)) => m
+                        .split(':')
+                        .next()
+                        .unwrap_or("constraint failed")
+                        .to_lowercase(),
+                    _ => "constraint failed".into(),
+                };
+                ToolError {
+                    code: "CONSTRAINT_VIOLATION",
+                    message: format!("the database refused the change: {detail}"),
+                    data: None,
+                }
+            }
+            Some(C::DatabaseBusy | C::DatabaseLocked) => ToolError::new(
+                "DATABASE_BUSY",
+                "the database is busy with another writer; try again shortly",
+            ),
+            Some(C::ReadOnly) => ToolError::new("READ_ONLY", "the database file is read-only"),
+            _ => ToolError {
+                code: "DATABASE_ERROR",
+                message: format!(
+                    "the database failed to run `{}` (request {request}; details are in the server log)",
+                    tool.name
+                ),
+                data: Some(json!({"request": request})),
+            },
+        }
+    }
+}
+
+fn template_name(tool: &str, stmt: &str, kind: &str) -> String {
+    format!("{tool}/{stmt}/{kind}")
+}
+
+/// Prepares a statement and checks that it returns the declared columns.
+fn prepare_checked(conn: &Connection, st: &StatementDef) -> Result<(), String> {
+    let stmt = conn.prepare_cached(st.sql).map_err(|e| {
+        let msg = match &e {
+            rusqlite::Error::SqlInputError { msg, .. } => msg.clone(),
+            rusqlite::Error::SqliteFailure(_, Some(m)) => m.clone(),
+            other => other.to_string(),
+        };
+        format!(
+            "statement `{}` does not match the database: {msg}; run `cargo run -p codegen -- check --db PATH` for details",
+            st.name
+        )
+    })?;
+    if st.mode != Mode::Execute {
+        let names: Vec<&str> = stmt.column_names().collect();
+        for c in st.columns {
+            if !names.contains(&c.name) {
+                return Err(format!(
+                    "statement `{}` does not return the declared column `{}`",
+                    st.name, c.name
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Binds each named parameter from the arguments or from an earlier statement's row.
+fn bind(
+    stmt: &mut Statement<'_>,
+    st: &StatementDef,
+    params: &[(&'static str, SqlValue)],
+    rows: &HashMap<&str, HashMap<String, SqlValue>>,
+) {
+    for i in 1..=stmt.parameter_count() {
+        let Some(full) = stmt.parameter_name(i) else {
+            continue;
+        };
+        let name = &full[1..];
+        let value = if let Some((_, src, col)) = st.bind.iter().find(|(p, _, _)| *p == name) {
+            rows.get(src)
+                .and_then(|r| r.get(*col))
+                .cloned()
+                .unwrap_or(SqlValue::Null)
+        } else {
+            params
+                .iter()
+                .find(|(p, _)| *p == name)
+                .map_or(SqlValue::Null, |(_, v)| v.clone())
+        };
+        // Binding by index cannot fail for an index below parameter_count.
+        let _ = stmt.raw_bind_parameter(i, value);
+    }
+}
+
+/// Pairs each declared column with its index in the statement's result.
+fn column_order(stmt: &Statement<'_>, st: &StatementDef) -> Vec<(usize, &'static ColumnDef)> {
+    let names: Vec<&str> = stmt.column_names().collect();
+    st.columns
+        .iter()
+        .filter_map(|c| names.iter().position(|n| *n == c.name).map(|i| (i, c)))
+        .collect()
+}
+
+fn row_json(row: &rusqlite::Row<'_>, order: &[(usize, &ColumnDef)]) -> Map<String, Value> {
+    let mut o = Map::new();
+    for (idx, col) in order {
+        let v = column_json(row.get_ref(*idx).unwrap_or(ValueRef::Null), col);
+        if !v.is_null() {
+            o.insert(col.name.to_string(), v);
+        }
+    }
+    o
+}
+
+/// Converts one SQLite value to the column's declared JSON type. NULL becomes JSON null,
+/// which callers omit from rows.
+fn column_json(v: ValueRef<'_>, col: &ColumnDef) -> Value {
+    match (col.kind, v) {
+        (_, ValueRef::Null) => Value::Null,
+        (ColumnKind::Json, ValueRef::Text(t)) => serde_json::from_slice(t).unwrap_or_else(|_| {
+            tracing::warn!(
+                column = col.name,
+                "column holds text that is not JSON; returned as a string"
+            );
+            Value::String(String::from_utf8_lossy(t).into_owned())
+        }),
+        (ColumnKind::Boolean, ValueRef::Integer(i)) => Value::Bool(i != 0),
+        (ColumnKind::Integer, ValueRef::Real(f)) if f.fract() == 0.0 => json!(f as i64),
+        (ColumnKind::Integer, ValueRef::Text(t)) => std::str::from_utf8(t)
+            .ok()
+            .and_then(|s| s.trim().parse::<i64>().ok())
+            .map_or(Value::Null, |i| json!(i)),
+        (ColumnKind::Real, ValueRef::Text(t)) => std::str::from_utf8(t)
+            .ok()
+            .and_then(|s| s.trim().parse::<f64>().ok())
+            .map_or(Value::Null, |f| json!(f)),
+        (ColumnKind::Text, ValueRef::Integer(i)) => Value::String(i.to_string()),
+        (ColumnKind::Text, ValueRef::Real(f)) => Value::String(f.to_string()),
+        (_, ValueRef::Integer(i)) => json!(i),
+        (_, ValueRef::Real(f)) => json!(f),
+        (_, ValueRef::Text(t)) => Value::String(String::from_utf8_lossy(t).into_owned()),
+        (_, ValueRef::Blob(_)) => Value::Null,
+    }
+}
+
+/// Validates arguments, naming every failing field.
+fn validate(validator: &jsonschema::Validator, instance: &Value) -> Result<(), ToolError> {
+    if validator.is_valid(instance) {
+        return Ok(());
+    }
+    let mut errors = Vec::new();
+    for e in validator.iter_errors(instance) {
+        let path = e.instance_path().to_string();
+        let mut field = path.trim_start_matches('/').replace('/', ".");
+        let mut message = e.to_string();
+        match e.kind() {
+            jsonschema::error::ValidationErrorKind::Required { property } => {
+                if let Some(p) = property.as_str() {
+                    field = p.to_string();
+                    message = "is required".into();
+                }
+            }
+            jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected } => {
+                field = unexpected.join(", ");
+                message = "is not an argument of this tool".into();
+            }
+            _ => {}
+        }
+        errors.push((field, message));
+    }
+    errors.sort();
+    errors.dedup();
+    let text: Vec<String> = errors
+        .iter()
+        .map(|(f, m)| {
+            if f.is_empty() {
+                m.clone()
+            } else {
+                format!("`{f}` {}", strip_value_prefix(m))
+            }
+        })
+        .collect();
+    let fields: Vec<Value> = errors
+        .iter()
+        .map(|(f, m)| json!({"field": f, "message": m}))
+        .collect();
+    Err(ToolError {
+        code: "INVALID_ARGUMENTS",
+        message: format!("invalid arguments: {}", text.join("; ")),
+        data: Some(json!({
+            "field": errors.first().map(|(f, _)| f.clone()).unwrap_or_default(),
+            "errors": fields,
+        })),
+    })
+}
+
+/// jsonschema messages start with the offending value (`100 is greater than ...`); after the
+/// field name the value reads better at the end, so keep the message as is but lowercased.
+fn strip_value_prefix(m: &str) -> String {
+    if m == "is required" || m == "is not an argument of this tool" {
+        return m.to_string();
+    }
+    format!("is invalid: {m}")
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The size of a value as compact JSON text, without serializing it.
+pub fn approx_json_size(v: &Value) -> usize {
+    match v {
+        Value::Null => 4,
+        Value::Bool(_) => 5,
+        Value::Number(_) => 20,
+        Value::String(s) => s.len() + 2,
+        Value::Array(a) => 2 + a.iter().map(|x| approx_json_size(x) + 1).sum::<usize>(),
+        Value::Object(o) => {
+            2 + o
+                .iter()
+                .map(|(k, x)| k.len() + 4 + approx_json_size(x))
+                .sum::<usize>()
+        }
+    }
+}

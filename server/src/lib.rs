@@ -1,0 +1,34 @@
+//! The mcpspec runtime: everything the generated tables need to become a running MCP server.
+//!
+//! `build.rs` compiles `spec/*.yaml` into [`generated`]; [`def`] declares the table types it
+//! fills; [`engine`] executes calls; [`mcp`] and [`transport`] put the engine on stdio with
+//! rmcp; [`db`] opens and creates databases; [`client`] and [`demo`] drive a server as a client.
+
+// Generated code names this crate as `::server` so that it compiles both here and in tests.
+extern crate self as server;
+
+pub mod client;
+pub mod db;
+pub mod def;
+pub mod demo;
+pub mod engine;
+pub mod mcp;
+pub mod transport;
+
+/// The servers compiled from `spec/` at build time.
+#[allow(clippy::all, missing_docs)]
+pub mod generated {
+    include!(concat!(env!("OUT_DIR"), "/generated/mod.rs"));
+}
+
+/// Crates the generated code refers to through this crate, so users need not depend on them.
+#[doc(hidden)]
+pub mod __private {
+    pub use serde;
+    pub use serde_json;
+}
+
+/// Finds a compiled server by name.
+pub fn server(name: &str) -> Option<&'static def::ServerDef> {
+    generated::SERVERS.iter().copied().find(|s| s.name == name)
+}

@@ -1,0 +1,256 @@
+//! The `mcpspec` command: serve a compiled spec over stdio, call one tool, create a database,
+//! run a demo session, or list what was compiled.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow};
+use clap::{Parser, Subcommand};
+use server::db;
+use server::def::ServerDef;
+use server::engine::{CallError, Engine, Limits};
+
+#[derive(Parser)]
+#[command(
+    name = "mcpspec",
+    version,
+    about = "MCP servers compiled from YAML specs"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Serve a compiled server over stdio (for Claude Code and other MCP clients).
+    Serve {
+        /// The server name, as in `mcpspec list`.
+        server: String,
+        /// The database file; overrides the spec's environment variable and default path.
+        #[arg(long)]
+        db: Option<PathBuf>,
+        /// Refuse every tool that changes the database.
+        #[arg(long)]
+        read_only: bool,
+    },
+    /// Run one tool call and print its result as JSON; exits 1 when the tool fails.
+    Call {
+        server: String,
+        tool: String,
+        /// The arguments as a JSON object.
+        #[arg(default_value = "{}")]
+        arguments: String,
+        #[arg(long)]
+        db: Option<PathBuf>,
+        #[arg(long)]
+        read_only: bool,
+    },
+    /// Create a database from the spec's schema; never changes an existing database.
+    Init {
+        server: String,
+        #[arg(long)]
+        db: PathBuf,
+        /// Also load the spec's sample rows.
+        #[arg(long)]
+        sample: bool,
+    },
+    /// Start the server on a scratch database with sample rows and drive a scripted session.
+    Demo { server: String },
+    /// List the compiled servers and their tools.
+    List,
+}
+
+fn find(name: &str) -> Result<&'static ServerDef> {
+    server::server(name).ok_or_else(|| {
+        let names: Vec<&str> = server::generated::SERVERS.iter().map(|s| s.name).collect();
+        anyhow!(
+            "no server named `{name}`; compiled servers: {}",
+            names.join(", ")
+        )
+    })
+}
+
+fn env_usize(name: &str) -> Option<usize> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+fn limits() -> Limits {
+    let mut l = Limits::default();
+    if let Some(n) = env_usize("MCPSPEC_MAX_ARGUMENT_BYTES") {
+        l.max_argument_bytes = n;
+    }
+    if let Some(s) = env_usize("MCPSPEC_CALL_TIMEOUT_SECS") {
+        l.call_timeout = Duration::from_secs(s as u64);
+    }
+    l
+}
+
+fn start(
+    def: &'static ServerDef,
+    flag: Option<&std::path::Path>,
+    read_only: bool,
+) -> Result<std::sync::Arc<Engine>> {
+    let (path, source) = db::resolve(&def.database, flag)?;
+    db::require_exists(def.name, &def.database, &path, source)?;
+    Ok(Engine::start(def, &path, read_only, limits())?)
+}
+
+fn main() -> ExitCode {
+    let filter = std::env::var("MCPSPEC_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .unwrap_or_else(|_| "warn".into());
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter));
+    if std::env::var("MCPSPEC_LOG_FORMAT").as_deref() == Ok("json") {
+        subscriber.json().init();
+    } else {
+        subscriber.init();
+    }
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Cmd::Serve {
+            server,
+            db,
+            read_only,
+        } => {
+            let def = find(&server)?;
+            let engine = start(def, db.as_deref(), read_only)?;
+            serve(engine)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Call {
+            server,
+            tool,
+            arguments,
+            db,
+            read_only,
+        } => {
+            let def = find(&server)?;
+            let args: serde_json::Value =
+                serde_json::from_str(&arguments).context("the arguments are not valid JSON")?;
+            let engine = start(def, db.as_deref(), read_only)?;
+            let outcome = engine.call(&tool, Some(&args));
+            let failed = outcome.is_err();
+            match outcome {
+                Ok(s) => println!("{}", serde_json::to_string_pretty(&s.structured)?),
+                Err(CallError::Tool(e)) => {
+                    println!("{}", serde_json::to_string_pretty(&e.to_json())?)
+                }
+                Err(other) => {
+                    let e = server::mcp::to_result(Err(other), def)
+                        .err()
+                        .map(|e| e.message.into_owned());
+                    return Err(anyhow!(e.unwrap_or_default()));
+                }
+            }
+            Ok(if failed {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        Cmd::Init { server, db, sample } => {
+            let def = find(&server)?;
+            db::init(&def.database, &db, sample)?;
+            println!(
+                "created {} for `{}`{}",
+                db.display(),
+                def.name,
+                if sample && def.database.sample.is_some() {
+                    " with sample rows"
+                } else {
+                    ""
+                }
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Demo { server } => {
+            let def = find(&server)?;
+            let exe = std::env::current_exe().context("locating the mcpspec binary")?;
+            server::demo::run(def, &exe, &mut std::io::stdout().lock())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::List => {
+            for s in server::generated::SERVERS {
+                println!(
+                    "{} {} ({}, {} tools)",
+                    s.name,
+                    s.version,
+                    s.spec_file,
+                    s.tools.len()
+                );
+                for t in s.tools {
+                    let kind = if !t.writes {
+                        "read"
+                    } else if t.annotations.destructive {
+                        "destructive"
+                    } else {
+                        "write"
+                    };
+                    println!("  {:<24} {kind:<11} {}", t.name, t.title.unwrap_or(""));
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Serves until stdin closes or SIGTERM/SIGINT arrives.
+fn serve(engine: std::sync::Arc<Engine>) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(16)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let transport =
+            server::transport::StdioTransport::new(tokio::io::stdin(), tokio::io::stdout());
+        let handler = server::mcp::McpServer::new(engine);
+        let running = rmcp::serve_server(handler, transport)
+            .await
+            .map_err(|e| anyhow!("the MCP session failed to start: {e}"))?;
+        let ct = running.cancellation_token();
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            tracing::info!("signal received; shutting down");
+            ct.cancel();
+        });
+        running
+            .waiting()
+            .await
+            .map_err(|e| anyhow!("the MCP session ended with an error: {e}"))?;
+        Ok::<(), anyhow::Error>(())
+    })?;
+    // Blocking calls still running are abandoned after a grace period rather than awaited forever.
+    runtime.shutdown_timeout(Duration::from_secs(30));
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,134 @@
+//! The MCP surface: an rmcp [`ServerHandler`] over the [`Engine`].
+//!
+//! Tool metadata is converted to rmcp's types once at start-up. Calls run on tokio's blocking
+//! pool so SQLite never stalls the async runtime. Following MCP 2025-11-25, a tool that ran and
+//! failed, or whose arguments failed validation, is a tool result with `isError`; an unknown
+//! tool or arguments that are not an object is a protocol error.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode, ErrorData,
+    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    Tool, ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, ServerHandler};
+use serde_json::{Map, Value, json};
+
+use crate::def::ServerDef;
+use crate::engine::{CallError, Engine};
+
+pub struct McpServer {
+    engine: Arc<Engine>,
+    tools: Arc<Vec<Tool>>,
+    config: ServerConfig,
+}
+
+fn schema_object(text: &str) -> Arc<Map<String, Value>> {
+    match serde_json::from_str(text) {
+        Ok(Value::Object(o)) => Arc::new(o),
+        _ => Arc::new(Map::new()),
+    }
+}
+
+/// The tools of a server as MCP publishes them.
+pub fn tools(def: &ServerDef) -> Vec<Tool> {
+    def.tools
+        .iter()
+        .map(|t| {
+            let mut a = ToolAnnotations::new()
+                .read_only(t.annotations.read_only)
+                .destructive(t.annotations.destructive)
+                .idempotent(t.annotations.idempotent);
+            a.open_world_hint = Some(t.annotations.open_world);
+            if let Some(title) = t.title {
+                a.title = Some(title.to_string());
+            }
+            let mut tool = Tool::new(t.name, t.description, schema_object(t.input_schema))
+                .with_raw_output_schema(schema_object(t.output_schema))
+                .with_annotations(a);
+            if let Some(title) = t.title {
+                tool = tool.with_title(title);
+            }
+            tool
+        })
+        .collect()
+}
+
+impl McpServer {
+    pub fn new(engine: Arc<Engine>) -> Self {
+        let def = engine.def;
+        let mut implementation = Implementation::new(def.name, def.version);
+        implementation.title = def.title.map(str::to_string);
+        let mut config = ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(implementation);
+        if let Some(i) = def.instructions {
+            config = config.with_instructions(i);
+        }
+        McpServer {
+            tools: Arc::new(tools(def)),
+            engine,
+            config,
+        }
+    }
+}
+
+/// A call's outcome as an MCP tool result, or a protocol error.
+pub fn to_result(
+    outcome: Result<crate::engine::Success, CallError>,
+    def: &ServerDef,
+) -> Result<CallToolResult, ErrorData> {
+    match outcome {
+        Ok(s) => Ok(CallToolResult::structured(s.structured)),
+        Err(CallError::Tool(e)) => Ok(CallToolResult::error(vec![ContentBlock::text(
+            e.to_json().to_string(),
+        )])),
+        Err(CallError::UnknownTool(name)) => {
+            let available: Vec<&str> = def.tools.iter().map(|t| t.name).collect();
+            Err(ErrorData::new(
+                ErrorCode::INVALID_PARAMS,
+                format!("unknown tool: {name}"),
+                Some(json!({"tool": name, "available": available})),
+            ))
+        }
+        Err(CallError::MalformedArguments(m)) => {
+            Err(ErrorData::new(ErrorCode::INVALID_PARAMS, m, None))
+        }
+    }
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        self.config.clone()
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let engine = self.engine.clone();
+        let name = request.name.into_owned();
+        let arguments = request.arguments.map(Value::Object);
+        let outcome = tokio::task::spawn_blocking(move || engine.call(&name, arguments.as_ref()))
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, "a call panicked");
+                ErrorData::internal_error("the call failed inside the server", None)
+            })?;
+        to_result(outcome, self.engine.def).map(Into::into)
+    }
+}
