@@ -8,12 +8,35 @@
 use std::sync::Arc;
 
 use rmcp::RoleServer;
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ErrorData, JsonRpcMessage, RequestId};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, RequestId};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::Mutex;
+
+/// Request methods MCP defines (through 2026-07-28); any other method is not found.
+const MCP_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+    "tasks/get",
+    "tasks/list",
+    "tasks/result",
+    "tasks/cancel",
+    "subscriptions/listen",
+];
 
 /// The largest message accepted on one line.
 pub const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
@@ -24,9 +47,9 @@ pub struct StdioTransport<R, W> {
     discarding: bool,
     max_line: usize,
     write: Arc<Mutex<W>>,
-    /// Error replies written by the transport itself, sent before the next read so that none is
-    /// lost when the input ends right after a bad line.
-    pending: std::collections::VecDeque<Vec<u8>>,
+    /// Error replies the transport writes itself, each on its own task so that rmcp's
+    /// cancellation of `receive` can neither drop nor repeat one; awaited at end of input.
+    inflight: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl<R, W> StdioTransport<R, W>
@@ -41,7 +64,7 @@ where
             discarding: false,
             max_line: MAX_LINE_BYTES,
             write: Arc::new(Mutex::new(write)),
-            pending: std::collections::VecDeque::new(),
+            inflight: Vec::new(),
         }
     }
 
@@ -98,19 +121,22 @@ where
         });
         let mut bytes = serde_json::to_vec(&body).unwrap_or_default();
         bytes.push(b'\n');
-        self.pending.push_back(bytes);
+        let write = self.write.clone();
+        self.inflight.retain(|h| !h.is_finished());
+        self.inflight.push(tokio::spawn(async move {
+            let mut w = write.lock().await;
+            if let Err(e) = w.write_all(&bytes).await.and(w.flush().await) {
+                tracing::error!(error = %e, "writing stdout failed");
+            }
+        }));
     }
 
-    /// Writes the transport's own replies; a reply leaves the queue only once written.
-    async fn flush_pending(&mut self) -> std::io::Result<()> {
-        while let Some(bytes) = self.pending.front() {
-            let mut w = self.write.lock().await;
-            w.write_all(bytes).await?;
-            w.flush().await?;
-            drop(w);
-            self.pending.pop_front();
+    /// Waits until every reply of the transport's own is written; cancellation-safe.
+    async fn drain_replies(&mut self) {
+        while let Some(h) = self.inflight.last_mut() {
+            let _ = h.await;
+            self.inflight.pop();
         }
-        Ok(())
     }
 
     /// Classifies a line that did not parse as a message and answers it.
@@ -186,12 +212,8 @@ where
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
-            if let Err(e) = self.flush_pending().await {
-                tracing::error!(error = %e, "writing stdout failed");
-                return None;
-            }
             let Some(read) = self.read_line().await else {
-                let _ = self.flush_pending().await;
+                self.drain_replies().await;
                 return None;
             };
             match read {
@@ -228,12 +250,17 @@ where
             if let JsonRpcMessage::Request(r) = &msg
                 && let ClientRequest::CustomRequest(c) = &r.request
             {
-                let err = ErrorData::method_not_found_with(&c.method);
-                self.reply(
-                    Some(id_json(&r.id)),
-                    err.code.0.into(),
-                    err.message.into_owned(),
-                );
+                // rmcp falls back to a custom request both for unknown methods and for known
+                // ones whose params do not parse; tell the two apart.
+                let (code, message) = if MCP_METHODS.contains(&c.method.as_str()) {
+                    (
+                        -32602,
+                        format!("invalid params for {}: the params do not match the method's schema", c.method),
+                    )
+                } else {
+                    (-32601, format!("method not found: {}", c.method))
+                };
+                self.reply(Some(id_json(&r.id)), code, message);
                 continue;
             }
             return Some(msg);
@@ -245,16 +272,3 @@ where
     }
 }
 
-trait MethodNotFound {
-    fn method_not_found_with(method: &str) -> ErrorData;
-}
-
-impl MethodNotFound for ErrorData {
-    fn method_not_found_with(method: &str) -> ErrorData {
-        ErrorData::new(
-            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
-            format!("method not found: {method}"),
-            None,
-        )
-    }
-}
