@@ -51,10 +51,12 @@ impl Diagnostic {
         if let Some(text) = source.lines().nth(self.pos.line.saturating_sub(1) as usize) {
             let col = self.pos.column.saturating_sub(1) as usize;
             let rest: String = text.chars().skip(col).collect();
-            let width = rest
-                .split(|c: char| c.is_whitespace() || c == ',' || c == ':')
-                .next()
-                .map_or(1, |w| w.chars().count().max(1));
+            // Underline one token: up to white space or a flow delimiter, without a key's colon.
+            let token: String = rest
+                .chars()
+                .take_while(|c| !c.is_whitespace() && !matches!(c, ',' | '}' | ']'))
+                .collect();
+            let width = token.trim_end_matches(':').chars().count().max(1);
             out.push_str(&format!("{pad} |\n{line_no} | {text}\n{pad} | "));
             out.push_str(&" ".repeat(col));
             out.push_str(&"^".repeat(width));
@@ -113,13 +115,19 @@ impl Diagnostics {
 
     /// Renders every diagnostic with source context, reading each file once.
     pub fn render(&self) -> String {
+        self.render_with(&|p: &Path| std::fs::read_to_string(p).unwrap_or_default())
+    }
+
+    /// Renders every diagnostic with source context from `read`, which maps a diagnostic's
+    /// file to its text.
+    pub fn render_with(&self, read: &dyn Fn(&Path) -> String) -> String {
         let mut items = self.items.clone();
         items.sort_by(|a, b| (&a.file, a.pos, &a.message).cmp(&(&b.file, b.pos, &b.message)));
         let mut out = String::new();
         let mut cached: Option<(PathBuf, String)> = None;
         for d in &items {
             if cached.as_ref().is_none_or(|(p, _)| p != &d.file) {
-                let text = std::fs::read_to_string(&d.file).unwrap_or_default();
+                let text = read(&d.file);
                 cached = Some((d.file.clone(), text));
             }
             let source = cached.as_ref().map_or("", |(_, s)| s.as_str());

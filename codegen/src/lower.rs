@@ -20,7 +20,7 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
     let server = &spec.server.value;
     let db = &spec.database.value;
     let tool_names = names::dedupe(spec.tools.iter().map(|t| names::snake(&t.value.name.value)));
-    let type_names = names::dedupe(
+    let type_names = names::dedupe_types(
         spec.tools
             .iter()
             .map(|t| names::pascal(&t.value.name.value)),

@@ -75,16 +75,27 @@ pub(crate) fn pascal(name: &str) -> String {
     s
 }
 
-/// Makes names unique in order: a clash gets `_2`, `_3` and so on.
+/// Makes snake_case names unique in order: a clash gets `_2`, `_3` and so on.
 pub(crate) fn dedupe(names: impl IntoIterator<Item = String>) -> Vec<String> {
+    dedupe_with(names, "_")
+}
+
+/// Makes PascalCase names unique in order: a clash gets `2`, `3` and so on.
+pub(crate) fn dedupe_types(names: impl IntoIterator<Item = String>) -> Vec<String> {
+    dedupe_with(names, "")
+}
+
+fn dedupe_with(names: impl IntoIterator<Item = String>, sep: &str) -> Vec<String> {
     let mut seen = BTreeSet::new();
     names
         .into_iter()
         .map(|n| {
+            // A keyword's trailing `_` is not needed once a numeric suffix makes it unique.
+            let base = n.trim_end_matches('_').to_string();
             let mut candidate = n.clone();
             let mut i = 2;
             while !seen.insert(candidate.clone()) {
-                candidate = format!("{n}_{i}");
+                candidate = format!("{base}{sep}{i}");
                 i += 1;
             }
             candidate
@@ -116,5 +127,9 @@ mod tests {
     fn clashing_names_get_suffixes() {
         let got = dedupe(["project_id", "projectId", "project-id"].map(snake));
         assert_eq!(got, ["project_id", "project_id_2", "project_id_3"]);
+        let got = dedupe(["type", "Type"].map(snake));
+        assert_eq!(got, ["type_", "type_2"]);
+        let got = dedupe_types(["type", "Type", "self"].map(pascal));
+        assert_eq!(got, ["Type", "Type2", "Self_"]);
     }
 }

@@ -115,6 +115,14 @@ pub struct Engine {
 pub enum StartError {
     #[error(transparent)]
     Db(#[from] DbError),
+    #[error(
+        "the database at {path} does not match what {spec} expects:\n  {problems}\nfix the database, or point --db at the right file"
+    )]
+    Drift {
+        path: String,
+        spec: &'static str,
+        problems: String,
+    },
     #[error("tool `{tool}` in {spec}: {message}")]
     Tool {
         tool: &'static str,
@@ -174,22 +182,25 @@ impl Engine {
             );
         }
         // Every statement must prepare against the real database, and return the declared
-        // columns, before the server accepts a call: drift is a start-up error, not a call error.
-        pool.each(|conn, writer| {
+        // columns, before the server accepts a call: drift is a start-up error listing every
+        // affected tool, not a failure of some later call.
+        let mut drift = Vec::new();
+        pool.read(|conn| {
             for t in def.tools {
-                if t.writes != writer && !(t.writes && read_only) {
-                    continue;
-                }
                 for st in t.binding.statements() {
-                    prepare_checked(conn, st).map_err(|message| StartError::Tool {
-                        tool: t.name,
-                        spec: def.spec_file,
-                        message,
-                    })?;
+                    if let Err(message) = prepare_checked(conn, st) {
+                        drift.push(format!("tool `{}`: {message}", t.name));
+                    }
                 }
             }
-            Ok::<(), StartError>(())
-        })?;
+        });
+        if !drift.is_empty() {
+            return Err(StartError::Drift {
+                path: path.display().to_string(),
+                spec: def.spec_file,
+                problems: drift.join("\n  "),
+            });
+        }
         Ok(Arc::new(Engine {
             def,
             pool,
@@ -518,10 +529,7 @@ fn prepare_checked(conn: &Connection, st: &StatementDef) -> Result<(), String> {
             rusqlite::Error::SqliteFailure(_, Some(m)) => m.clone(),
             other => other.to_string(),
         };
-        format!(
-            "statement `{}` does not match the database: {msg}; run `cargo run -p codegen -- check --db PATH` for details",
-            st.name
-        )
+        format!("statement `{}` does not prepare: {msg}", st.name)
     })?;
     if st.mode != Mode::Execute {
         let names: Vec<&str> = stmt.column_names().collect();

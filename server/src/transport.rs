@@ -255,7 +255,10 @@ where
                 let (code, message) = if MCP_METHODS.contains(&c.method.as_str()) {
                     (
                         -32602,
-                        format!("invalid params for {}: the params do not match the method's schema", c.method),
+                        format!(
+                            "invalid params for {}: the params do not match the method's schema",
+                            c.method
+                        ),
                     )
                 } else {
                     (-32601, format!("method not found: {}", c.method))
@@ -271,4 +274,3 @@ where
         self.write.lock().await.flush().await
     }
 }
-

@@ -1,0 +1,179 @@
+//! Helpers shared by the end-to-end tests, one per kind of outcome: a successful tool result,
+//! a tool error (`isError`), and a protocol error.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use server::client::StdioClient;
+
+pub const EXE: &str = env!("CARGO_BIN_EXE_mcpspec");
+
+/// A temporary directory with a database initialised from a server's spec.
+pub struct Db {
+    /// Keeps the directory alive as long as the database is used.
+    pub _dir: tempfile::TempDir,
+    pub path: PathBuf,
+}
+
+pub fn sample_db(server: &str) -> Db {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join(format!("{server}.db"));
+    let out = Command::new(EXE)
+        .args(["init", server, "--sample", "--db"])
+        .arg(&path)
+        .output()
+        .expect("run mcpspec init");
+    assert!(
+        out.status.success(),
+        "init failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Db { _dir: dir, path }
+}
+
+/// A running server with an initialized MCP session.
+pub struct Session {
+    pub client: StdioClient,
+    pub db: Db,
+    tools: Vec<Value>,
+}
+
+pub fn start(server: &str, extra: &[&str]) -> Session {
+    start_on(sample_db(server), server, extra)
+}
+
+pub fn start_on(db: Db, server: &str, extra: &[&str]) -> Session {
+    let mut client = StdioClient::spawn(
+        Command::new(EXE)
+            .args(["serve", server, "--db"])
+            .arg(&db.path)
+            .args(extra)
+            .env("MCPSPEC_LOG", "warn")
+            .stderr(Stdio::null()),
+    )
+    .expect("spawn server");
+    let init = client.initialize().expect("initialize");
+    assert!(init.get("result").is_some(), "initialize failed: {init}");
+    let list = client.request("tools/list", json!({})).expect("tools/list");
+    let tools = list["result"]["tools"]
+        .as_array()
+        .cloned()
+        .expect("tools array");
+    Session { client, db, tools }
+}
+
+impl Session {
+    pub fn tool(&self, name: &str) -> &Value {
+        self.tools
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("no tool {name} in tools/list"))
+    }
+
+    pub fn tools(&self) -> &[Value] {
+        &self.tools
+    }
+
+    /// The raw response to `tools/call`.
+    pub fn call(&mut self, tool: &str, args: Value) -> Value {
+        self.client
+            .call_tool(tool, args)
+            .expect("tools/call response")
+    }
+
+    /// A successful call: returns `structuredContent`, after checking that it conforms to the
+    /// tool's published output schema and that the text content carries the same JSON.
+    pub fn ok(&mut self, tool: &str, args: Value) -> Value {
+        let response = self.call(tool, args.clone());
+        let result = &response["result"];
+        assert_eq!(
+            result["isError"],
+            json!(false),
+            "{tool} {args} failed: {response}"
+        );
+        let structured = result["structuredContent"].clone();
+        assert!(
+            structured.is_object(),
+            "{tool}: structuredContent must be an object: {response}"
+        );
+        let text: Value =
+            serde_json::from_str(result["content"][0]["text"].as_str().expect("text content"))
+                .expect("text content is JSON");
+        assert_eq!(
+            text, structured,
+            "{tool}: text and structured content differ"
+        );
+        let schema = &self.tool(tool)["outputSchema"];
+        let validator = jsonschema::validator_for(schema).expect("output schema compiles");
+        let errors: Vec<String> = validator
+            .iter_errors(&structured)
+            .map(|e| e.to_string())
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "{tool}: result violates its outputSchema: {errors:?}\n{structured}"
+        );
+        structured
+    }
+
+    /// A tool error: returns the `error` object of the text content, after checking that the
+    /// result is flagged `isError` and carries no structured content.
+    pub fn tool_error(&mut self, tool: &str, args: Value) -> Value {
+        let response = self.call(tool, args.clone());
+        let result = &response["result"];
+        assert_eq!(
+            result["isError"],
+            json!(true),
+            "{tool} {args} should fail: {response}"
+        );
+        assert!(
+            result.get("structuredContent").is_none(),
+            "errors carry no structuredContent"
+        );
+        let text: Value =
+            serde_json::from_str(result["content"][0]["text"].as_str().expect("text"))
+                .expect("error text is JSON");
+        text["error"].clone()
+    }
+
+    /// A protocol error in answer to a raw line: returns the whole response.
+    pub fn raw(&mut self, line: &str) -> Value {
+        self.client.send_line(line).expect("send");
+        self.client
+            .recv(Duration::from_secs(10))
+            .expect("a response to every line")
+    }
+
+    /// Ends the session by closing stdin; the server must exit 0.
+    pub fn finish(self) -> Db {
+        let status = self.client.finish(Duration::from_secs(10));
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "server exit: {status:?}"
+        );
+        self.db
+    }
+}
+
+/// Runs `mcpspec` with arguments and returns (exit code, stdout, stderr).
+pub fn mcpspec(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut c = Command::new(EXE);
+    c.args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().expect("run mcpspec");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+pub fn count_rows(db: &Path, table: &str) -> i64 {
+    let conn = rusqlite::Connection::open(db).expect("open db");
+    conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+        .expect("count")
+}

@@ -1,0 +1,9 @@
+//! End-to-end tests: the built `mcpspec` binary driven over real stdio pipes with real
+//! JSON-RPC, on real SQLite files in temporary directories.
+
+mod common;
+
+mod cli;
+mod goldens;
+mod protocol;
+mod studio;

@@ -1,0 +1,408 @@
+//! The `studio` server on its sample database: every tool, with exact expected results.
+
+use serde_json::{Value, json};
+
+use crate::common::{Session, count_rows, start};
+
+fn ids(rows: &Value) -> Vec<&str> {
+    rows.as_array()
+        .expect("rows array")
+        .iter()
+        .map(|r| r["id"].as_str().expect("id"))
+        .collect()
+}
+
+#[test]
+fn query_learnings_filters_and_orders() {
+    let mut s = start("studio", &[]);
+    // (arguments, expected ids newest first)
+    let cases: &[(Value, &[&str])] = &[
+        (
+            json!({}),
+            &["L-050", "L-041", "L-023", "L-015", "L-060", "L-061"],
+        ),
+        // Tags match exactly: "railroad" is not "railway".
+        (json!({"tags": ["railway"]}), &["L-041", "L-023"]),
+        // Tags match ANY.
+        (
+            json!({"tags": ["railway", "pydantic"]}),
+            &["L-041", "L-023", "L-015"],
+        ),
+        (
+            json!({"tags": []}),
+            &["L-050", "L-041", "L-023", "L-015", "L-060", "L-061"],
+        ),
+        (json!({"project_id": "proj-002"}), &["L-060"]),
+        (
+            json!({"project_id": "proj-001", "tags": ["fastapi"]}),
+            &["L-050", "L-015"],
+        ),
+        // Search is a case-insensitive substring of title, problem or solution.
+        (json!({"search": "PYDANTIC"}), &["L-015"]),
+        (json!({"search": "health endpoint"}), &["L-041"]),
+        (json!({"search": "NIXPACKS_"}), &["L-023"]),
+        // LIKE wildcards in the search text are literal characters.
+        (json!({"search": "%"}), &[]),
+        (json!({"search": "_"}), &["L-050", "L-023", "L-015"]),
+        (json!({"limit": 2}), &["L-050", "L-041"]),
+        (json!({"limit": 50, "tags": ["sync"]}), &["L-060"]),
+    ];
+    for (args, want) in cases {
+        let got = s.ok("query_learnings", args.clone());
+        assert_eq!(ids(&got["learnings"]), *want, "query_learnings {args}");
+    }
+    s.finish();
+}
+
+#[test]
+fn query_learnings_returns_full_rows_and_parsed_tags() {
+    let mut s = start("studio", &[]);
+    let got = s.ok("query_learnings", json!({"tags": ["railway"], "limit": 1}));
+    assert_eq!(
+        got,
+        json!({"learnings": [{
+            "id": "L-041",
+            "title": "Railway health check required",
+            "problem": "Deployment fails without health endpoint",
+            "solution": "Add /health endpoint returning 200 OK",
+            "tags": ["railway", "deployment", "health-check"],
+            "project_id": "proj-001",
+            "project_name": "Risk Workbench",
+            "created_at": "2024-12-22T14:15:00Z"
+        }]})
+    );
+    // A learning without a project omits the project fields rather than sending nulls.
+    let got = s.ok("query_learnings", json!({"tags": ["railroad"]}));
+    assert_eq!(
+        got["learnings"][0],
+        json!({
+            "id": "L-061",
+            "title": "railroad diagrams are not railway",
+            "problem": "A tag substring must not match",
+            "solution": "Match tags exactly",
+            "tags": ["railroad"],
+            "created_at": "2024-09-01T12:00:00Z"
+        })
+    );
+    s.finish();
+}
+
+#[test]
+fn query_learnings_explains_empty_results() {
+    let mut s = start("studio", &[]);
+    let cases = [
+        (
+            json!({"tags": ["kubernetes", "helm"]}),
+            "No learnings found with tags: kubernetes, helm. Try list_tags to see available tags.",
+        ),
+        (
+            json!({"search": "quantum"}),
+            "No learnings found matching \"quantum\". Try fewer or different words, or list_tags.",
+        ),
+        (json!({"project_id": "proj-404"}), "No learnings found."),
+    ];
+    for (args, message) in cases {
+        let got = s.ok("query_learnings", args.clone());
+        assert_eq!(got, json!({"learnings": [], "message": message}), "{args}");
+    }
+    s.finish();
+}
+
+#[test]
+fn get_learning_returns_detail_or_not_found() {
+    let mut s = start("studio", &[]);
+    assert_eq!(
+        s.ok("get_learning", json!({"id": "L-023"})),
+        json!({
+            "id": "L-023",
+            "title": "Railway env vars need NIXPACKS_ prefix",
+            "problem": "Build-time env vars not accessible during build",
+            "solution": "Prefix environment variables with NIXPACKS_ for build-time access",
+            "tags": ["railway", "deployment", "env-vars"],
+            "project_id": "proj-001",
+            "project_name": "Risk Workbench",
+            "cycle_id": "cycle-042",
+            "cycle_name": "API Error Handling",
+            "session_id": "sess-9",
+            "created_at": "2024-12-20T10:30:00Z",
+            "updated_at": "2024-12-20T10:30:00Z"
+        })
+    );
+    assert_eq!(
+        s.tool_error("get_learning", json!({"id": "L-999"})),
+        json!({
+            "code": "NOT_FOUND",
+            "message": "No learning found with id \"L-999\". Use query_learnings to find learning ids."
+        })
+    );
+    s.finish();
+}
+
+#[test]
+fn list_tags_counts_most_used_first() {
+    let mut s = start("studio", &[]);
+    let t = |tag: &str, count: i64| json!({"tag": tag, "count": count});
+    assert_eq!(
+        s.ok("list_tags", json!({})),
+        json!({"tags": [
+            t("deployment", 2), t("fastapi", 2), t("railway", 2),
+            t("crdt", 1), t("env-vars", 1), t("errors", 1), t("health-check", 1),
+            t("pydantic", 1), t("python", 1), t("railroad", 1), t("sync", 1)
+        ]})
+    );
+    assert_eq!(
+        s.ok("list_tags", json!({"project_id": "proj-002"})),
+        json!({"tags": [t("crdt", 1), t("sync", 1)]})
+    );
+    assert_eq!(
+        s.ok("list_tags", json!({"project_id": "proj-404"})),
+        json!({"tags": [], "message": "No tags found for project \"proj-404\"."})
+    );
+    s.finish();
+}
+
+#[test]
+fn get_project_context_by_id_and_by_repo_path() {
+    let mut s = start("studio", &[]);
+    let risk = json!({
+        "project": {
+            "id": "proj-001",
+            "name": "Risk Workbench",
+            "description": "Risk scoring for loan applications",
+            "repo_path": "/Users/jess/code/risk-workbench",
+            "tech_stack": {"backend": "FastAPI", "frontend": "React", "database": "PostgreSQL", "deploy": "Railway"},
+            "status": "active"
+        },
+        "active_cycle": {
+            "id": "cycle-042",
+            "name": "API Error Handling",
+            "intent": "Add consistent error handling middleware to all API endpoints",
+            "status": "in_progress"
+        },
+        "recent_learnings": [
+            {"id": "L-050", "title": "FastAPI exception handlers run after middleware", "tags": ["fastapi", "errors"]},
+            {"id": "L-041", "title": "Railway health check required", "tags": ["railway", "deployment", "health-check"]},
+            {"id": "L-023", "title": "Railway env vars need NIXPACKS_ prefix", "tags": ["railway", "deployment", "env-vars"]},
+            {"id": "L-015", "title": "Use Pydantic v2 syntax", "tags": ["python", "pydantic", "fastapi"]}
+        ],
+        "recent_decisions": [
+            {"id": "D-008", "title": "JWT over session cookies", "decision": "Use JWT for stateless auth"},
+            {"id": "D-007", "title": "FastAPI over Flask", "decision": "Use FastAPI for typed request models"}
+        ]
+    });
+    for args in [
+        json!({"project_id": "proj-001"}),
+        json!({"repo_path": "/Users/jess/code/risk-workbench"}),
+        // A path inside the repository finds it too.
+        json!({"repo_path": "/Users/jess/code/risk-workbench/backend/app"}),
+        // As does a fragment of the path, as in the source document.
+        json!({"repo_path": "risk-workbench"}),
+    ] {
+        assert_eq!(s.ok("get_project_context", args.clone()), risk, "{args}");
+    }
+    // A project with no active cycle omits the field.
+    assert_eq!(
+        s.ok("get_project_context", json!({"project_id": "proj-002"})),
+        json!({
+            "project": {
+                "id": "proj-002", "name": "Field Notes", "description": "Offline-first note taking app",
+                "repo_path": "/Users/jess/code/field-notes",
+                "tech_stack": {"frontend": "React Native", "sync": "CRDT"}, "status": "paused"
+            },
+            "recent_learnings": [{"id": "L-060", "title": "CRDT merges need stable ids", "tags": ["crdt", "sync"]}],
+            "recent_decisions": [{"id": "D-010", "title": "CRDT sync", "decision": "Use a CRDT library rather than last-write-wins"}]
+        })
+    );
+    assert_eq!(
+        s.tool_error(
+            "get_project_context",
+            json!({"repo_path": "/elsewhere/other"})
+        ),
+        json!({"code": "NOT_FOUND", "message": "No project found for repository path \"/elsewhere/other\"."})
+    );
+    assert_eq!(
+        s.tool_error("get_project_context", json!({"project_id": "proj-404"}))["code"],
+        "NOT_FOUND"
+    );
+    assert_eq!(
+        s.tool_error("get_project_context", json!({}))["code"],
+        "INVALID_ARGUMENTS"
+    );
+    s.finish();
+}
+
+#[test]
+fn capture_learning_and_decision_write_rows_with_generated_ids() {
+    let mut s = start("studio", &[]);
+    let saved = s.ok(
+        "capture_learning",
+        json!({
+            "title": "SQLite WAL needs the -shm file",
+            "problem": "Readers failed on a read-only mount",
+            "solution": "Keep the directory writable or use immutable=1",
+            "tags": ["sqlite", "wal"],
+            "project_id": "proj-001",
+            "session_id": "sess-42"
+        }),
+    );
+    assert_eq!(saved["id"], "L-062");
+    assert_eq!(saved["tags"], json!(["sqlite", "wal"]));
+    assert_eq!(saved["project_id"], "proj-001");
+    let full = s.ok("get_learning", json!({"id": "L-062"}));
+    assert_eq!(full["session_id"], "sess-42");
+    assert_eq!(full["project_name"], "Risk Workbench");
+    assert_eq!(
+        ids(&s.ok("query_learnings", json!({"tags": ["wal"]}))["learnings"]),
+        ["L-062"]
+    );
+    // Ids keep counting.
+    let next = s.ok(
+        "capture_learning",
+        json!({"title": "Second", "problem": "p p", "solution": "s s", "tags": ["wal"]}),
+    );
+    assert_eq!(next["id"], "L-063");
+    assert!(next.get("project_id").is_none());
+
+    // An unknown project is refused and nothing is written.
+    let before = count_rows(&s.db.path, "learnings");
+    assert_eq!(
+        s.tool_error(
+            "capture_learning",
+            json!({"title": "T t", "problem": "p p", "solution": "s s", "tags": ["x"], "project_id": "proj-404"})
+        ),
+        json!({
+            "code": "NOT_FOUND",
+            "message": "Learning not saved: project \"proj-404\" does not exist. Check the id with get_project_context."
+        })
+    );
+    assert_eq!(count_rows(&s.db.path, "learnings"), before);
+
+    let d = s.ok(
+        "capture_decision",
+        json!({"project_id": "proj-002", "title": "Yjs over Automerge", "decision": "Yjs has the smaller bundle"}),
+    );
+    assert_eq!(
+        (d["id"].as_str(), d["project_id"].as_str()),
+        (Some("D-011"), Some("proj-002"))
+    );
+    let ctx = s.ok("get_project_context", json!({"project_id": "proj-002"}));
+    assert_eq!(ctx["recent_decisions"][0]["id"], "D-011");
+    assert_eq!(
+        s.tool_error(
+            "capture_decision",
+            json!({"project_id": "nope", "title": "T t", "decision": "d d"})
+        )["code"],
+        "NOT_FOUND"
+    );
+    let db = s.finish();
+    // Acknowledged writes are on disk once the server has exited.
+    assert_eq!(count_rows(&db.path, "learnings"), 8);
+    assert_eq!(count_rows(&db.path, "decisions"), 4);
+}
+
+#[test]
+fn tags_are_validated_before_anything_is_written() {
+    let mut s = start("studio", &[]);
+    let base = json!({"title": "T t", "problem": "p p", "solution": "s s"});
+    let with = |tags: Value| {
+        let mut a = base.clone();
+        a["tags"] = tags;
+        a
+    };
+    // (tags, failing field)
+    let cases = [
+        (json!([]), "tags"),
+        (json!(["Bad Tag"]), "tags.0"),
+        (json!(["ok", "UPPER"]), "tags.1"),
+        (json!(["dup", "dup"]), "tags"),
+        (json!("railway"), "tags"),
+        (json!([1]), "tags.0"),
+    ];
+    for (tags, field) in cases {
+        let err = s.tool_error("capture_learning", with(tags.clone()));
+        assert_eq!(err["code"], "INVALID_ARGUMENTS", "{tags}");
+        assert_eq!(err["field"], field, "{tags}: {err}");
+    }
+    assert_eq!(count_rows(&s.db.path, "learnings"), 6);
+    s.finish();
+}
+
+#[test]
+fn read_only_server_refuses_writes_and_still_reads() {
+    let mut s = start("studio", &["--read-only"]);
+    let err = s.tool_error(
+        "capture_learning",
+        json!({"title": "T t", "problem": "p p", "solution": "s s", "tags": ["x"]}),
+    );
+    assert_eq!(err["code"], "READ_ONLY");
+    assert_eq!(
+        err["message"],
+        "`capture_learning` changes the database, and this server is running read-only; restart it without --read-only to allow writes"
+    );
+    assert_eq!(
+        ids(&s.ok("query_learnings", json!({"limit": 1}))["learnings"]),
+        ["L-050"]
+    );
+    assert_eq!(count_rows(&s.db.path, "learnings"), 6);
+    s.finish();
+}
+
+#[test]
+fn tools_list_publishes_schemas_and_derived_annotations() {
+    let s: Session = start("studio", &[]);
+    let names: Vec<&str> = s
+        .tools()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "query_learnings",
+            "get_learning",
+            "list_tags",
+            "get_project_context",
+            "capture_learning",
+            "capture_decision"
+        ]
+    );
+    for t in s.tools() {
+        let name = t["name"].as_str().unwrap();
+        let writes = name.starts_with("capture_");
+        let a = &t["annotations"];
+        assert_eq!(a["readOnlyHint"], json!(!writes), "{name}");
+        assert_eq!(
+            a["destructiveHint"],
+            json!(false),
+            "{name}: inserts destroy nothing"
+        );
+        assert_eq!(a["idempotentHint"], json!(!writes), "{name}");
+        assert_eq!(a["openWorldHint"], json!(false), "{name}");
+        assert!(
+            t["title"].is_string() && t["description"].is_string(),
+            "{name}"
+        );
+        assert_eq!(t["inputSchema"]["type"], "object", "{name}");
+        assert_eq!(
+            t["inputSchema"]["additionalProperties"],
+            json!(false),
+            "{name}"
+        );
+        assert_eq!(t["outputSchema"]["type"], "object", "{name}");
+        jsonschema::meta::validate(&t["inputSchema"]).expect("input schema is valid JSON Schema");
+        jsonschema::meta::validate(&t["outputSchema"]).expect("output schema is valid JSON Schema");
+    }
+    let limit = &s.tool("query_learnings")["inputSchema"]["properties"]["limit"];
+    assert_eq!(
+        limit,
+        &json!({
+            "type": "integer", "minimum": 1, "maximum": 50, "default": 10,
+            "description": "Maximum number of results (default 10, max 50)."
+        })
+    );
+    assert_eq!(
+        s.tool("get_learning")["inputSchema"]["required"],
+        json!(["id"])
+    );
+    s.finish();
+}
