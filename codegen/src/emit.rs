@@ -271,6 +271,7 @@ fn tool_def(tool: &Tool) -> TokenStream {
         }
     };
     let bind = format_ident!("bind_{}", tool.fn_name);
+    let required_any = &tool.required_any;
     quote! {
         ::server::def::ToolDef {
             name: #name,
@@ -286,6 +287,7 @@ fn tool_def(tool: &Tool) -> TokenStream {
             },
             writes: #writes,
             defaults: &[#(#defaults),*],
+            required_any: &[#(#required_any),*],
             binding: #binding,
             bind: #bind,
         }

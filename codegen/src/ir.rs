@@ -59,6 +59,8 @@ pub(crate) struct Tool {
     pub binding: Binding,
     /// Arguments referenced by some statement, in order of first use.
     pub sql_args: Vec<String>,
+    /// At least one of these arguments must be present.
+    pub required_any: Vec<String>,
     /// Argument defaults to apply before validation, as `(wire name, value)`.
     pub defaults: Vec<(String, Value)>,
 }

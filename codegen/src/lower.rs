@@ -93,6 +93,7 @@ fn tool(t: &RawTool, pos: crate::diag::Pos, fn_name: String, type_name: String) 
         description: None,
         properties: Default::default(),
         required: Vec::new(),
+        required_any: Vec::new(),
         additional_properties: None,
         any_of: None,
         one_of: None,
@@ -144,6 +145,7 @@ fn tool(t: &RawTool, pos: crate::diag::Pos, fn_name: String, type_name: String) 
         args,
         binding,
         sql_args,
+        required_any: input.required_any.iter().map(|r| r.value.clone()).collect(),
         defaults,
     }
 }
@@ -218,8 +220,25 @@ fn statement(s: &RawStatement, tool: &str) -> Statement {
 fn input_schema(input: &RawInput) -> Value {
     let mut o = Map::new();
     o.insert("type".into(), json!("object"));
-    if let Some(d) = &input.description {
-        o.insert("description".into(), json!(d));
+    // `requiredAny` cannot be said portably in JSON Schema, so the schema says it in words and
+    // the server enforces it.
+    let any: Vec<String> = input
+        .required_any
+        .iter()
+        .map(|r| format!("`{}`", r.value))
+        .collect();
+    let any_note = (!any.is_empty()).then(|| format!("Pass at least one of {}.", any.join(", ")));
+    match (&input.description, any_note) {
+        (Some(d), Some(n)) => {
+            o.insert("description".into(), json!(format!("{} {n}", d.trim_end())));
+        }
+        (Some(d), None) => {
+            o.insert("description".into(), json!(d));
+        }
+        (None, Some(n)) => {
+            o.insert("description".into(), json!(n));
+        }
+        (None, None) => {}
     }
     let props: Map<String, Value> = input
         .properties

@@ -97,6 +97,10 @@ pub(crate) struct RawInput {
     pub properties: BTreeMap<String, Sp<serde_json::Value>>,
     #[serde(default)]
     pub required: Vec<Sp<String>>,
+    /// At least one of these properties must be given. Checked by the server, because clients
+    /// such as Claude Code reject a top-level `anyOf` in an input schema.
+    #[serde(default, rename = "requiredAny")]
+    pub required_any: Vec<Sp<String>>,
     #[serde(rename = "additionalProperties")]
     pub additional_properties: Option<bool>,
     #[serde(rename = "anyOf")]
@@ -185,6 +189,7 @@ const INPUT_KEYS: &[&str] = &[
     "description",
     "properties",
     "required",
+    "requiredAny",
     "additionalProperties",
     "anyOf",
     "oneOf",

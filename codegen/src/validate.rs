@@ -179,6 +179,38 @@ impl Validator<'_> {
                 }
                 required.insert(r.value.clone());
             }
+            for r in &input.required_any {
+                if !input.properties.contains_key(&r.value) {
+                    self.sink.error(
+                        pos(r),
+                        format!("`requiredAny` names `{}`, which is not declared", r.value),
+                        "not in `properties`",
+                        "list properties declared under `properties`",
+                    );
+                }
+            }
+            if input.required_any.len() == 1 {
+                self.sink.error(
+                    pos(&input.required_any[0]),
+                    "`requiredAny` lists a single property",
+                    "",
+                    "list two or more, or put the property under `required`",
+                );
+            }
+            for (key, value) in [
+                ("anyOf", &input.any_of),
+                ("oneOf", &input.one_of),
+                ("allOf", &input.all_of),
+            ] {
+                if let Some(v) = value {
+                    self.sink.error(
+                        pos(v),
+                        format!("`{key}` at the top of an input schema is not portable"),
+                        "rejected by clients",
+                        "the Anthropic API and Claude Code reject tools whose input schema combines schemas at the top level; use `requiredAny: [a, b]` for \"at least one of\", or put the combinator inside a property",
+                    );
+                }
+            }
         }
 
         // Exactly one binding.

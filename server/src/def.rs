@@ -75,6 +75,8 @@ pub struct ToolDef {
     pub writes: bool,
     /// Defaults applied to absent arguments before validation: `(name, JSON text)`.
     pub defaults: &'static [(&'static str, &'static str)],
+    /// At least one of these arguments must be present (checked after JSON Schema).
+    pub required_any: &'static [&'static str],
     pub binding: BindingDef,
     pub bind: BindFn,
 }

@@ -276,6 +276,23 @@ impl Engine {
         }
         let instance = Value::Object(args);
         validate(&tool.validator, &instance)?;
+        let any = tool.def.required_any;
+        if !any.is_empty()
+            && !any
+                .iter()
+                .any(|k| instance.get(*k).is_some_and(|v| !v.is_null()))
+        {
+            let names: Vec<String> = any.iter().map(|k| format!("`{k}`")).collect();
+            return Err(ToolError {
+                code: "INVALID_ARGUMENTS",
+                message: format!("invalid arguments: one of {} is required", names.join(", ")),
+                data: Some(json!({
+                    "field": any[0],
+                    "errors": [{"field": any[0], "message": format!("one of {} is required", any.join(", "))}],
+                })),
+            }
+            .into());
+        }
         let Value::Object(args) = instance else {
             unreachable!("arguments are an object")
         };
@@ -415,7 +432,7 @@ impl Engine {
                         }
                         Some(row) => {
                             let mut raw = HashMap::new();
-                            for (i, name) in row.as_ref().column_names().into_iter().enumerate() {
+                            for (i, name) in row.as_ref().column_names().enumerate() {
                                 raw.insert(
                                     name.to_string(),
                                     row.get::<_, SqlValue>(i).unwrap_or(SqlValue::Null),

@@ -216,16 +216,13 @@ where
                 self.drain_replies().await;
                 return None;
             };
-            match read {
-                Err(()) => {
-                    self.reply(
-                        None,
-                        -32600,
-                        format!("invalid request: message exceeds {} bytes", self.max_line),
-                    );
-                    continue;
-                }
-                Ok(()) => {}
+            if read.is_err() {
+                self.reply(
+                    None,
+                    -32600,
+                    format!("invalid request: message exceeds {} bytes", self.max_line),
+                );
+                continue;
             }
             let mut line: &[u8] = &self.line;
             while let [rest @ .., b'\n' | b'\r'] = line {

@@ -225,8 +225,13 @@ fn get_project_context_by_id_and_by_repo_path() {
         "NOT_FOUND"
     );
     assert_eq!(
-        s.tool_error("get_project_context", json!({}))["code"],
-        "INVALID_ARGUMENTS"
+        s.tool_error("get_project_context", json!({})),
+        json!({
+            "code": "INVALID_ARGUMENTS",
+            "message": "invalid arguments: one of `project_id`, `repo_path` is required",
+            "field": "project_id",
+            "errors": [{"field": "project_id", "message": "one of project_id, repo_path is required"}]
+        })
     );
     s.finish();
 }
@@ -389,6 +394,18 @@ fn tools_list_publishes_schemas_and_derived_annotations() {
             "{name}"
         );
         assert_eq!(t["outputSchema"]["type"], "object", "{name}");
+        for key in ["anyOf", "oneOf", "allOf", "not"] {
+            assert!(
+                t["inputSchema"].get(key).is_none(),
+                "{name}: top-level {key} is not portable"
+            );
+        }
+        for key in ["anyOf", "oneOf", "allOf", "not"] {
+            assert!(
+                t["inputSchema"].get(key).is_none(),
+                "{name}: top-level {key} is not portable"
+            );
+        }
         jsonschema::meta::validate(&t["inputSchema"]).expect("input schema is valid JSON Schema");
         jsonschema::meta::validate(&t["outputSchema"]).expect("output schema is valid JSON Schema");
     }
