@@ -89,6 +89,7 @@ fn server_tokens(server: &Server) -> TokenStream {
         quote!(::server::def::DemoCallDef { tool: #tool, arguments: #args, note: #note })
     });
     let args_doc = format!(" Typed arguments of the `{name}` tools, one struct per tool.");
+    let error_codes = server.error_codes.iter().map(|(k, v)| quote!((#k, #v)));
     quote! {
         #[doc = #args_doc]
         pub mod args {
@@ -117,6 +118,7 @@ fn server_tokens(server: &Server) -> TokenStream {
             },
             demo: &[#(#demo),*],
             tools: &TOOLS,
+            error_codes: &[#(#error_codes),*],
         };
     }
 }
@@ -179,15 +181,20 @@ fn bind_fn(tool: &Tool) -> TokenStream {
         tool.name
     );
     let params = tool.sql_args.iter().map(|wire| {
-        let arg = tool
-            .args
-            .iter()
-            .find(|a| &a.wire == wire)
-            .expect("validate ensures SQL parameters name arguments");
-        let field = ident(&arg.field);
-        quote!((#wire, ::server::def::ToParam::to_param(&args.#field)))
+        match tool.args.iter().find(|a| &a.wire == wire) {
+            Some(arg) => {
+                let field = ident(&arg.field);
+                quote!((#wire, ::server::def::ToParam::to_param(&args.#field)))
+            }
+            // Validate admits only the reserved parameter besides arguments.
+            None => quote!((#wire, ::server::def::arguments_param(arguments))),
+        }
     });
-    let binding = if tool.sql_args.is_empty() {
+    let uses_fields = tool
+        .sql_args
+        .iter()
+        .any(|w| tool.args.iter().any(|a| &a.wire == w));
+    let binding = if !uses_fields {
         quote!(_args)
     } else {
         quote!(args)
@@ -272,6 +279,14 @@ fn tool_def(tool: &Tool) -> TokenStream {
     };
     let bind = format_ident!("bind_{}", tool.fn_name);
     let required_any = &tool.required_any;
+    let transforms = tool
+        .transforms
+        .iter()
+        .map(|(arg, list)| quote!((#arg, &[#(#list),*])));
+    let timeout = match tool.timeout_ms {
+        Some(t) => quote!(::core::option::Option::Some(#t)),
+        None => quote!(::core::option::Option::None),
+    };
     quote! {
         ::server::def::ToolDef {
             name: #name,
@@ -288,6 +303,8 @@ fn tool_def(tool: &Tool) -> TokenStream {
             writes: #writes,
             defaults: &[#(#defaults),*],
             required_any: &[#(#required_any),*],
+            transforms: &[#(#transforms),*],
+            timeout_ms: #timeout,
             binding: #binding,
             bind: #bind,
         }

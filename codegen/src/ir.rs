@@ -18,6 +18,8 @@ pub(crate) struct Server {
     pub database: Database,
     pub demo: Vec<DemoCall>,
     pub tools: Vec<Tool>,
+    /// Runtime error code renames, `(built-in, this server's)`.
+    pub error_codes: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone)]
@@ -61,6 +63,9 @@ pub(crate) struct Tool {
     pub sql_args: Vec<String>,
     /// At least one of these arguments must be present.
     pub required_any: Vec<String>,
+    /// Transforms per argument, applied in order after validation.
+    pub transforms: Vec<(String, Vec<String>)>,
+    pub timeout_ms: Option<u64>,
     /// Argument defaults to apply before validation, as `(wire name, value)`.
     pub defaults: Vec<(String, Value)>,
 }
@@ -94,9 +99,24 @@ pub(crate) enum ArgType {
 }
 
 impl ArgType {
-    /// The Rust type for a JSON Schema property, from its `type` and `items`.
+    /// The Rust type for a JSON Schema property, from its `type` and `items`. A type list
+    /// with `"null"` gives the other type; absence and null both become `None`.
     pub fn of_schema(schema: &Value) -> ArgType {
-        match schema.get("type").and_then(Value::as_str) {
+        let ty = match schema.get("type") {
+            Some(Value::Array(types)) => {
+                let non_null: Vec<&str> = types
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .filter(|t| *t != "null")
+                    .collect();
+                match non_null.as_slice() {
+                    [one] => Some(*one),
+                    _ => None,
+                }
+            }
+            other => other.and_then(Value::as_str),
+        };
+        match ty {
             Some("string") => ArgType::String,
             Some("integer") => ArgType::Integer,
             Some("number") => ArgType::Number,
@@ -114,6 +134,28 @@ impl ArgType {
         }
     }
 }
+
+/// The transforms the runtime knows, with `truncate:N` written as its prefix.
+pub(crate) const TRANSFORMS: &[&str] = &["trim", "lower", "fts5", "fts5_prefix", "truncate:"];
+
+/// The runtime's error codes a spec may rename.
+pub(crate) const ERROR_CODES: &[&str] = &[
+    "INVALID_ARGUMENTS",
+    "NOT_FOUND",
+    "READ_ONLY",
+    "ARGUMENTS_TOO_LARGE",
+    "RESULT_TOO_LARGE",
+    "CONSTRAINT_VIOLATION",
+    "DATABASE_BUSY",
+    "DATABASE_ERROR",
+    "TIMEOUT",
+    "CANCELLED",
+    "INTERNAL_ERROR",
+];
+
+/// The SQL parameter that binds the whole validated arguments object as JSON text, so that a
+/// statement can tell an absent argument (`json_type(:arguments, '$.x') IS NULL`) from null.
+pub(crate) const ARGUMENTS_PARAM: &str = "arguments";
 
 #[derive(Debug, Clone)]
 pub(crate) enum Binding {

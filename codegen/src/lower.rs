@@ -61,6 +61,11 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
             .zip(type_names)
             .map(|((t, f), ty)| tool(&t.value, crate::spec::pos(t), f, ty))
             .collect(),
+        error_codes: spec
+            .error_codes
+            .iter()
+            .map(|(k, v)| (k.clone(), v.value.clone()))
+            .collect(),
     }
 }
 
@@ -146,6 +151,12 @@ fn tool(t: &RawTool, pos: crate::diag::Pos, fn_name: String, type_name: String) 
         binding,
         sql_args,
         required_any: input.required_any.iter().map(|r| r.value.clone()).collect(),
+        transforms: t
+            .transform
+            .iter()
+            .map(|(k, v)| (k.clone(), v.value.clone()))
+            .collect(),
+        timeout_ms: t.timeout_ms.as_ref().map(|t| t.value),
         defaults,
     }
 }

@@ -27,6 +27,10 @@ pub(crate) struct RawSpec {
     #[serde(default)]
     pub demo: Vec<Sp<RawDemoCall>>,
     pub tools: Vec<Sp<RawTool>>,
+    /// Renames of the runtime's error codes for this server, e.g.
+    /// `INVALID_ARGUMENTS: VALIDATION_ERROR`.
+    #[serde(default)]
+    pub error_codes: BTreeMap<String, Sp<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -83,6 +87,13 @@ pub(crate) struct RawTool {
     pub annotations: Option<Sp<RawAnnotations>>,
     pub sql: Option<Sp<RawStatement>>,
     pub compose: Option<Sp<Vec<Sp<RawStatement>>>>,
+    /// How long one call may run before its query is interrupted.
+    pub timeout_ms: Option<Sp<u64>>,
+    /// Transforms applied to string arguments after validation and before binding, in order:
+    /// `trim`, `lower`, `fts5` (each word quoted, all required), `fts5_prefix` (the same, each
+    /// word a prefix) and `truncate:N`.
+    #[serde(default)]
+    pub transform: BTreeMap<String, Sp<Vec<String>>>,
 }
 
 /// The top level of a tool's input JSON Schema. Properties stay raw JSON Schema so that every
@@ -162,7 +173,7 @@ pub(crate) struct RawColumnFull {
     pub schema: Option<serde_json::Value>,
 }
 
-const TOP_KEYS: &[&str] = &["server", "database", "demo", "tools"];
+const TOP_KEYS: &[&str] = &["server", "database", "demo", "tools", "error_codes"];
 const TOOL_KEYS: &[&str] = &[
     "name",
     "title",
@@ -171,6 +182,8 @@ const TOOL_KEYS: &[&str] = &[
     "annotations",
     "sql",
     "compose",
+    "timeout_ms",
+    "transform",
 ];
 const STATEMENT_KEYS: &[&str] = &[
     "name",

@@ -19,6 +19,32 @@ pub(crate) fn validate(file: &Path, source: &str, spec: &RawSpec) -> Diagnostics
         source,
     };
     v.server(spec);
+    for (from, to) in &spec.error_codes {
+        if !crate::ir::ERROR_CODES.contains(&from.as_str()) {
+            v.sink.error(
+                pos(to),
+                format!("`error_codes` renames unknown code `{from}`"),
+                "",
+                &format!(
+                    "the runtime's codes are {}",
+                    crate::ir::ERROR_CODES.join(", ")
+                ),
+            );
+        }
+        if to.value.is_empty()
+            || !to
+                .value
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        {
+            v.sink.error(
+                pos(to),
+                format!("error code `{}` is not UPPER_SNAKE_CASE", to.value),
+                "",
+                "",
+            );
+        }
+    }
     v.tools(spec);
     v.demo(spec);
     v.sink.finish()
@@ -246,6 +272,41 @@ impl Validator<'_> {
                 return;
             }
         };
+        for (arg, list) in &tool.transform {
+            if !props.contains_key(arg) {
+                self.sink.error(
+                    pos(list),
+                    format!("`transform` names `{arg}`, which is not an input property"),
+                    "",
+                    "transform declared arguments only",
+                );
+            }
+            for t in &list.value {
+                let known = crate::ir::TRANSFORMS.iter().any(|k| {
+                    if let Some(prefix) = k.strip_suffix(':') {
+                        t.strip_prefix(prefix)
+                            .and_then(|r| r.strip_prefix(':'))
+                            .is_some_and(|n| n.parse::<usize>().is_ok_and(|n| n > 0))
+                    } else {
+                        t == k
+                    }
+                });
+                if !known {
+                    self.sink.error(
+                        pos(list),
+                        format!("unknown transform `{t}` for `{arg}`"),
+                        "",
+                        "use trim, lower, fts5, fts5_prefix or truncate:N",
+                    );
+                }
+            }
+        }
+        if let Some(t) = &tool.timeout_ms
+            && t.value == 0
+        {
+            self.sink
+                .error(pos(t), "`timeout_ms` must be at least 1", "", "");
+        }
         let composite = tool.compose.is_some();
         let mut used: BTreeSet<String> = BTreeSet::new();
         let mut earlier: BTreeMap<String, (Mode, BTreeSet<String>)> = BTreeMap::new();
@@ -278,12 +339,18 @@ impl Validator<'_> {
             );
             return;
         };
+        let scalar = |t: &str| {
+            matches!(
+                t,
+                "string" | "integer" | "number" | "boolean" | "array" | "object"
+            )
+        };
         match obj.get("type") {
-            Some(Value::String(t))
-                if matches!(
-                    t.as_str(),
-                    "string" | "integer" | "number" | "boolean" | "array" | "object"
-                ) => {}
+            Some(Value::String(t)) if scalar(t) => {}
+            Some(Value::Array(ts))
+                if ts.len() == 2
+                    && ts.contains(&Value::from("null"))
+                    && ts.iter().filter_map(Value::as_str).any(scalar) => {}
             Some(other) => self.sink.error(
                 at,
                 format!("property `{pname}` of `{tool}` has unsupported type {other}"),
@@ -517,6 +584,9 @@ impl Validator<'_> {
             }
             if props.contains_key(&p.name) {
                 used.insert(p.name.clone());
+            } else if p.name == crate::ir::ARGUMENTS_PARAM {
+                // The reserved parameter binds every argument as JSON text.
+                used.extend(props.keys().cloned());
             } else {
                 let names: Vec<&str> = props.keys().map(String::as_str).collect();
                 self.sink.error(

@@ -29,6 +29,8 @@ pub struct ServerDef {
     pub database: DatabaseDef,
     pub demo: &'static [DemoCallDef],
     pub tools: &'static [ToolDef],
+    /// Renames of the runtime's error codes, `(built-in, this server's)`.
+    pub error_codes: &'static [(&'static str, &'static str)],
 }
 
 impl ServerDef {
@@ -77,6 +79,10 @@ pub struct ToolDef {
     pub defaults: &'static [(&'static str, &'static str)],
     /// At least one of these arguments must be present (checked after JSON Schema).
     pub required_any: &'static [&'static str],
+    /// Transforms applied to string arguments after validation: `(argument, [transform])`.
+    pub transforms: &'static [(&'static str, &'static [&'static str])],
+    /// The tool's own call timeout; the server default applies when absent.
+    pub timeout_ms: Option<u64>,
     pub binding: BindingDef,
     pub bind: BindFn,
 }
@@ -181,6 +187,11 @@ impl<'de> serde::Deserializer<'de> for MapRef<'de> {
         bytes byte_buf option unit unit_struct newtype_struct seq tuple
         tuple_struct map struct enum identifier ignored_any
     }
+}
+
+/// The reserved `:arguments` parameter: every validated argument as one JSON object.
+pub fn arguments_param(arguments: &Arguments) -> SqlValue {
+    SqlValue::Text(serde_json::to_string(arguments).unwrap_or_else(|_| "{}".into()))
 }
 
 /// Conversion of a typed argument into an SQL parameter. Arrays and objects bind as JSON text,

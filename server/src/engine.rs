@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rusqlite::types::{Value as SqlValue, ValueRef};
@@ -23,15 +23,19 @@ use crate::def::{Arguments, ColumnDef, ColumnKind, Mode, ServerDef, StatementDef
 pub struct Limits {
     /// The largest arguments object accepted, measured as JSON text.
     pub max_argument_bytes: usize,
-    /// How long one call may run before its query is interrupted.
+    /// How long one call may run before its query is interrupted, unless the tool says.
     pub call_timeout: Duration,
+    /// The largest result returned, measured as JSON text; `many` results are cut to fit and
+    /// flagged `truncated`, other results over it are a `RESULT_TOO_LARGE` error.
+    pub max_result_bytes: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_argument_bytes: 1024 * 1024,
+            max_argument_bytes: 4 * 1024 * 1024,
             call_timeout: Duration::from_secs(30),
+            max_result_bytes: 8 * 1024 * 1024,
         }
     }
 }
@@ -218,23 +222,59 @@ impl Engine {
 
     /// Runs one call. This blocks on SQLite; async callers run it on a blocking thread.
     pub fn call(&self, name: &str, arguments: Option<&Value>) -> Result<Success, CallError> {
+        self.call_with(name, arguments, None)
+    }
+
+    /// Runs one call that stops with `CANCELLED` once `cancel` is set.
+    pub fn call_with(
+        &self,
+        name: &str,
+        arguments: Option<&Value>,
+        cancel: Option<Arc<AtomicBool>>,
+    ) -> Result<Success, CallError> {
         let request = self.next_id.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
-        let result = self.call_inner(name, arguments, request);
-        let outcome = match &result {
-            Ok(_) => "ok",
-            Err(CallError::Tool(e)) => e.code,
-            Err(_) => "protocol_error",
-        };
-        tracing::info!(
-            target: "mcpspec::call",
-            request,
-            tool = name,
-            outcome,
-            micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
-            "call"
-        );
+        let cancel = cancel.unwrap_or_default();
+        let result = self
+            .call_inner(name, arguments, request, &cancel)
+            .map_err(|e| self.rename(e));
+        if tracing::enabled!(target: "mcpspec::call", tracing::Level::INFO) {
+            let (outcome, size) = match &result {
+                Ok(s) => ("ok", approx_json_size(&s.structured)),
+                Err(CallError::Tool(e)) => (e.code, e.message.len()),
+                Err(_) => ("protocol_error", 0),
+            };
+            let logged = arguments.map_or(Value::Null, sanitize_arguments);
+            tracing::info!(
+                target: "mcpspec::call",
+                request,
+                tool = name,
+                outcome,
+                duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+                result_bytes = size,
+                arguments = %logged,
+                "call"
+            );
+        }
         result
+    }
+
+    /// Applies the server's renames of error codes.
+    fn rename(&self, e: CallError) -> CallError {
+        match e {
+            CallError::Tool(mut t) => {
+                if let Some((_, to)) = self
+                    .def
+                    .error_codes
+                    .iter()
+                    .find(|(from, _)| *from == t.code)
+                {
+                    t.code = to;
+                }
+                CallError::Tool(t)
+            }
+            other => other,
+        }
     }
 
     fn call_inner(
@@ -242,6 +282,7 @@ impl Engine {
         name: &str,
         arguments: Option<&Value>,
         request: u64,
+        cancel: &Arc<AtomicBool>,
     ) -> Result<Success, CallError> {
         let tool = self
             .tools
@@ -257,7 +298,10 @@ impl Engine {
                 )));
             }
         };
-        let size = approx_json_size(&Value::Object(args.clone()));
+        let size = 2 + args
+            .iter()
+            .map(|(k, v)| k.len() + 4 + approx_json_size(v))
+            .sum::<usize>();
         if size > self.limits.max_argument_bytes {
             return Err(ToolError {
                 code: "ARGUMENTS_TOO_LARGE",
@@ -293,16 +337,27 @@ impl Engine {
             }
             .into());
         }
-        let Value::Object(args) = instance else {
+        let Value::Object(mut args) = instance else {
             unreachable!("arguments are an object")
         };
+        for (arg, transforms) in tool.def.transforms {
+            if let Some(v) = args.get_mut(*arg) {
+                crate::transform::apply(v, transforms);
+            }
+        }
         let params = (tool.def.bind)(&args).map_err(|e| {
             tracing::error!(request, tool = name, error = %e, "typed arguments disagree with the schema");
             ToolError::new("INVALID_ARGUMENTS", format!("invalid arguments: {}", e.0))
         })?;
-        let deadline = Instant::now() + self.limits.call_timeout;
-        let run =
-            |conn: &mut Connection| self.run(tool.def, conn, &params, &args, deadline, request);
+        let timeout = tool
+            .def
+            .timeout_ms
+            .map_or(self.limits.call_timeout, Duration::from_millis);
+        let deadline = Instant::now() + timeout;
+        let run = |conn: &mut Connection| {
+            self.run(tool.def, conn, &params, &args, deadline, cancel, request)
+                .map_err(|e| self.interrupted(tool.def, e, cancel, timeout))
+        };
         let out = if tool.def.writes {
             if self.read_only {
                 return Err(ToolError::new(
@@ -326,6 +381,35 @@ impl Engine {
             .map_err(CallError::Tool)
     }
 
+    /// Tells a cancelled call from a timed-out one once SQLite was interrupted.
+    fn interrupted(
+        &self,
+        tool: &ToolDef,
+        e: ToolError,
+        cancel: &AtomicBool,
+        timeout: Duration,
+    ) -> ToolError {
+        if e.code != "TIMEOUT" {
+            return e;
+        }
+        if cancel.load(Ordering::Relaxed) {
+            ToolError::new(
+                "CANCELLED",
+                format!("`{}` was cancelled by the client", tool.name),
+            )
+        } else {
+            ToolError::new(
+                "TIMEOUT",
+                format!(
+                    "`{}` took longer than {} ms and was stopped; narrow the request",
+                    tool.name,
+                    timeout.as_millis()
+                ),
+            )
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
         tool: &'static ToolDef,
@@ -333,10 +417,18 @@ impl Engine {
         params: &[(&'static str, SqlValue)],
         args: &Arguments,
         deadline: Instant,
+        cancel: &Arc<AtomicBool>,
         request: u64,
     ) -> Result<Value, ToolError> {
         let stmts = tool.binding.statements();
-        let _ = conn.progress_handler(10_000, Some(move || Instant::now() > deadline));
+        if cancel.load(Ordering::Relaxed) {
+            return Err(ToolError::new("TIMEOUT", "cancelled before it started"));
+        }
+        let flag = cancel.clone();
+        let _ = conn.progress_handler(
+            1_000,
+            Some(move || flag.load(Ordering::Relaxed) || Instant::now() > deadline),
+        );
         let transactional = tool.writes || stmts.len() > 1;
         if transactional {
             let begin = if tool.writes {
@@ -347,7 +439,23 @@ impl Engine {
             conn.execute_batch(begin)
                 .map_err(|e| self.db_error(tool, e, request))?;
         }
-        let result = self.run_statements(tool, conn, params, args, request);
+        let result = self
+            .run_statements(tool, conn, params, args, request)
+            .and_then(|v| {
+                let size = approx_json_size(&v);
+                if size > self.limits.max_result_bytes {
+                    Err(ToolError {
+                        code: "RESULT_TOO_LARGE",
+                        message: format!(
+                            "the result of `{}` is about {size} bytes; the limit is {} bytes; ask for less",
+                            tool.name, self.limits.max_result_bytes
+                        ),
+                        data: Some(json!({"size": size, "limit": self.limits.max_result_bytes})),
+                    })
+                } else {
+                    Ok(v)
+                }
+            });
         if transactional {
             let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
             if let Err(e) = conn.execute_batch(end) {
@@ -389,6 +497,10 @@ impl Engine {
                     let mut rows = stmt.raw_query();
                     let mut out = Vec::new();
                     let mut truncated = false;
+                    // Rows are cut at the row cap or the size budget, whichever comes first,
+                    // leaving room for the envelope; the cut is flagged, never silent.
+                    let budget = self.limits.max_result_bytes.saturating_sub(4096);
+                    let mut size = 0;
                     while let Some(row) =
                         rows.next().map_err(|e| self.db_error(tool, e, request))?
                     {
@@ -396,7 +508,13 @@ impl Engine {
                             truncated = true;
                             break;
                         }
-                        out.push(Value::Object(row_json(row, &order)));
+                        let row = Value::Object(row_json(row, &order));
+                        size += approx_json_size(&row) + 1;
+                        if size > budget {
+                            truncated = true;
+                            break;
+                        }
+                        out.push(row);
                     }
                     if single {
                         let mut o = Map::new();
@@ -493,15 +611,8 @@ impl Engine {
         let code = e.sqlite_error_code();
         tracing::error!(request, tool = tool.name, error = %e, "database error");
         match code {
-            Some(C::OperationInterrupted) => ToolError {
-                code: "TIMEOUT",
-                message: format!(
-                    "`{}` took longer than {} s and was stopped; narrow the request",
-                    tool.name,
-                    self.limits.call_timeout.as_secs()
-                ),
-                data: None,
-            },
+            // The caller tells a timeout from a cancellation.
+            Some(C::OperationInterrupted) => ToolError::new("TIMEOUT", "interrupted"),
             Some(C::ConstraintViolation) => {
                 let detail = match &e {
                     rusqlite::Error::SqliteFailure(_, Some(m)) => m
@@ -531,6 +642,54 @@ impl Engine {
                 data: Some(json!({"request": request})),
             },
         }
+    }
+}
+
+/// Arguments as logged: long text truncated, secret-looking values redacted.
+pub fn sanitize_arguments(v: &Value) -> Value {
+    const SECRET_KEYS: &[&str] = &[
+        "password",
+        "passwd",
+        "secret",
+        "token",
+        "api_key",
+        "apikey",
+        "authorization",
+        "credential",
+        "private_key",
+    ];
+    const SECRET_PREFIXES: &[&str] = &[
+        "sk-",
+        "ghp_",
+        "gho_",
+        "github_pat_",
+        "xoxb-",
+        "xoxp-",
+        "AKIA",
+        "Bearer ",
+    ];
+    match v {
+        Value::String(s) if SECRET_PREFIXES.iter().any(|p| s.starts_with(p)) => {
+            Value::from("[redacted]")
+        }
+        Value::String(s) if s.chars().count() > 200 => {
+            let head: String = s.chars().take(200).collect();
+            Value::from(format!("{head}…({} chars)", s.chars().count()))
+        }
+        Value::Array(a) => Value::Array(a.iter().map(sanitize_arguments).collect()),
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .map(|(k, v)| {
+                    let lower = k.to_ascii_lowercase();
+                    if SECRET_KEYS.iter().any(|s| lower.contains(s)) {
+                        (k.clone(), Value::from("[redacted]"))
+                    } else {
+                        (k.clone(), sanitize_arguments(v))
+                    }
+                })
+                .collect(),
+        ),
+        other => other.clone(),
     }
 }
 

@@ -13,6 +13,7 @@ pub mod def;
 pub mod demo;
 pub mod engine;
 pub mod mcp;
+pub mod transform;
 pub mod transport;
 
 /// The servers compiled from `spec/` at build time.

@@ -72,19 +72,34 @@ fn find(name: &str) -> Result<&'static ServerDef> {
     })
 }
 
-fn env_usize(name: &str) -> Option<usize> {
-    std::env::var(name).ok().and_then(|v| v.parse().ok())
+/// A positive whole number from the environment; a malformed value is a start-up error that
+/// names the variable, never silently ignored.
+fn env_number(name: &str) -> Result<Option<u64>> {
+    match std::env::var(name) {
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Ok(v) if v.trim().is_empty() => Ok(None),
+        Ok(v) => match v.trim().parse::<u64>() {
+            Ok(n) if n > 0 => Ok(Some(n)),
+            _ => Err(anyhow!(
+                "{name}={v:?} is not a positive whole number; fix or unset it"
+            )),
+        },
+        Err(e) => Err(anyhow!("{name} is not valid text: {e}")),
+    }
 }
 
-fn limits() -> Limits {
+fn limits() -> Result<Limits> {
     let mut l = Limits::default();
-    if let Some(n) = env_usize("MCPSPEC_MAX_ARGUMENT_BYTES") {
-        l.max_argument_bytes = n;
+    if let Some(n) = env_number("MCPSPEC_MAX_ARGUMENT_BYTES")? {
+        l.max_argument_bytes = usize::try_from(n)?;
     }
-    if let Some(s) = env_usize("MCPSPEC_CALL_TIMEOUT_SECS") {
-        l.call_timeout = Duration::from_secs(s as u64);
+    if let Some(n) = env_number("MCPSPEC_MAX_RESULT_BYTES")? {
+        l.max_result_bytes = usize::try_from(n)?;
     }
-    l
+    if let Some(s) = env_number("MCPSPEC_CALL_TIMEOUT_SECS")? {
+        l.call_timeout = Duration::from_secs(s);
+    }
+    Ok(l)
 }
 
 fn start(
@@ -94,7 +109,10 @@ fn start(
 ) -> Result<std::sync::Arc<Engine>> {
     let (path, source) = db::resolve(&def.database, flag)?;
     db::require_exists(def.name, &def.database, &path, source)?;
-    Ok(Engine::start(def, &path, read_only, limits())?)
+    let limits = limits()?;
+    let engine = Engine::start(def, &path, read_only, limits)?;
+    tracing::info!(server = def.name, db = %path.display(), read_only = engine.is_read_only(), "ready");
+    Ok(engine)
 }
 
 fn main() -> ExitCode {
@@ -210,6 +228,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
 
 /// Serves until stdin closes or SIGTERM/SIGINT arrives.
 fn serve(engine: std::sync::Arc<Engine>) -> Result<()> {
+    let drain = Duration::from_secs(env_number("MCPSPEC_SHUTDOWN_TIMEOUT_SECS")?.unwrap_or(30));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(16)
@@ -217,25 +236,30 @@ fn serve(engine: std::sync::Arc<Engine>) -> Result<()> {
         .build()?;
     runtime.block_on(async move {
         let transport =
-            server::transport::StdioTransport::new(tokio::io::stdin(), tokio::io::stdout());
+            server::transport::StdioTransport::new(tokio::io::stdin(), tokio::io::stdout())
+                .with_drain_timeout(drain);
+        // On SIGTERM or SIGINT the transport stops reading and waits for the calls in flight,
+        // as when stdin closes, so their answers still reach the client.
+        let stop = transport.stop_handle();
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            tracing::info!("signal received; finishing calls in flight");
+            stop.stop();
+        });
         let handler = server::mcp::McpServer::new(engine);
         let running = rmcp::serve_server(handler, transport)
             .await
             .map_err(|e| anyhow!("the MCP session failed to start: {e}"))?;
-        let ct = running.cancellation_token();
-        tokio::spawn(async move {
-            shutdown_signal().await;
-            tracing::info!("signal received; shutting down");
-            ct.cancel();
-        });
         running
             .waiting()
             .await
             .map_err(|e| anyhow!("the MCP session ended with an error: {e}"))?;
         Ok::<(), anyhow::Error>(())
     })?;
-    // Blocking calls still running are abandoned after a grace period rather than awaited forever.
-    runtime.shutdown_timeout(Duration::from_secs(30));
+    // Calls still running after the drain timeout are abandoned rather than awaited forever;
+    // the database closes when the engine is dropped.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    tracing::info!("stopped");
     Ok(())
 }
 

@@ -6,6 +6,7 @@
 //! tool or arguments that are not an object is a protocol error.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode, ErrorData,
@@ -118,17 +119,28 @@ impl ServerHandler for McpServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let engine = self.engine.clone();
         let name = request.name.into_owned();
         let arguments = request.arguments.map(Value::Object);
-        let outcome = tokio::task::spawn_blocking(move || engine.call(&name, arguments.as_ref()))
-            .await
-            .map_err(|e| {
-                tracing::error!(error = %e, "a call panicked");
-                ErrorData::internal_error("the call failed inside the server", None)
-            })?;
+        // `notifications/cancelled` cancels the request's token; the flag interrupts SQLite.
+        let cancel = Arc::new(AtomicBool::new(false));
+        let flag = cancel.clone();
+        let ct = context.ct.clone();
+        let watcher = tokio::spawn(async move {
+            ct.cancelled().await;
+            flag.store(true, Ordering::Relaxed);
+        });
+        let outcome = tokio::task::spawn_blocking(move || {
+            engine.call_with(&name, arguments.as_ref(), Some(cancel))
+        })
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "a call panicked");
+            ErrorData::internal_error("the call failed inside the server", None)
+        })?;
+        watcher.abort();
         to_result(outcome, self.engine.def).map(Into::into)
     }
 }

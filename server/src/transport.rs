@@ -41,6 +41,62 @@ const MCP_METHODS: &[&str] = &[
 /// The largest message accepted on one line.
 pub const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
 
+/// Asks a running transport to stop reading and finish, e.g. on SIGTERM.
+#[derive(Clone, Default)]
+pub struct StopHandle {
+    stopping: Arc<std::sync::atomic::AtomicBool>,
+    notify: Arc<tokio::sync::Notify>,
+}
+
+impl StopHandle {
+    pub fn stop(&self) {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    async fn stopped(&self) {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.stopping.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Requests handed to rmcp and not yet answered, so that shutdown can wait for them.
+#[derive(Default)]
+struct InFlight {
+    ids: std::sync::Mutex<std::collections::HashSet<String>>,
+    answered: tokio::sync::Notify,
+}
+
+impl InFlight {
+    fn key(id: &RequestId) -> String {
+        serde_json::to_string(id).unwrap_or_default()
+    }
+
+    fn start(&self, id: &RequestId) {
+        self.lock().insert(Self::key(id));
+    }
+
+    fn finish(&self, id: &RequestId) {
+        if self.lock().remove(&Self::key(id)) {
+            self.answered.notify_waiters();
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.ids
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 pub struct StdioTransport<R, W> {
     read: BufReader<R>,
     line: Vec<u8>,
@@ -50,6 +106,10 @@ pub struct StdioTransport<R, W> {
     /// Error replies the transport writes itself, each on its own task so that rmcp's
     /// cancellation of `receive` can neither drop nor repeat one; awaited at end of input.
     inflight: Vec<tokio::task::JoinHandle<()>>,
+    requests: Arc<InFlight>,
+    stop: StopHandle,
+    drain_timeout: std::time::Duration,
+    drain_deadline: Option<tokio::time::Instant>,
 }
 
 impl<R, W> StdioTransport<R, W>
@@ -65,6 +125,47 @@ where
             max_line: MAX_LINE_BYTES,
             write: Arc::new(Mutex::new(write)),
             inflight: Vec::new(),
+            requests: Arc::default(),
+            stop: StopHandle::default(),
+            drain_timeout: std::time::Duration::from_secs(30),
+            drain_deadline: None,
+        }
+    }
+
+    /// A handle that makes the transport stop reading and drain, as at end of input.
+    pub fn stop_handle(&self) -> StopHandle {
+        self.stop.clone()
+    }
+
+    /// How long to wait at end of input for calls in flight to be answered.
+    #[must_use]
+    pub fn with_drain_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.drain_timeout = timeout;
+        self
+    }
+
+    /// At end of input: write our own replies, then wait until rmcp has answered every request
+    /// it was given, up to the drain timeout. Cancellation-safe: the deadline is kept.
+    async fn drain(&mut self) {
+        self.drain_replies().await;
+        let deadline = *self
+            .drain_deadline
+            .get_or_insert_with(|| tokio::time::Instant::now() + self.drain_timeout);
+        loop {
+            let answered = self.requests.answered.notified();
+            tokio::pin!(answered);
+            answered.as_mut().enable();
+            let left = self.requests.lock().len();
+            if left == 0 {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, answered).await.is_err() {
+                tracing::warn!(
+                    unanswered = left,
+                    "shutdown timeout reached; abandoning calls in flight"
+                );
+                return;
+            }
         }
     }
 
@@ -201,19 +302,36 @@ where
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let write = self.write.clone();
+        let requests = self.requests.clone();
         async move {
             let mut bytes = serde_json::to_vec(&item).map_err(std::io::Error::other)?;
             bytes.push(b'\n');
             let mut w = write.lock().await;
             w.write_all(&bytes).await?;
-            w.flush().await
+            w.flush().await?;
+            drop(w);
+            match &item {
+                JsonRpcMessage::Response(r) => requests.finish(&r.id),
+                JsonRpcMessage::Error(e) => {
+                    if let Some(id) = &e.id {
+                        requests.finish(id);
+                    }
+                }
+                _ => {}
+            }
+            Ok(())
         }
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
-            let Some(read) = self.read_line().await else {
-                self.drain_replies().await;
+            let stop = self.stop.clone();
+            let read = tokio::select! {
+                read = self.read_line() => read,
+                () = stop.stopped() => None,
+            };
+            let Some(read) = read else {
+                self.drain().await;
                 return None;
             };
             if read.is_err() {
@@ -262,6 +380,20 @@ where
                 };
                 self.reply(Some(id_json(&r.id)), code, message);
                 continue;
+            }
+            match &msg {
+                JsonRpcMessage::Request(r) => self.requests.start(&r.id),
+                // A cancelled request may never be answered; shutdown need not wait for it.
+                JsonRpcMessage::Notification(n) => {
+                    if let rmcp::model::ClientNotification::CancelledNotification(c) =
+                        &n.notification
+                    {
+                        if let Some(id) = &c.params.request_id {
+                            self.requests.finish(id);
+                        }
+                    }
+                }
+                _ => {}
             }
             return Some(msg);
         }

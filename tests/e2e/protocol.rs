@@ -155,11 +155,11 @@ fn invalid_arguments_are_tool_errors_naming_the_field() {
 #[test]
 fn oversized_input_is_refused_without_harm() {
     let mut s = start("studio", &[]);
-    // An argument over the per-call limit (1 MiB) is a tool error.
-    let big = "x".repeat(1_100_000);
+    // An argument over the per-call limit (4 MiB) is a tool error.
+    let big = "x".repeat(4_300_000);
     let err = s.tool_error("query_learnings", json!({"search": big}));
     assert_eq!(err["code"], "ARGUMENTS_TOO_LARGE");
-    assert_eq!(err["limit"], 1_048_576);
+    assert_eq!(err["limit"], 4_194_304);
     // A line over the transport limit (8 MiB) is discarded unbuffered and answered.
     let huge = format!(
         r#"{{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{{"name":"get_learning","arguments":{{"id":"{}"}}}}}}"#,

@@ -1,0 +1,82 @@
+//! Argument transforms declared in a spec (`transform:`), applied after validation and before
+//! binding. The FTS5 transforms turn free text into a query that cannot change the query's
+//! structure or raise a syntax error: each word becomes a quoted phrase.
+
+use serde_json::Value;
+
+/// Applies `transforms` in order to a string value; other values pass through.
+pub fn apply(value: &mut Value, transforms: &[&str]) {
+    let Value::String(s) = value else { return };
+    for t in transforms {
+        *s = match *t {
+            "trim" => s.trim().to_string(),
+            "lower" => s.to_lowercase(),
+            "fts5" => fts5(s, false),
+            "fts5_prefix" => fts5(s, true),
+            other => match other.strip_prefix("truncate:").and_then(|n| n.parse().ok()) {
+                Some(n) => truncate(s, n),
+                None => std::mem::take(s),
+            },
+        };
+    }
+}
+
+/// Every whitespace-separated word as an FTS5 string (a quoted phrase, quotes doubled), all
+/// of them required; with `prefix`, each word matches as a prefix. No words gives the empty
+/// phrase, which matches nothing.
+pub fn fts5(text: &str, prefix: bool) -> String {
+    let terms: Vec<String> = text
+        .split_whitespace()
+        .map(|w| {
+            let quoted = format!("\"{}\"", w.replace('"', "\"\""));
+            if prefix { quoted + "*" } else { quoted }
+        })
+        .collect();
+    if terms.is_empty() {
+        "\"\"".to_string()
+    } else {
+        terms.join(" ")
+    }
+}
+
+/// At most `max` characters, the last of them an ellipsis when the text was cut.
+pub fn truncate(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fts5_quotes_every_operator_and_special_character() {
+        for (input, want) in [
+            ("rust async", r#""rust" "async""#),
+            ("  spaced   out ", r#""spaced" "out""#),
+            (r#"say "hi""#, r#""say" """hi""""#),
+            ("NOT OR AND NEAR", r#""NOT" "OR" "AND" "NEAR""#),
+            (
+                "col:value ^start * (x)",
+                r#""col:value" "^start" "*" "(x)""#,
+            ),
+            ("", r#""""#),
+        ] {
+            assert_eq!(fts5(input, false), want, "{input}");
+        }
+        assert_eq!(fts5("asy rus", true), r#""asy"* "rus"*"#);
+    }
+
+    #[test]
+    fn truncate_counts_characters_and_marks_the_cut() {
+        assert_eq!(truncate("héllo", 5), "héllo");
+        assert_eq!(truncate("héllo world", 5), "héll…");
+        let mut v = Value::from("  Hello World  ");
+        apply(&mut v, &["trim", "lower", "truncate:5"]);
+        assert_eq!(v, Value::from("hell…"));
+    }
+}
