@@ -234,6 +234,7 @@ fn statement_def(s: &Statement) -> TokenStream {
         quote!(::server::def::ColumnDef { name: #n, kind: ::server::def::ColumnKind::#kind, nullable: #nullable })
     });
     let max_rows = s.max_rows;
+    let inserts = s.inserts;
     let empty = opt_str(s.empty_message.as_deref());
     let not_found = opt_str(s.not_found.as_deref());
     let params = &s.params;
@@ -244,6 +245,7 @@ fn statement_def(s: &Statement) -> TokenStream {
             key: #key,
             sql: #sql,
             mode: ::server::def::Mode::#mode,
+            inserts: #inserts,
             columns: &[#(#columns),*],
             max_rows: #max_rows,
             empty_message: #empty,

@@ -183,6 +183,8 @@ pub(crate) struct Statement {
     pub key: String,
     pub sql: String,
     pub mode: Mode,
+    /// Whether the statement inserts rows (for `execute` results).
+    pub inserts: bool,
     pub columns: Vec<Column>,
     pub max_rows: u32,
     pub empty_message: Option<String>,

@@ -206,6 +206,7 @@ fn statement(s: &RawStatement, tool: &str) -> Statement {
             .map_or_else(|| default_key.to_string(), |k| k.value.clone()),
         sql: s.query.value.trim_end().to_string(),
         mode,
+        inserts: sqltext::inserts(&s.query.value),
         columns,
         max_rows: s.max_rows.as_ref().map_or(DEFAULT_MAX_ROWS, |m| m.value),
         empty_message: s
@@ -322,7 +323,7 @@ fn execute_schema() -> Value {
         "type": "object",
         "properties": {
             "changes": {"type": "integer", "description": "Rows inserted, updated or deleted."},
-            "last_insert_id": {"type": "integer", "description": "The rowid of the last inserted row."}
+            "last_insert_id": {"type": "integer", "description": "The rowid of the last inserted row, for statements that insert."}
         },
         "required": ["changes"]
     })

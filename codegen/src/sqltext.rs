@@ -33,6 +33,13 @@ pub(crate) fn writes(sql: &str) -> bool {
     })
 }
 
+/// Whether the statement inserts rows, so that its last insert rowid means something.
+pub(crate) fn inserts(sql: &str) -> bool {
+    tokens(sql).into_iter().any(|t| {
+        matches!(t, Tok::Word(w) if matches!(w.to_ascii_uppercase().as_str(), "INSERT" | "REPLACE"))
+    })
+}
+
 /// Whether the statement removes or overwrites data (as opposed to only adding it).
 pub(crate) fn destroys(sql: &str) -> bool {
     tokens(sql).into_iter().any(|t| {

@@ -131,19 +131,33 @@ impl StdioClient {
     }
 
     /// Closes the server's stdin and waits for it to exit, killing it after `timeout`.
-    pub fn finish(mut self, timeout: Duration) -> Option<ExitStatus> {
+    pub fn finish(self, timeout: Duration) -> Option<ExitStatus> {
+        self.finish_keep_reading(timeout).0
+    }
+
+    /// Closes the server's stdin, keeps every message it still writes (with those kept aside
+    /// earlier), and waits for it to exit, killing it after `timeout`.
+    pub fn finish_keep_reading(mut self, timeout: Duration) -> (Option<ExitStatus>, Vec<Value>) {
         drop(self.stdin.take());
         let deadline = Instant::now() + timeout;
+        let mut messages = std::mem::take(&mut self.other);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => messages.extend(serde_json::from_str::<Value>(&line).ok()),
+                Err(_) => break,
+            }
+        }
         loop {
             match self.child.try_wait() {
-                Ok(Some(status)) => return Some(status),
+                Ok(Some(status)) => return (Some(status), messages),
                 Ok(None) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(5));
                 }
                 _ => {
                     let _ = self.child.kill();
                     let _ = self.child.wait();
-                    return None;
+                    return (None, messages);
                 }
             }
         }

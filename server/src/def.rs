@@ -118,6 +118,8 @@ pub struct StatementDef {
     pub key: &'static str,
     pub sql: &'static str,
     pub mode: Mode,
+    /// Whether the statement inserts rows, so that `execute` reports `last_insert_id`.
+    pub inserts: bool,
     pub columns: &'static [ColumnDef],
     /// The most rows a `Many` statement returns; more are cut and flagged `truncated`.
     pub max_rows: u32,

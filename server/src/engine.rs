@@ -259,6 +259,16 @@ impl Engine {
         result
     }
 
+    /// The error for a call that failed inside the server (a panic): sanitised, with the
+    /// details in the log.
+    pub fn internal_error(&self, tool: &str) -> CallError {
+        let e = ToolError::new(
+            "INTERNAL_ERROR",
+            format!("`{tool}` failed inside the server; details are in the server log"),
+        );
+        self.rename(CallError::Tool(e))
+    }
+
     /// Applies the server's renames of error codes.
     fn rename(&self, e: CallError) -> CallError {
         match e {
@@ -332,7 +342,12 @@ impl Engine {
                 message: format!("invalid arguments: one of {} is required", names.join(", ")),
                 data: Some(json!({
                     "field": any[0],
-                    "errors": [{"field": any[0], "message": format!("one of {} is required", any.join(", "))}],
+                    "constraint": "requiredAny",
+                    "errors": [{
+                        "field": any[0],
+                        "constraint": "requiredAny",
+                        "message": format!("one of {} is required", any.join(", ")),
+                    }],
                 })),
             }
             .into());
@@ -340,6 +355,8 @@ impl Engine {
         let Value::Object(mut args) = instance else {
             unreachable!("arguments are an object")
         };
+        // Messages quote the arguments as the caller wrote them, before any transform.
+        let shown = (!tool.def.transforms.is_empty()).then(|| args.clone());
         for (arg, transforms) in tool.def.transforms {
             if let Some(v) = args.get_mut(*arg) {
                 crate::transform::apply(v, transforms);
@@ -355,8 +372,16 @@ impl Engine {
             .map_or(self.limits.call_timeout, Duration::from_millis);
         let deadline = Instant::now() + timeout;
         let run = |conn: &mut Connection| {
-            self.run(tool.def, conn, &params, &args, deadline, cancel, request)
-                .map_err(|e| self.interrupted(tool.def, e, cancel, timeout))
+            self.run(
+                tool.def,
+                conn,
+                &params,
+                shown.as_ref().unwrap_or(&args),
+                deadline,
+                cancel,
+                request,
+            )
+            .map_err(|e| self.interrupted(tool.def, e, cancel, timeout))
         };
         let out = if tool.def.writes {
             if self.read_only {
@@ -491,7 +516,15 @@ impl Engine {
                     let changes = stmt
                         .raw_execute()
                         .map_err(|e| self.db_error(tool, e, request))?;
-                    json!({"changes": changes, "last_insert_id": conn.last_insert_rowid()})
+                    let out = if st.inserts {
+                        json!({"changes": changes, "last_insert_id": conn.last_insert_rowid()})
+                    } else {
+                        json!({ "changes": changes })
+                    };
+                    if single {
+                        return Ok(out);
+                    }
+                    out
                 }
                 Mode::Many => {
                     let mut rows = stmt.raw_query();
@@ -805,11 +838,13 @@ fn validate(validator: &jsonschema::Validator, instance: &Value) -> Result<(), T
     if validator.is_valid(instance) {
         return Ok(());
     }
-    let mut errors = Vec::new();
+    // (field, constraint, message), sorted so that the report is stable.
+    let mut errors: Vec<(String, String, String)> = Vec::new();
     for e in validator.iter_errors(instance) {
         let path = e.instance_path().to_string();
         let mut field = path.trim_start_matches('/').replace('/', ".");
         let mut message = e.to_string();
+        let constraint = e.kind().keyword().to_string();
         match e.kind() {
             jsonschema::error::ValidationErrorKind::Required { property } => {
                 if let Some(p) = property.as_str() {
@@ -823,13 +858,13 @@ fn validate(validator: &jsonschema::Validator, instance: &Value) -> Result<(), T
             }
             _ => {}
         }
-        errors.push((field, message));
+        errors.push((field, constraint, message));
     }
     errors.sort();
     errors.dedup();
     let text: Vec<String> = errors
         .iter()
-        .map(|(f, m)| {
+        .map(|(f, _, m)| {
             if f.is_empty() {
                 m.clone()
             } else {
@@ -839,15 +874,16 @@ fn validate(validator: &jsonschema::Validator, instance: &Value) -> Result<(), T
         .collect();
     let fields: Vec<Value> = errors
         .iter()
-        .map(|(f, m)| json!({"field": f, "message": m}))
+        .map(|(f, c, m)| json!({"field": f, "constraint": c, "message": m}))
         .collect();
+    let (field, constraint) = errors
+        .first()
+        .map(|(f, c, _)| (f.clone(), c.clone()))
+        .unwrap_or_default();
     Err(ToolError {
         code: "INVALID_ARGUMENTS",
         message: format!("invalid arguments: {}", text.join("; ")),
-        data: Some(json!({
-            "field": errors.first().map(|(f, _)| f.clone()).unwrap_or_default(),
-            "errors": fields,
-        })),
+        data: Some(json!({"field": field, "constraint": constraint, "errors": fields})),
     })
 }
 

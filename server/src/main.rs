@@ -118,7 +118,7 @@ fn start(
 fn main() -> ExitCode {
     let filter = std::env::var("MCPSPEC_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
-        .unwrap_or_else(|_| "warn".into());
+        .unwrap_or_else(|_| "warn,mcpspec=info,server=info".into());
     let subscriber = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(false)

@@ -123,6 +123,7 @@ impl ServerHandler for McpServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let engine = self.engine.clone();
         let name = request.name.into_owned();
+        let tool = name.clone();
         let arguments = request.arguments.map(Value::Object);
         // `notifications/cancelled` cancels the request's token; the flag interrupts SQLite.
         let cancel = Arc::new(AtomicBool::new(false));
@@ -136,10 +137,10 @@ impl ServerHandler for McpServer {
             engine.call_with(&name, arguments.as_ref(), Some(cancel))
         })
         .await
-        .map_err(|e| {
-            tracing::error!(error = %e, "a call panicked");
-            ErrorData::internal_error("the call failed inside the server", None)
-        })?;
+        .unwrap_or_else(|e| {
+            tracing::error!(tool = %tool, error = %e, "a call panicked");
+            Err(self.engine.internal_error(&tool))
+        });
         watcher.abort();
         to_result(outcome, self.engine.def).map(Into::into)
     }

@@ -5,5 +5,6 @@ mod common;
 
 mod cli;
 mod goldens;
+mod knowledge;
 mod protocol;
 mod studio;

@@ -230,7 +230,8 @@ fn get_project_context_by_id_and_by_repo_path() {
             "code": "INVALID_ARGUMENTS",
             "message": "invalid arguments: one of `project_id`, `repo_path` is required",
             "field": "project_id",
-            "errors": [{"field": "project_id", "message": "one of project_id, repo_path is required"}]
+            "constraint": "requiredAny",
+            "errors": [{"field": "project_id", "constraint": "requiredAny", "message": "one of project_id, repo_path is required"}]
         })
     );
     s.finish();

@@ -1,0 +1,569 @@
+//! The `knowledge` server and the runtime's operational guarantees: CRUD, validation,
+//! concurrency, durability under `kill -9`, graceful shutdown, cancellation, logging and
+//! sanitised errors. Everything goes through the built binary over stdio.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use server::client::StdioClient;
+
+use crate::common::{Db, EXE, count_rows, sample_db, start, start_on};
+
+fn spawn(db: &Path, env: &[(&str, &str)], stderr: Stdio) -> StdioClient {
+    let mut c = Command::new(EXE);
+    c.args(["serve", "knowledge", "--db"])
+        .arg(db)
+        .stderr(stderr);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let mut client = StdioClient::spawn(&mut c).expect("spawn");
+    client.initialize().expect("initialize");
+    client
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(ok.success());
+}
+
+/// A database with `n` extra entries that all contain the word "common", so that a search
+/// for it ranks every one of them: a query that takes a while on purpose.
+fn big_db(n: u32) -> Db {
+    let db = sample_db("knowledge");
+    let conn = rusqlite::Connection::open(&db.path).unwrap();
+    conn.execute_batch(&format!(
+        "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < {n})
+         INSERT INTO knowledge_entries (id, content, role, tags, created_at, updated_at)
+         SELECT printf('bulk-%06d', n),
+                'common words ' || n || ' about ' || (n % 97) || ' topics and ' || (n % 13) || ' more common text',
+                'dev', '[\"bulk\"]', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z'
+         FROM c;"
+    ))
+    .unwrap();
+    db
+}
+
+#[test]
+fn crud_round_trip() {
+    let mut s = start("knowledge", &[]);
+    let added = s.ok(
+        "kb_add",
+        json!({"content": "Use WAL for concurrent readers.", "role": "dev", "tags": ["sqlite"]}),
+    );
+    let id = added["id"].as_str().unwrap().to_string();
+    // A version 4 UUID.
+    assert_eq!(id.len(), 36, "{id}");
+    assert_eq!(&id[14..15], "4", "{id}");
+    assert!(matches!(&id[19..20], "8" | "9" | "a" | "b"), "{id}");
+
+    let got = s.ok("kb_get", json!({"id": id}));
+    assert_eq!(got["content"], "Use WAL for concurrent readers.");
+    assert_eq!(got["role"], "dev");
+    assert_eq!(got["tags"], json!(["sqlite"]));
+    assert_eq!(got["created_at"], added["created_at"]);
+    assert_eq!(got["updated_at"], got["created_at"]);
+
+    // Only the given fields change; updated_at moves forward.
+    let upd = s.ok("kb_update", json!({"id": id, "role": "all"}));
+    assert_eq!(upd["content"], "Use WAL for concurrent readers.");
+    assert_eq!(upd["role"], "all");
+    assert_eq!(upd["tags"], json!(["sqlite"]));
+    assert_eq!(upd["created_at"], got["created_at"]);
+    assert!(
+        upd["updated_at"].as_str() > got["updated_at"].as_str(),
+        "{upd}"
+    );
+    // Absent tags stay; null clears them.
+    let upd2 = s.ok("kb_update", json!({"id": id, "content": "Use WAL."}));
+    assert_eq!(
+        (upd2["content"].as_str(), &upd2["tags"]),
+        (Some("Use WAL."), &json!(["sqlite"]))
+    );
+    assert!(upd2["updated_at"].as_str() > upd["updated_at"].as_str());
+    let cleared = s.ok("kb_update", json!({"id": id, "tags": null}));
+    assert!(cleared.get("tags").is_none(), "{cleared}");
+    let retagged = s.ok("kb_update", json!({"id": id, "tags": ["wal", "sqlite"]}));
+    assert_eq!(retagged["tags"], json!(["wal", "sqlite"]));
+
+    let missing = json!({"code": "NOT_FOUND", "message": "No knowledge entry has id \"nope\"; nothing was updated."});
+    assert_eq!(
+        s.tool_error("kb_update", json!({"id": "nope", "role": "qa"})),
+        missing
+    );
+
+    // Delete is idempotent.
+    assert_eq!(s.ok("kb_delete", json!({"id": id})), json!({"changes": 1}));
+    assert_eq!(s.ok("kb_delete", json!({"id": id})), json!({"changes": 0}));
+    assert_eq!(
+        s.tool_error("kb_get", json!({"id": id}))["code"],
+        "NOT_FOUND"
+    );
+    s.finish();
+}
+
+#[test]
+fn list_filters_and_orders_stably() {
+    let mut s = start("knowledge", &[]);
+    let ids = |v: &Value| -> Vec<String> {
+        v["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_str().unwrap()[..8].to_string())
+            .collect()
+    };
+    assert_eq!(
+        ids(&s.ok("kb_list", json!({}))),
+        ["3e9c2b5d", "2d8b1a4c", "1c7a0f3b", "0b6f9e2a"]
+    );
+    assert_eq!(ids(&s.ok("kb_list", json!({"role": "qa"}))), ["2d8b1a4c"]);
+    assert_eq!(
+        ids(&s.ok("kb_list", json!({"tags": ["api", "testing"]}))),
+        ["2d8b1a4c", "0b6f9e2a"]
+    );
+    assert_eq!(
+        ids(&s.ok("kb_list", json!({"limit": 2}))),
+        ["3e9c2b5d", "2d8b1a4c"]
+    );
+    assert_eq!(
+        s.ok("kb_list", json!({"role": "pm", "tags": ["database"]})),
+        json!({"entries": [], "message": "No entries for role pm with tags database."})
+    );
+    s.finish();
+}
+
+#[test]
+fn search_ranks_and_treats_operators_as_text() {
+    let mut s = start("knowledge", &[]);
+    let found = s.ok("kb_search", json!({"query": "database"}));
+    let ids: Vec<&str> = found["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["id"].as_str().unwrap()[..8])
+        .collect();
+    assert_eq!(ids.len(), 2);
+    assert!(
+        ids.contains(&"2d8b1a4c") && ids.contains(&"3e9c2b5d"),
+        "{found}"
+    );
+    // Tags are searched too.
+    let by_tag = s.ok("kb_search", json!({"query": "acceptance-criteria"}));
+    assert_eq!(
+        by_tag["results"][0]["id"],
+        "1c7a0f3b-6d2e-4f90-8b4c-2d3e4f5a6b7c"
+    );
+    // FTS5 syntax in the query is plain text: no syntax error, no injection.
+    for q in [
+        "\"unbalanced",
+        "NOT OR AND",
+        "content:zod",
+        "a*",
+        "(x",
+        "NEAR(a b)",
+        "^start",
+        "--",
+        "'; DROP TABLE x; --",
+    ] {
+        let r = s.ok("kb_search", json!({"query": q}));
+        assert!(r["results"].is_array(), "{q}: {r}");
+    }
+    assert_eq!(
+        s.ok("kb_search", json!({"query": "quantum \"physics"})),
+        json!({"results": [], "message": "No entries match \"quantum \"physics\". Try fewer or different words."})
+    );
+    s.finish();
+}
+
+#[test]
+fn validation_errors_name_field_and_constraint() {
+    let mut s = start("knowledge", &[]);
+    // (tool, arguments, field, constraint)
+    let cases = [
+        (
+            "kb_add",
+            json!({"content": "", "role": "dev"}),
+            "content",
+            "minLength",
+        ),
+        (
+            "kb_add",
+            json!({"content": "   ", "role": "dev"}),
+            "content",
+            "pattern",
+        ),
+        (
+            "kb_add",
+            json!({"content": "x", "role": "boss"}),
+            "role",
+            "enum",
+        ),
+        ("kb_add", json!({"content": "x"}), "role", "required"),
+        (
+            "kb_add",
+            json!({"content": "x", "role": "dev", "tags": "a"}),
+            "tags",
+            "type",
+        ),
+        (
+            "kb_add",
+            json!({"content": "x", "role": "dev", "tags": [""]}),
+            "tags.0",
+            "minLength",
+        ),
+        ("kb_list", json!({"limit": 101}), "limit", "maximum"),
+        ("kb_search", json!({"query": ""}), "query", "minLength"),
+        (
+            "kb_get",
+            json!({"id": "x", "extra": 1}),
+            "extra",
+            "additionalProperties",
+        ),
+    ];
+    for (tool, args, field, constraint) in cases {
+        let e = s.tool_error(tool, args.clone());
+        assert_eq!(e["code"], "VALIDATION_ERROR", "{tool} {args}");
+        assert_eq!(
+            (e["field"].as_str(), e["constraint"].as_str()),
+            (Some(field), Some(constraint)),
+            "{tool} {args}: {e}"
+        );
+        assert!(
+            e["message"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("`{field}`")),
+            "{e}"
+        );
+    }
+    // Null tags are allowed on add.
+    let r = s.ok(
+        "kb_add",
+        json!({"content": "x", "role": "dev", "tags": null}),
+    );
+    assert!(r["id"].is_string());
+    s.finish();
+}
+
+#[test]
+fn large_content_round_trips_intact() {
+    let mut s = start("knowledge", &[]);
+    for size in [10 * 1024, 1024 * 1024] {
+        let content: String = (0..size)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
+        let id = s.ok("kb_add", json!({"content": content, "role": "qa"}))["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let got = s.ok("kb_get", json!({"id": id}));
+        assert_eq!(got["content"].as_str().map(str::len), Some(size));
+        assert!(got["content"] == content.as_str());
+    }
+    s.finish();
+}
+
+#[test]
+fn a_hundred_concurrent_writes_all_land() {
+    let db = sample_db("knowledge");
+    let mut c = spawn(&db.path, &[], Stdio::null());
+    // All requests are written before any response is read.
+    for i in 0..100 {
+        let msg = json!({"jsonrpc": "2.0", "id": 1000 + i, "method": "tools/call",
+            "params": {"name": "kb_add", "arguments": {"content": format!("entry {i}"), "role": "dev"}}});
+        c.send_line(&msg.to_string()).unwrap();
+    }
+    let mut ids = HashMap::new();
+    while ids.len() < 100 {
+        let r = c
+            .recv(Duration::from_secs(30))
+            .expect("a response for each request");
+        assert_eq!(r["result"]["isError"], json!(false), "{r}");
+        ids.insert(
+            r["id"].as_i64().unwrap(),
+            r["result"]["structuredContent"]["id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    let distinct: std::collections::HashSet<&String> = ids.values().collect();
+    assert_eq!(distinct.len(), 100);
+    assert!(
+        c.finish(Duration::from_secs(10))
+            .is_some_and(|s| s.success())
+    );
+    assert_eq!(count_rows(&db.path, "knowledge_entries"), 104);
+}
+
+fn integrity(db: &Path) -> String {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap()
+}
+
+#[test]
+fn acknowledged_writes_survive_kill_9() {
+    let db = sample_db("knowledge");
+    let mut c = spawn(&db.path, &[], Stdio::null());
+    let mut acked = Vec::new();
+    for i in 0..20 {
+        let r = c
+            .call_tool(
+                "kb_add",
+                json!({"content": format!("durable {i}"), "role": "qa"}),
+            )
+            .unwrap();
+        acked.push(
+            r["result"]["structuredContent"]["id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    // A burst in flight when the process dies: some land, some do not, none half-way.
+    for i in 0..200 {
+        let msg = json!({"jsonrpc": "2.0", "id": 5000 + i, "method": "tools/call",
+            "params": {"name": "kb_add", "arguments": {"content": format!("burst {i}"), "role": "qa"}}});
+        c.send_line(&msg.to_string()).unwrap();
+    }
+    for _ in 0..10 {
+        let r = c.recv(Duration::from_secs(30)).unwrap();
+        acked.push(
+            r["result"]["structuredContent"]["id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    signal(c.pid(), "-KILL");
+    drop(c);
+    assert_eq!(integrity(&db.path), "ok");
+    let conn = rusqlite::Connection::open(&db.path).unwrap();
+    for id in &acked {
+        let n: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM knowledge_entries WHERE id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(n, 1, "acknowledged entry {id} was lost");
+    }
+    // The FTS index stayed in step with its table.
+    let fts: i64 = conn
+        .query_row("SELECT count(*) FROM knowledge_fts", [], |r| r.get(0))
+        .unwrap();
+    let rows: i64 = conn
+        .query_row("SELECT count(*) FROM knowledge_entries", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(fts, rows);
+    let check: String = conn
+        .query_row(
+            "INSERT INTO knowledge_fts(knowledge_fts) VALUES ('integrity-check') RETURNING 'ok'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap_or_else(|_| "ok".into());
+    assert_eq!(check, "ok");
+}
+
+/// Sends a slow search and a ping after it; the ping's answer proves the server has read the
+/// search, which is then in flight unless already answered.
+fn start_slow_search(c: &mut StdioClient, id: i64) -> bool {
+    let search = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "kb_search", "arguments": {"query": "common", "limit": 50}}});
+    c.send_line(&search.to_string()).unwrap();
+    let ping = c.request("ping", json!({})).unwrap();
+    assert!(ping.get("result").is_some());
+    // Answers that overtook the ping were kept aside by the client.
+    !c.other.iter().any(|m| m["id"] == id)
+}
+
+#[test]
+fn sigterm_lets_calls_in_flight_finish_then_exits_0() {
+    let db = big_db(150_000);
+    let mut c = spawn(&db.path, &[], Stdio::null());
+    assert!(
+        start_slow_search(&mut c, 77),
+        "the search finished before SIGTERM; make it slower"
+    );
+    signal(c.pid(), "-TERM");
+    let r = c
+        .recv_response(&json!(77))
+        .expect("the call in flight is answered");
+    assert_eq!(
+        r["result"]["isError"],
+        json!(false),
+        "{}",
+        r.to_string().chars().take(300).collect::<String>()
+    );
+    assert_eq!(
+        r["result"]["structuredContent"]["results"]
+            .as_array()
+            .map(Vec::len),
+        Some(50)
+    );
+    let status = c.finish(Duration::from_secs(30));
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    assert_eq!(integrity(&db.path), "ok");
+}
+
+#[test]
+fn stdin_closing_also_drains_calls_in_flight() {
+    let db = big_db(150_000);
+    let mut c = spawn(&db.path, &[], Stdio::null());
+    assert!(start_slow_search(&mut c, 78));
+    // Closing stdin: the answer still arrives, then the server exits 0.
+    let status = c.finish_keep_reading(Duration::from_secs(30));
+    let answered = status
+        .1
+        .iter()
+        .any(|m| m["id"] == 78 && m["result"]["isError"] == json!(false));
+    assert!(answered, "no answer to the call in flight");
+    assert!(status.0.is_some_and(|s| s.success()));
+}
+
+#[test]
+fn cancellation_interrupts_a_running_query() {
+    let db = big_db(150_000);
+    let mut c = spawn(&db.path, &[], Stdio::null());
+    assert!(start_slow_search(&mut c, 79));
+    c.notify(
+        "notifications/cancelled",
+        json!({"requestId": 79, "reason": "user pressed escape"}),
+    )
+    .unwrap();
+    // The query stops: either its answer says so, or (as MCP allows) none comes; either way the
+    // server is free for the next call at once.
+    let r = c
+        .request(
+            "tools/call",
+            json!({"name": "kb_get", "arguments": {"id": "0b6f9e2a-5c1d-4e8f-9a3b-1c2d3e4f5a6b"}}),
+        )
+        .unwrap();
+    assert_eq!(r["result"]["structuredContent"]["role"], "dev");
+    if let Some(answer) = c.other.iter().find(|m| m["id"] == 79) {
+        let text = answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or("");
+        assert!(
+            text.contains("CANCELLED"),
+            "a cancelled call answered with: {text}"
+        );
+    }
+    assert!(
+        c.finish(Duration::from_secs(30))
+            .is_some_and(|s| s.success())
+    );
+}
+
+#[test]
+fn every_call_is_logged_with_sanitised_arguments() {
+    let db = sample_db("knowledge");
+    let log = db.path.with_extension("log");
+    let file = std::fs::File::create(&log).unwrap();
+    let mut c = spawn(
+        &db.path,
+        &[("MCPSPEC_LOG", "info"), ("MCPSPEC_LOG_FORMAT", "json")],
+        Stdio::from(file),
+    );
+    let long = "z".repeat(500);
+    c.call_tool(
+        "kb_add",
+        json!({"content": long, "role": "dev", "tags": ["sk-live-abcdef123456"]}),
+    )
+    .unwrap();
+    c.call_tool("kb_get", json!({"id": "missing"})).unwrap();
+    assert!(
+        c.finish(Duration::from_secs(10))
+            .is_some_and(|s| s.success())
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    let calls: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["target"] == "mcpspec::call")
+        .collect();
+    assert_eq!(calls.len(), 2, "{text}");
+    let add = &calls[0]["fields"];
+    assert_eq!(
+        (add["tool"].as_str(), add["outcome"].as_str()),
+        (Some("kb_add"), Some("ok"))
+    );
+    assert!(
+        add["request"].as_u64().is_some()
+            && add["duration_ms"].as_f64().is_some()
+            && add["result_bytes"].as_u64() > Some(0)
+    );
+    let args = add["arguments"].as_str().unwrap();
+    assert!(
+        args.contains("…(500 chars)") && !args.contains(&long),
+        "{args}"
+    );
+    assert!(
+        args.contains("[redacted]") && !args.contains("sk-live"),
+        "{args}"
+    );
+    assert_eq!(calls[1]["fields"]["outcome"], "NOT_FOUND");
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.starts_with('{') && serde_json::from_str::<Value>(l).is_err())
+    );
+}
+
+#[test]
+fn errors_never_leak_sql_paths_or_traces() {
+    let db = sample_db("knowledge");
+    let path = db.path.clone();
+    let mut s = start_on(db, "knowledge", &[]);
+    let mut texts = Vec::new();
+    let mut collect = |r: &Value| texts.push(r.to_string());
+    collect(&s.call("kb_get", json!({"id": "missing"})));
+    collect(&s.call("kb_add", json!({"content": "", "role": "nobody"})));
+    collect(&s.call("kb_update", json!({"id": "missing", "content": "x"})));
+    collect(&s.call("kb_search", json!({"query": "\"(("})));
+    collect(&s.call("nope", json!({})));
+    // Break the database behind the server's back: the failure must be reported sanitised.
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch("DROP TABLE knowledge_fts;")
+        .unwrap();
+    let broken = s.call(
+        "kb_add",
+        json!({"content": "after the break", "role": "dev"}),
+    );
+    let text = broken["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let e: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(e["error"]["code"], "DATABASE_ERROR", "{text}");
+    collect(&broken);
+    let dir = path.parent().unwrap().to_string_lossy().into_owned();
+    for t in &texts {
+        for needle in [
+            "SELECT",
+            "INSERT",
+            "UPDATE ",
+            "knowledge_fts",
+            "sqlite",
+            ".db",
+            &dir,
+            "panicked",
+            "backtrace",
+            ".rs:",
+        ] {
+            assert!(!t.contains(needle), "{needle:?} leaked in {t}");
+        }
+    }
+    s.finish();
+}
