@@ -387,10 +387,9 @@ where
                 JsonRpcMessage::Notification(n) => {
                     if let rmcp::model::ClientNotification::CancelledNotification(c) =
                         &n.notification
+                        && let Some(id) = &c.params.request_id
                     {
-                        if let Some(id) = &c.params.request_id {
-                            self.requests.finish(id);
-                        }
+                        self.requests.finish(id);
                     }
                 }
                 _ => {}
