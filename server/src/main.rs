@@ -96,8 +96,8 @@ fn limits() -> Result<Limits> {
     if let Some(n) = env_number("MCPSPEC_MAX_RESULT_BYTES")? {
         l.max_result_bytes = usize::try_from(n)?;
     }
-    if let Some(s) = env_number("MCPSPEC_CALL_TIMEOUT_SECS")? {
-        l.call_timeout = Duration::from_secs(s);
+    if let Some(ms) = env_number("MCPSPEC_CALL_TIMEOUT_MS")? {
+        l.call_timeout = Duration::from_millis(ms);
     }
     Ok(l)
 }

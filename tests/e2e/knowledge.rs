@@ -567,3 +567,103 @@ fn errors_never_leak_sql_paths_or_traces() {
     }
     s.finish();
 }
+
+#[test]
+fn a_slow_call_does_not_block_fast_ones() {
+    let db = big_db(150_000);
+    let mut c = spawn(&db.path, &[], Stdio::null());
+    assert!(start_slow_search(&mut c, 80));
+    // Reads run on a pool of connections: this one is answered while the search still runs.
+    let r = c
+        .request(
+            "tools/call",
+            json!({"name": "kb_list", "arguments": {"limit": 1, "role": "pm"}}),
+        )
+        .unwrap();
+    assert_eq!(r["result"]["structuredContent"]["entries"][0]["role"], "pm");
+    assert!(
+        !c.other.iter().any(|m| m["id"] == 80),
+        "the slow search finished first; make it slower"
+    );
+    // So is a write.
+    let w = c
+        .call_tool(
+            "kb_add",
+            json!({"content": "written meanwhile", "role": "qa"}),
+        )
+        .unwrap();
+    assert_eq!(w["result"]["isError"], json!(false));
+    let slow = c.recv_response(&json!(80)).unwrap();
+    assert_eq!(slow["result"]["isError"], json!(false));
+    assert!(
+        c.finish(Duration::from_secs(30))
+            .is_some_and(|s| s.success())
+    );
+}
+
+#[test]
+fn limits_stop_slow_calls_and_flag_cut_results() {
+    let db = big_db(150_000);
+    // A call that runs past the timeout is interrupted and says so.
+    let mut c = spawn(&db.path, &[("MCPSPEC_CALL_TIMEOUT_MS", "1")], Stdio::null());
+    let r = c
+        .call_tool("kb_search", json!({"query": "common"}))
+        .unwrap();
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    let e: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(e["error"]["code"], "DATABASE_ERROR", "{text}");
+    assert_eq!(
+        e["error"]["message"],
+        "`kb_search` took longer than 1 ms and was stopped; narrow the request"
+    );
+    assert!(
+        c.finish(Duration::from_secs(10))
+            .is_some_and(|s| s.success())
+    );
+
+    // A result over the size limit is cut between rows and flagged, never cut mid-JSON.
+    let mut c = spawn(
+        &db.path,
+        &[("MCPSPEC_MAX_RESULT_BYTES", "20000")],
+        Stdio::null(),
+    );
+    let r = c.call_tool("kb_list", json!({"limit": 100})).unwrap();
+    let out = &r["result"]["structuredContent"];
+    let n = out["entries"].as_array().unwrap().len();
+    assert!(n > 10 && n < 100, "{n} entries");
+    assert_eq!(out["truncated"], json!(true));
+    // A single row over the limit is an error that says what to do.
+    let big = "b".repeat(30_000);
+    let id = c
+        .call_tool("kb_add", json!({"content": big, "role": "qa"}))
+        .unwrap()["result"]["structuredContent"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = c.call_tool("kb_get", json!({"id": id})).unwrap();
+    let e: Value =
+        serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(e["error"]["code"], "RESULT_TOO_LARGE");
+    assert_eq!(e["error"]["limit"], 20000);
+    assert!(
+        c.finish(Duration::from_secs(10))
+            .is_some_and(|s| s.success())
+    );
+}
+
+#[test]
+fn malformed_settings_fail_start_up_with_the_fix() {
+    let db = sample_db("knowledge");
+    let out = Command::new(EXE)
+        .args(["serve", "knowledge", "--db"])
+        .arg(&db.path)
+        .env("MCPSPEC_CALL_TIMEOUT_MS", "soon")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "error: MCPSPEC_CALL_TIMEOUT_MS=\"soon\" is not a positive whole number; fix or unset it"
+    );
+}
