@@ -7,7 +7,7 @@
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote};
 
-use crate::ir::{ArgType, Binding, ColumnKind, Mode, Server, Statement, Tool};
+use crate::ir::{ArgType, Binding, ColumnKind, Envelope, Mode, Server, Statement, Tool};
 
 /// The first line of every generated Rust file.
 pub(crate) fn header(file: &str) -> String {
@@ -239,6 +239,15 @@ fn statement_def(s: &Statement) -> TokenStream {
     let not_found = opt_str(s.not_found.as_deref());
     let params = &s.params;
     let bind = s.bind.iter().map(|(p, st, c)| quote!((#p, #st, #c)));
+    let envelope = s.envelope.iter().map(|(field, e)| {
+        let source = match e {
+            Envelope::Count => quote!(::server::def::EnvelopeDef::Count),
+            Envelope::Tokens => quote!(::server::def::EnvelopeDef::Tokens),
+            Envelope::Arg(a) => quote!(::server::def::EnvelopeDef::Arg(#a)),
+            Envelope::Column(c) => quote!(::server::def::EnvelopeDef::Column(#c)),
+        };
+        quote!((#field, #source))
+    });
     quote! {
         ::server::def::StatementDef {
             name: #name,
@@ -252,6 +261,7 @@ fn statement_def(s: &Statement) -> TokenStream {
             not_found: #not_found,
             params: &[#(#params),*],
             bind: &[#(#bind),*],
+            envelope: &[#(#envelope),*],
         }
     }
 }
@@ -285,6 +295,11 @@ fn tool_def(tool: &Tool) -> TokenStream {
         .transforms
         .iter()
         .map(|(arg, list)| quote!((#arg, &[#(#list),*])));
+    let derive = tool
+        .derive
+        .iter()
+        .map(|(name, from, list)| quote!((#name, #from, &[#(#list),*])));
+    let env_defaults = tool.env_defaults.iter().map(|(a, v)| quote!((#a, #v)));
     let timeout = match tool.timeout_ms {
         Some(t) => quote!(::core::option::Option::Some(#t)),
         None => quote!(::core::option::Option::None),
@@ -307,6 +322,8 @@ fn tool_def(tool: &Tool) -> TokenStream {
             required_any: &[#(#required_any),*],
             transforms: &[#(#transforms),*],
             timeout_ms: #timeout,
+            derive: &[#(#derive),*],
+            env_defaults: &[#(#env_defaults),*],
             binding: #binding,
             bind: #bind,
         }

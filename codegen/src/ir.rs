@@ -66,6 +66,10 @@ pub(crate) struct Tool {
     /// Transforms per argument, applied in order after validation.
     pub transforms: Vec<(String, Vec<String>)>,
     pub timeout_ms: Option<u64>,
+    /// Derived parameters: `(name, argument, transforms)`.
+    pub derive: Vec<(String, String, Vec<String>)>,
+    /// Defaults from the environment: `(argument, variable)`.
+    pub env_defaults: Vec<(String, String)>,
     /// Argument defaults to apply before validation, as `(wire name, value)`.
     pub defaults: Vec<(String, Value)>,
 }
@@ -193,6 +197,30 @@ pub(crate) struct Statement {
     pub params: Vec<String>,
     /// Parameters taken from an earlier statement's single row: `(param, statement, column)`.
     pub bind: Vec<(String, String, String)>,
+    /// Computed fields beside the rows: `(field, source)`.
+    pub envelope: Vec<(String, Envelope)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Envelope {
+    Count,
+    Tokens,
+    Arg(String),
+    Column(String),
+}
+
+impl Envelope {
+    pub fn parse(s: &str) -> Option<Envelope> {
+        match s {
+            "count" => Some(Envelope::Count),
+            "tokens" => Some(Envelope::Tokens),
+            _ => match s.split_once(':') {
+                Some(("arg", a)) if !a.is_empty() => Some(Envelope::Arg(a.to_string())),
+                Some(("column", c)) if !c.is_empty() => Some(Envelope::Column(c.to_string())),
+                _ => None,
+            },
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,8 +6,8 @@
 use serde_json::{Map, Value, json};
 
 use crate::ir::{
-    Annotations, Arg, ArgType, Binding, Column, ColumnKind, Database, DemoCall, Mode, Server,
-    Statement, Tool,
+    Annotations, Arg, ArgType, Binding, Column, ColumnKind, Database, DemoCall, Envelope, Mode,
+    Server, Statement, Tool,
 };
 use crate::names;
 use crate::spec::{RawColumn, RawInput, RawSpec, RawStatement, RawTool};
@@ -38,7 +38,7 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
             macos: db.default_path.macos.clone(),
             windows: db.default_path.windows.clone(),
             read_only: db.access.as_ref().is_some_and(|a| a.value == "read_only"),
-            schema: db.schema.value.clone(),
+            schema: schema_with_fts(&db.schema.value, &db.fts),
             sample: db.sample.as_ref().map(|s| s.value.clone()),
         },
         demo: spec
@@ -130,6 +130,10 @@ fn tool(t: &RawTool, pos: crate::diag::Pos, fn_name: String, type_name: String) 
     let mut sql_args: Vec<String> = Vec::new();
     for s in binding.statements() {
         for p in &s.params {
+            // Derived parameters are computed by the runtime, not by the typed binding.
+            if t.derive.contains_key(p) {
+                continue;
+            }
             if !s.bind.iter().any(|(b, _, _)| b == p) && !sql_args.contains(p) {
                 sql_args.push(p.clone());
             }
@@ -144,7 +148,7 @@ fn tool(t: &RawTool, pos: crate::diag::Pos, fn_name: String, type_name: String) 
         title: t.title.clone(),
         description: t.description.value.trim_end().to_string(),
         input_schema: input_schema(input),
-        output_schema: output_schema(&binding),
+        output_schema: output_schema(&binding, &input_schema(input)),
         annotations,
         writes,
         args,
@@ -157,6 +161,16 @@ fn tool(t: &RawTool, pos: crate::diag::Pos, fn_name: String, type_name: String) 
             .map(|(k, v)| (k.clone(), v.value.clone()))
             .collect(),
         timeout_ms: t.timeout_ms.as_ref().map(|t| t.value),
+        derive: t
+            .derive
+            .iter()
+            .map(|(k, d)| (k.clone(), d.value.from.clone(), d.value.transform.clone()))
+            .collect(),
+        env_defaults: t
+            .env_defaults
+            .iter()
+            .map(|(k, v)| (k.clone(), v.value.clone()))
+            .collect(),
         defaults,
     }
 }
@@ -195,6 +209,11 @@ fn statement(s: &RawStatement, tool: &str) -> Statement {
         _ => "rows",
     };
     Statement {
+        envelope: s
+            .envelope
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), Envelope::parse(&v.value)?)))
+            .collect(),
         pos: crate::spec::pos(&s.query),
         name: s
             .name
@@ -227,6 +246,38 @@ fn statement(s: &RawStatement, tool: &str) -> Statement {
             })
             .collect(),
     }
+}
+
+/// The declared DDL followed by each full-text index: an external-content FTS5 table over its
+/// source's rowid and the three triggers that keep it in step.
+fn schema_with_fts(schema: &str, fts: &[crate::spec::Sp<crate::spec::RawFts>]) -> String {
+    let mut out = schema.trim_end().to_string();
+    for f in fts {
+        let f = &f.value;
+        let (t, src) = (&f.table, &f.source);
+        let cols = f.columns.join(", ");
+        let new_cols: Vec<String> = f.columns.iter().map(|c| format!("new.{c}")).collect();
+        let old_cols: Vec<String> = f.columns.iter().map(|c| format!("old.{c}")).collect();
+        let (new_cols, old_cols) = (new_cols.join(", "), old_cols.join(", "));
+        let tokenize = f
+            .tokenize
+            .as_ref()
+            .map(|k| format!(", tokenize = '{}'", k.replace('\'', "''")))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "\n-- Full-text index `{t}` over `{src}`, generated from `database.fts`.\n\
+             CREATE VIRTUAL TABLE IF NOT EXISTS {t} USING fts5({cols}, content = '{src}', content_rowid = 'rowid'{tokenize});\n\
+             CREATE TRIGGER IF NOT EXISTS {t}_ai AFTER INSERT ON {src} BEGIN\n  \
+             INSERT INTO {t} (rowid, {cols}) VALUES (new.rowid, {new_cols});\nEND;\n\
+             CREATE TRIGGER IF NOT EXISTS {t}_ad AFTER DELETE ON {src} BEGIN\n  \
+             INSERT INTO {t} ({t}, rowid, {cols}) VALUES ('delete', old.rowid, {old_cols});\nEND;\n\
+             CREATE TRIGGER IF NOT EXISTS {t}_au AFTER UPDATE ON {src} BEGIN\n  \
+             INSERT INTO {t} ({t}, rowid, {cols}) VALUES ('delete', old.rowid, {old_cols});\n  \
+             INSERT INTO {t} (rowid, {cols}) VALUES (new.rowid, {new_cols});\nEND;"
+        ));
+    }
+    out.push('\n');
+    out
 }
 
 fn input_schema(input: &RawInput) -> Value {
@@ -329,18 +380,67 @@ fn execute_schema() -> Value {
     })
 }
 
-fn output_schema(binding: &Binding) -> Value {
+fn many_schema(s: &Statement, input: &Value) -> Value {
+    // Columns moved into the envelope are not part of the rows.
+    let moved: Vec<&str> = s
+        .envelope
+        .iter()
+        .filter_map(|(_, e)| match e {
+            Envelope::Column(c) => Some(c.as_str()),
+            _ => None,
+        })
+        .collect();
+    let row_columns: Vec<Column> = s
+        .columns
+        .iter()
+        .filter(|c| !moved.contains(&c.name.as_str()))
+        .cloned()
+        .collect();
+    let mut props = Map::new();
+    props.insert(
+        s.key.clone(),
+        json!({"type": "array", "items": row_schema(&row_columns)}),
+    );
+    props.insert("truncated".into(), json!({"type": "boolean", "description": "Present and true when more rows matched than the result may hold."}));
+    props.insert(
+        "message".into(),
+        json!({"type": "string", "description": "Why the result is empty and what to try next."}),
+    );
+    let mut required = vec![s.key.clone()];
+    for (field, e) in &s.envelope {
+        let schema = match e {
+            Envelope::Count => {
+                json!({"type": "integer", "description": "How many rows this result holds."})
+            }
+            Envelope::Tokens => {
+                json!({"type": "integer", "description": "An estimate of the tokens this result takes (its JSON length / 4)."})
+            }
+            Envelope::Arg(a) => {
+                let mut p = input["properties"][a].clone();
+                if let Some(o) = p.as_object_mut() {
+                    o.remove("default");
+                }
+                p
+            }
+            Envelope::Column(c) => s
+                .columns
+                .iter()
+                .find(|col| &col.name == c)
+                .map(column_schema)
+                .unwrap_or_else(|| json!({})),
+        };
+        props.insert(field.clone(), schema);
+        if !matches!(e, Envelope::Arg(_)) {
+            required.push(field.clone());
+        }
+    }
+    json!({"type": "object", "properties": props, "required": required})
+}
+
+fn output_schema(binding: &Binding, input: &Value) -> Value {
     match binding {
         Binding::Single(s) => match s.mode {
-            Mode::Many => json!({
-                "type": "object",
-                "properties": {
-                    s.key.clone(): part_schema(s),
-                    "truncated": {"type": "boolean", "description": "Present and true when more rows matched than the result may hold."},
-                    "message": {"type": "string", "description": "Why the result is empty and what to try next."}
-                },
-                "required": [s.key]
-            }),
+            Mode::Many => many_schema(s, input),
             Mode::One | Mode::Optional => row_schema(&s.columns),
             Mode::Scalar => {
                 let nullable = s.columns[0].nullable;

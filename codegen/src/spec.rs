@@ -57,6 +57,31 @@ pub(crate) struct RawDatabase {
     pub schema: Sp<String>,
     /// Sample rows as SQL, loaded by `mcpspec init --sample` and the demo.
     pub sample: Option<Sp<String>>,
+    /// Full-text indexes: FTS5 tables kept in sync with their source tables by triggers.
+    #[serde(default)]
+    pub fts: Vec<Sp<RawFts>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawFts {
+    /// The FTS5 table to create.
+    pub table: String,
+    /// The table whose rows it indexes (by rowid).
+    pub source: String,
+    /// The source columns to index.
+    pub columns: Vec<String>,
+    /// An FTS5 tokenizer, e.g. `porter unicode61`.
+    pub tokenize: Option<String>,
+}
+
+/// A parameter computed from an argument by transforms.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDerive {
+    pub from: String,
+    #[serde(default)]
+    pub transform: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -94,6 +119,12 @@ pub(crate) struct RawTool {
     /// word a prefix) and `truncate:N`.
     #[serde(default)]
     pub transform: BTreeMap<String, Sp<Vec<String>>>,
+    /// Extra SQL parameters computed from arguments: `name: {from: arg, transform: [...]}`.
+    #[serde(default)]
+    pub derive: BTreeMap<String, Sp<RawDerive>>,
+    /// Defaults for absent arguments taken from environment variables at start-up.
+    #[serde(default)]
+    pub env_defaults: BTreeMap<String, Sp<String>>,
 }
 
 /// The top level of a tool's input JSON Schema. Properties stay raw JSON Schema so that every
@@ -152,6 +183,10 @@ pub(crate) struct RawStatement {
     /// Parameters bound from a column of an earlier single-row statement: `param: stmt.column`.
     #[serde(default)]
     pub bind: BTreeMap<String, Sp<String>>,
+    /// Computed fields beside the rows of a `many` result: `count`, `tokens`, `arg:NAME`
+    /// (an argument as given) or `column:NAME` (a column of the first row, removed from rows).
+    #[serde(default)]
+    pub envelope: BTreeMap<String, Sp<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -184,6 +219,8 @@ const TOOL_KEYS: &[&str] = &[
     "compose",
     "timeout_ms",
     "transform",
+    "derive",
+    "env_defaults",
 ];
 const STATEMENT_KEYS: &[&str] = &[
     "name",
@@ -195,8 +232,9 @@ const STATEMENT_KEYS: &[&str] = &[
     "empty_message",
     "not_found",
     "bind",
+    "envelope",
 ];
-const DATABASE_KEYS: &[&str] = &["env", "default_path", "access", "schema", "sample"];
+const DATABASE_KEYS: &[&str] = &["env", "default_path", "access", "schema", "sample", "fts"];
 const INPUT_KEYS: &[&str] = &[
     "type",
     "description",

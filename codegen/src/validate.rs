@@ -281,24 +281,35 @@ impl Validator<'_> {
                     "transform declared arguments only",
                 );
             }
-            for t in &list.value {
-                let known = crate::ir::TRANSFORMS.iter().any(|k| {
-                    if let Some(prefix) = k.strip_suffix(':') {
-                        t.strip_prefix(prefix)
-                            .and_then(|r| r.strip_prefix(':'))
-                            .is_some_and(|n| n.parse::<usize>().is_ok_and(|n| n > 0))
-                    } else {
-                        t == k
-                    }
-                });
-                if !known {
-                    self.sink.error(
-                        pos(list),
-                        format!("unknown transform `{t}` for `{arg}`"),
-                        "",
-                        "use trim, lower, fts5, fts5_prefix or truncate:N",
-                    );
-                }
+            self.check_transforms(arg, list, &list.value);
+        }
+        for (name, d) in &tool.derive {
+            if props.contains_key(name) {
+                self.sink.error(
+                    pos(d),
+                    format!("derived parameter `{name}` has the name of an argument"),
+                    "",
+                    "rename it",
+                );
+            }
+            if !props.contains_key(&d.value.from) {
+                self.sink.error(
+                    pos(d),
+                    format!("derived parameter `{name}` comes from `{}`, which is not an input property", d.value.from),
+                    "",
+                    "derive from a declared argument",
+                );
+            }
+            self.check_transforms(name, d, &d.value.transform);
+        }
+        for (arg, var) in &tool.env_defaults {
+            if !props.contains_key(arg) {
+                self.sink.error(
+                    pos(var),
+                    format!("`env_defaults` names `{arg}`, which is not an input property"),
+                    "",
+                    "",
+                );
             }
         }
         if let Some(t) = &tool.timeout_ms
@@ -309,9 +320,23 @@ impl Validator<'_> {
         }
         let composite = tool.compose.is_some();
         let mut used: BTreeSet<String> = BTreeSet::new();
+        // A derived parameter counts as a use of the argument it comes from.
+        let derived: BTreeMap<String, String> = tool
+            .derive
+            .iter()
+            .map(|(k, d)| (k.clone(), d.value.from.clone()))
+            .collect();
         let mut earlier: BTreeMap<String, (Mode, BTreeSet<String>)> = BTreeMap::new();
         for st in statements {
-            self.statement(&name.value, st, composite, &props, &mut used, &mut earlier);
+            self.statement(
+                &name.value,
+                st,
+                composite,
+                &props,
+                &derived,
+                &mut used,
+                &mut earlier,
+            );
         }
         for r in &required {
             if props.contains_key(r) && !used.contains(r) {
@@ -323,6 +348,28 @@ impl Validator<'_> {
                     ),
                     "required but unused",
                     &format!("use `:{r}` in a statement, or drop it from `required`"),
+                );
+            }
+        }
+    }
+
+    fn check_transforms<T>(&mut self, arg: &str, at: &Sp<T>, list: &[String]) {
+        for t in list {
+            let known = crate::ir::TRANSFORMS.iter().any(|k| {
+                if let Some(prefix) = k.strip_suffix(':') {
+                    t.strip_prefix(prefix)
+                        .and_then(|r| r.strip_prefix(':'))
+                        .is_some_and(|n| n.parse::<usize>().is_ok_and(|n| n > 0))
+                } else {
+                    t == k
+                }
+            });
+            if !known {
+                self.sink.error(
+                    pos(at),
+                    format!("unknown transform `{t}` for `{arg}`"),
+                    "",
+                    "use trim, lower, fts5, fts5_prefix or truncate:N",
                 );
             }
         }
@@ -393,6 +440,7 @@ impl Validator<'_> {
         st: &Sp<RawStatement>,
         composite: bool,
         props: &BTreeMap<String, Pos>,
+        derived: &BTreeMap<String, String>,
         used: &mut BTreeSet<String>,
         earlier: &mut BTreeMap<String, (Mode, BTreeSet<String>)>,
     ) {
@@ -548,6 +596,51 @@ impl Validator<'_> {
                 );
             }
         }
+        for (field, src) in &s.envelope {
+            if composite || mode != Mode::Many {
+                self.sink.error(
+                    pos(src),
+                    "`envelope` applies only to a single `returns: many` statement",
+                    "",
+                    "",
+                );
+            }
+            if [
+                s.key.as_ref().map_or("rows", |k| k.value.as_str()),
+                "truncated",
+                "message",
+            ]
+            .contains(&field.as_str())
+            {
+                self.sink.error(
+                    pos(src),
+                    format!("envelope field `{field}` clashes with a field of the result"),
+                    "",
+                    "rename it",
+                );
+            }
+            match crate::ir::Envelope::parse(&src.value) {
+                None => self.sink.error(
+                    pos(src),
+                    format!("unknown envelope source `{}`", src.value),
+                    "",
+                    "use count, tokens, arg:NAME or column:NAME",
+                ),
+                Some(crate::ir::Envelope::Arg(a)) if !props.contains_key(&a) => self.sink.error(
+                    pos(src),
+                    format!("envelope field `{field}` echoes `{a}`, which is not an input property"),
+                    "",
+                    "",
+                ),
+                Some(crate::ir::Envelope::Column(c)) if !s.columns.contains_key(&c) => self.sink.error(
+                    pos(src),
+                    format!("envelope field `{field}` reads column `{c}`, which the statement does not declare"),
+                    "",
+                    "declare the column under `columns`",
+                ),
+                _ => {}
+            }
+        }
         if let Some(m) = &s.max_rows
             && m.value == 0
         {
@@ -584,6 +677,8 @@ impl Validator<'_> {
             }
             if props.contains_key(&p.name) {
                 used.insert(p.name.clone());
+            } else if let Some(from) = derived.get(&p.name) {
+                used.insert(from.clone());
             } else if p.name == crate::ir::ARGUMENTS_PARAM {
                 // The reserved parameter binds every argument as JSON text.
                 used.extend(props.keys().cloned());

@@ -83,6 +83,10 @@ pub struct ToolDef {
     pub transforms: &'static [(&'static str, &'static [&'static str])],
     /// The tool's own call timeout; the server default applies when absent.
     pub timeout_ms: Option<u64>,
+    /// Extra SQL parameters computed from arguments: `(name, argument, [transform])`.
+    pub derive: &'static [(&'static str, &'static str, &'static [&'static str])],
+    /// Defaults for absent arguments read from environment variables at start-up.
+    pub env_defaults: &'static [(&'static str, &'static str)],
     pub binding: BindingDef,
     pub bind: BindFn,
 }
@@ -131,6 +135,21 @@ pub struct StatementDef {
     pub params: &'static [&'static str],
     /// Parameters bound from an earlier single-row statement: `(param, statement, column)`.
     pub bind: &'static [(&'static str, &'static str, &'static str)],
+    /// Computed fields beside the rows of a single `Many` statement.
+    pub envelope: &'static [(&'static str, EnvelopeDef)],
+}
+
+/// Where an envelope field's value comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnvelopeDef {
+    /// The number of rows returned.
+    Count,
+    /// An estimate of the result's tokens: its JSON length / 4.
+    Tokens,
+    /// An argument as the caller gave it.
+    Arg(&'static str),
+    /// A column of the first row (0 when there are no rows), removed from every row.
+    Column(&'static str),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -28,6 +28,11 @@ pub fn run(def: &'static ServerDef, exe: &Path, out: &mut dyn std::io::Write) ->
         Command::new(exe)
             .args(["serve", def.name, "--db"])
             .arg(&db)
+            // The transcript shows every call already; the server's own call log would repeat it.
+            .env(
+                "MCPSPEC_LOG",
+                std::env::var("MCPSPEC_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stderr(Stdio::inherit()),
     )?;
     let init = client.initialize()?;

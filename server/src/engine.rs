@@ -16,7 +16,9 @@ use rusqlite::{Connection, Statement};
 use serde_json::{Map, Value, json};
 
 use crate::db::{DbError, Pool};
-use crate::def::{Arguments, ColumnDef, ColumnKind, Mode, ServerDef, StatementDef, ToolDef};
+use crate::def::{
+    Arguments, ColumnDef, ColumnKind, EnvelopeDef, Mode, ServerDef, StatementDef, ToolDef,
+};
 
 /// Limits applied to every call.
 #[derive(Debug, Clone, Copy)]
@@ -157,7 +159,7 @@ impl Engine {
                 .map_err(|e| fail(format!("input schema is not JSON: {e}")))?;
             let validator = jsonschema::validator_for(&schema)
                 .map_err(|e| fail(format!("input schema does not compile: {e}")))?;
-            let defaults = t
+            let mut defaults = t
                 .defaults
                 .iter()
                 .map(|(k, v)| {
@@ -167,6 +169,13 @@ impl Engine {
                     ))
                 })
                 .collect::<Result<Vec<_>, StartError>>()?;
+            // Environment defaults win over schema defaults and are read once, at start-up.
+            for (arg, var) in t.env_defaults {
+                if let Some(v) = std::env::var(var).ok().filter(|v| !v.is_empty()) {
+                    defaults.retain(|(k, _)| k != arg);
+                    defaults.push((*arg, Value::String(v)));
+                }
+            }
             for st in t.binding.statements() {
                 for (kind, source) in [("empty", st.empty_message), ("not_found", st.not_found)] {
                     if let Some(src) = source {
@@ -250,7 +259,7 @@ impl Engine {
                 request,
                 tool = name,
                 outcome,
-                duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+                duration_ms = (started.elapsed().as_secs_f64() * 1e6).round() / 1e3,
                 result_bytes = size,
                 arguments = %logged,
                 "call"
@@ -362,10 +371,20 @@ impl Engine {
                 crate::transform::apply(v, transforms);
             }
         }
-        let params = (tool.def.bind)(&args).map_err(|e| {
+        let mut params = (tool.def.bind)(&args).map_err(|e| {
             tracing::error!(request, tool = name, error = %e, "typed arguments disagree with the schema");
             ToolError::new("INVALID_ARGUMENTS", format!("invalid arguments: {}", e.0))
         })?;
+        for (name, from, transforms) in tool.def.derive {
+            let mut v = shown
+                .as_ref()
+                .unwrap_or(&args)
+                .get(*from)
+                .cloned()
+                .unwrap_or(Value::Null);
+            crate::transform::apply(&mut v, transforms);
+            params.push((name, crate::def::ToParam::to_param(&v)));
+        }
         let timeout = tool
             .def
             .timeout_ms
@@ -552,6 +571,7 @@ impl Engine {
                     if single {
                         let mut o = Map::new();
                         let empty = out.is_empty();
+                        self.envelope(st, &mut out, &mut o, args);
                         o.insert(st.key.to_string(), Value::Array(out));
                         if truncated {
                             o.insert("truncated".into(), Value::Bool(true));
@@ -615,6 +635,48 @@ impl Engine {
             }
         }
         Ok(Value::Object(composite))
+    }
+
+    /// Fills the envelope fields of a `many` result; `column:` fields move out of the rows.
+    fn envelope(
+        &self,
+        st: &StatementDef,
+        rows: &mut [Value],
+        out: &mut Map<String, Value>,
+        args: &Arguments,
+    ) {
+        let mut tokens_field = None;
+        for (field, source) in st.envelope {
+            let v = match source {
+                EnvelopeDef::Count => json!(rows.len()),
+                EnvelopeDef::Tokens => {
+                    tokens_field = Some(*field);
+                    continue;
+                }
+                EnvelopeDef::Arg(a) => match args.get(*a) {
+                    Some(v) => v.clone(),
+                    None => continue,
+                },
+                EnvelopeDef::Column(c) => {
+                    let first = rows.first().and_then(|r| r.get(*c)).cloned();
+                    for r in rows.iter_mut() {
+                        if let Some(o) = r.as_object_mut() {
+                            o.remove(*c);
+                        }
+                    }
+                    first.unwrap_or(json!(0))
+                }
+            };
+            out.insert((*field).to_string(), v);
+        }
+        if let Some(field) = tokens_field {
+            let size: usize = rows.iter().map(|r| approx_json_size(r) + 1).sum::<usize>()
+                + out
+                    .iter()
+                    .map(|(k, v)| k.len() + 4 + approx_json_size(v))
+                    .sum::<usize>();
+            out.insert(field.to_string(), json!(size.div_ceil(4)));
+        }
     }
 
     fn message(&self, tool: &ToolDef, st: &StatementDef, kind: &str, args: &Arguments) -> String {
