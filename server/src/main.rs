@@ -116,9 +116,16 @@ fn start(
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // A served session logs every call by default (stderr is the client's log); the one-shot
+    // commands print their own output and log only warnings.
+    let default = match cli.command {
+        Cmd::Serve { .. } => "warn,mcpspec=info,server=info",
+        _ => "warn",
+    };
     let filter = std::env::var("MCPSPEC_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
-        .unwrap_or_else(|_| "warn,mcpspec=info,server=info".into());
+        .unwrap_or_else(|_| default.into());
     let subscriber = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(false)
@@ -128,7 +135,7 @@ fn main() -> ExitCode {
     } else {
         subscriber.init();
     }
-    match run(Cli::parse()) {
+    match run(cli) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
