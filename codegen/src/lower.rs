@@ -39,6 +39,7 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
             windows: db.default_path.windows.clone(),
             read_only: db.access.as_ref().is_some_and(|a| a.value == "read_only"),
             schema: db.schema.value.clone(),
+            schema_pos: crate::spec::pos(&db.schema),
             sample: db.sample.as_ref().map(|s| s.value.clone()),
         },
         demo: spec

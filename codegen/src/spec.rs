@@ -18,148 +18,365 @@ pub(crate) fn pos<T>(s: &Sp<T>) -> Pos {
     Pos::from_saphyr(s.referenced)
 }
 
-/// One spec file as written.
+/// An mcpspec spec: one MCP server whose tools run SQL against a SQLite database.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "editor-schema",
+    schemars(title = "mcpspec spec", rename = "Spec")
+)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawSpec {
+    /// The server's identity, as sent in `initialize`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "RawServer"))]
     pub server: Sp<RawServer>,
+    /// Where the database is and what it holds.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "RawDatabase"))]
     pub database: Sp<RawDatabase>,
+    /// The calls `mcpspec demo` makes, in order; the first call of each tool is also its example
+    /// in the generated docs.
     #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawDemoCall>"))]
     pub demo: Vec<Sp<RawDemoCall>>,
+    /// The tools the server offers, in `tools/list` order.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawTool>"))]
     pub tools: Vec<Sp<RawTool>>,
 }
 
+/// The server's identity.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Server"))]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawServer {
+    /// Lowercase letters, digits, `_` and `-`, starting with a letter; the name in
+    /// `mcpspec serve NAME` and in generated file names.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub name: Sp<String>,
+    /// The contract's SemVer version, `MAJOR.MINOR.PATCH`; `codegen check` asks for a major step
+    /// when a tool's contract breaks.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub version: Sp<String>,
+    /// A human-readable name for clients to show.
     pub title: Option<String>,
+    /// Guidance for the model on when to use the server's tools, sent in `initialize`.
     pub instructions: Option<String>,
 }
 
+/// The SQLite database the tools run against.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Database"))]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawDatabase {
     /// The environment variable that overrides the default path.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub env: Option<Sp<String>>,
     /// Default locations per operating system; `~` expands to the home directory.
     #[serde(default)]
     pub default_path: RawDefaultPath,
-    /// `read_only` or `read_write`.
+    /// `read_only` or `read_write` (the default).
     #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<AccessMode>"))]
     pub access: Option<Sp<String>>,
     /// The DDL the tools expect, run by `mcpspec init`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub schema: Sp<String>,
     /// Sample rows as SQL, loaded by `mcpspec init --sample` and the demo.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub sample: Option<Sp<String>>,
 }
 
+/// The database's default location per operating system.
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "DefaultPath"))]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawDefaultPath {
+    /// The path on Linux, e.g. `~/.config/app/app.db`.
     pub linux: Option<String>,
+    /// The path on macOS, e.g. `~/Library/Application Support/app/app.db`.
     pub macos: Option<String>,
+    /// The path on Windows, e.g. `%APPDATA%/app/app.db`.
     pub windows: Option<String>,
 }
 
+/// One call of the demo session.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "DemoCall"))]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawDemoCall {
+    /// The tool to call.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub tool: Sp<String>,
+    /// The call's arguments; they must satisfy the tool's input schema.
     #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<serde_json::Map<String, serde_json::Value>>"))]
     pub arguments: Option<Sp<serde_json::Value>>,
+    /// Shown above the call.
     pub note: Option<String>,
 }
 
+/// One MCP tool: its contract and the SQL behind it.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Tool"))]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawTool {
+    /// The tool's name: 1 to 128 of `A-Z`, `a-z`, `0-9`, `_`, `-` and `.`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub name: Sp<String>,
+    /// A human-readable name for clients to show.
     pub title: Option<String>,
+    /// What the tool does and when a model should call it.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub description: Sp<String>,
+    /// The arguments as a JSON Schema object; omit for a tool without arguments.
     #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawInput>"))]
     pub input: Option<Sp<RawInput>>,
+    /// Behaviour hints for clients; derived from the SQL when omitted.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawAnnotations>"))]
     pub annotations: Option<Sp<RawAnnotations>>,
+    /// One statement whose result is the tool's result.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawStatement>"))]
     pub sql: Option<Sp<RawStatement>>,
+    /// Named statements run in order, each filling the field of its name.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<Vec<RawStatement>>"))]
     pub compose: Option<Sp<Vec<Sp<RawStatement>>>>,
 }
 
 /// The top level of a tool's input JSON Schema. Properties stay raw JSON Schema so that every
 /// keyword reaches the published schema; the keys here are the ones codegen reads.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Input"))]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawInput {
+    /// Always `object`.
     #[serde(rename = "type")]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<ObjectType>"))]
     pub ty: Option<Sp<String>>,
+    /// What the arguments are, for the model.
     pub description: Option<String>,
+    /// Each argument's JSON Schema, published as written.
     #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "BTreeMap<String, serde_json::Map<String, serde_json::Value>>"))]
     pub properties: BTreeMap<String, Sp<serde_json::Value>>,
+    /// The arguments a call must pass.
     #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
     pub required: Vec<Sp<String>>,
     /// At least one of these properties must be given. Checked by the server, because clients
     /// such as Claude Code reject a top-level `anyOf` in an input schema.
     #[serde(default, rename = "requiredAny")]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
     pub required_any: Vec<Sp<String>>,
+    /// Whether arguments not under `properties` are accepted; `false` unless set.
     #[serde(rename = "additionalProperties")]
     pub additional_properties: Option<bool>,
+    /// Refused: clients reject a top-level `anyOf`; use `requiredAny`.
     #[serde(rename = "anyOf")]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<serde_json::Value>"))]
     pub any_of: Option<Sp<serde_json::Value>>,
+    /// Refused: clients reject a top-level `oneOf`.
     #[serde(rename = "oneOf")]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<serde_json::Value>"))]
     pub one_of: Option<Sp<serde_json::Value>>,
+    /// Refused: clients reject a top-level `allOf`.
     #[serde(rename = "allOf")]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<serde_json::Value>"))]
     pub all_of: Option<Sp<serde_json::Value>>,
 }
 
+/// MCP tool annotations; each one omitted is derived from what the SQL does.
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Annotations"))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct RawAnnotations {
+    /// The tool does not change its environment; default: true when the SQL only reads.
     pub read_only_hint: Option<bool>,
+    /// The tool may destroy data; default: true when the SQL updates or deletes.
     pub destructive_hint: Option<bool>,
+    /// Repeating a call has no further effect; default: true when the SQL only reads.
     pub idempotent_hint: Option<bool>,
+    /// The tool reaches outside a closed world; default: false.
     pub open_world_hint: Option<bool>,
 }
 
 /// A SQL statement and how its result becomes JSON.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Statement"))]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawStatement {
     /// The field this statement fills in a composite result.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub name: Option<Sp<String>>,
+    /// SQL with named parameters such as `:tag`, bound from the arguments, never interpolated.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub query: Sp<String>,
-    /// `many`, `one`, `optional`, `scalar` or `execute`.
+    /// `many` (default), `one`, `optional`, `scalar` or `execute`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<ReturnMode>"))]
     pub returns: Option<Sp<String>>,
     /// The field holding the rows (`many`) or the value (`scalar`) in a single-statement result.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub key: Option<Sp<String>>,
     /// Result columns: `name: type` where type is `text`, `integer`, `real`, `boolean` or
     /// `json`, with a trailing `?` when the column may be NULL.
     #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "BTreeMap<String, RawColumn>"))]
     pub columns: BTreeMap<String, Sp<RawColumn>>,
+    /// A hard cap on rows (default 200); more rows are cut and flagged `truncated`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<u32>"))]
     pub max_rows: Option<Sp<u32>>,
+    /// A minijinja template over the arguments, returned as `message` when `many` finds nothing.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub empty_message: Option<Sp<String>>,
+    /// A minijinja template, the message of the `NOT_FOUND` error when `one` finds nothing.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub not_found: Option<Sp<String>>,
     /// Parameters bound from a column of an earlier single-row statement: `param: stmt.column`.
     #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "BTreeMap<String, String>"))]
     pub bind: BTreeMap<String, Sp<String>>,
 }
 
+/// A result column: `text`, `integer`, `real`, `boolean` or `json`, with `?` when NULL is
+/// possible; or the long form.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Column"))]
 #[serde(untagged)]
 pub(crate) enum RawColumn {
-    Short(String),
+    Short(#[cfg_attr(feature = "editor-schema", schemars(with = "ColumnType"))] String),
     Full(RawColumnFull),
 }
 
+/// A result column in the long form.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "ColumnFull"))]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawColumnFull {
+    /// `text`, `integer`, `real`, `boolean` or `json`.
     #[serde(rename = "type")]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "ColumnKindName"))]
     pub ty: String,
+    /// Whether the column may be NULL; a NULL is omitted from the row.
     #[serde(default)]
     pub nullable: bool,
+    /// Published in the tool's output schema.
     pub description: Option<String>,
     /// The JSON Schema of a `json` column's value.
     pub schema: Option<serde_json::Value>,
+}
+
+/// Types that exist only to describe the spec language in the editor schema: the closed sets
+/// of words that the parse stage reads as plain strings and `validate` checks.
+#[cfg(feature = "editor-schema")]
+mod editor {
+    // These types are only described in the schema, never built.
+    #![allow(dead_code)]
+
+    use schemars::JsonSchema;
+
+    /// How the server may use the database.
+    #[derive(JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub(crate) enum AccessMode {
+        /// Write tools are refused with `READ_ONLY`.
+        ReadOnly,
+        /// Write tools run in an immediate transaction.
+        ReadWrite,
+    }
+
+    /// The type of a tool's arguments.
+    #[derive(JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub(crate) enum ObjectType {
+        /// MCP tool arguments are always an object.
+        Object,
+    }
+
+    /// How a statement's rows become the result.
+    #[derive(JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub(crate) enum ReturnMode {
+        /// Every row, as an array under `key`.
+        Many,
+        /// Exactly one row; none is a `NOT_FOUND` tool error.
+        One,
+        /// In `compose` only: at most one row; none omits the field.
+        Optional,
+        /// The single column of the single row, under `key`.
+        Scalar,
+        /// A write without `RETURNING`: `{changes, last_insert_id}`.
+        Execute,
+    }
+
+    /// A column type.
+    #[derive(JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub(crate) enum ColumnKindName {
+        /// A JSON string.
+        Text,
+        /// A JSON integer.
+        Integer,
+        /// A JSON number.
+        Real,
+        /// A JSON boolean (SQLite 0 or 1).
+        Boolean,
+        /// JSON text in the database, returned as a JSON value.
+        Json,
+    }
+
+    /// A column type, with a trailing `?` when the column may be NULL.
+    #[derive(JsonSchema)]
+    pub(crate) enum ColumnType {
+        #[serde(rename = "text")]
+        Text,
+        #[serde(rename = "text?")]
+        NullableText,
+        #[serde(rename = "integer")]
+        Integer,
+        #[serde(rename = "integer?")]
+        NullableInteger,
+        #[serde(rename = "real")]
+        Real,
+        #[serde(rename = "real?")]
+        NullableReal,
+        #[serde(rename = "boolean")]
+        Boolean,
+        #[serde(rename = "boolean?")]
+        NullableBoolean,
+        #[serde(rename = "json")]
+        Json,
+        #[serde(rename = "json?")]
+        NullableJson,
+    }
+}
+#[cfg(feature = "editor-schema")]
+use editor::{AccessMode, ColumnKindName, ColumnType, ObjectType, ReturnMode};
+
+/// The JSON Schema of the spec language, for YAML language servers: pretty JSON with sorted
+/// keys and a `$comment` naming the command that writes it.
+#[cfg(feature = "editor-schema")]
+pub(crate) fn editor_schema() -> String {
+    let schema = schemars::schema_for!(RawSpec);
+    let mut v = schema.to_value();
+    if let Some(o) = v.as_object_mut() {
+        o.insert(
+            "$comment".into(),
+            serde_json::json!(format!(
+                "@generated by `{}`; do not edit. Derived from codegen/src/spec.rs",
+                crate::docs::DOCS_COMMAND
+            )),
+        );
+    }
+    crate::contract::to_pretty(&v)
 }
 
 const TOP_KEYS: &[&str] = &["server", "database", "demo", "tools"];
