@@ -163,9 +163,7 @@ fn compare_tables(spec: &Spec, declared: &Connection, live: &Connection) -> Diag
     let result = (|| -> rusqlite::Result<()> {
         let live_tables = tables(live)?;
         for table in tables(declared)? {
-            let Some(live_name) = live_tables
-                .iter()
-                .find(|t| t.eq_ignore_ascii_case(&table))
+            let Some(live_name) = live_tables.iter().find(|t| t.eq_ignore_ascii_case(&table))
             else {
                 out.items.push(finding(
                     spec,
@@ -274,8 +272,7 @@ pub fn check_repo(root: &Path, spec_dir: &Path, live: Option<&Connection>) -> Re
             continue;
         }
         let shown = path.to_string_lossy().replace('\\', "/");
-        if let Some(f) = drift::stale(&shown, read(&path).as_deref(), &fresh, crate::DOCS_COMMAND)
-        {
+        if let Some(f) = drift::stale(&shown, read(&path).as_deref(), &fresh, crate::DOCS_COMMAND) {
             report.findings.push(f);
         }
     }

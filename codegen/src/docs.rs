@@ -122,7 +122,9 @@ pub(crate) fn render(server: &ir::Server) -> Result<String, minijinja::Error> {
         server: server_ctx(server),
         tools: server.tools.iter().map(|t| tool_ctx(server, t)).collect(),
     };
-    let text = env.get_template("server.md")?.render(minijinja::value::Serde(&page))?;
+    let text = env
+        .get_template("server.md")?
+        .render(minijinja::value::Serde(&page))?;
     // Collapse the blank lines that template control flow leaves behind.
     let mut out = String::with_capacity(text.len());
     let mut blank = 0;
@@ -210,7 +212,10 @@ fn type_words(schema: &Value) -> String {
         (None, Some(b)) => limits.push(format!("at most {b}")),
         (None, None) => {}
     }
-    for (key, one, many) in [("Length", "character", "characters"), ("Items", "item", "items")] {
+    for (key, one, many) in [
+        ("Length", "character", "characters"),
+        ("Items", "item", "items"),
+    ] {
         let unit = |n: &str| if n == "1" { one } else { many };
         match (num(&format!("min{key}")), num(&format!("max{key}"))) {
             (Some(a), Some(b)) => limits.push(format!("{a} to {b} {}", unit(&b))),
@@ -369,8 +374,9 @@ fn errors(t: &ir::Tool) -> Vec<ErrorCtx> {
     if t.writes {
         out.push(ErrorCtx {
             code: "READ_ONLY",
-            when: "the server runs `--read-only`, the spec says `read_only`, or the file is read-only"
-                .into(),
+            when:
+                "the server runs `--read-only`, the spec says `read_only`, or the file is read-only"
+                    .into(),
         });
         out.push(ErrorCtx {
             code: "CONSTRAINT_VIOLATION",
@@ -429,7 +435,11 @@ fn tool_ctx(server: &ir::Server, t: &ir::Tool) -> ToolCtx {
         // GitHub's anchor for a heading that is just the tool name in backticks.
         anchor: t.name.to_lowercase(),
         title: t.title.clone().unwrap_or_default(),
-        description: t.description.split_whitespace().collect::<Vec<_>>().join(" "),
+        description: t
+            .description
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" "),
         effect,
         annotations: vec![
             NameValue {

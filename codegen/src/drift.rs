@@ -142,9 +142,8 @@ impl Report {
     fn sorted(&self) -> Vec<&Finding> {
         let mut items: Vec<&Finding> = self.findings.iter().collect();
         items.sort_by(|a, b| {
-            (a.kind, &a.file, a.line, a.column, &a.message).cmp(&(
-                b.kind, &b.file, b.line, b.column, &b.message,
-            ))
+            (a.kind, &a.file, a.line, a.column, &a.message)
+                .cmp(&(b.kind, &b.file, b.line, b.column, &b.message))
         });
         items
     }

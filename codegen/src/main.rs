@@ -158,7 +158,8 @@ fn check(root: &Path, spec_dir: &Path, db: Option<&Path>, json: bool) -> Result<
             // Opening read-only never creates the file, so a wrong path is an error here.
             let conn = rusqlite::Connection::open_with_flags(
                 p,
-                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+                    | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
             )
             .with_context(|| format!("opening {}", p.display()))?;
             Some(conn)

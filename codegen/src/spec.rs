@@ -112,7 +112,10 @@ pub(crate) struct RawDemoCall {
     pub tool: Sp<String>,
     /// The call's arguments; they must satisfy the tool's input schema.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<serde_json::Map<String, serde_json::Value>>"))]
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")
+    )]
     pub arguments: Option<Sp<serde_json::Value>>,
     /// Shown above the call.
     pub note: Option<String>,
@@ -143,7 +146,10 @@ pub(crate) struct RawTool {
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawStatement>"))]
     pub sql: Option<Sp<RawStatement>>,
     /// Named statements run in order, each filling the field of its name.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<Vec<RawStatement>>"))]
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "Option<Vec<RawStatement>>")
+    )]
     pub compose: Option<Sp<Vec<Sp<RawStatement>>>>,
 }
 
@@ -162,7 +168,10 @@ pub(crate) struct RawInput {
     pub description: Option<String>,
     /// Each argument's JSON Schema, published as written.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "BTreeMap<String, serde_json::Map<String, serde_json::Value>>"))]
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "BTreeMap<String, serde_json::Map<String, serde_json::Value>>")
+    )]
     pub properties: BTreeMap<String, Sp<serde_json::Value>>,
     /// The arguments a call must pass.
     #[serde(default)]
@@ -178,15 +187,24 @@ pub(crate) struct RawInput {
     pub additional_properties: Option<bool>,
     /// Refused: clients reject a top-level `anyOf`; use `requiredAny`.
     #[serde(rename = "anyOf")]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<serde_json::Value>"))]
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "Option<serde_json::Value>")
+    )]
     pub any_of: Option<Sp<serde_json::Value>>,
     /// Refused: clients reject a top-level `oneOf`.
     #[serde(rename = "oneOf")]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<serde_json::Value>"))]
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "Option<serde_json::Value>")
+    )]
     pub one_of: Option<Sp<serde_json::Value>>,
     /// Refused: clients reject a top-level `allOf`.
     #[serde(rename = "allOf")]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<serde_json::Value>"))]
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "Option<serde_json::Value>")
+    )]
     pub all_of: Option<Sp<serde_json::Value>>,
 }
 
@@ -227,7 +245,10 @@ pub(crate) struct RawStatement {
     /// Result columns: `name: type` where type is `text`, `integer`, `real`, `boolean` or
     /// `json`, with a trailing `?` when the column may be NULL.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "BTreeMap<String, RawColumn>"))]
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "BTreeMap<String, RawColumn>")
+    )]
     pub columns: BTreeMap<String, Sp<RawColumn>>,
     /// A hard cap on rows (default 200); more rows are cut and flagged `truncated`.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<u32>"))]

@@ -92,12 +92,13 @@ fn script<'a>(a: &[&'a str], b: &[&'a str]) -> Vec<Op<'a>> {
             ops.push(Op::Same(am[i]));
             i += 1;
             j += 1;
-        } else if j < m && (i == n || lcs[i][j + 1] >= lcs[i + 1][j]) {
-            ops.push(Op::Add(bm[j]));
-            j += 1;
-        } else {
+        } else if i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1]) {
+            // Deletions first, as diff(1) shows them.
             ops.push(Op::Del(am[i]));
             i += 1;
+        } else {
+            ops.push(Op::Add(bm[j]));
+            j += 1;
         }
     }
     ops.extend(a[a.len() - suf..].iter().map(|l| Op::Same(l)));
