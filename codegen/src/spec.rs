@@ -1,8 +1,10 @@
 //! Parse stage: YAML text into raw spec structs that keep source positions.
 //!
 //! These types mirror the YAML one to one and are only read by `validate` and `lower`; nothing
-//! is emitted from them directly. Unknown keys are rejected here, with the position serde-saphyr
-//! reports and a "did you mean" where a known key is close.
+//! is emitted from them directly. Unknown keys are rejected here: a first pass over the untyped
+//! tree reports every one of them, each at its position with a "did you mean" among the keys
+//! allowed at that place, before the typed parse. With the `editor-schema` feature the same
+//! types, through their doc comments, give the JSON Schema that editors use.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -422,6 +424,16 @@ const STATEMENT_KEYS: &[&str] = &[
     "bind",
 ];
 const DATABASE_KEYS: &[&str] = &["env", "default_path", "access", "schema", "sample"];
+const SERVER_KEYS: &[&str] = &["name", "version", "title", "instructions"];
+const DEFAULT_PATH_KEYS: &[&str] = &["linux", "macos", "windows"];
+const DEMO_KEYS: &[&str] = &["tool", "arguments", "note"];
+const ANNOTATION_KEYS: &[&str] = &[
+    "readOnlyHint",
+    "destructiveHint",
+    "idempotentHint",
+    "openWorldHint",
+];
+const COLUMN_KEYS: &[&str] = &["type", "nullable", "description", "schema"];
 const INPUT_KEYS: &[&str] = &[
     "type",
     "description",
@@ -438,6 +450,18 @@ const INPUT_KEYS: &[&str] = &[
 pub(crate) fn parse(file: &Path, text: &str) -> Result<RawSpec, Diagnostics> {
     // The default options keep serde-saphyr's input budget, which bounds alias expansion and
     // nesting, so a hostile spec cannot exhaust memory at build time.
+    //
+    // A first pass over the untyped tree reports every unknown key at once, where the typed
+    // parse would stop at the first. A document that is not even YAML falls through to the
+    // typed parse, which reports the syntax error.
+    if let Ok(tree) = serde_saphyr::from_str::<Node>(text) {
+        let mut sink = Sink::new(file);
+        unknown_keys(&mut sink, &tree, Ctx::Top);
+        let found = sink.finish();
+        if !found.is_empty() {
+            return Err(found);
+        }
+    }
     match serde_saphyr::from_str::<RawSpec>(text) {
         Ok(spec) => Ok(spec),
         Err(err) => {
@@ -492,5 +516,217 @@ fn unknown_key_help(message: &str) -> String {
     match did_you_mean(word, &all) {
         Some(s) => format!("did you mean `{s}`?"),
         None => "remove the key; the spec language does not know it".to_string(),
+    }
+}
+
+/// Where a node sits in a spec, which decides the keys it may have.
+#[derive(Debug, Clone, Copy)]
+enum Ctx {
+    Top,
+    Server,
+    Database,
+    DefaultPath,
+    Demos,
+    Demo,
+    Tools,
+    Tool,
+    Input,
+    Annotations,
+    Statements,
+    Statement,
+    Columns,
+    Column,
+    /// Free-form: JSON Schema, arguments, templates.
+    Any,
+}
+
+impl Ctx {
+    /// What such a node is called in messages, and the keys it may have.
+    fn keys(self) -> Option<(&'static str, &'static [&'static str])> {
+        Some(match self {
+            Ctx::Top => ("the top level of a spec", TOP_KEYS),
+            Ctx::Server => ("`server`", SERVER_KEYS),
+            Ctx::Database => ("`database`", DATABASE_KEYS),
+            Ctx::DefaultPath => ("`default_path`", DEFAULT_PATH_KEYS),
+            Ctx::Demo => ("a demo call", DEMO_KEYS),
+            Ctx::Tool => ("a tool", TOOL_KEYS),
+            Ctx::Input => ("`input`", INPUT_KEYS),
+            Ctx::Annotations => ("`annotations`", ANNOTATION_KEYS),
+            Ctx::Statement => ("a statement", STATEMENT_KEYS),
+            Ctx::Column => ("a column", COLUMN_KEYS),
+            _ => return None,
+        })
+    }
+
+    /// The context of the value under `key` of a mapping in this context.
+    fn child(self, key: &str) -> Ctx {
+        match (self, key) {
+            (Ctx::Top, "server") => Ctx::Server,
+            (Ctx::Top, "database") => Ctx::Database,
+            (Ctx::Top, "demo") => Ctx::Demos,
+            (Ctx::Top, "tools") => Ctx::Tools,
+            (Ctx::Database, "default_path") => Ctx::DefaultPath,
+            (Ctx::Tool, "input") => Ctx::Input,
+            (Ctx::Tool, "annotations") => Ctx::Annotations,
+            (Ctx::Tool, "sql") => Ctx::Statement,
+            (Ctx::Tool, "compose") => Ctx::Statements,
+            (Ctx::Statement, "columns") => Ctx::Columns,
+            (Ctx::Columns, _) => Ctx::Column,
+            _ => Ctx::Any,
+        }
+    }
+
+    /// The context of each element of a sequence in this context.
+    fn element(self) -> Ctx {
+        match self {
+            Ctx::Demos => Ctx::Demo,
+            Ctx::Tools => Ctx::Tool,
+            Ctx::Statements => Ctx::Statement,
+            _ => Ctx::Any,
+        }
+    }
+}
+
+/// Reports every key the spec language does not know, with the closest known key.
+fn unknown_keys(sink: &mut Sink<'_>, node: &Node, ctx: Ctx) {
+    match node {
+        Node::Map(entries) => {
+            for (key, value) in entries {
+                if let Some((what, known)) = ctx.keys()
+                    && !known.contains(&key.value.0.as_str())
+                {
+                    let help = match did_you_mean(&key.value.0, known) {
+                        Some(s) => format!("did you mean `{s}`?"),
+                        None => format!("the keys of {what} are {}", known.join(", ")),
+                    };
+                    sink.error(
+                        pos(key),
+                        format!("unknown key `{}` in {what}", key.value.0),
+                        "unknown key",
+                        &help,
+                    );
+                    continue;
+                }
+                unknown_keys(sink, value, ctx.child(&key.value.0));
+            }
+        }
+        Node::Seq(items) => {
+            for item in items {
+                unknown_keys(sink, item, ctx.element());
+            }
+        }
+        Node::Scalar => {}
+    }
+}
+
+/// A YAML document as a tree of mappings, sequences and scalars, with the position of every
+/// key, for the pass that reports every unknown key before the typed parse stops at the first.
+#[derive(Debug)]
+pub(crate) enum Node {
+    Map(Vec<(Sp<Key>, Node)>),
+    Seq(Vec<Node>),
+    Scalar,
+}
+
+/// A mapping key as text, whatever scalar it was written as.
+#[derive(Debug)]
+pub(crate) struct Key(pub String);
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Key;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a scalar key")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Key, E> {
+                Ok(Key(v.to_string()))
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Key, E> {
+                Ok(Key(v.to_string()))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Key, E> {
+                Ok(Key(v.to_string()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Key, E> {
+                Ok(Key(v.to_string()))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Key, E> {
+                Ok(Key(v.to_string()))
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Key, E> {
+                Ok(Key("null".into()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Node {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Node;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any YAML value")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Node, A::Error> {
+                let mut out = Vec::new();
+                while let Some(k) = m.next_key::<Sp<Key>>()? {
+                    out.push((k, m.next_value::<Node>()?));
+                }
+                Ok(Node::Map(out))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Node, A::Error> {
+                let mut out = Vec::new();
+                while let Some(n) = s.next_element::<Node>()? {
+                    out.push(n);
+                }
+                Ok(Node::Seq(out))
+            }
+            fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_none<E: serde::de::Error>(self) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[cfg(test)]
+mod node_tests {
+    use super::*;
+
+    #[test]
+    fn keys_keep_positions() {
+        let n: Node = serde_saphyr::from_str("a: 1\nb:\n  - c: x\n    dd: [1, 2]\n").unwrap();
+        let Node::Map(top) = n else { panic!() };
+        assert_eq!(top[1].0.value.0, "b");
+        assert_eq!(pos(&top[1].0), Pos { line: 2, column: 1 });
+        let Node::Seq(items) = &top[1].1 else {
+            panic!()
+        };
+        let Node::Map(inner) = &items[0] else {
+            panic!()
+        };
+        assert_eq!(pos(&inner[1].0), Pos { line: 4, column: 5 });
     }
 }

@@ -134,15 +134,21 @@ fn spec_errors_point_at_the_yaml() {
         "    title: Get a learning\n",
         "    titel: Get a learning\n",
     );
-    expect(
+    copy.edit(SPEC, "      max_rows: 500\n", "      max_row: 500\n");
+    let text = expect(
         &copy,
         &[Kind::Spec],
         &[
-            "error: unknown field `titel`",
-            "--> spec/studio.yaml:",
+            "error: unknown key `titel` in a tool\n  --> spec/studio.yaml:181:5",
             "= help: did you mean `title`?",
+            "error: unknown key `max_row` in a statement\n  --> spec/studio.yaml:239:7",
+            "= help: did you mean `max_rows`?",
+            "error: check found 2 problems",
         ],
     );
+    // Nothing past a spec error is compared: the docs of a spec that does not compile are not
+    // reported stale.
+    assert!(!text.contains("is stale"), "{text}");
 }
 
 #[test]
