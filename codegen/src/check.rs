@@ -3,14 +3,17 @@
 //! Every statement is prepared against an in-memory database built from the spec's own DDL,
 //! and the declared result columns and read/write classification are compared with what
 //! SQLite reports. Input schemas are checked against the JSON Schema meta-schema and their
-//! defaults against the schemas themselves.
+//! defaults against the schemas themselves. With a live database, its tables and columns are
+//! compared with the declared ones. [`check_repo`] is the whole of `codegen check`: it adds the
+//! contract and staleness comparisons of [`drift`](crate::drift) and reads the committed files.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use rusqlite::Connection;
 
 use crate::Spec;
 use crate::diag::{Diagnostic, Diagnostics, Pos};
+use crate::drift::{self, Kind, Report};
 use crate::ir::Mode;
 
 fn finding(spec: &Spec, pos: Pos, message: String, help: &str) -> Diagnostic {
@@ -60,6 +63,9 @@ pub fn check_sql(spec: &Spec, live: Option<&Connection>) -> Diagnostics {
             format!("the sample rows do not load: {}", lower(&e.to_string())),
             "fix the SQL under `database.sample`",
         ));
+    }
+    if let Some(live) = live {
+        out.extend(compare_tables(spec, &declared, live));
     }
     let targets: Vec<(&str, &Connection)> = std::iter::once(("the declared schema", &declared))
         .chain(live.map(|c| ("the live database", c)))
@@ -122,6 +128,175 @@ pub fn check_sql(spec: &Spec, live: Option<&Connection>) -> Diagnostics {
         }
     }
     out
+}
+
+/// One column as `PRAGMA table_info` reports it.
+struct ColumnInfo {
+    name: String,
+    ty: String,
+}
+
+fn tables(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mut st = conn.prepare(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+    )?;
+    st.query_map([], |r| r.get(0))?.collect()
+}
+
+fn table_info(conn: &Connection, table: &str) -> rusqlite::Result<Vec<ColumnInfo>> {
+    let mut st = conn.prepare("SELECT name, type FROM pragma_table_info(?1) ORDER BY cid")?;
+    st.query_map([table], |r| {
+        Ok(ColumnInfo {
+            name: r.get(0)?,
+            ty: r.get(1)?,
+        })
+    })?
+    .collect()
+}
+
+/// Reports every declared table or column the live database lacks or has with another type.
+/// Extra tables and columns in the live file are fine: the tools do not read them.
+fn compare_tables(spec: &Spec, declared: &Connection, live: &Connection) -> Diagnostics {
+    let mut out = Diagnostics::default();
+    let at = spec.ir.database.schema_pos;
+    let help = "migrate the database, or change `database.schema` and the queries to match it";
+    let result = (|| -> rusqlite::Result<()> {
+        let live_tables = tables(live)?;
+        for table in tables(declared)? {
+            let Some(live_name) = live_tables.iter().find(|t| t.eq_ignore_ascii_case(&table))
+            else {
+                out.items.push(finding(
+                    spec,
+                    at,
+                    format!("the live database has no table `{table}`"),
+                    help,
+                ));
+                continue;
+            };
+            let have = table_info(live, live_name)?;
+            for col in table_info(declared, &table)? {
+                match have.iter().find(|c| c.name.eq_ignore_ascii_case(&col.name)) {
+                    None => out.items.push(finding(
+                        spec,
+                        at,
+                        format!(
+                            "the live database's table `{table}` has no column `{}`",
+                            col.name
+                        ),
+                        help,
+                    )),
+                    Some(c) if !c.ty.eq_ignore_ascii_case(&col.ty) => out.items.push(finding(
+                        spec,
+                        at,
+                        format!(
+                            "column `{table}.{}` is declared {} but is {} in the live database",
+                            col.name,
+                            shown_type(&col.ty),
+                            shown_type(&c.ty)
+                        ),
+                        help,
+                    )),
+                    Some(_) => {}
+                }
+            }
+        }
+        Ok(())
+    })();
+    if let Err(e) = result {
+        out.items.push(finding(
+            spec,
+            at,
+            format!(
+                "cannot read the live database's tables: {}",
+                lower(&sqlite_message(&e))
+            ),
+            "",
+        ));
+    }
+    out
+}
+
+fn shown_type(t: &str) -> String {
+    if t.is_empty() {
+        "without a type".into()
+    } else {
+        format!("`{t}`")
+    }
+}
+
+/// Everything `codegen check` does, over the workspace at `root` with its specs in `spec_dir`
+/// (relative to `root`): every spec compiles, every input schema and default is valid, every
+/// statement prepares (against `live` too, whose tables must match the declared ones), every
+/// contract matches its snapshot, and the committed docs and editor schema are fresh.
+/// Runs every check of `codegen check`. `live` is a server's name and its live database, whose
+/// tables and columns are compared with that server's declared schema.
+pub fn check_repo(root: &Path, spec_dir: &Path, live: Option<(&str, &Connection)>) -> Report {
+    let mut report = Report::default();
+    let read = |rel: &Path| std::fs::read_to_string(root.join(rel)).ok();
+    let specs = match crate::load_dir(&root.join(spec_dir), spec_dir) {
+        Ok(s) => s,
+        Err(d) => {
+            report.extend(Kind::Spec, &d);
+            Vec::new()
+        }
+    };
+    report.specs = specs.len();
+    if let Some((name, _)) = live
+        && !specs.iter().any(|s| s.name() == name)
+    {
+        let names: Vec<&str> = specs.iter().map(crate::Spec::name).collect();
+        report.findings.push(drift::Finding::from_diagnostic(
+            Kind::Sql,
+            &Diagnostic {
+                file: spec_dir.to_path_buf(),
+                pos: Pos { line: 1, column: 1 },
+                message: format!("--db names server `{name}`, which no spec declares"),
+                label: None,
+                help: Some(format!("use one of {}", names.join(", "))),
+            },
+        ));
+    }
+    report.tools = specs.iter().map(|s| s.ir.tools.len()).sum();
+    for spec in &specs {
+        report.extend(Kind::Sql, &check_schemas(spec));
+        let conn = live
+            .filter(|(name, _)| *name == spec.name())
+            .map(|(_, c)| c);
+        report.extend(Kind::Sql, &check_sql(spec, conn));
+        let lock = spec.lock_path();
+        if let Some(f) = drift::contract_drift(spec, read(&lock).as_deref()) {
+            report.findings.push(f);
+        }
+    }
+    // The docs describe every server, so they are compared only when every spec compiled; the
+    // editor schema does not depend on the specs.
+    let rendered = match crate::render_docs(&specs) {
+        Ok(r) => r,
+        Err(e) => {
+            report.findings.push(drift::Finding::from_diagnostic(
+                Kind::Stale,
+                &Diagnostic {
+                    file: PathBuf::from("templates/server.md.j2"),
+                    pos: Pos { line: 1, column: 1 },
+                    message: e.to_string(),
+                    label: None,
+                    help: Some("fix the template".into()),
+                },
+            ));
+            return report;
+        }
+    };
+    let all_compiled = report.findings.iter().all(|f| f.kind != Kind::Spec);
+    for (path, fresh) in rendered {
+        if !all_compiled && path.starts_with("docs") {
+            continue;
+        }
+        let shown = path.to_string_lossy().replace('\\', "/");
+        if let Some(f) = drift::stale(&shown, read(&path).as_deref(), &fresh, crate::DOCS_COMMAND) {
+            report.findings.push(f);
+        }
+    }
+    report
 }
 
 /// Checks every input schema against the meta-schema, and every default against its property.

@@ -30,6 +30,9 @@ pub(crate) struct Database {
     pub windows: Option<String>,
     pub read_only: bool,
     pub schema: String,
+    /// Where the schema is written, for findings about the live database.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub schema_pos: crate::diag::Pos,
     pub sample: Option<String>,
 }
 
@@ -163,7 +166,7 @@ pub(crate) const ARGUMENTS_PARAM: &str = "arguments";
 
 #[derive(Debug, Clone)]
 pub(crate) enum Binding {
-    Single(Statement),
+    Single(Box<Statement>),
     Composite(Vec<Statement>),
 }
 

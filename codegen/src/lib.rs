@@ -6,13 +6,17 @@
 
 #[cfg(feature = "sqlite")]
 pub mod check;
+pub mod contract;
 mod diag;
+mod docs;
+pub mod drift;
 mod emit;
 mod ir;
 mod lower;
 mod names;
 mod spec;
 mod sqltext;
+pub mod textdiff;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -30,6 +34,28 @@ impl Spec {
     /// The server's name as written in the spec.
     pub fn name(&self) -> &str {
         &self.ir.name
+    }
+
+    /// The server's version as written in the spec.
+    pub fn version(&self) -> &str {
+        &self.ir.version
+    }
+
+    /// The spec file as named in messages, e.g. `spec/studio.yaml`.
+    pub fn file(&self) -> &str {
+        &self.ir.file
+    }
+
+    /// Where the server's contract snapshot lives, relative to the workspace root: beside the
+    /// spec, e.g. `spec/studio.lock.json`.
+    pub fn lock_path(&self) -> PathBuf {
+        PathBuf::from(docs::lock_path(&self.ir))
+    }
+
+    /// The server's contract snapshot: tool names, titles, descriptions, input and output
+    /// schemas and annotations, as sorted pretty JSON. Pure, like [`render`].
+    pub fn snapshot(&self) -> String {
+        contract::snapshot_text(&self.ir)
     }
 
     /// The names of the server's tools, in spec order.
@@ -116,6 +142,41 @@ pub fn render(spec: &Spec) -> BTreeMap<PathBuf, String> {
     );
     out
 }
+
+/// A reference page that failed to render: a defect in the embedded template.
+#[derive(Debug, thiserror::Error)]
+#[error("rendering the docs of `{server}` failed: {source:#}")]
+pub struct DocsError {
+    server: String,
+    #[source]
+    source: minijinja::Error,
+}
+
+/// Renders the committed reference material, keyed by path relative to the workspace root:
+/// `docs/<server>.md` for every server and, with the `editor-schema` feature,
+/// `codegen/spec.schema.json`. Pure: no I/O, no time, no version stamps.
+pub fn render_docs(specs: &[Spec]) -> Result<BTreeMap<PathBuf, String>, DocsError> {
+    let mut out = BTreeMap::new();
+    for s in specs {
+        let text = docs::render(&s.ir).map_err(|source| DocsError {
+            server: s.ir.name.clone(),
+            source,
+        })?;
+        out.insert(PathBuf::from(docs::path(&s.ir)), text);
+    }
+    #[cfg(feature = "editor-schema")]
+    out.insert(PathBuf::from(EDITOR_SCHEMA_PATH), spec::editor_schema());
+    Ok(out)
+}
+
+/// Where the editor schema is committed, relative to the workspace root.
+pub const EDITOR_SCHEMA_PATH: &str = "codegen/spec.schema.json";
+
+/// The command that rewrites what [`render_docs`] renders.
+pub const DOCS_COMMAND: &str = docs::DOCS_COMMAND;
+
+/// The command that rewrites contract snapshots.
+pub const SNAPSHOT_COMMAND: &str = contract::SNAPSHOT_COMMAND;
 
 /// Renders every server plus the index module that lists them.
 pub fn render_all(specs: &[Spec]) -> BTreeMap<PathBuf, String> {

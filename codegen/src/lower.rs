@@ -39,6 +39,7 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
             windows: db.default_path.windows.clone(),
             read_only: db.access.as_ref().is_some_and(|a| a.value == "read_only"),
             schema: schema_with_fts(&db.schema.value, &db.fts),
+            schema_pos: crate::spec::pos(&db.schema),
             sample: db.sample.as_ref().map(|s| s.value.clone()),
         },
         demo: spec
@@ -71,7 +72,7 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
 
 fn tool(t: &RawTool, pos: crate::diag::Pos, fn_name: String, type_name: String) -> Tool {
     let binding = match (&t.sql, &t.compose) {
-        (Some(s), _) => Binding::Single(statement(&s.value, &t.name.value)),
+        (Some(s), _) => Binding::Single(Box::new(statement(&s.value, &t.name.value))),
         (None, Some(c)) => Binding::Composite(
             c.value
                 .iter()

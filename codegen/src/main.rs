@@ -1,20 +1,28 @@
-//! The `codegen` command line: `generate` writes the generated code for reading, `check`
-//! validates every spec and prepares every statement, failing with readable findings.
+//! The `codegen` command line: `generate` writes the generated code for reading, `snapshot`
+//! records each server's tool contract, `docs` writes the reference docs and the editor schema,
+//! and `check` reports every spec, SQL, contract and staleness problem, failing when there is one.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use codegen::drift::Contract;
 
 const USAGE: &str = "usage: codegen <command> [options]
 
 commands:
+  check [--db [SERVER=]PATH] [--format human|json]
+                       validate every spec, prepare every SQL statement against the declared
+                       schema (and against SERVER's live database at PATH, whose tables and
+                       columns must match; SERVER= may be left out when there is one spec), compare each tool contract with spec/<server>.lock.json and
+                       the committed docs and editor schema with a fresh render
+  snapshot             record each server's tool contract in spec/<server>.lock.json; refused
+                       when the changes need a larger version step (see the README)
+  docs                 write docs/<server>.md and codegen/spec.schema.json
   generate --out DIR   write the Rust generated from spec/*.yaml into DIR
-  check [--db PATH]    validate every spec, prepare every SQL statement against the declared
-                       schema (and against the live database at PATH, if given)
 
 options:
-  --spec-dir DIR       where the specs are (default: spec/ at the workspace root)";
+  --spec-dir DIR       where the specs are, relative to the workspace root (default: spec)";
 
 fn main() -> ExitCode {
     match run() {
@@ -32,6 +40,21 @@ fn workspace_root() -> PathBuf {
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
 
+/// Writes `text` to `root/rel` unless it is already there, creating directories as needed.
+fn write_if_changed(root: &Path, rel: &Path, text: &str) -> Result<()> {
+    let target = root.join(rel);
+    if std::fs::read_to_string(&target).ok().as_deref() == Some(text) {
+        println!("unchanged {}", rel.display());
+        return Ok(());
+    }
+    if let Some(dir) = target.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    std::fs::write(&target, text).with_context(|| format!("writing {}", target.display()))?;
+    println!("wrote {}", rel.display());
+    Ok(())
+}
+
 fn run() -> Result<ExitCode> {
     let mut args = std::env::args().skip(1);
     let Some(command) = args.next() else {
@@ -39,15 +62,21 @@ fn run() -> Result<ExitCode> {
         return Ok(ExitCode::from(2));
     };
     let root = workspace_root();
-    let mut spec_dir = root.join("spec");
+    let mut spec_dir = PathBuf::from("spec");
     let mut out: Option<PathBuf> = None;
     let mut db: Option<PathBuf> = None;
+    let mut json = false;
     while let Some(a) = args.next() {
         let mut value = |name: &str| args.next().with_context(|| format!("{name} needs a value"));
         match a.as_str() {
             "--spec-dir" => spec_dir = PathBuf::from(value("--spec-dir")?),
             "--out" => out = Some(PathBuf::from(value("--out")?)),
             "--db" => db = Some(PathBuf::from(value("--db")?)),
+            "--format" => match value("--format")?.as_str() {
+                "human" => json = false,
+                "json" => json = true,
+                other => anyhow::bail!("unknown format `{other}`; use `human` or `json`"),
+            },
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return Ok(ExitCode::SUCCESS);
@@ -55,14 +84,17 @@ fn run() -> Result<ExitCode> {
             other => anyhow::bail!("unknown argument `{other}`\n\n{USAGE}"),
         }
     }
-    let display = spec_dir
-        .strip_prefix(&root)
-        .map_or_else(|_| spec_dir.clone(), Path::to_path_buf);
-    let specs = match codegen::load_dir(&spec_dir, &display) {
+    // Paths given on the command line are relative to where the command was run.
+    let out = out.map(std::path::absolute).transpose()?;
+    let db = db.map(std::path::absolute).transpose()?;
+    // Diagnostics and findings name files relative to the workspace root.
+    std::env::set_current_dir(&root).with_context(|| format!("entering {}", root.display()))?;
+    if command == "check" {
+        return check(&root, &spec_dir, db.as_deref(), json);
+    }
+    let specs = match codegen::load_dir(&root.join(&spec_dir), &spec_dir) {
         Ok(s) => s,
         Err(d) => {
-            // Diagnostics name files relative to the workspace root; render from there.
-            let _ = std::env::set_current_dir(&root);
             eprint!("{}", d.render());
             return Ok(ExitCode::FAILURE);
         }
@@ -79,39 +111,91 @@ fn run() -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        "check" => {
-            let live = match &db {
-                Some(p) => Some(
-                    rusqlite::Connection::open_with_flags(
-                        p,
-                        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-                    )
-                    .with_context(|| format!("opening {}", p.display()))?,
-                ),
-                None => None,
-            };
-            let mut problems = codegen::Diagnostics::default();
+        "docs" => {
+            for (path, text) in codegen::render_docs(&specs)? {
+                write_if_changed(&root, &path, &text)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        "snapshot" => {
+            let mut refused = Vec::new();
             for spec in &specs {
-                problems
-                    .items
-                    .extend(codegen::check::check_schemas(spec).items);
-                problems
-                    .items
-                    .extend(codegen::check::check_sql(spec, live.as_ref()).items);
+                let lock = spec.lock_path();
+                let committed = std::fs::read_to_string(root.join(&lock)).ok();
+                match codegen::drift::contract_outcome(spec, committed.as_deref()) {
+                    Contract::Same => println!("unchanged {}", lock.display()),
+                    Contract::Allowed(changes) => {
+                        for c in &changes {
+                            println!("  {c}");
+                        }
+                        write_if_changed(&root, &lock, &spec.snapshot())?;
+                    }
+                    Contract::Refused(f) => refused.push(f),
+                }
             }
-            if problems.is_empty() {
-                let tools: usize = specs.iter().map(|s| s.tool_names().len()).sum();
-                println!(
-                    "ok: {} specs, {tools} tools, every statement prepared",
-                    specs.len()
-                );
-                Ok(ExitCode::SUCCESS)
-            } else {
-                let _ = std::env::set_current_dir(&root);
-                eprint!("{}", problems.render());
-                Ok(ExitCode::FAILURE)
+            if refused.is_empty() {
+                return Ok(ExitCode::SUCCESS);
             }
+            let report = codegen::drift::Report {
+                specs: specs.len(),
+                tools: 0,
+                findings: refused,
+            };
+            eprint!("{}", report.render_with(&read_or_empty));
+            Ok(ExitCode::FAILURE)
         }
         other => anyhow::bail!("unknown command `{other}`\n\n{USAGE}"),
     }
+}
+
+fn read_or_empty(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_default()
+}
+
+fn check(root: &Path, spec_dir: &Path, db: Option<&Path>, json: bool) -> Result<ExitCode> {
+    let specs = codegen::load_dir(&root.join(spec_dir), spec_dir)
+        .map(|s| s.iter().map(|s| s.name().to_string()).collect::<Vec<_>>())
+        .unwrap_or_default();
+    let (server, db) = match db {
+        None => (None, None),
+        Some(p) => {
+            let text = p.to_string_lossy().into_owned();
+            match text.split_once('=') {
+                Some((server, path)) if !server.contains('/') => {
+                    (Some(server.to_string()), Some(PathBuf::from(path)))
+                }
+                _ if specs.len() == 1 => (specs.first().cloned(), Some(p.to_path_buf())),
+                _ => anyhow::bail!(
+                    "--db needs the server it belongs to: --db SERVER=PATH, with SERVER one of {}",
+                    specs.join(", ")
+                ),
+            }
+        }
+    };
+    let live = match db.as_deref() {
+        Some(p) => {
+            // Opening read-only never creates the file, so a wrong path is an error here.
+            let conn = rusqlite::Connection::open_with_flags(
+                p,
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+                    | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .with_context(|| format!("opening {}", p.display()))?;
+            Some(conn)
+        }
+        None => None,
+    };
+    let report = codegen::check::check_repo(root, spec_dir, server.as_deref().zip(live.as_ref()));
+    if json {
+        print!("{}", report.to_json());
+    } else if report.is_ok() {
+        print!("{}", report.render_with(&read_or_empty));
+    } else {
+        eprint!("{}", report.render_with(&read_or_empty));
+    }
+    Ok(if report.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }

@@ -1,8 +1,10 @@
 //! Parse stage: YAML text into raw spec structs that keep source positions.
 //!
 //! These types mirror the YAML one to one and are only read by `validate` and `lower`; nothing
-//! is emitted from them directly. Unknown keys are rejected here, with the position serde-saphyr
-//! reports and a "did you mean" where a known key is close.
+//! is emitted from them directly. Unknown keys are rejected here: a first pass over the untyped
+//! tree reports every one of them, each at its position with a "did you mean" among the keys
+//! allowed at that place, before the typed parse. With the `editor-schema` feature the same
+//! types, through their doc comments, give the JSON Schema that editors use.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -18,51 +20,88 @@ pub(crate) fn pos<T>(s: &Sp<T>) -> Pos {
     Pos::from_saphyr(s.referenced)
 }
 
-/// One spec file as written.
+/// An mcpspec spec: one MCP server whose tools run SQL against a SQLite database.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "editor-schema",
+    schemars(title = "mcpspec spec", rename = "Spec")
+)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawSpec {
+    /// The server's identity, as sent in `initialize`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "RawServer"))]
     pub server: Sp<RawServer>,
+    /// Where the database is and what it holds.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "RawDatabase"))]
     pub database: Sp<RawDatabase>,
+    /// The calls `mcpspec demo` makes, in order; the first call of each tool is also its example
+    /// in the generated docs.
     #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawDemoCall>"))]
     pub demo: Vec<Sp<RawDemoCall>>,
+    /// The tools the server offers, in `tools/list` order.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawTool>"))]
     pub tools: Vec<Sp<RawTool>>,
     /// Renames of the runtime's error codes for this server, e.g.
     /// `INVALID_ARGUMENTS: VALIDATION_ERROR`.
     #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "BTreeMap<String, String>"))]
     pub error_codes: BTreeMap<String, Sp<String>>,
 }
 
+/// The server's identity.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Server"))]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawServer {
+    /// Lowercase letters, digits, `_` and `-`, starting with a letter; the name in
+    /// `mcpspec serve NAME` and in generated file names.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub name: Sp<String>,
+    /// The contract's SemVer version, `MAJOR.MINOR.PATCH`; `codegen check` asks for a major step
+    /// when a tool's contract breaks.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub version: Sp<String>,
+    /// A human-readable name for clients to show.
     pub title: Option<String>,
+    /// Guidance for the model on when to use the server's tools, sent in `initialize`.
     pub instructions: Option<String>,
 }
 
+/// The SQLite database the tools run against.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Database"))]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawDatabase {
     /// The environment variable that overrides the default path.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub env: Option<Sp<String>>,
     /// Default locations per operating system; `~` expands to the home directory.
     #[serde(default)]
     pub default_path: RawDefaultPath,
-    /// `read_only` or `read_write`.
+    /// `read_only` or `read_write` (the default).
     #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<AccessMode>"))]
     pub access: Option<Sp<String>>,
     /// The DDL the tools expect, run by `mcpspec init`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub schema: Sp<String>,
     /// Sample rows as SQL, loaded by `mcpspec init --sample` and the demo.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub sample: Option<Sp<String>>,
     /// Full-text indexes: FTS5 tables kept in sync with their source tables by triggers.
     #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawFts>"))]
     pub fts: Vec<Sp<RawFts>>,
 }
 
+/// A full-text index over some columns of a table.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Fts"))]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawFts {
     /// The FTS5 table to create.
@@ -77,135 +116,356 @@ pub(crate) struct RawFts {
 
 /// A parameter computed from an argument by transforms.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Derive"))]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawDerive {
+    /// The argument it is computed from.
     pub from: String,
+    /// The transforms applied, in order.
     #[serde(default)]
     pub transform: Vec<String>,
 }
 
+/// The database's default location per operating system.
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "DefaultPath"))]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawDefaultPath {
+    /// The path on Linux, e.g. `~/.config/app/app.db`.
     pub linux: Option<String>,
+    /// The path on macOS, e.g. `~/Library/Application Support/app/app.db`.
     pub macos: Option<String>,
+    /// The path on Windows, e.g. `%APPDATA%/app/app.db`.
     pub windows: Option<String>,
 }
 
+/// One call of the demo session.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "DemoCall"))]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawDemoCall {
+    /// The tool to call.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub tool: Sp<String>,
+    /// The call's arguments; they must satisfy the tool's input schema.
     #[serde(default)]
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")
+    )]
     pub arguments: Option<Sp<serde_json::Value>>,
+    /// Shown above the call.
     pub note: Option<String>,
 }
 
+/// One MCP tool: its contract and the SQL behind it.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Tool"))]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawTool {
+    /// The tool's name: 1 to 128 of `A-Z`, `a-z`, `0-9`, `_`, `-` and `.`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub name: Sp<String>,
+    /// A human-readable name for clients to show.
     pub title: Option<String>,
+    /// What the tool does and when a model should call it.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub description: Sp<String>,
+    /// The arguments as a JSON Schema object; omit for a tool without arguments.
     #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawInput>"))]
     pub input: Option<Sp<RawInput>>,
+    /// Behaviour hints for clients; derived from the SQL when omitted.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawAnnotations>"))]
     pub annotations: Option<Sp<RawAnnotations>>,
+    /// One statement whose result is the tool's result.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawStatement>"))]
     pub sql: Option<Sp<RawStatement>>,
+    /// Named statements run in order, each filling the field of its name.
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "Option<Vec<RawStatement>>")
+    )]
     pub compose: Option<Sp<Vec<Sp<RawStatement>>>>,
     /// How long one call may run before its query is interrupted.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<u64>"))]
     pub timeout_ms: Option<Sp<u64>>,
     /// Transforms applied to string arguments after validation and before binding, in order:
     /// `trim`, `lower`, `fts5` (each word quoted, all required), `fts5_prefix` (the same, each
     /// word a prefix) and `truncate:N`.
     #[serde(default)]
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "BTreeMap<String, Vec<String>>")
+    )]
     pub transform: BTreeMap<String, Sp<Vec<String>>>,
     /// Extra SQL parameters computed from arguments: `name: {from: arg, transform: [...]}`.
     #[serde(default)]
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "BTreeMap<String, RawDerive>")
+    )]
     pub derive: BTreeMap<String, Sp<RawDerive>>,
     /// Defaults for absent arguments taken from environment variables at start-up.
     #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "BTreeMap<String, String>"))]
     pub env_defaults: BTreeMap<String, Sp<String>>,
 }
 
 /// The top level of a tool's input JSON Schema. Properties stay raw JSON Schema so that every
 /// keyword reaches the published schema; the keys here are the ones codegen reads.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Input"))]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawInput {
+    /// Always `object`.
     #[serde(rename = "type")]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<ObjectType>"))]
     pub ty: Option<Sp<String>>,
+    /// What the arguments are, for the model.
     pub description: Option<String>,
+    /// Each argument's JSON Schema, published as written.
     #[serde(default)]
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "BTreeMap<String, serde_json::Map<String, serde_json::Value>>")
+    )]
     pub properties: BTreeMap<String, Sp<serde_json::Value>>,
+    /// The arguments a call must pass.
     #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
     pub required: Vec<Sp<String>>,
     /// At least one of these properties must be given. Checked by the server, because clients
     /// such as Claude Code reject a top-level `anyOf` in an input schema.
     #[serde(default, rename = "requiredAny")]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
     pub required_any: Vec<Sp<String>>,
+    /// Whether arguments not under `properties` are accepted; `false` unless set.
     #[serde(rename = "additionalProperties")]
     pub additional_properties: Option<bool>,
+    /// Refused: clients reject a top-level `anyOf`; use `requiredAny`.
     #[serde(rename = "anyOf")]
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "Option<serde_json::Value>")
+    )]
     pub any_of: Option<Sp<serde_json::Value>>,
+    /// Refused: clients reject a top-level `oneOf`.
     #[serde(rename = "oneOf")]
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "Option<serde_json::Value>")
+    )]
     pub one_of: Option<Sp<serde_json::Value>>,
+    /// Refused: clients reject a top-level `allOf`.
     #[serde(rename = "allOf")]
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "Option<serde_json::Value>")
+    )]
     pub all_of: Option<Sp<serde_json::Value>>,
 }
 
+/// MCP tool annotations; each one omitted is derived from what the SQL does.
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Annotations"))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct RawAnnotations {
+    /// The tool does not change its environment; default: true when the SQL only reads.
     pub read_only_hint: Option<bool>,
+    /// The tool may destroy data; default: true when the SQL updates or deletes.
     pub destructive_hint: Option<bool>,
+    /// Repeating a call has no further effect; default: true when the SQL only reads.
     pub idempotent_hint: Option<bool>,
+    /// The tool reaches outside a closed world; default: false.
     pub open_world_hint: Option<bool>,
 }
 
 /// A SQL statement and how its result becomes JSON.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Statement"))]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawStatement {
     /// The field this statement fills in a composite result.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub name: Option<Sp<String>>,
+    /// SQL with named parameters such as `:tag`, bound from the arguments, never interpolated.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub query: Sp<String>,
-    /// `many`, `one`, `optional`, `scalar` or `execute`.
+    /// `many` (default), `one`, `optional`, `scalar` or `execute`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<ReturnMode>"))]
     pub returns: Option<Sp<String>>,
     /// The field holding the rows (`many`) or the value (`scalar`) in a single-statement result.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub key: Option<Sp<String>>,
     /// Result columns: `name: type` where type is `text`, `integer`, `real`, `boolean` or
     /// `json`, with a trailing `?` when the column may be NULL.
     #[serde(default)]
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "BTreeMap<String, RawColumn>")
+    )]
     pub columns: BTreeMap<String, Sp<RawColumn>>,
+    /// A hard cap on rows (default 200); more rows are cut and flagged `truncated`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<u32>"))]
     pub max_rows: Option<Sp<u32>>,
+    /// A minijinja template over the arguments, returned as `message` when `many` finds nothing.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub empty_message: Option<Sp<String>>,
+    /// A minijinja template, the message of the `NOT_FOUND` error when `one` finds nothing.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub not_found: Option<Sp<String>>,
     /// Parameters bound from a column of an earlier single-row statement: `param: stmt.column`.
     #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "BTreeMap<String, String>"))]
     pub bind: BTreeMap<String, Sp<String>>,
     /// Computed fields beside the rows of a `many` result: `count`, `tokens`, `arg:NAME`
     /// (an argument as given) or `column:NAME` (a column of the first row, removed from rows).
     #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "BTreeMap<String, String>"))]
     pub envelope: BTreeMap<String, Sp<String>>,
 }
 
+/// A result column: `text`, `integer`, `real`, `boolean` or `json`, with `?` when NULL is
+/// possible; or the long form.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Column"))]
 #[serde(untagged)]
 pub(crate) enum RawColumn {
-    Short(String),
+    Short(#[cfg_attr(feature = "editor-schema", schemars(with = "ColumnType"))] String),
     Full(RawColumnFull),
 }
 
+/// A result column in the long form.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "ColumnFull"))]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawColumnFull {
+    /// `text`, `integer`, `real`, `boolean` or `json`.
     #[serde(rename = "type")]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "ColumnKindName"))]
     pub ty: String,
+    /// Whether the column may be NULL; a NULL is omitted from the row.
     #[serde(default)]
     pub nullable: bool,
+    /// Published in the tool's output schema.
     pub description: Option<String>,
     /// The JSON Schema of a `json` column's value.
     pub schema: Option<serde_json::Value>,
+}
+
+/// Types that exist only to describe the spec language in the editor schema: the closed sets
+/// of words that the parse stage reads as plain strings and `validate` checks.
+#[cfg(feature = "editor-schema")]
+mod editor {
+    // These types are only described in the schema, never built.
+    #![allow(dead_code)]
+
+    use schemars::JsonSchema;
+
+    /// How the server may use the database.
+    #[derive(JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub(crate) enum AccessMode {
+        /// Write tools are refused with `READ_ONLY`.
+        ReadOnly,
+        /// Write tools run in an immediate transaction.
+        ReadWrite,
+    }
+
+    /// The type of a tool's arguments.
+    #[derive(JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub(crate) enum ObjectType {
+        /// MCP tool arguments are always an object.
+        Object,
+    }
+
+    /// How a statement's rows become the result.
+    #[derive(JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub(crate) enum ReturnMode {
+        /// Every row, as an array under `key`.
+        Many,
+        /// Exactly one row; none is a `NOT_FOUND` tool error.
+        One,
+        /// In `compose` only: at most one row; none omits the field.
+        Optional,
+        /// The single column of the single row, under `key`.
+        Scalar,
+        /// A write without `RETURNING`: `{changes, last_insert_id}`.
+        Execute,
+    }
+
+    /// A column type.
+    #[derive(JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub(crate) enum ColumnKindName {
+        /// A JSON string.
+        Text,
+        /// A JSON integer.
+        Integer,
+        /// A JSON number.
+        Real,
+        /// A JSON boolean (SQLite 0 or 1).
+        Boolean,
+        /// JSON text in the database, returned as a JSON value.
+        Json,
+    }
+
+    /// A column type, with a trailing `?` when the column may be NULL.
+    #[derive(JsonSchema)]
+    pub(crate) enum ColumnType {
+        #[serde(rename = "text")]
+        Text,
+        #[serde(rename = "text?")]
+        NullableText,
+        #[serde(rename = "integer")]
+        Integer,
+        #[serde(rename = "integer?")]
+        NullableInteger,
+        #[serde(rename = "real")]
+        Real,
+        #[serde(rename = "real?")]
+        NullableReal,
+        #[serde(rename = "boolean")]
+        Boolean,
+        #[serde(rename = "boolean?")]
+        NullableBoolean,
+        #[serde(rename = "json")]
+        Json,
+        #[serde(rename = "json?")]
+        NullableJson,
+    }
+}
+#[cfg(feature = "editor-schema")]
+use editor::{AccessMode, ColumnKindName, ColumnType, ObjectType, ReturnMode};
+
+/// The JSON Schema of the spec language, for YAML language servers: pretty JSON with sorted
+/// keys and a `$comment` naming the command that writes it.
+#[cfg(feature = "editor-schema")]
+pub(crate) fn editor_schema() -> String {
+    let schema = schemars::schema_for!(RawSpec);
+    let mut v = schema.to_value();
+    if let Some(o) = v.as_object_mut() {
+        o.insert(
+            "$comment".into(),
+            serde_json::json!(format!(
+                "@generated by `{}`; do not edit. Derived from codegen/src/spec.rs",
+                crate::docs::DOCS_COMMAND
+            )),
+        );
+    }
+    crate::contract::to_pretty(&v)
 }
 
 const TOP_KEYS: &[&str] = &["server", "database", "demo", "tools", "error_codes"];
@@ -235,6 +495,18 @@ const STATEMENT_KEYS: &[&str] = &[
     "envelope",
 ];
 const DATABASE_KEYS: &[&str] = &["env", "default_path", "access", "schema", "sample", "fts"];
+const FTS_KEYS: &[&str] = &["table", "source", "columns", "tokenize"];
+const DERIVE_KEYS: &[&str] = &["from", "transform"];
+const SERVER_KEYS: &[&str] = &["name", "version", "title", "instructions"];
+const DEFAULT_PATH_KEYS: &[&str] = &["linux", "macos", "windows"];
+const DEMO_KEYS: &[&str] = &["tool", "arguments", "note"];
+const ANNOTATION_KEYS: &[&str] = &[
+    "readOnlyHint",
+    "destructiveHint",
+    "idempotentHint",
+    "openWorldHint",
+];
+const COLUMN_KEYS: &[&str] = &["type", "nullable", "description", "schema"];
 const INPUT_KEYS: &[&str] = &[
     "type",
     "description",
@@ -251,6 +523,18 @@ const INPUT_KEYS: &[&str] = &[
 pub(crate) fn parse(file: &Path, text: &str) -> Result<RawSpec, Diagnostics> {
     // The default options keep serde-saphyr's input budget, which bounds alias expansion and
     // nesting, so a hostile spec cannot exhaust memory at build time.
+    //
+    // A first pass over the untyped tree reports every unknown key at once, where the typed
+    // parse would stop at the first. A document that is not even YAML falls through to the
+    // typed parse, which reports the syntax error.
+    if let Ok(tree) = serde_saphyr::from_str::<Node>(text) {
+        let mut sink = Sink::new(file);
+        unknown_keys(&mut sink, &tree, Ctx::Top);
+        let found = sink.finish();
+        if !found.is_empty() {
+            return Err(found);
+        }
+    }
     match serde_saphyr::from_str::<RawSpec>(text) {
         Ok(spec) => Ok(spec),
         Err(err) => {
@@ -305,5 +589,227 @@ fn unknown_key_help(message: &str) -> String {
     match did_you_mean(word, &all) {
         Some(s) => format!("did you mean `{s}`?"),
         None => "remove the key; the spec language does not know it".to_string(),
+    }
+}
+
+/// Where a node sits in a spec, which decides the keys it may have.
+#[derive(Debug, Clone, Copy)]
+enum Ctx {
+    Top,
+    Server,
+    Database,
+    DefaultPath,
+    Demos,
+    Demo,
+    Tools,
+    Tool,
+    Input,
+    Annotations,
+    Statements,
+    Statement,
+    Columns,
+    Column,
+    FtsList,
+    Fts,
+    Derives,
+    Derive,
+    /// Free-form: JSON Schema, arguments, templates.
+    Any,
+}
+
+impl Ctx {
+    /// What such a node is called in messages, and the keys it may have.
+    fn keys(self) -> Option<(&'static str, &'static [&'static str])> {
+        Some(match self {
+            Ctx::Top => ("the top level of a spec", TOP_KEYS),
+            Ctx::Server => ("`server`", SERVER_KEYS),
+            Ctx::Database => ("`database`", DATABASE_KEYS),
+            Ctx::DefaultPath => ("`default_path`", DEFAULT_PATH_KEYS),
+            Ctx::Demo => ("a demo call", DEMO_KEYS),
+            Ctx::Tool => ("a tool", TOOL_KEYS),
+            Ctx::Input => ("`input`", INPUT_KEYS),
+            Ctx::Annotations => ("`annotations`", ANNOTATION_KEYS),
+            Ctx::Statement => ("a statement", STATEMENT_KEYS),
+            Ctx::Column => ("a column", COLUMN_KEYS),
+            Ctx::Fts => ("a full-text index", FTS_KEYS),
+            Ctx::Derive => ("a derived parameter", DERIVE_KEYS),
+            _ => return None,
+        })
+    }
+
+    /// The context of the value under `key` of a mapping in this context.
+    fn child(self, key: &str) -> Ctx {
+        match (self, key) {
+            (Ctx::Top, "server") => Ctx::Server,
+            (Ctx::Top, "database") => Ctx::Database,
+            (Ctx::Top, "demo") => Ctx::Demos,
+            (Ctx::Top, "tools") => Ctx::Tools,
+            (Ctx::Database, "default_path") => Ctx::DefaultPath,
+            (Ctx::Database, "fts") => Ctx::FtsList,
+            (Ctx::Tool, "derive") => Ctx::Derives,
+            (Ctx::Derives, _) => Ctx::Derive,
+            (Ctx::Tool, "input") => Ctx::Input,
+            (Ctx::Tool, "annotations") => Ctx::Annotations,
+            (Ctx::Tool, "sql") => Ctx::Statement,
+            (Ctx::Tool, "compose") => Ctx::Statements,
+            (Ctx::Statement, "columns") => Ctx::Columns,
+            (Ctx::Columns, _) => Ctx::Column,
+            _ => Ctx::Any,
+        }
+    }
+
+    /// The context of each element of a sequence in this context.
+    fn element(self) -> Ctx {
+        match self {
+            Ctx::Demos => Ctx::Demo,
+            Ctx::Tools => Ctx::Tool,
+            Ctx::Statements => Ctx::Statement,
+            Ctx::FtsList => Ctx::Fts,
+            _ => Ctx::Any,
+        }
+    }
+}
+
+/// Reports every key the spec language does not know, with the closest known key.
+fn unknown_keys(sink: &mut Sink<'_>, node: &Node, ctx: Ctx) {
+    match node {
+        Node::Map(entries) => {
+            for (key, value) in entries {
+                if let Some((what, known)) = ctx.keys()
+                    && !known.contains(&key.value.0.as_str())
+                {
+                    let help = match did_you_mean(&key.value.0, known) {
+                        Some(s) => format!("did you mean `{s}`?"),
+                        None => format!("the keys of {what} are {}", known.join(", ")),
+                    };
+                    sink.error(
+                        pos(key),
+                        format!("unknown key `{}` in {what}", key.value.0),
+                        "unknown key",
+                        &help,
+                    );
+                    continue;
+                }
+                unknown_keys(sink, value, ctx.child(&key.value.0));
+            }
+        }
+        Node::Seq(items) => {
+            for item in items {
+                unknown_keys(sink, item, ctx.element());
+            }
+        }
+        Node::Scalar => {}
+    }
+}
+
+/// A YAML document as a tree of mappings, sequences and scalars, with the position of every
+/// key, for the pass that reports every unknown key before the typed parse stops at the first.
+#[derive(Debug)]
+pub(crate) enum Node {
+    Map(Vec<(Sp<Key>, Node)>),
+    Seq(Vec<Node>),
+    Scalar,
+}
+
+/// A mapping key as text, whatever scalar it was written as.
+#[derive(Debug)]
+pub(crate) struct Key(pub String);
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Key;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a scalar key")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Key, E> {
+                Ok(Key(v.to_string()))
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Key, E> {
+                Ok(Key(v.to_string()))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Key, E> {
+                Ok(Key(v.to_string()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Key, E> {
+                Ok(Key(v.to_string()))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Key, E> {
+                Ok(Key(v.to_string()))
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Key, E> {
+                Ok(Key("null".into()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Node {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Node;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any YAML value")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Node, A::Error> {
+                let mut out = Vec::new();
+                while let Some(k) = m.next_key::<Sp<Key>>()? {
+                    out.push((k, m.next_value::<Node>()?));
+                }
+                Ok(Node::Map(out))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Node, A::Error> {
+                let mut out = Vec::new();
+                while let Some(n) = s.next_element::<Node>()? {
+                    out.push(n);
+                }
+                Ok(Node::Seq(out))
+            }
+            fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_none<E: serde::de::Error>(self) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[cfg(test)]
+mod node_tests {
+    use super::*;
+
+    #[test]
+    fn keys_keep_positions() {
+        let n: Node = serde_saphyr::from_str("a: 1\nb:\n  - c: x\n    dd: [1, 2]\n").unwrap();
+        let Node::Map(top) = n else { panic!() };
+        assert_eq!(top[1].0.value.0, "b");
+        assert_eq!(pos(&top[1].0), Pos { line: 2, column: 1 });
+        let Node::Seq(items) = &top[1].1 else {
+            panic!()
+        };
+        let Node::Map(inner) = &items[0] else {
+            panic!()
+        };
+        assert_eq!(pos(&inner[1].0), Pos { line: 4, column: 5 });
     }
 }

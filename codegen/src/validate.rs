@@ -50,6 +50,15 @@ pub(crate) fn validate(file: &Path, source: &str, spec: &RawSpec) -> Diagnostics
     v.sink.finish()
 }
 
+/// What a statement's checks need to know of the tool it belongs to.
+struct ToolScope<'a> {
+    tool: &'a str,
+    composite: bool,
+    props: &'a BTreeMap<String, Pos>,
+    /// Derived parameters and the argument each comes from.
+    derived: &'a BTreeMap<String, String>,
+}
+
 struct Validator<'a> {
     sink: Sink<'a>,
     source: &'a str,
@@ -328,15 +337,13 @@ impl Validator<'_> {
             .collect();
         let mut earlier: BTreeMap<String, (Mode, BTreeSet<String>)> = BTreeMap::new();
         for st in statements {
-            self.statement(
-                &name.value,
-                st,
+            let cx = ToolScope {
+                tool: &name.value,
                 composite,
-                &props,
-                &derived,
-                &mut used,
-                &mut earlier,
-            );
+                props: &props,
+                derived: &derived,
+            };
+            self.statement(&cx, st, &mut used, &mut earlier);
         }
         for r in &required {
             if props.contains_key(r) && !used.contains(r) {
@@ -436,14 +443,12 @@ impl Validator<'_> {
     #[allow(clippy::too_many_lines)]
     fn statement(
         &mut self,
-        tool: &str,
+        cx: &ToolScope<'_>,
         st: &Sp<RawStatement>,
-        composite: bool,
-        props: &BTreeMap<String, Pos>,
-        derived: &BTreeMap<String, String>,
         used: &mut BTreeSet<String>,
         earlier: &mut BTreeMap<String, (Mode, BTreeSet<String>)>,
     ) {
+        let (tool, composite, props, derived) = (cx.tool, cx.composite, cx.props, cx.derived);
         let s = &st.value;
         let at = pos(st);
         let mode = match &s.returns {

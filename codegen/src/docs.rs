@@ -1,0 +1,474 @@
+//! Reference docs: one Markdown page per server, rendered from the IR with minijinja.
+//!
+//! The template lives in `templates/` at the workspace root and is embedded at compile time;
+//! undefined variables are errors, so a template typo fails the tests rather than printing
+//! nothing. Rendering is pure: the same IR always gives the same text, with no version or date
+//! stamp beyond the server's own version.
+
+use minijinja::{Environment, UndefinedBehavior};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::contract;
+use crate::ir::{self, Binding, Mode};
+
+/// The command that writes the docs, named in their header and in help lines.
+pub(crate) const DOCS_COMMAND: &str = "cargo run -p codegen -- docs";
+
+const SERVER_TEMPLATE: &str = include_str!("../../templates/server.md.j2");
+
+#[derive(Serialize)]
+struct Page<'a> {
+    command: &'a str,
+    server: ServerCtx,
+    tools: Vec<ToolCtx>,
+}
+
+#[derive(Serialize)]
+struct ServerCtx {
+    name: String,
+    title: String,
+    version: String,
+    instructions: String,
+    file: String,
+    lock: String,
+    env: Option<String>,
+    read_only: bool,
+    default_paths: Vec<PathCtx>,
+    desktop_json: String,
+}
+
+#[derive(Serialize)]
+struct PathCtx {
+    os: &'static str,
+    path: String,
+}
+
+#[derive(Serialize)]
+struct ToolCtx {
+    name: String,
+    anchor: String,
+    title: String,
+    description: String,
+    effect: &'static str,
+    annotations: Vec<NameValue>,
+    params: Vec<ParamCtx>,
+    required_any: String,
+    result_kind: String,
+    output: Vec<FieldCtx>,
+    example: Option<ExampleCtx>,
+    errors: Vec<ErrorCtx>,
+}
+
+#[derive(Serialize)]
+struct NameValue {
+    name: &'static str,
+    /// `true` or `false` as JSON writes them.
+    value: &'static str,
+}
+
+#[derive(Serialize)]
+struct ParamCtx {
+    name: String,
+    #[serde(rename = "type")]
+    ty: String,
+    required: bool,
+    default: String,
+    description: String,
+}
+
+#[derive(Serialize)]
+struct FieldCtx {
+    name: String,
+    #[serde(rename = "type")]
+    ty: String,
+    required: bool,
+    description: String,
+}
+
+#[derive(Serialize)]
+struct ExampleCtx {
+    arguments: String,
+    note: Option<String>,
+}
+
+#[derive(Serialize)]
+struct ErrorCtx {
+    code: &'static str,
+    when: String,
+}
+
+/// Where a server's page is written, relative to the workspace root.
+pub(crate) fn path(server: &ir::Server) -> String {
+    format!("docs/{}.md", server.name)
+}
+
+/// Where a server's contract snapshot is written, relative to the workspace root: beside its
+/// spec file.
+pub(crate) fn lock_path(server: &ir::Server) -> String {
+    match server.file.rsplit_once('/') {
+        Some((dir, _)) => format!("{dir}/{}.lock.json", server.name),
+        None => format!("{}.lock.json", server.name),
+    }
+}
+
+/// Renders one server's reference page.
+pub(crate) fn render(server: &ir::Server) -> Result<String, minijinja::Error> {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env.add_template("server.md", SERVER_TEMPLATE)?;
+    let page = Page {
+        command: DOCS_COMMAND,
+        server: server_ctx(server),
+        tools: server.tools.iter().map(|t| tool_ctx(server, t)).collect(),
+    };
+    let text = env
+        .get_template("server.md")?
+        .render(minijinja::value::Serde(&page))?;
+    // Collapse the blank lines that template control flow leaves behind.
+    let mut out = String::with_capacity(text.len());
+    let mut blank = 0;
+    for line in text.lines() {
+        let line = line.trim_end();
+        blank = if line.is_empty() { blank + 1 } else { 0 };
+        if blank < 2 {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    while out.ends_with("\n\n") {
+        out.pop();
+    }
+    Ok(out)
+}
+
+fn server_ctx(s: &ir::Server) -> ServerCtx {
+    let db = &s.database;
+    let default_paths = [
+        ("Linux", &db.linux),
+        ("macOS", &db.macos),
+        ("Windows", &db.windows),
+    ]
+    .into_iter()
+    .filter_map(|(os, p)| {
+        p.as_ref().map(|p| PathCtx {
+            os,
+            path: p.clone(),
+        })
+    })
+    .collect();
+    let mut entry = json!({"command": "/path/to/mcpspec", "args": ["serve", s.name]});
+    if let Some(env) = &db.env {
+        entry["env"] = json!({ env.clone(): format!("/path/to/{}.db", s.name) });
+    }
+    let desktop = json!({"mcpServers": { s.name.clone(): entry }});
+    ServerCtx {
+        name: s.name.clone(),
+        title: s.title.clone().unwrap_or_else(|| s.name.clone()),
+        version: s.version.clone(),
+        instructions: s
+            .instructions
+            .as_deref()
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+        file: s.file.clone(),
+        lock: lock_path(s),
+        env: db.env.clone(),
+        read_only: db.read_only,
+        default_paths,
+        desktop_json: contract::to_pretty(&desktop).trim_end().to_string(),
+    }
+}
+
+/// Text safe inside one Markdown table cell.
+fn cell(s: &str) -> String {
+    s.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace('|', "\\|")
+}
+
+/// A schema's type in words, e.g. `array of string` or `integer, 1 to 50`.
+fn type_words(schema: &Value) -> String {
+    let base = match schema.get("type") {
+        Some(Value::String(t)) if t == "array" => match schema.get("items") {
+            Some(items) => format!("array of {}", type_words(items)),
+            None => "array".into(),
+        },
+        Some(Value::String(t)) => t.clone(),
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" or "),
+        _ => "any JSON".into(),
+    };
+    let mut limits = Vec::new();
+    let num = |k: &str| schema.get(k).map(Value::to_string);
+    match (num("minimum"), num("maximum")) {
+        (Some(a), Some(b)) => limits.push(format!("{a} to {b}")),
+        (Some(a), None) => limits.push(format!("at least {a}")),
+        (None, Some(b)) => limits.push(format!("at most {b}")),
+        (None, None) => {}
+    }
+    for (key, one, many) in [
+        ("Length", "character", "characters"),
+        ("Items", "item", "items"),
+    ] {
+        let unit = |n: &str| if n == "1" { one } else { many };
+        match (num(&format!("min{key}")), num(&format!("max{key}"))) {
+            (Some(a), Some(b)) => limits.push(format!("{a} to {b} {}", unit(&b))),
+            (Some(a), None) => limits.push(format!("at least {a} {}", unit(&a))),
+            (None, Some(b)) => limits.push(format!("at most {b} {}", unit(&b))),
+            (None, None) => {}
+        }
+    }
+    if schema.get("uniqueItems") == Some(&Value::Bool(true)) {
+        limits.push("unique".into());
+    }
+    if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
+        limits.push(format!("matching `{p}`"));
+    }
+    if let Some(e) = schema.get("enum").and_then(Value::as_array) {
+        let vals: Vec<String> = e.iter().map(|v| format!("`{v}`")).collect();
+        limits.push(format!("one of {}", vals.join(", ")));
+    }
+    if limits.is_empty() {
+        base
+    } else {
+        format!("{base} ({})", limits.join(", "))
+    }
+}
+
+fn params(t: &ir::Tool) -> Vec<ParamCtx> {
+    let props = t.input_schema["properties"].as_object();
+    let required: Vec<&str> = t.input_schema["required"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    props
+        .into_iter()
+        .flatten()
+        .map(|(name, schema)| ParamCtx {
+            name: name.clone(),
+            ty: cell(&type_words(schema)),
+            required: required.contains(&name.as_str()),
+            default: schema
+                .get("default")
+                .map_or_else(String::new, |d| format!("`{d}`")),
+            description: cell(
+                schema
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default(),
+            ),
+        })
+        .collect()
+}
+
+/// The result's fields, with one level of nesting shown as `rows[].id` or `project.id`.
+fn output(schema: &Value) -> Vec<FieldCtx> {
+    let mut out = Vec::new();
+    fields(schema, "", 0, &mut out);
+    out
+}
+
+fn fields(schema: &Value, prefix: &str, depth: usize, out: &mut Vec<FieldCtx>) {
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let Some(props) = schema["properties"].as_object() else {
+        return;
+    };
+    for (name, s) in props {
+        let full = format!("{prefix}{name}");
+        let nested_object = s["type"] == "object" && s["properties"].is_object();
+        let nested_rows = s["type"] == "array" && s["items"]["properties"].is_object();
+        let ty = if nested_object {
+            "object".to_string()
+        } else if nested_rows {
+            "array of objects".to_string()
+        } else {
+            type_words(s)
+        };
+        out.push(FieldCtx {
+            name: full.clone(),
+            ty: cell(&ty),
+            required: required.contains(&name.as_str()),
+            description: cell(
+                s.get("description")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default(),
+            ),
+        });
+        if depth == 0 {
+            if nested_object {
+                fields(s, &format!("{full}."), depth + 1, out);
+            } else if nested_rows {
+                fields(&s["items"], &format!("{full}[]."), depth + 1, out);
+            }
+        }
+    }
+}
+
+fn result_kind(t: &ir::Tool) -> String {
+    match &t.binding {
+        Binding::Single(s) => match s.mode {
+            Mode::Many => format!(
+                "rows under `{}`, at most {}; more are cut and flagged `truncated`",
+                s.key, s.max_rows
+            ),
+            Mode::One | Mode::Optional => "one row".into(),
+            Mode::Scalar => format!("one value under `{}`", s.key),
+            Mode::Execute => "the number of changed rows".into(),
+        },
+        Binding::Composite(parts) => {
+            let names: Vec<String> = parts.iter().map(|p| format!("`{}`", p.name)).collect();
+            format!("an object of {}", names.join(", "))
+        }
+    }
+}
+
+fn errors(t: &ir::Tool) -> Vec<ErrorCtx> {
+    let mut out = vec![ErrorCtx {
+        code: "INVALID_ARGUMENTS",
+        when: if t.required_any.is_empty() {
+            "the arguments do not match the input schema; `field` names the first bad one".into()
+        } else {
+            format!(
+                "the arguments do not match the input schema, or none of {} is given",
+                t.required_any
+                    .iter()
+                    .map(|a| format!("`{a}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        },
+    }];
+    out.push(ErrorCtx {
+        code: "ARGUMENTS_TOO_LARGE",
+        when: "the arguments exceed `MCPSPEC_MAX_ARGUMENT_BYTES` (1 MiB by default)".into(),
+    });
+    for st in t.binding.statements() {
+        if st.mode == Mode::One {
+            let which = if matches!(t.binding, Binding::Composite(_)) {
+                format!(" for `{}`", st.name)
+            } else {
+                String::new()
+            };
+            let when = match &st.not_found {
+                Some(m) => format!(
+                    "no row matches{which}; the message is rendered from `{}`",
+                    cell(m).replace('`', "'")
+                ),
+                None => format!("no row matches{which}"),
+            };
+            out.push(ErrorCtx {
+                code: "NOT_FOUND",
+                when,
+            });
+        }
+    }
+    if t.writes {
+        out.push(ErrorCtx {
+            code: "READ_ONLY",
+            when:
+                "the server runs `--read-only`, the spec says `read_only`, or the file is read-only"
+                    .into(),
+        });
+        out.push(ErrorCtx {
+            code: "CONSTRAINT_VIOLATION",
+            when: "the database refuses the change (a unique, foreign key or check constraint)"
+                .into(),
+        });
+    }
+    for (code, when) in [
+        (
+            "DATABASE_BUSY",
+            "another writer holds the database; try again shortly",
+        ),
+        (
+            "TIMEOUT",
+            "the call ran longer than `MCPSPEC_CALL_TIMEOUT_SECS` (30 s by default)",
+        ),
+        (
+            "DATABASE_ERROR",
+            "anything else; the message carries the request id, the server log the details",
+        ),
+    ] {
+        out.push(ErrorCtx {
+            code,
+            when: when.into(),
+        });
+    }
+    out
+}
+
+fn json_bool(b: bool) -> &'static str {
+    if b { "true" } else { "false" }
+}
+
+fn tool_ctx(server: &ir::Server, t: &ir::Tool) -> ToolCtx {
+    let a = t.annotations;
+    let effect = if a.destructive {
+        "updates or deletes"
+    } else if !a.read_only {
+        "writes"
+    } else {
+        "reads"
+    };
+    let example = server
+        .demo
+        .iter()
+        .find(|d| d.tool == t.name)
+        .map(|d| ExampleCtx {
+            // Quoted for a POSIX shell: a single quote closes, is escaped, and reopens.
+            arguments: serde_json::to_string(&contract::canonical(&d.arguments))
+                .unwrap_or_default()
+                .replace('\'', "'\\''"),
+            note: d.note.clone(),
+        });
+    ToolCtx {
+        name: t.name.clone(),
+        // GitHub's anchor for a heading that is just the tool name in backticks.
+        anchor: t.name.to_lowercase(),
+        title: t.title.clone().unwrap_or_default(),
+        description: t
+            .description
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" "),
+        effect,
+        annotations: vec![
+            NameValue {
+                name: "readOnlyHint",
+                value: json_bool(a.read_only),
+            },
+            NameValue {
+                name: "destructiveHint",
+                value: json_bool(a.destructive),
+            },
+            NameValue {
+                name: "idempotentHint",
+                value: json_bool(a.idempotent),
+            },
+            NameValue {
+                name: "openWorldHint",
+                value: json_bool(a.open_world),
+            },
+        ],
+        params: params(t),
+        required_any: t
+            .required_any
+            .iter()
+            .map(|a| format!("`{a}`"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        result_kind: result_kind(t),
+        output: output(&t.output_schema),
+        example,
+        errors: errors(t),
+    }
+}

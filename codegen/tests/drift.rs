@@ -1,0 +1,494 @@
+//! Every kind of drift `codegen check` promises to catch, introduced by hand in a temporary
+//! copy of the workspace's specs, snapshots, docs and editor schema, and caught by the same
+//! function the `check` command runs, with the promised message.
+//!
+//! Each case is data: an edit and the lines the report must contain. Set `UPDATE_EXPECT=1` to
+//! rewrite the one fully pinned report (`tests/fixtures/check-output/`).
+
+use std::path::{Path, PathBuf};
+
+use codegen::drift::{Kind, Report};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// A temporary workspace holding a copy of everything `check` reads.
+struct Copy {
+    dir: tempfile::TempDir,
+}
+
+impl Copy {
+    fn new() -> Copy {
+        let dir = tempfile::tempdir().unwrap();
+        let root = root();
+        for sub in ["spec", "docs"] {
+            std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+            for e in std::fs::read_dir(root.join(sub)).unwrap() {
+                let p = e.unwrap().path();
+                std::fs::copy(&p, dir.path().join(sub).join(p.file_name().unwrap())).unwrap();
+            }
+        }
+        std::fs::create_dir_all(dir.path().join("codegen")).unwrap();
+        std::fs::copy(
+            root.join(codegen::EDITOR_SCHEMA_PATH),
+            dir.path().join(codegen::EDITOR_SCHEMA_PATH),
+        )
+        .unwrap();
+        Copy { dir }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    /// Replaces the one occurrence of `from` in `rel` with `to`.
+    fn edit(&self, rel: &str, from: &str, to: &str) -> &Copy {
+        let p = self.path(rel);
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert_eq!(text.matches(from).count(), 1, "`{from}` in {rel}");
+        std::fs::write(&p, text.replacen(from, to, 1)).unwrap();
+        self
+    }
+
+    /// Replaces every occurrence of `from` in `rel` with `to`.
+    fn edit_all(&self, rel: &str, from: &str, to: &str) -> &Copy {
+        let p = self.path(rel);
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.contains(from), "`{from}` in {rel}");
+        std::fs::write(&p, text.replace(from, to)).unwrap();
+        self
+    }
+
+    fn check(&self) -> Report {
+        self.check_with(None)
+    }
+
+    fn check_with(&self, live: Option<(&str, &rusqlite::Connection)>) -> Report {
+        codegen::check::check_repo(self.dir.path(), Path::new("spec"), live)
+    }
+
+    fn render(&self, report: &Report) -> String {
+        report.render_with(&|p: &Path| {
+            std::fs::read_to_string(self.path(&p.to_string_lossy())).unwrap_or_default()
+        })
+    }
+
+    /// Runs what `codegen snapshot` runs, for servers whose changes the policy allows.
+    fn snapshot(&self) {
+        let specs = codegen::load_dir(&self.path("spec"), Path::new("spec")).unwrap();
+        for spec in &specs {
+            let lock = self.path(&spec.lock_path().to_string_lossy());
+            let committed = std::fs::read_to_string(&lock).ok();
+            match codegen::drift::contract_outcome(spec, committed.as_deref()) {
+                codegen::drift::Contract::Refused(f) => panic!("snapshot refused: {}", f.message),
+                _ => std::fs::write(&lock, spec.snapshot()).unwrap(),
+            }
+        }
+    }
+
+    /// Runs what `codegen docs` runs.
+    fn docs(&self) {
+        let specs = codegen::load_dir(&self.path("spec"), Path::new("spec")).unwrap();
+        for (path, text) in codegen::render_docs(&specs).unwrap() {
+            std::fs::write(self.path(&path.to_string_lossy()), text).unwrap();
+        }
+    }
+}
+
+/// Asserts that the report has findings of exactly `kinds` and that its rendering contains
+/// every line of `want`.
+fn expect(copy: &Copy, kinds: &[Kind], want: &[&str]) -> String {
+    let report = copy.check();
+    let text = copy.render(&report);
+    let mut got: Vec<Kind> = report.findings.iter().map(|f| f.kind).collect();
+    got.sort();
+    got.dedup();
+    assert_eq!(got, kinds, "{text}");
+    for w in want {
+        assert!(text.contains(w), "missing {w:?} in:\n{text}");
+    }
+    text
+}
+
+const SPEC: &str = "spec/studio.yaml";
+
+/// How many specs and tools the repository has.
+fn repo_counts() -> (usize, usize) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let specs = codegen::load_dir(&root.join("spec"), Path::new("spec")).unwrap();
+    (
+        specs.len(),
+        specs.iter().map(|s| s.tool_names().len()).sum(),
+    )
+}
+const NO_BUMP: &str = "but `server.version` is 0.1.0, not past the snapshot's 0.1.0";
+
+#[test]
+fn a_fresh_copy_passes() {
+    let copy = Copy::new();
+    let report = copy.check();
+    assert!(report.is_ok(), "{}", copy.render(&report));
+    let (specs, tools) = repo_counts();
+    assert_eq!(report.specs, specs);
+    assert!(
+        copy.render(&report)
+            .starts_with(&format!("ok: {specs} specs, {tools} tools"))
+    );
+}
+
+#[test]
+fn spec_errors_point_at_the_yaml() {
+    let copy = Copy::new();
+    copy.edit(
+        SPEC,
+        "    title: Get a learning\n",
+        "    titel: Get a learning\n",
+    );
+    copy.edit(SPEC, "      max_rows: 500\n", "      max_row: 500\n");
+    let text = expect(
+        &copy,
+        &[Kind::Spec],
+        &[
+            "error: unknown key `titel` in a tool\n  --> spec/studio.yaml:181:5",
+            "= help: did you mean `title`?",
+            "error: unknown key `max_row` in a statement\n  --> spec/studio.yaml:239:7",
+            "= help: did you mean `max_rows`?",
+            "error: check found 2 problems",
+        ],
+    );
+    // Nothing past a spec error is compared: the docs of a spec that does not compile are not
+    // reported stale.
+    assert!(!text.contains("is stale"), "{text}");
+}
+
+#[test]
+fn a_statement_that_does_not_prepare() {
+    let copy = Copy::new();
+    copy.edit(
+        SPEC,
+        "SELECT id, title, decision\n",
+        "SELECT id, title, verdict\n",
+    );
+    expect(
+        &copy,
+        &[Kind::Sql],
+        &[
+            "tool `get_project_context`: statement `recent_decisions` does not prepare against the declared schema: no such column: verdict",
+        ],
+    );
+}
+
+#[test]
+fn a_narrowed_input_without_a_major_step_is_refused() {
+    let copy = Copy::new();
+    copy.edit(SPEC, "          maximum: 50\n", "          maximum: 20\n");
+    expect(
+        &copy,
+        &[Kind::Contract, Kind::Stale],
+        &[
+            &format!("error: the tool contract of `studio` changed (1 breaking) {NO_BUMP}"),
+            "| breaking: tool `query_learnings`: input property `limit`: `maximum` tightened from 50 to 20",
+            "= help: a breaking change needs a major version step: set `server.version: 0.2.0` in spec/studio.yaml, then run `cargo run -p codegen -- snapshot`",
+            "-            \"maximum\": 50,",
+            "+            \"maximum\": 20,",
+            "docs/studio.md is stale",
+        ],
+    );
+}
+
+#[test]
+fn a_major_step_allows_a_breaking_change_once_recorded() {
+    let copy = Copy::new();
+    copy.edit(SPEC, "          maximum: 50\n", "          maximum: 20\n");
+    copy.edit(SPEC, "  version: 0.1.0\n", "  version: 0.2.0\n");
+    expect(
+        &copy,
+        &[Kind::Contract, Kind::Stale],
+        &[
+            "error: the tool contract of `studio` changed (1 breaking) and spec/studio.lock.json does not record it",
+            "= help: review the changes, then run `cargo run -p codegen -- snapshot` and commit spec/studio.lock.json",
+        ],
+    );
+    copy.snapshot();
+    copy.docs();
+    let report = copy.check();
+    assert!(report.is_ok(), "{}", copy.render(&report));
+    let lock = std::fs::read_to_string(copy.path("spec/studio.lock.json")).unwrap();
+    assert!(lock.contains("\"version\": \"0.2.0\""));
+}
+
+#[test]
+fn a_removed_or_renamed_tool_is_breaking() {
+    let copy = Copy::new();
+    copy.edit_all(SPEC, "list_tags", "list_all_tags");
+    expect(
+        &copy,
+        &[Kind::Contract, Kind::Stale],
+        &[
+            // The description of `capture_learning` names the tool too.
+            "changed (1 breaking, 1 compatible, 1 docs)",
+            "| breaking: tool `list_tags`: tool removed (or renamed)",
+            "| compatible: tool `list_all_tags`: tool added",
+        ],
+    );
+}
+
+#[test]
+fn a_new_required_property_is_breaking() {
+    let copy = Copy::new();
+    copy.edit(
+        SPEC,
+        "      required: [project_id, title, decision]\n",
+        "      required: [project_id, title, decision, why]\n",
+    );
+    copy.edit(
+        SPEC,
+        "        decision: {type: string, minLength: 3, maxLength: 4000, description: What was decided and why.}\n",
+        "        decision: {type: string, minLength: 3, maxLength: 4000, description: What was decided and why.}\n        why: {type: string}\n",
+    );
+    copy.edit(
+        SPEC,
+        "        SELECT printf('D-%03d', n), :project_id, :title, :decision\n",
+        "        SELECT printf('D-%03d', n), :project_id, :title, :decision || :why\n",
+    );
+    expect(
+        &copy,
+        &[Kind::Contract, Kind::Stale],
+        &[
+            "| breaking: tool `capture_decision`: input property `why` added as required",
+            NO_BUMP,
+        ],
+    );
+}
+
+#[test]
+fn a_changed_result_shape_is_breaking() {
+    let copy = Copy::new();
+    copy.edit(
+        SPEC,
+        "        decision: text\n        created_at: text\n",
+        "        decision: text\n        created_at: text?\n",
+    );
+    expect(
+        &copy,
+        &[Kind::Contract, Kind::Stale],
+        &["| breaking: tool `capture_decision`: result field `created_at` may now be absent"],
+    );
+}
+
+#[test]
+fn an_annotation_turning_destructive_is_breaking() {
+    let copy = Copy::new();
+    copy.edit(
+        SPEC,
+        "      required: [project_id, title, decision]\n",
+        "      required: [project_id, title, decision]\n    annotations: {destructiveHint: true}\n",
+    );
+    expect(
+        &copy,
+        &[Kind::Contract, Kind::Stale],
+        &[
+            "| breaking: tool `capture_decision`: annotation `destructiveHint` became true: the tool may now destroy data",
+        ],
+    );
+}
+
+#[test]
+fn a_new_tool_needs_a_minor_step() {
+    let copy = Copy::new();
+    let text = std::fs::read_to_string(copy.path(SPEC)).unwrap();
+    let extra = "
+  - name: count_learnings
+    description: How many learnings there are.
+    sql:
+      returns: scalar
+      key: count
+      query: SELECT count(*) AS n FROM learnings
+      columns: {n: integer}
+";
+    std::fs::write(copy.path(SPEC), text + extra).unwrap();
+    expect(
+        &copy,
+        &[Kind::Contract, Kind::Stale],
+        &[
+            "changed (1 compatible)",
+            "| compatible: tool `count_learnings`: tool added",
+            "a compatible change needs at least a minor version step: set `server.version: 0.1.1`",
+        ],
+    );
+}
+
+#[test]
+fn a_description_change_needs_a_patch_step() {
+    let copy = Copy::new();
+    copy.edit(
+        SPEC,
+        "description: The learning ID (e.g. \"L-023\").",
+        "description: The learning's ID (e.g. \"L-023\").",
+    );
+    expect(
+        &copy,
+        &[Kind::Contract, Kind::Stale],
+        &[
+            "changed (1 docs)",
+            "| docs: tool `get_learning`: input property `id`: description changed",
+            "a description change needs at least a patch version step",
+        ],
+    );
+}
+
+#[test]
+fn a_missing_snapshot() {
+    let copy = Copy::new();
+    std::fs::remove_file(copy.path("spec/studio.lock.json")).unwrap();
+    expect(
+        &copy,
+        &[Kind::Contract],
+        &["error: server `studio` has no contract snapshot"],
+    );
+}
+
+#[test]
+fn stale_docs_show_a_diff_and_the_command() {
+    let copy = Copy::new();
+    copy.edit(
+        "docs/studio.md",
+        "Create a database with",
+        "Make a database with",
+    );
+    expect(
+        &copy,
+        &[Kind::Stale],
+        &[
+            "error: docs/studio.md is stale: it differs from what the specs generate",
+            "= help: run `cargo run -p codegen -- docs` and commit the result",
+            "--- docs/studio.md (committed)",
+            "+++ docs/studio.md (generated)",
+            "-Make a database with",
+            "+Create a database with",
+        ],
+    );
+}
+
+#[test]
+fn a_stale_editor_schema() {
+    let copy = Copy::new();
+    copy.edit(
+        codegen::EDITOR_SCHEMA_PATH,
+        "\"title\": \"mcpspec spec\"",
+        "\"title\": \"old\"",
+    );
+    expect(
+        &copy,
+        &[Kind::Stale],
+        &[
+            "error: codegen/spec.schema.json is stale",
+            "+  \"title\": \"mcpspec spec\"",
+        ],
+    );
+}
+
+#[test]
+fn a_live_database_that_drifted() {
+    let copy = Copy::new();
+    let db = copy.path("live.db");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    // The declared schema, less the `decisions` table, a column of `learnings`, and with
+    // `projects.status` of another type.
+    conn.execute_batch(
+        "CREATE TABLE projects (id TEXT PRIMARY KEY, name TEXT NOT NULL, description TEXT,
+           repo_path TEXT, tech_stack TEXT, status INTEGER NOT NULL, created_at TEXT NOT NULL);
+         CREATE TABLE cycles (id TEXT PRIMARY KEY, project_id TEXT NOT NULL, name TEXT NOT NULL,
+           intent TEXT, status TEXT NOT NULL, created_at TEXT NOT NULL);
+         CREATE TABLE learnings (id TEXT PRIMARY KEY, title TEXT NOT NULL, problem TEXT NOT NULL,
+           solution TEXT NOT NULL, tags TEXT NOT NULL, project_id TEXT, cycle_id TEXT,
+           created_at TEXT NOT NULL, updated_at TEXT NOT NULL);",
+    )
+    .unwrap();
+    let report = copy.check_with(Some(("studio", &conn)));
+    let text = copy.render(&report);
+    for want in [
+        "error: the live database has no table `decisions`",
+        "error: the live database's table `learnings` has no column `session_id`",
+        "error: column `projects.status` is declared `TEXT` but is `INTEGER` in the live database",
+        "tool `capture_decision`: statement `capture_decision` does not prepare against the live database: no such table: decisions",
+        "= help: migrate the database, or change `database.schema` and the queries to match it",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    assert!(report.findings.iter().all(|f| f.kind == Kind::Sql));
+    // A live database made from the declared schema has no drift.
+    let fresh = rusqlite::Connection::open_in_memory().unwrap();
+    let declared = text_between(&std::fs::read_to_string(copy.path(SPEC)).unwrap());
+    fresh.execute_batch(&declared).unwrap();
+    let report = copy.check_with(Some(("studio", &fresh)));
+    assert!(report.is_ok(), "{}", copy.render(&report));
+}
+
+/// The DDL under `database.schema` of the studio spec, dedented.
+fn text_between(spec: &str) -> String {
+    let start = spec.find("  schema: |\n").unwrap() + "  schema: |\n".len();
+    let end = spec.find("  sample: |\n").unwrap();
+    spec[start..end]
+        .lines()
+        .map(|l| l.strip_prefix("    ").unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn json_output_carries_the_same_findings() {
+    let copy = Copy::new();
+    copy.edit(SPEC, "          maximum: 50\n", "          maximum: 20\n");
+    let report = copy.check();
+    let v: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+    assert_eq!(v["ok"], false);
+    let findings = v["findings"].as_array().unwrap();
+    let contract = findings.iter().find(|f| f["kind"] == "contract").unwrap();
+    assert_eq!(contract["file"], "spec/studio.yaml");
+    assert_eq!(contract["changes"][0]["level"], "major");
+    assert_eq!(contract["changes"][0]["tool"], "query_learnings");
+    assert!(
+        contract["diff"]
+            .as_str()
+            .unwrap()
+            .contains("+            \"maximum\": 20,")
+    );
+    assert!(
+        findings
+            .iter()
+            .any(|f| f["kind"] == "stale" && f["file"] == "docs/studio.md")
+    );
+    let ok: serde_json::Value = serde_json::from_str(&Copy::new().check().to_json()).unwrap();
+    assert_eq!(
+        ok,
+        serde_json::json!({"ok": true, "specs": repo_counts().0, "tools": repo_counts().1, "findings": []})
+    );
+}
+
+/// The whole report for a breaking change, pinned byte for byte.
+#[test]
+fn the_breaking_change_report_is_pinned() {
+    let copy = Copy::new();
+    copy.edit(SPEC, "          maximum: 50\n", "          maximum: 20\n");
+    copy.edit(
+        SPEC,
+        "        decision: text\n        created_at: text\n",
+        "        decision: text\n        created_at: text?\n",
+    );
+    copy.docs();
+    let got = copy.render(&copy.check());
+    let path = root().join("tests/fixtures/check-output/contract-breaking.stderr");
+    if std::env::var_os("UPDATE_EXPECT").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("{} is missing; run with UPDATE_EXPECT=1", path.display()));
+    assert_eq!(got, want);
+}
