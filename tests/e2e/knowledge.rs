@@ -34,20 +34,29 @@ fn signal(pid: u32, sig: &str) {
 }
 
 /// A database with `n` extra entries that all contain the word "common", so that a search
-/// for it ranks every one of them: a query that takes a while on purpose.
+/// for it ranks every one of them: a query that takes a while on purpose. The corpus is built
+/// once per run and copied for each test.
 fn big_db(n: u32) -> Db {
-    let db = sample_db("knowledge");
-    let conn = rusqlite::Connection::open(&db.path).unwrap();
-    conn.execute_batch(&format!(
-        "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < {n})
-         INSERT INTO knowledge_entries (id, content, role, tags, created_at, updated_at)
-         SELECT printf('bulk-%06d', n),
-                'common words ' || n || ' about ' || (n % 97) || ' topics and ' || (n % 13) || ' more common text',
-                'dev', '[\"bulk\"]', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z'
-         FROM c;"
-    ))
-    .unwrap();
-    db
+    static TEMPLATE: std::sync::OnceLock<(tempfile::TempDir, std::path::PathBuf)> =
+        std::sync::OnceLock::new();
+    let (_, template) = TEMPLATE.get_or_init(|| {
+        let db = sample_db("knowledge");
+        let conn = rusqlite::Connection::open(&db.path).unwrap();
+        conn.execute_batch(&format!(
+            "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < {n})
+             INSERT INTO knowledge_entries (id, content, role, tags, created_at, updated_at)
+             SELECT printf('bulk-%06d', n),
+                    'common words ' || n || ' about ' || (n % 97) || ' topics and ' || (n % 13) || ' more common text',
+                    'dev', '[\"bulk\"]', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z'
+             FROM c;"
+        ))
+        .unwrap();
+        drop(conn);
+        (db._dir, db.path)
+    });
+    let copy = sample_db("knowledge");
+    std::fs::copy(template, &copy.path).unwrap();
+    copy
 }
 
 #[test]
@@ -389,7 +398,7 @@ fn start_slow_search(c: &mut StdioClient, id: i64) -> bool {
 
 #[test]
 fn sigterm_lets_calls_in_flight_finish_then_exits_0() {
-    let db = big_db(150_000);
+    let db = big_db(300_000);
     let mut c = spawn(&db.path, &[], Stdio::null());
     assert!(
         start_slow_search(&mut c, 77),
@@ -418,7 +427,7 @@ fn sigterm_lets_calls_in_flight_finish_then_exits_0() {
 
 #[test]
 fn stdin_closing_also_drains_calls_in_flight() {
-    let db = big_db(150_000);
+    let db = big_db(300_000);
     let mut c = spawn(&db.path, &[], Stdio::null());
     assert!(start_slow_search(&mut c, 78));
     // Closing stdin: the answer still arrives, then the server exits 0.
@@ -433,16 +442,25 @@ fn stdin_closing_also_drains_calls_in_flight() {
 
 #[test]
 fn cancellation_interrupts_a_running_query() {
-    let db = big_db(150_000);
-    let mut c = spawn(&db.path, &[], Stdio::null());
-    assert!(start_slow_search(&mut c, 79));
+    let db = big_db(300_000);
+    let log = db.path.with_extension("log");
+    let file = std::fs::File::create(&log).unwrap();
+    let mut c = spawn(
+        &db.path,
+        &[("MCPSPEC_LOG", "info"), ("MCPSPEC_LOG_FORMAT", "json")],
+        Stdio::from(file),
+    );
+    // The cancellation follows the request at once: the server registers the request before it
+    // reads the next message, so the search is stopped before or while it runs, never after.
+    let search = json!({"jsonrpc": "2.0", "id": 79, "method": "tools/call",
+        "params": {"name": "kb_search", "arguments": {"query": "common", "limit": 50}}});
+    c.send_line(&search.to_string()).unwrap();
     c.notify(
         "notifications/cancelled",
         json!({"requestId": 79, "reason": "user pressed escape"}),
     )
     .unwrap();
-    // The query stops: either its answer says so, or (as MCP allows) none comes; either way the
-    // server is free for the next call at once.
+    // The server is free for the next call.
     let r = c
         .request(
             "tools/call",
@@ -450,19 +468,25 @@ fn cancellation_interrupts_a_running_query() {
         )
         .unwrap();
     assert_eq!(r["result"]["structuredContent"]["role"], "dev");
-    if let Some(answer) = c.other.iter().find(|m| m["id"] == 79) {
-        let text = answer["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap_or("");
+    let (status, rest) = c.finish_keep_reading(Duration::from_secs(30));
+    assert!(status.is_some_and(|s| s.success()));
+    // If the cancelled call is answered at all (MCP lets a server stay silent), it says so.
+    for m in rest.iter().filter(|m| m["id"] == 79) {
+        let text = m["result"]["content"][0]["text"].as_str().unwrap_or("");
         assert!(
             text.contains("CANCELLED"),
             "a cancelled call answered with: {text}"
         );
     }
-    assert!(
-        c.finish(Duration::from_secs(30))
-            .is_some_and(|s| s.success())
-    );
+    // The server's call log shows the search stopped as cancelled.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let outcomes: Vec<String> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["target"] == "mcpspec::call" && v["fields"]["tool"] == "kb_search")
+        .map(|v| v["fields"]["outcome"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(outcomes, ["CANCELLED"], "{text}");
 }
 
 #[test]
@@ -570,7 +594,7 @@ fn errors_never_leak_sql_paths_or_traces() {
 
 #[test]
 fn a_slow_call_does_not_block_fast_ones() {
-    let db = big_db(150_000);
+    let db = big_db(300_000);
     let mut c = spawn(&db.path, &[], Stdio::null());
     assert!(start_slow_search(&mut c, 80));
     // Reads run on a pool of connections: this one is answered while the search still runs.
@@ -603,7 +627,7 @@ fn a_slow_call_does_not_block_fast_ones() {
 
 #[test]
 fn limits_stop_slow_calls_and_flag_cut_results() {
-    let db = big_db(150_000);
+    let db = big_db(300_000);
     // A call that runs past the timeout is interrupted and says so.
     let mut c = spawn(&db.path, &[("MCPSPEC_CALL_TIMEOUT_MS", "1")], Stdio::null());
     let r = c
