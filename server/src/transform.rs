@@ -25,8 +25,11 @@ pub fn apply(value: &mut Value, transforms: &[&str]) {
 /// of them required; with `prefix`, each word matches as a prefix. No words gives the empty
 /// phrase, which matches nothing.
 pub fn fts5(text: &str, prefix: bool) -> String {
+    // Control characters (NUL above all, which ends a string inside FTS5's parser) separate
+    // words like white space does.
     let terms: Vec<String> = text
-        .split_whitespace()
+        .split(|c: char| c.is_whitespace() || c.is_control())
+        .filter(|w| !w.is_empty())
         .map(|w| {
             let quoted = format!("\"{}\"", w.replace('"', "\"\""));
             if prefix { quoted + "*" } else { quoted }
@@ -65,6 +68,7 @@ mod tests {
                 r#""col:value" "^start" "*" "(x)""#,
             ),
             ("", r#""""#),
+            ("a\u{0}b\u{7}c", r#""a" "b" "c""#),
         ] {
             assert_eq!(fts5(input, false), want, "{input}");
         }

@@ -6,5 +6,6 @@ mod common;
 mod cli;
 mod goldens;
 mod knowledge;
+mod laminark;
 mod protocol;
 mod studio;
