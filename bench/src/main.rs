@@ -6,11 +6,13 @@
 //!   environment, set to DB) and measures it; the result is written to FILE as JSON.
 //! - `mcpbench drive --kind pk|search|tags|insert --calls N --db DB --rows N -- CMD...` only
 //!   drives the server (handshake, then N sequential calls), for running it under a profiler.
+//! - `mcpbench floor --db DB --rows N` times `get_learning`'s SQL straight through rusqlite.
 //! - `mcpbench report --json OUT --markdown BENCHMARKS.md RUN...` assembles measurements into
 //!   the results file and the markdown report, and prints the table.
 
 mod client;
 mod data;
+mod floor;
 mod measure;
 mod report;
 mod rng;
@@ -100,6 +102,17 @@ fn main() -> Result<()> {
         }
         "measure" => measure_cmd(&args),
         "drive" => drive_cmd(&args),
+        "floor" => {
+            let rows: usize = args.need("rows")?.parse().context("--rows")?;
+            let calls: usize = args
+                .get("calls")
+                .unwrap_or("20000")
+                .parse()
+                .context("--calls")?;
+            let v = floor::run(&PathBuf::from(args.need("db")?), rows, calls)?;
+            println!("{}", serde_json::to_string_pretty(&v)?);
+            Ok(())
+        }
         "report" => report::run(
             &args.need("json")?.into(),
             &args.need("markdown")?.into(),

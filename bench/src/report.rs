@@ -31,8 +31,11 @@ enum Unit {
     Mib,
 }
 
+/// Reads one figure from a run's result.
+type Getter = fn(&Value) -> Option<f64>;
+
 /// The rows of the table: label, unit, and how to read the figure from a run's result.
-fn metrics() -> Vec<(&'static str, Unit, fn(&Value) -> Option<f64>)> {
+fn metrics() -> Vec<(&'static str, Unit, Getter)> {
     vec![
         ("cold start → initialize (median)", Unit::Ms, |r| {
             r["cold_start"]["initialize"]["median_us"].as_f64()

@@ -32,7 +32,6 @@ pub enum Kind {
 }
 
 impl Kind {
-
     pub fn name(self) -> &'static str {
         match self {
             Kind::Pk => "pk",
