@@ -194,11 +194,19 @@ pub async fn run(launch: &Launch, dialect: Dialect, rows: usize, plan: &Plan) ->
 
     let mut seq = Map::new();
     let mut failures = Map::new();
+    let mut cpu_per_pk_call = None;
     for kind in [Kind::Pk, Kind::Search, Kind::Tags] {
         let mut w = Workload::new(kind, dialect, rows);
         let mut f = Failures::default();
         sequential(&mut s, &mut w, plan.warmup_calls, &quick(plan), &mut f).await?;
+        let cpu_before = s.cpu_ms();
         let lat = sequential(&mut s, &mut w, plan.max_calls, plan, &mut f).await?;
+        if kind == Kind::Pk
+            && let (Some(a), Some(b)) = (cpu_before, s.cpu_ms())
+        {
+            // Server CPU time (all threads) per sequential lookup, in µs.
+            cpu_per_pk_call = Some(round((b - a) * 1000.0 / lat.len() as f64));
+        }
         seq.insert(kind.name().into(), Summary::of(&lat).to_json());
         failures.insert(kind.name().into(), f.to_json());
     }
@@ -231,6 +239,7 @@ pub async fn run(launch: &Launch, dialect: Dialect, rows: usize, plan: &Plan) ->
         "throughput": tput,
         "peak_rss_kib": rss,
         "server_cpu_ms": cpu,
+        "server_cpu_us_per_pk_call": cpu_per_pk_call,
         "failures": failures,
         "tools": tool_names,
         "check": check,

@@ -318,7 +318,7 @@ pub fn run(json_out: &PathBuf, markdown: &PathBuf, inputs: &Inputs) -> Result<()
         let _ = writeln!(md, "## Edit loop\n");
         let _ = writeln!(
             md,
-            "Time from changing one tool's description in `spec/studio.yaml` to a rebuilt release binary, incremental (`bench/edit-loop`, on a copy of the tree): **{:.1} s** median of {} edits (each {}); goal under 20 s.\n",
+            "Time from changing one tool's description in `spec/studio.yaml` to a rebuilt release binary, incremental (`bench/edit-loop`, on a copy of the tree): **{:.1} s** median of {} rebuilds (each {}; load average before: {}); goal under 20 s.\n",
             e.get("median_s")
                 .and_then(Value::as_f64)
                 .unwrap_or(f64::NAN),
@@ -331,7 +331,8 @@ pub fn run(json_out: &PathBuf, markdown: &PathBuf, inputs: &Inputs) -> Result<()
                     .map(|s| format!("{s:.1} s"))
                     .collect::<Vec<_>>()
                     .join(", "))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            e.get("load_before").and_then(Value::as_str).unwrap_or("?")
         );
     }
     if let Some(p) = &inputs.profile
