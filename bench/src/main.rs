@@ -1,0 +1,219 @@
+//! `mcpbench`: the benchmark harness's command.
+//!
+//! - `mcpbench gen --mcpspec BIN --rows N --out DB` writes a studio database with N learnings.
+//! - `mcpbench measure --name NAME --db DB --rows N [--dialect studio|toolbox] --out FILE -- CMD...`
+//!   spawns the stdio MCP server CMD (with `{db}` in its arguments, and `BENCH_DB` in its
+//!   environment, set to DB) and measures it; the result is written to FILE as JSON.
+//! - `mcpbench drive --kind pk|search|tags|insert --calls N --db DB --rows N -- CMD...` only
+//!   drives the server (handshake, then N sequential calls), for running it under a profiler.
+//! - `mcpbench floor --db DB --rows N` times `get_learning`'s SQL straight through rusqlite.
+//! - `mcpbench report --json OUT --markdown BENCHMARKS.md RUN...` assembles measurements into
+//!   the results file and the markdown report, and prints the table.
+
+mod client;
+mod data;
+mod floor;
+mod measure;
+mod report;
+mod rng;
+mod stats;
+mod workload;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde_json::json;
+
+/// Command-line flags as `--name value` pairs, and what follows `--`.
+struct Args {
+    flags: Vec<(String, String)>,
+    switches: Vec<String>,
+    positional: Vec<String>,
+    rest: Vec<String>,
+}
+
+const SWITCHES: &[&str] = &["--quick"];
+
+impl Args {
+    fn parse(raw: impl Iterator<Item = String>) -> Result<Args> {
+        let mut a = Args {
+            flags: Vec::new(),
+            switches: Vec::new(),
+            positional: Vec::new(),
+            rest: Vec::new(),
+        };
+        let mut raw = raw.peekable();
+        while let Some(x) = raw.next() {
+            if x == "--" {
+                a.rest = raw.collect();
+                break;
+            } else if SWITCHES.contains(&x.as_str()) {
+                a.switches.push(x);
+            } else if let Some(name) = x.strip_prefix("--") {
+                let value = raw
+                    .next()
+                    .with_context(|| format!("--{name} needs a value"))?;
+                a.flags.push((name.to_string(), value));
+            } else {
+                a.positional.push(x);
+            }
+        }
+        Ok(a)
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.flags
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn all(&self, name: &str) -> Vec<String> {
+        self.flags
+            .iter()
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    fn need(&self, name: &str) -> Result<&str> {
+        self.get(name)
+            .with_context(|| format!("--{name} is required"))
+    }
+
+    fn has(&self, switch: &str) -> bool {
+        self.switches.iter().any(|s| s == switch)
+    }
+}
+
+fn main() -> Result<()> {
+    let mut raw = std::env::args().skip(1);
+    let command = raw.next().unwrap_or_default();
+    let args = Args::parse(raw)?;
+    match command.as_str() {
+        "gen" => {
+            let rows: usize = args.need("rows")?.parse().context("--rows")?;
+            let out = PathBuf::from(args.need("out")?);
+            data::generate(&PathBuf::from(args.need("mcpspec")?), rows, &out)?;
+            eprintln!("generated {} with {rows} learnings", out.display());
+            Ok(())
+        }
+        "measure" => measure_cmd(&args),
+        "drive" => drive_cmd(&args),
+        "floor" => {
+            let rows: usize = args.need("rows")?.parse().context("--rows")?;
+            let calls: usize = args
+                .get("calls")
+                .unwrap_or("20000")
+                .parse()
+                .context("--calls")?;
+            let v = floor::run(&PathBuf::from(args.need("db")?), rows, calls)?;
+            println!("{}", serde_json::to_string_pretty(&v)?);
+            Ok(())
+        }
+        "report" => report::run(
+            &args.need("json")?.into(),
+            &args.need("markdown")?.into(),
+            &report::Inputs {
+                runs: args.positional.iter().map(PathBuf::from).collect(),
+                command: args.get("command").unwrap_or("bench/run").to_string(),
+                profile: args.get("profile").map(PathBuf::from),
+                edit_loop: args.get("edit-loop").map(PathBuf::from),
+                skipped: args.all("skipped"),
+            },
+        ),
+        _ => bail!(
+            "usage: mcpbench gen|measure|report ... (see the module docs in bench/src/main.rs)"
+        ),
+    }
+}
+
+/// The server command after `--`, with `{db}` replaced and `BENCH_DB` set.
+fn launch(args: &Args) -> Result<client::Launch> {
+    let db = args.need("db")?.to_string();
+    let Some((program, rest)) = args.rest.split_first() else {
+        bail!("give the server command after --");
+    };
+    Ok(client::Launch {
+        program: program.clone(),
+        args: rest.iter().map(|a| a.replace("{db}", &db)).collect(),
+        env: vec![("BENCH_DB".into(), db.clone())],
+        log: args.get("log").map(PathBuf::from),
+    })
+}
+
+fn drive_cmd(args: &Args) -> Result<()> {
+    let rows: usize = args.need("rows")?.parse().context("--rows")?;
+    let calls: usize = args.need("calls")?.parse().context("--calls")?;
+    let kind = match args.get("kind").unwrap_or("pk") {
+        "pk" => workload::Kind::Pk,
+        "search" => workload::Kind::Search,
+        "tags" => workload::Kind::Tags,
+        "insert" => workload::Kind::Insert,
+        other => bail!("unknown kind {other}"),
+    };
+    let launch = launch(args)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let mut s = client::Server::spawn(&launch)?;
+        s.handshake().await?;
+        let mut w = workload::Workload::new(kind, workload::Dialect::Studio, rows);
+        let start = std::time::Instant::now();
+        for _ in 0..calls {
+            let r = s.request("tools/call", w.next_params()).await?;
+            if let Some(f) = r.failure() {
+                bail!("a call failed: {f}");
+            }
+        }
+        let took = start.elapsed();
+        eprintln!(
+            "{calls} calls in {:.1} ms ({:.1} µs each); peak RSS {:?} KiB",
+            took.as_secs_f64() * 1e3,
+            took.as_secs_f64() * 1e6 / calls as f64,
+            s.peak_rss_kib()
+        );
+        s.close(Duration::from_secs(30)).await;
+        Ok(())
+    })
+}
+
+fn measure_cmd(args: &Args) -> Result<()> {
+    let db = args.need("db")?.to_string();
+    let rows: usize = args.need("rows")?.parse().context("--rows")?;
+    let dialect = match args.get("dialect").unwrap_or("studio") {
+        "studio" => workload::Dialect::Studio,
+        "toolbox" => workload::Dialect::Toolbox,
+        other => bail!("unknown dialect {other}"),
+    };
+    let launch = launch(args)?;
+    let mut plan = measure::Plan::default();
+    if args.has("--quick") {
+        plan.cold_runs = 3;
+        plan.warmup_calls = 20;
+        plan.max_calls = 300;
+        plan.min_calls = 10;
+        plan.budget = Duration::from_millis(400);
+    }
+    let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let result = runtime.block_on(measure::run(&launch, dialect, rows, &plan))?;
+    let out = json!({
+        "contender": args.need("name")?,
+        "version": args.get("version"),
+        "command": std::iter::once(launch.program.clone()).chain(launch.args.clone()).collect::<Vec<_>>(),
+        "db": args.get("label").unwrap_or(&db),
+        "quick": args.has("--quick"),
+        "loadavg_before": loadavg.trim(),
+        "result": result,
+    });
+    let path = args.need("out")?;
+    std::fs::write(path, serde_json::to_string_pretty(&out)?)
+        .with_context(|| format!("writing {path}"))?;
+    Ok(())
+}

@@ -1,0 +1,433 @@
+//! Assembles measurements into `bench/results/<date>.json` and `BENCHMARKS.md`, and prints the
+//! table. Every figure is also shown as a ratio to mcpspec's figure from the same run.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde_json::{Value, json};
+
+/// What the report is made of.
+pub struct Inputs {
+    pub runs: Vec<PathBuf>,
+    pub command: String,
+    /// Hand-written profile findings, included verbatim.
+    pub profile: Option<PathBuf>,
+    /// The edit-loop measurement written by bench/edit-loop, if any.
+    pub edit_loop: Option<PathBuf>,
+    /// Contenders that could not run, each as "name: reason".
+    pub skipped: Vec<String>,
+}
+
+/// The baseline every ratio is taken against.
+const BASE: &str = "mcpspec";
+
+/// Whether a larger figure is better, for the wording of targets.
+#[derive(Clone, Copy)]
+enum Unit {
+    Ms,
+    Us,
+    PerS,
+    Mib,
+}
+
+/// Reads one figure from a run's result.
+type Getter = fn(&Value) -> Option<f64>;
+
+/// The rows of the table: label, unit, and how to read the figure from a run's result.
+fn metrics() -> Vec<(&'static str, Unit, Getter)> {
+    vec![
+        ("cold start → initialize (median)", Unit::Ms, |r| {
+            r["cold_start"]["initialize"]["median_us"].as_f64()
+        }),
+        ("cold start → first tools/list (median)", Unit::Ms, |r| {
+            r["cold_start"]["tools_list"]["median_us"].as_f64()
+        }),
+        ("get_learning by primary key (median)", Unit::Us, |r| {
+            r["sequential"]["pk"]["median_us"].as_f64()
+        }),
+        ("get_learning by primary key (p99)", Unit::Us, |r| {
+            r["sequential"]["pk"]["p99_us"].as_f64()
+        }),
+        ("substring search, limit 10 (median)", Unit::Us, |r| {
+            r["sequential"]["search"]["median_us"].as_f64()
+        }),
+        ("substring search, limit 10 (p99)", Unit::Us, |r| {
+            r["sequential"]["search"]["p99_us"].as_f64()
+        }),
+        ("JSON tag filter, limit 10 (median)", Unit::Us, |r| {
+            r["sequential"]["tags"]["median_us"].as_f64()
+        }),
+        ("JSON tag filter, limit 10 (p99)", Unit::Us, |r| {
+            r["sequential"]["tags"]["p99_us"].as_f64()
+        }),
+        ("insert returning id (median)", Unit::Us, |r| {
+            r["sequential"]["insert"]["median_us"].as_f64()
+        }),
+        ("insert returning id (p99)", Unit::Us, |r| {
+            r["sequential"]["insert"]["p99_us"].as_f64()
+        }),
+        ("pipelined PK calls/s, N = 1", Unit::PerS, |r| {
+            r["throughput"]["1"]["calls_per_s"].as_f64()
+        }),
+        ("pipelined PK calls/s, N = 8", Unit::PerS, |r| {
+            r["throughput"]["8"]["calls_per_s"].as_f64()
+        }),
+        ("pipelined PK calls/s, N = 64", Unit::PerS, |r| {
+            r["throughput"]["64"]["calls_per_s"].as_f64()
+        }),
+        ("peak RSS (VmHWM)", Unit::Mib, |r| {
+            r["peak_rss_kib"].as_f64()
+        }),
+        (
+            "server CPU per sequential PK call (all threads)",
+            Unit::Us,
+            |r| r["server_cpu_us_per_pk_call"].as_f64(),
+        ),
+    ]
+}
+
+fn fmt(unit: Unit, v: f64) -> String {
+    match unit {
+        Unit::Ms => format!("{:.1} ms", v / 1000.0),
+        Unit::Us => {
+            if v >= 10_000.0 {
+                format!("{:.1} ms", v / 1000.0)
+            } else {
+                format!("{v:.0} µs")
+            }
+        }
+        Unit::PerS => format!("{v:.0}/s"),
+        Unit::Mib => format!("{:.1} MiB", v / 1024.0),
+    }
+}
+
+fn load(path: &Path) -> Result<Value> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+fn machine() -> Value {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map_or("unknown", str::trim)
+        .to_string();
+    let mem_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        m.lines()
+            .find(|l| l.starts_with("MemTotal:"))?
+            .split_whitespace()
+            .nth(1)?
+            .parse::<u64>()
+            .ok()
+    });
+    json!({
+        "cpu": model,
+        "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        "memory_gib": mem_kib.map(|k| (k as f64 / 1024.0 / 1024.0 * 10.0).round() / 10.0),
+        "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
+        "loadavg_at_report": std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim(),
+    })
+}
+
+/// Today's date (UTC) as YYYY-MM-DD, from the system clock.
+pub fn today() -> String {
+    let days = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() / 86_400)
+        .unwrap_or(0) as i64;
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+pub fn run(json_out: &PathBuf, markdown: &PathBuf, inputs: &Inputs) -> Result<()> {
+    let runs: Vec<Value> = inputs.runs.iter().map(|p| load(p)).collect::<Result<_>>()?;
+    let edit_loop = match &inputs.edit_loop {
+        Some(p) if p.exists() => Some(load(p)?),
+        _ => None,
+    };
+    let date = today();
+    let results = json!({
+        "date": date,
+        "machine": machine(),
+        "command": inputs.command,
+        "skipped": inputs.skipped,
+        "edit_loop": edit_loop,
+        "runs": runs,
+    });
+    if let Some(dir) = json_out.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(json_out, serde_json::to_string_pretty(&results)?)?;
+
+    let mut dbs: Vec<String> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    for r in &runs {
+        let db = r["db"].as_str().unwrap_or("?").to_string();
+        let name = r["contender"].as_str().unwrap_or("?").to_string();
+        if !dbs.contains(&db) {
+            dbs.push(db);
+        }
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    let find = |name: &str, db: &str| {
+        runs.iter()
+            .find(|r| r["contender"] == name && r["db"] == db)
+            .map(|r| &r["result"])
+    };
+
+    let mut tables = String::new();
+    for db in &dbs {
+        let rows = find(BASE, db)
+            .or_else(|| find(&names[0], db))
+            .and_then(|r| r["rows"].as_u64())
+            .unwrap_or(0);
+        let _ = writeln!(tables, "\n### {rows} learnings ({db})\n");
+        let _ = write!(tables, "| measure |");
+        for n in &names {
+            let _ = write!(tables, " {n} |");
+        }
+        let _ = write!(tables, "\n|---|");
+        for _ in &names {
+            let _ = write!(tables, "---:|");
+        }
+        tables.push('\n');
+        for (label, unit, get) in metrics() {
+            let base = find(BASE, db).and_then(get);
+            let _ = write!(tables, "| {label} |");
+            for n in &names {
+                let cell = match find(n, db).and_then(get) {
+                    None => "—".to_string(),
+                    Some(v) if n == BASE => format!("{} (1×)", fmt(unit, v)),
+                    Some(v) => match base {
+                        Some(b) if b > 0.0 => format!("{} ({:.2}×)", fmt(unit, v), v / b),
+                        _ => fmt(unit, v),
+                    },
+                };
+                let _ = write!(tables, " {cell} |");
+            }
+            tables.push('\n');
+        }
+        // Calls that failed, and whether every contender returned the same rows.
+        let mut notes = Vec::new();
+        for n in &names {
+            let Some(r) = find(n, db) else { continue };
+            if let Some(f) = r["failures"].as_object() {
+                for (phase, v) in f {
+                    if v["count"].as_u64().unwrap_or(0) > 0 {
+                        notes.push(format!(
+                            "{n}: {} failed calls in `{phase}`, first: {}",
+                            v["count"],
+                            truncate(v["first"].as_str().unwrap_or(""), 200)
+                        ));
+                    }
+                }
+            }
+            if let Some(b) = find(BASE, db)
+                && n != BASE
+            {
+                for c in ["pk", "search", "tags"] {
+                    if r["check"][c]["ids"] != b["check"][c]["ids"] {
+                        notes.push(format!(
+                            "{n}: check call `{c}` returned ids {} where mcpspec returned {}",
+                            r["check"][c], b["check"][c]["ids"]
+                        ));
+                    }
+                }
+            }
+        }
+        if notes.is_empty() {
+            let _ = writeln!(
+                tables,
+                "\nEvery call succeeded, and the fixed check calls (one lookup, one search, one tag filter) returned the same learnings in the same order from every contender."
+            );
+        } else {
+            tables.push('\n');
+            for n in notes {
+                let _ = writeln!(tables, "- {n}");
+            }
+        }
+    }
+
+    let targets = targets(&runs, &dbs);
+    print!("{tables}\n{targets}");
+
+    let m = &results["machine"];
+    let mut md = String::new();
+    let _ = writeln!(md, "# Benchmarks\n");
+    let _ = writeln!(
+        md,
+        "<!-- Generated by `{}` from bench/results/{date}.json; edit bench/PROFILE.md or bench/src/report.rs, not this file. -->\n",
+        inputs.command
+    );
+    let _ = writeln!(
+        md,
+        "mcpspec's `studio` server against MCP Toolbox for Databases and servers written with the official Python and TypeScript MCP SDKs, all serving the same tools over the same SQLite file with the same SQL. Measured {date} by `bench/run`; reproduce with:\n\n```sh\n{}\n```\n",
+        inputs.command
+    );
+    let _ = writeln!(
+        md,
+        "**Machine:** {} ({} cores), {} GiB RAM, Linux {}; load average at the end of the run {}. This machine is shared: other builds ran on the same two cores during the run, so absolute figures are noisy. Ratios between contenders within one run are what count.\n",
+        m["cpu"].as_str().unwrap_or("?"),
+        m["cores"],
+        m["memory_gib"],
+        m["kernel"].as_str().unwrap_or("?"),
+        m["loadavg_at_report"].as_str().unwrap_or("?")
+    );
+    let _ = writeln!(md, "## Contenders\n");
+    for n in &names {
+        if let Some(r) = runs.iter().find(|r| r["contender"] == n.as_str()) {
+            let _ = writeln!(
+                md,
+                "- **{n}** {}: `{}`",
+                r["version"].as_str().unwrap_or(""),
+                display_command(&r["command"])
+            );
+        }
+    }
+    for s in &inputs.skipped {
+        let _ = writeln!(md, "- not measured: {s}");
+    }
+    let _ = writeln!(md, "\n{}", METHOD);
+    let _ = writeln!(
+        md,
+        "## Results\n\nEach cell is the figure and, in brackets, that figure divided by mcpspec's. For times and memory a ratio above 1 means the contender is slower or larger; for calls/s a ratio below 1 means it is slower."
+    );
+    md.push_str(&tables);
+    let _ = writeln!(md, "\n{targets}");
+    if let Some(e) = &results["edit_loop"].as_object() {
+        let _ = writeln!(md, "## Edit loop\n");
+        let _ = writeln!(
+            md,
+            "Time from changing one tool's description in `spec/studio.yaml` to a rebuilt release binary, incremental (`bench/edit-loop`: each sample edits `get_learning`'s description and rebuilds, then restores it and rebuilds again): **{:.1} s** median of {} rebuilds (each {}; load average before: {}); goal under 20 s.\n",
+            e.get("median_s")
+                .and_then(Value::as_f64)
+                .unwrap_or(f64::NAN),
+            e.get("runs").and_then(Value::as_array).map_or(0, Vec::len),
+            e.get("runs")
+                .and_then(Value::as_array)
+                .map(|a| a
+                    .iter()
+                    .filter_map(Value::as_f64)
+                    .map(|s| format!("{s:.1} s"))
+                    .collect::<Vec<_>>()
+                    .join(", "))
+                .unwrap_or_default(),
+            e.get("load_before").and_then(Value::as_str).unwrap_or("?")
+        );
+    }
+    if let Some(p) = &inputs.profile
+        && let Ok(text) = std::fs::read_to_string(p)
+    {
+        md.push_str(&text);
+    }
+    std::fs::write(markdown, md)?;
+    Ok(())
+}
+
+const METHOD: &str = "## Method\n
+- `bench/run` installs the contenders from npm and PyPI into `bench/.work/` (git-ignored), builds mcpspec in release mode, and generates two studio databases with `mcpbench gen` (schema from `mcpspec init studio`, then 1,000 or 100,000 learnings of generated text and tags from a fixed seed, WAL mode). Each contender gets its own copy of each database on tmpfs (`/dev/shm` when present), so inserts start from the same file and fsync costs nothing for anyone.
+- Every contender runs the same SQL, copied from `spec/studio.yaml`. MCP Toolbox cannot bind array parameters on SQLite, so its `tools.yaml` takes the tag list as JSON text and has one tool per filter (`search_learnings`, `learnings_by_tags`); the SDK servers take the same arguments as mcpspec.
+- The driver (`mcpbench measure`, Rust, one thread) speaks newline-delimited JSON-RPC over the server's stdio. Cold start: the median over 10 fresh processes of spawn → `initialize` response and spawn → first `tools/list` response. Sequential: after a warm-up, up to 5,000 `tools/call`s one at a time (a phase stops early after 2.5 s, but never before 30 calls), round trip = request written → response line read; arguments come from fixed seeds (random primary keys; ten search terms of mixed case, one matching nothing; one or two tags; inserts with two tags). Pipelined: N requests kept in flight, N = 1, 8, 64, primary-key lookups, calls completed per second. Peak RSS: `VmHWM` of the server process from `/proc/PID/status` at the end of the session, before stdin is closed (after every phase, including N = 64 and the inserts).
+";
+
+/// A contender's command as a reader would type it from the repository root: paths relative to
+/// the working directory, the per-run database copy shown as `{db}`.
+fn display_command(command: &Value) -> String {
+    let cwd = std::env::current_dir()
+        .map(|d| format!("{}/", d.display()))
+        .unwrap_or_default();
+    command
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(|arg| {
+                    if arg.contains("/mcpbench.") {
+                        "{db}".to_string()
+                    } else {
+                        arg.replace(&cwd, "")
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(n).collect::<String>())
+    }
+}
+
+/// The issue's targets, judged on this run's figures.
+fn targets(runs: &[Value], dbs: &[String]) -> String {
+    let get = |name: &str, db: &str, f: &dyn Fn(&Value) -> Option<f64>| {
+        runs.iter()
+            .find(|r| r["contender"] == name && r["db"] == db)
+            .and_then(|r| f(&r["result"]))
+    };
+    let mut out = String::from(
+        "## Targets (from the issue), judged on this run\n\n| target | database | figure | met |\n|---|---|---|---|\n",
+    );
+    let verdict = |ok: bool| if ok { "yes" } else { "**no**" };
+    for db in dbs {
+        if let Some(v) = get(BASE, db, &|r| {
+            r["cold_start"]["initialize"]["median_us"].as_f64()
+        }) {
+            let _ = writeln!(
+                out,
+                "| cold start to initialize ≤ 5 ms | {db} | {:.2} ms | {} |",
+                v / 1000.0,
+                verdict(v <= 5000.0)
+            );
+        }
+        let pk = |r: &Value| r["sequential"]["pk"]["median_us"].as_f64();
+        if let (Some(m), Some(t)) = (get(BASE, db, &pk), get("toolbox", db, &pk)) {
+            let _ = writeln!(
+                out,
+                "| PK round trip ≥ 8× faster than Toolbox | {db} | {:.1}× ({m:.0} µs vs {t:.0} µs) | {} |",
+                t / m,
+                verdict(t / m >= 8.0)
+            );
+        }
+        let rss = |r: &Value| r["peak_rss_kib"].as_f64();
+        if let Some(v) = get(BASE, db, &rss)
+            && db.contains("100k")
+        {
+            let _ = writeln!(
+                out,
+                "| peak RSS ≤ 10 MiB on 100,000 rows | {db} | {:.1} MiB | {} |",
+                v / 1024.0,
+                verdict(v <= 10.0 * 1024.0)
+            );
+        }
+        let tp = |r: &Value| r["throughput"]["64"]["calls_per_s"].as_f64();
+        if let (Some(m), Some(t)) = (get(BASE, db, &tp), get("toolbox", db, &tp)) {
+            let _ = writeln!(
+                out,
+                "| pipelined N = 64 ≥ 5× Toolbox | {db} | {:.1}× ({m:.0}/s vs {t:.0}/s) | {} |",
+                m / t,
+                verdict(m / t >= 5.0)
+            );
+        }
+    }
+    out
+}
