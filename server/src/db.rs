@@ -154,8 +154,11 @@ fn open(path: &Path, read_only: bool) -> Result<Connection, DbError> {
     // The query-planner stability guarantee fixes each statement's plan when it is first
     // prepared. Without it SQLite re-plans a cached statement whenever its bindings change,
     // which was half of the instructions of a primary-key call (see BENCHMARKS.md).
-    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
-        .map_err(err)?;
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )
+    .map_err(err)?;
     if read_only {
         // Readers share the OS page cache; 1 MiB each instead of 2 keeps the footprint small.
         conn.pragma_update(None, "cache_size", -1024).map_err(err)?;

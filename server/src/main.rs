@@ -236,15 +236,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
 /// Serves until stdin closes or SIGTERM/SIGINT arrives.
 fn serve(engine: std::sync::Arc<Engine>) -> Result<()> {
     let drain = Duration::from_secs(env_number("MCPSPEC_SHUTDOWN_TIMEOUT_SECS")?.unwrap_or(30));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .max_blocking_threads(16)
+    // One thread runs the protocol; SQLite work goes to the blocking pool and stdio to the
+    // transport's own threads, so a multi-threaded scheduler would only add wake-ups.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .max_blocking_threads(8)
         .enable_all()
         .build()?;
+    let (transport, writer) = server::transport::StdioTransport::stdio();
     runtime.block_on(async move {
-        let transport =
-            server::transport::StdioTransport::new(tokio::io::stdin(), tokio::io::stdout())
-                .with_drain_timeout(drain);
+        let transport = transport.with_drain_timeout(drain);
         // On SIGTERM or SIGINT the transport stops reading and waits for the calls in flight,
         // as when stdin closes, so their answers still reach the client.
         let stop = transport.stop_handle();
@@ -266,6 +266,8 @@ fn serve(engine: std::sync::Arc<Engine>) -> Result<()> {
     // Calls still running after the drain timeout are abandoned rather than awaited forever;
     // the database closes when the engine is dropped.
     runtime.shutdown_timeout(Duration::from_secs(1));
+    // Every answer queued before the session ended reaches stdout before the process exits.
+    let _ = writer.join();
     tracing::info!("stopped");
     Ok(())
 }

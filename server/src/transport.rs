@@ -4,7 +4,13 @@
 //! not JSON gets -32700 with a null id, well-formed JSON that is not a message gets -32600, a
 //! request for a method MCP does not define gets -32601 (even before `initialize`), and an
 //! oversized line is discarded without being buffered and answered with -32600.
+//!
+//! One OS thread reads stdin and one writes stdout, joined to the async side by channels.
+//! tokio's own stdin and stdout hand every read and write to its blocking pool, which cost
+//! several thread switches per call (see BENCHMARKS.md); the writer also batches responses
+//! that are ready together into one flush.
 
+use std::io::{BufRead, Write};
 use std::sync::Arc;
 
 use rmcp::RoleServer;
@@ -12,8 +18,7 @@ use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, RequestId
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::Mutex;
+use tokio::sync::mpsc;
 
 /// Request methods MCP defines (through 2026-07-28); any other method is not found.
 const MCP_METHODS: &[&str] = &[
@@ -97,39 +102,116 @@ impl InFlight {
     }
 }
 
-pub struct StdioTransport<R, W> {
-    read: BufReader<R>,
-    line: Vec<u8>,
-    discarding: bool,
+/// What the reader thread hands over: a whole line, or the news that one was too long.
+enum Input {
+    Line(Vec<u8>),
+    Oversized,
+}
+
+pub struct StdioTransport {
+    lines: mpsc::UnboundedReceiver<Input>,
+    out: std::sync::mpsc::Sender<Vec<u8>>,
     max_line: usize,
-    write: Arc<Mutex<W>>,
-    /// Error replies the transport writes itself, each on its own task so that rmcp's
-    /// cancellation of `receive` can neither drop nor repeat one; awaited at end of input.
-    inflight: Vec<tokio::task::JoinHandle<()>>,
     requests: Arc<InFlight>,
     stop: StopHandle,
     drain_timeout: std::time::Duration,
     drain_deadline: Option<tokio::time::Instant>,
 }
 
-impl<R, W> StdioTransport<R, W>
-where
-    R: AsyncRead + Unpin + Send,
-    W: AsyncWrite + Unpin + Send + 'static,
-{
-    pub fn new(read: R, write: W) -> Self {
-        StdioTransport {
-            read: BufReader::with_capacity(64 * 1024, read),
-            line: Vec::with_capacity(4096),
-            discarding: false,
-            max_line: MAX_LINE_BYTES,
-            write: Arc::new(Mutex::new(write)),
-            inflight: Vec::new(),
+/// Reads `read` line by line on the current thread, never buffering more than `max` bytes of
+/// one line, until end of input or until the receiving side is gone.
+fn read_lines(read: impl std::io::Read, max: usize, tx: &mpsc::UnboundedSender<Input>) {
+    let mut read = std::io::BufReader::with_capacity(64 * 1024, read);
+    let mut line = Vec::with_capacity(4096);
+    let mut discarding = false;
+    loop {
+        let available = match read.fill_buf() {
+            Ok(a) => a,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                tracing::error!(error = %e, "reading stdin failed");
+                return;
+            }
+        };
+        if available.is_empty() {
+            return;
+        }
+        let newline = available.iter().position(|b| *b == b'\n');
+        let take = newline.map_or(available.len(), |i| i + 1);
+        let mut event = None;
+        if discarding {
+            discarding = newline.is_none();
+        } else if line.len() + take > max {
+            line.clear();
+            discarding = newline.is_none();
+            event = Some(Input::Oversized);
+        } else {
+            line.extend_from_slice(&available[..take]);
+            if newline.is_some() {
+                event = Some(Input::Line(std::mem::replace(
+                    &mut line,
+                    Vec::with_capacity(4096),
+                )));
+            }
+        }
+        read.consume(take);
+        if let Some(e) = event
+            && tx.send(e).is_err()
+        {
+            return;
+        }
+    }
+}
+
+/// Writes each message, flushing once no more are waiting, until every sender is gone.
+fn write_messages(write: impl std::io::Write, rx: &std::sync::mpsc::Receiver<Vec<u8>>) {
+    let mut write = std::io::BufWriter::with_capacity(64 * 1024, write);
+    while let Ok(first) = rx.recv() {
+        let mut result = write.write_all(&first);
+        while let (Ok(()), Ok(more)) = (&result, rx.try_recv()) {
+            result = write.write_all(&more);
+        }
+        if let Err(e) = result.and_then(|()| write.flush()) {
+            tracing::error!(error = %e, "writing stdout failed");
+            return;
+        }
+    }
+}
+
+impl StdioTransport {
+    /// A transport over this process's stdin and stdout. The returned handle finishes once
+    /// the transport is dropped and everything it was given has been written; join it before
+    /// exiting so that no answer is lost.
+    pub fn stdio() -> (StdioTransport, std::thread::JoinHandle<()>) {
+        Self::over(std::io::stdin(), std::io::stdout(), MAX_LINE_BYTES)
+    }
+
+    /// A transport over any reader and writer, each served by a thread of its own.
+    pub fn over(
+        read: impl std::io::Read + Send + 'static,
+        write: impl std::io::Write + Send + 'static,
+        max_line: usize,
+    ) -> (StdioTransport, std::thread::JoinHandle<()>) {
+        let (tx, lines) = mpsc::unbounded_channel();
+        std::thread::Builder::new()
+            .name("mcpspec-stdin".into())
+            .spawn(move || read_lines(read, max_line, &tx))
+            .expect("spawn the stdin thread");
+        let (out, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+        let writer = std::thread::Builder::new()
+            .name("mcpspec-stdout".into())
+            .spawn(move || write_messages(write, &rx))
+            .expect("spawn the stdout thread");
+        let transport = StdioTransport {
+            lines,
+            out,
+            max_line,
             requests: Arc::default(),
             stop: StopHandle::default(),
             drain_timeout: std::time::Duration::from_secs(30),
             drain_deadline: None,
-        }
+        };
+        (transport, writer)
     }
 
     /// A handle that makes the transport stop reading and drain, as at end of input.
@@ -147,7 +229,6 @@ where
     /// At end of input: write our own replies, then wait until rmcp has answered every request
     /// it was given, up to the drain timeout. Cancellation-safe: the deadline is kept.
     async fn drain(&mut self) {
-        self.drain_replies().await;
         let deadline = *self
             .drain_deadline
             .get_or_insert_with(|| tokio::time::Instant::now() + self.drain_timeout);
@@ -169,51 +250,6 @@ where
         }
     }
 
-    /// Sets the largest accepted line, mainly for tests.
-    #[must_use]
-    pub fn with_max_line(mut self, max: usize) -> Self {
-        self.max_line = max;
-        self
-    }
-
-    /// Reads one line into `self.line`; cancellation-safe because partial input stays in the
-    /// buffer for the next call. Returns `None` at end of input.
-    async fn read_line(&mut self) -> Option<Result<(), ()>> {
-        loop {
-            let available = match self.read.fill_buf().await {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::error!(error = %e, "reading stdin failed");
-                    return None;
-                }
-            };
-            if available.is_empty() {
-                return None;
-            }
-            let newline = available.iter().position(|b| *b == b'\n');
-            let take = newline.map_or(available.len(), |i| i + 1);
-            let mut oversized = false;
-            if self.discarding {
-                if newline.is_some() {
-                    self.discarding = false;
-                }
-            } else if self.line.len() + take > self.max_line {
-                self.line.clear();
-                oversized = true;
-                self.discarding = newline.is_none();
-            } else {
-                self.line.extend_from_slice(&available[..take]);
-            }
-            self.read.consume(take);
-            if oversized {
-                return Some(Err(()));
-            }
-            if newline.is_some() && !self.discarding && !self.line.is_empty() {
-                return Some(Ok(()));
-            }
-        }
-    }
-
     fn reply(&mut self, id: Option<Value>, code: i64, message: String) {
         let body = json!({
             "jsonrpc": "2.0",
@@ -222,22 +258,8 @@ where
         });
         let mut bytes = serde_json::to_vec(&body).unwrap_or_default();
         bytes.push(b'\n');
-        let write = self.write.clone();
-        self.inflight.retain(|h| !h.is_finished());
-        self.inflight.push(tokio::spawn(async move {
-            let mut w = write.lock().await;
-            if let Err(e) = w.write_all(&bytes).await.and(w.flush().await) {
-                tracing::error!(error = %e, "writing stdout failed");
-            }
-        }));
-    }
-
-    /// Waits until every reply of the transport's own is written; cancellation-safe.
-    async fn drain_replies(&mut self) {
-        while let Some(h) = self.inflight.last_mut() {
-            let _ = h.await;
-            self.inflight.pop();
-        }
+        // The writer thread keeps the order of everything it is given.
+        let _ = self.out.send(bytes);
     }
 
     /// Classifies a line that did not parse as a message and answers it.
@@ -290,26 +312,23 @@ fn id_json(id: &RequestId) -> Value {
     serde_json::to_value(id).unwrap_or(Value::Null)
 }
 
-impl<R, W> Transport<RoleServer> for StdioTransport<R, W>
-where
-    R: AsyncRead + Unpin + Send,
-    W: AsyncWrite + Unpin + Send + 'static,
-{
+impl Transport<RoleServer> for StdioTransport {
     type Error = std::io::Error;
 
     fn send(
         &mut self,
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let write = self.write.clone();
+        let out = self.out.clone();
         let requests = self.requests.clone();
         async move {
             let mut bytes = serde_json::to_vec(&item).map_err(std::io::Error::other)?;
             bytes.push(b'\n');
-            let mut w = write.lock().await;
-            w.write_all(&bytes).await?;
-            w.flush().await?;
-            drop(w);
+            // Queued answers are written before the writer thread ends, and the server joins
+            // that thread before it exits, so queued counts as answered for shutdown.
+            out.send(bytes).map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::BrokenPipe, "stdout is closed")
+            })?;
             match &item {
                 JsonRpcMessage::Response(r) => requests.finish(&r.id),
                 JsonRpcMessage::Error(e) => {
@@ -326,29 +345,31 @@ where
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
             let stop = self.stop.clone();
-            let read = tokio::select! {
-                read = self.read_line() => read,
+            let input = tokio::select! {
+                input = self.lines.recv() => input,
                 () = stop.stopped() => None,
             };
-            let Some(read) = read else {
-                self.drain().await;
-                return None;
+            let bytes = match input {
+                None => {
+                    self.drain().await;
+                    return None;
+                }
+                Some(Input::Oversized) => {
+                    self.reply(
+                        None,
+                        -32600,
+                        format!("invalid request: message exceeds {} bytes", self.max_line),
+                    );
+                    continue;
+                }
+                Some(Input::Line(bytes)) => bytes,
             };
-            if read.is_err() {
-                self.reply(
-                    None,
-                    -32600,
-                    format!("invalid request: message exceeds {} bytes", self.max_line),
-                );
-                continue;
-            }
-            let mut line: &[u8] = &self.line;
+            let mut line: &[u8] = &bytes;
             while let [rest @ .., b'\n' | b'\r'] = line {
                 line = rest;
             }
             let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
             if line.iter().all(u8::is_ascii_whitespace) {
-                self.line.clear();
                 continue;
             }
             let parsed = serde_json::from_slice::<ClientJsonRpcMessage>(line);
@@ -356,12 +377,10 @@ where
                 Ok(m) => m,
                 Err(e) => {
                     let owned = line.to_vec();
-                    self.line.clear();
                     self.reject(&owned, &e);
                     continue;
                 }
             };
-            self.line.clear();
             if let JsonRpcMessage::Request(r) = &msg
                 && let ClientRequest::CustomRequest(c) = &r.request
             {
@@ -399,6 +418,7 @@ where
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
-        self.write.lock().await.flush().await
+        // The writer thread flushes whenever its queue runs dry; nothing is held back here.
+        Ok(())
     }
 }
