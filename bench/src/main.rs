@@ -9,10 +9,13 @@
 //! - `mcpbench floor --db DB --rows N` times `get_learning`'s SQL straight through rusqlite.
 //! - `mcpbench report --json OUT --markdown BENCHMARKS.md RUN...` assembles measurements into
 //!   the results file and the markdown report, and prints the table.
+//! - `mcpbench laminark --mcpspec BIN --sizes 10000,100000,1000000 --dir DIR --out FILE
+//!   [--rounds N]` measures laminark's `search` at each size, through the server and in-process.
 
 mod client;
 mod data;
 mod floor;
+mod laminark;
 mod measure;
 mod report;
 mod rng;
@@ -111,6 +114,36 @@ fn main() -> Result<()> {
                 .context("--calls")?;
             let v = floor::run(&PathBuf::from(args.need("db")?), rows, calls)?;
             println!("{}", serde_json::to_string_pretty(&v)?);
+            Ok(())
+        }
+        "laminark" => {
+            let sizes: Vec<usize> = args
+                .get("sizes")
+                .unwrap_or("10000,100000,1000000")
+                .split(',')
+                .map(|s| s.trim().parse())
+                .collect::<Result<_, _>>()
+                .context("--sizes")?;
+            let rounds: usize = args
+                .get("rounds")
+                .unwrap_or("3")
+                .parse()
+                .context("--rounds")?;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let rows = runtime.block_on(laminark::run(
+                &PathBuf::from(args.need("mcpspec")?),
+                &sizes,
+                &PathBuf::from(args.need("dir")?),
+                rounds,
+            ))?;
+            let doc = json!({"benchmark": "laminark search", "rounds": rounds, "sizes": rows});
+            std::fs::write(
+                args.need("out")?,
+                serde_json::to_string_pretty(&doc)? + "\n",
+            )?;
+            print!("{}", laminark::markdown(&rows));
             Ok(())
         }
         "report" => report::run(
