@@ -207,8 +207,10 @@ pub fn init(def: &DatabaseDef, path: &Path, sample: bool) -> Result<(), DbError>
 
 /// One writer connection and a few reader connections, handed out one call at a time.
 pub struct Pool {
+    path: std::path::PathBuf,
     writer: Option<Mutex<Connection>>,
-    readers: Mutex<Vec<Connection>>,
+    /// Idle readers, and how many readers exist in all (idle or in use).
+    readers: Mutex<(Vec<Connection>, usize)>,
     available: Condvar,
 }
 
@@ -236,28 +238,43 @@ impl Pool {
                 })?;
             Some(Mutex::new(w))
         };
-        let mut readers = Vec::with_capacity(READERS);
-        for _ in 0..READERS {
-            let r = open(path, true)?;
-            readers.push(r);
-        }
+        // One reader now, for the start-up checks; more are opened when calls overlap.
+        let first = open(path, true)?;
         Ok(Pool {
+            path: path.to_path_buf(),
             writer,
-            readers: Mutex::new(readers),
+            readers: Mutex::new((vec![first], 1)),
             available: Condvar::new(),
         })
     }
 
-    /// Runs `f` on a reader connection, waiting for one to be free.
+    /// Runs `f` on a reader connection: an idle one, a new one while fewer than [`READERS`]
+    /// exist, or the next one to come free.
     pub fn read<T>(&self, f: impl FnOnce(&mut Connection) -> T) -> T {
-        let mut conn = {
-            let mut guard = self
-                .readers
+        let lock = || {
+            self.readers
                 .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        let mut conn = {
+            let mut guard = lock();
             loop {
-                if let Some(c) = guard.pop() {
+                if let Some(c) = guard.0.pop() {
                     break c;
+                }
+                if guard.1 < READERS {
+                    guard.1 += 1;
+                    drop(guard);
+                    match open(&self.path, true) {
+                        Ok(c) => break c,
+                        Err(e) => {
+                            // Fall back to waiting for one of the readers that exist.
+                            tracing::warn!(error = %e, "could not open another reader");
+                            guard = lock();
+                            guard.1 -= 1;
+                            continue;
+                        }
+                    }
                 }
                 guard = self
                     .available
@@ -266,10 +283,7 @@ impl Pool {
             }
         };
         let out = f(&mut conn);
-        self.readers
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(conn);
+        lock().0.push(conn);
         self.available.notify_one();
         out
     }
@@ -295,6 +309,7 @@ impl Pool {
             .readers
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .0
             .iter()
         {
             f(r, false)?;

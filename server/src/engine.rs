@@ -101,7 +101,10 @@ pub struct Success {
 
 struct CompiledTool {
     def: &'static ToolDef,
-    validator: jsonschema::Validator,
+    /// The input schema, compiled into `validator` on the tool's first call: compiling every
+    /// schema was half of the start-up time, and `codegen check` has already checked them.
+    schema: Value,
+    validator: std::sync::OnceLock<Result<jsonschema::Validator, String>>,
     defaults: Vec<(&'static str, Value)>,
 }
 
@@ -157,8 +160,7 @@ impl Engine {
             };
             let schema: Value = serde_json::from_str(t.input_schema)
                 .map_err(|e| fail(format!("input schema is not JSON: {e}")))?;
-            let validator = jsonschema::validator_for(&schema)
-                .map_err(|e| fail(format!("input schema does not compile: {e}")))?;
+
             let mut defaults = t
                 .defaults
                 .iter()
@@ -189,7 +191,8 @@ impl Engine {
                 t.name,
                 CompiledTool {
                     def: t,
-                    validator,
+                    schema,
+                    validator: std::sync::OnceLock::new(),
                     defaults,
                 },
             );
@@ -338,7 +341,17 @@ impl Engine {
             }
         }
         let instance = Value::Object(args);
-        validate(&tool.validator, &instance)?;
+        let validator = tool
+            .validator
+            .get_or_init(|| jsonschema::validator_for(&tool.schema).map_err(|e| e.to_string()));
+        let validator = validator.as_ref().map_err(|e| {
+            tracing::error!(request, tool = name, error = %e, "the input schema does not compile");
+            ToolError::new(
+                "INTERNAL_ERROR",
+                format!("`{name}` cannot validate its arguments; details are in the server log"),
+            )
+        })?;
+        validate(validator, &instance)?;
         let any = tool.def.required_any;
         if !any.is_empty()
             && !any
