@@ -3,15 +3,19 @@
 //! Tool metadata is converted to rmcp's types once at start-up. Calls run on tokio's blocking
 //! pool so SQLite never stalls the async runtime. Following MCP 2025-11-25, a tool that ran and
 //! failed, or whose arguments failed validation, is a tool result with `isError`; an unknown
-//! tool or arguments that are not an object is a protocol error.
+//! tool or arguments that are not an object is a protocol error. A failure the spec declares
+//! under `errors:` is a JSON-RPC error with the declared code. Before a tool with a
+//! confirmation rule runs, a client that declared the elicitation capability is asked to let
+//! the person confirm; a decline or cancel aborts the call with nothing changed.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode, ErrorData,
-    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
-    Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
+    ElicitationAction, ElicitationSchema, ErrorCode, ErrorData, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
@@ -96,6 +100,32 @@ pub fn to_result(
         Err(CallError::MalformedArguments(m)) => {
             Err(ErrorData::new(ErrorCode::INVALID_PARAMS, m, None))
         }
+        Err(CallError::Rpc(e)) => Err(ErrorData::new(ErrorCode(e.code), e.message, Some(e.data))),
+    }
+}
+
+/// Asks the person to confirm a destructive call through elicitation. `None` means go on;
+/// otherwise the action that stopped it (`declined`, `cancelled`, or no answer).
+async fn elicit(context: &RequestContext<RoleServer>, question: String) -> Option<&'static str> {
+    if context.peer.supported_elicitation_modes().is_empty() {
+        // Clients without elicitation keep the argument rule alone.
+        return None;
+    }
+    let params = ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: question,
+        requested_schema: ElicitationSchema::builder().build_unchecked(),
+    };
+    match context.peer.create_elicitation(params).await {
+        Ok(r) => match r.action {
+            ElicitationAction::Accept => None,
+            ElicitationAction::Decline => Some("declined"),
+            _ => Some("cancelled"),
+        },
+        Err(e) => {
+            tracing::warn!(error = %e, "the confirmation request failed");
+            Some("did not answer")
+        }
     }
 }
 
@@ -128,13 +158,44 @@ impl ServerHandler for McpServer {
         // `notifications/cancelled` cancels the request's token; the flag interrupts SQLite.
         let cancel = Arc::new(AtomicBool::new(false));
         let flag = cancel.clone();
+        if let Some(question) = engine.confirmation(&name, arguments.as_ref())
+            && let Some(action) = elicit(&context, question).await
+        {
+            return to_result(Err(engine.declined(&name, action)), engine.def).map(Into::into);
+        }
         let ct = context.ct.clone();
         let watcher = tokio::spawn(async move {
             ct.cancelled().await;
             flag.store(true, Ordering::Relaxed);
         });
+        // Handlers report progress from a blocking thread; a task forwards the reports as
+        // `notifications/progress` when the client sent a progress token.
+        let (progress, forwarder) = match context.meta.get_progress_token() {
+            Some(token) => {
+                let (tx, mut rx) =
+                    tokio::sync::mpsc::unbounded_channel::<crate::handler::Progress>();
+                let peer = context.peer.clone();
+                let forwarder = tokio::spawn(async move {
+                    while let Some(p) = rx.recv().await {
+                        let mut n = ProgressNotificationParam::new(token.clone(), p.done);
+                        if let Some(t) = p.total {
+                            n = n.with_total(t);
+                        }
+                        if let Some(m) = p.message {
+                            n = n.with_message(m);
+                        }
+                        let _ = peer.notify_progress(n).await;
+                    }
+                });
+                let sink: crate::handler::ProgressSink = Arc::new(move |p| {
+                    let _ = tx.send(p);
+                });
+                (Some(sink), Some(forwarder))
+            }
+            None => (None, None),
+        };
         let outcome = tokio::task::spawn_blocking(move || {
-            engine.call_with(&name, arguments.as_ref(), Some(cancel))
+            engine.call_full(&name, arguments.as_ref(), Some(cancel), progress)
         })
         .await
         .unwrap_or_else(|e| {
@@ -142,6 +203,10 @@ impl ServerHandler for McpServer {
             Err(self.engine.internal_error(&tool))
         });
         watcher.abort();
+        // The sink is dropped with the call, which ends the forwarder once it sent the rest.
+        if let Some(f) = forwarder {
+            let _ = f.await;
+        }
         to_result(outcome, self.engine.def).map(Into::into)
     }
 }

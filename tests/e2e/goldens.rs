@@ -9,6 +9,68 @@ mod names {
     include!("../fixtures/names/expected/names.rs");
 }
 
+mod files {
+    include!("../fixtures/handlers/expected/files.rs");
+}
+
+/// A hand-written implementation of the golden's handler traits, as a user would write it.
+struct Files;
+
+impl files::FilesListHandler for Files {
+    fn list_files(
+        &self,
+        _ctx: &server::handler::Context,
+        _args: files::args::FilesList,
+    ) -> Result<files::outputs::FilesList, server::handler::HandlerError> {
+        Ok(files::outputs::FilesList {
+            files: vec![files::outputs::FilesListFilesItem {
+                name: "a".into(),
+                bytes: None,
+            }],
+            total: Some(1),
+        })
+    }
+}
+
+impl files::FilesDeleteHandler for Files {
+    fn delete_file(
+        &self,
+        _ctx: &server::handler::Context,
+        args: files::args::FilesDelete,
+    ) -> Result<files::outputs::FilesDelete, server::handler::HandlerError> {
+        Err(server::handler::HandlerError::new("NOT_ALLOWED").with("name", args.name))
+    }
+}
+
+#[test]
+fn golden_handler_dispatcher_decodes_calls_and_serialises() {
+    let d = files::dispatcher(Files);
+    let ctx = server::handler::Context::new(".");
+    let out = d
+        .call("files.list", &ctx, &serde_json::Map::new())
+        .expect("list");
+    // Absent optional fields are left out, so the output matches its schema.
+    assert_eq!(
+        out,
+        serde_json::json!({"files": [{"name": "a"}], "total": 1})
+    );
+    let mut args = serde_json::Map::new();
+    args.insert("name".into(), serde_json::json!("x"));
+    args.insert("confirm".into(), serde_json::json!(true));
+    let e = d.call("files.delete", &ctx, &args).expect_err("refused");
+    assert_eq!(e.name(), "NOT_ALLOWED");
+    assert_eq!(e.fields()["name"], "x");
+    let e = d.call("files.nope", &ctx, &args).expect_err("unknown");
+    assert_eq!(e.name(), server::handler::INTERNAL);
+    let t = &files::SERVER.tools[1];
+    assert!(
+        t.annotations.destructive,
+        "a confirmation rule makes a tool destructive"
+    );
+    assert_eq!(t.confirm.as_ref().map(|c| c.argument), Some("confirm"));
+    assert_eq!(files::SERVER.errors[0].code, -32003);
+}
+
 #[test]
 fn golden_tables_are_usable_by_the_runtime() {
     assert_eq!(basic::SERVER.name, "basic");
