@@ -305,8 +305,10 @@ fn handler_tokens(server: &Server) -> TokenStream {
             }
         }
 
+        // The bounds name each tool's trait rather than `Handlers`, so that a missing handler
+        // is reported with that trait's message, which names the tool and its line.
         #[doc = #dispatcher_doc]
-        pub fn dispatcher<H: Handlers>(handlers: H) -> ::std::boxed::Box<dyn ::server::handler::Dispatch> {
+        pub fn dispatcher<H: #(#trait_idents +)* Send + Sync + 'static>(handlers: H) -> ::std::boxed::Box<dyn ::server::handler::Dispatch> {
             ::std::boxed::Box::new(Dispatcher(handlers))
         }
     }

@@ -1,0 +1,9 @@
+//! Compile-fail tests of the generated handler traits: the message a user sees when a handler
+//! is missing or has the wrong argument or return type. `TRYBUILD=overwrite` rewrites the
+//! expected `.stderr` files; review the diff.
+
+#[test]
+fn handler_mistakes_are_compile_errors_that_name_the_tool() {
+    let t = trybuild::TestCases::new();
+    t.compile_fail("../tests/ui/fail/*.rs");
+}
