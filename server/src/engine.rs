@@ -390,10 +390,13 @@ impl Engine {
                 .and_then(|d| d.get("errors"))
                 .and_then(Value::as_array)
                 .is_some_and(|errs| {
+                    // A missing argument is not an invalid value: it keeps INVALID_ARGUMENTS.
                     errs.iter().any(|x| {
-                        x.get("field").and_then(Value::as_str).is_some_and(|f| {
-                            f == field || f.strip_prefix(field).is_some_and(|r| r.starts_with('.'))
-                        })
+                        x.get("constraint").and_then(Value::as_str) != Some("required")
+                            && x.get("field").and_then(Value::as_str).is_some_and(|f| {
+                                f == field
+                                    || f.strip_prefix(field).is_some_and(|r| r.starts_with('.'))
+                            })
                     })
                 })
         };

@@ -9,6 +9,10 @@ mod names {
     include!("../fixtures/names/expected/names.rs");
 }
 
+mod rules {
+    include!("../fixtures/rules/expected/rules.rs");
+}
+
 mod files {
     include!("../fixtures/handlers/expected/files.rs");
 }
@@ -103,4 +107,63 @@ fn golden_tables_are_usable_by_the_runtime() {
         ),
         ("a", "b", "c", "d")
     );
+}
+
+/// Error rules for SQL tools, run through the engine on a real database: a constraint failure,
+/// a missing row, a write that changed nothing and a failing field become the declared
+/// JSON-RPC errors; tools and failures without a rule keep their tool errors.
+#[test]
+fn golden_error_rules_map_sql_failures_to_declared_errors() {
+    use server::engine::{CallError, Engine, Limits};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rules.db");
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(rules::SERVER.database.as_ref().unwrap().schema)
+        .unwrap();
+    let engine = Engine::start(&rules::SERVER, Some(&path), false, Limits::default()).unwrap();
+    let call = |tool: &str, args: serde_json::Value| engine.call(tool, Some(&args));
+    let rpc = |r: Result<server::engine::Success, CallError>| match r {
+        Err(CallError::Rpc(e)) => {
+            serde_json::json!({"code": e.code, "message": e.message, "data": e.data})
+        }
+        other => panic!("expected a declared error, got {other:?}"),
+    };
+    call("add", serde_json::json!({"name": "a"})).unwrap();
+    assert_eq!(
+        rpc(call("add", serde_json::json!({"name": "a"}))),
+        serde_json::json!({"code": -32020, "message": "an item named 'a' exists", "data": {"code": "DUPLICATE", "name": "a"}})
+    );
+    match call("add_loose", serde_json::json!({"name": "a"})) {
+        Err(CallError::Tool(e)) => assert_eq!(e.code, "CONSTRAINT_VIOLATION"),
+        other => panic!("a tool outside the rule keeps its tool error: {other:?}"),
+    }
+    assert_eq!(
+        rpc(call("get", serde_json::json!({"id": 9}))),
+        serde_json::json!({"code": -32021, "message": "no item 9", "data": {"code": "NO_ITEM", "id": 9}})
+    );
+    assert_eq!(
+        rpc(call("rename", serde_json::json!({"id": 9, "name": "b"}))),
+        serde_json::json!({"code": -32021, "message": "no item 9", "data": {"code": "NO_ITEM", "id": 9}})
+    );
+    call("rename", serde_json::json!({"id": 1, "name": "b"})).unwrap();
+    let deleted = call("delete", serde_json::json!({"id": 9})).unwrap();
+    assert_eq!(
+        deleted.structured["changes"], 0,
+        "no rule: changing nothing succeeds"
+    );
+    assert_eq!(
+        rpc(call("get", serde_json::json!({"id": 0}))),
+        serde_json::json!({"code": -32022, "message": "bad id: 0", "data": {"code": "BAD_ID", "field": "id", "value": 0}})
+    );
+    // Another field's failure, and a missing `id`, keep the tool error.
+    for args in [
+        serde_json::json!({"id": 1}),
+        serde_json::json!({"name": "c"}),
+    ] {
+        match call("rename", args) {
+            Err(CallError::Tool(e)) => assert_eq!(e.code, "INVALID_ARGUMENTS", "{e:?}"),
+            other => panic!("{other:?}"),
+        }
+    }
 }

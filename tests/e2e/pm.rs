@@ -382,6 +382,12 @@ fn every_error_code_carries_its_data() {
         e["data"],
         json!({"code": "WORKTREE_EXISTS", "branch": "dup"})
     );
+    // A missing argument is not an invalid name: it stays a tool error the model can fix.
+    let e = s.tool_error("db.create", json!({}));
+    assert_eq!(
+        (e["code"].clone(), e["field"].clone()),
+        (json!("INVALID_ARGUMENTS"), json!("database"))
+    );
     let e = s.rpc_error("worktree.create", json!({"branch": "main"}));
     assert_eq!(
         e["data"]["code"], "WORKTREE_EXISTS",
