@@ -165,11 +165,29 @@ pub enum StartError {
 impl Engine {
     /// Opens the database and checks every tool against it before any call is served.
     /// `path` is the database file, required exactly when the spec declares a database.
+    /// Handler tools run on the handlers registered in [`crate::handlers`].
     pub fn start(
         def: &'static ServerDef,
         path: Option<&Path>,
         read_only: bool,
         limits: Limits,
+    ) -> Result<Arc<Engine>, StartError> {
+        Engine::start_with(
+            def,
+            path,
+            read_only,
+            limits,
+            crate::handlers::dispatch_for(def.name),
+        )
+    }
+
+    /// Like [`Engine::start`], with the handlers given rather than looked up by server name.
+    pub fn start_with(
+        def: &'static ServerDef,
+        path: Option<&Path>,
+        read_only: bool,
+        limits: Limits,
+        handlers: Option<Box<dyn Dispatch>>,
     ) -> Result<Arc<Engine>, StartError> {
         let read_only = read_only || def.database.as_ref().is_some_and(|d| d.read_only);
         let pool = match (&def.database, path) {
@@ -182,10 +200,7 @@ impl Engine {
             .iter()
             .any(|t| matches!(t.binding, BindingDef::Handler));
         let dispatch = if needs_handlers {
-            Some(
-                crate::handlers::dispatch_for(def.name)
-                    .ok_or(StartError::NoHandlers { server: def.name })?,
-            )
+            Some(handlers.ok_or(StartError::NoHandlers { server: def.name })?)
         } else {
             None
         };

@@ -42,7 +42,16 @@ impl files::FilesDeleteHandler for Files {
         _ctx: &server::handler::Context,
         args: files::args::FilesDelete,
     ) -> Result<files::outputs::FilesDelete, server::handler::HandlerError> {
-        Err(server::handler::HandlerError::new("NOT_ALLOWED").with("name", args.name))
+        match args.name.as_str() {
+            "secret" => Err(server::handler::HandlerError::internal(
+                "open /home/someone/.ssh/id_rsa: permission denied",
+            )),
+            "busy" => Err(server::handler::HandlerError::new("BUSY")
+                .message("try later")
+                .with("retry", 5)),
+            "gone" => Ok(files::outputs::FilesDelete { deleted: true }),
+            _ => Err(server::handler::HandlerError::new("NOT_ALLOWED").with("name", args.name)),
+        }
     }
 }
 
@@ -166,4 +175,80 @@ fn golden_error_rules_map_sql_failures_to_declared_errors() {
             other => panic!("{other:?}"),
         }
     }
+}
+
+/// A handler server through the engine: confirmation first, then the field rule, then the
+/// handler; a declared error name is a JSON-RPC error, another name a tool error, and an
+/// internal failure a sanitised tool error whose detail only the log sees.
+#[test]
+fn golden_handler_errors_through_the_engine() {
+    use server::engine::{CallError, Engine, Limits};
+    let engine = Engine::start_with(
+        &files::SERVER,
+        None,
+        false,
+        Limits::default(),
+        Some(files::dispatcher(Files)),
+    )
+    .unwrap();
+    let call = |args: serde_json::Value| engine.call("files.delete", Some(&args));
+    match call(serde_json::json!({"name": "x"})) {
+        Err(CallError::Tool(e)) => assert_eq!(e.code, "CONFIRMATION_REQUIRED"),
+        other => panic!("{other:?}"),
+    }
+    match call(serde_json::json!({"name": "X!", "confirm": true})) {
+        Err(CallError::Rpc(e)) => assert_eq!(
+            (e.code, e.message.as_str(), e.data),
+            (
+                -32003,
+                "invalid name 'X!'",
+                serde_json::json!({"code": "BAD_NAME", "field": "name", "value": "X!"})
+            )
+        ),
+        other => panic!("{other:?}"),
+    }
+    match call(serde_json::json!({"name": "x", "confirm": true})) {
+        Err(CallError::Rpc(e)) => assert_eq!(
+            (e.code, e.message.as_str(), e.data),
+            (
+                -32005,
+                "'x' is not allowed",
+                serde_json::json!({"code": "NOT_ALLOWED", "name": "x"})
+            )
+        ),
+        other => panic!("{other:?}"),
+    }
+    match call(serde_json::json!({"name": "busy", "confirm": true})) {
+        Err(CallError::Tool(e)) => {
+            assert_eq!((e.code, e.message.as_str()), ("BUSY", "try later"));
+            assert_eq!(e.data, Some(serde_json::json!({"retry": 5})));
+        }
+        other => panic!("{other:?}"),
+    }
+    match call(serde_json::json!({"name": "secret", "confirm": true})) {
+        Err(CallError::Tool(e)) => {
+            assert_eq!(e.code, "INTERNAL_ERROR");
+            assert!(e.message.contains("request "), "{}", e.message);
+            assert!(
+                !format!("{e:?}").contains(".ssh"),
+                "the detail is logged only: {e:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let ok = call(serde_json::json!({"name": "gone", "confirm": true})).unwrap();
+    assert_eq!(ok.structured, serde_json::json!({"deleted": true}));
+    assert_eq!(
+        engine.confirmation(
+            "files.delete",
+            Some(&serde_json::json!({"name": "gone", "confirm": true}))
+        ),
+        Some("Delete gone?".to_string())
+    );
+    assert_eq!(
+        engine.confirmation("files.delete", Some(&serde_json::json!({"name": "gone"}))),
+        None
+    );
+    // Without its handlers a server with handler tools does not start.
+    assert!(Engine::start_with(&files::SERVER, None, false, Limits::default(), None).is_err());
 }

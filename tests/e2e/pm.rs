@@ -808,3 +808,40 @@ mod elicitation {
         s.finish();
     }
 }
+
+#[test]
+fn a_workflow_reports_progress_when_asked() {
+    let mut s = session();
+    let response = s
+        .client
+        .request(
+            "tools/call",
+            json!({"name": "workflow.create", "arguments": {"branch": "p", "new_branch": true},
+                   "_meta": {"progressToken": "wf-1"}}),
+        )
+        .expect("response");
+    assert_eq!(response["result"]["isError"], json!(false), "{response}");
+    // The notifications arrive before the response, which the client kept aside.
+    let progress: Vec<(f64, String)> = s
+        .client
+        .other
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .map(|m| {
+            assert_eq!(m["params"]["progressToken"], "wf-1");
+            assert_eq!(m["params"]["total"], json!(2.0));
+            (
+                m["params"]["progress"].as_f64().unwrap(),
+                m["params"]["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        progress,
+        [
+            (1.0, "worktree created".to_string()),
+            (2.0, "database cloned".to_string())
+        ]
+    );
+    s.finish();
+}
