@@ -33,9 +33,21 @@ struct ServerCtx {
     file: String,
     lock: String,
     env: Option<String>,
+    has_database: bool,
     read_only: bool,
     default_paths: Vec<PathCtx>,
     desktop_json: String,
+    errors: Vec<DeclaredCtx>,
+}
+
+/// A declared error, for the server's errors table.
+#[derive(Serialize)]
+struct DeclaredCtx {
+    name: String,
+    code: i64,
+    message: String,
+    data: String,
+    from: String,
 }
 
 #[derive(Serialize)]
@@ -185,9 +197,42 @@ fn server_ctx(s: &ir::Server) -> ServerCtx {
         file: s.file.clone(),
         lock: lock_path(s),
         env: db.env.clone(),
+        has_database: s.database.is_some(),
         read_only: db.read_only,
         default_paths,
         desktop_json: contract::to_pretty(&desktop).trim_end().to_string(),
+        errors: s.errors.iter().map(declared_ctx).collect(),
+    }
+}
+
+fn declared_ctx(e: &ir::ErrorDecl) -> DeclaredCtx {
+    let mut from: Vec<String> = e
+        .rules
+        .iter()
+        .map(|r| {
+            let what = match &r.when {
+                ir::RuleKind::Invalid(f) => format!("an invalid `{f}`"),
+                ir::RuleKind::Constraint => "a constraint failure".into(),
+                ir::RuleKind::NoRow => "no row".into(),
+                ir::RuleKind::NoChange => "no rows changed".into(),
+            };
+            if r.tools.is_empty() {
+                what
+            } else {
+                let tools: Vec<String> = r.tools.iter().map(|t| format!("`{t}`")).collect();
+                format!("{what} in {}", tools.join(", "))
+            }
+        })
+        .collect();
+    from.push("a handler returning it".into());
+    let mut data = vec!["`code`".to_string()];
+    data.extend(e.data.iter().map(|d| format!("`{d}`")));
+    DeclaredCtx {
+        name: e.name.clone(),
+        code: e.code,
+        message: cell(&e.message).replace('`', "'"),
+        data: data.join(", "),
+        from: from.join("; "),
     }
 }
 
@@ -393,14 +438,10 @@ fn errors(s: &ir::Server, t: &ir::Tool) -> Vec<ErrorCtx> {
         });
     }
     if matches!(t.binding, Binding::Handler(_)) {
-        for e in &s.errors {
+        if !s.errors.is_empty() {
             out.push(ErrorCtx {
-                code: e.name.clone(),
-                when: format!(
-                    "JSON-RPC error {}: {}",
-                    e.code,
-                    cell(&e.message).replace('`', "'")
-                ),
+                code: "declared errors".into(),
+                when: "the handler's failures, as JSON-RPC errors; see [Errors](#errors)".into(),
             });
         }
         out.push(ErrorCtx {
