@@ -161,6 +161,7 @@ impl ServerHandler for McpServer {
         if let Some(question) = engine.confirmation(&name, arguments.as_ref())
             && let Some(action) = elicit(&context, question).await
         {
+            tracing::info!(target: "mcpspec::call", tool = %name, outcome = "DECLINED", action, "call");
             return to_result(Err(engine.declined(&name, action)), engine.def).map(Into::into);
         }
         let ct = context.ct.clone();

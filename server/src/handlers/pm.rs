@@ -867,7 +867,14 @@ impl WorkflowCreateHandler for Pm {
         // undone (and the branch deleted if this call created it), so nothing is left behind.
         let worktree = p.create_worktree(&args.branch, args.new_branch)?;
         ctx.progress(1.0, Some(2.0), "worktree created");
-        if let Err(e) = p.clone_db(&p.config.default_database, &database) {
+        // A cancellation between the steps is a failure of step two: step one is undone.
+        let cloned = if ctx.is_cancelled() {
+            Err(HandlerError::new("CANCELLED")
+                .message("the workflow was cancelled; its worktree was removed"))
+        } else {
+            p.clone_db(&p.config.default_database, &database).map(drop)
+        };
+        if let Err(e) = cloned {
             let path = rel(&p.worktree_rel(&args.branch));
             if let Err(undo) = p.git(
                 "worktree remove",
