@@ -12,8 +12,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
-    ElicitationAction, ElicitationSchema, ErrorCode, ErrorData, Implementation, ListToolsResult,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
+    ElicitRequestParams, ElicitationAction, ElicitationSchema, ErrorCode, ErrorData,
+    Implementation, InputRequest, InputRequiredResult, InputResponses, ListToolsResult,
     PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
     ToolAnnotations,
 };
@@ -104,28 +105,73 @@ pub fn to_result(
     }
 }
 
-/// Asks the person to confirm a destructive call through elicitation. `None` means go on;
-/// otherwise the action that stopped it (`declined`, `cancelled`, or no answer).
-async fn elicit(context: &RequestContext<RoleServer>, question: String) -> Option<&'static str> {
-    if context.peer.supported_elicitation_modes().is_empty() {
-        // Clients without elicitation keep the argument rule alone.
-        return None;
-    }
-    let params = ElicitRequestParams::FormElicitationParams {
+/// The key of the confirmation in a 2026-07-28 `input_required` round trip.
+const CONFIRM_INPUT: &str = "confirm";
+
+/// How asking the person to confirm a destructive call went.
+enum Confirmation {
+    /// Go on: the person accepted, or the client cannot ask (the argument rule stands alone).
+    Go,
+    /// Stop with nothing changed: `declined`, `cancelled`, or no answer.
+    Stop(&'static str),
+    /// Protocol 2026-07-28: answer with this `input_required` result; the client asks the
+    /// person and retries the call with the answer.
+    Ask(InputRequiredResult),
+}
+
+fn form(question: String) -> ElicitRequestParams {
+    ElicitRequestParams::FormElicitationParams {
         meta: None,
         message: question,
         requested_schema: ElicitationSchema::builder().build_unchecked(),
-    };
-    match context.peer.create_elicitation(params).await {
-        Ok(r) => match r.action {
-            ElicitationAction::Accept => None,
-            ElicitationAction::Decline => Some("declined"),
-            _ => Some("cancelled"),
-        },
-        Err(e) => {
-            tracing::warn!(error = %e, "the confirmation request failed");
-            Some("did not answer")
+    }
+}
+
+fn action(a: &ElicitationAction) -> Option<&'static str> {
+    match a {
+        ElicitationAction::Accept => None,
+        ElicitationAction::Decline => Some("declined"),
+        _ => Some("cancelled"),
+    }
+}
+
+/// Asks the person to confirm a destructive call through elicitation: with an
+/// `elicitation/create` request to a client that declared the capability in `initialize`, or,
+/// for a client of protocol 2026-07-28 that declares it in `_meta`, with an `input_required`
+/// result whose answer comes back in the retried call's `inputResponses`.
+async fn confirm(
+    context: &RequestContext<RoleServer>,
+    responses: Option<&InputResponses>,
+    question: String,
+) -> Confirmation {
+    if !context.peer.supported_elicitation_modes().is_empty() {
+        return match context.peer.create_elicitation(form(question)).await {
+            Ok(r) => action(&r.action).map_or(Confirmation::Go, Confirmation::Stop),
+            Err(e) => {
+                tracing::warn!(error = %e, "the confirmation request failed");
+                Confirmation::Stop("did not answer")
+            }
+        };
+    }
+    let declared = context
+        .meta
+        .client_capabilities()
+        .is_some_and(|c| c.elicitation.is_some());
+    if !declared {
+        // Clients without elicitation keep the argument rule alone.
+        return Confirmation::Go;
+    }
+    match responses.and_then(|r| r.get(CONFIRM_INPUT)) {
+        None => {
+            let request = InputRequest::Elicitation(ElicitRequest::new(form(question)));
+            let requests = [(CONFIRM_INPUT.to_string(), request)].into_iter().collect();
+            Confirmation::Ask(InputRequiredResult::new(Some(requests), None))
         }
+        Some(answer) => match serde_json::from_value::<ElicitationAction>(answer["action"].clone())
+        {
+            Ok(a) => action(&a).map_or(Confirmation::Go, Confirmation::Stop),
+            Err(_) => Confirmation::Stop("did not answer"),
+        },
     }
 }
 
@@ -152,17 +198,23 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let engine = self.engine.clone();
+        let responses = request.input_responses;
         let name = request.name.into_owned();
         let tool = name.clone();
         let arguments = request.arguments.map(Value::Object);
         // `notifications/cancelled` cancels the request's token; the flag interrupts SQLite.
         let cancel = Arc::new(AtomicBool::new(false));
         let flag = cancel.clone();
-        if let Some(question) = engine.confirmation(&name, arguments.as_ref())
-            && let Some(action) = elicit(&context, question).await
-        {
-            tracing::info!(target: "mcpspec::call", tool = %name, outcome = "DECLINED", action, "call");
-            return to_result(Err(engine.declined(&name, action)), engine.def).map(Into::into);
+        if let Some(question) = engine.confirmation(&name, arguments.as_ref()) {
+            match confirm(&context, responses.as_ref(), question).await {
+                Confirmation::Go => {}
+                Confirmation::Ask(input) => return Ok(input.into()),
+                Confirmation::Stop(action) => {
+                    tracing::info!(target: "mcpspec::call", tool = %name, outcome = "DECLINED", action, "call");
+                    return to_result(Err(engine.declined(&name, action)), engine.def)
+                        .map(Into::into);
+                }
+            }
         }
         let ct = context.ct.clone();
         let watcher = tokio::spawn(async move {

@@ -791,6 +791,80 @@ mod elicitation {
         s.finish();
     }
 
+    /// Protocol 2026-07-28 has no initialize: the client declares elicitation in each
+    /// request's `_meta`, the server answers `input_required`, and the client retries the call
+    /// with the person's answer in `inputResponses`.
+    #[test]
+    fn a_2026_client_is_asked_through_input_required() {
+        let dir = project();
+        let root = dir.path().to_path_buf();
+        std::fs::copy(
+            root.join(".pm/databases/app.db"),
+            root.join(".pm/databases/scratch.db"),
+        )
+        .unwrap();
+        let mut c = server::client::StdioClient::spawn(
+            Command::new(crate::common::EXE)
+                .args(["serve", "pm"])
+                .current_dir(&root)
+                .stderr(std::process::Stdio::null()),
+        )
+        .unwrap();
+        let meta = |caps: Value| {
+            json!({
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": caps,
+                "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"}
+            })
+        };
+        let call = |c: &mut server::client::StdioClient, caps: Value, extra: Value| {
+            let mut params = json!({"name": "db.drop", "_meta": meta(caps),
+                                    "arguments": {"database": "scratch", "confirm": true}});
+            for (k, v) in extra.as_object().unwrap() {
+                params[k] = v.clone();
+            }
+            c.request("tools/call", params).unwrap()
+        };
+        let first = call(&mut c, json!({"elicitation": {}}), json!({}));
+        let result = &first["result"];
+        assert_eq!(result["resultType"], "input_required", "{first}");
+        let ask = &result["inputRequests"]["confirm"];
+        assert_eq!(ask["method"], "elicitation/create");
+        assert_eq!(
+            ask["params"]["message"],
+            "Drop database scratch? This deletes the file."
+        );
+        for action in ["decline", "cancel"] {
+            let r = call(
+                &mut c,
+                json!({"elicitation": {}}),
+                json!({"inputResponses": {"confirm": {"action": action}}}),
+            );
+            assert_eq!(r["result"]["isError"], json!(true), "{r}");
+            assert!(root.join(".pm/databases/scratch.db").exists());
+        }
+        let r = call(
+            &mut c,
+            json!({"elicitation": {}}),
+            json!({"inputResponses": {"confirm": {"action": "accept", "content": {}}}}),
+        );
+        assert_eq!(r["result"]["isError"], json!(false), "{r}");
+        assert!(!root.join(".pm/databases/scratch.db").exists());
+        // Without the capability the argument rule stands alone.
+        std::fs::copy(
+            root.join(".pm/databases/app.db"),
+            root.join(".pm/databases/scratch.db"),
+        )
+        .unwrap();
+        let r = call(&mut c, json!({}), json!({}));
+        assert_eq!(r["result"]["isError"], json!(false), "{r}");
+        assert!(!root.join(".pm/databases/scratch.db").exists());
+        assert!(
+            c.finish(Duration::from_secs(10))
+                .is_some_and(|s| s.success())
+        );
+    }
+
     #[test]
     fn no_question_is_asked_for_a_call_that_is_refused_anyway() {
         let mut s = session();
