@@ -434,12 +434,12 @@ impl Engine {
                     RuleKindDef::NoChange => t.code == "NO_CHANGE",
                 };
                 if hit {
+                    // The runtime's own (sanitised) message, for templates that want it.
                     fields.insert("detail".into(), json!(t.message));
                     return CallError::Rpc(self.rpc_error(d, &fields, arguments));
                 }
             }
         }
-        // A write that changed nothing is a success unless a rule maps it.
         e
     }
 

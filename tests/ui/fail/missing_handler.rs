@@ -1,38 +1,23 @@
-//! The `pm` handlers implemented by hand, with one mistake.
+//! The handlers of the golden `files` spec (tests/fixtures/handlers/spec.yaml), implemented
+//! by hand with one mistake.
 
-use server::generated::pm::{self, args, outputs};
+mod files {
+    include!("../../fixtures/handlers/expected/files.rs");
+}
+
+use files::{args, outputs};
 use server::handler::{Context, HandlerError};
 
 struct Mine;
 
-macro_rules! stub {
-    ($($trait:ident $method:ident $ty:ident;)*) => {$(
-        impl pm::$trait for Mine {
-            fn $method(&self, _: &Context, _: args::$ty) -> Result<outputs::$ty, HandlerError> {
-                Err(HandlerError::new("UNIMPLEMENTED"))
-            }
-        }
-    )*};
+impl files::FilesListHandler for Mine {
+    fn list_files(&self, _: &Context, _: args::FilesList) -> Result<outputs::FilesList, HandlerError> {
+        Ok(outputs::FilesList { files: Vec::new(), total: None })
+    }
 }
 
-stub! {
-    ProjectInfoHandler project_info ProjectInfo;
-    ProjectInitHandler project_init ProjectInit;
-    DbListHandler db_list DbList;
-    DbDumpHandler db_dump DbDump;
-    DbImportHandler db_import DbImport;
-    DbCreateHandler db_create DbCreate;
-    DbCloneHandler db_clone DbClone;
-    DbDumpsHandler db_dumps DbDumps;
-    WorktreeListHandler worktree_list WorktreeList;
-    WorktreeCreateHandler worktree_create WorktreeCreate;
-    WorktreeRemoveHandler worktree_remove WorktreeRemove;
-    WorkflowCreateHandler workflow_create WorkflowCreate;
-    WorkflowRemoveHandler workflow_remove WorkflowRemove;
-}
-
-// The handler of `db.drop` is missing.
+// The handler of `files.delete` is missing.
 
 fn main() {
-    let _ = pm::dispatcher(Mine);
+    let _ = files::dispatcher(Mine);
 }
