@@ -145,7 +145,13 @@ async fn confirm(
     question: String,
 ) -> Confirmation {
     if !context.peer.supported_elicitation_modes().is_empty() {
-        return match context.peer.create_elicitation(form(question)).await {
+        // The person may take their time; a `notifications/cancelled` for the call ends the
+        // wait, with nothing changed.
+        let answer = tokio::select! {
+            a = context.peer.create_elicitation(form(question)) => a,
+            () = context.ct.cancelled() => return Confirmation::Stop("cancelled"),
+        };
+        return match answer {
             Ok(r) => action(&r.action).map_or(Confirmation::Go, Confirmation::Stop),
             Err(e) => {
                 tracing::warn!(error = %e, "the confirmation request failed");

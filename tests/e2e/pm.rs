@@ -873,6 +873,39 @@ mod elicitation {
     }
 
     #[test]
+    fn cancelling_the_call_while_the_person_is_asked_changes_nothing() {
+        let mut s = session();
+        let db = root(&s).join(".pm/databases/scratch.db");
+        s.ok("db.create", json!({"database": "scratch"}));
+        let msg = json!({"jsonrpc": "2.0", "id": "drop-1", "method": "tools/call",
+                         "params": {"name": "db.drop", "arguments": {"database": "scratch", "confirm": true}}});
+        s.client.send_line(&msg.to_string()).unwrap();
+        let request = s
+            .client
+            .recv(Duration::from_secs(10))
+            .expect("elicitation request");
+        assert_eq!(request["method"], "elicitation/create");
+        s.client
+            .notify("notifications/cancelled", json!({"requestId": "drop-1"}))
+            .unwrap();
+        // The server stays responsive, and an answer that arrives after the cancellation
+        // does not revive the call.
+        let list = s.ok("db.list", json!({}));
+        assert_eq!(list["databases"].as_array().unwrap().len(), 2);
+        let reply = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"action": "accept"}});
+        s.client.send_line(&reply.to_string()).unwrap();
+        s.ok("db.list", json!({}));
+        assert!(db.exists());
+        let answered = s
+            .client
+            .other
+            .iter()
+            .any(|m| m["id"] == "drop-1" && m["result"]["isError"] == json!(false));
+        assert!(!answered, "{:?}", s.client.other);
+        s.finish();
+    }
+
+    #[test]
     fn no_question_is_asked_for_a_call_that_is_refused_anyway() {
         let mut s = session();
         // `confirm: false` and invalid arguments are refused without asking the person: the
