@@ -959,3 +959,49 @@ fn a_workflow_reports_progress_when_asked() {
     );
     s.finish();
 }
+
+#[test]
+fn an_internal_failure_is_sanitised_and_logged_with_its_request_id() {
+    let dir = project();
+    let root = dir.path().to_path_buf();
+    // The databases directory is a file, so creating a database fails inside the handler.
+    std::fs::write(root.join("blocker"), "").unwrap();
+    let config = CONFIG.replace("\".pm/databases\"", "\"blocker/sub\"");
+    std::fs::write(root.join(".pm.json"), config).unwrap();
+    let log = root.join("server.log");
+    let mut c = server::client::StdioClient::spawn(
+        Command::new(crate::common::EXE)
+            .args(["serve", "pm"])
+            .current_dir(&root)
+            .stderr(std::fs::File::create(&log).unwrap()),
+    )
+    .unwrap();
+    c.initialize().unwrap();
+    let r = c
+        .call_tool("db.create", json!({"database": "scratch"}))
+        .unwrap();
+    assert_eq!(r["result"]["isError"], json!(true), "{r}");
+    let error: Value =
+        serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    let request = error["error"]["request"].as_u64().expect("request id");
+    assert_eq!(error["error"]["code"], "INTERNAL_ERROR");
+    let text = r.to_string();
+    assert!(
+        !text.contains("blocker"),
+        "no path reaches the client: {text}"
+    );
+    assert!(
+        c.finish(Duration::from_secs(10))
+            .is_some_and(|s| s.success())
+    );
+    let logged = std::fs::read_to_string(&log).unwrap();
+    let line = logged
+        .lines()
+        .find(|l| l.contains("handler failed"))
+        .unwrap_or_else(|| panic!("no log line: {logged}"));
+    assert!(line.contains(&format!("request={request}")), "{line}");
+    assert!(
+        line.contains("Not a directory") || line.contains("not a directory"),
+        "{line}"
+    );
+}
