@@ -42,7 +42,11 @@ pub fn check_sql(spec: &Spec, live: Option<&Connection>) -> Diagnostics {
             return out;
         }
     };
-    if let Err(e) = declared.execute_batch(&spec.ir.database.schema) {
+    // A server without a database runs no SQL: there is nothing to prepare.
+    let Some(db) = &spec.ir.database else {
+        return out;
+    };
+    if let Err(e) = declared.execute_batch(&db.schema) {
         out.items.push(finding(
             spec,
             Pos::default(),
@@ -54,7 +58,7 @@ pub fn check_sql(spec: &Spec, live: Option<&Connection>) -> Diagnostics {
         ));
         return out;
     }
-    if let Some(sample) = &spec.ir.database.sample
+    if let Some(sample) = &db.sample
         && let Err(e) = declared.execute_batch(sample)
     {
         out.items.push(finding(
@@ -158,7 +162,11 @@ fn table_info(conn: &Connection, table: &str) -> rusqlite::Result<Vec<ColumnInfo
 /// Extra tables and columns in the live file are fine: the tools do not read them.
 fn compare_tables(spec: &Spec, declared: &Connection, live: &Connection) -> Diagnostics {
     let mut out = Diagnostics::default();
-    let at = spec.ir.database.schema_pos;
+    let at = spec
+        .ir
+        .database
+        .as_ref()
+        .map_or_else(Pos::default, |d| d.schema_pos);
     let help = "migrate the database, or change `database.schema` and the queries to match it";
     let result = (|| -> rusqlite::Result<()> {
         let live_tables = tables(live)?;

@@ -33,9 +33,21 @@ struct ServerCtx {
     file: String,
     lock: String,
     env: Option<String>,
+    has_database: bool,
     read_only: bool,
     default_paths: Vec<PathCtx>,
     desktop_json: String,
+    errors: Vec<DeclaredCtx>,
+}
+
+/// A declared error, for the server's errors table.
+#[derive(Serialize)]
+struct DeclaredCtx {
+    name: String,
+    code: i64,
+    message: String,
+    data: String,
+    from: String,
 }
 
 #[derive(Serialize)]
@@ -94,7 +106,7 @@ struct ExampleCtx {
 
 #[derive(Serialize)]
 struct ErrorCtx {
-    code: &'static str,
+    code: String,
     when: String,
 }
 
@@ -143,7 +155,17 @@ pub(crate) fn render(server: &ir::Server) -> Result<String, minijinja::Error> {
 }
 
 fn server_ctx(s: &ir::Server) -> ServerCtx {
-    let db = &s.database;
+    let none = ir::Database {
+        env: None,
+        linux: None,
+        macos: None,
+        windows: None,
+        read_only: false,
+        schema: String::new(),
+        schema_pos: crate::diag::Pos::default(),
+        sample: None,
+    };
+    let db = s.database.as_ref().unwrap_or(&none);
     let default_paths = [
         ("Linux", &db.linux),
         ("macOS", &db.macos),
@@ -175,9 +197,42 @@ fn server_ctx(s: &ir::Server) -> ServerCtx {
         file: s.file.clone(),
         lock: lock_path(s),
         env: db.env.clone(),
+        has_database: s.database.is_some(),
         read_only: db.read_only,
         default_paths,
         desktop_json: contract::to_pretty(&desktop).trim_end().to_string(),
+        errors: s.errors.iter().map(declared_ctx).collect(),
+    }
+}
+
+fn declared_ctx(e: &ir::ErrorDecl) -> DeclaredCtx {
+    let mut from: Vec<String> = e
+        .rules
+        .iter()
+        .map(|r| {
+            let what = match &r.when {
+                ir::RuleKind::Invalid(f) => format!("an invalid `{f}`"),
+                ir::RuleKind::Constraint => "a constraint failure".into(),
+                ir::RuleKind::NoRow => "no row".into(),
+                ir::RuleKind::NoChange => "no rows changed".into(),
+            };
+            if r.tools.is_empty() {
+                what
+            } else {
+                let tools: Vec<String> = r.tools.iter().map(|t| format!("`{t}`")).collect();
+                format!("{what} in {}", tools.join(", "))
+            }
+        })
+        .collect();
+    from.push("a handler returning it".into());
+    let mut data = vec!["`code`".to_string()];
+    data.extend(e.data.iter().map(|d| format!("`{d}`")));
+    DeclaredCtx {
+        name: e.name.clone(),
+        code: e.code,
+        message: cell(&e.message).replace('`', "'"),
+        data: data.join(", "),
+        from: from.join("; "),
     }
 }
 
@@ -328,12 +383,13 @@ fn result_kind(t: &ir::Tool) -> String {
             let names: Vec<String> = parts.iter().map(|p| format!("`{}`", p.name)).collect();
             format!("an object of {}", names.join(", "))
         }
+        Binding::Handler(m) => format!("the output of the Rust handler `{m}`"),
     }
 }
 
-fn errors(t: &ir::Tool) -> Vec<ErrorCtx> {
+fn errors(s: &ir::Server, t: &ir::Tool) -> Vec<ErrorCtx> {
     let mut out = vec![ErrorCtx {
-        code: "INVALID_ARGUMENTS",
+        code: "INVALID_ARGUMENTS".into(),
         when: if t.required_any.is_empty() {
             "the arguments do not match the input schema; `field` names the first bad one".into()
         } else {
@@ -348,7 +404,7 @@ fn errors(t: &ir::Tool) -> Vec<ErrorCtx> {
         },
     }];
     out.push(ErrorCtx {
-        code: "ARGUMENTS_TOO_LARGE",
+        code: "ARGUMENTS_TOO_LARGE".into(),
         when: "the arguments exceed `MCPSPEC_MAX_ARGUMENT_BYTES` (1 MiB by default)".into(),
     });
     for st in t.binding.statements() {
@@ -366,20 +422,43 @@ fn errors(t: &ir::Tool) -> Vec<ErrorCtx> {
                 None => format!("no row matches{which}"),
             };
             out.push(ErrorCtx {
-                code: "NOT_FOUND",
+                code: "NOT_FOUND".into(),
                 when,
             });
         }
     }
+    if let Some(c) = &t.confirm {
+        out.push(ErrorCtx {
+            code: "CONFIRMATION_REQUIRED".into(),
+            when: format!("`{}` is not `true`", c.argument),
+        });
+        out.push(ErrorCtx {
+            code: "DECLINED".into(),
+            when: "the client supports elicitation and the person declined or cancelled; nothing changed".into(),
+        });
+    }
+    if matches!(t.binding, Binding::Handler(_)) {
+        if !s.errors.is_empty() {
+            out.push(ErrorCtx {
+                code: "declared errors".into(),
+                when: "the handler's failures, as JSON-RPC errors; see [Errors](#errors)".into(),
+            });
+        }
+        out.push(ErrorCtx {
+            code: "INTERNAL_ERROR".into(),
+            when: "the handler failed unexpectedly; the message carries the request id, the server log the details".into(),
+        });
+        return out;
+    }
     if t.writes {
         out.push(ErrorCtx {
-            code: "READ_ONLY",
+            code: "READ_ONLY".into(),
             when:
                 "the server runs `--read-only`, the spec says `read_only`, or the file is read-only"
                     .into(),
         });
         out.push(ErrorCtx {
-            code: "CONSTRAINT_VIOLATION",
+            code: "CONSTRAINT_VIOLATION".into(),
             when: "the database refuses the change (a unique, foreign key or check constraint)"
                 .into(),
         });
@@ -399,7 +478,7 @@ fn errors(t: &ir::Tool) -> Vec<ErrorCtx> {
         ),
     ] {
         out.push(ErrorCtx {
-            code,
+            code: code.into(),
             when: when.into(),
         });
     }
@@ -469,6 +548,6 @@ fn tool_ctx(server: &ir::Server, t: &ir::Tool) -> ToolCtx {
         result_kind: result_kind(t),
         output: output(&t.output_schema),
         example,
-        errors: errors(t),
+        errors: errors(server, t),
     }
 }

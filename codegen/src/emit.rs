@@ -7,7 +7,10 @@
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote};
 
-use crate::ir::{ArgType, Binding, ColumnKind, Envelope, Mode, Server, Statement, Tool};
+use crate::ir::{
+    ArgType, Binding, ColumnKind, Envelope, Mode, OutStruct, OutType, RuleKind, Server, Statement,
+    Tool,
+};
 
 /// The first line of every generated Rust file.
 pub(crate) fn header(file: &str) -> String {
@@ -74,14 +77,54 @@ fn server_tokens(server: &Server) -> TokenStream {
     let title = opt_str(server.title.as_deref());
     let instructions = opt_str(server.instructions.as_deref().map(str::trim_end));
     let file = &server.file;
-    let db = &server.database;
-    let env = opt_str(db.env.as_deref());
-    let linux = opt_str(db.linux.as_deref());
-    let macos = opt_str(db.macos.as_deref());
-    let windows = opt_str(db.windows.as_deref());
-    let read_only = db.read_only;
-    let schema = &db.schema;
-    let sample = opt_str(db.sample.as_deref());
+    let database = match &server.database {
+        Some(db) => {
+            let env = opt_str(db.env.as_deref());
+            let linux = opt_str(db.linux.as_deref());
+            let macos = opt_str(db.macos.as_deref());
+            let windows = opt_str(db.windows.as_deref());
+            let read_only = db.read_only;
+            let schema = &db.schema;
+            let sample = opt_str(db.sample.as_deref());
+            quote! {
+                ::core::option::Option::Some(::server::def::DatabaseDef {
+                    env: #env,
+                    default_linux: #linux,
+                    default_macos: #macos,
+                    default_windows: #windows,
+                    read_only: #read_only,
+                    schema: #schema,
+                    sample: #sample,
+                })
+            }
+        }
+        None => quote!(::core::option::Option::None),
+    };
+    let errors = server.errors.iter().map(|e| {
+        let (n, m) = (&e.name, &e.message);
+        let code = i32::try_from(e.code).unwrap_or(-32000);
+        let data = &e.data;
+        let rules = e.rules.iter().map(|r| {
+            let when = match &r.when {
+                RuleKind::Invalid(f) => quote!(::server::def::RuleKindDef::Invalid(#f)),
+                RuleKind::Constraint => quote!(::server::def::RuleKindDef::Constraint),
+                RuleKind::NoRow => quote!(::server::def::RuleKindDef::NoRow),
+                RuleKind::NoChange => quote!(::server::def::RuleKindDef::NoChange),
+            };
+            let tools = &r.tools;
+            quote!(::server::def::RuleDef { when: #when, tools: &[#(#tools),*] })
+        });
+        quote! {
+            ::server::def::ErrorDef {
+                name: #n,
+                code: #code,
+                message: #m,
+                data: &[#(#data),*],
+                rules: &[#(#rules),*],
+            }
+        }
+    });
+    let handlers = handler_tokens(server);
     let demo = server.demo.iter().map(|d| {
         let tool = &d.tool;
         let args = d.arguments.to_string();
@@ -96,6 +139,8 @@ fn server_tokens(server: &Server) -> TokenStream {
             #(#structs)*
         }
 
+        #handlers
+
         #(#binds)*
 
         static TOOLS: [::server::def::ToolDef; #n_tools] = [#(#tools),*];
@@ -107,19 +152,165 @@ fn server_tokens(server: &Server) -> TokenStream {
             title: #title,
             instructions: #instructions,
             spec_file: #file,
-            database: ::server::def::DatabaseDef {
-                env: #env,
-                default_linux: #linux,
-                default_macos: #macos,
-                default_windows: #windows,
-                read_only: #read_only,
-                schema: #schema,
-                sample: #sample,
-            },
+            database: #database,
             demo: &[#(#demo),*],
             tools: &TOOLS,
             error_codes: &[#(#error_codes),*],
+            errors: &[#(#errors),*],
         };
+    }
+}
+
+fn out_rust_type(ty: &OutType) -> TokenStream {
+    match ty {
+        OutType::String => quote!(::std::string::String),
+        OutType::Integer => quote!(i64),
+        OutType::Number => quote!(f64),
+        OutType::Boolean => quote!(bool),
+        OutType::Array(inner) => {
+            let inner = out_rust_type(inner);
+            quote!(::std::vec::Vec<#inner>)
+        }
+        OutType::Struct(name) => {
+            let name = ident(name);
+            quote!(#name)
+        }
+        OutType::Json => quote!(::server::__private::serde_json::Value),
+    }
+}
+
+fn out_struct(s: &OutStruct) -> TokenStream {
+    let name = ident(&s.name);
+    let doc = format!(" {}", s.doc);
+    let fields = s.fields.iter().map(|f| {
+        let field = ident(&f.field);
+        let wire = &f.wire;
+        let ty = out_rust_type(&f.ty);
+        let doc = f
+            .description
+            .as_deref()
+            .map(|d| format!(" {}", d.trim()))
+            .unwrap_or_else(|| format!(" The `{wire}` field."));
+        if f.required {
+            quote! {
+                #[doc = #doc]
+                #[serde(rename = #wire)]
+                pub #field: #ty,
+            }
+        } else {
+            quote! {
+                #[doc = #doc]
+                #[serde(rename = #wire, skip_serializing_if = "::core::option::Option::is_none")]
+                pub #field: ::core::option::Option<#ty>,
+            }
+        }
+    });
+    quote! {
+        #[doc = #doc]
+        #[derive(Debug, Clone, PartialEq, ::server::__private::serde::Serialize)]
+        #[serde(crate = "::server::__private::serde")]
+        pub struct #name {
+            #(#fields)*
+        }
+    }
+}
+
+/// The handler traits of a server with handler tools: one small trait per tool, so that a
+/// missing handler is an error naming the tool and its line in the spec; the `Handlers` trait
+/// that needs them all; output structs; and the dispatcher the runtime calls.
+fn handler_tokens(server: &Server) -> TokenStream {
+    let tools: Vec<(&Tool, &str)> = server.handler_tools().collect();
+    if tools.is_empty() {
+        return quote!();
+    }
+    let name = &server.name;
+    let file = &server.file;
+    let outputs = tools
+        .iter()
+        .flat_map(|(t, _)| t.outputs.iter().map(out_struct));
+    let mut traits = Vec::new();
+    let mut trait_idents = Vec::new();
+    let mut arms = Vec::new();
+    for (t, method) in &tools {
+        let trait_name = format_ident!("{}Handler", t.type_name);
+        let m = ident(method);
+        let ty = ident(&t.type_name);
+        let wire = &t.name;
+        let line = t.pos.line;
+        let doc = format!(
+            " The handler of the tool `{wire}`, declared at {file}:{line}; its method is `{method}`."
+        );
+        let method_doc =
+            format!(" Runs the tool `{wire}` ({file}:{line}) with its validated arguments.");
+        let message =
+            format!("`{{Self}}` has no handler for the tool `{wire}` declared at {file}:{line}");
+        let label = format!("the `{name}` server needs a handler for `{wire}`");
+        let note = format!(
+            "implement `{trait_name}` for `{{Self}}` with `fn {method}(&self, ctx: &Context, args: args::{ty}) -> Result<outputs::{ty}, HandlerError>`"
+        );
+        traits.push(quote! {
+            #[doc = #doc]
+            #[diagnostic::on_unimplemented(message = #message, label = #label, note = #note)]
+            pub trait #trait_name {
+                #[doc = #method_doc]
+                fn #m(
+                    &self,
+                    ctx: &::server::handler::Context,
+                    args: args::#ty,
+                ) -> ::core::result::Result<outputs::#ty, ::server::handler::HandlerError>;
+            }
+        });
+        arms.push(quote! {
+            #wire => ::server::handler::run(arguments, |args: args::#ty| #trait_name::#m(&self.0, ctx, args)),
+        });
+        trait_idents.push(trait_name);
+    }
+    let outputs_doc = format!(" Typed results of the `{name}` handler tools, one struct per tool.");
+    let handlers_doc = format!(
+        " Every handler of the `{name}` server, declared in {file}: implemented by any type that implements each tool's handler trait."
+    );
+    let handlers_message =
+        format!("`{{Self}}` does not implement the handlers of the `{name}` server");
+    let handlers_note = format!("the tools are declared in {file}");
+    let dispatcher_doc = format!(
+        " The runtime's entry to the `{name}` handlers: decodes arguments, calls the method and serialises its output."
+    );
+    quote! {
+        #[doc = #outputs_doc]
+        pub mod outputs {
+            #(#outputs)*
+        }
+
+        #(#traits)*
+
+        #[doc = #handlers_doc]
+        #[diagnostic::on_unimplemented(message = #handlers_message, note = #handlers_note)]
+        pub trait Handlers: #(#trait_idents +)* Send + Sync + 'static {}
+
+        impl<T: #(#trait_idents +)* Send + Sync + 'static> Handlers for T {}
+
+        struct Dispatcher<H>(H);
+
+        impl<H: Handlers> ::server::handler::Dispatch for Dispatcher<H> {
+            fn call(
+                &self,
+                tool: &str,
+                ctx: &::server::handler::Context,
+                arguments: &::server::def::Arguments,
+            ) -> ::core::result::Result<::server::__private::serde_json::Value, ::server::handler::HandlerError> {
+                match tool {
+                    #(#arms)*
+                    _ => ::core::result::Result::Err(::server::handler::HandlerError::unknown_tool(tool)),
+                }
+            }
+        }
+
+        // The bounds name each tool's trait rather than `Handlers`, so that a missing handler
+        // is reported with that trait's message, which names the tool and its line.
+        #[doc = #dispatcher_doc]
+        pub fn dispatcher<H: #(#trait_idents +)* Send + Sync + 'static>(handlers: H) -> ::std::boxed::Box<dyn ::server::handler::Dispatch> {
+            ::std::boxed::Box::new(Dispatcher(handlers))
+        }
     }
 }
 
@@ -288,6 +479,14 @@ fn tool_def(tool: &Tool) -> TokenStream {
             let parts = parts.iter().map(statement_def);
             quote!(::server::def::BindingDef::Composite(&[#(#parts),*]))
         }
+        Binding::Handler(_) => quote!(::server::def::BindingDef::Handler),
+    };
+    let confirm = match &tool.confirm {
+        Some(c) => {
+            let (a, m) = (&c.argument, &c.message);
+            quote!(::core::option::Option::Some(::server::def::ConfirmDef { argument: #a, message: #m }))
+        }
+        None => quote!(::core::option::Option::None),
     };
     let bind = format_ident!("bind_{}", tool.fn_name);
     let required_any = &tool.required_any;
@@ -326,6 +525,7 @@ fn tool_def(tool: &Tool) -> TokenStream {
             env_defaults: &[#(#env_defaults),*],
             binding: #binding,
             bind: #bind,
+            confirm: #confirm,
         }
     }
 }

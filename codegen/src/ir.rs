@@ -15,11 +15,90 @@ pub(crate) struct Server {
     pub instructions: Option<String>,
     /// The spec file as named in messages, relative to the workspace root.
     pub file: String,
-    pub database: Database,
+    /// Absent for a server whose tools are all handlers.
+    pub database: Option<Database>,
     pub demo: Vec<DemoCall>,
     pub tools: Vec<Tool>,
     /// Runtime error code renames, `(built-in, this server's)`.
     pub error_codes: Vec<(String, String)>,
+    /// Declared JSON-RPC errors and the failures that map to them.
+    pub errors: Vec<ErrorDecl>,
+}
+
+impl Server {
+    /// The tools bound to Rust handlers, in spec order.
+    pub fn handler_tools(&self) -> impl Iterator<Item = (&Tool, &str)> {
+        self.tools.iter().filter_map(|t| match &t.binding {
+            Binding::Handler(m) => Some((t, m.as_str())),
+            _ => None,
+        })
+    }
+}
+
+/// A declared error: `{code, message, data: {code: name, ...fields}}` on the wire.
+#[derive(Debug, Clone)]
+pub(crate) struct ErrorDecl {
+    pub name: String,
+    pub code: i64,
+    pub message: String,
+    pub data: Vec<String>,
+    pub rules: Vec<Rule>,
+}
+
+/// A runtime failure mapped to a declared error, optionally only for some tools.
+#[derive(Debug, Clone)]
+pub(crate) struct Rule {
+    pub when: RuleKind,
+    pub tools: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RuleKind {
+    /// The named argument failed its schema.
+    Invalid(String),
+    Constraint,
+    NoRow,
+    NoChange,
+}
+
+impl RuleKind {
+    pub const NAMES: &'static [&'static str] = &["invalid", "constraint", "no_row", "no_change"];
+}
+
+/// A confirmation rule: the boolean argument that must be true, and the elicitation message.
+#[derive(Debug, Clone)]
+pub(crate) struct Confirm {
+    pub argument: String,
+    pub message: String,
+}
+
+/// A typed output struct of a handler tool, from an object schema.
+#[derive(Debug, Clone)]
+pub(crate) struct OutStruct {
+    pub name: String,
+    pub doc: String,
+    pub fields: Vec<OutField>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct OutField {
+    pub wire: String,
+    pub field: String,
+    pub ty: OutType,
+    pub required: bool,
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum OutType {
+    String,
+    Integer,
+    Number,
+    Boolean,
+    Array(Box<OutType>),
+    /// Another generated struct, by name.
+    Struct(String),
+    Json,
 }
 
 #[derive(Debug, Clone)]
@@ -75,6 +154,9 @@ pub(crate) struct Tool {
     pub env_defaults: Vec<(String, String)>,
     /// Argument defaults to apply before validation, as `(wire name, value)`.
     pub defaults: Vec<(String, Value)>,
+    pub confirm: Option<Confirm>,
+    /// For handler tools: the output structs, the tool's own first.
+    pub outputs: Vec<OutStruct>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,6 +240,8 @@ pub(crate) const ERROR_CODES: &[&str] = &[
     "TIMEOUT",
     "CANCELLED",
     "INTERNAL_ERROR",
+    "CONFIRMATION_REQUIRED",
+    "DECLINED",
 ];
 
 /// The SQL parameter that binds the whole validated arguments object as JSON text, so that a
@@ -168,6 +252,8 @@ pub(crate) const ARGUMENTS_PARAM: &str = "arguments";
 pub(crate) enum Binding {
     Single(Box<Statement>),
     Composite(Vec<Statement>),
+    /// A Rust handler: the method of the server's handler trait.
+    Handler(String),
 }
 
 impl Binding {
@@ -175,6 +261,7 @@ impl Binding {
         match self {
             Binding::Single(s) => std::slice::from_ref(s),
             Binding::Composite(v) => v,
+            Binding::Handler(_) => &[],
         }
     }
 }

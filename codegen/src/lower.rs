@@ -6,8 +6,8 @@
 use serde_json::{Map, Value, json};
 
 use crate::ir::{
-    Annotations, Arg, ArgType, Binding, Column, ColumnKind, Database, DemoCall, Envelope, Mode,
-    Server, Statement, Tool,
+    Annotations, Arg, ArgType, Binding, Column, ColumnKind, Confirm, Database, DemoCall, Envelope,
+    ErrorDecl, Mode, OutField, OutStruct, OutType, Rule, RuleKind, Server, Statement, Tool,
 };
 use crate::names;
 use crate::spec::{RawColumn, RawInput, RawSpec, RawStatement, RawTool};
@@ -18,7 +18,6 @@ pub(crate) const DEFAULT_MAX_ROWS: u32 = 200;
 
 pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
     let server = &spec.server.value;
-    let db = &spec.database.value;
     let tool_names = names::dedupe(spec.tools.iter().map(|t| names::snake(&t.value.name.value)));
     let type_names = names::dedupe_types(
         spec.tools
@@ -32,16 +31,19 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
         title: server.title.clone(),
         instructions: server.instructions.clone(),
         file: file.to_string(),
-        database: Database {
-            env: db.env.as_ref().map(|e| e.value.clone()),
-            linux: db.default_path.linux.clone(),
-            macos: db.default_path.macos.clone(),
-            windows: db.default_path.windows.clone(),
-            read_only: db.access.as_ref().is_some_and(|a| a.value == "read_only"),
-            schema: schema_with_fts(&db.schema.value, &db.fts),
-            schema_pos: crate::spec::pos(&db.schema),
-            sample: db.sample.as_ref().map(|s| s.value.clone()),
-        },
+        database: spec.database.as_ref().map(|db| {
+            let db = &db.value;
+            Database {
+                env: db.env.as_ref().map(|e| e.value.clone()),
+                linux: db.default_path.linux.clone(),
+                macos: db.default_path.macos.clone(),
+                windows: db.default_path.windows.clone(),
+                read_only: db.access.as_ref().is_some_and(|a| a.value == "read_only"),
+                schema: schema_with_fts(&db.schema.value, &db.fts),
+                schema_pos: crate::spec::pos(&db.schema),
+                sample: db.sample.as_ref().map(|s| s.value.clone()),
+            }
+        }),
         demo: spec
             .demo
             .iter()
@@ -67,6 +69,37 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
             .iter()
             .map(|(k, v)| (k.clone(), v.value.clone()))
             .collect(),
+        errors: spec
+            .errors
+            .iter()
+            .map(|e| {
+                let e = &e.value;
+                ErrorDecl {
+                    name: e.name.value.clone(),
+                    code: e.code.value,
+                    message: e.message.value.trim_end().to_string(),
+                    data: e.data.iter().map(|d| d.value.clone()).collect(),
+                    rules: e
+                        .rules
+                        .iter()
+                        .filter_map(|r| {
+                            let r = &r.value;
+                            let when = match r.when.value.as_str() {
+                                "invalid" => RuleKind::Invalid(r.field.as_ref()?.value.clone()),
+                                "constraint" => RuleKind::Constraint,
+                                "no_row" => RuleKind::NoRow,
+                                "no_change" => RuleKind::NoChange,
+                                _ => return None,
+                            };
+                            Some(Rule {
+                                when,
+                                tools: r.tools.iter().map(|t| t.value.clone()).collect(),
+                            })
+                        })
+                        .collect(),
+                }
+            })
+            .collect(),
     }
 }
 
@@ -79,18 +112,26 @@ fn tool(t: &RawTool, pos: crate::diag::Pos, fn_name: String, type_name: String) 
                 .map(|s| statement(&s.value, &t.name.value))
                 .collect(),
         ),
-        (None, None) => unreachable!("validate rejects a tool without a binding"),
+        (None, None) => match &t.handler {
+            Some(h) => Binding::Handler(h.value.clone()),
+            None => unreachable!("validate rejects a tool without a binding"),
+        },
     };
+    let handler = matches!(binding, Binding::Handler(_));
     let writes = binding.statements().iter().any(|s| sqltext::writes(&s.sql));
     let destroys = binding
         .statements()
         .iter()
         .any(|s| sqltext::destroys(&s.sql));
     let raw = t.annotations.as_ref().map(|a| &a.value);
+    // A handler's effects are not visible to codegen: it is assumed to change things unless
+    // its annotations say otherwise, and a confirmation rule makes it destructive.
+    let changes = writes || handler;
+    let destroys = destroys || t.confirm.is_some();
     let annotations = Annotations {
-        read_only: raw.and_then(|a| a.read_only_hint).unwrap_or(!writes),
+        read_only: raw.and_then(|a| a.read_only_hint).unwrap_or(!changes),
         destructive: raw.and_then(|a| a.destructive_hint).unwrap_or(destroys),
-        idempotent: raw.and_then(|a| a.idempotent_hint).unwrap_or(!writes),
+        idempotent: raw.and_then(|a| a.idempotent_hint).unwrap_or(!changes),
         open_world: raw.and_then(|a| a.open_world_hint).unwrap_or(false),
     };
 
@@ -144,12 +185,32 @@ fn tool(t: &RawTool, pos: crate::diag::Pos, fn_name: String, type_name: String) 
     Tool {
         name: t.name.value.clone(),
         pos,
-        type_name,
+        type_name: type_name.clone(),
         fn_name,
         title: t.title.clone(),
         description: t.description.value.trim_end().to_string(),
         input_schema: input_schema(input),
-        output_schema: output_schema(&binding, &input_schema(input)),
+        output_schema: match &t.output {
+            Some(o) if handler => o.value.clone(),
+            _ => output_schema(&binding, &input_schema(input)),
+        },
+        outputs: match &t.output {
+            Some(o) if handler => {
+                let mut out = Vec::new();
+                out_struct(
+                    &type_name,
+                    &format!("The result of the `{}` tool.", t.name.value),
+                    &o.value,
+                    &mut out,
+                );
+                out
+            }
+            _ => Vec::new(),
+        },
+        confirm: t.confirm.as_ref().map(|c| Confirm {
+            argument: c.value.argument.value.clone(),
+            message: c.value.message.value.trim_end().to_string(),
+        }),
         annotations,
         writes,
         args,
@@ -173,6 +234,70 @@ fn tool(t: &RawTool, pos: crate::diag::Pos, fn_name: String, type_name: String) 
             .map(|(k, v)| (k.clone(), v.value.clone()))
             .collect(),
         defaults,
+    }
+}
+
+/// Builds the typed output struct `name` for an object schema, and every struct its properties
+/// need, appending them to `out` (the struct itself first).
+fn out_struct(name: &str, doc: &str, schema: &Value, out: &mut Vec<OutStruct>) {
+    let index = out.len();
+    out.push(OutStruct {
+        name: name.to_string(),
+        doc: doc.to_string(),
+        fields: Vec::new(),
+    });
+    let empty = Map::new();
+    let props = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let fields = names::dedupe(props.keys().map(|k| names::snake(k)));
+    let mut built = Vec::new();
+    for ((wire, prop), field) in props.iter().zip(fields) {
+        let nested = format!("{name}{}", names::pascal(wire));
+        let ty = out_type(&nested, wire, prop, out);
+        built.push(OutField {
+            wire: wire.clone(),
+            field,
+            ty,
+            required: required.contains(&wire.as_str()),
+            description: prop
+                .get("description")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        });
+    }
+    out[index].fields = built;
+}
+
+/// The Rust type of one output property; objects with properties become nested structs.
+fn out_type(nested: &str, wire: &str, prop: &Value, out: &mut Vec<OutStruct>) -> OutType {
+    let has_props = |v: &Value| v.get("properties").is_some_and(Value::is_object);
+    match prop.get("type").and_then(Value::as_str) {
+        Some("object") if has_props(prop) => {
+            out_struct(nested, &format!("The `{wire}` field."), prop, out);
+            OutType::Struct(nested.to_string())
+        }
+        Some("array") => match prop.get("items") {
+            Some(items) => {
+                let item = format!("{nested}Item");
+                match out_type(&item, wire, items, out) {
+                    OutType::Json => OutType::Json,
+                    inner => OutType::Array(Box::new(inner)),
+                }
+            }
+            None => OutType::Json,
+        },
+        Some("string") => OutType::String,
+        Some("integer") => OutType::Integer,
+        Some("number") => OutType::Number,
+        Some("boolean") => OutType::Boolean,
+        _ => OutType::Json,
     }
 }
 
@@ -454,6 +579,7 @@ fn output_schema(binding: &Binding, input: &Value) -> Value {
             }
             Mode::Execute => execute_schema(),
         },
+        Binding::Handler(_) => json!({"type": "object"}),
         Binding::Composite(parts) => {
             let props: Map<String, Value> = parts
                 .iter()

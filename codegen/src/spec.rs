@@ -32,9 +32,10 @@ pub(crate) struct RawSpec {
     /// The server's identity, as sent in `initialize`.
     #[cfg_attr(feature = "editor-schema", schemars(with = "RawServer"))]
     pub server: Sp<RawServer>,
-    /// Where the database is and what it holds.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "RawDatabase"))]
-    pub database: Sp<RawDatabase>,
+    /// Where the database is and what it holds. Required when a tool runs SQL; a server whose
+    /// tools are all Rust handlers may leave it out.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawDatabase>"))]
+    pub database: Option<Sp<RawDatabase>>,
     /// The calls `mcpspec demo` makes, in order; the first call of each tool is also its example
     /// in the generated docs.
     #[serde(default)]
@@ -48,6 +49,74 @@ pub(crate) struct RawSpec {
     #[serde(default)]
     #[cfg_attr(feature = "editor-schema", schemars(with = "BTreeMap<String, String>"))]
     pub error_codes: BTreeMap<String, Sp<String>>,
+    /// The server's JSON-RPC errors and the failures that map to them. A call failing with a
+    /// declared error is answered with a JSON-RPC error `{code, message, data: {code: NAME, ...}}`
+    /// instead of a tool result with `isError`.
+    #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawError>"))]
+    pub errors: Vec<Sp<RawError>>,
+}
+
+/// A declared error: a name, a JSON-RPC code and a message template.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Error"))]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawError {
+    /// UPPER_SNAKE_CASE; a handler returns it with `HandlerError::new("NAME")`, and it is
+    /// `data.code` in the response.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
+    pub name: Sp<String>,
+    /// The JSON-RPC error code, in the server range -32000 to -32099.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "i64"))]
+    pub code: Sp<i64>,
+    /// A minijinja template over the error's fields and the call's arguments.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
+    pub message: Sp<String>,
+    /// The fields copied into `data` beside `code`.
+    #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
+    pub data: Vec<Sp<String>>,
+    /// Failures of the runtime that become this error. (Not `on:`, which YAML 1.1 reads as
+    /// `true`.)
+    #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawRule>"))]
+    pub rules: Vec<Sp<RawRule>>,
+}
+
+/// A failure that becomes a declared error.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Rule"))]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRule {
+    /// `invalid` (an argument failed its schema; needs `field`), `constraint` (SQLite refused a
+    /// write), `no_row` (a `one` statement found nothing) or `no_change` (a write changed no
+    /// rows).
+    #[cfg_attr(feature = "editor-schema", schemars(with = "RuleKind"))]
+    pub when: Sp<String>,
+    /// The argument whose validation failure this rule maps (with `when: invalid`).
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub field: Option<Sp<String>>,
+    /// Only these tools; every tool when omitted.
+    #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
+    pub tools: Vec<Sp<String>>,
+}
+
+/// A destructive tool's confirmation rule.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Confirm"))]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawConfirm {
+    /// The boolean argument that must be `true` for the call to run.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
+    pub argument: Sp<String>,
+    /// A minijinja template over the arguments, shown to the person when the client supports
+    /// elicitation: say what will be destroyed.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
+    pub message: Sp<String>,
 }
 
 /// The server's identity.
@@ -191,6 +260,21 @@ pub(crate) struct RawTool {
         schemars(with = "Option<Vec<RawStatement>>")
     )]
     pub compose: Option<Sp<Vec<Sp<RawStatement>>>>,
+    /// A Rust handler instead of SQL: the snake_case method the server's generated handler
+    /// trait declares for this tool. Needs `output`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub handler: Option<Sp<String>>,
+    /// The result of a handler tool as a JSON Schema object; it becomes the tool's
+    /// `outputSchema` and the handler's typed output struct.
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")
+    )]
+    pub output: Option<Sp<serde_json::Value>>,
+    /// Refuse the call unless a boolean argument is `true`, and ask the person through MCP
+    /// elicitation when the client supports it. Makes the tool `destructiveHint: true`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawConfirm>"))]
+    pub confirm: Option<Sp<RawConfirm>>,
     /// How long one call may run before its query is interrupted.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<u64>"))]
     pub timeout_ms: Option<Sp<u64>>,
@@ -406,6 +490,20 @@ mod editor {
         Execute,
     }
 
+    /// A failure an error rule maps.
+    #[derive(JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub(crate) enum RuleKind {
+        /// An argument failed its JSON Schema; name it with `field`.
+        Invalid,
+        /// SQLite refused a write (UNIQUE, CHECK, FOREIGN KEY, NOT NULL).
+        Constraint,
+        /// A `one` statement found no row.
+        NoRow,
+        /// A write changed no rows.
+        NoChange,
+    }
+
     /// A column type.
     #[derive(JsonSchema)]
     #[serde(rename_all = "snake_case")]
@@ -448,7 +546,7 @@ mod editor {
     }
 }
 #[cfg(feature = "editor-schema")]
-use editor::{AccessMode, ColumnKindName, ColumnType, ObjectType, ReturnMode};
+use editor::{AccessMode, ColumnKindName, ColumnType, ObjectType, ReturnMode, RuleKind};
 
 /// The JSON Schema of the spec language, for YAML language servers: pretty JSON with sorted
 /// keys and a `$comment` naming the command that writes it.
@@ -468,7 +566,17 @@ pub(crate) fn editor_schema() -> String {
     crate::contract::to_pretty(&v)
 }
 
-const TOP_KEYS: &[&str] = &["server", "database", "demo", "tools", "error_codes"];
+const TOP_KEYS: &[&str] = &[
+    "server",
+    "database",
+    "demo",
+    "tools",
+    "error_codes",
+    "errors",
+];
+const ERROR_KEYS: &[&str] = &["name", "code", "message", "data", "rules"];
+const RULE_KEYS: &[&str] = &["when", "field", "tools"];
+const CONFIRM_KEYS: &[&str] = &["argument", "message"];
 const TOOL_KEYS: &[&str] = &[
     "name",
     "title",
@@ -481,6 +589,9 @@ const TOOL_KEYS: &[&str] = &[
     "transform",
     "derive",
     "env_defaults",
+    "handler",
+    "output",
+    "confirm",
 ];
 const STATEMENT_KEYS: &[&str] = &[
     "name",
@@ -613,6 +724,11 @@ enum Ctx {
     Fts,
     Derives,
     Derive,
+    Errors,
+    Error,
+    Rules,
+    Rule,
+    Confirm,
     /// Free-form: JSON Schema, arguments, templates.
     Any,
 }
@@ -633,6 +749,9 @@ impl Ctx {
             Ctx::Column => ("a column", COLUMN_KEYS),
             Ctx::Fts => ("a full-text index", FTS_KEYS),
             Ctx::Derive => ("a derived parameter", DERIVE_KEYS),
+            Ctx::Error => ("an error", ERROR_KEYS),
+            Ctx::Rule => ("an error rule", RULE_KEYS),
+            Ctx::Confirm => ("`confirm`", CONFIRM_KEYS),
             _ => return None,
         })
     }
@@ -644,6 +763,9 @@ impl Ctx {
             (Ctx::Top, "database") => Ctx::Database,
             (Ctx::Top, "demo") => Ctx::Demos,
             (Ctx::Top, "tools") => Ctx::Tools,
+            (Ctx::Top, "errors") => Ctx::Errors,
+            (Ctx::Error, "rules") => Ctx::Rules,
+            (Ctx::Tool, "confirm") => Ctx::Confirm,
             (Ctx::Database, "default_path") => Ctx::DefaultPath,
             (Ctx::Database, "fts") => Ctx::FtsList,
             (Ctx::Tool, "derive") => Ctx::Derives,
@@ -665,6 +787,8 @@ impl Ctx {
             Ctx::Tools => Ctx::Tool,
             Ctx::Statements => Ctx::Statement,
             Ctx::FtsList => Ctx::Fts,
+            Ctx::Errors => Ctx::Error,
+            Ctx::Rules => Ctx::Rule,
             _ => Ctx::Any,
         }
     }

@@ -46,6 +46,7 @@ pub(crate) fn validate(file: &Path, source: &str, spec: &RawSpec) -> Diagnostics
         }
     }
     v.tools(spec);
+    v.errors(spec);
     v.demo(spec);
     v.sink.finish()
 }
@@ -94,7 +95,25 @@ impl Validator<'_> {
                 "write a SemVer version such as `1.2.0`",
             );
         }
-        let db = &spec.database.value;
+        let Some(db) = &spec.database else {
+            if let Some(t) = spec
+                .tools
+                .iter()
+                .find(|t| t.value.sql.is_some() || t.value.compose.is_some())
+            {
+                self.sink.error(
+                    pos(t),
+                    format!(
+                        "tool `{}` runs SQL but the spec declares no `database`",
+                        t.value.name.value
+                    ),
+                    "",
+                    "add a `database:` section with the schema the SQL expects",
+                );
+            }
+            return;
+        };
+        let db = &db.value;
         if let Some(access) = &db.access
             && !matches!(access.value.as_str(), "read_only" | "read_write")
         {
@@ -248,6 +267,47 @@ impl Validator<'_> {
             }
         }
 
+        if let Some(c) = &tool.confirm {
+            let arg = &c.value.argument;
+            match tool
+                .input
+                .as_ref()
+                .and_then(|i| i.value.properties.get(&arg.value))
+            {
+                None => self.sink.error(
+                    pos(arg),
+                    format!(
+                        "the confirmation argument `{}` of `{}` is not an input property",
+                        arg.value, name.value
+                    ),
+                    "not in `properties`",
+                    "declare it as `{type: boolean}` under `input.properties`",
+                ),
+                Some(p) if p.value.get("type") != Some(&Value::from("boolean")) => self.sink.error(
+                    pos(arg),
+                    format!(
+                        "the confirmation argument `{}` of `{}` is not a boolean",
+                        arg.value, name.value
+                    ),
+                    "",
+                    "give it `type: boolean`",
+                ),
+                Some(_) => {}
+            }
+            self.template(&c.value.message, "the confirmation message");
+        }
+        if let Some(h) = &tool.handler {
+            self.handler_tool(tool, h, at);
+            return;
+        }
+        if let Some(o) = &tool.output {
+            self.sink.error(
+                pos(o),
+                format!("`output` of `{}` applies only to handler tools", name.value),
+                "",
+                "a SQL tool's output schema comes from its `columns`",
+            );
+        }
         // Exactly one binding.
         let statements: Vec<&Sp<RawStatement>> = match (&tool.sql, &tool.compose) {
             (Some(s), None) => vec![s],
@@ -276,7 +336,7 @@ impl Validator<'_> {
                     at,
                     format!("tool `{}` has no binding", name.value),
                     "",
-                    "add `sql:` with a `query`, or `compose:` with named statements",
+                    "add `sql:` with a `query`, `compose:` with named statements, or `handler:` with a Rust method",
                 );
                 return;
             }
@@ -356,6 +416,232 @@ impl Validator<'_> {
                     "required but unused",
                     &format!("use `:{r}` in a statement, or drop it from `required`"),
                 );
+            }
+        }
+    }
+
+    /// A tool bound to a Rust handler: a method name, an object output schema, nothing of SQL.
+    fn handler_tool(&mut self, tool: &RawTool, h: &Sp<String>, at: Pos) {
+        let name = &tool.name.value;
+        let ident = !h.value.is_empty()
+            && h.value
+                .starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+            && h.value
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if !ident || syn_keyword(&h.value) {
+            self.sink.error(
+                pos(h),
+                format!(
+                    "handler `{}` of `{name}` is not a Rust method name",
+                    h.value
+                ),
+                "",
+                "use snake_case: lowercase letters, digits and `_`, e.g. `db_list`",
+            );
+        }
+        if let Some(s) = &tool.sql {
+            self.sink.error(
+                pos(s),
+                format!("tool `{name}` has both `handler` and `sql`"),
+                "",
+                "a tool binds to SQL or to a Rust handler, not both",
+            );
+        }
+        if let Some(c) = &tool.compose {
+            self.sink.error(
+                pos(c),
+                format!("tool `{name}` has both `handler` and `compose`"),
+                "",
+                "a tool binds to SQL or to a Rust handler, not both",
+            );
+        }
+        if let Some((d, _)) = tool.derive.iter().next() {
+            self.sink.error(
+                pos(&tool.derive[d]),
+                format!("`derive` of `{name}` applies only to SQL tools"),
+                "",
+                "compute the value in the handler",
+            );
+        }
+        match &tool.output {
+            None => self.sink.error(
+                at,
+                format!("handler tool `{name}` declares no `output`"),
+                "",
+                "add `output:` with the JSON Schema object of the result; it is the tool's outputSchema and the handler's typed output",
+            ),
+            Some(o) => {
+                let ok = o.value.get("type") == Some(&Value::from("object"))
+                    && o.value.get("properties").is_some_and(Value::is_object);
+                if !ok {
+                    self.sink.error(
+                        pos(o),
+                        format!("the output of `{name}` is not an object schema with `properties`"),
+                        "",
+                        "write `output: {type: object, properties: {...}, required: [...]}`",
+                    );
+                }
+            }
+        }
+    }
+
+    /// A minijinja template must parse.
+    fn template(&mut self, t: &Sp<String>, what: &str) {
+        let env = minijinja::Environment::new();
+        if let Err(e) = env.template_from_str(&t.value) {
+            self.sink.error(
+                pos(t),
+                format!(
+                    "{what} is not a valid template: {}",
+                    e.detail().unwrap_or("syntax error")
+                ),
+                "",
+                "fix the `{{ ... }}` expressions",
+            );
+        }
+    }
+
+    /// Declared errors: names, codes in the server range, templates and rules.
+    fn errors(&mut self, spec: &RawSpec) {
+        let mut names: BTreeMap<&str, Pos> = BTreeMap::new();
+        let mut codes: BTreeMap<i64, Pos> = BTreeMap::new();
+        let tools: Vec<&str> = spec
+            .tools
+            .iter()
+            .map(|t| t.value.name.value.as_str())
+            .collect();
+        let mut handlers = BTreeMap::new();
+        for t in &spec.tools {
+            if let Some(h) = &t.value.handler
+                && let Some(first) = handlers.insert(h.value.as_str(), pos(h))
+            {
+                self.sink.error(
+                    pos(h),
+                    format!("handler `{}` is bound to two tools", h.value),
+                    "",
+                    &format!(
+                        "the first is at line {}; give each tool its own method",
+                        first.line
+                    ),
+                );
+            }
+        }
+        for e in &spec.errors {
+            let e = &e.value;
+            let n = &e.name;
+            if n.value.is_empty()
+                || !n
+                    .value
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+            {
+                self.sink.error(
+                    pos(n),
+                    format!("error name `{}` is not UPPER_SNAKE_CASE", n.value),
+                    "",
+                    "e.g. `DB_NOT_ALLOWED`",
+                );
+            }
+            if let Some(first) = names.insert(n.value.as_str(), pos(n)) {
+                self.sink.error(
+                    pos(n),
+                    format!("error `{}` is declared twice", n.value),
+                    "",
+                    &format!("the first declaration is at line {}", first.line),
+                );
+            }
+            let c = &e.code;
+            if !(-32099..=-32000).contains(&c.value) {
+                self.sink.error(
+                    pos(c),
+                    format!(
+                        "error code {} of `{}` is outside the server range",
+                        c.value, n.value
+                    ),
+                    "not in -32000..-32099",
+                    "JSON-RPC reserves -32000 to -32099 for implementation-defined server errors",
+                );
+            } else if let Some(first) = codes.insert(c.value, pos(c)) {
+                self.sink.error(
+                    pos(c),
+                    format!("error code {} is used twice", c.value),
+                    "",
+                    &format!(
+                        "the first use is at line {}; give each error its own code",
+                        first.line
+                    ),
+                );
+            }
+            self.template(&e.message, &format!("the message of `{}`", n.value));
+            for d in &e.data {
+                if d.value.is_empty() || d.value == "code" {
+                    self.sink.error(
+                        pos(d),
+                        format!("`data` of `{}` names the field `{}`", n.value, d.value),
+                        "",
+                        "`code` is always present; name other fields",
+                    );
+                }
+            }
+            for r in &e.rules {
+                let rule = &r.value;
+                let w = &rule.when;
+                if !crate::ir::RuleKind::NAMES.contains(&w.value.as_str()) {
+                    self.sink.error(
+                        pos(w),
+                        format!("unknown failure `{}` in a rule of `{}`", w.value, n.value),
+                        "",
+                        &match did_you_mean(&w.value, crate::ir::RuleKind::NAMES) {
+                            Some(s) => format!("did you mean `{s}`?"),
+                            None => format!("use one of {}", crate::ir::RuleKind::NAMES.join(", ")),
+                        },
+                    );
+                }
+                match (&rule.field, w.value == "invalid") {
+                    (None, true) => self.sink.error(
+                        pos(r),
+                        format!("the `invalid` rule of `{}` names no `field`", n.value),
+                        "",
+                        "add `field: ARGUMENT`",
+                    ),
+                    (Some(f), false) => self.sink.error(
+                        pos(f),
+                        "`field` applies only to `when: invalid`",
+                        "",
+                        "remove it",
+                    ),
+                    (Some(f), true) => {
+                        let declared = spec.tools.iter().any(|t| {
+                            t.value
+                                .input
+                                .as_ref()
+                                .is_some_and(|i| i.value.properties.contains_key(&f.value))
+                        });
+                        if !declared {
+                            self.sink.error(
+                                pos(f),
+                                format!("no tool has an argument `{}`", f.value),
+                                "",
+                                "name an input property of some tool",
+                            );
+                        }
+                    }
+                    (None, false) => {}
+                }
+                for t in &rule.tools {
+                    if !tools.contains(&t.value.as_str()) {
+                        self.sink.error(
+                            pos(t),
+                            format!("a rule of `{}` names unknown tool `{}`", n.value, t.value),
+                            "",
+                            &match did_you_mean(&t.value, &tools) {
+                                Some(s) => format!("did you mean `{s}`?"),
+                                None => "name tools declared under `tools:`".into(),
+                            },
+                        );
+                    }
+                }
             }
         }
     }
@@ -779,6 +1065,51 @@ impl Validator<'_> {
             }
         }
     }
+}
+
+/// Whether a word is a Rust keyword, which cannot name a handler method.
+fn syn_keyword(s: &str) -> bool {
+    matches!(
+        s,
+        "as" | "async"
+            | "await"
+            | "break"
+            | "const"
+            | "continue"
+            | "crate"
+            | "dyn"
+            | "else"
+            | "enum"
+            | "extern"
+            | "false"
+            | "fn"
+            | "for"
+            | "if"
+            | "impl"
+            | "in"
+            | "let"
+            | "loop"
+            | "match"
+            | "mod"
+            | "move"
+            | "mut"
+            | "pub"
+            | "ref"
+            | "return"
+            | "self"
+            | "static"
+            | "struct"
+            | "super"
+            | "trait"
+            | "true"
+            | "type"
+            | "unsafe"
+            | "use"
+            | "where"
+            | "while"
+            | "yield"
+            | "_"
+    )
 }
 
 /// A quick check of a default against the common keywords; `check` runs full JSON Schema.

@@ -26,11 +26,61 @@ pub struct ServerDef {
     pub instructions: Option<&'static str>,
     /// The spec file this server was compiled from, relative to the workspace root.
     pub spec_file: &'static str,
-    pub database: DatabaseDef,
+    /// Absent for a server whose tools are all Rust handlers.
+    pub database: Option<DatabaseDef>,
     pub demo: &'static [DemoCallDef],
     pub tools: &'static [ToolDef],
     /// Renames of the runtime's error codes, `(built-in, this server's)`.
     pub error_codes: &'static [(&'static str, &'static str)],
+    /// Declared JSON-RPC errors and the failures that map to them.
+    pub errors: &'static [ErrorDef],
+}
+
+/// A declared error, answered as a JSON-RPC error `{code, message, data: {code: name, ...}}`.
+#[derive(Debug)]
+pub struct ErrorDef {
+    pub name: &'static str,
+    /// In the server range -32000 to -32099.
+    pub code: i32,
+    /// A minijinja template over the error's fields and the call's arguments.
+    pub message: &'static str,
+    /// The fields copied into `data` beside `code`.
+    pub data: &'static [&'static str],
+    pub rules: &'static [RuleDef],
+}
+
+/// A failure that becomes a declared error, for some tools or (with none listed) all.
+#[derive(Debug)]
+pub struct RuleDef {
+    pub when: RuleKindDef,
+    pub tools: &'static [&'static str],
+}
+
+impl RuleDef {
+    pub fn applies_to(&self, tool: &str) -> bool {
+        self.tools.is_empty() || self.tools.contains(&tool)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleKindDef {
+    /// The named argument failed its JSON Schema.
+    Invalid(&'static str),
+    /// SQLite refused a write.
+    Constraint,
+    /// A `one` statement found no row.
+    NoRow,
+    /// A write changed no rows.
+    NoChange,
+}
+
+/// A confirmation rule of a destructive tool.
+#[derive(Debug)]
+pub struct ConfirmDef {
+    /// The boolean argument that must be `true`.
+    pub argument: &'static str,
+    /// A minijinja template over the arguments, the question put to the person.
+    pub message: &'static str,
 }
 
 impl ServerDef {
@@ -89,6 +139,7 @@ pub struct ToolDef {
     pub env_defaults: &'static [(&'static str, &'static str)],
     pub binding: BindingDef,
     pub bind: BindFn,
+    pub confirm: Option<ConfirmDef>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +154,8 @@ pub struct AnnotationsDef {
 pub enum BindingDef {
     Single(StatementDef),
     Composite(&'static [StatementDef]),
+    /// A Rust handler, reached through the server's dispatcher.
+    Handler,
 }
 
 impl BindingDef {
@@ -110,6 +163,7 @@ impl BindingDef {
         match self {
             BindingDef::Single(s) => std::slice::from_ref(s),
             BindingDef::Composite(parts) => parts,
+            BindingDef::Handler => &[],
         }
     }
 }

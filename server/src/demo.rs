@@ -17,17 +17,27 @@ use crate::def::ServerDef;
 /// Runs the demo for `def`, starting `exe` as the server; writes the transcript to `out`.
 pub fn run(def: &'static ServerDef, exe: &Path, out: &mut dyn std::io::Write) -> Result<()> {
     let dir = tempfile::tempdir().context("creating a scratch directory")?;
-    let db = dir.path().join(format!("{}.db", def.name));
-    crate::db::init(&def.database, &db, true)?;
     writeln!(out, "# mcpspec demo: {} {}", def.name, def.version)?;
-    writeln!(out, "# scratch database with sample rows: {}", db.display())?;
-    writeln!(out, "$ mcpspec serve {} --db {}\n", def.name, db.display())?;
+    let mut command = Command::new(exe);
+    command.args(["serve", def.name]).current_dir(dir.path());
+    match &def.database {
+        Some(database) => {
+            let db = dir.path().join(format!("{}.db", def.name));
+            crate::db::init(database, &db, true)?;
+            writeln!(out, "# scratch database with sample rows: {}", db.display())?;
+            writeln!(out, "$ mcpspec serve {} --db {}\n", def.name, db.display())?;
+            command.arg("--db").arg(&db);
+        }
+        None => {
+            // A server without a database works on the project in its working directory.
+            writeln!(out, "# scratch project directory: {}", dir.path().display())?;
+            writeln!(out, "$ mcpspec serve {}\n", def.name)?;
+        }
+    }
 
     let started = Instant::now();
     let mut client = StdioClient::spawn(
-        Command::new(exe)
-            .args(["serve", def.name, "--db"])
-            .arg(&db)
+        command
             // The transcript shows every call already; the server's own call log would repeat it.
             .env(
                 "MCPSPEC_LOG",

@@ -6,7 +6,7 @@
 //! [`CallError`]s that the MCP layer maps to tool results or protocol errors.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -17,8 +17,10 @@ use serde_json::{Map, Value, json};
 
 use crate::db::{DbError, Pool};
 use crate::def::{
-    Arguments, ColumnDef, ColumnKind, EnvelopeDef, Mode, ServerDef, StatementDef, ToolDef,
+    Arguments, BindingDef, ColumnDef, ColumnKind, EnvelopeDef, Mode, RuleKindDef, ServerDef,
+    StatementDef, ToolDef,
 };
+use crate::handler::{Context, Dispatch, HandlerError, ProgressSink};
 
 /// Limits applied to every call.
 #[derive(Debug, Clone, Copy)]
@@ -85,6 +87,16 @@ pub enum CallError {
     MalformedArguments(String),
     /// The tool ran, or its arguments failed validation: a tool result with `isError`.
     Tool(ToolError),
+    /// A failure the spec declares under `errors:`: a JSON-RPC error with its own code.
+    Rpc(RpcError),
+}
+
+/// A declared error as sent: `{code, message, data: {code: NAME, ...fields}}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    pub code: i32,
+    pub message: String,
+    pub data: Value,
 }
 
 impl From<ToolError> for CallError {
@@ -108,10 +120,24 @@ struct CompiledTool {
     defaults: Vec<(&'static str, Value)>,
 }
 
+impl CompiledTool {
+    /// The tool's input validator, compiled on first use.
+    fn validator(&self) -> Result<&jsonschema::Validator, &String> {
+        self.validator
+            .get_or_init(|| jsonschema::validator_for(&self.schema).map_err(|e| e.to_string()))
+            .as_ref()
+    }
+}
+
 /// A server ready to answer calls: validators compiled, statements prepared, database open.
 pub struct Engine {
     pub def: &'static ServerDef,
-    pool: Pool,
+    /// Absent for a server without a database.
+    pool: Option<Arc<Pool>>,
+    /// The server's handlers, when it has handler tools.
+    dispatch: Option<Box<dyn Dispatch>>,
+    /// The working directory at start-up, given to handlers.
+    dir: PathBuf,
     tools: HashMap<&'static str, CompiledTool>,
     templates: minijinja::Environment<'static>,
     limits: Limits,
@@ -132,6 +158,14 @@ pub enum StartError {
         spec: &'static str,
         problems: String,
     },
+    #[error("the `{server}` server has no database; remove --db")]
+    NoDatabase { server: &'static str },
+    #[error(
+        "the `{server}` server has handler tools but no handlers are registered for it in server/src/handlers/mod.rs"
+    )]
+    NoHandlers { server: &'static str },
+    #[error("cannot read the working directory: {0}")]
+    Dir(std::io::Error),
     #[error("tool `{tool}` in {spec}: {message}")]
     Tool {
         tool: &'static str,
@@ -142,14 +176,47 @@ pub enum StartError {
 
 impl Engine {
     /// Opens the database and checks every tool against it before any call is served.
+    /// `path` is the database file, required exactly when the spec declares a database.
+    /// Handler tools run on the handlers registered in [`crate::handlers`].
     pub fn start(
         def: &'static ServerDef,
-        path: &Path,
+        path: Option<&Path>,
         read_only: bool,
         limits: Limits,
     ) -> Result<Arc<Engine>, StartError> {
-        let read_only = read_only || def.database.read_only;
-        let pool = Pool::open(path, read_only)?;
+        Engine::start_with(
+            def,
+            path,
+            read_only,
+            limits,
+            crate::handlers::dispatch_for(def.name),
+        )
+    }
+
+    /// Like [`Engine::start`], with the handlers given rather than looked up by server name.
+    pub fn start_with(
+        def: &'static ServerDef,
+        path: Option<&Path>,
+        read_only: bool,
+        limits: Limits,
+        handlers: Option<Box<dyn Dispatch>>,
+    ) -> Result<Arc<Engine>, StartError> {
+        let read_only = read_only || def.database.as_ref().is_some_and(|d| d.read_only);
+        let pool = match (&def.database, path) {
+            (Some(_), Some(p)) => Some(Arc::new(Pool::open(p, read_only)?)),
+            (None, Some(_)) => return Err(StartError::NoDatabase { server: def.name }),
+            (_, None) => None,
+        };
+        let needs_handlers = def
+            .tools
+            .iter()
+            .any(|t| matches!(t.binding, BindingDef::Handler));
+        let dispatch = if needs_handlers {
+            Some(handlers.ok_or(StartError::NoHandlers { server: def.name })?)
+        } else {
+            None
+        };
+        let dir = std::env::current_dir().map_err(StartError::Dir)?;
         let mut tools = HashMap::new();
         let mut templates = minijinja::Environment::new();
         for t in def.tools {
@@ -178,6 +245,14 @@ impl Engine {
                     defaults.push((*arg, Value::String(v)));
                 }
             }
+            if let Some(c) = &t.confirm {
+                templates
+                    .add_template(
+                        template_name(t.name, "confirm", "message").leak(),
+                        c.message,
+                    )
+                    .map_err(|e| fail(format!("confirmation template: {e}")))?;
+            }
             for st in t.binding.statements() {
                 for (kind, source) in [("empty", st.empty_message), ("not_found", st.not_found)] {
                     if let Some(src) = source {
@@ -200,26 +275,39 @@ impl Engine {
         // Every statement must prepare against the real database, and return the declared
         // columns, before the server accepts a call: drift is a start-up error listing every
         // affected tool, not a failure of some later call.
+        for e in def.errors {
+            templates
+                .add_template(template_name("", e.name, "error").leak(), e.message)
+                .map_err(|err| StartError::Tool {
+                    tool: e.name,
+                    spec: def.spec_file,
+                    message: format!("error message template: {err}"),
+                })?;
+        }
         let mut drift = Vec::new();
-        pool.read(|conn| {
-            for t in def.tools {
-                for st in t.binding.statements() {
-                    if let Err(message) = prepare_checked(conn, st) {
-                        drift.push(format!("tool `{}`: {message}", t.name));
+        if let (Some(pool), Some(path)) = (&pool, path) {
+            pool.read(|conn| {
+                for t in def.tools {
+                    for st in t.binding.statements() {
+                        if let Err(message) = prepare_checked(conn, st) {
+                            drift.push(format!("tool `{}`: {message}", t.name));
+                        }
                     }
                 }
-            }
-        });
-        if !drift.is_empty() {
-            return Err(StartError::Drift {
-                path: path.display().to_string(),
-                spec: def.spec_file,
-                problems: drift.join("\n  "),
             });
+            if !drift.is_empty() {
+                return Err(StartError::Drift {
+                    path: path.display().to_string(),
+                    spec: def.spec_file,
+                    problems: drift.join("\n  "),
+                });
+            }
         }
         Ok(Arc::new(Engine {
             def,
             pool,
+            dispatch,
+            dir,
             tools,
             templates,
             limits,
@@ -244,16 +332,35 @@ impl Engine {
         arguments: Option<&Value>,
         cancel: Option<Arc<AtomicBool>>,
     ) -> Result<Success, CallError> {
+        self.call_full(name, arguments, cancel, None)
+    }
+
+    /// Runs one call with cancellation and, for handler tools, a progress sink.
+    pub fn call_full(
+        &self,
+        name: &str,
+        arguments: Option<&Value>,
+        cancel: Option<Arc<AtomicBool>>,
+        progress: Option<ProgressSink>,
+    ) -> Result<Success, CallError> {
         let request = self.next_id.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         let cancel = cancel.unwrap_or_default();
         let result = self
-            .call_inner(name, arguments, request, &cancel)
+            .call_inner(name, arguments, request, &cancel, progress)
+            .map_err(|e| self.declared(name, arguments, e))
             .map_err(|e| self.rename(e));
         if tracing::enabled!(target: "mcpspec::call", tracing::Level::INFO) {
             let (outcome, size) = match &result {
                 Ok(s) => ("ok", approx_json_size(&s.structured)),
                 Err(CallError::Tool(e)) => (e.code, e.message.len()),
+                Err(CallError::Rpc(e)) => (
+                    e.data
+                        .get("code")
+                        .and_then(Value::as_str)
+                        .unwrap_or("rpc_error"),
+                    e.message.len(),
+                ),
                 Err(_) => ("protocol_error", 0),
             };
             let logged = arguments.map_or(Value::Null, sanitize_arguments);
@@ -299,12 +406,141 @@ impl Engine {
         }
     }
 
+    /// Maps a failure to a declared error when a rule of the spec says so.
+    fn declared(&self, tool: &str, arguments: Option<&Value>, e: CallError) -> CallError {
+        let CallError::Tool(t) = &e else {
+            return e;
+        };
+        let field_failed = |field: &str| {
+            t.data
+                .as_ref()
+                .and_then(|d| d.get("errors"))
+                .and_then(Value::as_array)
+                .is_some_and(|errs| {
+                    // A missing argument is not an invalid value: it keeps INVALID_ARGUMENTS.
+                    errs.iter().any(|x| {
+                        x.get("constraint").and_then(Value::as_str) != Some("required")
+                            && x.get("field").and_then(Value::as_str).is_some_and(|f| {
+                                f == field
+                                    || f.strip_prefix(field).is_some_and(|r| r.starts_with('.'))
+                            })
+                    })
+                })
+        };
+        for d in self.def.errors {
+            for r in d.rules.iter().filter(|r| r.applies_to(tool)) {
+                let mut fields = Map::new();
+                let hit = match r.when {
+                    RuleKindDef::Invalid(field) => {
+                        let hit = t.code == "INVALID_ARGUMENTS" && field_failed(field);
+                        if hit {
+                            fields.insert("field".into(), json!(field));
+                            if let Some(v) = arguments.and_then(|a| a.get(field)) {
+                                fields.insert("value".into(), v.clone());
+                            }
+                        }
+                        hit
+                    }
+                    RuleKindDef::Constraint => t.code == "CONSTRAINT_VIOLATION",
+                    RuleKindDef::NoRow => t.code == "NOT_FOUND",
+                    RuleKindDef::NoChange => t.code == "NO_CHANGE",
+                };
+                if hit {
+                    // The runtime's own (sanitised) message, for templates that want it.
+                    fields.insert("detail".into(), json!(t.message));
+                    return CallError::Rpc(self.rpc_error(d, &fields, arguments));
+                }
+            }
+        }
+        e
+    }
+
+    /// Renders a declared error: its message template over the fields and arguments, and
+    /// `data` with `code` and the declared fields.
+    fn rpc_error(
+        &self,
+        d: &crate::def::ErrorDef,
+        fields: &Map<String, Value>,
+        arguments: Option<&Value>,
+    ) -> RpcError {
+        let mut ctx = match arguments {
+            Some(Value::Object(a)) => a.clone(),
+            _ => Map::new(),
+        };
+        for (k, v) in fields {
+            ctx.insert(k.clone(), v.clone());
+        }
+        let message = self
+            .templates
+            .get_template(&template_name("", d.name, "error"))
+            .ok()
+            .and_then(|t| t.render(minijinja::value::Serde(&ctx)).ok())
+            .map_or_else(|| d.name.to_lowercase(), |m| m.trim().to_string());
+        let mut data = Map::new();
+        data.insert("code".into(), json!(d.name));
+        for f in d.data {
+            if let Some(v) = ctx.get(*f) {
+                data.insert((*f).to_string(), v.clone());
+            }
+        }
+        RpcError {
+            code: d.code,
+            message,
+            data: Value::Object(data),
+        }
+    }
+
+    /// The question a confirmation rule puts to the person, once the arguments are valid and
+    /// the confirmation argument is `true`; `None` for a tool without the rule.
+    pub fn confirmation(&self, name: &str, arguments: Option<&Value>) -> Option<String> {
+        let tool = self.tools.get(name)?;
+        let c = tool.def.confirm.as_ref()?;
+        let mut args = match arguments {
+            Some(Value::Object(m)) => m.clone(),
+            _ => Map::new(),
+        };
+        for (k, v) in &tool.defaults {
+            if !args.contains_key(*k) {
+                args.insert((*k).to_string(), v.clone());
+            }
+        }
+        let instance = Value::Object(args);
+        if instance.get(c.argument) != Some(&Value::Bool(true))
+            || !tool.validator().is_ok_and(|v| v.is_valid(&instance))
+        {
+            return None;
+        }
+        let message = self
+            .templates
+            .get_template(&template_name(tool.def.name, "confirm", "message"))
+            .ok()
+            .and_then(|t| t.render(minijinja::value::Serde(&instance)).ok())
+            .map_or_else(
+                || format!("Run `{}`? It cannot be undone.", tool.def.name),
+                |m| m.trim().to_string(),
+            );
+        Some(message)
+    }
+
+    /// The error for a call the person declined or cancelled when asked to confirm.
+    pub fn declined(&self, tool: &str, action: &str) -> CallError {
+        let e = ToolError {
+            code: "DECLINED",
+            message: format!(
+                "the person {action} the confirmation of `{tool}`; nothing was changed"
+            ),
+            data: Some(json!({"action": action})),
+        };
+        self.rename(CallError::Tool(e))
+    }
+
     fn call_inner(
         &self,
         name: &str,
         arguments: Option<&Value>,
         request: u64,
         cancel: &Arc<AtomicBool>,
+        progress: Option<ProgressSink>,
     ) -> Result<Success, CallError> {
         let tool = self
             .tools
@@ -340,11 +576,23 @@ impl Engine {
                 args.insert((*k).to_string(), v.clone());
             }
         }
+        // A destructive tool runs only when its confirmation argument is `true`; this is
+        // checked first so that a missing or false confirmation gets this message.
+        if let Some(c) = &tool.def.confirm
+            && args.get(c.argument) != Some(&Value::Bool(true))
+        {
+            return Err(ToolError {
+                code: "CONFIRMATION_REQUIRED",
+                message: format!(
+                    "`{name}` is destructive and runs only with `{}: true`; ask the person first",
+                    c.argument
+                ),
+                data: Some(json!({"field": c.argument})),
+            }
+            .into());
+        }
         let instance = Value::Object(args);
-        let validator = tool
-            .validator
-            .get_or_init(|| jsonschema::validator_for(&tool.schema).map_err(|e| e.to_string()));
-        let validator = validator.as_ref().map_err(|e| {
+        let validator = tool.validator().map_err(|e| {
             tracing::error!(request, tool = name, error = %e, "the input schema does not compile");
             ToolError::new(
                 "INTERNAL_ERROR",
@@ -383,6 +631,9 @@ impl Engine {
             if let Some(v) = args.get_mut(*arg) {
                 crate::transform::apply(v, transforms);
             }
+        }
+        if matches!(tool.def.binding, BindingDef::Handler) {
+            return self.run_handler(tool.def, &args, request, cancel, progress);
         }
         let mut params = (tool.def.bind)(&args).map_err(|e| {
             tracing::error!(request, tool = name, error = %e, "typed arguments disagree with the schema");
@@ -425,17 +676,114 @@ impl Engine {
                 )
                 .into());
             }
-            self.pool.write(run).unwrap_or_else(|| {
+            self.pool()?.write(run).unwrap_or_else(|| {
                 Err(ToolError::new(
                     "READ_ONLY",
                     "this server is running read-only",
                 ))
             })
         } else {
-            self.pool.read(run)
+            self.pool()?.read(run)
         };
-        out.map(|structured| Success { structured })
-            .map_err(CallError::Tool)
+        let out = out.map_err(CallError::Tool)?;
+        // A single `execute` that changed no rows fails only when a `no_change` rule maps it.
+        if let BindingDef::Single(st) = &tool.def.binding
+            && st.mode == Mode::Execute
+            && out.get("changes") == Some(&json!(0))
+            && self.def.errors.iter().any(|e| {
+                e.rules
+                    .iter()
+                    .any(|r| r.when == RuleKindDef::NoChange && r.applies_to(name))
+            })
+        {
+            return Err(ToolError::new("NO_CHANGE", format!("`{name}` changed no rows")).into());
+        }
+        Ok(Success { structured: out })
+    }
+
+    fn pool(&self) -> Result<&Pool, CallError> {
+        self.pool.as_deref().ok_or_else(|| {
+            CallError::Tool(ToolError::new(
+                "INTERNAL_ERROR",
+                "this server has no database",
+            ))
+        })
+    }
+
+    /// Runs a handler tool on the calling (blocking) thread and maps its error: a declared
+    /// name becomes the JSON-RPC error, an internal failure a sanitised tool error, any other
+    /// name a tool error with that code.
+    fn run_handler(
+        &self,
+        tool: &'static ToolDef,
+        args: &Arguments,
+        request: u64,
+        cancel: &Arc<AtomicBool>,
+        progress: Option<ProgressSink>,
+    ) -> Result<Success, CallError> {
+        let Some(dispatch) = &self.dispatch else {
+            return Err(self.internal_error(tool.name));
+        };
+        let ctx = Context::for_call(
+            self.dir.clone(),
+            cancel.clone(),
+            self.pool.clone(),
+            progress,
+            request,
+        );
+        let e = match dispatch.call(tool.name, &ctx, args) {
+            Ok(structured) => {
+                let size = approx_json_size(&structured);
+                if size > self.limits.max_result_bytes {
+                    return Err(ToolError {
+                        code: "RESULT_TOO_LARGE",
+                        message: format!(
+                            "the result of `{}` is about {size} bytes; the limit is {} bytes; ask for less",
+                            tool.name, self.limits.max_result_bytes
+                        ),
+                        data: Some(json!({"size": size, "limit": self.limits.max_result_bytes})),
+                    }
+                    .into());
+                }
+                return Ok(Success { structured });
+            }
+            Err(e) => e,
+        };
+        Err(self.handler_error(tool, e, args, request))
+    }
+
+    fn handler_error(
+        &self,
+        tool: &ToolDef,
+        e: HandlerError,
+        args: &Arguments,
+        request: u64,
+    ) -> CallError {
+        if let Some(d) = self.def.errors.iter().find(|d| d.name == e.name()) {
+            let arguments = Value::Object(args.clone());
+            return CallError::Rpc(self.rpc_error(d, e.fields(), Some(&arguments)));
+        }
+        if e.name() == crate::handler::INTERNAL {
+            tracing::error!(request, tool = tool.name, error = %e, "handler failed");
+            return CallError::Tool(ToolError {
+                code: "INTERNAL_ERROR",
+                message: format!(
+                    "`{}` failed inside the server (request {request}; details are in the server log)",
+                    tool.name
+                ),
+                data: Some(json!({"request": request})),
+            });
+        }
+        let message = e.text().map_or_else(
+            || format!("`{}` failed: {}", tool.name, e.name()),
+            str::to_string,
+        );
+        let data = (!e.fields().is_empty()).then(|| Value::Object(e.fields().clone()));
+        CallError::Tool(ToolError {
+            code: e.name(),
+            message,
+            data,
+        })
     }
 
     /// Tells a cancelled call from a timed-out one once SQLite was interrupted.

@@ -107,10 +107,16 @@ fn start(
     flag: Option<&std::path::Path>,
     read_only: bool,
 ) -> Result<std::sync::Arc<Engine>> {
-    let (path, source) = db::resolve(&def.database, flag)?;
-    db::require_exists(def.name, &def.database, &path, source)?;
     let limits = limits()?;
-    let engine = Engine::start(def, &path, read_only, limits)?;
+    let Some(database) = &def.database else {
+        // The server works on the project in its working directory, without a database.
+        let engine = Engine::start(def, flag, read_only, limits)?;
+        tracing::info!(server = def.name, "ready");
+        return Ok(engine);
+    };
+    let (path, source) = db::resolve(database, flag)?;
+    db::require_exists(def.name, database, &path, source)?;
+    let engine = Engine::start(def, Some(&path), read_only, limits)?;
     tracing::info!(server = def.name, db = %path.display(), read_only = engine.is_read_only(), "ready");
     Ok(engine)
 }
@@ -174,6 +180,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 Err(CallError::Tool(e)) => {
                     println!("{}", serde_json::to_string_pretty(&e.to_json())?)
                 }
+                Err(CallError::Rpc(e)) => {
+                    let v =
+                        serde_json::json!({"code": e.code, "message": e.message, "data": e.data});
+                    println!("{}", serde_json::to_string_pretty(&v)?)
+                }
                 Err(other) => {
                     let e = server::mcp::to_result(Err(other), def)
                         .err()
@@ -189,12 +200,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Cmd::Init { server, db, sample } => {
             let def = find(&server)?;
-            db::init(&def.database, &db, sample)?;
+            let database = def.database.as_ref().ok_or_else(|| {
+                anyhow!(
+                    "the `{}` server has no database; it works on the project in its working directory",
+                    def.name
+                )
+            })?;
+            db::init(database, &db, sample)?;
             println!(
                 "created {} for `{}`{}",
                 db.display(),
                 def.name,
-                if sample && def.database.sample.is_some() {
+                if sample && database.sample.is_some() {
                     " with sample rows"
                 } else {
                     ""

@@ -3,15 +3,20 @@
 //! Tool metadata is converted to rmcp's types once at start-up. Calls run on tokio's blocking
 //! pool so SQLite never stalls the async runtime. Following MCP 2025-11-25, a tool that ran and
 //! failed, or whose arguments failed validation, is a tool result with `isError`; an unknown
-//! tool or arguments that are not an object is a protocol error.
+//! tool or arguments that are not an object is a protocol error. A failure the spec declares
+//! under `errors:` is a JSON-RPC error with the declared code. Before a tool with a
+//! confirmation rule runs, a client that declared the elicitation capability is asked to let
+//! the person confirm; a decline or cancel aborts the call with nothing changed.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode, ErrorData,
-    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
-    Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
+    ElicitRequestParams, ElicitationAction, ElicitationSchema, ErrorCode, ErrorData,
+    Implementation, InputRequest, InputRequiredResult, InputResponses, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
@@ -96,6 +101,83 @@ pub fn to_result(
         Err(CallError::MalformedArguments(m)) => {
             Err(ErrorData::new(ErrorCode::INVALID_PARAMS, m, None))
         }
+        Err(CallError::Rpc(e)) => Err(ErrorData::new(ErrorCode(e.code), e.message, Some(e.data))),
+    }
+}
+
+/// The key of the confirmation in a 2026-07-28 `input_required` round trip.
+const CONFIRM_INPUT: &str = "confirm";
+
+/// How asking the person to confirm a destructive call went.
+enum Confirmation {
+    /// Go on: the person accepted, or the client cannot ask (the argument rule stands alone).
+    Go,
+    /// Stop with nothing changed: `declined`, `cancelled`, or no answer.
+    Stop(&'static str),
+    /// Protocol 2026-07-28: answer with this `input_required` result; the client asks the
+    /// person and retries the call with the answer.
+    Ask(InputRequiredResult),
+}
+
+fn form(question: String) -> ElicitRequestParams {
+    ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: question,
+        requested_schema: ElicitationSchema::builder().build_unchecked(),
+    }
+}
+
+fn action(a: &ElicitationAction) -> Option<&'static str> {
+    match a {
+        ElicitationAction::Accept => None,
+        ElicitationAction::Decline => Some("declined"),
+        _ => Some("cancelled"),
+    }
+}
+
+/// Asks the person to confirm a destructive call through elicitation: with an
+/// `elicitation/create` request to a client that declared the capability in `initialize`, or,
+/// for a client of protocol 2026-07-28 that declares it in `_meta`, with an `input_required`
+/// result whose answer comes back in the retried call's `inputResponses`.
+async fn confirm(
+    context: &RequestContext<RoleServer>,
+    responses: Option<&InputResponses>,
+    question: String,
+) -> Confirmation {
+    if !context.peer.supported_elicitation_modes().is_empty() {
+        // The person may take their time; a `notifications/cancelled` for the call ends the
+        // wait, with nothing changed.
+        let answer = tokio::select! {
+            a = context.peer.create_elicitation(form(question)) => a,
+            () = context.ct.cancelled() => return Confirmation::Stop("cancelled"),
+        };
+        return match answer {
+            Ok(r) => action(&r.action).map_or(Confirmation::Go, Confirmation::Stop),
+            Err(e) => {
+                tracing::warn!(error = %e, "the confirmation request failed");
+                Confirmation::Stop("did not answer")
+            }
+        };
+    }
+    let declared = context
+        .meta
+        .client_capabilities()
+        .is_some_and(|c| c.elicitation.is_some());
+    if !declared {
+        // Clients without elicitation keep the argument rule alone.
+        return Confirmation::Go;
+    }
+    match responses.and_then(|r| r.get(CONFIRM_INPUT)) {
+        None => {
+            let request = InputRequest::Elicitation(ElicitRequest::new(form(question)));
+            let requests = [(CONFIRM_INPUT.to_string(), request)].into_iter().collect();
+            Confirmation::Ask(InputRequiredResult::new(Some(requests), None))
+        }
+        Some(answer) => match serde_json::from_value::<ElicitationAction>(answer["action"].clone())
+        {
+            Ok(a) => action(&a).map_or(Confirmation::Go, Confirmation::Stop),
+            Err(_) => Confirmation::Stop("did not answer"),
+        },
     }
 }
 
@@ -122,19 +204,57 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let engine = self.engine.clone();
+        let responses = request.input_responses;
         let name = request.name.into_owned();
         let tool = name.clone();
         let arguments = request.arguments.map(Value::Object);
         // `notifications/cancelled` cancels the request's token; the flag interrupts SQLite.
         let cancel = Arc::new(AtomicBool::new(false));
         let flag = cancel.clone();
+        if let Some(question) = engine.confirmation(&name, arguments.as_ref()) {
+            match confirm(&context, responses.as_ref(), question).await {
+                Confirmation::Go => {}
+                Confirmation::Ask(input) => return Ok(input.into()),
+                Confirmation::Stop(action) => {
+                    tracing::info!(target: "mcpspec::call", tool = %name, outcome = "DECLINED", action, "call");
+                    return to_result(Err(engine.declined(&name, action)), engine.def)
+                        .map(Into::into);
+                }
+            }
+        }
         let ct = context.ct.clone();
         let watcher = tokio::spawn(async move {
             ct.cancelled().await;
             flag.store(true, Ordering::Relaxed);
         });
+        // Handlers report progress from a blocking thread; a task forwards the reports as
+        // `notifications/progress` when the client sent a progress token.
+        let (progress, forwarder) = match context.meta.get_progress_token() {
+            Some(token) => {
+                let (tx, mut rx) =
+                    tokio::sync::mpsc::unbounded_channel::<crate::handler::Progress>();
+                let peer = context.peer.clone();
+                let forwarder = tokio::spawn(async move {
+                    while let Some(p) = rx.recv().await {
+                        let mut n = ProgressNotificationParam::new(token.clone(), p.done);
+                        if let Some(t) = p.total {
+                            n = n.with_total(t);
+                        }
+                        if let Some(m) = p.message {
+                            n = n.with_message(m);
+                        }
+                        let _ = peer.notify_progress(n).await;
+                    }
+                });
+                let sink: crate::handler::ProgressSink = Arc::new(move |p| {
+                    let _ = tx.send(p);
+                });
+                (Some(sink), Some(forwarder))
+            }
+            None => (None, None),
+        };
         let outcome = tokio::task::spawn_blocking(move || {
-            engine.call_with(&name, arguments.as_ref(), Some(cancel))
+            engine.call_full(&name, arguments.as_ref(), Some(cancel), progress)
         })
         .await
         .unwrap_or_else(|e| {
@@ -142,6 +262,10 @@ impl ServerHandler for McpServer {
             Err(self.engine.internal_error(&tool))
         });
         watcher.abort();
+        // The sink is dropped with the call, which ends the forwarder once it sent the rest.
+        if let Some(f) = forwarder {
+            let _ = f.await;
+        }
         to_result(outcome, self.engine.def).map(Into::into)
     }
 }

@@ -202,3 +202,36 @@ fn demo_drives_a_real_session_and_exits_cleanly() {
         "{out}"
     );
 }
+
+#[test]
+fn a_server_without_a_database_refuses_db_flags_and_runs_its_demo() {
+    let (code, _, err) = mcpspec(&["init", "pm", "--db", "/nonexistent/pm.db"], &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("the `pm` server has no database"), "{err}");
+    let (code, _, err) = mcpspec(&["serve", "pm", "--db", "/nonexistent/pm.db"], &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("has no database; remove --db"), "{err}");
+    let (code, out, err) = mcpspec(&["demo", "pm"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("$ mcpspec serve pm\n"), "{out}");
+    assert!(out.contains("-> tools/list: 14 tools"), "{out}");
+    assert!(out.contains("\"created\": true"), "{out}");
+    assert!(
+        out.trim_end().ends_with("# server exited: exit status: 0"),
+        "{out}"
+    );
+}
+
+#[test]
+fn call_prints_a_declared_error_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(crate::common::EXE)
+        .args(["call", "pm", "project.info"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["code"], -32001);
+    assert_eq!(v["data"]["code"], "CONFIG_MISSING");
+}

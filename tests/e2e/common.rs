@@ -1,5 +1,5 @@
 //! Helpers shared by the end-to-end tests, one per kind of outcome: a successful tool result,
-//! a tool error (`isError`), and a protocol error.
+//! a tool error (`isError`), a declared JSON-RPC error, and a protocol error.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -62,6 +62,44 @@ pub fn start_on(db: Db, server: &str, extra: &[&str]) -> Session {
         .cloned()
         .expect("tools array");
     Session { client, db, tools }
+}
+
+/// A server without a database, working on the project in `dir`, whose client declares
+/// `capabilities` in `initialize`. The session's `db` is the project directory.
+pub fn start_project(server: &str, dir: tempfile::TempDir, capabilities: Value) -> Session {
+    let mut client = StdioClient::spawn(
+        Command::new(EXE)
+            .args(["serve", server])
+            .current_dir(dir.path())
+            .env("MCPSPEC_LOG", "warn")
+            .stderr(Stdio::null()),
+    )
+    .expect("spawn server");
+    let init = client
+        .request(
+            "initialize",
+            json!({
+                "protocolVersion": "2025-11-25",
+                "capabilities": capabilities,
+                "clientInfo": {"name": "e2e", "version": "1"}
+            }),
+        )
+        .expect("initialize");
+    assert!(init.get("result").is_some(), "initialize failed: {init}");
+    client
+        .notify("notifications/initialized", json!({}))
+        .expect("initialized");
+    let list = client.request("tools/list", json!({})).expect("tools/list");
+    let tools = list["result"]["tools"]
+        .as_array()
+        .cloned()
+        .expect("tools array");
+    let path = dir.path().to_path_buf();
+    Session {
+        client,
+        db: Db { _dir: dir, path },
+        tools,
+    }
 }
 
 impl Session {
@@ -136,6 +174,24 @@ impl Session {
             serde_json::from_str(result["content"][0]["text"].as_str().expect("text"))
                 .expect("error text is JSON");
         text["error"].clone()
+    }
+
+    /// A declared error: returns the JSON-RPC `error` object after checking that there is no
+    /// result, that the code is in the server range, and that `data.code` names the error.
+    pub fn rpc_error(&mut self, tool: &str, args: Value) -> Value {
+        let response = self.call(tool, args.clone());
+        assert!(
+            response.get("result").is_none(),
+            "{tool} {args} should be a JSON-RPC error: {response}"
+        );
+        let error = response["error"].clone();
+        let code = error["code"].as_i64().expect("numeric code");
+        assert!(
+            (-32099..=-32000).contains(&code),
+            "{tool}: code {code} is outside the server range"
+        );
+        assert!(error["data"]["code"].is_string(), "data.code: {error}");
+        error
     }
 
     /// A protocol error in answer to a raw line: returns the whole response.

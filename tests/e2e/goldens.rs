@@ -9,6 +9,81 @@ mod names {
     include!("../fixtures/names/expected/names.rs");
 }
 
+mod rules {
+    include!("../fixtures/rules/expected/rules.rs");
+}
+
+mod files {
+    include!("../fixtures/handlers/expected/files.rs");
+}
+
+/// A hand-written implementation of the golden's handler traits, as a user would write it.
+struct Files;
+
+impl files::FilesListHandler for Files {
+    fn list_files(
+        &self,
+        _ctx: &server::handler::Context,
+        _args: files::args::FilesList,
+    ) -> Result<files::outputs::FilesList, server::handler::HandlerError> {
+        Ok(files::outputs::FilesList {
+            files: vec![files::outputs::FilesListFilesItem {
+                name: "a".into(),
+                bytes: None,
+            }],
+            total: Some(1),
+        })
+    }
+}
+
+impl files::FilesDeleteHandler for Files {
+    fn delete_file(
+        &self,
+        _ctx: &server::handler::Context,
+        args: files::args::FilesDelete,
+    ) -> Result<files::outputs::FilesDelete, server::handler::HandlerError> {
+        match args.name.as_str() {
+            "secret" => Err(server::handler::HandlerError::internal(
+                "open /home/someone/.ssh/id_rsa: permission denied",
+            )),
+            "busy" => Err(server::handler::HandlerError::new("BUSY")
+                .message("try later")
+                .with("retry", 5)),
+            "gone" => Ok(files::outputs::FilesDelete { deleted: true }),
+            _ => Err(server::handler::HandlerError::new("NOT_ALLOWED").with("name", args.name)),
+        }
+    }
+}
+
+#[test]
+fn golden_handler_dispatcher_decodes_calls_and_serialises() {
+    let d = files::dispatcher(Files);
+    let ctx = server::handler::Context::new(".");
+    let out = d
+        .call("files.list", &ctx, &serde_json::Map::new())
+        .expect("list");
+    // Absent optional fields are left out, so the output matches its schema.
+    assert_eq!(
+        out,
+        serde_json::json!({"files": [{"name": "a"}], "total": 1})
+    );
+    let mut args = serde_json::Map::new();
+    args.insert("name".into(), serde_json::json!("x"));
+    args.insert("confirm".into(), serde_json::json!(true));
+    let e = d.call("files.delete", &ctx, &args).expect_err("refused");
+    assert_eq!(e.name(), "NOT_ALLOWED");
+    assert_eq!(e.fields()["name"], "x");
+    let e = d.call("files.nope", &ctx, &args).expect_err("unknown");
+    assert_eq!(e.name(), server::handler::INTERNAL);
+    let t = &files::SERVER.tools[1];
+    assert!(
+        t.annotations.destructive,
+        "a confirmation rule makes a tool destructive"
+    );
+    assert_eq!(t.confirm.as_ref().map(|c| c.argument), Some("confirm"));
+    assert_eq!(files::SERVER.errors[0].code, -32003);
+}
+
 #[test]
 fn golden_tables_are_usable_by_the_runtime() {
     assert_eq!(basic::SERVER.name, "basic");
@@ -41,4 +116,139 @@ fn golden_tables_are_usable_by_the_runtime() {
         ),
         ("a", "b", "c", "d")
     );
+}
+
+/// Error rules for SQL tools, run through the engine on a real database: a constraint failure,
+/// a missing row, a write that changed nothing and a failing field become the declared
+/// JSON-RPC errors; tools and failures without a rule keep their tool errors.
+#[test]
+fn golden_error_rules_map_sql_failures_to_declared_errors() {
+    use server::engine::{CallError, Engine, Limits};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rules.db");
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(rules::SERVER.database.as_ref().unwrap().schema)
+        .unwrap();
+    let engine = Engine::start(&rules::SERVER, Some(&path), false, Limits::default()).unwrap();
+    let call = |tool: &str, args: serde_json::Value| engine.call(tool, Some(&args));
+    let rpc = |r: Result<server::engine::Success, CallError>| match r {
+        Err(CallError::Rpc(e)) => {
+            serde_json::json!({"code": e.code, "message": e.message, "data": e.data})
+        }
+        other => panic!("expected a declared error, got {other:?}"),
+    };
+    call("add", serde_json::json!({"name": "a"})).unwrap();
+    assert_eq!(
+        rpc(call("add", serde_json::json!({"name": "a"}))),
+        serde_json::json!({"code": -32020, "message": "an item named 'a' exists", "data": {"code": "DUPLICATE", "name": "a"}})
+    );
+    match call("add_loose", serde_json::json!({"name": "a"})) {
+        Err(CallError::Tool(e)) => assert_eq!(e.code, "CONSTRAINT_VIOLATION"),
+        other => panic!("a tool outside the rule keeps its tool error: {other:?}"),
+    }
+    assert_eq!(
+        rpc(call("get", serde_json::json!({"id": 9}))),
+        serde_json::json!({"code": -32021, "message": "no item 9", "data": {"code": "NO_ITEM", "id": 9}})
+    );
+    assert_eq!(
+        rpc(call("rename", serde_json::json!({"id": 9, "name": "b"}))),
+        serde_json::json!({"code": -32021, "message": "no item 9", "data": {"code": "NO_ITEM", "id": 9}})
+    );
+    call("rename", serde_json::json!({"id": 1, "name": "b"})).unwrap();
+    let deleted = call("delete", serde_json::json!({"id": 9})).unwrap();
+    assert_eq!(
+        deleted.structured["changes"], 0,
+        "no rule: changing nothing succeeds"
+    );
+    assert_eq!(
+        rpc(call("get", serde_json::json!({"id": 0}))),
+        serde_json::json!({"code": -32022, "message": "bad id: 0", "data": {"code": "BAD_ID", "field": "id", "value": 0}})
+    );
+    // Another field's failure, and a missing `id`, keep the tool error.
+    for args in [
+        serde_json::json!({"id": 1}),
+        serde_json::json!({"name": "c"}),
+    ] {
+        match call("rename", args) {
+            Err(CallError::Tool(e)) => assert_eq!(e.code, "INVALID_ARGUMENTS", "{e:?}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+/// A handler server through the engine: confirmation first, then the field rule, then the
+/// handler; a declared error name is a JSON-RPC error, another name a tool error, and an
+/// internal failure a sanitised tool error whose detail only the log sees.
+#[test]
+fn golden_handler_errors_through_the_engine() {
+    use server::engine::{CallError, Engine, Limits};
+    let engine = Engine::start_with(
+        &files::SERVER,
+        None,
+        false,
+        Limits::default(),
+        Some(files::dispatcher(Files)),
+    )
+    .unwrap();
+    let call = |args: serde_json::Value| engine.call("files.delete", Some(&args));
+    match call(serde_json::json!({"name": "x"})) {
+        Err(CallError::Tool(e)) => assert_eq!(e.code, "CONFIRMATION_REQUIRED"),
+        other => panic!("{other:?}"),
+    }
+    match call(serde_json::json!({"name": "X!", "confirm": true})) {
+        Err(CallError::Rpc(e)) => assert_eq!(
+            (e.code, e.message.as_str(), e.data),
+            (
+                -32003,
+                "invalid name 'X!'",
+                serde_json::json!({"code": "BAD_NAME", "field": "name", "value": "X!"})
+            )
+        ),
+        other => panic!("{other:?}"),
+    }
+    match call(serde_json::json!({"name": "x", "confirm": true})) {
+        Err(CallError::Rpc(e)) => assert_eq!(
+            (e.code, e.message.as_str(), e.data),
+            (
+                -32005,
+                "'x' is not allowed",
+                serde_json::json!({"code": "NOT_ALLOWED", "name": "x"})
+            )
+        ),
+        other => panic!("{other:?}"),
+    }
+    match call(serde_json::json!({"name": "busy", "confirm": true})) {
+        Err(CallError::Tool(e)) => {
+            assert_eq!((e.code, e.message.as_str()), ("BUSY", "try later"));
+            assert_eq!(e.data, Some(serde_json::json!({"retry": 5})));
+        }
+        other => panic!("{other:?}"),
+    }
+    match call(serde_json::json!({"name": "secret", "confirm": true})) {
+        Err(CallError::Tool(e)) => {
+            assert_eq!(e.code, "INTERNAL_ERROR");
+            assert!(e.message.contains("request "), "{}", e.message);
+            assert!(
+                !format!("{e:?}").contains(".ssh"),
+                "the detail is logged only: {e:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let ok = call(serde_json::json!({"name": "gone", "confirm": true})).unwrap();
+    assert_eq!(ok.structured, serde_json::json!({"deleted": true}));
+    assert_eq!(
+        engine.confirmation(
+            "files.delete",
+            Some(&serde_json::json!({"name": "gone", "confirm": true}))
+        ),
+        Some("Delete gone?".to_string())
+    );
+    assert_eq!(
+        engine.confirmation("files.delete", Some(&serde_json::json!({"name": "gone"}))),
+        None
+    );
+    // Without its handlers a server with handler tools does not start.
+    assert!(Engine::start_with(&files::SERVER, None, false, Limits::default(), None).is_err());
 }

@@ -7,5 +7,6 @@ mod cli;
 mod goldens;
 mod knowledge;
 mod laminark;
+mod pm;
 mod protocol;
 mod studio;

@@ -1,0 +1,17 @@
+//! The hand-written Rust handlers of the servers whose specs bind tools with `handler:`.
+//!
+//! Each server's handlers live in a module of their own and implement the traits codegen
+//! generates from the spec (`crate::generated::<server>::Handlers`); this registry is how the
+//! engine finds them at start-up.
+
+pub mod pm;
+
+use crate::handler::Dispatch;
+
+/// The handlers of a compiled server, or `None` for a server without handler tools.
+pub fn dispatch_for(server: &str) -> Option<Box<dyn Dispatch>> {
+    match server {
+        "pm" => Some(crate::generated::pm::dispatcher(pm::Pm)),
+        _ => None,
+    }
+}

@@ -1,0 +1,929 @@
+//! The handlers of the `pm` server (spec/pm.yaml): databases, dumps, git worktrees and
+//! workflows of the project in the server's working directory.
+//!
+//! The project's `.pm.json` says where database files, dumps and worktrees live, which
+//! database names are allowed and which database is the default. Every name and path from a
+//! call is checked before it touches the file system: a `/`, `\` or `..` is a path traversal
+//! attempt, anything else outside the naming rules is an invalid name. Git runs as a child
+//! process with an argument list, never through a shell.
+
+use std::path::{Component, Path, PathBuf};
+use std::process::Command;
+
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OpenFlags};
+use serde::{Deserialize, Serialize};
+
+use crate::generated::pm::{
+    DbCloneHandler, DbCreateHandler, DbDropHandler, DbDumpHandler, DbDumpsHandler, DbImportHandler,
+    DbListHandler, ProjectInfoHandler, ProjectInitHandler, WorkflowCreateHandler,
+    WorkflowRemoveHandler, WorktreeCreateHandler, WorktreeListHandler, WorktreeRemoveHandler, args,
+    outputs,
+};
+use crate::handler::{Context, HandlerError};
+
+/// The `pm` handlers; all state is in the project's files.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Pm;
+
+/// The config file, relative to the project.
+pub const CONFIG_FILE: &str = ".pm.json";
+
+type Result<T> = std::result::Result<T, HandlerError>;
+
+/// The project's `.pm.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Where database files (`NAME.db`) live, relative to the project.
+    pub databases_dir: String,
+    /// Where `db.dump` writes SQL files, relative to the project.
+    pub dumps_dir: String,
+    /// Where worktrees are added, relative to the project.
+    pub worktrees_dir: String,
+    /// The database cloned by workflows, which cannot be dropped.
+    pub default_database: String,
+    /// Names allowed, exactly or as `prefix*`; every valid name when empty.
+    #[serde(default)]
+    pub allowed_databases: Vec<String>,
+}
+
+impl Config {
+    fn suggested(root: &Path) -> Config {
+        let dir = root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut name: String = dir
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        name = name.trim_matches('_').to_string();
+        if !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            name.insert_str(0, "db_");
+        }
+        name.truncate(40);
+        Config {
+            databases_dir: ".pm/databases".into(),
+            dumps_dir: ".pm/dumps".into(),
+            worktrees_dir: ".pm/worktrees".into(),
+            allowed_databases: vec![name.clone(), format!("{name}_*")],
+            default_database: name,
+        }
+    }
+
+    /// The structural rules a config must follow beyond its JSON shape.
+    fn problem(&self) -> Option<String> {
+        for (key, dir) in [
+            ("databases_dir", &self.databases_dir),
+            ("dumps_dir", &self.dumps_dir),
+            ("worktrees_dir", &self.worktrees_dir),
+        ] {
+            let p = Path::new(dir);
+            if dir.is_empty()
+                || p.components()
+                    .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+            {
+                return Some(format!(
+                    "`{key}` must be a relative path inside the project"
+                ));
+            }
+        }
+        if !valid_db_name(&self.default_database) {
+            return Some("`default_database` is not a valid database name".into());
+        }
+        for a in &self.allowed_databases {
+            let base = a.strip_suffix('*').unwrap_or(a);
+            if !(valid_db_name(base) || (a.ends_with('*') && base.is_empty())) {
+                return Some(format!("`allowed_databases` has an invalid entry `{a}`"));
+            }
+        }
+        None
+    }
+
+    fn allows(&self, name: &str) -> bool {
+        self.allowed_databases.is_empty()
+            || self
+                .allowed_databases
+                .iter()
+                .any(|a| match a.strip_suffix('*') {
+                    Some(prefix) => name.starts_with(prefix),
+                    None => a == name,
+                })
+    }
+
+    fn to_output_info(&self) -> outputs::ProjectInfoConfig {
+        outputs::ProjectInfoConfig {
+            databases_dir: self.databases_dir.clone(),
+            dumps_dir: self.dumps_dir.clone(),
+            worktrees_dir: self.worktrees_dir.clone(),
+            default_database: self.default_database.clone(),
+            allowed_databases: self.allowed_databases.clone(),
+        }
+    }
+}
+
+fn valid_db_name(s: &str) -> bool {
+    s.len() <= 64
+        && s.starts_with(|c: char| c.is_ascii_alphabetic())
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn traversal(field: &str, value: &str) -> HandlerError {
+    HandlerError::new("PATH_TRAVERSAL")
+        .with("field", field)
+        .with("value", value)
+}
+
+fn invalid(field: &str, value: &str) -> HandlerError {
+    HandlerError::new("INVALID_NAME")
+        .with("field", field)
+        .with("value", value)
+}
+
+/// A database name: traversal first, then the naming rule.
+fn db_name(field: &str, value: &str) -> Result<()> {
+    if value.contains('/') || value.contains('\\') || value.contains("..") {
+        return Err(traversal(field, value));
+    }
+    if !valid_db_name(value) {
+        return Err(invalid(field, value));
+    }
+    Ok(())
+}
+
+/// A branch name: no traversal, no option-looking or otherwise invalid git ref name.
+fn branch_name(root: &Path, value: &str) -> Result<()> {
+    if value.starts_with('/')
+        || value.contains('\\')
+        || value.split('/').any(|part| part == ".." || part == ".")
+    {
+        return Err(traversal("branch", value));
+    }
+    if value.starts_with('-') {
+        return Err(invalid("branch", value));
+    }
+    let ok = Command::new("git")
+        .args(["check-ref-format", "--branch", value])
+        .current_dir(root)
+        .output()
+        .map_err(HandlerError::internal)?
+        .status
+        .success();
+    if !ok {
+        return Err(invalid("branch", value));
+    }
+    Ok(())
+}
+
+fn rel(p: &Path) -> String {
+    p.to_string_lossy().replace('\\', "/")
+}
+
+/// One git worktree: `(path, head, branch, main)`.
+type Worktree = (PathBuf, String, Option<String>, bool);
+
+/// The project: its root and config.
+struct Project {
+    root: PathBuf,
+    config: Config,
+}
+
+impl Project {
+    fn open(ctx: &Context) -> Result<Project> {
+        let root = ctx.dir().to_path_buf();
+        let path = root.join(CONFIG_FILE);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(HandlerError::new("CONFIG_MISSING").with("path", CONFIG_FILE));
+            }
+            Err(e) => {
+                return Err(HandlerError::internal(format!(
+                    "reading {}: {e}",
+                    path.display()
+                )));
+            }
+        };
+        let config: Config = serde_json::from_str(&text).map_err(|e| {
+            // serde_json's message names the key and position, never a path.
+            HandlerError::new("CONFIG_INVALID")
+                .with("path", CONFIG_FILE)
+                .with("reason", e.to_string())
+        })?;
+        if let Some(reason) = config.problem() {
+            return Err(HandlerError::new("CONFIG_INVALID")
+                .with("path", CONFIG_FILE)
+                .with("reason", reason));
+        }
+        Ok(Project { root, config })
+    }
+
+    fn db_rel(&self, name: &str) -> PathBuf {
+        Path::new(&self.config.databases_dir).join(format!("{name}.db"))
+    }
+
+    fn db_path(&self, name: &str) -> PathBuf {
+        self.root.join(self.db_rel(name))
+    }
+
+    /// Checks a database name from a call: naming, traversal, and the allowed list.
+    fn allowed(&self, field: &str, name: &str) -> Result<()> {
+        db_name(field, name)?;
+        if !self.config.allows(name) {
+            return Err(HandlerError::new("DB_NOT_ALLOWED").with("database", name));
+        }
+        Ok(())
+    }
+
+    fn existing(&self, field: &str, name: &str) -> Result<PathBuf> {
+        self.allowed(field, name)?;
+        let p = self.db_path(name);
+        if !p.is_file() {
+            return Err(HandlerError::new("DB_NOT_FOUND").with("database", name));
+        }
+        Ok(p)
+    }
+
+    fn databases(&self) -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        if let Ok(entries) = std::fs::read_dir(self.root.join(&self.config.databases_dir)) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if let Some(stem) = name.strip_suffix(".db")
+                    && valid_db_name(stem)
+                {
+                    let bytes = e.metadata().map(|m| m.len()).unwrap_or(0);
+                    out.push((stem.to_string(), bytes));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    fn dumps(&self) -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        let dir = Path::new(&self.config.dumps_dir);
+        if let Ok(entries) = std::fs::read_dir(self.root.join(dir)) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.ends_with(".sql") {
+                    let bytes = e.metadata().map(|m| m.len()).unwrap_or(0);
+                    out.push((rel(&dir.join(name)), bytes));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    fn git(&self, command: &str, args: &[&str]) -> Result<String> {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(&self.root)
+            .output()
+            .map_err(|e| HandlerError::internal(format!("running git: {e}")))?;
+        if out.status.success() {
+            return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        tracing::warn!(command, stderr = %stderr.trim(), "git failed");
+        // Git's first line says what went wrong; the project's absolute path is replaced so
+        // that no path outside the project reaches the client.
+        let root = self.root.to_string_lossy();
+        let reason = stderr
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("unknown error")
+            .replace(root.as_ref(), ".")
+            .trim()
+            .to_string();
+        Err(HandlerError::new("GIT_FAILED")
+            .with("command", command)
+            .with("reason", reason))
+    }
+
+    /// Every worktree, from `git worktree list --porcelain`.
+    fn worktrees(&self) -> Result<Vec<Worktree>> {
+        let text = self.git("worktree list", &["worktree", "list", "--porcelain"])?;
+        let mut out = Vec::new();
+        for block in text.split("\n\n").filter(|b| !b.trim().is_empty()) {
+            let mut path = None;
+            let mut head = String::new();
+            let mut branch = None;
+            for line in block.lines() {
+                if let Some(p) = line.strip_prefix("worktree ") {
+                    path = Some(PathBuf::from(p));
+                } else if let Some(h) = line.strip_prefix("HEAD ") {
+                    head = h.to_string();
+                } else if let Some(b) = line.strip_prefix("branch ") {
+                    branch = Some(b.strip_prefix("refs/heads/").unwrap_or(b).to_string());
+                }
+            }
+            if let Some(p) = path {
+                let main = out.is_empty();
+                out.push((p, head, branch, main));
+            }
+        }
+        Ok(out)
+    }
+
+    /// A path for the client: relative to the project when inside it, else only its name.
+    fn shown(&self, p: &Path) -> String {
+        let root = self
+            .root
+            .canonicalize()
+            .unwrap_or_else(|_| self.root.clone());
+        let p = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+        match p.strip_prefix(&root) {
+            Ok(r) if r.as_os_str().is_empty() => ".".into(),
+            Ok(r) => rel(r),
+            Err(_) => p
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        }
+    }
+
+    fn worktree_rel(&self, branch: &str) -> PathBuf {
+        Path::new(&self.config.worktrees_dir).join(branch.replace('/', "-"))
+    }
+
+    fn find_worktree(&self, branch: &str) -> Result<PathBuf> {
+        self.worktrees()?
+            .into_iter()
+            .find(|(_, _, b, main)| !main && b.as_deref() == Some(branch))
+            .map(|(p, _, _, _)| p)
+            .ok_or_else(|| HandlerError::new("WORKTREE_NOT_FOUND").with("branch", branch))
+    }
+
+    fn create_worktree(&self, branch: &str, new_branch: bool) -> Result<String> {
+        if self
+            .worktrees()?
+            .iter()
+            .any(|(_, _, b, _)| b.as_deref() == Some(branch))
+        {
+            return Err(HandlerError::new("WORKTREE_EXISTS").with("branch", branch));
+        }
+        let rel_path = rel(&self.worktree_rel(branch));
+        if let Some(parent) = self.root.join(&rel_path).parent() {
+            std::fs::create_dir_all(parent).map_err(HandlerError::internal)?;
+        }
+        if new_branch {
+            self.git(
+                "worktree add",
+                &["worktree", "add", "-b", branch, "--", &rel_path],
+            )?;
+        } else {
+            self.git(
+                "worktree add",
+                &["worktree", "add", "--", &rel_path, branch],
+            )?;
+        }
+        Ok(rel_path)
+    }
+
+    fn remove_worktree(&self, branch: &str) -> Result<String> {
+        let path = self.find_worktree(branch)?;
+        let shown = self.shown(&path);
+        let p = path.to_string_lossy().into_owned();
+        self.git("worktree remove", &["worktree", "remove", "--", &p])?;
+        Ok(shown)
+    }
+
+    fn create_db(&self, name: &str) -> Result<PathBuf> {
+        self.allowed("database", name)?;
+        let path = self.db_path(name);
+        if path.exists() {
+            return Err(HandlerError::new("DB_EXISTS").with("database", name));
+        }
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(HandlerError::internal)?;
+        }
+        let conn = Connection::open(&path).map_err(HandlerError::internal)?;
+        // Writing the header makes an empty but valid SQLite file.
+        conn.execute_batch("PRAGMA user_version = 0; VACUUM;")
+            .map_err(HandlerError::internal)?;
+        Ok(path)
+    }
+
+    fn clone_db(&self, source: &str, target: &str) -> Result<PathBuf> {
+        let from = self.existing("source", source)?;
+        self.allowed("target", target)?;
+        let to = self.db_path(target);
+        if to.exists() {
+            return Err(HandlerError::new("DB_EXISTS").with("database", target));
+        }
+        let conn = Connection::open_with_flags(&from, OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(HandlerError::internal)?;
+        conn.execute("VACUUM INTO ?1", [to.to_string_lossy().as_ref()])
+            .map_err(HandlerError::internal)?;
+        Ok(to)
+    }
+
+    fn drop_db(&self, name: &str) -> Result<PathBuf> {
+        self.allowed("database", name)?;
+        if name == self.config.default_database {
+            return Err(HandlerError::new("DB_IS_DEFAULT").with("database", name));
+        }
+        let path = self.existing("database", name)?;
+        std::fs::remove_file(&path).map_err(HandlerError::internal)?;
+        for suffix in ["-wal", "-shm", "-journal"] {
+            let mut side = path.clone().into_os_string();
+            side.push(suffix);
+            let _ = std::fs::remove_file(PathBuf::from(side));
+        }
+        Ok(path)
+    }
+}
+
+/// The database a workflow gives a branch: the default's name, `_`, the branch in lowercase
+/// with every other character as `_`.
+fn workflow_db(default: &str, branch: &str) -> String {
+    let slug: String = branch
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let mut name = format!("{default}_{slug}");
+    name.truncate(64);
+    name
+}
+
+/// A SQL literal for one value, read back by SQLite as the same value and type.
+fn literal(v: ValueRef<'_>) -> String {
+    match v {
+        ValueRef::Null => "NULL".into(),
+        ValueRef::Integer(i) => i.to_string(),
+        ValueRef::Real(f) if f.is_infinite() => if f > 0.0 { "1e999" } else { "-1e999" }.into(),
+        // Debug formatting of f64 is the shortest text that parses back to the same value,
+        // and always has a `.` or exponent, so SQLite reads it as REAL.
+        ValueRef::Real(f) => format!("{f:?}"),
+        ValueRef::Text(t) => {
+            let s = String::from_utf8_lossy(t);
+            format!("'{}'", s.replace('\'', "''"))
+        }
+        ValueRef::Blob(b) => {
+            let hex: String = b.iter().map(|x| format!("{x:02X}")).collect();
+            format!("X'{hex}'")
+        }
+    }
+}
+
+fn quote_ident(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+/// Dumps tables, rows, then indexes, triggers and views as SQL text that `db.import` runs in
+/// one transaction. Returns the text and the tables dumped.
+fn dump(
+    conn: &Connection,
+    only: Option<&[String]>,
+    database: &str,
+) -> Result<(String, Vec<String>)> {
+    let mut stmt = conn
+        .prepare(
+            "SELECT type, name, tbl_name, sql FROM sqlite_schema \
+             WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY rowid",
+        )
+        .map_err(HandlerError::internal)?;
+    let objects: Vec<(String, String, String, String)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .and_then(Iterator::collect)
+        .map_err(HandlerError::internal)?;
+    let tables: Vec<&(String, String, String, String)> =
+        objects.iter().filter(|o| o.0 == "table").collect();
+    if let Some(only) = only {
+        for t in only {
+            if !tables.iter().any(|o| &o.1 == t) {
+                return Err(HandlerError::new("TABLE_NOT_FOUND")
+                    .with("database", database)
+                    .with("table", t));
+            }
+        }
+    }
+    let wanted = |table: &str| only.is_none_or(|o| o.iter().any(|t| t == table));
+    let mut out = format!("-- pm dump of database '{database}'\n");
+    let mut dumped = Vec::new();
+    for (_, name, _, sql) in tables.iter().copied().filter(|o| wanted(&o.1)) {
+        out.push_str(sql);
+        out.push_str(";\n");
+        let mut rows = conn
+            .prepare(&format!("SELECT * FROM {}", quote_ident(name)))
+            .map_err(HandlerError::internal)?;
+        let n = rows.column_count();
+        let mut q = rows.query([]).map_err(HandlerError::internal)?;
+        while let Some(row) = q.next().map_err(HandlerError::internal)? {
+            let values: Vec<String> = (0..n)
+                .map(|i| literal(row.get_ref(i).unwrap_or(ValueRef::Null)))
+                .collect();
+            out.push_str(&format!(
+                "INSERT INTO {} VALUES({});\n",
+                quote_ident(name),
+                values.join(",")
+            ));
+        }
+        dumped.push(name.clone());
+    }
+    let has_sequence: bool = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE name = 'sqlite_sequence'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .map(|n| n > 0)
+        .unwrap_or(false);
+    if has_sequence {
+        let mut seq = conn
+            .prepare("SELECT name, seq FROM sqlite_sequence")
+            .map_err(HandlerError::internal)?;
+        let rows: Vec<(String, i64)> = seq
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .and_then(Iterator::collect)
+            .map_err(HandlerError::internal)?;
+        for (name, n) in rows.into_iter().filter(|(t, _)| wanted(t)) {
+            out.push_str(&format!(
+                "DELETE FROM sqlite_sequence WHERE name = {0};\nINSERT INTO sqlite_sequence(name, seq) VALUES({0}, {n});\n",
+                literal(ValueRef::Text(name.as_bytes()))
+            ));
+        }
+    }
+    for (_, _, table, sql) in objects.iter().filter(|o| o.0 != "table") {
+        if wanted(table) {
+            out.push_str(sql);
+            out.push_str(";\n");
+        }
+    }
+    Ok((out, dumped))
+}
+
+fn table_names(conn: &Connection) -> Vec<String> {
+    conn.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+        .unwrap_or_default()
+}
+
+impl ProjectInfoHandler for Pm {
+    fn project_info(&self, ctx: &Context, _: args::ProjectInfo) -> Result<outputs::ProjectInfo> {
+        let p = Project::open(ctx)?;
+        let git = p.root.join(".git").exists();
+        let branch = if git {
+            p.git("branch", &["branch", "--show-current"])
+                .ok()
+                .map(|b| b.trim().to_string())
+                .filter(|b| !b.is_empty())
+        } else {
+            None
+        };
+        Ok(outputs::ProjectInfo {
+            root: p
+                .root
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            config_path: CONFIG_FILE.into(),
+            config: p.config.to_output_info(),
+            databases: p.databases().len() as i64,
+            dumps: p.dumps().len() as i64,
+            git,
+            branch,
+        })
+    }
+}
+
+impl ProjectInitHandler for Pm {
+    fn project_init(&self, ctx: &Context, _: args::ProjectInit) -> Result<outputs::ProjectInit> {
+        let path = ctx.dir().join(CONFIG_FILE);
+        let (config, created) = if path.exists() {
+            (Project::open(ctx)?.config, false)
+        } else {
+            let config = Config::suggested(ctx.dir());
+            let text = serde_json::to_string_pretty(&config).map_err(HandlerError::internal)?;
+            std::fs::write(&path, text + "\n").map_err(HandlerError::internal)?;
+            (config, true)
+        };
+        let c = config.to_output_info();
+        Ok(outputs::ProjectInit {
+            config_path: CONFIG_FILE.into(),
+            created,
+            config: outputs::ProjectInitConfig {
+                databases_dir: c.databases_dir,
+                dumps_dir: c.dumps_dir,
+                worktrees_dir: c.worktrees_dir,
+                default_database: c.default_database,
+                allowed_databases: c.allowed_databases,
+            },
+        })
+    }
+}
+
+impl DbListHandler for Pm {
+    fn db_list(&self, ctx: &Context, _: args::DbList) -> Result<outputs::DbList> {
+        let p = Project::open(ctx)?;
+        let databases = p
+            .databases()
+            .into_iter()
+            .map(|(name, bytes)| outputs::DbListDatabasesItem {
+                default: name == p.config.default_database,
+                allowed: p.config.allows(&name),
+                bytes: bytes as i64,
+                name,
+            })
+            .collect();
+        Ok(outputs::DbList {
+            databases,
+            default_database: p.config.default_database.clone(),
+        })
+    }
+}
+
+impl DbDumpHandler for Pm {
+    fn db_dump(&self, ctx: &Context, args: args::DbDump) -> Result<outputs::DbDump> {
+        let p = Project::open(ctx)?;
+        let path = p.existing("database", &args.database)?;
+        let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(HandlerError::internal)?;
+        let (text, tables) = dump(&conn, args.tables.as_deref(), &args.database)?;
+        let dir = Path::new(&p.config.dumps_dir);
+        std::fs::create_dir_all(p.root.join(dir)).map_err(HandlerError::internal)?;
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let mut n = 0;
+        let file = loop {
+            let name = if n == 0 {
+                format!("{}-{stamp}.sql", args.database)
+            } else {
+                format!("{}-{stamp}-{n}.sql", args.database)
+            };
+            let candidate = dir.join(name);
+            if !p.root.join(&candidate).exists() {
+                break candidate;
+            }
+            n += 1;
+        };
+        std::fs::write(p.root.join(&file), &text).map_err(HandlerError::internal)?;
+        Ok(outputs::DbDump {
+            database: args.database,
+            path: rel(&file),
+            tables,
+            bytes: text.len() as i64,
+        })
+    }
+}
+
+impl DbImportHandler for Pm {
+    fn db_import(&self, ctx: &Context, args: args::DbImport) -> Result<outputs::DbImport> {
+        let p = Project::open(ctx)?;
+        p.allowed("database", &args.database)?;
+        let given = Path::new(&args.sql_path);
+        if given.is_absolute()
+            || given
+                .components()
+                .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+        {
+            return Err(traversal("sql_path", &args.sql_path));
+        }
+        let file = p.root.join(given);
+        if !file.is_file() {
+            return Err(HandlerError::new("FILE_NOT_FOUND").with("path", &args.sql_path));
+        }
+        // A symbolic link inside the project may still point outside it.
+        let root = p.root.canonicalize().map_err(HandlerError::internal)?;
+        let real = file.canonicalize().map_err(HandlerError::internal)?;
+        if !real.starts_with(&root) {
+            return Err(traversal("sql_path", &args.sql_path));
+        }
+        let sql = std::fs::read_to_string(&real).map_err(|e| {
+            HandlerError::new("SQL_FAILED")
+                .with("path", &args.sql_path)
+                .with("reason", e.to_string().to_lowercase())
+        })?;
+        let db = p.db_path(&args.database);
+        let created = !db.exists();
+        if created && let Some(parent) = db.parent() {
+            std::fs::create_dir_all(parent).map_err(HandlerError::internal)?;
+        }
+        let result = (|| {
+            let mut conn = Connection::open(&db)?;
+            let tx = conn.transaction()?;
+            tx.execute_batch(&sql)?;
+            tx.commit()?;
+            Ok::<_, rusqlite::Error>(table_names(&conn))
+        })();
+        match result {
+            Ok(tables) => Ok(outputs::DbImport {
+                database: args.database.clone(),
+                path: rel(&p.db_rel(&args.database)),
+                created,
+                tables,
+            }),
+            Err(e) => {
+                // A failed import leaves no new file behind.
+                if created {
+                    let _ = std::fs::remove_file(&db);
+                }
+                let reason = match &e {
+                    rusqlite::Error::SqliteFailure(_, Some(m)) => m.clone(),
+                    rusqlite::Error::SqlInputError { msg, .. } => msg.clone(),
+                    other => other.to_string(),
+                };
+                Err(HandlerError::new("SQL_FAILED")
+                    .with("path", &args.sql_path)
+                    .with("reason", reason))
+            }
+        }
+    }
+}
+
+impl DbCreateHandler for Pm {
+    fn db_create(&self, ctx: &Context, args: args::DbCreate) -> Result<outputs::DbCreate> {
+        let p = Project::open(ctx)?;
+        p.create_db(&args.database)?;
+        Ok(outputs::DbCreate {
+            path: rel(&p.db_rel(&args.database)),
+            database: args.database,
+        })
+    }
+}
+
+impl DbDropHandler for Pm {
+    fn db_drop(&self, ctx: &Context, args: args::DbDrop) -> Result<outputs::DbDrop> {
+        let p = Project::open(ctx)?;
+        p.drop_db(&args.database)?;
+        Ok(outputs::DbDrop {
+            path: rel(&p.db_rel(&args.database)),
+            database: args.database,
+        })
+    }
+}
+
+impl DbCloneHandler for Pm {
+    fn db_clone(&self, ctx: &Context, args: args::DbClone) -> Result<outputs::DbClone> {
+        let p = Project::open(ctx)?;
+        let source = args
+            .source
+            .unwrap_or_else(|| p.config.default_database.clone());
+        p.clone_db(&source, &args.target)?;
+        Ok(outputs::DbClone {
+            path: rel(&p.db_rel(&args.target)),
+            source,
+            target: args.target,
+        })
+    }
+}
+
+impl DbDumpsHandler for Pm {
+    fn db_dumps(&self, ctx: &Context, _: args::DbDumps) -> Result<outputs::DbDumps> {
+        let p = Project::open(ctx)?;
+        Ok(outputs::DbDumps {
+            dumps: p
+                .dumps()
+                .into_iter()
+                .map(|(path, bytes)| outputs::DbDumpsDumpsItem {
+                    path,
+                    bytes: bytes as i64,
+                })
+                .collect(),
+        })
+    }
+}
+
+impl WorktreeListHandler for Pm {
+    fn worktree_list(&self, ctx: &Context, _: args::WorktreeList) -> Result<outputs::WorktreeList> {
+        let p = Project::open(ctx)?;
+        let worktrees = p
+            .worktrees()?
+            .into_iter()
+            .map(
+                |(path, head, branch, main)| outputs::WorktreeListWorktreesItem {
+                    path: p.shown(&path),
+                    branch,
+                    head,
+                    main,
+                },
+            )
+            .collect();
+        Ok(outputs::WorktreeList { worktrees })
+    }
+}
+
+impl WorktreeCreateHandler for Pm {
+    fn worktree_create(
+        &self,
+        ctx: &Context,
+        args: args::WorktreeCreate,
+    ) -> Result<outputs::WorktreeCreate> {
+        let p = Project::open(ctx)?;
+        branch_name(&p.root, &args.branch)?;
+        let path = p.create_worktree(&args.branch, args.new_branch)?;
+        Ok(outputs::WorktreeCreate {
+            branch: args.branch,
+            path,
+        })
+    }
+}
+
+impl WorktreeRemoveHandler for Pm {
+    fn worktree_remove(
+        &self,
+        ctx: &Context,
+        args: args::WorktreeRemove,
+    ) -> Result<outputs::WorktreeRemove> {
+        let p = Project::open(ctx)?;
+        branch_name(&p.root, &args.branch)?;
+        let path = p.remove_worktree(&args.branch)?;
+        Ok(outputs::WorktreeRemove {
+            branch: args.branch,
+            path,
+        })
+    }
+}
+
+impl WorkflowCreateHandler for Pm {
+    fn workflow_create(
+        &self,
+        ctx: &Context,
+        args: args::WorkflowCreate,
+    ) -> Result<outputs::WorkflowCreate> {
+        let p = Project::open(ctx)?;
+        branch_name(&p.root, &args.branch)?;
+        let database = workflow_db(&p.config.default_database, &args.branch);
+        p.allowed("database", &database)?;
+        // Step one: the worktree. Step two: the database copy; when it fails, step one is
+        // undone (and the branch deleted if this call created it), so nothing is left behind.
+        let worktree = p.create_worktree(&args.branch, args.new_branch)?;
+        ctx.progress(1.0, Some(2.0), "worktree created");
+        // A cancellation between the steps is a failure of step two: step one is undone.
+        let cloned = if ctx.is_cancelled() {
+            Err(HandlerError::new("CANCELLED")
+                .message("the workflow was cancelled; its worktree was removed"))
+        } else {
+            p.clone_db(&p.config.default_database, &database).map(drop)
+        };
+        if let Err(e) = cloned {
+            let path = rel(&p.worktree_rel(&args.branch));
+            if let Err(undo) = p.git(
+                "worktree remove",
+                &["worktree", "remove", "--force", "--", &path],
+            ) {
+                tracing::error!(error = %undo, "undoing the worktree of a failed workflow failed");
+            }
+            if args.new_branch
+                && let Err(undo) = p.git("branch", &["branch", "-D", "--", &args.branch])
+            {
+                tracing::error!(error = %undo, "deleting the branch of a failed workflow failed");
+            }
+            return Err(e);
+        }
+        ctx.progress(2.0, Some(2.0), "database cloned");
+        Ok(outputs::WorkflowCreate {
+            branch: args.branch,
+            worktree,
+            database,
+            dropped: None,
+        })
+    }
+}
+
+impl WorkflowRemoveHandler for Pm {
+    fn workflow_remove(
+        &self,
+        ctx: &Context,
+        args: args::WorkflowRemove,
+    ) -> Result<outputs::WorkflowRemove> {
+        let p = Project::open(ctx)?;
+        branch_name(&p.root, &args.branch)?;
+        let database = workflow_db(&p.config.default_database, &args.branch);
+        if args.drop_db {
+            // Check the database before removing anything, so a refusal changes nothing.
+            p.existing("database", &database)?;
+            if database == p.config.default_database {
+                return Err(HandlerError::new("DB_IS_DEFAULT").with("database", &database));
+            }
+        }
+        let worktree = p.remove_worktree(&args.branch)?;
+        if args.drop_db {
+            p.drop_db(&database)?;
+        }
+        Ok(outputs::WorkflowRemove {
+            branch: args.branch,
+            worktree,
+            database,
+            dropped: Some(args.drop_db),
+        })
+    }
+}

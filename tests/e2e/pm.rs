@@ -1,0 +1,1007 @@
+//! The `pm` server: Rust handlers over real git repositories and real SQLite files in temporary
+//! project directories, through the built binary over stdio. Declared errors arrive as JSON-RPC
+//! errors with their `data`; destructive tools need `confirm: true` and, from a client that
+//! declares elicitation, the person's answer.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common::{Session, start_project};
+
+const CONFIG: &str = r#"{
+  "databases_dir": ".pm/databases",
+  "dumps_dir": ".pm/dumps",
+  "worktrees_dir": ".pm/worktrees",
+  "default_database": "app",
+  "allowed_databases": ["app", "app_*", "scratch", "copy"]
+}"#;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=e2e", "-c", "user.email=e2e@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A git repository with one commit, the config above, and a default database `app` with rows
+/// of every SQLite type.
+fn project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    git(root, &["init", "-q", "-b", "main"]);
+    std::fs::write(root.join(".gitignore"), ".pm/\n").unwrap();
+    git(root, &["add", ".gitignore"]);
+    git(root, &["commit", "-q", "-m", "init"]);
+    std::fs::write(root.join(".pm.json"), CONFIG).unwrap();
+    std::fs::create_dir_all(root.join(".pm/databases")).unwrap();
+    let conn = rusqlite::Connection::open(root.join(".pm/databases/app.db")).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE users (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, score REAL, avatar BLOB, note TEXT);
+         CREATE INDEX users_name ON users(name);
+         CREATE TABLE tags (user_id INTEGER REFERENCES users(id), tag TEXT, PRIMARY KEY (user_id, tag));
+         CREATE TRIGGER users_tag AFTER INSERT ON users BEGIN INSERT INTO tags VALUES (new.id, 'new'); END;
+         CREATE VIEW named AS SELECT name FROM users;
+         INSERT INTO users (name, score, avatar, note) VALUES
+           ('Ada', 0.1, X'00FF10', 'it''s \"quoted\"; -- not a comment'),
+           ('Grace', -1e300, NULL, 'line one
+line two'),
+           ('Zoë 😀', 3.0, X'', NULL);
+         DELETE FROM users WHERE name = 'nobody';",
+    )
+    .unwrap();
+    dir
+}
+
+fn session() -> Session {
+    start_project("pm", project(), json!({}))
+}
+
+fn root(s: &Session) -> &Path {
+    &s.db.path
+}
+
+/// Every row of every table and the schema, as text, to compare two databases.
+fn contents(db: &Path) -> Vec<String> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut out: Vec<String> = conn
+        .prepare("SELECT type || ' ' || name || ' ' || coalesce(sql, '') FROM sqlite_schema ORDER BY name")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    for t in tables {
+        let mut stmt = conn.prepare(&format!("SELECT * FROM \"{t}\"")).unwrap();
+        let n = stmt.column_count();
+        let rows = stmt
+            .query_map([], |r| {
+                let cells: Vec<String> = (0..n)
+                    .map(|i| format!("{:?}", r.get_ref(i).unwrap()))
+                    .collect();
+                Ok(format!("{t}: {}", cells.join(" | ")))
+            })
+            .unwrap();
+        out.extend(rows.map(Result::unwrap));
+    }
+    out
+}
+
+fn branches(dir: &Path) -> String {
+    git(dir, &["branch", "--list", "--format=%(refname:short)"])
+}
+
+#[test]
+fn all_fourteen_tools_are_listed_and_the_confirmed_ones_are_destructive() {
+    let s = session();
+    let names: Vec<&str> = s
+        .tools()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "project.info",
+            "project.init",
+            "db.list",
+            "db.dump",
+            "db.import",
+            "db.create",
+            "db.drop",
+            "db.clone",
+            "db.dumps",
+            "worktree.list",
+            "worktree.create",
+            "worktree.remove",
+            "workflow.create",
+            "workflow.remove"
+        ]
+    );
+    // The three tools with a confirmation rule are destructive, and so is `db.import`, which
+    // runs whatever SQL the file holds (the document asks no confirmation for it).
+    for t in s.tools() {
+        let destructive = t["annotations"]["destructiveHint"] == json!(true);
+        let confirmed = t["inputSchema"]["properties"].get("confirm").is_some();
+        assert_eq!(
+            destructive,
+            confirmed || t["name"] == "db.import",
+            "{}",
+            t["name"]
+        );
+    }
+    assert_eq!(
+        s.tool("db.list")["annotations"]["readOnlyHint"],
+        json!(true)
+    );
+    s.finish();
+}
+
+#[test]
+fn project_info_and_init() {
+    let mut s = session();
+    let info = s.ok("project.info", json!({}));
+    assert_eq!(info["config"]["default_database"], "app");
+    assert_eq!(
+        (info["databases"].clone(), info["git"].clone()),
+        (json!(1), json!(true))
+    );
+    assert_eq!(info["branch"], "main");
+    let init = s.ok("project.init", json!({}));
+    assert_eq!(init["created"], json!(false), "an existing config is kept");
+    assert_eq!(init["config"]["default_database"], "app");
+
+    // A project without a config: info says so, init writes a suggestion that info then reads.
+    std::fs::remove_file(root(&s).join(".pm.json")).unwrap();
+    let e = s.rpc_error("project.info", json!({}));
+    assert_eq!(
+        e,
+        json!({"code": -32001, "message": "config file '.pm.json' not found; run project.init to create one",
+               "data": {"code": "CONFIG_MISSING", "path": ".pm.json"}})
+    );
+    let init = s.ok("project.init", json!({}));
+    assert_eq!(init["created"], json!(true));
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(root(&s).join(".pm.json")).unwrap()).unwrap();
+    assert_eq!(written, init["config"]);
+    let default = init["config"]["default_database"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        init["config"]["allowed_databases"],
+        json!([default.clone(), format!("{default}_*")])
+    );
+    s.ok("project.info", json!({}));
+    s.finish();
+}
+
+#[test]
+fn an_invalid_config_is_config_invalid_with_the_reason() {
+    let cases = [
+        ("not json", "expected ident"),
+        (r#"{"databases_dir": "d"}"#, "missing field"),
+        (
+            &CONFIG.replace("\"app\",", "\"app\", \"surprise\": 1,")[..],
+            "",
+        ),
+        (
+            &CONFIG.replace(
+                "\"default_database\": \"app\"",
+                "\"default_database\": \"1bad\"",
+            )[..],
+            "`default_database` is not a valid database name",
+        ),
+        (
+            &CONFIG.replace("\".pm/dumps\"", "\"../dumps\"")[..],
+            "`dumps_dir` must be a relative path inside the project",
+        ),
+        (
+            &CONFIG.replace("\"copy\"", "\"../x\"")[..],
+            "`allowed_databases` has an invalid entry `../x`",
+        ),
+    ];
+    let mut s = session();
+    for (text, reason) in cases {
+        std::fs::write(root(&s).join(".pm.json"), text).unwrap();
+        let e = s.rpc_error("db.list", json!({}));
+        assert_eq!(e["code"], -32002, "{text}: {e}");
+        assert_eq!(e["data"]["code"], "CONFIG_INVALID");
+        assert_eq!(e["data"]["path"], ".pm.json");
+        assert!(
+            e["data"]["reason"].as_str().unwrap().contains(reason),
+            "{text}: {e}"
+        );
+    }
+    s.finish();
+}
+
+#[test]
+fn databases_are_created_cloned_dumped_imported_and_dropped() {
+    let mut s = session();
+    let dir = root(&s).to_path_buf();
+    let created = s.ok("db.create", json!({"database": "scratch"}));
+    assert_eq!(
+        created,
+        json!({"database": "scratch", "path": ".pm/databases/scratch.db"})
+    );
+    let cloned = s.ok("db.clone", json!({"target": "copy"}));
+    assert_eq!(cloned["source"], "app");
+    assert_eq!(
+        contents(&dir.join(".pm/databases/copy.db")),
+        contents(&dir.join(".pm/databases/app.db"))
+    );
+    let list = s.ok("db.list", json!({}));
+    let names: Vec<&str> = list["databases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["app", "copy", "scratch"]);
+    assert_eq!(list["databases"][0]["default"], json!(true));
+
+    // A dump re-imported into a fresh database gives the same schema and rows, including
+    // blobs, reals, NULLs, quotes, newlines, emoji and the AUTOINCREMENT counter.
+    let dump = s.ok("db.dump", json!({"database": "app"}));
+    assert_eq!(dump["tables"], json!(["users", "tags"]));
+    let path = dump["path"].as_str().unwrap();
+    assert!(path.starts_with(".pm/dumps/app-") && path.ends_with(".sql"));
+    let dumps = s.ok("db.dumps", json!({}));
+    assert_eq!(dumps["dumps"][0]["path"], json!(path));
+    let imported = s.ok(
+        "db.import",
+        json!({"database": "app_restored", "sql_path": path}),
+    );
+    assert_eq!(imported["created"], json!(true));
+    assert_eq!(
+        contents(&dir.join(".pm/databases/app_restored.db")),
+        contents(&dir.join(".pm/databases/app.db"))
+    );
+    // Only some tables.
+    let part = s.ok("db.dump", json!({"database": "app", "tables": ["tags"]}));
+    assert_eq!(part["tables"], json!(["tags"]));
+    let text = std::fs::read_to_string(dir.join(part["path"].as_str().unwrap())).unwrap();
+    assert!(!text.contains("CREATE TABLE users"), "{text}");
+
+    // A failing import changes nothing and leaves no new file.
+    std::fs::write(
+        dir.join("bad.sql"),
+        "CREATE TABLE t (x); INSERT INTO nope VALUES (1);",
+    )
+    .unwrap();
+    let e = s.rpc_error(
+        "db.import",
+        json!({"database": "app_bad", "sql_path": "bad.sql"}),
+    );
+    assert_eq!(e["data"]["code"], "SQL_FAILED");
+    assert_eq!(e["data"]["reason"], "no such table: nope");
+    assert!(!dir.join(".pm/databases/app_bad.db").exists());
+
+    let dropped = s.ok("db.drop", json!({"database": "scratch", "confirm": true}));
+    assert_eq!(dropped["database"], "scratch");
+    assert!(!dir.join(".pm/databases/scratch.db").exists());
+    s.finish();
+}
+
+#[test]
+fn every_error_code_carries_its_data() {
+    let mut s = session();
+    std::fs::write(root(&s).join("ok.sql"), "SELECT 1;").unwrap();
+    let cases = [
+        // The document's example, exactly.
+        (
+            "db.create",
+            json!({"database": "other_db"}),
+            json!({"code": -32005, "message": "database 'other_db' is not in allowed list",
+                   "data": {"code": "DB_NOT_ALLOWED", "database": "other_db"}}),
+        ),
+        // A schema failure of the named field is INVALID_NAME, not a generic invalid-params.
+        (
+            "db.create",
+            json!({"database": "bad name!"}),
+            json!({"code": -32003, "message": "invalid database 'bad name!'",
+                   "data": {"code": "INVALID_NAME", "field": "database", "value": "bad name!"}}),
+        ),
+        // The handler's own naming rule gives the same error.
+        (
+            "db.create",
+            json!({"database": "9lives"}),
+            json!({"code": -32003, "message": "invalid database '9lives'",
+                   "data": {"code": "INVALID_NAME", "field": "database", "value": "9lives"}}),
+        ),
+        (
+            "worktree.create",
+            json!({"branch": "bad branch"}),
+            json!({"code": -32003, "message": "invalid branch 'bad branch'",
+                   "data": {"code": "INVALID_NAME", "field": "branch", "value": "bad branch"}}),
+        ),
+        (
+            "worktree.create",
+            json!({"branch": "-x", "new_branch": true}),
+            json!({"code": -32003, "message": "invalid branch '-x'",
+                   "data": {"code": "INVALID_NAME", "field": "branch", "value": "-x"}}),
+        ),
+        (
+            "db.drop",
+            json!({"database": "app", "confirm": true}),
+            json!({"code": -32006, "message": "database 'app' is the default database and cannot be dropped",
+                   "data": {"code": "DB_IS_DEFAULT", "database": "app"}}),
+        ),
+        (
+            "db.import",
+            json!({"database": "app", "sql_path": "missing.sql"}),
+            json!({"code": -32007, "message": "SQL file 'missing.sql' not found",
+                   "data": {"code": "FILE_NOT_FOUND", "path": "missing.sql"}}),
+        ),
+        (
+            "db.dump",
+            json!({"database": "app_none"}),
+            json!({"code": -32008, "message": "database 'app_none' does not exist",
+                   "data": {"code": "DB_NOT_FOUND", "database": "app_none"}}),
+        ),
+        (
+            "db.clone",
+            json!({"source": "app", "target": "app"}),
+            json!({"code": -32009, "message": "database 'app' already exists",
+                   "data": {"code": "DB_EXISTS", "database": "app"}}),
+        ),
+        (
+            "worktree.remove",
+            json!({"branch": "nowhere", "confirm": true}),
+            json!({"code": -32010, "message": "no worktree for branch 'nowhere'",
+                   "data": {"code": "WORKTREE_NOT_FOUND", "branch": "nowhere"}}),
+        ),
+        (
+            "db.dump",
+            json!({"database": "app", "tables": ["users", "ghosts"]}),
+            json!({"code": -32013, "message": "database 'app' has no table 'ghosts'",
+                   "data": {"code": "TABLE_NOT_FOUND", "database": "app", "table": "ghosts"}}),
+        ),
+    ];
+    for (tool, args, expected) in cases {
+        let e = s.rpc_error(tool, args.clone());
+        assert_eq!(e, expected, "{tool} {args}");
+    }
+    s.ok(
+        "worktree.create",
+        json!({"branch": "dup", "new_branch": true}),
+    );
+    let e = s.rpc_error("worktree.create", json!({"branch": "dup"}));
+    assert_eq!(
+        e["data"],
+        json!({"code": "WORKTREE_EXISTS", "branch": "dup"})
+    );
+    // A missing argument is not an invalid name: it stays a tool error the model can fix.
+    let e = s.tool_error("db.create", json!({}));
+    assert_eq!(
+        (e["code"].clone(), e["field"].clone()),
+        (json!("INVALID_ARGUMENTS"), json!("database"))
+    );
+    let e = s.rpc_error("worktree.create", json!({"branch": "main"}));
+    assert_eq!(
+        e["data"]["code"], "WORKTREE_EXISTS",
+        "main is checked out already"
+    );
+    // Git's own refusal is reported without the project's absolute path.
+    let e = s.rpc_error("worktree.create", json!({"branch": "ghost"}));
+    assert_eq!(
+        e["data"],
+        json!({"code": "GIT_FAILED", "command": "worktree add", "reason": "fatal: invalid reference: ghost"})
+    );
+    let text = e.to_string();
+    assert!(!text.contains(&*root(&s).to_string_lossy()), "{text}");
+    s.finish();
+}
+
+#[test]
+fn path_traversal_is_refused_in_every_name_and_path() {
+    let mut s = session();
+    let dir = root(&s).to_path_buf();
+    let outside = dir.parent().unwrap().join(format!(
+        "{}-outside.sql",
+        dir.file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::write(&outside, "CREATE TABLE pwned (x);").unwrap();
+    std::os::unix::fs::symlink(&outside, dir.join("link.sql")).unwrap();
+    let outside_name = outside.file_name().unwrap().to_string_lossy().into_owned();
+    let escape = format!("../{outside_name}");
+    let cases: Vec<(&str, Value, &str, String)> = vec![
+        (
+            "db.create",
+            json!({"database": "../evil"}),
+            "database",
+            "../evil".into(),
+        ),
+        (
+            "db.create",
+            json!({"database": "a/b"}),
+            "database",
+            "a/b".into(),
+        ),
+        (
+            "db.create",
+            json!({"database": "a\\b"}),
+            "database",
+            "a\\b".into(),
+        ),
+        (
+            "db.create",
+            json!({"database": ".."}),
+            "database",
+            "..".into(),
+        ),
+        (
+            "db.dump",
+            json!({"database": "../../etc/passwd"}),
+            "database",
+            "../../etc/passwd".into(),
+        ),
+        (
+            "db.drop",
+            json!({"database": "../app", "confirm": true}),
+            "database",
+            "../app".into(),
+        ),
+        (
+            "db.clone",
+            json!({"source": "../app", "target": "copy"}),
+            "source",
+            "../app".into(),
+        ),
+        (
+            "db.clone",
+            json!({"target": "../../copy"}),
+            "target",
+            "../../copy".into(),
+        ),
+        (
+            "db.import",
+            json!({"database": "app", "sql_path": escape.clone()}),
+            "sql_path",
+            escape.clone(),
+        ),
+        (
+            "db.import",
+            json!({"database": "app", "sql_path": outside.to_string_lossy()}),
+            "sql_path",
+            outside.to_string_lossy().into_owned(),
+        ),
+        (
+            "db.import",
+            json!({"database": "app", "sql_path": "sub/../../x.sql"}),
+            "sql_path",
+            "sub/../../x.sql".into(),
+        ),
+        (
+            "db.import",
+            json!({"database": "app", "sql_path": "link.sql"}),
+            "sql_path",
+            "link.sql".into(),
+        ),
+        (
+            "db.import",
+            json!({"database": "../app", "sql_path": "link.sql"}),
+            "database",
+            "../app".into(),
+        ),
+        (
+            "worktree.create",
+            json!({"branch": "../escape", "new_branch": true}),
+            "branch",
+            "../escape".into(),
+        ),
+        (
+            "worktree.create",
+            json!({"branch": "/abs", "new_branch": true}),
+            "branch",
+            "/abs".into(),
+        ),
+        (
+            "worktree.create",
+            json!({"branch": "a/../../b", "new_branch": true}),
+            "branch",
+            "a/../../b".into(),
+        ),
+        (
+            "worktree.remove",
+            json!({"branch": "../x", "confirm": true}),
+            "branch",
+            "../x".into(),
+        ),
+        (
+            "workflow.create",
+            json!({"branch": "..", "new_branch": true}),
+            "branch",
+            "..".into(),
+        ),
+        (
+            "workflow.remove",
+            json!({"branch": "../x", "confirm": true}),
+            "branch",
+            "../x".into(),
+        ),
+    ];
+    let before = contents(&dir.join(".pm/databases/app.db"));
+    for (tool, args, field, value) in cases {
+        let e = s.rpc_error(tool, args.clone());
+        assert_eq!(
+            e["data"],
+            json!({"code": "PATH_TRAVERSAL", "field": field, "value": value}),
+            "{tool} {args}"
+        );
+        assert_eq!(e["code"], -32004);
+    }
+    assert_eq!(contents(&dir.join(".pm/databases/app.db")), before);
+    assert!(!dir.parent().unwrap().join("evil.db").exists());
+    assert_eq!(git(&dir, &["worktree", "list"]).lines().count(), 1);
+    std::fs::remove_file(&outside).unwrap();
+    s.finish();
+}
+
+#[test]
+fn destructive_tools_need_confirm_true() {
+    let mut s = session();
+    let dir = root(&s).to_path_buf();
+    s.ok("db.create", json!({"database": "scratch"}));
+    s.ok(
+        "workflow.create",
+        json!({"branch": "feat/a", "new_branch": true}),
+    );
+    s.ok(
+        "worktree.create",
+        json!({"branch": "feat/b", "new_branch": true}),
+    );
+    let cases = [
+        ("db.drop", json!({"database": "scratch"})),
+        ("worktree.remove", json!({"branch": "feat/b"})),
+        (
+            "workflow.remove",
+            json!({"branch": "feat/a", "drop_db": true}),
+        ),
+    ];
+    for (tool, args) in &cases {
+        for confirm in [None, Some(json!(false)), Some(json!("yes")), Some(json!(1))] {
+            let mut a = args.clone();
+            if let Some(c) = confirm {
+                a["confirm"] = c;
+            }
+            let e = s.tool_error(tool, a.clone());
+            assert_eq!(e["code"], "CONFIRMATION_REQUIRED", "{tool} {a}");
+            assert_eq!(e["field"], "confirm");
+        }
+    }
+    // Nothing was touched.
+    assert!(dir.join(".pm/databases/scratch.db").exists());
+    assert!(dir.join(".pm/databases/app_feat_a.db").exists());
+    assert_eq!(git(&dir, &["worktree", "list"]).lines().count(), 3);
+    for (tool, args) in cases {
+        let mut a = args.clone();
+        a["confirm"] = json!(true);
+        s.ok(tool, a);
+    }
+    assert!(!dir.join(".pm/databases/scratch.db").exists());
+    assert!(!dir.join(".pm/databases/app_feat_a.db").exists());
+    assert_eq!(git(&dir, &["worktree", "list"]).lines().count(), 1);
+    s.finish();
+}
+
+#[test]
+fn worktrees_and_workflows() {
+    let mut s = session();
+    let dir = root(&s).to_path_buf();
+    let wt = s.ok(
+        "worktree.create",
+        json!({"branch": "feature/x", "new_branch": true}),
+    );
+    assert_eq!(
+        wt,
+        json!({"branch": "feature/x", "path": ".pm/worktrees/feature-x"})
+    );
+    assert!(dir.join(".pm/worktrees/feature-x/.gitignore").exists());
+    let list = s.ok("worktree.list", json!({}));
+    let wts = list["worktrees"].as_array().unwrap();
+    assert_eq!(wts.len(), 2);
+    assert_eq!(
+        (wts[0]["path"].clone(), wts[0]["main"].clone()),
+        (json!("."), json!(true))
+    );
+    assert_eq!(wts[1]["branch"], "feature/x");
+    assert_eq!(wts[1]["path"], ".pm/worktrees/feature-x");
+    // An existing branch gets a worktree without `new_branch`.
+    git(&dir, &["branch", "existing"]);
+    s.ok("worktree.create", json!({"branch": "existing"}));
+    s.ok(
+        "worktree.remove",
+        json!({"branch": "existing", "confirm": true}),
+    );
+    s.ok(
+        "worktree.remove",
+        json!({"branch": "feature/x", "confirm": true}),
+    );
+    assert!(!dir.join(".pm/worktrees/feature-x").exists());
+
+    let wf = s.ok(
+        "workflow.create",
+        json!({"branch": "Fix-1", "new_branch": true}),
+    );
+    assert_eq!(
+        wf,
+        json!({"branch": "Fix-1", "worktree": ".pm/worktrees/Fix-1", "database": "app_fix_1"})
+    );
+    assert_eq!(
+        contents(&dir.join(".pm/databases/app_fix_1.db")),
+        contents(&dir.join(".pm/databases/app.db"))
+    );
+    let removed = s.ok(
+        "workflow.remove",
+        json!({"branch": "Fix-1", "confirm": true}),
+    );
+    assert_eq!(removed["dropped"], json!(false));
+    assert!(
+        dir.join(".pm/databases/app_fix_1.db").exists(),
+        "kept without drop_db"
+    );
+    s.finish();
+}
+
+#[test]
+fn a_workflow_whose_second_step_fails_leaves_nothing_behind() {
+    let mut s = session();
+    let dir = root(&s).to_path_buf();
+    // The database the workflow would clone into already exists, so step two fails after
+    // step one made the worktree and the branch.
+    std::fs::copy(
+        dir.join(".pm/databases/app.db"),
+        dir.join(".pm/databases/app_feat_y.db"),
+    )
+    .unwrap();
+    let branches_before = branches(&dir);
+    let e = s.rpc_error(
+        "workflow.create",
+        json!({"branch": "feat/y", "new_branch": true}),
+    );
+    assert_eq!(
+        e["data"],
+        json!({"code": "DB_EXISTS", "database": "app_feat_y"})
+    );
+    assert_eq!(git(&dir, &["worktree", "list"]).lines().count(), 1);
+    assert!(!dir.join(".pm/worktrees/feat-y").exists());
+    assert_eq!(
+        branches(&dir),
+        branches_before,
+        "the created branch is deleted"
+    );
+    // A branch that existed before is kept when the workflow is undone.
+    git(&dir, &["branch", "feat/y"]);
+    let e = s.rpc_error("workflow.create", json!({"branch": "feat/y"}));
+    assert_eq!(e["data"]["code"], "DB_EXISTS");
+    assert_eq!(git(&dir, &["worktree", "list"]).lines().count(), 1);
+    assert!(branches(&dir).contains("feat/y"));
+    s.finish();
+}
+
+/// A client that declares elicitation: the server asks before a confirmed destructive call.
+mod elicitation {
+    use super::*;
+
+    fn session() -> Session {
+        start_project("pm", project(), json!({"elicitation": {}}))
+    }
+
+    /// Calls `tool`, answers the server's `elicitation/create` with `answer`, and returns the
+    /// question and the call's response.
+    fn call_answering(s: &mut Session, tool: &str, args: Value, answer: Value) -> (Value, Value) {
+        let id = json!("call-1");
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                         "params": {"name": tool, "arguments": args}});
+        s.client.send_line(&msg.to_string()).unwrap();
+        let request = s
+            .client
+            .recv(Duration::from_secs(10))
+            .expect("elicitation request");
+        assert_eq!(request["method"], "elicitation/create", "{request}");
+        let reply = json!({"jsonrpc": "2.0", "id": request["id"], "result": answer});
+        s.client.send_line(&reply.to_string()).unwrap();
+        let response = s.client.recv_response(&id).expect("call response");
+        (request["params"].clone(), response)
+    }
+
+    #[test]
+    fn decline_and_cancel_change_nothing_and_accept_drops() {
+        let mut s = session();
+        let dir = root(&s).to_path_buf();
+        s.ok("db.create", json!({"database": "scratch"}));
+        let db = dir.join(".pm/databases/scratch.db");
+        for action in ["decline", "cancel"] {
+            let (question, response) = call_answering(
+                &mut s,
+                "db.drop",
+                json!({"database": "scratch", "confirm": true}),
+                json!({"action": action}),
+            );
+            assert_eq!(
+                question["message"],
+                "Drop database scratch? This deletes the file."
+            );
+            assert_eq!(question["requestedSchema"]["type"], "object");
+            assert_eq!(response["result"]["isError"], json!(true), "{response}");
+            let error: Value =
+                serde_json::from_str(response["result"]["content"][0]["text"].as_str().unwrap())
+                    .unwrap();
+            assert_eq!(error["error"]["code"], "DECLINED");
+            let said = if action == "decline" {
+                "declined"
+            } else {
+                "cancelled"
+            };
+            assert_eq!(error["error"]["action"], said);
+            assert!(db.exists(), "{action} must leave the database");
+        }
+        let (_, response) = call_answering(
+            &mut s,
+            "db.drop",
+            json!({"database": "scratch", "confirm": true}),
+            json!({"action": "accept", "content": {}}),
+        );
+        assert_eq!(response["result"]["isError"], json!(false), "{response}");
+        assert!(!db.exists());
+        s.finish();
+    }
+
+    #[test]
+    fn the_question_shows_what_will_be_destroyed_for_each_tool() {
+        let mut s = session();
+        s.ok(
+            "workflow.create",
+            json!({"branch": "wf", "new_branch": true}),
+        );
+        let (q, r) = call_answering(
+            &mut s,
+            "workflow.remove",
+            json!({"branch": "wf", "drop_db": true, "confirm": true}),
+            json!({"action": "decline"}),
+        );
+        assert_eq!(
+            q["message"],
+            "Remove the worktree of branch wf and drop its database?"
+        );
+        assert_eq!(r["result"]["isError"], json!(true));
+        let (q, r) = call_answering(
+            &mut s,
+            "worktree.remove",
+            json!({"branch": "wf", "confirm": true}),
+            json!({"action": "accept"}),
+        );
+        assert_eq!(
+            q["message"],
+            "Remove the worktree of branch wf? Its directory is deleted."
+        );
+        assert_eq!(r["result"]["isError"], json!(false), "{r}");
+        s.finish();
+    }
+
+    /// Protocol 2026-07-28 has no initialize: the client declares elicitation in each
+    /// request's `_meta`, the server answers `input_required`, and the client retries the call
+    /// with the person's answer in `inputResponses`.
+    #[test]
+    fn a_2026_client_is_asked_through_input_required() {
+        let dir = project();
+        let root = dir.path().to_path_buf();
+        std::fs::copy(
+            root.join(".pm/databases/app.db"),
+            root.join(".pm/databases/scratch.db"),
+        )
+        .unwrap();
+        let mut c = server::client::StdioClient::spawn(
+            Command::new(crate::common::EXE)
+                .args(["serve", "pm"])
+                .current_dir(&root)
+                .stderr(std::process::Stdio::null()),
+        )
+        .unwrap();
+        let meta = |caps: Value| {
+            json!({
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": caps,
+                "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"}
+            })
+        };
+        let call = |c: &mut server::client::StdioClient, caps: Value, extra: Value| {
+            let mut params = json!({"name": "db.drop", "_meta": meta(caps),
+                                    "arguments": {"database": "scratch", "confirm": true}});
+            for (k, v) in extra.as_object().unwrap() {
+                params[k] = v.clone();
+            }
+            c.request("tools/call", params).unwrap()
+        };
+        let first = call(&mut c, json!({"elicitation": {}}), json!({}));
+        let result = &first["result"];
+        assert_eq!(result["resultType"], "input_required", "{first}");
+        let ask = &result["inputRequests"]["confirm"];
+        assert_eq!(ask["method"], "elicitation/create");
+        assert_eq!(
+            ask["params"]["message"],
+            "Drop database scratch? This deletes the file."
+        );
+        for action in ["decline", "cancel"] {
+            let r = call(
+                &mut c,
+                json!({"elicitation": {}}),
+                json!({"inputResponses": {"confirm": {"action": action}}}),
+            );
+            assert_eq!(r["result"]["isError"], json!(true), "{r}");
+            assert!(root.join(".pm/databases/scratch.db").exists());
+        }
+        let r = call(
+            &mut c,
+            json!({"elicitation": {}}),
+            json!({"inputResponses": {"confirm": {"action": "accept", "content": {}}}}),
+        );
+        assert_eq!(r["result"]["isError"], json!(false), "{r}");
+        assert!(!root.join(".pm/databases/scratch.db").exists());
+        // Without the capability the argument rule stands alone.
+        std::fs::copy(
+            root.join(".pm/databases/app.db"),
+            root.join(".pm/databases/scratch.db"),
+        )
+        .unwrap();
+        let r = call(&mut c, json!({}), json!({}));
+        assert_eq!(r["result"]["isError"], json!(false), "{r}");
+        assert!(!root.join(".pm/databases/scratch.db").exists());
+        assert!(
+            c.finish(Duration::from_secs(10))
+                .is_some_and(|s| s.success())
+        );
+    }
+
+    #[test]
+    fn cancelling_the_call_while_the_person_is_asked_changes_nothing() {
+        let mut s = session();
+        let db = root(&s).join(".pm/databases/scratch.db");
+        s.ok("db.create", json!({"database": "scratch"}));
+        let msg = json!({"jsonrpc": "2.0", "id": "drop-1", "method": "tools/call",
+                         "params": {"name": "db.drop", "arguments": {"database": "scratch", "confirm": true}}});
+        s.client.send_line(&msg.to_string()).unwrap();
+        let request = s
+            .client
+            .recv(Duration::from_secs(10))
+            .expect("elicitation request");
+        assert_eq!(request["method"], "elicitation/create");
+        s.client
+            .notify("notifications/cancelled", json!({"requestId": "drop-1"}))
+            .unwrap();
+        // The server stays responsive, and an answer that arrives after the cancellation
+        // does not revive the call.
+        let list = s.ok("db.list", json!({}));
+        assert_eq!(list["databases"].as_array().unwrap().len(), 2);
+        let reply = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"action": "accept"}});
+        s.client.send_line(&reply.to_string()).unwrap();
+        s.ok("db.list", json!({}));
+        assert!(db.exists());
+        let answered = s
+            .client
+            .other
+            .iter()
+            .any(|m| m["id"] == "drop-1" && m["result"]["isError"] == json!(false));
+        assert!(!answered, "{:?}", s.client.other);
+        s.finish();
+    }
+
+    #[test]
+    fn no_question_is_asked_for_a_call_that_is_refused_anyway() {
+        let mut s = session();
+        // `confirm: false` and invalid arguments are refused without asking the person: the
+        // next message from the server is the answer to the call itself.
+        let e = s.tool_error("db.drop", json!({"database": "app", "confirm": false}));
+        assert_eq!(e["code"], "CONFIRMATION_REQUIRED");
+        let e = s.rpc_error("db.drop", json!({"database": "bad name", "confirm": true}));
+        assert_eq!(e["data"]["code"], "INVALID_NAME");
+        assert!(
+            s.client.other.is_empty(),
+            "unexpected: {:?}",
+            s.client.other
+        );
+        s.finish();
+    }
+}
+
+#[test]
+fn a_workflow_reports_progress_when_asked() {
+    let mut s = session();
+    let response = s
+        .client
+        .request(
+            "tools/call",
+            json!({"name": "workflow.create", "arguments": {"branch": "p", "new_branch": true},
+                   "_meta": {"progressToken": "wf-1"}}),
+        )
+        .expect("response");
+    assert_eq!(response["result"]["isError"], json!(false), "{response}");
+    // The notifications arrive before the response, which the client kept aside.
+    let progress: Vec<(f64, String)> = s
+        .client
+        .other
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .map(|m| {
+            assert_eq!(m["params"]["progressToken"], "wf-1");
+            assert_eq!(m["params"]["total"], json!(2.0));
+            (
+                m["params"]["progress"].as_f64().unwrap(),
+                m["params"]["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        progress,
+        [
+            (1.0, "worktree created".to_string()),
+            (2.0, "database cloned".to_string())
+        ]
+    );
+    s.finish();
+}
+
+#[test]
+fn an_internal_failure_is_sanitised_and_logged_with_its_request_id() {
+    let dir = project();
+    let root = dir.path().to_path_buf();
+    // The databases directory is a file, so creating a database fails inside the handler.
+    std::fs::write(root.join("blocker"), "").unwrap();
+    let config = CONFIG.replace("\".pm/databases\"", "\"blocker/sub\"");
+    std::fs::write(root.join(".pm.json"), config).unwrap();
+    let log = root.join("server.log");
+    let mut c = server::client::StdioClient::spawn(
+        Command::new(crate::common::EXE)
+            .args(["serve", "pm"])
+            .current_dir(&root)
+            .stderr(std::fs::File::create(&log).unwrap()),
+    )
+    .unwrap();
+    c.initialize().unwrap();
+    let r = c
+        .call_tool("db.create", json!({"database": "scratch"}))
+        .unwrap();
+    assert_eq!(r["result"]["isError"], json!(true), "{r}");
+    let error: Value =
+        serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    let request = error["error"]["request"].as_u64().expect("request id");
+    assert_eq!(error["error"]["code"], "INTERNAL_ERROR");
+    let text = r.to_string();
+    assert!(
+        !text.contains("blocker"),
+        "no path reaches the client: {text}"
+    );
+    assert!(
+        c.finish(Duration::from_secs(10))
+            .is_some_and(|s| s.success())
+    );
+    let logged = std::fs::read_to_string(&log).unwrap();
+    let line = logged
+        .lines()
+        .find(|l| l.contains("handler failed"))
+        .unwrap_or_else(|| panic!("no log line: {logged}"));
+    assert!(line.contains(&format!("request={request}")), "{line}");
+    assert!(
+        line.contains("Not a directory") || line.contains("not a directory"),
+        "{line}"
+    );
+}

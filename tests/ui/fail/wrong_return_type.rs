@@ -1,0 +1,28 @@
+//! The handlers of the golden `files` spec (tests/fixtures/handlers/spec.yaml), implemented
+//! by hand with one mistake.
+
+mod files {
+    include!("../../fixtures/handlers/expected/files.rs");
+}
+
+use files::{args, outputs};
+use server::handler::{Context, HandlerError};
+
+struct Mine;
+
+impl files::FilesListHandler for Mine {
+    fn list_files(&self, _: &Context, _: args::FilesList) -> Result<outputs::FilesList, HandlerError> {
+        Ok(outputs::FilesList { files: Vec::new(), total: None })
+    }
+}
+
+// The handler of `files.delete` returns a bare boolean instead of its typed output.
+impl files::FilesDeleteHandler for Mine {
+    fn delete_file(&self, _: &Context, _: args::FilesDelete) -> Result<bool, HandlerError> {
+        Ok(true)
+    }
+}
+
+fn main() {
+    let _ = files::dispatcher(Mine);
+}
