@@ -183,27 +183,15 @@ fn out_struct(s: &OutStruct) -> TokenStream {
     let name = ident(&s.name);
     let doc = format!(" {}", s.doc);
     let fields = s.fields.iter().map(|f| {
-        let field = ident(&f.field);
-        let wire = &f.wire;
-        let ty = out_rust_type(&f.ty);
-        let doc = f
-            .description
-            .as_deref()
-            .map(|d| format!(" {}", d.trim()))
-            .unwrap_or_else(|| format!(" The `{wire}` field."));
-        if f.required {
-            quote! {
-                #[doc = #doc]
-                #[serde(rename = #wire)]
-                pub #field: #ty,
-            }
-        } else {
-            quote! {
-                #[doc = #doc]
-                #[serde(rename = #wire, skip_serializing_if = "::core::option::Option::is_none")]
-                pub #field: ::core::option::Option<#ty>,
-            }
-        }
+        struct_field(
+            &f.field,
+            &f.wire,
+            &out_rust_type(&f.ty),
+            f.description.as_deref(),
+            "field",
+            f.required,
+            &quote!(skip_serializing_if = "::core::option::Option::is_none"),
+        )
     });
     quote! {
         #[doc = #doc]
@@ -314,6 +302,37 @@ fn handler_tokens(server: &Server) -> TokenStream {
     }
 }
 
+/// One field of a generated struct: its doc (the description, or a line naming the wire
+/// name as a `noun`), the wire name beside the Rust name, and `Option` with `optional_serde`
+/// when the value may be absent.
+fn struct_field(
+    field: &str,
+    wire: &str,
+    ty: &TokenStream,
+    description: Option<&str>,
+    noun: &str,
+    always: bool,
+    optional_serde: &TokenStream,
+) -> TokenStream {
+    let field = ident(field);
+    let doc = description
+        .map(|d| format!(" {}", d.trim()))
+        .unwrap_or_else(|| format!(" The `{wire}` {noun}."));
+    if always {
+        quote! {
+            #[doc = #doc]
+            #[serde(rename = #wire)]
+            pub #field: #ty,
+        }
+    } else {
+        quote! {
+            #[doc = #doc]
+            #[serde(rename = #wire, #optional_serde)]
+            pub #field: ::core::option::Option<#ty>,
+        }
+    }
+}
+
 fn rust_type(ty: &ArgType) -> TokenStream {
     match ty {
         ArgType::String => quote!(::std::string::String),
@@ -332,27 +351,15 @@ fn args_struct(tool: &Tool) -> TokenStream {
     let name = ident(&tool.type_name);
     let doc = format!(" Arguments of the `{}` tool.", tool.name);
     let fields = tool.args.iter().map(|a| {
-        let field = ident(&a.field);
-        let wire = &a.wire;
-        let ty = rust_type(&a.ty);
-        let doc = a
-            .description
-            .as_deref()
-            .map(|d| format!(" {}", d.trim()))
-            .unwrap_or_else(|| format!(" The `{wire}` argument."));
-        if a.present {
-            quote! {
-                #[doc = #doc]
-                #[serde(rename = #wire)]
-                pub #field: #ty,
-            }
-        } else {
-            quote! {
-                #[doc = #doc]
-                #[serde(rename = #wire, default)]
-                pub #field: ::core::option::Option<#ty>,
-            }
-        }
+        struct_field(
+            &a.field,
+            &a.wire,
+            &rust_type(&a.ty),
+            a.description.as_deref(),
+            "argument",
+            a.present,
+            &quote!(default),
+        )
     });
     quote! {
         #[doc = #doc]

@@ -59,6 +59,15 @@ impl PathSource {
     }
 }
 
+/// SQLite's own message for a failure, without rusqlite's wrapping.
+pub fn sqlite_message(e: &rusqlite::Error) -> String {
+    match e {
+        rusqlite::Error::SqliteFailure(_, Some(m)) => m.clone(),
+        rusqlite::Error::SqlInputError { msg, .. } => msg.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// Expands a leading `~` and `%APPDATA%`-style variables in a default path.
 pub fn expand(path: &str) -> PathBuf {
     let home = std::env::var_os("HOME").or_else(|| std::env::var_os("USERPROFILE"));
@@ -295,26 +304,6 @@ impl Pool {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         Some(f(&mut conn))
-    }
-
-    /// Runs `f` on every connection, e.g. to prepare statements at start-up.
-    pub fn each<E>(&self, mut f: impl FnMut(&Connection, bool) -> Result<(), E>) -> Result<(), E> {
-        if let Some(w) = &self.writer {
-            f(
-                &w.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
-                true,
-            )?;
-        }
-        for r in self
-            .readers
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .0
-            .iter()
-        {
-            f(r, false)?;
-        }
-        Ok(())
     }
 
     pub fn is_read_only(&self) -> bool {

@@ -556,10 +556,7 @@ impl Engine {
                 )));
             }
         };
-        let size = 2 + args
-            .iter()
-            .map(|(k, v)| k.len() + 4 + approx_json_size(v))
-            .sum::<usize>();
+        let size = approx_map_size(&args);
         if size > self.limits.max_argument_bytes {
             return Err(ToolError {
                 code: "ARGUMENTS_TOO_LARGE",
@@ -883,7 +880,6 @@ impl Engine {
     ) -> Result<Value, ToolError> {
         let single = matches!(tool.binding, crate::def::BindingDef::Single(_));
         let mut composite = Map::new();
-        let mut rows_by_stmt: HashMap<&str, Map<String, Value>> = HashMap::new();
         let mut raw_rows: HashMap<&str, HashMap<String, SqlValue>> = HashMap::new();
         for st in tool.binding.statements() {
             let mut stmt = conn
@@ -972,7 +968,6 @@ impl Engine {
                             }
                             raw_rows.insert(st.name, raw);
                             let obj = row_json(row, &order);
-                            rows_by_stmt.insert(st.name, obj.clone());
                             if single {
                                 return Ok(Value::Object(obj));
                             }
@@ -1031,11 +1026,10 @@ impl Engine {
             out.insert((*field).to_string(), v);
         }
         if let Some(field) = tokens_field {
+            // The rows and the fields so far, without the braces of the envelope itself.
             let size: usize = rows.iter().map(|r| approx_json_size(r) + 1).sum::<usize>()
-                + out
-                    .iter()
-                    .map(|(k, v)| k.len() + 4 + approx_json_size(v))
-                    .sum::<usize>();
+                + approx_map_size(out)
+                - 2;
             out.insert(field.to_string(), json!(size.div_ceil(4)));
         }
     }
@@ -1156,12 +1150,11 @@ fn template_name(tool: &str, stmt: &str, kind: &str) -> String {
 /// Prepares a statement and checks that it returns the declared columns.
 fn prepare_checked(conn: &Connection, st: &StatementDef) -> Result<(), String> {
     let stmt = conn.prepare_cached(st.sql).map_err(|e| {
-        let msg = match &e {
-            rusqlite::Error::SqlInputError { msg, .. } => msg.clone(),
-            rusqlite::Error::SqliteFailure(_, Some(m)) => m.clone(),
-            other => other.to_string(),
-        };
-        format!("statement `{}` does not prepare: {msg}", st.name)
+        format!(
+            "statement `{}` does not prepare: {}",
+            st.name,
+            crate::db::sqlite_message(&e)
+        )
     })?;
     if st.mode != Mode::Execute {
         let names: Vec<&str> = stmt.column_names().collect();
@@ -1338,11 +1331,14 @@ pub fn approx_json_size(v: &Value) -> usize {
         Value::Number(_) => 20,
         Value::String(s) => s.len() + 2,
         Value::Array(a) => 2 + a.iter().map(|x| approx_json_size(x) + 1).sum::<usize>(),
-        Value::Object(o) => {
-            2 + o
-                .iter()
-                .map(|(k, x)| k.len() + 4 + approx_json_size(x))
-                .sum::<usize>()
-        }
+        Value::Object(o) => approx_map_size(o),
     }
+}
+
+/// The size of an object as compact JSON text, without serializing it.
+pub fn approx_map_size(o: &Map<String, Value>) -> usize {
+    2 + o
+        .iter()
+        .map(|(k, x)| k.len() + 4 + approx_json_size(x))
+        .sum::<usize>()
 }

@@ -736,11 +736,7 @@ impl DbImportHandler for Pm {
                 if created {
                     let _ = std::fs::remove_file(&db);
                 }
-                let reason = match &e {
-                    rusqlite::Error::SqliteFailure(_, Some(m)) => m.clone(),
-                    rusqlite::Error::SqlInputError { msg, .. } => msg.clone(),
-                    other => other.to_string(),
-                };
+                let reason = crate::db::sqlite_message(&e);
                 Err(HandlerError::new("SQL_FAILED")
                     .with("path", &args.sql_path)
                     .with("reason", reason))
