@@ -64,14 +64,24 @@ fn run() -> Result<ExitCode> {
     let root = workspace_root();
     let mut spec_dir = PathBuf::from("spec");
     let mut out: Option<PathBuf> = None;
-    let mut db: Option<PathBuf> = None;
+    let mut db: Option<(Option<String>, PathBuf)> = None;
     let mut json = false;
     while let Some(a) = args.next() {
         let mut value = |name: &str| args.next().with_context(|| format!("{name} needs a value"));
         match a.as_str() {
             "--spec-dir" => spec_dir = PathBuf::from(value("--spec-dir")?),
             "--out" => out = Some(PathBuf::from(value("--out")?)),
-            "--db" => db = Some(PathBuf::from(value("--db")?)),
+            "--db" => {
+                // `SERVER=PATH` names the server the live file belongs to; split it off before
+                // the path is made absolute.
+                let v = value("--db")?;
+                db = Some(match v.split_once('=') {
+                    Some((server, path)) if !server.is_empty() && !server.contains(['/', '\\']) => {
+                        (Some(server.to_string()), PathBuf::from(path))
+                    }
+                    _ => (None, PathBuf::from(v)),
+                });
+            }
             "--format" => match value("--format")?.as_str() {
                 "human" => json = false,
                 "json" => json = true,
@@ -86,11 +96,14 @@ fn run() -> Result<ExitCode> {
     }
     // Paths given on the command line are relative to where the command was run.
     let out = out.map(std::path::absolute).transpose()?;
-    let db = db.map(std::path::absolute).transpose()?;
+    let db = match db {
+        Some((server, path)) => Some((server, std::path::absolute(path)?)),
+        None => None,
+    };
     // Diagnostics and findings name files relative to the workspace root.
     std::env::set_current_dir(&root).with_context(|| format!("entering {}", root.display()))?;
     if command == "check" {
-        return check(&root, &spec_dir, db.as_deref(), json);
+        return check(&root, &spec_dir, db, json);
     }
     let specs = match codegen::load_dir(&root.join(&spec_dir), &spec_dir) {
         Ok(s) => s,
@@ -152,19 +165,22 @@ fn read_or_empty(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_default()
 }
 
-fn check(root: &Path, spec_dir: &Path, db: Option<&Path>, json: bool) -> Result<ExitCode> {
-    let specs = codegen::load_dir(&root.join(spec_dir), spec_dir)
-        .map(|s| s.iter().map(|s| s.name().to_string()).collect::<Vec<_>>())
-        .unwrap_or_default();
+fn check(
+    root: &Path,
+    spec_dir: &Path,
+    db: Option<(Option<String>, PathBuf)>,
+    json: bool,
+) -> Result<ExitCode> {
     let (server, db) = match db {
         None => (None, None),
-        Some(p) => {
-            let text = p.to_string_lossy().into_owned();
-            match text.split_once('=') {
-                Some((server, path)) if !server.contains('/') => {
-                    (Some(server.to_string()), Some(PathBuf::from(path)))
-                }
-                _ if specs.len() == 1 => (specs.first().cloned(), Some(p.to_path_buf())),
+        Some((Some(server), path)) => (Some(server), Some(path)),
+        // Without `SERVER=` the file must belong to the only spec.
+        Some((None, path)) => {
+            let specs = codegen::load_dir(&root.join(spec_dir), spec_dir)
+                .map(|s| s.iter().map(|s| s.name().to_string()).collect::<Vec<_>>())
+                .unwrap_or_default();
+            match specs.as_slice() {
+                [one] => (Some(one.clone()), Some(path)),
                 _ => anyhow::bail!(
                     "--db needs the server it belongs to: --db SERVER=PATH, with SERVER one of {}",
                     specs.join(", ")

@@ -492,3 +492,47 @@ fn the_breaking_change_report_is_pinned() {
         .unwrap_or_else(|_| panic!("{} is missing; run with UPDATE_EXPECT=1", path.display()));
     assert_eq!(got, want);
 }
+
+/// The `codegen` command with `--db`: `SERVER=` is split off before a relative path is
+/// resolved against the directory the command was run from.
+#[test]
+fn the_command_line_names_the_server_of_a_live_database() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let live = rusqlite::Connection::open(dir.path().join("studio.db")).unwrap();
+    live.execute_batch(&text_between(
+        &std::fs::read_to_string(root.join(SPEC)).unwrap(),
+    ))
+    .unwrap();
+    drop(live);
+    let run = |db: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_codegen"))
+            .args(["check", "--db", db])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // A relative path after `studio=` is the file beside the caller, and it matches.
+    assert_eq!(run("studio=studio.db"), (Some(0), String::new()));
+    // The same file checked as another server's database drifts.
+    let (code, err) = run("knowledge=studio.db");
+    assert_eq!(code, Some(1));
+    assert!(err.contains("knowledge_entries"), "{err}");
+    // Without the server, several specs make the path ambiguous.
+    let (code, err) = run("studio.db");
+    assert_eq!(code, Some(2));
+    assert!(
+        err.starts_with("error: --db needs the server it belongs to: --db SERVER=PATH"),
+        "{err}"
+    );
+    let (code, err) = run("nope=studio.db");
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("--db names server `nope`, which no spec declares"),
+        "{err}"
+    );
+}
