@@ -687,9 +687,13 @@ impl Validator<'_> {
         };
         match obj.get("type") {
             Some(Value::String(t)) if scalar(t) => {}
+            // A union of types (such as `[string, null]` or `[boolean, integer, string]`)
+            // decodes as a JSON value in the typed arguments.
             Some(Value::Array(ts))
-                if ts.len() == 2
-                    && ts.contains(&Value::from("null"))
+                if ts.len() >= 2
+                    && ts
+                        .iter()
+                        .all(|t| t.as_str().is_some_and(|t| t == "null" || scalar(t)))
                     && ts.iter().filter_map(Value::as_str).any(scalar) => {}
             Some(other) => self.sink.error(
                 at,

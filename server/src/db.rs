@@ -229,6 +229,11 @@ pub const READERS: usize = 4;
 impl Pool {
     /// Opens the pool. In read-write mode the file is switched to WAL so that readers and the
     /// writer do not block each other.
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     pub fn open(path: &Path, read_only: bool) -> Result<Pool, DbError> {
         let writer = if read_only {
             None

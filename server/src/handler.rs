@@ -108,6 +108,11 @@ impl Context {
         }
     }
 
+    /// The server's database file, when it has one.
+    pub fn database_path(&self) -> Option<&Path> {
+        self.pool.as_deref().map(Pool::path)
+    }
+
     /// Runs `f` on a reader connection of the server's database.
     pub fn read<T>(&self, f: impl FnOnce(&mut Connection) -> T) -> Result<T, HandlerError> {
         match &self.pool {

@@ -7,6 +7,7 @@ mod cli;
 mod goldens;
 mod knowledge;
 mod laminark;
+mod lessons;
 mod pm;
 mod protocol;
 mod studio;

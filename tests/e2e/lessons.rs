@@ -1,0 +1,402 @@
+//! The `lessons` server's management tools, through the built binary over stdio: intake
+//! checks, the manifest the interceptor reads, review and promotion, edits, the doctor, the
+//! configuration and the session-log scanner.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::common::{Session, count_rows, start};
+
+fn manifest_slugs(db: &Path) -> Vec<String> {
+    let conn = rusqlite::Connection::open(db).expect("open db");
+    let mut stmt = conn
+        .prepare("SELECT slug FROM lesson_manifest ORDER BY slug")
+        .expect("prepare");
+    stmt.query_map([], |r| r.get(0))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows")
+}
+
+fn sql(db: &Path, statement: &str) {
+    let conn = rusqlite::Connection::open(db).expect("open db");
+    conn.execute_batch(statement).expect("statement");
+}
+
+fn slugs(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .expect("array")
+        .iter()
+        .map(|l| l["slug"].as_str().expect("slug"))
+        .collect()
+}
+
+fn add(s: &mut Session, extra: Value) -> Value {
+    let mut args = json!({
+        "tool": ["start_process"],
+        "trigger": "docker system prune",
+        "problem": "Pruning removed the volumes of a running database.",
+        "solution": "Prune with --filter and never with --volumes on a dev box.",
+        "type": "guard"
+    });
+    for (k, v) in extra.as_object().expect("object") {
+        args[k] = v.clone();
+    }
+    s.ok("lessons_add", args)
+}
+
+#[test]
+fn added_lessons_are_active_canonical_and_in_the_manifest() {
+    let mut s = start("lessons", &[]);
+    let added = add(&mut s, json!({"tags": ["Docker", "docker"]}));
+    let lesson = &added["lesson"];
+    assert_eq!(lesson["status"], "active");
+    assert_eq!(lesson["source"], "mcp");
+    assert_eq!(lesson["slug"], "docker-system-prune");
+    // Desktop Commander's name is stored under the canonical name, and tags are normalised.
+    assert_eq!(lesson["tool_names"], json!(["Bash"]));
+    assert_eq!(lesson["tags"], json!(["docker"]));
+    assert_eq!(
+        lesson["command_patterns"],
+        json!([r"\bdocker\s+system\s+prune\b"])
+    );
+    assert_eq!(added["manifest"]["path"], "lesson-manifest.json");
+    let listed = s.ok("lessons_list", json!({"tool": "Bash"}));
+    assert!(slugs(&listed["lessons"]).contains(&"docker-system-prune"));
+    let db = s.db.path.clone();
+    assert!(manifest_slugs(&db).contains(&"docker-system-prune".to_string()));
+    let file: Value = serde_json::from_str(
+        &std::fs::read_to_string(db.with_file_name("lesson-manifest.json")).expect("manifest file"),
+    )
+    .expect("manifest JSON");
+    let in_file: Vec<&str> = file["lessons"]
+        .as_array()
+        .expect("lessons")
+        .iter()
+        .map(|l| l["slug"].as_str().expect("slug"))
+        .collect();
+    assert_eq!(in_file, manifest_slugs(&db));
+    assert_eq!(
+        count_rows(&db, "lesson_manifest"),
+        count_rows(&db, "lessons WHERE status = 'active'")
+    );
+    s.finish();
+}
+
+#[test]
+fn intake_refuses_what_the_schema_cannot_see() {
+    let mut s = start("lessons", &[]);
+    let cases = [
+        (
+            json!({"command_patterns": ["(unclosed"]}),
+            "INVALID_LESSON",
+            "command_patterns",
+        ),
+        (
+            json!({"tool": ["Read"], "trigger": "reading secrets"}),
+            "INVALID_LESSON",
+            "type",
+        ),
+        (
+            json!({"problem": "TODO      ", "type": "hint"}),
+            "INVALID_LESSON",
+            "problem",
+        ),
+        (
+            json!({"tags": ["platform:desktop"]}),
+            "INVALID_LESSON",
+            "tags",
+        ),
+        (json!({"tool": ["not a tool"]}), "INVALID_LESSON", "tool"),
+        (
+            json!({"trigger": "git push --force", "tool": ["Bash"]}),
+            "DUPLICATE_LESSON",
+            "slug",
+        ),
+        (
+            json!({"slug": "git-stash-untracked"}),
+            "DUPLICATE_LESSON",
+            "slug",
+        ),
+    ];
+    for (extra, code, field) in cases {
+        let mut args = json!({
+            "tool": ["Bash"],
+            "trigger": "docker system prune",
+            "problem": "Pruning removed the volumes of a running database.",
+            "solution": "Prune with --filter and never with --volumes on a dev box.",
+            "type": "guard"
+        });
+        for (k, v) in extra.as_object().expect("object") {
+            args[k] = v.clone();
+        }
+        // The sample's force-push guard has the trigger `git push --force`.
+        let error = s.tool_error("lessons_add", args);
+        assert_eq!(error["code"], code, "{extra}: {error}");
+        let named = error["field"]
+            .as_str()
+            .or_else(|| error["slug"].as_str().map(|_| "slug"));
+        assert_eq!(named, Some(field), "{extra}: {error}");
+    }
+    // Arguments that fail the JSON Schema name the field too, and nothing was written.
+    let error = s.tool_error(
+        "lessons_add",
+        json!({"tool": ["Bash"], "trigger": "x", "problem": "p", "solution": "s"}),
+    );
+    assert!(
+        error["message"]
+            .as_str()
+            .expect("message")
+            .contains("trigger"),
+        "{error}"
+    );
+    let db = s.finish();
+    assert_eq!(count_rows(&db.path, "lessons WHERE source = 'mcp'"), 0);
+}
+
+#[test]
+fn candidates_are_reviewed_promoted_and_archived() {
+    let mut s = start("lessons", &[]);
+    let review = s.ok("lessons_review", json!({}));
+    assert_eq!(review["count"], 1);
+    let candidate = &review["candidates"][0];
+    assert_eq!(candidate["slug"], "sed-in-place-macos");
+    let id = candidate["id"].as_i64().expect("id");
+    assert!(!manifest_slugs(&s.db.path).contains(&"sed-in-place-macos".into()));
+
+    let promoted = s.ok(
+        "lessons_promote",
+        json!({"ids": [id], "patch": {"tags": ["shell", "macos"]}}),
+    );
+    assert_eq!(promoted["changed"], json!([id]));
+    assert_eq!(promoted["status"], "active");
+    assert!(manifest_slugs(&s.db.path).contains(&"sed-in-place-macos".into()));
+    let listed = s.ok("lessons_list", json!({"tag": "macos"}));
+    assert_eq!(slugs(&listed["lessons"]), ["sed-in-place-macos"]);
+
+    // Promoting it again is refused: it is no longer a candidate.
+    let error = s.tool_error("lessons_promote", json!({"ids": [id]}));
+    assert_eq!(error["code"], "NOT_A_CANDIDATE");
+    assert_eq!(s.ok("lessons_review", json!({}))["count"], 0);
+    s.finish();
+}
+
+#[test]
+fn edit_scope_cancel_and_restore() {
+    let mut s = start("lessons", &[]);
+    let id = add(&mut s, json!({}))["lesson"]["id"].as_i64().expect("id");
+
+    let edited = s.ok(
+        "lessons_edit",
+        json!({"id": id, "patch": {"type": "hint", "solution": "Run docker volume ls first and prune with --filter."}}),
+    );
+    assert_eq!(edited["lesson"]["type"], "hint");
+    let error = s.tool_error(
+        "lessons_edit",
+        json!({"id": id, "patch": {"path_patterns": ["[z-a]"]}}),
+    );
+    assert_eq!(error["field"], "path_patterns");
+    assert_eq!(
+        s.tool_error("lessons_edit", json!({"id": 999, "patch": {}}))["code"],
+        "LESSON_NOT_FOUND"
+    );
+
+    let scoped = s.ok("lessons_scope", json!({"id": id, "scope": "/work/app/"}));
+    assert_eq!(scoped["lesson"]["scope"], "/work/app");
+    let global = s.ok("lessons_scope", json!({"id": id}));
+    assert!(global["lesson"].get("scope").is_none_or(Value::is_null));
+
+    let cancelled = s.ok(
+        "lessons_cancel",
+        json!({"id_or_slug": "docker-system-prune"}),
+    );
+    assert_eq!(cancelled["archived"], json!(["docker-system-prune"]));
+    assert_eq!(cancelled["tag"], "#lesson:cancel docker-system-prune");
+    assert!(!manifest_slugs(&s.db.path).contains(&"docker-system-prune".into()));
+    // A slug nobody recorded yet: nothing archived, the tag still cancels an unscanned one.
+    let unscanned = s.ok("lessons_cancel", json!({"id_or_slug": "not-yet-scanned"}));
+    assert_eq!(unscanned["archived"], json!([]));
+    assert_eq!(unscanned["tag"], "#lesson:cancel not-yet-scanned");
+
+    let restored = s.ok("lessons_restore", json!({"id": id}));
+    assert_eq!(restored["lesson"]["status"], "active");
+    assert!(manifest_slugs(&s.db.path).contains(&"docker-system-prune".into()));
+    assert_eq!(
+        s.tool_error("lessons_restore", json!({"id": id}))["code"],
+        "NOT_ARCHIVED"
+    );
+    let archived = s.ok("lessons_manage", json!({"status": "archived"}));
+    assert_eq!(archived["count"], 0);
+    s.finish();
+}
+
+#[test]
+fn search_finds_words_in_any_field() {
+    let mut s = start("lessons", &[]);
+    let found = s.ok("lessons_search", json!({"query": "untracked"}));
+    assert_eq!(slugs(&found["results"]), ["git-stash-untracked"]);
+    let found = s.ok(
+        "lessons_search",
+        json!({"query": "sed", "status": "candidate"}),
+    );
+    assert_eq!(slugs(&found["results"]), ["sed-in-place-macos"]);
+    // Operators are plain text, never a syntax error.
+    let found = s.ok("lessons_search", json!({"query": "\"unbalanced AND ("}));
+    assert_eq!(found["results"], json!([]));
+    s.finish();
+}
+
+fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no check {name}: {report}"))
+}
+
+fn flagged(report: &Value, name: &str) -> Vec<String> {
+    check(report, name)["issues"]
+        .as_array()
+        .expect("issues")
+        .iter()
+        .map(|i| i["lesson"].as_str().expect("lesson").to_string())
+        .collect()
+}
+
+#[test]
+fn the_doctor_runs_nine_checks_and_flags_what_is_wrong() {
+    let mut s = start("lessons", &[]);
+    let report = s.ok("lessons_doctor", json!({}));
+    assert_eq!(report["checks"].as_array().expect("checks").len(), 9);
+    assert_eq!(
+        report["ok"], true,
+        "the sample library is healthy: {report}"
+    );
+
+    // Lessons written behind the server's back, the way a broken import would.
+    sql(
+        &s.db.path,
+        r#"
+        INSERT INTO lessons (slug, type, status, tool_names, command_patterns, trigger, problem, solution, tags) VALUES
+          ('ps-loop', 'hint', 'active', '["list_processes"]', '[]', 'listing processes', 'Polling list_processes in a loop floods the context.', 'Read the process output once instead.', '[]'),
+          ('bad-pattern', 'guard', 'active', '["bash"]', '["(unclosed"]', 'bad pattern', 'short', 'short', '[]'),
+          ('old-candidate', 'hint', 'candidate', '["Read"]', '[]', 'old candidate', 'A candidate nobody reviewed for months.', 'Review candidates every week.', '[]');
+        UPDATE lessons SET created_at = '2026-01-01T00:00:00Z' WHERE slug = 'old-candidate';
+        "#,
+    );
+    let report = s.ok("lessons_doctor", json!({}));
+    assert_eq!(report["ok"], false);
+    for (name, lessons) in [
+        ("invalid patterns", vec!["bad-pattern"]),
+        ("non-canonical tool names", vec!["bad-pattern"]),
+        ("thin text", vec!["bad-pattern", "bad-pattern"]),
+        ("stale manifest", vec!["bad-pattern", "ps-loop"]),
+        ("stale candidates", vec!["old-candidate"]),
+        (
+            "platform tag missing for platform-exclusive tools",
+            vec!["ps-loop"],
+        ),
+        ("duplicates", vec![]),
+        ("unbounded guards", vec![]),
+        ("missing tool names", vec![]),
+    ] {
+        assert_eq!(flagged(&report, name), lessons, "{name}");
+    }
+    // The stale manifest is fixed by a build.
+    s.ok("lessons_build", json!({}));
+    let report = s.ok("lessons_doctor", json!({}));
+    assert_eq!(flagged(&report, "stale manifest"), Vec::<String>::new());
+    s.finish();
+}
+
+#[test]
+fn configuration_reads_defaults_and_checks_values() {
+    let mut s = start("lessons", &[]);
+    let config = s.ok("lessons_config_get", json!({}));
+    assert_eq!(config["config"]["injection"]["hints"], true);
+    assert_eq!(config["config"]["scanning"]["max_files"], 500);
+    let set = s.ok(
+        "lessons_config_set",
+        json!({"key": "injection.hints", "value": false}),
+    );
+    assert_eq!(set["config"]["injection"]["hints"], false);
+    for (key, value) in [
+        ("injection.hints", json!("no")),
+        ("scanning.max_files", json!(0)),
+        ("scanning.sessions_dir", json!(" ")),
+    ] {
+        let error = s.tool_error("lessons_config_set", json!({"key": key, "value": value}));
+        assert_eq!(error["code"], "INVALID_CONFIG", "{key}");
+        assert_eq!(error["key"], key);
+    }
+    let error = s.tool_error(
+        "lessons_config_set",
+        json!({"key": "injection.bogus", "value": true}),
+    );
+    assert!(
+        error["message"].as_str().expect("message").contains("key"),
+        "{error}"
+    );
+    assert_eq!(
+        s.ok("lessons_config_get", json!({}))["config"]["injection"]["hints"],
+        false
+    );
+    s.finish();
+}
+
+fn assistant(text: &str) -> String {
+    json!({"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": text}]}})
+        .to_string()
+        + "\n"
+}
+
+const BLOCK: &str = "Fixed it.\n#lesson\ntool: Bash\ntrigger: cargo publish\nproblem: Publishing ran without the dry run and shipped a broken crate.\nsolution: Run cargo publish --dry-run first.\n#/lesson";
+
+#[test]
+fn scans_record_candidates_incrementally() {
+    let mut s = start("lessons", &[]);
+    let sessions = tempfile::tempdir().expect("tempdir");
+    let project = sessions.path().join("project-a");
+    std::fs::create_dir(&project).expect("mkdir");
+    let log = project.join("session-1.jsonl");
+    let user = json!({"type": "user", "message": {"role": "user", "content": "#lesson\ntool: Bash\ntrigger: user text\nproblem: users do not report lessons here.\nsolution: only assistants do.\n#/lesson"}}).to_string() + "\n";
+    std::fs::write(&log, user + &assistant(BLOCK) + "{not json\n").expect("write log");
+    let dir = sessions.path().to_str().expect("utf-8");
+
+    let first = s.ok("lessons_scan", json!({"dir": dir}));
+    assert_eq!(first["files"], 1);
+    assert_eq!(first["lessons"], 1);
+    assert_eq!(first["added"], json!(["cargo-publish"]));
+    // Scanning again reads only what was appended since.
+    let again = s.ok("lessons_scan", json!({"dir": dir}));
+    assert_eq!(again["lessons"], 0);
+
+    let mut text = assistant(BLOCK);
+    text += &assistant("#lesson\ntool: Bash\ntrigger: x\nproblem: p\nsolution: s\n#/lesson");
+    text += &assistant("Withdrawn: #lesson:cancel cargo-publish");
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&log)
+        .expect("open");
+    std::io::Write::write_all(&mut f, text.as_bytes()).expect("append");
+    // A line still being written (no newline yet) waits for the next scan.
+    std::io::Write::write_all(&mut f, assistant(BLOCK).trim_end().as_bytes()).expect("append");
+    let third = s.ok("lessons_scan", json!({"dir": dir}));
+    assert_eq!(third["lessons"], 2);
+    assert_eq!(third["repeated"], json!(["cargo-publish"]));
+    assert_eq!(third["invalid"], 1);
+    assert_eq!(third["cancelled"], json!(["cargo-publish"]));
+
+    let full = s.ok("lessons_scan", json!({"dir": dir, "full": true}));
+    assert_eq!(full["lessons"], 3);
+
+    let error = s.tool_error("lessons_scan", json!({"dir": "/no/such/dir"}));
+    assert_eq!(error["code"], "SESSIONS_NOT_FOUND");
+    assert!(
+        !error.to_string().contains("/no/such"),
+        "no paths leak: {error}"
+    );
+    s.finish();
+}
