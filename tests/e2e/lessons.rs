@@ -400,3 +400,156 @@ fn scans_record_candidates_incrementally() {
     );
     s.finish();
 }
+
+const DESKTOP: &str = r#"{
+  "globalShortcut": "Ctrl+Space",
+  "mcpServers": {
+    "filesystem": {
+      "command": "npx",
+      "args": ["-y", "@modelcontextprotocol/server-filesystem", "/home/me"]
+    },
+    "desktop-commander": {
+      "command": "npx",
+      "args": ["-y", "@wonderwhy-er/desktop-commander@latest"],
+      "env": {"DC_LOG": "1"}
+    },
+    "weather": {"command": "weather-mcp"}
+  }
+}
+"#;
+
+/// A temp home for `mcpspec setup`: the Desktop config and the database path.
+struct SetupHome {
+    dir: tempfile::TempDir,
+}
+
+impl SetupHome {
+    fn new() -> SetupHome {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("claude_desktop_config.json"), DESKTOP).expect("write");
+        SetupHome { dir }
+    }
+
+    fn path(&self, name: &str) -> std::path::PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn setup(&self, extra: &[&str]) -> (i32, String, String) {
+        let config = self.path("claude_desktop_config.json");
+        let db = self.path("data/lessons.db");
+        let mut args = vec![
+            "setup",
+            "lessons",
+            "--config-path",
+            config.to_str().expect("utf-8"),
+            "--db",
+            db.to_str().expect("utf-8"),
+        ];
+        args.extend_from_slice(extra);
+        crate::common::mcpspec(&args, &[])
+    }
+
+    fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.path(name)).expect("read")
+    }
+}
+
+#[test]
+fn setup_dry_run_shows_the_diff_and_writes_nothing() {
+    let home = SetupHome::new();
+    let (code, out, err) = home.setup(&["--servers", "desktop-commander", "--dry-run"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("[x] 2. desktop-commander"), "{out}");
+    assert!(out.contains("[ ] 1. filesystem"), "{out}");
+    assert!(out.contains("-    \"desktop-commander\": {"), "{out}");
+    assert!(out.contains("+    \"lessons-learned\": {"), "{out}");
+    assert!(
+        out.contains("--- /dev/null"),
+        "the proxy config is new: {out}"
+    );
+    assert!(out.contains("dry run: nothing was written"), "{out}");
+    assert_eq!(home.read("claude_desktop_config.json"), DESKTOP);
+    assert!(!home.path("data").exists(), "nothing created");
+}
+
+#[test]
+fn setup_moves_the_chosen_servers_behind_the_proxy() {
+    let home = SetupHome::new();
+    let (code, out, err) = home.setup(&["--servers", "desktop-commander,weather", "--yes"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("lessons://protocol"),
+        "prints the system prompt: {out}"
+    );
+    assert_eq!(home.read("claude_desktop_config.json.bak"), DESKTOP);
+
+    let new = home.read("claude_desktop_config.json");
+    let config: Value = serde_json::from_str(&new).expect("JSON");
+    let servers = config["mcpServers"].as_object().expect("servers");
+    let names: Vec<&String> = servers.keys().collect();
+    assert_eq!(names, ["filesystem", "lessons-learned"]);
+    // Key order and untouched entries are kept as they were.
+    assert!(new.starts_with("{\n  \"globalShortcut\""), "{new}");
+    assert_eq!(config["mcpServers"]["filesystem"]["args"][2], "/home/me");
+    let own = &config["mcpServers"]["lessons-learned"];
+    assert_eq!(own["command"], crate::common::EXE);
+    assert_eq!(own["args"][0], "serve");
+    assert_eq!(own["args"][1], "lessons");
+    let proxy_path = home.path("data/proxy-config.json");
+    assert_eq!(
+        own["env"]["LESSONS_PROXY_CONFIG"],
+        proxy_path.to_str().expect("utf-8")
+    );
+
+    let proxy: Value = serde_json::from_str(&home.read("data/proxy-config.json")).expect("JSON");
+    assert_eq!(proxy["version"], 1);
+    assert_eq!(
+        proxy["proxyServers"],
+        json!([
+            {"name": "desktop-commander", "command": "npx", "args": ["-y", "@wonderwhy-er/desktop-commander@latest"], "env": {"DC_LOG": "1"}},
+            {"name": "weather", "command": "weather-mcp", "args": [], "env": {}}
+        ])
+    );
+    assert!(
+        home.path("data/lessons.db").exists(),
+        "the database is created"
+    );
+
+    // Running it again offers only what is left, and adds to the downstream list.
+    let (code, out, err) = home.setup(&["--all", "--yes"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !out.contains(". lessons-learned"),
+        "the proxy is never offered: {out}"
+    );
+    let proxy: Value = serde_json::from_str(&home.read("data/proxy-config.json")).expect("JSON");
+    let names: Vec<&str> = proxy["proxyServers"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|s| s["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(names, ["desktop-commander", "weather", "filesystem"]);
+}
+
+#[test]
+fn setup_refuses_without_a_clear_answer() {
+    let home = SetupHome::new();
+    for (extra, message) in [
+        (
+            &["--servers", "nope", "--yes"][..],
+            "no server named `nope`",
+        ),
+        (&["--yes"][..], "no servers chosen"),
+        (&["--servers", "weather"][..], "pass --yes"),
+    ] {
+        let (code, _, err) = home.setup(extra);
+        assert_eq!(code, 2, "{extra:?}");
+        assert!(err.contains(message), "{extra:?}: {err}");
+        assert_eq!(home.read("claude_desktop_config.json"), DESKTOP);
+    }
+    std::fs::write(home.path("claude_desktop_config.json"), "{not json").expect("write");
+    let (code, _, err) = home.setup(&["--all", "--yes"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("is not valid JSON"), "{err}");
+}
