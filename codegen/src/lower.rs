@@ -11,9 +11,7 @@ use crate::ir::{
     PromptArg, Resource, Rule, RuleKind, Server, Statement, Tool,
 };
 use crate::names;
-use crate::spec::{
-    RawColumn, RawInput, RawPrompt, RawResource, RawSpec, RawStatement, RawTool,
-};
+use crate::spec::{RawColumn, RawInput, RawPrompt, RawResource, RawSpec, RawStatement, RawTool};
 use crate::sqltext;
 
 /// The row cap of a `many` statement that declares none.
@@ -152,9 +150,17 @@ fn prompt(p: &RawPrompt) -> Prompt {
             .iter()
             .map(|a| PromptArg {
                 name: a.value.name.value.clone(),
-                description: a.value.description.as_ref().map(|d| d.trim_end().to_string()),
+                description: a
+                    .value
+                    .description
+                    .as_ref()
+                    .map(|d| d.trim_end().to_string()),
                 required: a.value.required,
-                complete: a.value.complete.as_ref().map(|c| c.value.trim_end().to_string()),
+                complete: a
+                    .value
+                    .complete
+                    .as_ref()
+                    .map(|c| c.value.trim_end().to_string()),
             })
             .collect(),
         statement: p.sql.as_ref().map(|s| statement(&s.value, &p.name.value)),

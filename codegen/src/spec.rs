@@ -709,7 +709,14 @@ const RESOURCE_KEYS: &[&str] = &[
     "template",
     "complete",
 ];
-const PROMPT_KEYS: &[&str] = &["name", "title", "description", "arguments", "sql", "messages"];
+const PROMPT_KEYS: &[&str] = &[
+    "name",
+    "title",
+    "description",
+    "arguments",
+    "sql",
+    "messages",
+];
 const PROMPT_ARGUMENT_KEYS: &[&str] = &["name", "description", "required", "complete"];
 const MESSAGE_KEYS: &[&str] = &["role", "text", "resource"];
 const ERROR_KEYS: &[&str] = &["name", "code", "message", "data", "rules"];

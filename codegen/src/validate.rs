@@ -1038,7 +1038,10 @@ impl Validator<'_> {
                     pos(name),
                     format!("duplicate resource name `{}`", name.value),
                     "declared again here",
-                    &format!("the first declaration is at line {}; rename one", first.line),
+                    &format!(
+                        "the first declaration is at line {}; rename one",
+                        first.line
+                    ),
                 );
             }
             let uri = match (&r.uri, &r.uri_template) {
@@ -1057,7 +1060,10 @@ impl Validator<'_> {
                 (Some(u), Some(_)) => {
                     self.sink.error(
                         pos(u),
-                        format!("resource `{}` has both `uri` and `uri_template`", name.value),
+                        format!(
+                            "resource `{}` has both `uri` and `uri_template`",
+                            name.value
+                        ),
                         "",
                         "a resource has a fixed `uri` or a `uri_template`, not both",
                     );
@@ -1134,8 +1140,7 @@ impl Validator<'_> {
                     "add `sql:` (its result is the content, as JSON), `template:`, or both",
                 );
             }
-            let props: BTreeMap<String, Pos> =
-                variables.iter().map(|v| (v.clone(), at)).collect();
+            let props: BTreeMap<String, Pos> = variables.iter().map(|v| (v.clone(), at)).collect();
             let mut used = BTreeSet::new();
             if let Some(st) = &r.sql {
                 self.content_statement(&name.value, st, &props, "template variable", &mut used);
@@ -1147,7 +1152,10 @@ impl Validator<'_> {
                 if !used.contains(v) {
                     self.sink.error(
                         pos(r.uri_template.as_ref().unwrap_or(name)),
-                        format!("variable `{v}` of `{}` is used by neither its SQL nor its template", name.value),
+                        format!(
+                            "variable `{v}` of `{}` is used by neither its SQL nor its template",
+                            name.value
+                        ),
                         "",
                         &format!("use `:{v}` in the query or `{{{{ {v} }}}}` in the template"),
                     );
@@ -1190,15 +1198,21 @@ impl Validator<'_> {
                     pos(name),
                     format!("duplicate prompt name `{}`", name.value),
                     "declared again here",
-                    &format!("the first declaration is at line {}; rename one", first.line),
+                    &format!(
+                        "the first declaration is at line {}; rename one",
+                        first.line
+                    ),
                 );
             }
             let mut props: BTreeMap<String, Pos> = BTreeMap::new();
             for a in &p.arguments {
                 let n = &a.value.name;
                 let ident = !n.value.is_empty()
-                    && n.value.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-                    && n.value.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                    && n.value
+                        .starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                    && n.value
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_');
                 if !ident {
                     self.sink.error(
                         pos(n),
@@ -1210,7 +1224,10 @@ impl Validator<'_> {
                 if props.insert(n.value.clone(), pos(n)).is_some() {
                     self.sink.error(
                         pos(n),
-                        format!("duplicate argument `{}` in prompt `{}`", n.value, name.value),
+                        format!(
+                            "duplicate argument `{}` in prompt `{}`",
+                            n.value, name.value
+                        ),
                         "",
                         "give each argument its own name",
                     );
@@ -1295,7 +1312,11 @@ impl Validator<'_> {
             noun,
         };
         self.statement(&cx, st, used, &mut BTreeMap::new());
-        if st.value.returns.as_ref().is_some_and(|r| r.value == "execute")
+        if st
+            .value
+            .returns
+            .as_ref()
+            .is_some_and(|r| r.value == "execute")
             || sqltext::inserts(&st.value.query.value)
         {
             self.sink.error(
@@ -1313,9 +1334,19 @@ impl Validator<'_> {
             if p.name != "value" && !names.contains(&p.name) {
                 self.sink.error(
                     self.offset_pos(sql, p.offset),
-                    format!("completion SQL parameter `:{}` is neither `:value` nor a variable", p.name),
+                    format!(
+                        "completion SQL parameter `:{}` is neither `:value` nor a variable",
+                        p.name
+                    ),
                     "",
-                    &format!("`:value` is the partial text; the others are: {}", if names.is_empty() { "none".to_string() } else { names.join(", ") }),
+                    &format!(
+                        "`:value` is the partial text; the others are: {}",
+                        if names.is_empty() {
+                            "none".to_string()
+                        } else {
+                            names.join(", ")
+                        }
+                    ),
                 );
             }
         }
@@ -1415,7 +1446,9 @@ fn resource_declared(resources: &[Sp<crate::spec::RawResource>], uri: &str) -> b
     while let Some(open) = rest.find("{{") {
         shown.push_str(&rest[..open]);
         shown.push('x');
-        rest = rest[open..].find("}}").map_or("", |c| &rest[open + c + 2..]);
+        rest = rest[open..]
+            .find("}}")
+            .map_or("", |c| &rest[open + c + 2..]);
     }
     shown.push_str(rest);
     resources.iter().any(|r| {

@@ -10,15 +10,14 @@
 
 use rmcp::model::{
     ArgumentInfo, CompletionContext, CompletionInfo, ContentBlock, ErrorCode, ErrorData,
-    GetPromptResult, Prompt, PromptArgument, PromptMessage, Reference, Resource,
-    ResourceContents, ResourceTemplate, Role,
+    GetPromptResult, Prompt, PromptArgument, PromptMessage, Reference, Resource, ResourceContents,
+    ResourceTemplate, Role,
 };
 use rusqlite::types::{Value as SqlValue, ValueRef};
 use serde_json::{Map, Value, json};
 
 use crate::def::{
-    Arguments, ContentDef, MessageBodyDef, PromptDef, ResourceDef, ServerDef, StatementDef,
-    ToParam,
+    Arguments, ContentDef, MessageBodyDef, PromptDef, ResourceDef, ServerDef, StatementDef, ToParam,
 };
 use crate::engine::{Engine, Job, ToolError, template_name};
 
@@ -82,7 +81,11 @@ pub fn add_templates(
             let source = match m.body {
                 MessageBodyDef::Text(t) | MessageBodyDef::Resource(t) => t,
             };
-            add(p.name, template_name(&key, "message", &i.to_string()), source)?;
+            add(
+                p.name,
+                template_name(&key, "message", &i.to_string()),
+                source,
+            )?;
         }
         if let Some(st) = &p.statement {
             statement_templates(&mut add, p.name, &key, st)?;
@@ -585,7 +588,10 @@ mod tests {
         let m = match_template("kb://entry/{id}", "kb://entry/a%20b").unwrap();
         assert_eq!(m["id"], "a b");
         let m = match_template("kb://{kind}/{id}.md", "kb://entry/x.y.md").unwrap();
-        assert_eq!((m["kind"].as_str(), m["id"].as_str()), (Some("entry"), Some("x.y")));
+        assert_eq!(
+            (m["kind"].as_str(), m["id"].as_str()),
+            (Some("entry"), Some("x.y"))
+        );
         assert!(match_template("kb://entry/{id}", "kb://entry/").is_none());
         assert!(match_template("kb://entry/{id}", "kb://entry/a/b").is_none());
         assert!(match_template("kb://entry/{id}", "kb://other/a").is_none());

@@ -996,9 +996,7 @@ impl Engine {
                     // leaving room for the envelope; the cut is flagged, never silent.
                     let budget = self.limits.max_result_bytes.saturating_sub(4096);
                     let mut size = 0;
-                    while let Some(row) =
-                        rows.next().map_err(|e| self.db_error(job, e, request))?
-                    {
+                    while let Some(row) = rows.next().map_err(|e| self.db_error(job, e, request))? {
                         if out.len() >= st.max_rows as usize {
                             truncated = true;
                             break;
@@ -1125,10 +1123,11 @@ impl Engine {
             "empty" => "No results.".to_string(),
             _ => format!("`{}` found nothing for these arguments.", job.name),
         };
-        let Ok(t) = self
-            .templates
-            .get_template(&template_name(&format!("{}{}", job.prefix, job.name), st.name, kind))
-        else {
+        let Ok(t) = self.templates.get_template(&template_name(
+            &format!("{}{}", job.prefix, job.name),
+            st.name,
+            kind,
+        )) else {
             return fallback();
         };
         match t.render(minijinja::value::Serde(args)) {
