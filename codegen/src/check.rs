@@ -131,7 +131,111 @@ pub fn check_sql(spec: &Spec, live: Option<&Connection>) -> Diagnostics {
             }
         }
     }
+    check_content(spec, &targets, &mut out);
     out
+}
+
+/// Prepares the statements and completion queries of resources and prompts: each must
+/// prepare, return its declared columns and only read.
+fn check_content(spec: &Spec, targets: &[(&str, &Connection)], out: &mut Diagnostics) {
+    let ir = &spec.ir;
+    let statements = ir
+        .resources
+        .iter()
+        .filter_map(|r| {
+            Some((
+                format!("resource `{}`", r.name),
+                r.content.statement.as_ref()?,
+            ))
+        })
+        .chain(
+            ir.prompts
+                .iter()
+                .filter_map(|p| Some((format!("prompt `{}`", p.name), p.statement.as_ref()?))),
+        );
+    for (owner, st) in statements {
+        for (what, conn) in targets {
+            let stmt = match conn.prepare(&st.sql) {
+                Ok(s) => s,
+                Err(e) => {
+                    out.items.push(finding(
+                        spec,
+                        st.pos,
+                        format!(
+                            "{owner}: the statement does not prepare against {what}: {}",
+                            lower(&sqlite_message(&e))
+                        ),
+                        "fix the query or the schema so they agree",
+                    ));
+                    continue;
+                }
+            };
+            let mut actual: Vec<String> = stmt.column_names().map(str::to_string).collect();
+            let mut wanted: Vec<String> = st.columns.iter().map(|c| c.name.clone()).collect();
+            actual.sort();
+            wanted.sort();
+            if actual != wanted {
+                out.items.push(finding(
+                    spec,
+                    st.pos,
+                    format!(
+                        "{owner}: the statement returns columns [{}] but declares [{}]",
+                        actual.join(", "),
+                        wanted.join(", ")
+                    ),
+                    "make `columns` list exactly what the query selects (use `AS` to rename)",
+                ));
+            }
+            if !stmt.readonly() {
+                out.items.push(finding(
+                    spec,
+                    st.pos,
+                    format!("{owner}: the statement changes the database"),
+                    "resources and prompts only read; use a tool for writes",
+                ));
+            }
+        }
+    }
+    let completions = ir
+        .resources
+        .iter()
+        .flat_map(|r| {
+            r.complete
+                .iter()
+                .map(move |(v, sql)| (format!("resource `{}` variable `{v}`", r.name), sql))
+        })
+        .chain(ir.prompts.iter().flat_map(|p| {
+            p.arguments.iter().filter_map(move |a| {
+                Some((
+                    format!("prompt `{}` argument `{}`", p.name, a.name),
+                    a.complete.as_ref()?,
+                ))
+            })
+        }));
+    for (owner, sql) in completions {
+        for (what, conn) in targets {
+            match conn.prepare(sql) {
+                Err(e) => out.items.push(finding(
+                    spec,
+                    Pos::default(),
+                    format!(
+                        "{owner}: the completion query does not prepare against {what}: {}",
+                        lower(&sqlite_message(&e))
+                    ),
+                    "fix the query or the schema so they agree",
+                )),
+                Ok(stmt) if !stmt.readonly() || stmt.column_count() == 0 => {
+                    out.items.push(finding(
+                        spec,
+                        Pos::default(),
+                        format!("{owner}: the completion query must read and return a column"),
+                        "select the candidates as the first column",
+                    ));
+                }
+                Ok(_) => {}
+            }
+        }
+    }
 }
 
 /// One column as `PRAGMA table_info` reports it.

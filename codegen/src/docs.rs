@@ -22,6 +22,69 @@ struct Page<'a> {
     command: &'a str,
     server: ServerCtx,
     tools: Vec<ToolCtx>,
+    resources: Vec<ResourceCtx>,
+    prompts: Vec<PromptCtx>,
+}
+
+#[derive(Serialize)]
+struct ResourceCtx {
+    name: String,
+    uri: String,
+    mime_type: String,
+    description: String,
+    /// The variables that `completion/complete` fills, as a cell.
+    complete: String,
+}
+
+#[derive(Serialize)]
+struct PromptCtx {
+    name: String,
+    description: String,
+    /// `name` (required) and the others, as a cell.
+    arguments: String,
+}
+
+fn resource_ctx(r: &ir::Resource) -> ResourceCtx {
+    let vars: Vec<String> = r.complete.iter().map(|(v, _)| format!("`{v}`")).collect();
+    ResourceCtx {
+        name: r.name.clone(),
+        uri: r.uri.clone(),
+        mime_type: r.mime_type.clone(),
+        description: cell(
+            r.description
+                .as_deref()
+                .or(r.title.as_deref())
+                .unwrap_or_default(),
+        ),
+        complete: vars.join(", "),
+    }
+}
+
+fn prompt_ctx(p: &ir::Prompt) -> PromptCtx {
+    let args: Vec<String> = p
+        .arguments
+        .iter()
+        .map(|a| {
+            let mut s = format!("`{}`", a.name);
+            if a.required {
+                s.push_str(" (required)");
+            }
+            if a.complete.is_some() {
+                s.push_str(" (completes)");
+            }
+            s
+        })
+        .collect();
+    PromptCtx {
+        name: p.name.clone(),
+        description: cell(
+            p.description
+                .as_deref()
+                .or(p.title.as_deref())
+                .unwrap_or_default(),
+        ),
+        arguments: args.join(", "),
+    }
 }
 
 #[derive(Serialize)]
@@ -133,6 +196,8 @@ pub(crate) fn render(server: &ir::Server) -> Result<String, minijinja::Error> {
         command: DOCS_COMMAND,
         server: server_ctx(server),
         tools: server.tools.iter().map(|t| tool_ctx(server, t)).collect(),
+        resources: server.resources.iter().map(resource_ctx).collect(),
+        prompts: server.prompts.iter().map(prompt_ctx).collect(),
     };
     let text = env
         .get_template("server.md")?

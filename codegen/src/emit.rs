@@ -8,8 +8,8 @@ use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote};
 
 use crate::ir::{
-    ArgType, Binding, ColumnKind, Envelope, Mode, OutStruct, OutType, RuleKind, Server, Statement,
-    Tool,
+    ArgType, Binding, ColumnKind, Envelope, MessageBody, Mode, OutStruct, OutType, Prompt,
+    Resource, RuleKind, Server, Statement, Tool,
 };
 
 /// The first line of every generated Rust file.
@@ -131,6 +131,8 @@ fn server_tokens(server: &Server) -> TokenStream {
         let note = opt_str(d.note.as_deref());
         quote!(::server::def::DemoCallDef { tool: #tool, arguments: #args, note: #note })
     });
+    let resources = server.resources.iter().map(resource_def);
+    let prompts = server.prompts.iter().map(prompt_def);
     let args_doc = format!(" Typed arguments of the `{name}` tools, one struct per tool.");
     let error_codes = server.error_codes.iter().map(|(k, v)| quote!((#k, #v)));
     quote! {
@@ -157,7 +159,71 @@ fn server_tokens(server: &Server) -> TokenStream {
             tools: &TOOLS,
             error_codes: &[#(#error_codes),*],
             errors: &[#(#errors),*],
+            resources: &[#(#resources),*],
+            prompts: &[#(#prompts),*],
         };
+    }
+}
+
+fn opt_statement(s: Option<&Statement>) -> TokenStream {
+    match s {
+        Some(s) => {
+            let s = statement_def(s);
+            quote!(::core::option::Option::Some(#s))
+        }
+        None => quote!(::core::option::Option::None),
+    }
+}
+
+fn resource_def(r: &Resource) -> TokenStream {
+    let (name, uri, templated, mime) = (&r.name, &r.uri, r.templated, &r.mime_type);
+    let title = opt_str(r.title.as_deref());
+    let description = opt_str(r.description.as_deref());
+    let statement = opt_statement(r.content.statement.as_ref());
+    let template = opt_str(r.content.template.as_deref());
+    let complete = r.complete.iter().map(|(v, sql)| quote!((#v, #sql)));
+    quote! {
+        ::server::def::ResourceDef {
+            name: #name,
+            uri: #uri,
+            templated: #templated,
+            title: #title,
+            description: #description,
+            mime_type: #mime,
+            content: ::server::def::ContentDef { statement: #statement, template: #template },
+            complete: &[#(#complete),*],
+        }
+    }
+}
+
+fn prompt_def(p: &Prompt) -> TokenStream {
+    let name = &p.name;
+    let title = opt_str(p.title.as_deref());
+    let description = opt_str(p.description.as_deref());
+    let arguments = p.arguments.iter().map(|a| {
+        let (n, required) = (&a.name, a.required);
+        let d = opt_str(a.description.as_deref());
+        let c = opt_str(a.complete.as_deref());
+        quote!(::server::def::PromptArgumentDef { name: #n, description: #d, required: #required, complete: #c })
+    });
+    let statement = opt_statement(p.statement.as_ref());
+    let messages = p.messages.iter().map(|m| {
+        let assistant = m.assistant;
+        let body = match &m.body {
+            MessageBody::Text(t) => quote!(::server::def::MessageBodyDef::Text(#t)),
+            MessageBody::Resource(u) => quote!(::server::def::MessageBodyDef::Resource(#u)),
+        };
+        quote!(::server::def::MessageDef { assistant: #assistant, body: #body })
+    });
+    quote! {
+        ::server::def::PromptDef {
+            name: #name,
+            title: #title,
+            description: #description,
+            arguments: &[#(#arguments),*],
+            statement: #statement,
+            messages: &[#(#messages),*],
+        }
     }
 }
 

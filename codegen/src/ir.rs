@@ -23,6 +23,99 @@ pub(crate) struct Server {
     pub error_codes: Vec<(String, String)>,
     /// Declared JSON-RPC errors and the failures that map to them.
     pub errors: Vec<ErrorDecl>,
+    /// MCP resources, fixed and templated, in spec order.
+    pub resources: Vec<Resource>,
+    /// MCP prompts, in spec order.
+    pub prompts: Vec<Prompt>,
+}
+
+/// An MCP resource: a fixed URI or a URI template, and how its content is made.
+#[derive(Debug, Clone)]
+pub(crate) struct Resource {
+    pub name: String,
+    /// The fixed URI, or the URI template when `templated`.
+    pub uri: String,
+    pub templated: bool,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub mime_type: String,
+    pub content: Content,
+    /// Completion SQL per template variable, in variable name order.
+    pub complete: Vec<(String, String)>,
+}
+
+/// How the text of a resource or the data of a prompt is made: an optional statement whose
+/// result is `data`, and an optional template over the variables and `data`.
+#[derive(Debug, Clone)]
+pub(crate) struct Content {
+    pub statement: Option<Statement>,
+    pub template: Option<String>,
+}
+
+/// An MCP prompt.
+#[derive(Debug, Clone)]
+pub(crate) struct Prompt {
+    pub name: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub arguments: Vec<PromptArg>,
+    pub statement: Option<Statement>,
+    pub messages: Vec<Message>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct PromptArg {
+    pub name: String,
+    pub description: Option<String>,
+    pub required: bool,
+    pub complete: Option<String>,
+}
+
+/// A prompt message: a role and a text template or a resource URI (itself a template).
+#[derive(Debug, Clone)]
+pub(crate) struct Message {
+    pub assistant: bool,
+    pub body: MessageBody,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum MessageBody {
+    Text(String),
+    Resource(String),
+}
+
+/// The variables of an RFC 6570 level 1 URI template, in order, or why it is not one.
+pub(crate) fn uri_variables(template: &str) -> Result<Vec<String>, String> {
+    let mut vars = Vec::new();
+    let mut rest = template;
+    let mut after_var = false;
+    while let Some(open) = rest.find(['{', '}']) {
+        if rest.as_bytes()[open] == b'}' {
+            return Err("a `}` closes no variable".into());
+        }
+        if open == 0 && after_var {
+            return Err("two variables touch; separate them with literal text".into());
+        }
+        let Some(close) = rest[open..].find('}') else {
+            return Err("a `{` is never closed".into());
+        };
+        let name = &rest[open + 1..open + close];
+        let ok = !name.is_empty()
+            && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok {
+            return Err(format!(
+                "`{{{name}}}` is not a level 1 variable (a name of letters, digits and `_`)"
+            ));
+        }
+        if vars.iter().any(|v| v == name) {
+            return Err(format!("variable `{name}` appears twice"));
+        }
+        vars.push(name.to_string());
+        rest = &rest[open + close + 1..];
+        after_var = true;
+    }
+    Ok(vars)
 }
 
 impl Server {

@@ -6,11 +6,12 @@
 use serde_json::{Map, Value, json};
 
 use crate::ir::{
-    Annotations, Arg, ArgType, Binding, Column, ColumnKind, Confirm, Database, DemoCall, Envelope,
-    ErrorDecl, Mode, OutField, OutStruct, OutType, Rule, RuleKind, Server, Statement, Tool,
+    Annotations, Arg, ArgType, Binding, Column, ColumnKind, Confirm, Content, Database, DemoCall,
+    Envelope, ErrorDecl, Message, MessageBody, Mode, OutField, OutStruct, OutType, Prompt,
+    PromptArg, Resource, Rule, RuleKind, Server, Statement, Tool,
 };
 use crate::names;
-use crate::spec::{RawColumn, RawInput, RawSpec, RawStatement, RawTool};
+use crate::spec::{RawColumn, RawInput, RawPrompt, RawResource, RawSpec, RawStatement, RawTool};
 use crate::sqltext;
 
 /// The row cap of a `many` statement that declares none.
@@ -98,6 +99,81 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
                         })
                         .collect(),
                 }
+            })
+            .collect(),
+        resources: spec.resources.iter().map(|r| resource(&r.value)).collect(),
+        prompts: spec.prompts.iter().map(|p| prompt(&p.value)).collect(),
+    }
+}
+
+fn resource(r: &RawResource) -> Resource {
+    let (uri, templated) = match (&r.uri, &r.uri_template) {
+        (Some(u), _) => (u.value.clone(), false),
+        (None, Some(t)) => (t.value.clone(), true),
+        (None, None) => (String::new(), false),
+    };
+    let template = r.template.as_ref().map(|t| t.value.trim_end().to_string());
+    let default_mime = if template.is_some() {
+        "text/plain"
+    } else {
+        "application/json"
+    };
+    Resource {
+        name: r.name.value.clone(),
+        uri,
+        templated,
+        title: r.title.clone(),
+        description: r.description.as_ref().map(|d| d.trim_end().to_string()),
+        mime_type: r
+            .mime_type
+            .as_ref()
+            .map_or_else(|| default_mime.to_string(), |m| m.value.clone()),
+        content: Content {
+            statement: r.sql.as_ref().map(|s| statement(&s.value, &r.name.value)),
+            template,
+        },
+        complete: r
+            .complete
+            .iter()
+            .map(|(k, v)| (k.clone(), v.value.trim_end().to_string()))
+            .collect(),
+    }
+}
+
+fn prompt(p: &RawPrompt) -> Prompt {
+    Prompt {
+        name: p.name.value.clone(),
+        title: p.title.clone(),
+        description: p.description.as_ref().map(|d| d.trim_end().to_string()),
+        arguments: p
+            .arguments
+            .iter()
+            .map(|a| PromptArg {
+                name: a.value.name.value.clone(),
+                description: a
+                    .value
+                    .description
+                    .as_ref()
+                    .map(|d| d.trim_end().to_string()),
+                required: a.value.required,
+                complete: a
+                    .value
+                    .complete
+                    .as_ref()
+                    .map(|c| c.value.trim_end().to_string()),
+            })
+            .collect(),
+        statement: p.sql.as_ref().map(|s| statement(&s.value, &p.name.value)),
+        messages: p
+            .messages
+            .iter()
+            .map(|m| Message {
+                assistant: m.value.role.value == "assistant",
+                body: match (&m.value.text, &m.value.resource) {
+                    (Some(t), _) => MessageBody::Text(t.value.trim_end().to_string()),
+                    (None, Some(r)) => MessageBody::Resource(r.value.trim().to_string()),
+                    (None, None) => MessageBody::Text(String::new()),
+                },
             })
             .collect(),
     }

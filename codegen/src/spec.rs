@@ -55,6 +55,116 @@ pub(crate) struct RawSpec {
     #[serde(default)]
     #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawError>"))]
     pub errors: Vec<Sp<RawError>>,
+    /// MCP resources: data the client may read by URI, fixed or from a URI template, made by a
+    /// statement and a minijinja template.
+    #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawResource>"))]
+    pub resources: Vec<Sp<RawResource>>,
+    /// MCP prompts: message templates a person picks in the client, with arguments.
+    #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawPrompt>"))]
+    pub prompts: Vec<Sp<RawPrompt>>,
+}
+
+/// An MCP resource: exactly one of `uri` and `uri_template`, and at least one of `sql` and
+/// `template`.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Resource"))]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawResource {
+    /// A fixed URI, e.g. `knowledge://stats`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub uri: Option<Sp<String>>,
+    /// An RFC 6570 level 1 URI template, e.g. `knowledge://entry/{id}`; each variable binds as
+    /// an SQL parameter (as text) and is a variable of the template.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub uri_template: Option<Sp<String>>,
+    /// The resource's name, unique in the server.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
+    pub name: Sp<String>,
+    /// A human-readable name for clients to show.
+    pub title: Option<String>,
+    /// What the resource holds.
+    pub description: Option<String>,
+    /// The content's MIME type; `text/plain` with a `template`, `application/json` without.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub mime_type: Option<Sp<String>>,
+    /// A read-only statement like a tool's `sql`; its result is `data` in the template.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawStatement>"))]
+    pub sql: Option<Sp<RawStatement>>,
+    /// A minijinja template over the URI template's variables and `data`; without it the
+    /// content is `data` as JSON.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub template: Option<Sp<String>>,
+    /// Completion of URI template variables: `variable: SQL`, where `:value` is the partial
+    /// text and the first column of each row is a candidate.
+    #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "BTreeMap<String, String>"))]
+    pub complete: BTreeMap<String, Sp<String>>,
+}
+
+/// An MCP prompt: arguments, an optional statement, and the messages it renders.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Prompt"))]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPrompt {
+    /// The prompt's name, unique in the server.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
+    pub name: Sp<String>,
+    /// A human-readable name for clients to show.
+    pub title: Option<String>,
+    /// What the prompt is for.
+    pub description: Option<String>,
+    /// The prompt's arguments, strings given by the person.
+    #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawPromptArgument>"))]
+    pub arguments: Vec<Sp<RawPromptArgument>>,
+    /// A read-only statement like a tool's `sql`; the arguments bind as its parameters and its
+    /// result is `data` in the messages.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawStatement>"))]
+    pub sql: Option<Sp<RawStatement>>,
+    /// The messages, in order.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawMessage>"))]
+    pub messages: Vec<Sp<RawMessage>>,
+}
+
+/// An argument of a prompt.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "PromptArgument"))]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPromptArgument {
+    /// The argument's name; a variable of the messages and an SQL parameter.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
+    pub name: Sp<String>,
+    /// What to give.
+    pub description: Option<String>,
+    /// Whether `prompts/get` must pass it.
+    #[serde(default)]
+    pub required: bool,
+    /// Completion SQL: `:value` is the partial text, the first column of each row a candidate.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub complete: Option<Sp<String>>,
+}
+
+/// A message of a prompt: exactly one of `text` and `resource`.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Message"))]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMessage {
+    /// `user` or `assistant`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "MessageRole"))]
+    pub role: Sp<String>,
+    /// A minijinja template over the arguments and `data`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub text: Option<Sp<String>>,
+    /// The URI of a declared resource, embedded with its content; may use `{{ }}` over the
+    /// arguments.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub resource: Option<Sp<String>>,
 }
 
 /// A declared error: a name, a JSON-RPC code and a message template.
@@ -490,6 +600,16 @@ mod editor {
         Execute,
     }
 
+    /// Who says a prompt message.
+    #[derive(JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub(crate) enum MessageRole {
+        /// The person.
+        User,
+        /// The model.
+        Assistant,
+    }
+
     /// A failure an error rule maps.
     #[derive(JsonSchema)]
     #[serde(rename_all = "snake_case")]
@@ -546,7 +666,9 @@ mod editor {
     }
 }
 #[cfg(feature = "editor-schema")]
-use editor::{AccessMode, ColumnKindName, ColumnType, ObjectType, ReturnMode, RuleKind};
+use editor::{
+    AccessMode, ColumnKindName, ColumnType, MessageRole, ObjectType, ReturnMode, RuleKind,
+};
 
 /// The JSON Schema of the spec language, for YAML language servers: pretty JSON with sorted
 /// keys and a `$comment` naming the command that writes it.
@@ -573,7 +695,30 @@ const TOP_KEYS: &[&str] = &[
     "tools",
     "error_codes",
     "errors",
+    "resources",
+    "prompts",
 ];
+const RESOURCE_KEYS: &[&str] = &[
+    "uri",
+    "uri_template",
+    "name",
+    "title",
+    "description",
+    "mime_type",
+    "sql",
+    "template",
+    "complete",
+];
+const PROMPT_KEYS: &[&str] = &[
+    "name",
+    "title",
+    "description",
+    "arguments",
+    "sql",
+    "messages",
+];
+const PROMPT_ARGUMENT_KEYS: &[&str] = &["name", "description", "required", "complete"];
+const MESSAGE_KEYS: &[&str] = &["role", "text", "resource"];
 const ERROR_KEYS: &[&str] = &["name", "code", "message", "data", "rules"];
 const RULE_KEYS: &[&str] = &["when", "field", "tools"];
 const CONFIRM_KEYS: &[&str] = &["argument", "message"];
@@ -729,6 +874,14 @@ enum Ctx {
     Rules,
     Rule,
     Confirm,
+    Resources,
+    Resource,
+    Prompts,
+    Prompt,
+    PromptArguments,
+    PromptArgument,
+    Messages,
+    Message,
     /// Free-form: JSON Schema, arguments, templates.
     Any,
 }
@@ -752,6 +905,10 @@ impl Ctx {
             Ctx::Error => ("an error", ERROR_KEYS),
             Ctx::Rule => ("an error rule", RULE_KEYS),
             Ctx::Confirm => ("`confirm`", CONFIRM_KEYS),
+            Ctx::Resource => ("a resource", RESOURCE_KEYS),
+            Ctx::Prompt => ("a prompt", PROMPT_KEYS),
+            Ctx::PromptArgument => ("a prompt argument", PROMPT_ARGUMENT_KEYS),
+            Ctx::Message => ("a prompt message", MESSAGE_KEYS),
             _ => return None,
         })
     }
@@ -764,6 +921,11 @@ impl Ctx {
             (Ctx::Top, "demo") => Ctx::Demos,
             (Ctx::Top, "tools") => Ctx::Tools,
             (Ctx::Top, "errors") => Ctx::Errors,
+            (Ctx::Top, "resources") => Ctx::Resources,
+            (Ctx::Top, "prompts") => Ctx::Prompts,
+            (Ctx::Resource | Ctx::Prompt, "sql") => Ctx::Statement,
+            (Ctx::Prompt, "arguments") => Ctx::PromptArguments,
+            (Ctx::Prompt, "messages") => Ctx::Messages,
             (Ctx::Error, "rules") => Ctx::Rules,
             (Ctx::Tool, "confirm") => Ctx::Confirm,
             (Ctx::Database, "default_path") => Ctx::DefaultPath,
@@ -789,6 +951,10 @@ impl Ctx {
             Ctx::FtsList => Ctx::Fts,
             Ctx::Errors => Ctx::Error,
             Ctx::Rules => Ctx::Rule,
+            Ctx::Resources => Ctx::Resource,
+            Ctx::Prompts => Ctx::Prompt,
+            Ctx::PromptArguments => Ctx::PromptArgument,
+            Ctx::Messages => Ctx::Message,
             _ => Ctx::Any,
         }
     }

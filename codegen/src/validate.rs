@@ -48,6 +48,8 @@ pub(crate) fn validate(file: &Path, source: &str, spec: &RawSpec) -> Diagnostics
     v.tools(spec);
     v.errors(spec);
     v.demo(spec);
+    v.resources(spec);
+    v.prompts(spec);
     v.sink.finish()
 }
 
@@ -58,6 +60,8 @@ struct ToolScope<'a> {
     props: &'a BTreeMap<String, Pos>,
     /// Derived parameters and the argument each comes from.
     derived: &'a BTreeMap<String, String>,
+    /// What `props` are, in messages: `input property`, `template variable`, `prompt argument`.
+    noun: &'a str,
 }
 
 struct Validator<'a> {
@@ -402,6 +406,7 @@ impl Validator<'_> {
                 composite,
                 props: &props,
                 derived: &derived,
+                noun: "input property",
             };
             self.statement(&cx, st, &mut used, &mut earlier);
         }
@@ -738,7 +743,8 @@ impl Validator<'_> {
         used: &mut BTreeSet<String>,
         earlier: &mut BTreeMap<String, (Mode, BTreeSet<String>)>,
     ) {
-        let (tool, composite, props, derived) = (cx.tool, cx.composite, cx.props, cx.derived);
+        let (tool, composite, props, derived, noun) =
+            (cx.tool, cx.composite, cx.props, cx.derived, cx.noun);
         let s = &st.value;
         let at = pos(st);
         let mode = match &s.returns {
@@ -981,11 +987,12 @@ impl Validator<'_> {
                 let names: Vec<&str> = props.keys().map(String::as_str).collect();
                 self.sink.error(
                     self.offset_pos(&s.query, p.offset),
-                    format!("SQL parameter `:{}` of `{tool}` matches no input property", p.name),
+                    format!("SQL parameter `:{}` of `{tool}` matches no {noun}", p.name),
                     "no such argument",
                     &match did_you_mean(&p.name, &names) {
                         Some(n) => format!("did you mean `:{n}`?"),
-                        None => format!("declare `{}` under `input.properties`, or bind it from an earlier statement", p.name),
+                        None if noun == "input property" => format!("declare `{}` under `input.properties`, or bind it from an earlier statement", p.name),
+                        None => format!("the {noun}s are: {}", if names.is_empty() { "none".to_string() } else { names.join(", ") }),
                     },
                 );
             }
@@ -1002,6 +1009,370 @@ impl Validator<'_> {
         }
         if let Some(n) = &s.name {
             earlier.insert(n.value.clone(), (mode, columns));
+        }
+    }
+
+    /// Resources: names and URIs unique, one of `uri`/`uri_template`, content from a statement
+    /// or a template, every variable used, completion only of variables.
+    fn resources(&mut self, spec: &RawSpec) {
+        if !spec.resources.is_empty() && spec.database.is_none() {
+            self.sink.error(
+                pos(&spec.resources[0]),
+                "resources run SQL but the spec declares no `database`",
+                "",
+                "add a `database:` section",
+            );
+        }
+        let mut names: BTreeMap<&str, Pos> = BTreeMap::new();
+        let mut uris: BTreeMap<&str, Pos> = BTreeMap::new();
+        for r in &spec.resources {
+            let at = pos(r);
+            let r = &r.value;
+            let name = &r.name;
+            if !valid_name(&name.value, 128) {
+                self.sink.error(
+                    pos(name),
+                    format!("invalid resource name `{}`", name.value),
+                    "",
+                    "use 1 to 128 of A-Z, a-z, 0-9, `_`, `-` and `.`",
+                );
+            }
+            if let Some(first) = names.insert(&name.value, pos(name)) {
+                self.sink.error(
+                    pos(name),
+                    format!("duplicate resource name `{}`", name.value),
+                    "declared again here",
+                    &format!(
+                        "the first declaration is at line {}; rename one",
+                        first.line
+                    ),
+                );
+            }
+            let uri = match (&r.uri, &r.uri_template) {
+                (Some(u), None) => {
+                    if u.value.contains(['{', '}']) {
+                        self.sink.error(
+                            pos(u),
+                            format!("the fixed uri of `{}` contains `{{` or `}}`", name.value),
+                            "",
+                            "use `uri_template` for a URI with variables",
+                        );
+                    }
+                    Some(u)
+                }
+                (None, Some(t)) => Some(t),
+                (Some(u), Some(_)) => {
+                    self.sink.error(
+                        pos(u),
+                        format!(
+                            "resource `{}` has both `uri` and `uri_template`",
+                            name.value
+                        ),
+                        "",
+                        "a resource has a fixed `uri` or a `uri_template`, not both",
+                    );
+                    None
+                }
+                (None, None) => {
+                    self.sink.error(
+                        at,
+                        format!("resource `{}` has no `uri`", name.value),
+                        "",
+                        "add `uri:` for a fixed resource or `uri_template:` for one with variables",
+                    );
+                    None
+                }
+            };
+            if let Some(u) = uri {
+                if !u.value.contains("://") && !u.value.contains(':') {
+                    self.sink.error(
+                        pos(u),
+                        format!("the uri of `{}` has no scheme", name.value),
+                        "",
+                        "write a URI such as `app://things/{id}`",
+                    );
+                }
+                if let Some(first) = uris.insert(&u.value, pos(u)) {
+                    self.sink.error(
+                        pos(u),
+                        format!("duplicate resource uri `{}`", u.value),
+                        "declared again here",
+                        &format!("the first declaration is at line {}", first.line),
+                    );
+                }
+            }
+            let variables: Vec<String> = match &r.uri_template {
+                Some(t) if r.uri.is_none() => match crate::ir::uri_variables(&t.value) {
+                    Ok(v) => {
+                        if v.is_empty() {
+                            self.sink.error(
+                                pos(t),
+                                format!("the uri template of `{}` has no variables", name.value),
+                                "",
+                                "use `uri` for a fixed resource",
+                            );
+                        }
+                        v
+                    }
+                    Err(why) => {
+                        self.sink.error(
+                            pos(t),
+                            format!("invalid uri template of `{}`: {why}", name.value),
+                            "",
+                            "write RFC 6570 level 1 variables such as `app://things/{id}`",
+                        );
+                        Vec::new()
+                    }
+                },
+                _ => Vec::new(),
+            };
+            if let Some(m) = &r.mime_type
+                && !m.value.contains('/')
+            {
+                self.sink.error(
+                    pos(m),
+                    format!("invalid mime type `{}`", m.value),
+                    "",
+                    "write a MIME type such as `text/markdown`",
+                );
+            }
+            if r.sql.is_none() && r.template.is_none() {
+                self.sink.error(
+                    at,
+                    format!("resource `{}` has no content", name.value),
+                    "",
+                    "add `sql:` (its result is the content, as JSON), `template:`, or both",
+                );
+            }
+            let props: BTreeMap<String, Pos> = variables.iter().map(|v| (v.clone(), at)).collect();
+            let mut used = BTreeSet::new();
+            if let Some(st) = &r.sql {
+                self.content_statement(&name.value, st, &props, "template variable", &mut used);
+            }
+            if let Some(t) = &r.template {
+                used.extend(self.template_vars(t, "the template of a resource"));
+            }
+            for v in &variables {
+                if !used.contains(v) {
+                    self.sink.error(
+                        pos(r.uri_template.as_ref().unwrap_or(name)),
+                        format!(
+                            "variable `{v}` of `{}` is used by neither its SQL nor its template",
+                            name.value
+                        ),
+                        "",
+                        &format!("use `:{v}` in the query or `{{{{ {v} }}}}` in the template"),
+                    );
+                }
+            }
+            for (var, sql) in &r.complete {
+                if !variables.contains(var) {
+                    self.sink.error(
+                        pos(sql),
+                        format!("`complete` of `{}` names `{var}`, which is not a variable of its uri template", name.value),
+                        "",
+                        &match did_you_mean(var, &variables.iter().map(String::as_str).collect::<Vec<_>>()) {
+                            Some(s) => format!("did you mean `{s}`?"),
+                            None => "complete the `{variables}` of `uri_template`".into(),
+                        },
+                    );
+                }
+                self.completion(sql, &variables);
+            }
+        }
+    }
+
+    /// Prompts: names unique, arguments unique, messages well formed, resources declared.
+    fn prompts(&mut self, spec: &RawSpec) {
+        let mut names: BTreeMap<&str, Pos> = BTreeMap::new();
+        for p in &spec.prompts {
+            let at = pos(p);
+            let p = &p.value;
+            let name = &p.name;
+            if !valid_name(&name.value, 128) {
+                self.sink.error(
+                    pos(name),
+                    format!("invalid prompt name `{}`", name.value),
+                    "",
+                    "use 1 to 128 of A-Z, a-z, 0-9, `_`, `-` and `.`",
+                );
+            }
+            if let Some(first) = names.insert(&name.value, pos(name)) {
+                self.sink.error(
+                    pos(name),
+                    format!("duplicate prompt name `{}`", name.value),
+                    "declared again here",
+                    &format!(
+                        "the first declaration is at line {}; rename one",
+                        first.line
+                    ),
+                );
+            }
+            let mut props: BTreeMap<String, Pos> = BTreeMap::new();
+            for a in &p.arguments {
+                let n = &a.value.name;
+                let ident = !n.value.is_empty()
+                    && n.value
+                        .starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                    && n.value
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_');
+                if !ident {
+                    self.sink.error(
+                        pos(n),
+                        format!("invalid argument name `{}` in prompt `{}`", n.value, name.value),
+                        "",
+                        "use letters, digits and `_`, starting with a letter, so it can be an SQL parameter",
+                    );
+                }
+                if props.insert(n.value.clone(), pos(n)).is_some() {
+                    self.sink.error(
+                        pos(n),
+                        format!(
+                            "duplicate argument `{}` in prompt `{}`",
+                            n.value, name.value
+                        ),
+                        "",
+                        "give each argument its own name",
+                    );
+                }
+            }
+            let arg_names: Vec<String> = props.keys().cloned().collect();
+            for a in &p.arguments {
+                if let Some(c) = &a.value.complete {
+                    self.completion(c, &arg_names);
+                }
+            }
+            let mut used = BTreeSet::new();
+            if let Some(st) = &p.sql {
+                self.content_statement(&name.value, st, &props, "prompt argument", &mut used);
+            }
+            if p.messages.is_empty() {
+                self.sink.error(
+                    at,
+                    format!("prompt `{}` has no messages", name.value),
+                    "",
+                    "add `messages:` with at least one `{role: user, text: ...}`",
+                );
+            }
+            for m in &p.messages {
+                let m = &m.value;
+                if !matches!(m.role.value.as_str(), "user" | "assistant") {
+                    self.sink.error(
+                        pos(&m.role),
+                        format!("unknown message role `{}`", m.role.value),
+                        "",
+                        "use `user` or `assistant`",
+                    );
+                }
+                match (&m.text, &m.resource) {
+                    (Some(t), None) => {
+                        self.template_vars(t, "a prompt message");
+                    }
+                    (None, Some(r)) => {
+                        self.template_vars(r, "the resource of a prompt message");
+                        if !resource_declared(&spec.resources, &r.value) {
+                            self.sink.error(
+                                pos(r),
+                                format!("the message resource `{}` of `{}` names no declared resource", r.value, name.value),
+                                "",
+                                "use the `uri` of a resource, or fill a `uri_template` (with `{{ argument }}` where needed)",
+                            );
+                        }
+                    }
+                    (Some(t), Some(_)) => self.sink.error(
+                        pos(t),
+                        "a prompt message has both `text` and `resource`",
+                        "",
+                        "split it into two messages",
+                    ),
+                    (None, None) => self.sink.error(
+                        pos(&m.role),
+                        "a prompt message has neither `text` nor `resource`",
+                        "",
+                        "add `text:` or `resource:`",
+                    ),
+                }
+            }
+        }
+    }
+
+    /// A resource's or prompt's statement: the checks of a tool statement, with `props` as the
+    /// parameters it may use, and read-only.
+    fn content_statement(
+        &mut self,
+        owner: &str,
+        st: &Sp<RawStatement>,
+        props: &BTreeMap<String, Pos>,
+        noun: &str,
+        used: &mut BTreeSet<String>,
+    ) {
+        let derived = BTreeMap::new();
+        let cx = ToolScope {
+            tool: owner,
+            composite: false,
+            props,
+            derived: &derived,
+            noun,
+        };
+        self.statement(&cx, st, used, &mut BTreeMap::new());
+        if st
+            .value
+            .returns
+            .as_ref()
+            .is_some_and(|r| r.value == "execute")
+            || sqltext::inserts(&st.value.query.value)
+        {
+            self.sink.error(
+                pos(st),
+                format!("the statement of `{owner}` changes the database"),
+                "",
+                "resources and prompts only read; use a tool for writes",
+            );
+        }
+    }
+
+    /// A completion query: `:value` and the given names are its only parameters.
+    fn completion(&mut self, sql: &Sp<String>, names: &[String]) {
+        for p in sqltext::params(&sql.value) {
+            if p.name != "value" && !names.contains(&p.name) {
+                self.sink.error(
+                    self.offset_pos(sql, p.offset),
+                    format!(
+                        "completion SQL parameter `:{}` is neither `:value` nor a variable",
+                        p.name
+                    ),
+                    "",
+                    &format!(
+                        "`:value` is the partial text; the others are: {}",
+                        if names.is_empty() {
+                            "none".to_string()
+                        } else {
+                            names.join(", ")
+                        }
+                    ),
+                );
+            }
+        }
+    }
+
+    /// Compiles a template and returns the variables it reads, empty when it does not compile.
+    fn template_vars(&mut self, t: &Sp<String>, what: &str) -> BTreeSet<String> {
+        let env = minijinja::Environment::new();
+        match env.template_from_str(&t.value) {
+            Ok(tmpl) => tmpl.undeclared_variables(false).into_iter().collect(),
+            Err(e) => {
+                self.sink.error(
+                    pos(t),
+                    format!(
+                        "{what} is not a valid template: {}",
+                        e.detail().unwrap_or("syntax error")
+                    ),
+                    "",
+                    "fix the `{{ ... }}` expressions",
+                );
+                BTreeSet::new()
+            }
         }
     }
 
@@ -1067,6 +1438,47 @@ impl Validator<'_> {
                 self.sink
                     .error(pos(a), "demo arguments must be a mapping", "", "");
             }
+        }
+    }
+}
+
+/// Whether a prompt message's resource URI, with each `{{ ... }}` standing for some text,
+/// names a declared resource: a fixed URI, or a URI template's literal parts around variables.
+fn resource_declared(resources: &[Sp<crate::spec::RawResource>], uri: &str) -> bool {
+    let mut shown = String::new();
+    let mut rest = uri;
+    while let Some(open) = rest.find("{{") {
+        shown.push_str(&rest[..open]);
+        shown.push('x');
+        rest = rest[open..]
+            .find("}}")
+            .map_or("", |c| &rest[open + c + 2..]);
+    }
+    shown.push_str(rest);
+    resources.iter().any(|r| {
+        let r = &r.value;
+        r.uri.as_ref().is_some_and(|u| u.value == shown)
+            || r.uri_template
+                .as_ref()
+                .is_some_and(|t| template_matches(&t.value, &shown))
+    })
+}
+
+/// Whether `uri` is an expansion of a level 1 URI template (each variable non-empty text).
+fn template_matches(template: &str, uri: &str) -> bool {
+    match template.find('{') {
+        None => template == uri,
+        Some(open) => {
+            let Some(lit) = uri.strip_prefix(&template[..open]) else {
+                return false;
+            };
+            let Some(close) = template[open..].find('}') else {
+                return false;
+            };
+            let after = &template[open + close + 1..];
+            (1..=lit.len())
+                .filter(|i| lit.is_char_boundary(*i))
+                .any(|i| !lit[..i].contains('/') && template_matches(after, &lit[i..]))
         }
     }
 }

@@ -536,3 +536,49 @@ fn the_command_line_names_the_server_of_a_live_database() {
         "{err}"
     );
 }
+
+const KNOWLEDGE: &str = "spec/knowledge.yaml";
+
+#[test]
+fn a_removed_resource_or_a_new_required_prompt_argument_is_breaking() {
+    let copy = Copy::new();
+    copy.edit(KNOWLEDGE, "    name: stats\n", "    name: statistics\n");
+    copy.edit(
+        KNOWLEDGE,
+        "      - name: focus\n",
+        "      - name: focus\n        required: true\n",
+    );
+    expect(
+        &copy,
+        &[Kind::Contract, Kind::Stale],
+        &[
+            "changed (2 breaking, 1 compatible)",
+            "| breaking: prompt `review_entry`: argument `focus` required changed",
+            "| breaking: resource `stats`: resource removed (or renamed)",
+            "| compatible: resource `statistics`: resource added",
+        ],
+    );
+}
+
+#[test]
+fn a_resource_statement_or_completion_that_does_not_prepare() {
+    let copy = Copy::new();
+    copy.edit(
+        KNOWLEDGE,
+        "SELECT role, count(*) AS entries",
+        "SELECT rolle AS role, count(*) AS entries",
+    );
+    copy.edit(
+        KNOWLEDGE,
+        "      id: SELECT id FROM knowledge_entries WHERE id LIKE",
+        "      id: SELECT id FROM knowledge_entry WHERE id LIKE",
+    );
+    expect(
+        &copy,
+        &[Kind::Sql],
+        &[
+            "resource `stats`: the statement does not prepare against the declared schema: no such column: rolle",
+            "resource `entry` variable `id`: the completion query does not prepare against the declared schema: no such table: knowledge_entry",
+        ],
+    );
+}

@@ -34,6 +34,72 @@ pub struct ServerDef {
     pub error_codes: &'static [(&'static str, &'static str)],
     /// Declared JSON-RPC errors and the failures that map to them.
     pub errors: &'static [ErrorDef],
+    /// MCP resources, fixed and templated, in spec order.
+    pub resources: &'static [ResourceDef],
+    /// MCP prompts, in spec order.
+    pub prompts: &'static [PromptDef],
+}
+
+/// An MCP resource, read by `resources/read`.
+#[derive(Debug)]
+pub struct ResourceDef {
+    /// Unique in the server.
+    pub name: &'static str,
+    /// The fixed URI, or an RFC 6570 level 1 template (`{var}`) when `templated`.
+    pub uri: &'static str,
+    pub templated: bool,
+    pub title: Option<&'static str>,
+    pub description: Option<&'static str>,
+    pub mime_type: &'static str,
+    pub content: ContentDef,
+    /// Completion SQL per template variable: `(variable, SQL)`; `:value` is the partial text.
+    pub complete: &'static [(&'static str, &'static str)],
+}
+
+/// How text is made from data: an optional statement whose result is `data`, and an optional
+/// minijinja template over the variables and `data` (without one, the text is `data` as JSON).
+#[derive(Debug)]
+pub struct ContentDef {
+    pub statement: Option<StatementDef>,
+    pub template: Option<&'static str>,
+}
+
+/// An MCP prompt, rendered by `prompts/get`.
+#[derive(Debug)]
+pub struct PromptDef {
+    /// Unique in the server.
+    pub name: &'static str,
+    pub title: Option<&'static str>,
+    pub description: Option<&'static str>,
+    pub arguments: &'static [PromptArgumentDef],
+    /// A statement over the arguments whose result is `data` in the messages.
+    pub statement: Option<StatementDef>,
+    pub messages: &'static [MessageDef],
+}
+
+#[derive(Debug)]
+pub struct PromptArgumentDef {
+    pub name: &'static str,
+    pub description: Option<&'static str>,
+    pub required: bool,
+    /// Completion SQL; `:value` is the partial text.
+    pub complete: Option<&'static str>,
+}
+
+#[derive(Debug)]
+pub struct MessageDef {
+    /// `assistant` when true, else `user`.
+    pub assistant: bool,
+    pub body: MessageBodyDef,
+}
+
+#[derive(Debug)]
+pub enum MessageBodyDef {
+    /// A minijinja template over the arguments and `data`.
+    Text(&'static str),
+    /// The URI of a declared resource, a minijinja template over the arguments; embedded with
+    /// its content.
+    Resource(&'static str),
 }
 
 /// A declared error, answered as a JSON-RPC error `{code, message, data: {code: name, ...}}`.

@@ -129,6 +129,33 @@ impl CompiledTool {
     }
 }
 
+/// What a run of statements belongs to: a tool, or a resource or prompt of the spec.
+#[derive(Debug, Clone, Copy)]
+pub struct Job {
+    /// As named in messages and logs.
+    pub name: &'static str,
+    /// What kind of thing `name` names in template names: empty for a tool, `resource:` or
+    /// `prompt:` for content.
+    pub prefix: &'static str,
+    pub statements: &'static [StatementDef],
+    /// One statement whose result is the whole result, rather than named parts.
+    pub single: bool,
+    /// Whether some statement changes the database.
+    pub writes: bool,
+}
+
+impl Job {
+    fn of(tool: &'static ToolDef) -> Job {
+        Job {
+            name: tool.name,
+            prefix: "",
+            statements: tool.binding.statements(),
+            single: matches!(tool.binding, BindingDef::Single(_)),
+            writes: tool.writes,
+        }
+    }
+}
+
 /// A server ready to answer calls: validators compiled, statements prepared, database open.
 pub struct Engine {
     pub def: &'static ServerDef,
@@ -284,6 +311,13 @@ impl Engine {
                     message: format!("error message template: {err}"),
                 })?;
         }
+        crate::content::add_templates(def, &mut templates).map_err(|(name, message)| {
+            StartError::Tool {
+                tool: name,
+                spec: def.spec_file,
+                message,
+            }
+        })?;
         let mut drift = Vec::new();
         if let (Some(pool), Some(path)) = (&pool, path) {
             pool.read(|conn| {
@@ -292,6 +326,19 @@ impl Engine {
                         if let Err(message) = prepare_checked(conn, st) {
                             drift.push(format!("tool `{}`: {message}", t.name));
                         }
+                    }
+                }
+                for (what, st) in crate::content::statements(def) {
+                    if let Err(message) = prepare_checked(conn, st) {
+                        drift.push(format!("{what}: {message}"));
+                    }
+                }
+                for (what, sql) in crate::content::completions(def) {
+                    if let Err(e) = conn.prepare_cached(sql) {
+                        drift.push(format!(
+                            "{what}: the completion query does not prepare: {}",
+                            crate::db::sqlite_message(&e)
+                        ));
                     }
                 }
             });
@@ -318,6 +365,45 @@ impl Engine {
 
     pub fn is_read_only(&self) -> bool {
         self.read_only
+    }
+
+    /// The message templates of the server, where resources and prompts keep theirs too.
+    pub fn templates(&self) -> &minijinja::Environment<'static> {
+        &self.templates
+    }
+
+    /// Runs the read-only statements of a resource or prompt on a pooled reader, under the
+    /// call timeout, exactly as a tool's statements run; the request id names it in the log.
+    pub fn query(
+        &self,
+        job: Job,
+        params: &[(&'static str, SqlValue)],
+        args: &Arguments,
+    ) -> Result<Value, ToolError> {
+        let request = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let cancel = Arc::new(AtomicBool::new(false));
+        let timeout = self.limits.call_timeout;
+        let deadline = Instant::now() + timeout;
+        let pool = self
+            .pool()
+            .map_err(|_| ToolError::new("INTERNAL_ERROR", "this server has no database"))?;
+        pool.read(|conn| {
+            self.run(job, conn, params, args, deadline, &cancel, request)
+                .map_err(|e| self.interrupted(job, e, &cancel, timeout))
+        })
+    }
+
+    /// Runs `f` on a pooled read-only connection under the call timeout; `None` without a
+    /// database.
+    pub fn with_reader<T>(&self, f: impl FnOnce(&Connection) -> T) -> Option<T> {
+        let pool = self.pool.as_deref()?;
+        let deadline = Instant::now() + self.limits.call_timeout;
+        Some(pool.read(|conn| {
+            let _ = conn.progress_handler(1_000, Some(move || Instant::now() > deadline));
+            let out = f(conn);
+            let _ = conn.progress_handler(0, None::<fn() -> bool>);
+            out
+        }))
     }
 
     /// Runs one call. This blocks on SQLite; async callers run it on a blocking thread.
@@ -653,7 +739,7 @@ impl Engine {
         let deadline = Instant::now() + timeout;
         let run = |conn: &mut Connection| {
             self.run(
-                tool.def,
+                Job::of(tool.def),
                 conn,
                 &params,
                 shown.as_ref().unwrap_or(&args),
@@ -661,7 +747,7 @@ impl Engine {
                 cancel,
                 request,
             )
-            .map_err(|e| self.interrupted(tool.def, e, cancel, timeout))
+            .map_err(|e| self.interrupted(Job::of(tool.def), e, cancel, timeout))
         };
         let out = if tool.def.writes {
             if self.read_only {
@@ -786,7 +872,7 @@ impl Engine {
     /// Tells a cancelled call from a timed-out one once SQLite was interrupted.
     fn interrupted(
         &self,
-        tool: &ToolDef,
+        job: Job,
         e: ToolError,
         cancel: &AtomicBool,
         timeout: Duration,
@@ -797,14 +883,14 @@ impl Engine {
         if cancel.load(Ordering::Relaxed) {
             ToolError::new(
                 "CANCELLED",
-                format!("`{}` was cancelled by the client", tool.name),
+                format!("`{}` was cancelled by the client", job.name),
             )
         } else {
             ToolError::new(
                 "TIMEOUT",
                 format!(
                     "`{}` took longer than {} ms and was stopped; narrow the request",
-                    tool.name,
+                    job.name,
                     timeout.as_millis()
                 ),
             )
@@ -814,7 +900,7 @@ impl Engine {
     #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
-        tool: &'static ToolDef,
+        job: Job,
         conn: &mut Connection,
         params: &[(&'static str, SqlValue)],
         args: &Arguments,
@@ -822,7 +908,7 @@ impl Engine {
         cancel: &Arc<AtomicBool>,
         request: u64,
     ) -> Result<Value, ToolError> {
-        let stmts = tool.binding.statements();
+        let stmts = job.statements;
         if cancel.load(Ordering::Relaxed) {
             return Err(ToolError::new("TIMEOUT", "cancelled before it started"));
         }
@@ -831,18 +917,18 @@ impl Engine {
             1_000,
             Some(move || flag.load(Ordering::Relaxed) || Instant::now() > deadline),
         );
-        let transactional = tool.writes || stmts.len() > 1;
+        let transactional = job.writes || stmts.len() > 1;
         if transactional {
-            let begin = if tool.writes {
+            let begin = if job.writes {
                 "BEGIN IMMEDIATE"
             } else {
                 "BEGIN"
             };
             conn.execute_batch(begin)
-                .map_err(|e| self.db_error(tool, e, request))?;
+                .map_err(|e| self.db_error(job, e, request))?;
         }
         let result = self
-            .run_statements(tool, conn, params, args, request)
+            .run_statements(job, conn, params, args, request)
             .and_then(|v| {
                 let size = approx_json_size(&v);
                 if size > self.limits.max_result_bytes {
@@ -850,7 +936,7 @@ impl Engine {
                         code: "RESULT_TOO_LARGE",
                         message: format!(
                             "the result of `{}` is about {size} bytes; the limit is {} bytes; ask for less",
-                            tool.name, self.limits.max_result_bytes
+                            job.name, self.limits.max_result_bytes
                         ),
                         data: Some(json!({"size": size, "limit": self.limits.max_result_bytes})),
                     })
@@ -863,7 +949,7 @@ impl Engine {
             if let Err(e) = conn.execute_batch(end) {
                 let _ = conn.execute_batch("ROLLBACK");
                 let _ = conn.progress_handler(0, None::<fn() -> bool>);
-                return Err(self.db_error(tool, e, request));
+                return Err(self.db_error(job, e, request));
             }
         }
         let _ = conn.progress_handler(0, None::<fn() -> bool>);
@@ -872,26 +958,26 @@ impl Engine {
 
     fn run_statements(
         &self,
-        tool: &'static ToolDef,
+        job: Job,
         conn: &Connection,
         params: &[(&'static str, SqlValue)],
         args: &Arguments,
         request: u64,
     ) -> Result<Value, ToolError> {
-        let single = matches!(tool.binding, crate::def::BindingDef::Single(_));
+        let single = job.single;
         let mut composite = Map::new();
         let mut raw_rows: HashMap<&str, HashMap<String, SqlValue>> = HashMap::new();
-        for st in tool.binding.statements() {
+        for st in job.statements {
             let mut stmt = conn
                 .prepare_cached(st.sql)
-                .map_err(|e| self.db_error(tool, e, request))?;
+                .map_err(|e| self.db_error(job, e, request))?;
             bind(&mut stmt, st, params, &raw_rows);
             let order = column_order(&stmt, st);
             let part = match st.mode {
                 Mode::Execute => {
                     let changes = stmt
                         .raw_execute()
-                        .map_err(|e| self.db_error(tool, e, request))?;
+                        .map_err(|e| self.db_error(job, e, request))?;
                     let out = if st.inserts {
                         json!({"changes": changes, "last_insert_id": conn.last_insert_rowid()})
                     } else {
@@ -910,9 +996,7 @@ impl Engine {
                     // leaving room for the envelope; the cut is flagged, never silent.
                     let budget = self.limits.max_result_bytes.saturating_sub(4096);
                     let mut size = 0;
-                    while let Some(row) =
-                        rows.next().map_err(|e| self.db_error(tool, e, request))?
-                    {
+                    while let Some(row) = rows.next().map_err(|e| self.db_error(job, e, request))? {
                         if out.len() >= st.max_rows as usize {
                             truncated = true;
                             break;
@@ -936,7 +1020,7 @@ impl Engine {
                         if empty && st.empty_message.is_some() {
                             o.insert(
                                 "message".into(),
-                                json!(self.message(tool, st, "empty", args)),
+                                json!(self.message(job, st, "empty", args)),
                             );
                         }
                         return Ok(Value::Object(o));
@@ -945,7 +1029,7 @@ impl Engine {
                 }
                 Mode::One | Mode::Optional | Mode::Scalar => {
                     let mut rows = stmt.raw_query();
-                    match rows.next().map_err(|e| self.db_error(tool, e, request))? {
+                    match rows.next().map_err(|e| self.db_error(job, e, request))? {
                         Some(row) if st.mode == Mode::Scalar => {
                             let (idx, col) = order[0];
                             let v = column_json(row.get_ref(idx).unwrap_or(ValueRef::Null), col);
@@ -974,7 +1058,7 @@ impl Engine {
                             Value::Object(obj)
                         }
                         None if st.mode == Mode::One => {
-                            let message = self.message(tool, st, "not_found", args);
+                            let message = self.message(job, st, "not_found", args);
                             return Err(ToolError::new("NOT_FOUND", message));
                         }
                         None => {
@@ -1034,21 +1118,22 @@ impl Engine {
         }
     }
 
-    fn message(&self, tool: &ToolDef, st: &StatementDef, kind: &str, args: &Arguments) -> String {
+    fn message(&self, job: Job, st: &StatementDef, kind: &str, args: &Arguments) -> String {
         let fallback = || match kind {
             "empty" => "No results.".to_string(),
-            _ => format!("`{}` found nothing for these arguments.", tool.name),
+            _ => format!("`{}` found nothing for these arguments.", job.name),
         };
-        let Ok(t) = self
-            .templates
-            .get_template(&template_name(tool.name, st.name, kind))
-        else {
+        let Ok(t) = self.templates.get_template(&template_name(
+            &format!("{}{}", job.prefix, job.name),
+            st.name,
+            kind,
+        )) else {
             return fallback();
         };
         match t.render(minijinja::value::Serde(args)) {
             Ok(s) => s.trim().to_string(),
             Err(e) => {
-                tracing::warn!(tool = tool.name, error = %e, "message template failed");
+                tracing::warn!(tool = job.name, error = %e, "message template failed");
                 fallback()
             }
         }
@@ -1056,10 +1141,10 @@ impl Engine {
 
     /// Maps a database failure to a tool error without leaking SQL text or paths; the full
     /// error goes to the log with the request id.
-    fn db_error(&self, tool: &ToolDef, e: rusqlite::Error, request: u64) -> ToolError {
+    fn db_error(&self, job: Job, e: rusqlite::Error, request: u64) -> ToolError {
         use rusqlite::ErrorCode as C;
         let code = e.sqlite_error_code();
-        tracing::error!(request, tool = tool.name, error = %e, "database error");
+        tracing::error!(request, tool = job.name, error = %e, "database error");
         match code {
             // The caller tells a timeout from a cancellation.
             Some(C::OperationInterrupted) => ToolError::new("TIMEOUT", "interrupted"),
@@ -1087,7 +1172,7 @@ impl Engine {
                 code: "DATABASE_ERROR",
                 message: format!(
                     "the database failed to run `{}` (request {request}; details are in the server log)",
-                    tool.name
+                    job.name
                 ),
                 data: Some(json!({"request": request})),
             },
@@ -1143,7 +1228,8 @@ pub fn sanitize_arguments(v: &Value) -> Value {
     }
 }
 
-fn template_name(tool: &str, stmt: &str, kind: &str) -> String {
+/// The name of a message template: `{tool}/{statement}/{kind}`.
+pub(crate) fn template_name(tool: &str, stmt: &str, kind: &str) -> String {
     format!("{tool}/{stmt}/{kind}")
 }
 

@@ -10,6 +10,7 @@
 extern crate self as server;
 
 pub mod client;
+pub mod content;
 pub mod db;
 pub mod def;
 pub mod demo;

@@ -12,10 +12,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
-    ElicitRequestParams, ElicitationAction, ElicitationSchema, ErrorCode, ErrorData,
-    Implementation, InputRequest, InputRequiredResult, InputResponses, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema,
+    ErrorCode, ErrorData, GetPromptRequestParams, GetPromptResponse, Implementation, InputRequest,
+    InputRequiredResult, InputResponses, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    Prompt, PromptsCapability, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Resource, ResourceTemplate, ResourcesCapability, ServerCapabilities, ServerConfig, Tool,
     ToolAnnotations,
 };
 use rmcp::service::RequestContext;
@@ -28,6 +31,9 @@ use crate::engine::{CallError, Engine};
 pub struct McpServer {
     engine: Arc<Engine>,
     tools: Arc<Vec<Tool>>,
+    resources: Vec<Resource>,
+    templates: Vec<ResourceTemplate>,
+    prompts: Vec<Prompt>,
     config: ServerConfig,
 }
 
@@ -67,13 +73,26 @@ impl McpServer {
         let def = engine.def;
         let mut implementation = Implementation::new(def.name, def.version);
         implementation.title = def.title.map(str::to_string);
-        let mut config = ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(implementation);
+        // Resources, prompts and completion are advertised only when the spec declares them.
+        let mut capabilities = ServerCapabilities::builder().enable_tools().build();
+        if !def.resources.is_empty() {
+            capabilities.resources = Some(ResourcesCapability::default());
+        }
+        if !def.prompts.is_empty() {
+            capabilities.prompts = Some(PromptsCapability::default());
+        }
+        if crate::content::has_completions(def) {
+            capabilities.completions = Some(Map::new());
+        }
+        let mut config = ServerConfig::new(capabilities).with_server_info(implementation);
         if let Some(i) = def.instructions {
             config = config.with_instructions(i);
         }
         McpServer {
             tools: Arc::new(tools(def)),
+            resources: crate::content::resource_list(def),
+            templates: crate::content::template_list(def),
+            prompts: crate::content::prompt_list(def),
             engine,
             config,
         }
@@ -102,6 +121,22 @@ pub fn to_result(
             Err(ErrorData::new(ErrorCode::INVALID_PARAMS, m, None))
         }
         Err(CallError::Rpc(e)) => Err(ErrorData::new(ErrorCode(e.code), e.message, Some(e.data))),
+    }
+}
+
+/// Runs content work that may touch SQLite on tokio's blocking pool.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, crate::content::ContentError> + Send + 'static,
+) -> Result<T, ErrorData> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => r.map_err(ErrorData::from),
+        Err(e) => {
+            tracing::error!(error = %e, "a content request panicked");
+            Err(ErrorData::internal_error(
+                "the request failed inside the server; details are in the server log",
+                None,
+            ))
+        }
     }
 }
 
@@ -192,6 +227,74 @@ impl ServerHandler for McpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::with_all_items(self.resources.clone()))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            self.templates.clone(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let engine = self.engine.clone();
+        let uri = request.uri;
+        let contents = blocking(move || crate::content::read(&engine, &uri)).await?;
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::with_all_items(self.prompts.clone()))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let engine = self.engine.clone();
+        let result = blocking(move || {
+            crate::content::get_prompt(&engine, &request.name, request.arguments.as_ref())
+        })
+        .await?;
+        Ok(result.into())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let engine = self.engine.clone();
+        let info = blocking(move || {
+            crate::content::complete(
+                &engine,
+                &request.r#ref,
+                &request.argument,
+                request.context.as_ref(),
+            )
+        })
+        .await?;
+        Ok(CompleteResult::new(info))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

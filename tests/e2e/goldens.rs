@@ -17,6 +17,10 @@ mod files {
     include!("../fixtures/handlers/expected/files.rs");
 }
 
+mod content {
+    include!("../fixtures/content/expected/content.rs");
+}
+
 /// A hand-written implementation of the golden's handler traits, as a user would write it.
 struct Files;
 
@@ -251,4 +255,46 @@ fn golden_handler_errors_through_the_engine() {
     );
     // Without its handlers a server with handler tools does not start.
     assert!(Engine::start_with(&files::SERVER, None, false, Limits::default(), None).is_err());
+}
+
+#[test]
+fn golden_resources_and_prompts_render_through_the_runtime() {
+    use server::engine::{Engine, Limits};
+    let def = &content::SERVER;
+    assert_eq!(def.resources.len(), 2);
+    assert!(!def.resources[0].templated && def.resources[1].templated);
+    assert_eq!(def.resources[0].mime_type, "application/json");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("content.db");
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(def.database.as_ref().unwrap().schema)
+        .unwrap();
+    conn.execute_batch(
+        "INSERT INTO notes (title, body) VALUES ('One', 'first'), ('Two', 'second');",
+    )
+    .unwrap();
+    let engine = Engine::start(def, Some(&path), false, Limits::default()).unwrap();
+    let text = |c: rmcp::model::ResourceContents| match c {
+        rmcp::model::ResourceContents::TextResourceContents { text, .. } => text,
+        other => panic!("expected text, got {other:?}"),
+    };
+    let all: serde_json::Value = serde_json::from_str(&text(
+        server::content::read(&engine, "notes://all").unwrap(),
+    ))
+    .unwrap();
+    assert_eq!(
+        all,
+        serde_json::json!({"rows": [{"id": 1, "title": "One"}, {"id": 2, "title": "Two"}]})
+    );
+    assert_eq!(
+        text(server::content::read(&engine, "notes://2").unwrap()),
+        "# Two\n\nsecond"
+    );
+    let mut args = serde_json::Map::new();
+    args.insert("id".into(), serde_json::json!("1"));
+    let prompt = server::content::get_prompt(&engine, "summarize", Some(&args)).unwrap();
+    let messages = serde_json::to_value(&prompt.messages).unwrap();
+    assert_eq!(messages[0]["content"]["text"], "Summarize this note.");
+    assert_eq!(messages[1]["content"]["resource"]["text"], "# One\n\nfirst");
+    assert_eq!(messages[2]["role"], "assistant");
 }

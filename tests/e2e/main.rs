@@ -4,6 +4,7 @@
 mod common;
 
 mod cli;
+mod content;
 mod goldens;
 mod knowledge;
 mod laminark;

@@ -1,0 +1,600 @@
+//! MCP resources, prompts and completion over the generated [`ResourceDef`] and [`PromptDef`]
+//! tables.
+//!
+//! Content is made the same way for a resource and for a prompt: an optional statement, run by
+//! the [`Engine`] exactly as a tool's statement runs, gives `data`; an optional minijinja
+//! template, kept in the engine's template environment, renders the variables and `data` as
+//! text (without a template the text is `data` as JSON). A later Rust `handler:` binding would
+//! be one more way to make that text in [`render`]. Failures become [`ContentError`]s that say
+//! nothing of SQL text or paths; the details go to the log.
+
+use rmcp::model::{
+    ArgumentInfo, CompletionContext, CompletionInfo, ContentBlock, ErrorCode, ErrorData,
+    GetPromptResult, Prompt, PromptArgument, PromptMessage, Reference, Resource, ResourceContents,
+    ResourceTemplate, Role,
+};
+use rusqlite::types::{Value as SqlValue, ValueRef};
+use serde_json::{Map, Value, json};
+
+use crate::def::{
+    Arguments, ContentDef, MessageBodyDef, PromptDef, ResourceDef, ServerDef, StatementDef, ToParam,
+};
+use crate::engine::{Engine, Job, ToolError, template_name};
+
+/// The most completion values one answer carries, as MCP allows.
+const MAX_COMPLETIONS: usize = 100;
+
+/// Why a resource read, prompt or completion failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ContentError {
+    /// No resource has this URI (or its statement found no row): JSON-RPC -32002.
+    ResourceNotFound(String),
+    /// An unknown prompt or reference, or a missing or unknown argument: JSON-RPC -32602.
+    InvalidParams(String, Value),
+    /// A statement or template failed; the message is sanitised: JSON-RPC -32603.
+    Failed(String),
+}
+
+impl From<ContentError> for ErrorData {
+    fn from(e: ContentError) -> ErrorData {
+        match e {
+            ContentError::ResourceNotFound(uri) => {
+                ErrorData::resource_not_found("resource not found", Some(json!({ "uri": uri })))
+            }
+            ContentError::InvalidParams(message, data) => {
+                ErrorData::new(ErrorCode::INVALID_PARAMS, message, Some(data))
+            }
+            ContentError::Failed(message) => ErrorData::internal_error(message, None),
+        }
+    }
+}
+
+const RESOURCE: &str = "resource:";
+const PROMPT: &str = "prompt:";
+
+fn content_key(prefix: &str, name: &str) -> String {
+    format!("{prefix}{name}")
+}
+
+/// Adds the templates of every resource and prompt to the engine's environment, at start-up.
+/// A template that does not compile names its resource or prompt.
+pub fn add_templates(
+    def: &'static ServerDef,
+    env: &mut minijinja::Environment<'static>,
+) -> Result<(), (&'static str, String)> {
+    let mut add = |owner: &'static str, name: String, source: &'static str| {
+        env.add_template_owned(name, source)
+            .map_err(|e| (owner, format!("template: {e}")))
+    };
+    for r in def.resources {
+        let key = content_key(RESOURCE, r.name);
+        if let Some(t) = r.content.template {
+            add(r.name, template_name(&key, "", "content"), t)?;
+        }
+        if let Some(st) = &r.content.statement {
+            statement_templates(&mut add, r.name, &key, st)?;
+        }
+    }
+    for p in def.prompts {
+        let key = content_key(PROMPT, p.name);
+        for (i, m) in p.messages.iter().enumerate() {
+            let source = match m.body {
+                MessageBodyDef::Text(t) | MessageBodyDef::Resource(t) => t,
+            };
+            add(
+                p.name,
+                template_name(&key, "message", &i.to_string()),
+                source,
+            )?;
+        }
+        if let Some(st) = &p.statement {
+            statement_templates(&mut add, p.name, &key, st)?;
+        }
+    }
+    Ok(())
+}
+
+fn statement_templates(
+    add: &mut impl FnMut(&'static str, String, &'static str) -> Result<(), (&'static str, String)>,
+    owner: &'static str,
+    key: &str,
+    st: &'static StatementDef,
+) -> Result<(), (&'static str, String)> {
+    for (kind, source) in [("empty", st.empty_message), ("not_found", st.not_found)] {
+        if let Some(src) = source {
+            add(owner, template_name(key, st.name, kind), src)?;
+        }
+    }
+    Ok(())
+}
+
+/// Every statement of the server's resources and prompts, named for start-up messages.
+pub fn statements(def: &'static ServerDef) -> Vec<(String, &'static StatementDef)> {
+    let resources = def.resources.iter().filter_map(|r| {
+        let st = r.content.statement.as_ref()?;
+        Some((format!("resource `{}`", r.name), st))
+    });
+    let prompts = def.prompts.iter().filter_map(|p| {
+        let st = p.statement.as_ref()?;
+        Some((format!("prompt `{}`", p.name), st))
+    });
+    resources.chain(prompts).collect()
+}
+
+/// Every completion query of the server, named for start-up messages.
+pub fn completions(def: &'static ServerDef) -> Vec<(String, &'static str)> {
+    let resources = def.resources.iter().flat_map(|r| {
+        r.complete
+            .iter()
+            .map(move |(v, sql)| (format!("resource `{}` variable `{v}`", r.name), *sql))
+    });
+    let prompts = def.prompts.iter().flat_map(|p| {
+        p.arguments.iter().filter_map(move |a| {
+            Some((
+                format!("prompt `{}` argument `{}`", p.name, a.name),
+                a.complete?,
+            ))
+        })
+    });
+    resources.chain(prompts).collect()
+}
+
+/// Whether the server declares any completion query.
+pub fn has_completions(def: &ServerDef) -> bool {
+    def.resources.iter().any(|r| !r.complete.is_empty())
+        || def
+            .prompts
+            .iter()
+            .any(|p| p.arguments.iter().any(|a| a.complete.is_some()))
+}
+
+/// The fixed resources as `resources/list` publishes them.
+pub fn resource_list(def: &ServerDef) -> Vec<Resource> {
+    def.resources
+        .iter()
+        .filter(|r| !r.templated)
+        .map(|r| {
+            let mut out = Resource::new(r.uri, r.name).with_mime_type(r.mime_type);
+            if let Some(t) = r.title {
+                out = out.with_title(t);
+            }
+            if let Some(d) = r.description {
+                out = out.with_description(d);
+            }
+            out
+        })
+        .collect()
+}
+
+/// The templated resources as `resources/templates/list` publishes them.
+pub fn template_list(def: &ServerDef) -> Vec<ResourceTemplate> {
+    def.resources
+        .iter()
+        .filter(|r| r.templated)
+        .map(|r| {
+            let mut out = ResourceTemplate::new(r.uri, r.name).with_mime_type(r.mime_type);
+            if let Some(t) = r.title {
+                out = out.with_title(t);
+            }
+            if let Some(d) = r.description {
+                out = out.with_description(d);
+            }
+            out
+        })
+        .collect()
+}
+
+/// The prompts as `prompts/list` publishes them.
+pub fn prompt_list(def: &ServerDef) -> Vec<Prompt> {
+    def.prompts
+        .iter()
+        .map(|p| {
+            let arguments = p
+                .arguments
+                .iter()
+                .map(|a| {
+                    let mut out = PromptArgument::new(a.name).with_required(a.required);
+                    if let Some(d) = a.description {
+                        out = out.with_description(d);
+                    }
+                    out
+                })
+                .collect();
+            let mut out = Prompt::new(p.name, p.description, Some(arguments));
+            if let Some(t) = p.title {
+                out = out.with_title(t);
+            }
+            out
+        })
+        .collect()
+}
+
+/// Reads a resource by URI: a fixed URI first, then the templates in spec order.
+pub fn read(engine: &Engine, uri: &str) -> Result<ResourceContents, ContentError> {
+    let def = engine.def;
+    let found = def
+        .resources
+        .iter()
+        .find(|r| !r.templated && r.uri == uri)
+        .map(|r| (r, Map::new()))
+        .or_else(|| {
+            def.resources.iter().filter(|r| r.templated).find_map(|r| {
+                let vars = match_template(r.uri, uri)?;
+                Some((r, vars))
+            })
+        });
+    let Some((resource, vars)) = found else {
+        return Err(ContentError::ResourceNotFound(uri.to_string()));
+    };
+    let text = render_resource(engine, resource, &vars).map_err(|e| match e {
+        Failure::NoRow(_) => ContentError::ResourceNotFound(uri.to_string()),
+        Failure::Failed(m) => ContentError::Failed(m),
+    })?;
+    Ok(ResourceContents::text(text, uri).with_mime_type(resource.mime_type))
+}
+
+/// How making content failed, before the caller decides what that means for its request.
+enum Failure {
+    /// A `one` statement found no row; the statement's `not_found` message.
+    NoRow(String),
+    Failed(String),
+}
+
+fn render_resource(
+    engine: &Engine,
+    r: &'static ResourceDef,
+    vars: &Arguments,
+) -> Result<String, Failure> {
+    render(engine, RESOURCE, r.name, &r.content, vars)
+}
+
+/// Makes the text of a resource or prompt from its statement and template.
+fn render(
+    engine: &Engine,
+    prefix: &'static str,
+    name: &'static str,
+    content: &'static ContentDef,
+    vars: &Arguments,
+) -> Result<String, Failure> {
+    let data = match &content.statement {
+        Some(st) => run(engine, prefix, name, st, vars)?,
+        None => Value::Null,
+    };
+    match content.template {
+        Some(_) => render_template(
+            engine,
+            &template_name(&content_key(prefix, name), "", "content"),
+            vars,
+            &data,
+        ),
+        None => Ok(serde_json::to_string_pretty(&data).unwrap_or_default()),
+    }
+}
+
+/// Runs one statement with the variables as its parameters: text as given, absent as NULL,
+/// and `:arguments` as all of them in one JSON object.
+fn run(
+    engine: &Engine,
+    prefix: &'static str,
+    name: &'static str,
+    st: &'static StatementDef,
+    vars: &Arguments,
+) -> Result<Value, Failure> {
+    let params: Vec<(&'static str, SqlValue)> = st
+        .params
+        .iter()
+        .map(|p| {
+            let v = if *p == "arguments" && !vars.contains_key("arguments") {
+                crate::def::arguments_param(vars)
+            } else {
+                vars.get(*p).map_or(SqlValue::Null, ToParam::to_param)
+            };
+            (*p, v)
+        })
+        .collect();
+    let job = Job {
+        name,
+        prefix,
+        statements: std::slice::from_ref(st),
+        single: true,
+        writes: false,
+    };
+    engine
+        .query(job, &params, vars)
+        .map_err(|e: ToolError| match e.code {
+            "NOT_FOUND" => Failure::NoRow(e.message),
+            _ => Failure::Failed(e.message),
+        })
+}
+
+fn render_template(
+    engine: &Engine,
+    template: &str,
+    vars: &Arguments,
+    data: &Value,
+) -> Result<String, Failure> {
+    let mut ctx = vars.clone();
+    ctx.insert("data".into(), data.clone());
+    let t = engine
+        .templates()
+        .get_template(template)
+        .map_err(|e| template_failure(template, &e))?;
+    t.render(minijinja::value::Serde(&ctx))
+        .map_err(|e| template_failure(template, &e))
+}
+
+fn template_failure(template: &str, e: &minijinja::Error) -> Failure {
+    tracing::error!(template, error = %e, "a content template failed");
+    Failure::Failed(format!(
+        "rendering `{}` failed; details are in the server log",
+        template.split('/').next().unwrap_or(template)
+    ))
+}
+
+/// Renders a prompt's messages with its arguments; a resource message embeds that resource.
+pub fn get_prompt(
+    engine: &Engine,
+    name: &str,
+    arguments: Option<&Arguments>,
+) -> Result<GetPromptResult, ContentError> {
+    let def = engine.def;
+    let Some(p) = def.prompts.iter().find(|p| p.name == name) else {
+        let available: Vec<&str> = def.prompts.iter().map(|p| p.name).collect();
+        return Err(ContentError::InvalidParams(
+            format!("unknown prompt: {name}"),
+            json!({"prompt": name, "available": available}),
+        ));
+    };
+    let args = prompt_arguments(p, arguments)?;
+    let data = match &p.statement {
+        Some(st) => run(engine, PROMPT, p.name, st, &args).map_err(|e| match e {
+            Failure::NoRow(m) => ContentError::InvalidParams(m, json!({"prompt": p.name})),
+            Failure::Failed(m) => ContentError::Failed(m),
+        })?,
+        None => Value::Null,
+    };
+    let key = content_key(PROMPT, p.name);
+    let mut messages = Vec::with_capacity(p.messages.len());
+    for (i, m) in p.messages.iter().enumerate() {
+        let role = if m.assistant {
+            Role::Assistant
+        } else {
+            Role::User
+        };
+        let text = render_template(
+            engine,
+            &template_name(&key, "message", &i.to_string()),
+            &args,
+            &data,
+        )
+        .map_err(|e| match e {
+            Failure::NoRow(m) | Failure::Failed(m) => ContentError::Failed(m),
+        })?;
+        let content = match m.body {
+            MessageBodyDef::Text(_) => ContentBlock::text(text.trim().to_string()),
+            MessageBodyDef::Resource(_) => {
+                let uri = text.trim();
+                let contents = read(engine, uri).map_err(|e| match e {
+                    ContentError::ResourceNotFound(uri) => ContentError::InvalidParams(
+                        format!("prompt `{}` embeds `{uri}`, which was not found", p.name),
+                        json!({"prompt": p.name, "uri": uri}),
+                    ),
+                    other => other,
+                })?;
+                ContentBlock::resource(contents)
+            }
+        };
+        messages.push(PromptMessage::new(role, content));
+    }
+    let mut result = GetPromptResult::new(messages);
+    result.description = p.description.map(str::to_string);
+    Ok(result)
+}
+
+/// The prompt's arguments as given: every required one present, no unknown one; values that
+/// are not strings are taken as their JSON text.
+fn prompt_arguments(
+    p: &PromptDef,
+    arguments: Option<&Arguments>,
+) -> Result<Arguments, ContentError> {
+    let given = arguments.cloned().unwrap_or_default();
+    for k in given.keys() {
+        if !p.arguments.iter().any(|a| a.name == k) {
+            let known: Vec<&str> = p.arguments.iter().map(|a| a.name).collect();
+            return Err(ContentError::InvalidParams(
+                format!("prompt `{}` has no argument `{k}`", p.name),
+                json!({"prompt": p.name, "argument": k, "arguments": known}),
+            ));
+        }
+    }
+    let mut out = Map::new();
+    for a in p.arguments {
+        match given.get(a.name) {
+            Some(Value::Null) | None if a.required => {
+                return Err(ContentError::InvalidParams(
+                    format!(
+                        "missing required argument `{}` of prompt `{}`",
+                        a.name, p.name
+                    ),
+                    json!({"prompt": p.name, "argument": a.name}),
+                ));
+            }
+            Some(Value::Null) | None => {}
+            Some(Value::String(s)) => {
+                out.insert(a.name.to_string(), Value::String(s.clone()));
+            }
+            Some(other) => {
+                out.insert(a.name.to_string(), Value::String(other.to_string()));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Completion values for a prompt argument or a resource template variable: the first column
+/// of the declared query's rows, with `:value` the partial text and the other parameters the
+/// context's arguments.
+pub fn complete(
+    engine: &Engine,
+    reference: &Reference,
+    argument: &ArgumentInfo,
+    context: Option<&CompletionContext>,
+) -> Result<CompletionInfo, ContentError> {
+    let def = engine.def;
+    let sql = match reference {
+        Reference::Prompt(r) => {
+            let Some(p) = def.prompts.iter().find(|p| p.name == r.name) else {
+                return Err(ContentError::InvalidParams(
+                    format!("unknown prompt: {}", r.name),
+                    json!({"prompt": r.name}),
+                ));
+            };
+            p.arguments
+                .iter()
+                .find(|a| a.name == argument.name)
+                .and_then(|a| a.complete)
+        }
+        Reference::Resource(r) => {
+            let Some(res) = def.resources.iter().find(|x| x.templated && x.uri == r.uri) else {
+                return Err(ContentError::InvalidParams(
+                    format!("unknown resource template: {}", r.uri),
+                    json!({"uri": r.uri}),
+                ));
+            };
+            res.complete
+                .iter()
+                .find(|(v, _)| *v == argument.name)
+                .map(|(_, sql)| *sql)
+        }
+        _ => {
+            return Err(ContentError::InvalidParams(
+                "unsupported completion reference".into(),
+                json!({}),
+            ));
+        }
+    };
+    let Some(sql) = sql else {
+        return Ok(CompletionInfo::default());
+    };
+    let outcome = engine.with_reader(|conn| -> rusqlite::Result<(Vec<String>, bool)> {
+        let mut stmt = conn.prepare_cached(sql)?;
+        for i in 1..=stmt.parameter_count() {
+            let Some(full) = stmt.parameter_name(i) else {
+                continue;
+            };
+            let name = &full[1..];
+            let value = if name == "value" {
+                SqlValue::Text(argument.value.clone())
+            } else {
+                context
+                    .and_then(|c| c.get_argument(name))
+                    .map_or(SqlValue::Null, |v| SqlValue::Text(v.clone()))
+            };
+            stmt.raw_bind_parameter(i, value)?;
+        }
+        let mut rows = stmt.raw_query();
+        let mut values = Vec::new();
+        let mut more = false;
+        while let Some(row) = rows.next()? {
+            let v = match row.get_ref(0)? {
+                ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+                ValueRef::Integer(i) => i.to_string(),
+                ValueRef::Real(f) => f.to_string(),
+                ValueRef::Null | ValueRef::Blob(_) => continue,
+            };
+            if values.len() == MAX_COMPLETIONS {
+                more = true;
+                break;
+            }
+            values.push(v);
+        }
+        Ok((values, more))
+    });
+    match outcome {
+        Some(Ok((values, more))) => {
+            let mut info = CompletionInfo::new(values).unwrap_or_default();
+            info.has_more = Some(more);
+            Ok(info)
+        }
+        Some(Err(e)) => {
+            tracing::error!(argument = %argument.name, error = %e, "a completion query failed");
+            Err(ContentError::Failed(format!(
+                "completing `{}` failed; details are in the server log",
+                argument.name
+            )))
+        }
+        None => Ok(CompletionInfo::default()),
+    }
+}
+
+/// Matches a URI against an RFC 6570 level 1 template, returning each variable's value,
+/// percent-decoded. A value is non-empty and has no `/`, as level 1 expansion encodes it.
+pub fn match_template(template: &str, uri: &str) -> Option<Arguments> {
+    let mut out = Map::new();
+    match_parts(template, uri, &mut out).then_some(out)
+}
+
+fn match_parts(template: &str, uri: &str, out: &mut Arguments) -> bool {
+    let Some(open) = template.find('{') else {
+        return template == uri;
+    };
+    let Some(rest) = uri.strip_prefix(&template[..open]) else {
+        return false;
+    };
+    let Some(close) = template[open..].find('}') else {
+        return false;
+    };
+    let name = &template[open + 1..open + close];
+    let after = &template[open + close + 1..];
+    for end in (1..=rest.len()).filter(|i| rest.is_char_boundary(*i)) {
+        let raw = &rest[..end];
+        if raw.contains('/') {
+            break;
+        }
+        if match_parts(after, &rest[end..], out) {
+            let Some(value) = percent_decode(raw) else {
+                return false;
+            };
+            out.insert(name.to_string(), Value::String(value));
+            return true;
+        }
+    }
+    false
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_match_level_one_uris() {
+        let m = match_template("kb://entry/{id}", "kb://entry/a%20b").unwrap();
+        assert_eq!(m["id"], "a b");
+        let m = match_template("kb://{kind}/{id}.md", "kb://entry/x.y.md").unwrap();
+        assert_eq!(
+            (m["kind"].as_str(), m["id"].as_str()),
+            (Some("entry"), Some("x.y"))
+        );
+        assert!(match_template("kb://entry/{id}", "kb://entry/").is_none());
+        assert!(match_template("kb://entry/{id}", "kb://entry/a/b").is_none());
+        assert!(match_template("kb://entry/{id}", "kb://other/a").is_none());
+        assert!(match_template("kb://entry/{id}", "kb://entry/%zz").is_none());
+    }
+}
