@@ -409,10 +409,10 @@ fn run_setup(def: &'static ServerDef, f: SetupFlags) -> Result<ExitCode> {
         backup.display()
     );
     println!("wrote {}", plan.proxy_path.display());
-    println!(
-        "\nRestart Claude Desktop. Then paste this into the project's instructions:\n\n{}",
-        setup::SYSTEM_PROMPT
-    );
+    println!("\nRestart Claude Desktop.");
+    if let Some(text) = setup::system_prompt(def) {
+        println!("Then paste this into the project's instructions:\n\n{text}");
+    }
     println!(
         "Note: hints arrive with the result of the call they are about, after it ran; guards \
          block before the call is forwarded. Use a guard where acting first would do harm."

@@ -448,18 +448,17 @@ pub fn parse_choice(answer: &str, listed: &[Listed]) -> Result<Vec<String>, Stri
     Ok(out)
 }
 
-/// The snippet to paste into a Claude Desktop project's instructions (PRD section 10).
-pub const SYSTEM_PROMPT: &str = "\
-At the start of every session, read the lessons://protocol resource to load the
-#lesson reporting format and current reasoning reminders.
+/// The name of the resource whose text `mcpspec setup` prints for the person to paste into
+/// a Claude Desktop project's instructions (PRD section 10).
+pub const SYSTEM_PROMPT_RESOURCE: &str = "system-prompt";
 
-When you encounter a problem→solution sequence:
-  1. Emit a #lesson ... #/lesson tag in your response text
-  2. Call lessons_add(...) to persist it immediately
-
-Pay attention to any lesson block included in a tool response. Process it before
-acting on the next step.
-";
+/// The static text of the server's system-prompt resource, when it declares one.
+pub fn system_prompt(def: &crate::def::ServerDef) -> Option<&'static str> {
+    def.resources
+        .iter()
+        .find(|r| r.name == SYSTEM_PROMPT_RESOURCE && r.content.statement.is_none())
+        .and_then(|r| r.content.template)
+}
 
 #[cfg(test)]
 mod tests {

@@ -13,7 +13,7 @@ use crate::common::{EXE, Session, sample_db, start};
 const ENTRY: &str = "0b6f9e2a-5c1d-4e8f-9a3b-1c2d3e4f5a6b";
 
 /// A successful request: returns its `result`.
-fn ok(s: &mut Session, method: &str, params: Value) -> Value {
+pub(crate) fn ok(s: &mut Session, method: &str, params: Value) -> Value {
     let response = s.client.request(method, params.clone()).expect("response");
     assert!(
         response.get("error").is_none(),

@@ -553,3 +553,92 @@ fn setup_refuses_without_a_clear_answer() {
     assert_eq!(code, 2);
     assert!(err.contains("is not valid JSON"), "{err}");
 }
+
+fn read_text(s: &mut Session, uri: &str) -> String {
+    let r = crate::content::ok(s, "resources/read", json!({"uri": uri}));
+    r["contents"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{uri}: {r}"))
+        .to_string()
+}
+
+#[test]
+fn protocol_resources_and_the_session_start_prompt() {
+    let mut s = start("lessons", &[]);
+    let listed = crate::content::ok(&mut s, "resources/list", json!({}));
+    let uris: Vec<&str> = listed["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .map(|r| r["uri"].as_str().expect("uri"))
+        .collect();
+    for uri in [
+        "lessons://protocol",
+        "lessons://directives",
+        "lessons://system-prompt",
+    ] {
+        assert!(uris.contains(&uri), "{uri} in {uris:?}");
+    }
+
+    let protocol = read_text(&mut s, "lessons://protocol");
+    assert!(protocol.contains("#lesson\n"), "{protocol}");
+    assert!(
+        protocol.contains("**lesson-format** (protocol"),
+        "{protocol}"
+    );
+    assert!(
+        protocol.contains("**read-before-edit** (directive"),
+        "{protocol}"
+    );
+    // Hints and guards are for the interceptor, not the session-start reminders.
+    assert!(!protocol.contains("no-force-push"), "{protocol}");
+    let directives = read_text(&mut s, "lessons://directives");
+    assert!(
+        directives.contains("## read-before-edit (directive; Edit)"),
+        "{directives}"
+    );
+    let prompt = read_text(&mut s, "lessons://system-prompt");
+    assert!(
+        prompt.starts_with("At the start of every session, read the lessons://protocol resource")
+    );
+
+    // A directive added in the session is in the protocol at once.
+    s.ok(
+        "lessons_add",
+        json!({"tool": ["Write"], "trigger": "writing generated files", "type": "directive",
+               "problem": "Generated files edited by hand drift from their source.",
+               "solution": "Change the generator's input and regenerate."}),
+    );
+    let protocol = read_text(&mut s, "lessons://protocol");
+    assert!(
+        protocol.contains("**writing-generated-files** (directive"),
+        "{protocol}"
+    );
+
+    // The prompt carries the same content as the resource.
+    let got = crate::content::ok(
+        &mut s,
+        "prompts/get",
+        json!({"name": "lessons_session_start"}),
+    );
+    let message = &got["messages"][0];
+    assert_eq!(message["role"], "user");
+    assert_eq!(message["content"]["type"], "resource");
+    assert_eq!(message["content"]["resource"]["uri"], "lessons://protocol");
+    assert_eq!(message["content"]["resource"]["text"], protocol);
+
+    // One lesson by slug, with completion of the slug.
+    let one = read_text(&mut s, "lessons://lesson/no-force-push");
+    assert!(
+        one.starts_with("# no-force-push\n\nguard, active · tools: Bash"),
+        "{one}"
+    );
+    let done = crate::content::ok(
+        &mut s,
+        "completion/complete",
+        json!({"ref": {"type": "ref/resource", "uri": "lessons://lesson/{slug}"},
+               "argument": {"name": "slug", "value": "git"}}),
+    );
+    assert_eq!(done["completion"]["values"], json!(["git-stash-untracked"]));
+    s.finish();
+}
