@@ -270,15 +270,29 @@ fn serve(engine: std::sync::Arc<Engine>) -> Result<()> {
             tracing::info!("signal received; finishing calls in flight");
             stop.stop();
         });
-        let handler = server::mcp::McpServer::new(engine);
-        let running = rmcp::serve_server(handler, transport)
-            .await
-            .map_err(|e| anyhow!("the MCP session failed to start: {e}"))?;
-        running
-            .waiting()
-            .await
-            .map_err(|e| anyhow!("the MCP session ended with an error: {e}"))?;
-        Ok::<(), anyhow::Error>(())
+        // A proxy starts its downstream servers before the first request, so that the first
+        // `tools/list` already has their tools.
+        let proxy = match &engine.def.proxy {
+            Some(def) => {
+                let own = server::mcp::tools(engine.def);
+                Some(server::proxy::Proxy::start(def, engine.clone(), &own).await?)
+            }
+            None => None,
+        };
+        let handler = server::mcp::McpServer::with_proxy(engine, proxy.clone());
+        let session = match rmcp::serve_server(handler, transport).await {
+            Ok(running) => running
+                .waiting()
+                .await
+                .map(|_| ())
+                .map_err(|e| anyhow!("the MCP session ended with an error: {e}")),
+            Err(e) => Err(anyhow!("the MCP session failed to start: {e}")),
+        };
+        // Every downstream process is stopped and reaped before the server exits.
+        if let Some(p) = proxy {
+            p.shutdown().await;
+        }
+        session
     })?;
     // Calls still running after the drain timeout are abandoned rather than awaited forever;
     // the database closes when the engine is dropped.

@@ -6,7 +6,9 @@
 //! tool or arguments that are not an object is a protocol error. A failure the spec declares
 //! under `errors:` is a JSON-RPC error with the declared code. Before a tool with a
 //! confirmation rule runs, a client that declared the elicitation capability is asked to let
-//! the person confirm; a decline or cancel aborts the call with nothing changed.
+//! the person confirm; a decline or cancel aborts the call with nothing changed. A proxy's
+//! re-exported downstream tools are listed after the server's own and their calls go to
+//! [`Proxy::call`].
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,17 +20,20 @@ use rmcp::model::{
     PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
     ToolAnnotations,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 
 use crate::def::ServerDef;
 use crate::engine::{CallError, Engine};
+use crate::proxy::Proxy;
 
 pub struct McpServer {
     engine: Arc<Engine>,
     tools: Arc<Vec<Tool>>,
     config: ServerConfig,
+    /// The downstream servers and interceptor of a proxy spec.
+    proxy: Option<Arc<Proxy>>,
 }
 
 fn schema_object(text: &str) -> Arc<Map<String, Value>> {
@@ -64,11 +69,24 @@ pub fn tools(def: &ServerDef) -> Vec<Tool> {
 
 impl McpServer {
     pub fn new(engine: Arc<Engine>) -> Self {
+        McpServer::with_proxy(engine, None)
+    }
+
+    /// A server whose tools include a proxy's re-exported downstream tools. Such a server
+    /// announces `tools.listChanged`, since a restarted downstream may bring other tools.
+    pub fn with_proxy(engine: Arc<Engine>, proxy: Option<Arc<Proxy>>) -> Self {
         let def = engine.def;
         let mut implementation = Implementation::new(def.name, def.version);
         implementation.title = def.title.map(str::to_string);
-        let mut config = ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(implementation);
+        let capabilities = if proxy.is_some() {
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build()
+        } else {
+            ServerCapabilities::builder().enable_tools().build()
+        };
+        let mut config = ServerConfig::new(capabilities).with_server_info(implementation);
         if let Some(i) = def.instructions {
             config = config.with_instructions(i);
         }
@@ -76,6 +94,7 @@ impl McpServer {
             tools: Arc::new(tools(def)),
             engine,
             config,
+            proxy,
         }
     }
 }
@@ -191,11 +210,25 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+        let mut tools = self.tools.as_ref().clone();
+        if let Some(p) = &self.proxy {
+            tools.extend(p.tools());
+        }
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.tools.iter().find(|t| t.name == name).cloned()
+        self.tools
+            .iter()
+            .find(|t| t.name == name)
+            .cloned()
+            .or_else(|| self.proxy.as_ref().and_then(|p| p.tool(name)))
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if let Some(p) = &self.proxy {
+            p.set_client(context.peer);
+        }
     }
 
     async fn call_tool(
@@ -203,6 +236,16 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        // The server's own tools win a clash, so only other names reach the proxy.
+        if let Some(p) = &self.proxy
+            && self.engine.def.tool(&request.name).is_none()
+            && p.routes(&request.name)
+        {
+            return p
+                .call(&request.name, request.arguments, context.ct.clone())
+                .await
+                .map(Into::into);
+        }
         let engine = self.engine.clone();
         let responses = request.input_responses;
         let name = request.name.into_owned();

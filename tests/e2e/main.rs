@@ -9,4 +9,5 @@ mod knowledge;
 mod laminark;
 mod pm;
 mod protocol;
+mod proxy;
 mod studio;

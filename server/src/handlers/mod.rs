@@ -4,6 +4,7 @@
 //! generates from the spec (`crate::generated::<server>::Handlers`); this registry is how the
 //! engine finds them at start-up.
 
+pub mod downstream;
 pub mod pm;
 
 use crate::handler::Dispatch;
@@ -11,6 +12,9 @@ use crate::handler::Dispatch;
 /// The handlers of a compiled server, or `None` for a server without handler tools.
 pub fn dispatch_for(server: &str) -> Option<Box<dyn Dispatch>> {
     match server {
+        "downstream" => Some(crate::generated::downstream::dispatcher(
+            downstream::Downstream::default(),
+        )),
         "pm" => Some(crate::generated::pm::dispatcher(pm::Pm)),
         _ => None,
     }
