@@ -46,6 +46,18 @@ pub fn check_sql(spec: &Spec, live: Option<&Connection>) -> Diagnostics {
     let Some(db) = &spec.ir.database else {
         return out;
     };
+    // The runtime registers `regexp(pattern, text)` on every connection; an interceptor query
+    // that uses it must prepare here too.
+    for conn in std::iter::once(&declared).chain(live) {
+        if let Err(e) = register_regexp(conn) {
+            out.items.push(finding(
+                spec,
+                Pos::default(),
+                format!("cannot register regexp(): {e}"),
+                "",
+            ));
+        }
+    }
     if let Err(e) = declared.execute_batch(&db.schema) {
         out.items.push(finding(
             spec,
@@ -128,6 +140,55 @@ pub fn check_sql(spec: &Spec, live: Option<&Connection>) -> Diagnostics {
                         "report this spec; set `annotations` explicitly meanwhile",
                     ));
                 }
+            }
+        }
+    }
+    if let Some(q) = spec.ir.proxy.as_ref().and_then(|p| p.sql.as_ref()) {
+        for (what, conn) in &targets {
+            let stmt = match conn.prepare(&q.sql) {
+                Ok(s) => s,
+                Err(e) => {
+                    out.items.push(finding(
+                        spec,
+                        q.pos,
+                        format!(
+                            "`intercept.sql` does not prepare against {what}: {}",
+                            lower(&sqlite_message(&e))
+                        ),
+                        "fix the query or the schema so they agree",
+                    ));
+                    continue;
+                }
+            };
+            let actual: Vec<&str> = stmt.column_names().collect();
+            let missing: Vec<&str> = crate::ir::INTERCEPT_COLUMNS
+                .iter()
+                .copied()
+                .filter(|c| !actual.contains(c))
+                .collect();
+            if !missing.is_empty() {
+                out.items.push(finding(
+                    spec,
+                    q.pos,
+                    format!(
+                        "`intercept.sql` returns columns [{}] but needs {}",
+                        actual.join(", "),
+                        missing
+                            .iter()
+                            .map(|c| format!("`{c}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    "select `key`, `action` ('guard' or 'hint') and `message` (use `AS` to rename)",
+                ));
+            }
+            if !stmt.readonly() && *what == "the declared schema" {
+                out.items.push(finding(
+                    spec,
+                    q.pos,
+                    "`intercept.sql` changes the database".into(),
+                    "the interceptor runs on a read-only connection; select only",
+                ));
             }
         }
     }
@@ -236,6 +297,24 @@ fn check_content(spec: &Spec, targets: &[(&str, &Connection)], out: &mut Diagnos
             }
         }
     }
+}
+
+/// Registers `regexp(pattern, text)` as the runtime does: NULL when either is NULL, false for
+/// a pattern that does not compile.
+fn register_regexp(conn: &Connection) -> rusqlite::Result<()> {
+    use rusqlite::functions::FunctionFlags;
+    conn.create_scalar_function(
+        "regexp",
+        2,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            let (Some(p), Some(t)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?)
+            else {
+                return Ok(None);
+            };
+            Ok(Some(regex::Regex::new(&p).is_ok_and(|re| re.is_match(&t))))
+        },
+    )
 }
 
 /// One column as `PRAGMA table_info` reports it.

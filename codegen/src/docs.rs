@@ -101,6 +101,35 @@ struct ServerCtx {
     default_paths: Vec<PathCtx>,
     desktop_json: String,
     errors: Vec<DeclaredCtx>,
+    proxy: Option<ProxyCtx>,
+}
+
+/// A proxy's downstream servers and interceptor, for the page's proxy section.
+#[derive(Serialize)]
+struct ProxyCtx {
+    config_env: Option<String>,
+    config_paths: Vec<PathCtx>,
+    servers: Vec<String>,
+    normalize: Vec<NameMap>,
+    extract_command: String,
+    extract_file_path: String,
+    rules: Vec<RuleCtx>,
+    has_sql: bool,
+    params: String,
+}
+
+#[derive(Serialize)]
+struct NameMap {
+    from: String,
+    to: String,
+}
+
+#[derive(Serialize)]
+struct RuleCtx {
+    key: String,
+    action: &'static str,
+    when: String,
+    message: String,
 }
 
 /// A declared error, for the server's errors table.
@@ -267,6 +296,96 @@ fn server_ctx(s: &ir::Server) -> ServerCtx {
         default_paths,
         desktop_json: contract::to_pretty(&desktop).trim_end().to_string(),
         errors: s.errors.iter().map(declared_ctx).collect(),
+        proxy: s.proxy.as_ref().map(proxy_ctx),
+    }
+}
+
+fn ticked(items: &[String]) -> String {
+    if items.is_empty() {
+        return "none".into();
+    }
+    items
+        .iter()
+        .map(|i| format!("`{i}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn proxy_ctx(p: &ir::Proxy) -> ProxyCtx {
+    let config_paths = p.config.as_ref().map_or_else(Vec::new, |c| {
+        [
+            ("Linux", &c.linux),
+            ("macOS", &c.macos),
+            ("Windows", &c.windows),
+        ]
+        .into_iter()
+        .filter_map(|(os, p)| {
+            p.as_ref().map(|p| PathCtx {
+                os,
+                path: p.clone(),
+            })
+        })
+        .collect()
+    });
+    ProxyCtx {
+        config_env: p.config.as_ref().and_then(|c| c.env.clone()),
+        config_paths,
+        servers: p
+            .servers
+            .iter()
+            .map(|d| {
+                let mut line = format!("`{}`: `{}", d.name, d.command);
+                for a in &d.args {
+                    line.push(' ');
+                    line.push_str(a);
+                }
+                line.push('`');
+                line
+            })
+            .collect(),
+        normalize: p
+            .normalize
+            .iter()
+            .map(|(from, to)| NameMap {
+                from: from.clone(),
+                to: to.clone(),
+            })
+            .collect(),
+        extract_command: ticked(&p.extract_command),
+        extract_file_path: ticked(&p.extract_file_path),
+        rules: p
+            .rules
+            .iter()
+            .map(|r| {
+                let mut when = Vec::new();
+                if !r.tools.is_empty() {
+                    when.push(format!("tool {}", ticked(&r.tools)));
+                }
+                if let Some(c) = &r.command {
+                    when.push(format!("command matches `{}`", c.replace('|', "\\|")));
+                }
+                if let Some(f) = &r.file_path {
+                    when.push(format!("path matches `{}`", f.replace('|', "\\|")));
+                }
+                RuleCtx {
+                    key: r.key.clone(),
+                    action: match r.action {
+                        ir::InterceptAction::Guard => "guard",
+                        ir::InterceptAction::Hint => "hint",
+                    },
+                    when: if when.is_empty() {
+                        "every call".into()
+                    } else {
+                        when.join(", ")
+                    },
+                    message: cell(&r.message),
+                }
+            })
+            .collect(),
+        has_sql: p.sql.is_some(),
+        params: ticked(&p.sql.as_ref().map_or_else(Vec::new, |q| {
+            q.params.iter().map(|p| format!(":{p}")).collect()
+        })),
     }
 }
 

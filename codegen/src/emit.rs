@@ -8,8 +8,8 @@ use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote};
 
 use crate::ir::{
-    ArgType, Binding, ColumnKind, Envelope, MessageBody, Mode, OutStruct, OutType, Prompt,
-    Resource, RuleKind, Server, Statement, Tool,
+    ArgType, Binding, ColumnKind, Envelope, InterceptAction, MessageBody, Mode, OutStruct, OutType,
+    Prompt, Proxy, Resource, RuleKind, Server, Statement, Tool,
 };
 
 /// The first line of every generated Rust file.
@@ -100,6 +100,10 @@ fn server_tokens(server: &Server) -> TokenStream {
         }
         None => quote!(::core::option::Option::None),
     };
+    let proxy = match &server.proxy {
+        Some(p) => proxy_def(p),
+        None => quote!(::core::option::Option::None),
+    };
     let errors = server.errors.iter().map(|e| {
         let (n, m) = (&e.name, &e.message);
         let code = i32::try_from(e.code).unwrap_or(-32000);
@@ -155,6 +159,7 @@ fn server_tokens(server: &Server) -> TokenStream {
             instructions: #instructions,
             spec_file: #file,
             database: #database,
+            proxy: #proxy,
             demo: &[#(#demo),*],
             tools: &TOOLS,
             error_codes: &[#(#error_codes),*],
@@ -224,6 +229,73 @@ fn prompt_def(p: &Prompt) -> TokenStream {
             statement: #statement,
             messages: &[#(#messages),*],
         }
+    }
+}
+
+fn proxy_def(p: &Proxy) -> TokenStream {
+    let config = match &p.config {
+        Some(c) => {
+            let env = opt_str(c.env.as_deref());
+            let linux = opt_str(c.linux.as_deref());
+            let macos = opt_str(c.macos.as_deref());
+            let windows = opt_str(c.windows.as_deref());
+            quote! {
+                ::core::option::Option::Some(::server::def::ProxyConfigDef {
+                    env: #env,
+                    default_linux: #linux,
+                    default_macos: #macos,
+                    default_windows: #windows,
+                })
+            }
+        }
+        None => quote!(::core::option::Option::None),
+    };
+    let servers = p.servers.iter().map(|d| {
+        let (name, command, args) = (&d.name, &d.command, &d.args);
+        let env = d.env.iter().map(|(k, v)| quote!((#k, #v)));
+        quote! {
+            ::server::def::DownstreamDef {
+                name: #name,
+                command: #command,
+                args: &[#(#args),*],
+                env: &[#(#env),*],
+            }
+        }
+    });
+    let normalize = p.normalize.iter().map(|(k, v)| quote!((#k, #v)));
+    let (command, file_path) = (&p.extract_command, &p.extract_file_path);
+    let rules = p.rules.iter().map(|r| {
+        let (key, tools, message) = (&r.key, &r.tools, &r.message);
+        let command = opt_str(r.command.as_deref());
+        let file_path = opt_str(r.file_path.as_deref());
+        let action = match r.action {
+            InterceptAction::Guard => quote!(Guard),
+            InterceptAction::Hint => quote!(Hint),
+        };
+        quote! {
+            ::server::def::InterceptRuleDef {
+                key: #key,
+                tools: &[#(#tools),*],
+                command: #command,
+                file_path: #file_path,
+                action: ::server::def::InterceptAction::#action,
+                message: #message,
+            }
+        }
+    });
+    let sql = opt_str(p.sql.as_ref().map(|s| s.sql.as_str()));
+    let params = p.sql.as_ref().map_or(&[][..], |s| &s.params[..]);
+    quote! {
+        ::core::option::Option::Some(::server::def::ProxyDef {
+            config: #config,
+            servers: &[#(#servers),*],
+            normalize: &[#(#normalize),*],
+            extract_command: &[#(#command),*],
+            extract_file_path: &[#(#file_path),*],
+            rules: &[#(#rules),*],
+            sql: #sql,
+            params: &[#(#params),*],
+        })
     }
 }
 

@@ -17,6 +17,8 @@ pub(crate) struct Server {
     pub file: String,
     /// Absent for a server whose tools are all handlers.
     pub database: Option<Database>,
+    /// Present when the server proxies downstream MCP servers.
+    pub proxy: Option<Proxy>,
     pub demo: Vec<DemoCall>,
     pub tools: Vec<Tool>,
     /// Runtime error code renames, `(built-in, this server's)`.
@@ -207,6 +209,90 @@ pub(crate) struct Database {
     pub schema_pos: crate::diag::Pos,
     pub sample: Option<String>,
 }
+
+/// A proxy: where its downstream servers come from and how calls to them are intercepted.
+#[derive(Debug, Clone)]
+pub(crate) struct Proxy {
+    pub config: Option<ProxyConfig>,
+    pub servers: Vec<Downstream>,
+    /// `(downstream tool name, canonical name)`, sorted by downstream name.
+    pub normalize: Vec<(String, String)>,
+    pub extract_command: Vec<String>,
+    pub extract_file_path: Vec<String>,
+    pub rules: Vec<InterceptRule>,
+    pub sql: Option<InterceptSql>,
+}
+
+/// Where the downstream config file is found.
+#[derive(Debug, Clone)]
+pub(crate) struct ProxyConfig {
+    pub env: Option<String>,
+    pub linux: Option<String>,
+    pub macos: Option<String>,
+    pub windows: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Downstream {
+    pub name: String,
+    pub command: String,
+    pub args: Vec<String>,
+    /// Sorted by variable name.
+    pub env: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InterceptAction {
+    Guard,
+    Hint,
+}
+
+impl InterceptAction {
+    pub const NAMES: &'static [&'static str] = &["guard", "hint"];
+
+    pub fn parse(s: &str) -> Option<InterceptAction> {
+        match s {
+            "guard" => Some(InterceptAction::Guard),
+            "hint" => Some(InterceptAction::Hint),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct InterceptRule {
+    pub key: String,
+    pub tools: Vec<String>,
+    pub command: Option<String>,
+    pub file_path: Option<String>,
+    pub action: InterceptAction,
+    pub message: String,
+}
+
+/// The interceptor's query and the parameters it uses.
+#[derive(Debug, Clone)]
+pub(crate) struct InterceptSql {
+    /// Where the query is written, for findings of later checks.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub pos: crate::diag::Pos,
+    pub sql: String,
+    pub params: Vec<String>,
+}
+
+/// The parameters an interceptor query may use.
+pub(crate) const INTERCEPT_PARAMS: &[&str] = &[
+    "tool",
+    "tool_name",
+    "server",
+    "command",
+    "file_path",
+    "arguments",
+    "project",
+];
+
+/// The columns an interceptor query must return.
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+pub(crate) const INTERCEPT_COLUMNS: &[&str] = &["key", "action", "message"];
 
 #[derive(Debug, Clone)]
 pub(crate) struct DemoCall {

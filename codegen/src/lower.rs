@@ -7,11 +7,14 @@ use serde_json::{Map, Value, json};
 
 use crate::ir::{
     Annotations, Arg, ArgType, Binding, Column, ColumnKind, Confirm, Content, Database, DemoCall,
-    Envelope, ErrorDecl, Message, MessageBody, Mode, OutField, OutStruct, OutType, Prompt,
-    PromptArg, Resource, Rule, RuleKind, Server, Statement, Tool,
+    Downstream, Envelope, ErrorDecl, InterceptAction, InterceptRule, InterceptSql, Message,
+    MessageBody, Mode, OutField, OutStruct, OutType, Prompt, PromptArg, Proxy, ProxyConfig,
+    Resource, Rule, RuleKind, Server, Statement, Tool,
 };
 use crate::names;
-use crate::spec::{RawColumn, RawInput, RawPrompt, RawResource, RawSpec, RawStatement, RawTool};
+use crate::spec::{
+    RawColumn, RawInput, RawPrompt, RawProxy, RawResource, RawSpec, RawStatement, RawTool,
+};
 use crate::sqltext;
 
 /// The row cap of a `many` statement that declares none.
@@ -45,6 +48,7 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
                 sample: db.sample.as_ref().map(|s| s.value.clone()),
             }
         }),
+        proxy: spec.proxy.as_ref().map(|p| proxy(&p.value)),
         demo: spec
             .demo
             .iter()
@@ -176,6 +180,74 @@ fn prompt(p: &RawPrompt) -> Prompt {
                 },
             })
             .collect(),
+    }
+}
+
+fn proxy(p: &RawProxy) -> Proxy {
+    let strings = |v: &[crate::spec::Sp<String>]| v.iter().map(|s| s.value.clone()).collect();
+    let intercept = p.intercept.as_ref().map(|i| &i.value);
+    Proxy {
+        config: p.config.as_ref().map(|c| {
+            let c = &c.value;
+            ProxyConfig {
+                env: c.env.as_ref().map(|e| e.value.clone()),
+                linux: c.default_path.linux.clone(),
+                macos: c.default_path.macos.clone(),
+                windows: c.default_path.windows.clone(),
+            }
+        }),
+        servers: p
+            .servers
+            .iter()
+            .map(|d| {
+                let d = &d.value;
+                Downstream {
+                    name: d.name.value.clone(),
+                    command: d.command.value.clone(),
+                    args: d.args.clone(),
+                    env: d.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                }
+            })
+            .collect(),
+        normalize: p
+            .normalize
+            .iter()
+            .map(|(k, v)| (k.clone(), v.value.clone()))
+            .collect(),
+        extract_command: p
+            .extract
+            .as_ref()
+            .map_or_else(Vec::new, |e| strings(&e.value.command)),
+        extract_file_path: p
+            .extract
+            .as_ref()
+            .map_or_else(Vec::new, |e| strings(&e.value.file_path)),
+        rules: intercept.map_or_else(Vec::new, |i| {
+            i.rules
+                .iter()
+                .filter_map(|r| {
+                    let r = &r.value;
+                    Some(InterceptRule {
+                        key: r.key.value.clone(),
+                        tools: strings(&r.tools),
+                        command: r.command.as_ref().map(|c| c.value.clone()),
+                        file_path: r.file_path.as_ref().map(|c| c.value.clone()),
+                        action: InterceptAction::parse(&r.action.value)?,
+                        message: r.message.value.trim_end().to_string(),
+                    })
+                })
+                .collect()
+        }),
+        sql: intercept
+            .and_then(|i| i.sql.as_ref())
+            .map(|q| InterceptSql {
+                pos: crate::spec::pos(q),
+                sql: q.value.clone(),
+                params: sqltext::params(&q.value)
+                    .into_iter()
+                    .map(|p| p.name)
+                    .collect(),
+            }),
     }
 }
 

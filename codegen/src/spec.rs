@@ -36,6 +36,11 @@ pub(crate) struct RawSpec {
     /// tools are all Rust handlers may leave it out.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawDatabase>"))]
     pub database: Option<Sp<RawDatabase>>,
+    /// Makes the server a proxy: it starts downstream MCP servers, re-exports their tools
+    /// beside its own and passes each call through an interceptor that may block it (guard)
+    /// or bundle a note with its result (hint).
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawProxy>"))]
+    pub proxy: Option<Sp<RawProxy>>,
     /// The calls `mcpspec demo` makes, in order; the first call of each tool is also its example
     /// in the generated docs.
     #[serde(default)]
@@ -275,6 +280,128 @@ pub(crate) struct RawDatabase {
     #[serde(default)]
     #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawFts>"))]
     pub fts: Vec<Sp<RawFts>>,
+}
+
+/// Proxy bindings: the downstream servers and the interceptor in front of them.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Proxy"))]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawProxy {
+    /// A JSON file read at start-up that lists more downstream servers:
+    /// `{"version": 1, "proxyServers": [{"name", "command", "args", "env"}]}`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawProxyConfig>"))]
+    pub config: Option<Sp<RawProxyConfig>>,
+    /// Downstream servers started by every instance, before those of the config file.
+    #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawDownstream>"))]
+    pub servers: Vec<Sp<RawDownstream>>,
+    /// Downstream tool names mapped to the canonical names the interceptor sees as `:tool`,
+    /// e.g. `start_process: Bash`; a tool not listed keeps its own name.
+    #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "BTreeMap<String, String>"))]
+    pub normalize: BTreeMap<String, Sp<String>>,
+    /// The argument names that give `:command` and `:file_path`, first present wins.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawExtract>"))]
+    pub extract: Option<Sp<RawExtract>>,
+    /// What blocks a call or bundles a hint with its result.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawIntercept>"))]
+    pub intercept: Option<Sp<RawIntercept>>,
+}
+
+/// Where the downstream config file is.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "ProxyConfig"))]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawProxyConfig {
+    /// The environment variable that names the file, overriding the default path.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub env: Option<Sp<String>>,
+    /// Default locations per operating system; `~` expands to the home directory. A missing
+    /// file means no downstream servers from the file.
+    #[serde(default)]
+    pub default_path: RawDefaultPath,
+}
+
+/// A downstream MCP server, started as a child process speaking MCP over stdio.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Downstream"))]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDownstream {
+    /// A name for logs and errors; unique among the downstream servers.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
+    pub name: Sp<String>,
+    /// The program to start.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
+    pub command: Sp<String>,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Extra environment variables for it.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// The argument names the interceptor reads.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Extract"))]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawExtract {
+    /// Arguments that give `:command`, first present wins.
+    #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
+    pub command: Vec<Sp<String>>,
+    /// Arguments that give `:file_path`, first present wins; of an array, its first string.
+    #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
+    pub file_path: Vec<Sp<String>>,
+}
+
+/// The interceptor: static rules, then a query on the server's database.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Intercept"))]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawIntercept {
+    /// Rules checked before the query.
+    #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawInterceptRule>"))]
+    pub rules: Vec<Sp<RawInterceptRule>>,
+    /// A query run per proxied call that returns the matching `key`, `action` (`guard` or
+    /// `hint`) and `message` columns. Parameters: `:tool` (canonical), `:tool_name`,
+    /// `:server`, `:command`, `:file_path`, `:arguments` (JSON text) and `:project`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub sql: Option<Sp<String>>,
+}
+
+/// A static interceptor rule; every condition given must hold.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "InterceptRule"))]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawInterceptRule {
+    /// The rule's name, reported as the lesson of a block and used to inject a hint once.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
+    pub key: Sp<String>,
+    /// Canonical tool names it applies to; every tool when omitted.
+    #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
+    pub tools: Vec<Sp<String>>,
+    /// A regular expression `:command` must match.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub command: Option<Sp<String>>,
+    /// A regular expression `:file_path` must match.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub file_path: Option<Sp<String>>,
+    /// `guard` (block the call) or `hint` (bundle the message with the result).
+    #[cfg_attr(feature = "editor-schema", schemars(with = "InterceptAction"))]
+    pub action: Sp<String>,
+    /// What the model is told.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
+    pub message: Sp<String>,
 }
 
 /// A full-text index over some columns of a table.
@@ -610,6 +737,16 @@ mod editor {
         Assistant,
     }
 
+    /// What an interceptor rule does with a matching call.
+    #[derive(JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub(crate) enum InterceptAction {
+        /// Block the call: the downstream never sees it.
+        Guard,
+        /// Forward the call and put the message before the result's content.
+        Hint,
+    }
+
     /// A failure an error rule maps.
     #[derive(JsonSchema)]
     #[serde(rename_all = "snake_case")]
@@ -667,7 +804,8 @@ mod editor {
 }
 #[cfg(feature = "editor-schema")]
 use editor::{
-    AccessMode, ColumnKindName, ColumnType, MessageRole, ObjectType, ReturnMode, RuleKind,
+    AccessMode, ColumnKindName, ColumnType, InterceptAction, MessageRole, ObjectType, ReturnMode,
+    RuleKind,
 };
 
 /// The JSON Schema of the spec language, for YAML language servers: pretty JSON with sorted
@@ -691,6 +829,7 @@ pub(crate) fn editor_schema() -> String {
 const TOP_KEYS: &[&str] = &[
     "server",
     "database",
+    "proxy",
     "demo",
     "tools",
     "error_codes",
@@ -751,6 +890,12 @@ const STATEMENT_KEYS: &[&str] = &[
     "envelope",
 ];
 const DATABASE_KEYS: &[&str] = &["env", "default_path", "access", "schema", "sample", "fts"];
+const PROXY_KEYS: &[&str] = &["config", "servers", "normalize", "extract", "intercept"];
+const PROXY_CONFIG_KEYS: &[&str] = &["env", "default_path"];
+const DOWNSTREAM_KEYS: &[&str] = &["name", "command", "args", "env"];
+const EXTRACT_KEYS: &[&str] = &["command", "file_path"];
+const INTERCEPT_KEYS: &[&str] = &["rules", "sql"];
+const INTERCEPT_RULE_KEYS: &[&str] = &["key", "tools", "command", "file_path", "action", "message"];
 const FTS_KEYS: &[&str] = &["table", "source", "columns", "tokenize"];
 const DERIVE_KEYS: &[&str] = &["from", "transform"];
 const SERVER_KEYS: &[&str] = &["name", "version", "title", "instructions"];
@@ -882,6 +1027,14 @@ enum Ctx {
     PromptArgument,
     Messages,
     Message,
+    Proxy,
+    ProxyConfig,
+    Downstreams,
+    Downstream,
+    Extract,
+    Intercept,
+    InterceptRules,
+    InterceptRule,
     /// Free-form: JSON Schema, arguments, templates.
     Any,
 }
@@ -909,6 +1062,12 @@ impl Ctx {
             Ctx::Prompt => ("a prompt", PROMPT_KEYS),
             Ctx::PromptArgument => ("a prompt argument", PROMPT_ARGUMENT_KEYS),
             Ctx::Message => ("a prompt message", MESSAGE_KEYS),
+            Ctx::Proxy => ("`proxy`", PROXY_KEYS),
+            Ctx::ProxyConfig => ("`proxy.config`", PROXY_CONFIG_KEYS),
+            Ctx::Downstream => ("a downstream server", DOWNSTREAM_KEYS),
+            Ctx::Extract => ("`extract`", EXTRACT_KEYS),
+            Ctx::Intercept => ("`intercept`", INTERCEPT_KEYS),
+            Ctx::InterceptRule => ("an interceptor rule", INTERCEPT_RULE_KEYS),
             _ => return None,
         })
     }
@@ -918,6 +1077,13 @@ impl Ctx {
         match (self, key) {
             (Ctx::Top, "server") => Ctx::Server,
             (Ctx::Top, "database") => Ctx::Database,
+            (Ctx::Top, "proxy") => Ctx::Proxy,
+            (Ctx::Proxy, "config") => Ctx::ProxyConfig,
+            (Ctx::ProxyConfig, "default_path") => Ctx::DefaultPath,
+            (Ctx::Proxy, "servers") => Ctx::Downstreams,
+            (Ctx::Proxy, "extract") => Ctx::Extract,
+            (Ctx::Proxy, "intercept") => Ctx::Intercept,
+            (Ctx::Intercept, "rules") => Ctx::InterceptRules,
             (Ctx::Top, "demo") => Ctx::Demos,
             (Ctx::Top, "tools") => Ctx::Tools,
             (Ctx::Top, "errors") => Ctx::Errors,
@@ -955,6 +1121,8 @@ impl Ctx {
             Ctx::Prompts => Ctx::Prompt,
             Ctx::PromptArguments => Ctx::PromptArgument,
             Ctx::Messages => Ctx::Message,
+            Ctx::Downstreams => Ctx::Downstream,
+            Ctx::InterceptRules => Ctx::InterceptRule,
             _ => Ctx::Any,
         }
     }

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::diag::{Diagnostics, Pos, Sink, did_you_mean};
 use crate::ir::{ArgType, ColumnKind, Mode};
-use crate::spec::{RawColumn, RawSpec, RawStatement, RawTool, Sp, pos};
+use crate::spec::{RawColumn, RawProxy, RawSpec, RawStatement, RawTool, Sp, pos};
 use crate::sqltext;
 
 pub(crate) fn validate(file: &Path, source: &str, spec: &RawSpec) -> Diagnostics {
@@ -46,6 +46,9 @@ pub(crate) fn validate(file: &Path, source: &str, spec: &RawSpec) -> Diagnostics
         }
     }
     v.tools(spec);
+    if let Some(p) = &spec.proxy {
+        v.proxy(spec, p);
+    }
     v.errors(spec);
     v.demo(spec);
     v.resources(spec);
@@ -128,19 +131,8 @@ impl Validator<'_> {
                 "use `read_only` or `read_write`",
             );
         }
-        if let Some(env) = &db.env
-            && (env.value.is_empty()
-                || !env
-                    .value
-                    .chars()
-                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
-        {
-            self.sink.error(
-                pos(env),
-                format!("invalid environment variable name `{}`", env.value),
-                "",
-                "use uppercase letters, digits and `_`",
-            );
+        if let Some(env) = &db.env {
+            self.env_name(env);
         }
         if db.schema.value.trim().is_empty() {
             self.sink.error(
@@ -149,6 +141,219 @@ impl Validator<'_> {
                 "",
                 "write the CREATE TABLE statements the tools expect",
             );
+        }
+    }
+
+    /// An environment variable name: uppercase letters, digits and `_`.
+    fn env_name(&mut self, env: &Sp<String>) {
+        if env.value.is_empty()
+            || !env
+                .value
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        {
+            self.sink.error(
+                pos(env),
+                format!("invalid environment variable name `{}`", env.value),
+                "",
+                "use uppercase letters, digits and `_`",
+            );
+        }
+    }
+
+    /// A regular expression of an interceptor rule must compile with the runtime's engine.
+    fn regex(&mut self, re: &Sp<String>, what: &str) {
+        if let Err(e) = regex::Regex::new(&re.value) {
+            let detail = e.to_string();
+            let last = detail
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("invalid pattern")
+                .trim()
+                .trim_start_matches("error: ")
+                .to_string();
+            self.sink.error(
+                pos(re),
+                format!("the {what} pattern `{}` is not a valid regular expression: {last}", re.value),
+                "does not compile",
+                "patterns use the syntax of the Rust `regex` crate; escape a literal `.`, `(` or `\\` with `\\`",
+            );
+        }
+    }
+
+    /// Proxy bindings: downstream servers, the name map, and the interceptor.
+    fn proxy(&mut self, spec: &RawSpec, proxy: &Sp<RawProxy>) {
+        let p = &proxy.value;
+        if let Some(c) = &p.config {
+            if let Some(env) = &c.value.env {
+                self.env_name(env);
+            }
+            let d = &c.value.default_path;
+            if c.value.env.is_none()
+                && d.linux.is_none()
+                && d.macos.is_none()
+                && d.windows.is_none()
+            {
+                self.sink.error(
+                    pos(c),
+                    "`proxy.config` names neither an environment variable nor a default path",
+                    "",
+                    "add `env: NAME_OF_VARIABLE` or `default_path: {linux: ..., macos: ..., windows: ...}`",
+                );
+            }
+        }
+        let mut names: BTreeMap<&str, Pos> = BTreeMap::new();
+        for d in &p.servers {
+            let n = &d.value.name;
+            if n.value.trim().is_empty() {
+                self.sink.error(
+                    pos(n),
+                    "a downstream server has an empty name",
+                    "",
+                    "name it; the name appears in logs and in DOWNSTREAM_FAILED errors",
+                );
+            } else if let Some(first) = names.insert(n.value.as_str(), pos(n)) {
+                self.sink.error(
+                    pos(n),
+                    format!("duplicate downstream server name `{}`", n.value),
+                    "declared again here",
+                    &format!(
+                        "the first declaration is at line {}; rename one",
+                        first.line
+                    ),
+                );
+            }
+            if d.value.command.value.trim().is_empty() {
+                self.sink.error(
+                    pos(&d.value.command),
+                    format!("downstream server `{}` has an empty command", n.value),
+                    "",
+                    "name the program that starts it, e.g. `npx`",
+                );
+            }
+        }
+        for (from, to) in &p.normalize {
+            if from.trim().is_empty() || to.value.trim().is_empty() {
+                self.sink.error(
+                    pos(to),
+                    format!("`normalize` maps `{from}` to an empty name"),
+                    "",
+                    "map each downstream tool name to a canonical name such as `Bash` or `Read`",
+                );
+            }
+        }
+        if let Some(e) = &p.extract {
+            for (what, list) in [
+                ("command", &e.value.command),
+                ("file_path", &e.value.file_path),
+            ] {
+                for a in list {
+                    if a.value.trim().is_empty() {
+                        self.sink.error(
+                            pos(a),
+                            format!("`extract.{what}` lists an empty argument name"),
+                            "",
+                            "list the argument names a downstream tool uses",
+                        );
+                    }
+                }
+            }
+        }
+        let Some(intercept) = &p.intercept else {
+            return;
+        };
+        let mut keys: BTreeMap<&str, Pos> = BTreeMap::new();
+        for r in &intercept.value.rules {
+            let r = &r.value;
+            let k = &r.key;
+            if k.value.trim().is_empty() {
+                self.sink.error(
+                    pos(k),
+                    "an interceptor rule has an empty `key`",
+                    "",
+                    "name the rule",
+                );
+            } else if let Some(first) = keys.insert(k.value.as_str(), pos(k)) {
+                self.sink.error(
+                    pos(k),
+                    format!("duplicate interceptor rule key `{}`", k.value),
+                    "",
+                    &format!(
+                        "the first is at line {}; give each rule its own key",
+                        first.line
+                    ),
+                );
+            }
+            if crate::ir::InterceptAction::parse(&r.action.value).is_none() {
+                self.sink.error(
+                    pos(&r.action),
+                    format!("unknown interceptor action `{}`", r.action.value),
+                    "not an action",
+                    &match did_you_mean(&r.action.value, crate::ir::InterceptAction::NAMES) {
+                        Some(s) => format!("did you mean `{s}`?"),
+                        None => "use `guard` (block the call) or `hint` (bundle the message with the result)".into(),
+                    },
+                );
+            }
+            if r.message.value.trim().is_empty() {
+                self.sink.error(
+                    pos(&r.message),
+                    format!("interceptor rule `{}` has an empty message", k.value),
+                    "",
+                    "say why the call is blocked or what to keep in mind",
+                );
+            }
+            for t in &r.tools {
+                if t.value.trim().is_empty() {
+                    self.sink.error(
+                        pos(t),
+                        format!("interceptor rule `{}` names an empty tool", k.value),
+                        "",
+                        "use canonical names such as `Bash`",
+                    );
+                }
+            }
+            if let Some(c) = &r.command {
+                self.regex(c, "command");
+            }
+            if let Some(f) = &r.file_path {
+                self.regex(f, "file_path");
+            }
+        }
+        if let Some(sql) = &intercept.value.sql {
+            if spec.database.is_none() {
+                self.sink.error(
+                    pos(sql),
+                    "`intercept.sql` runs on the server's database but the spec declares no `database`",
+                    "",
+                    "add a `database:` section, or use static `rules` only",
+                );
+            }
+            if sql.value.trim().is_empty() {
+                self.sink.error(
+                    pos(sql),
+                    "`intercept.sql` is empty",
+                    "",
+                    "write the query or remove the key",
+                );
+            }
+            for param in sqltext::params(&sql.value) {
+                if !crate::ir::INTERCEPT_PARAMS.contains(&param.name.as_str()) {
+                    self.sink.error(
+                        self.offset_pos(sql, param.offset),
+                        format!("SQL parameter `:{}` of `intercept.sql` is not an interceptor parameter", param.name),
+                        "no such parameter",
+                        &match did_you_mean(&param.name, crate::ir::INTERCEPT_PARAMS) {
+                            Some(n) => format!("did you mean `:{n}`?"),
+                            None => format!(
+                                "the parameters are {}",
+                                crate::ir::INTERCEPT_PARAMS.iter().map(|p| format!(":{p}")).collect::<Vec<_>>().join(", ")
+                            ),
+                        },
+                    );
+                }
+            }
         }
     }
 

@@ -183,6 +183,26 @@ fn a_statement_that_does_not_prepare() {
 }
 
 #[test]
+fn an_interceptor_query_is_prepared_and_its_columns_checked() {
+    // (edit, finding): a missing result column, then a query that does not prepare.
+    let cases = [
+        (
+            ("m.message AS message", "m.message AS note"),
+            "`intercept.sql` returns columns [key, action, note] but needs `message`",
+        ),
+        (
+            ("FROM lesson_manifest m", "FROM lesson_manifests m"),
+            "`intercept.sql` does not prepare against the declared schema: no such table: lesson_manifests",
+        ),
+    ];
+    for ((from, to), want) in cases {
+        let copy = Copy::new();
+        copy.edit("spec/lessons.yaml", from, to);
+        expect(&copy, &[Kind::Sql], &[want]);
+    }
+}
+
+#[test]
 fn a_narrowed_input_without_a_major_step_is_refused() {
     let copy = Copy::new();
     copy.edit(SPEC, "          maximum: 50\n", "          maximum: 20\n");

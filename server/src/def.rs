@@ -28,6 +28,8 @@ pub struct ServerDef {
     pub spec_file: &'static str,
     /// Absent for a server whose tools are all Rust handlers.
     pub database: Option<DatabaseDef>,
+    /// Present when the server proxies downstream MCP servers.
+    pub proxy: Option<ProxyDef>,
     pub demo: &'static [DemoCallDef],
     pub tools: &'static [ToolDef],
     /// Renames of the runtime's error codes, `(built-in, this server's)`.
@@ -168,6 +170,79 @@ pub struct DatabaseDef {
     pub schema: &'static str,
     /// Sample rows loaded by `mcpspec init --sample` and `mcpspec demo`.
     pub sample: Option<&'static str>,
+}
+
+/// A proxy's tables: its downstream servers and its interceptor, run by [`crate::proxy`].
+#[derive(Debug)]
+pub struct ProxyDef {
+    /// The JSON file that lists more downstream servers, read at start-up.
+    pub config: Option<ProxyConfigDef>,
+    /// Downstream servers declared in the spec, started before those of the config file.
+    pub servers: &'static [DownstreamDef],
+    /// `(downstream tool name, canonical name)`, sorted by downstream name.
+    pub normalize: &'static [(&'static str, &'static str)],
+    /// Argument names that give `:command`, first present wins.
+    pub extract_command: &'static [&'static str],
+    /// Argument names that give `:file_path`, first present wins.
+    pub extract_file_path: &'static [&'static str],
+    /// Static rules, checked before the query.
+    pub rules: &'static [InterceptRuleDef],
+    /// The interceptor query on the server's database, returning `key`, `action`, `message`.
+    pub sql: Option<&'static str>,
+    /// The named parameters of the query, without sigils.
+    pub params: &'static [&'static str],
+}
+
+/// Where a proxy's config file is.
+#[derive(Debug)]
+pub struct ProxyConfigDef {
+    pub env: Option<&'static str>,
+    pub default_linux: Option<&'static str>,
+    pub default_macos: Option<&'static str>,
+    pub default_windows: Option<&'static str>,
+}
+
+/// A downstream MCP server declared in a spec.
+#[derive(Debug)]
+pub struct DownstreamDef {
+    pub name: &'static str,
+    pub command: &'static str,
+    pub args: &'static [&'static str],
+    pub env: &'static [(&'static str, &'static str)],
+}
+
+/// What an interceptor match does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InterceptAction {
+    /// Block the call; the downstream never sees it.
+    Guard,
+    /// Forward the call and put the message before the result's content.
+    Hint,
+}
+
+impl InterceptAction {
+    /// Reads the `action` column of an interceptor query.
+    pub fn parse(s: &str) -> Option<InterceptAction> {
+        match s {
+            "guard" => Some(InterceptAction::Guard),
+            "hint" => Some(InterceptAction::Hint),
+            _ => None,
+        }
+    }
+}
+
+/// A static interceptor rule; every condition given must hold.
+#[derive(Debug)]
+pub struct InterceptRuleDef {
+    pub key: &'static str,
+    /// Canonical tool names; every tool when empty.
+    pub tools: &'static [&'static str],
+    /// A regular expression `:command` must match.
+    pub command: Option<&'static str>,
+    /// A regular expression `:file_path` must match.
+    pub file_path: Option<&'static str>,
+    pub action: InterceptAction,
+    pub message: &'static str,
 }
 
 /// One step of the scripted `mcpspec demo` session.

@@ -406,6 +406,21 @@ impl Engine {
         }))
     }
 
+    /// The server's database pool, absent for a server without a database.
+    pub fn database(&self) -> Option<&Arc<Pool>> {
+        self.pool.as_ref()
+    }
+
+    /// The working directory at start-up: the project the server works on.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The limits every call runs under.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
     /// Runs one call. This blocks on SQLite; async callers run it on a blocking thread.
     pub fn call(&self, name: &str, arguments: Option<&Value>) -> Result<Success, CallError> {
         self.call_with(name, arguments, None)

@@ -322,10 +322,18 @@ fn ask(question: &str) -> Result<String> {
 fn run_setup(def: &'static ServerDef, f: SetupFlags) -> Result<ExitCode> {
     use server::setup;
     use std::io::IsTerminal;
-    let database = def
-        .database
-        .as_ref()
-        .ok_or_else(|| anyhow!("`{}` is not a proxy server", def.name))?;
+    let proxy = def.proxy.as_ref().ok_or_else(|| {
+        anyhow!(
+            "`{}` is not a proxy server: its spec has no `proxy:` section",
+            def.name
+        )
+    })?;
+    let config = proxy.config.as_ref().ok_or_else(|| {
+        anyhow!(
+            "the proxy of `{}` reads no downstream list (`proxy.config`)",
+            def.name
+        )
+    })?;
     let desktop = match f.config_path {
         Some(p) => p,
         None => setup::desktop_config_path().ok_or_else(|| {
@@ -335,11 +343,22 @@ fn run_setup(def: &'static ServerDef, f: SetupFlags) -> Result<ExitCode> {
     let text = std::fs::read_to_string(&desktop)
         .with_context(|| format!("reading the Claude Desktop config {}", desktop.display()))?;
     let listed = setup::list(&desktop, &text)?;
-    let (db_path, _) = db::resolve(database, f.db.as_deref())?;
-    let db_path = std::path::absolute(&db_path)?;
-    let proxy_path = match f.proxy_config {
+    let database = match &def.database {
+        Some(d) => Some((d, std::path::absolute(db::resolve(d, f.db.as_deref())?.0)?)),
+        None => None,
+    };
+    // The downstream list goes where the server will look for it: the flag, else the spec's
+    // environment variable or default path, which the Desktop entry then names explicitly.
+    let proxy_path = match f
+        .proxy_config
+        .or_else(|| server::proxy::config_path(config))
+    {
         Some(p) => std::path::absolute(p)?,
-        None => db_path.with_file_name("proxy-config.json"),
+        None => {
+            return Err(anyhow!(
+                "no default downstream list on this system; pass --proxy-config"
+            ));
+        }
     };
     println!("Claude Desktop config: {}", desktop.display());
     let offered: Vec<&setup::Listed> = listed.iter().filter(|l| !l.is_proxy).collect();
@@ -369,16 +388,17 @@ fn run_setup(def: &'static ServerDef, f: SetupFlags) -> Result<ExitCode> {
     };
     let exe = std::env::current_exe().context("locating the mcpspec binary")?;
     let mut args = vec!["serve".to_string(), def.name.to_string()];
-    if f.db.is_some() {
-        args.extend(["--db".to_string(), db_path.display().to_string()]);
+    if let (Some(_), Some((_, path))) = (&f.db, &database) {
+        args.extend(["--db".to_string(), path.display().to_string()]);
     }
     let entry = setup::ProxyEntry {
         command: exe.display().to_string(),
         args,
-        env: vec![(
-            format!("{}_PROXY_CONFIG", def.name.to_uppercase()),
-            proxy_path.display().to_string(),
-        )],
+        env: config
+            .env
+            .map(|var| (var.to_string(), proxy_path.display().to_string()))
+            .into_iter()
+            .collect(),
     };
     let plan = setup::plan(&desktop, &proxy_path, &chosen, &entry)?;
     println!("\n{}", plan.diff());
@@ -398,9 +418,11 @@ fn run_setup(def: &'static ServerDef, f: SetupFlags) -> Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     }
-    if !db_path.exists() {
-        db::init(database, &db_path, false)?;
-        println!("created {}", db_path.display());
+    if let Some((d, path)) = &database
+        && !path.exists()
+    {
+        db::init(d, path, false)?;
+        println!("created {}", path.display());
     }
     let backup = plan.apply()?;
     println!(
@@ -440,15 +462,29 @@ fn serve(engine: std::sync::Arc<Engine>) -> Result<()> {
             tracing::info!("signal received; finishing calls in flight");
             stop.stop();
         });
-        let handler = server::mcp::McpServer::new(engine);
-        let running = rmcp::serve_server(handler, transport)
-            .await
-            .map_err(|e| anyhow!("the MCP session failed to start: {e}"))?;
-        running
-            .waiting()
-            .await
-            .map_err(|e| anyhow!("the MCP session ended with an error: {e}"))?;
-        Ok::<(), anyhow::Error>(())
+        // A proxy starts its downstream servers before the first request, so that the first
+        // `tools/list` already has their tools.
+        let proxy = match &engine.def.proxy {
+            Some(def) => {
+                let own = server::mcp::tools(engine.def);
+                Some(server::proxy::Proxy::start(def, engine.clone(), &own).await?)
+            }
+            None => None,
+        };
+        let handler = server::mcp::McpServer::with_proxy(engine, proxy.clone());
+        let session = match rmcp::serve_server(handler, transport).await {
+            Ok(running) => running
+                .waiting()
+                .await
+                .map(|_| ())
+                .map_err(|e| anyhow!("the MCP session ended with an error: {e}")),
+            Err(e) => Err(anyhow!("the MCP session failed to start: {e}")),
+        };
+        // Every downstream process is stopped and reaped before the server exits.
+        if let Some(p) = proxy {
+            p.shutdown().await;
+        }
+        session
     })?;
     // Calls still running after the drain timeout are abandoned rather than awaited forever;
     // the database closes when the engine is dropped.

@@ -6,7 +6,9 @@
 //! tool or arguments that are not an object is a protocol error. A failure the spec declares
 //! under `errors:` is a JSON-RPC error with the declared code. Before a tool with a
 //! confirmation rule runs, a client that declared the elicitation capability is asked to let
-//! the person confirm; a decline or cancel aborts the call with nothing changed.
+//! the person confirm; a decline or cancel aborts the call with nothing changed. A proxy's
+//! re-exported downstream tools are listed after the server's own and their calls go to
+//! [`Proxy::call`].
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,12 +23,13 @@ use rmcp::model::{
     Resource, ResourceTemplate, ResourcesCapability, ServerCapabilities, ServerConfig, Tool,
     ToolAnnotations,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 
 use crate::def::ServerDef;
 use crate::engine::{CallError, Engine};
+use crate::proxy::Proxy;
 
 pub struct McpServer {
     engine: Arc<Engine>,
@@ -35,6 +38,8 @@ pub struct McpServer {
     templates: Vec<ResourceTemplate>,
     prompts: Vec<Prompt>,
     config: ServerConfig,
+    /// The downstream servers and interceptor of a proxy spec.
+    proxy: Option<Arc<Proxy>>,
 }
 
 fn schema_object(text: &str) -> Arc<Map<String, Value>> {
@@ -70,11 +75,25 @@ pub fn tools(def: &ServerDef) -> Vec<Tool> {
 
 impl McpServer {
     pub fn new(engine: Arc<Engine>) -> Self {
+        McpServer::with_proxy(engine, None)
+    }
+
+    /// A server whose tools include a proxy's re-exported downstream tools. Such a server
+    /// announces `tools.listChanged`, since a restarted downstream may bring other tools.
+    pub fn with_proxy(engine: Arc<Engine>, proxy: Option<Arc<Proxy>>) -> Self {
         let def = engine.def;
         let mut implementation = Implementation::new(def.name, def.version);
         implementation.title = def.title.map(str::to_string);
-        // Resources, prompts and completion are advertised only when the spec declares them.
-        let mut capabilities = ServerCapabilities::builder().enable_tools().build();
+        // Resources, prompts and completion are advertised only when the spec declares them;
+        // a proxy's tool list changes as its downstreams come and go.
+        let mut capabilities = if proxy.is_some() {
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build()
+        } else {
+            ServerCapabilities::builder().enable_tools().build()
+        };
         if !def.resources.is_empty() {
             capabilities.resources = Some(ResourcesCapability::default());
         }
@@ -95,6 +114,7 @@ impl McpServer {
             prompts: crate::content::prompt_list(def),
             engine,
             config,
+            proxy,
         }
     }
 }
@@ -226,7 +246,11 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+        let mut tools = self.tools.as_ref().clone();
+        if let Some(p) = &self.proxy {
+            tools.extend(p.tools());
+        }
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn list_resources(
@@ -298,7 +322,17 @@ impl ServerHandler for McpServer {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.tools.iter().find(|t| t.name == name).cloned()
+        self.tools
+            .iter()
+            .find(|t| t.name == name)
+            .cloned()
+            .or_else(|| self.proxy.as_ref().and_then(|p| p.tool(name)))
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if let Some(p) = &self.proxy {
+            p.set_client(context.peer);
+        }
     }
 
     async fn call_tool(
@@ -306,6 +340,16 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        // The server's own tools win a clash, so only other names reach the proxy.
+        if let Some(p) = &self.proxy
+            && self.engine.def.tool(&request.name).is_none()
+            && p.routes(&request.name)
+        {
+            return p
+                .call(&request.name, request.arguments, context.ct.clone())
+                .await
+                .map(Into::into);
+        }
         let engine = self.engine.clone();
         let responses = request.input_responses;
         let name = request.name.into_owned();

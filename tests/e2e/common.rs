@@ -45,15 +45,21 @@ pub fn start(server: &str, extra: &[&str]) -> Session {
 }
 
 pub fn start_on(db: Db, server: &str, extra: &[&str]) -> Session {
-    let mut client = StdioClient::spawn(
+    start_command(
         Command::new(EXE)
             .args(["serve", server, "--db"])
             .arg(&db.path)
             .args(extra)
             .env("MCPSPEC_LOG", "warn")
             .stderr(Stdio::null()),
+        db,
     )
-    .expect("spawn server");
+}
+
+/// A session with a server started by `command`, which the caller set up (environment,
+/// working directory, stderr).
+pub fn start_command(command: &mut Command, db: Db) -> Session {
+    let mut client = StdioClient::spawn(command).expect("spawn server");
     let init = client.initialize().expect("initialize");
     assert!(init.get("result").is_some(), "initialize failed: {init}");
     let list = client.request("tools/list", json!({})).expect("tools/list");

@@ -401,6 +401,9 @@ fn scans_record_candidates_incrementally() {
     s.finish();
 }
 
+/// The spec's default path of the downstream list on Linux, under the temp `HOME`.
+const PROXY_CONFIG: &str = ".local/share/lessons-learned/proxy-config.json";
+
 const DESKTOP: &str = r#"{
   "globalShortcut": "Ctrl+Space",
   "mcpServers": {
@@ -418,7 +421,8 @@ const DESKTOP: &str = r#"{
 }
 "#;
 
-/// A temp home for `mcpspec setup`: the Desktop config and the database path.
+/// A temp home for `mcpspec setup`: the Desktop config, the database and, at the spec's
+/// default path under `HOME`, the downstream list.
 struct SetupHome {
     dir: tempfile::TempDir,
 }
@@ -446,7 +450,8 @@ impl SetupHome {
             db.to_str().expect("utf-8"),
         ];
         args.extend_from_slice(extra);
-        crate::common::mcpspec(&args, &[])
+        let home = self.dir.path().to_str().expect("utf-8");
+        crate::common::mcpspec(&args, &[("HOME", home), ("LESSONS_PROXY_CONFIG", "")])
     }
 
     fn read(&self, name: &str) -> String {
@@ -470,6 +475,7 @@ fn setup_dry_run_shows_the_diff_and_writes_nothing() {
     assert!(out.contains("dry run: nothing was written"), "{out}");
     assert_eq!(home.read("claude_desktop_config.json"), DESKTOP);
     assert!(!home.path("data").exists(), "nothing created");
+    assert!(!home.path(".local").exists(), "nothing created");
 }
 
 #[test]
@@ -495,13 +501,13 @@ fn setup_moves_the_chosen_servers_behind_the_proxy() {
     assert_eq!(own["command"], crate::common::EXE);
     assert_eq!(own["args"][0], "serve");
     assert_eq!(own["args"][1], "lessons");
-    let proxy_path = home.path("data/proxy-config.json");
+    let proxy_path = home.path(PROXY_CONFIG);
     assert_eq!(
         own["env"]["LESSONS_PROXY_CONFIG"],
         proxy_path.to_str().expect("utf-8")
     );
 
-    let proxy: Value = serde_json::from_str(&home.read("data/proxy-config.json")).expect("JSON");
+    let proxy: Value = serde_json::from_str(&home.read(PROXY_CONFIG)).expect("JSON");
     assert_eq!(proxy["version"], 1);
     assert_eq!(
         proxy["proxyServers"],
@@ -522,7 +528,7 @@ fn setup_moves_the_chosen_servers_behind_the_proxy() {
         !out.contains(". lessons-learned"),
         "the proxy is never offered: {out}"
     );
-    let proxy: Value = serde_json::from_str(&home.read("data/proxy-config.json")).expect("JSON");
+    let proxy: Value = serde_json::from_str(&home.read(PROXY_CONFIG)).expect("JSON");
     let names: Vec<&str> = proxy["proxyServers"]
         .as_array()
         .expect("list")

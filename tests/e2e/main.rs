@@ -11,4 +11,5 @@ mod laminark;
 mod lessons;
 mod pm;
 mod protocol;
+mod proxy;
 mod studio;

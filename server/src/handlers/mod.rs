@@ -4,6 +4,7 @@
 //! generates from the spec (`crate::generated::<server>::Handlers`); this registry is how the
 //! engine finds them at start-up.
 
+pub mod downstream;
 pub mod lessons;
 pub mod pm;
 
@@ -13,6 +14,9 @@ use crate::handler::Dispatch;
 pub fn dispatch_for(server: &str) -> Option<Box<dyn Dispatch>> {
     match server {
         "lessons" => Some(crate::generated::lessons::dispatcher(lessons::Lessons)),
+        "downstream" => Some(crate::generated::downstream::dispatcher(
+            downstream::Downstream::default(),
+        )),
         "pm" => Some(crate::generated::pm::dispatcher(pm::Pm)),
         _ => None,
     }

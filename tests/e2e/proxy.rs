@@ -1,0 +1,557 @@
+//! The `lessons` server as a proxy: it starts `mcpspec serve downstream` (the test kit of
+//! spec/downstream.yaml) from a temporary proxy-config.json, re-exports its tools, and runs
+//! each call through the interceptor over a real lessons database.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common::{Db, EXE, Session, sample_db, start_command, start_project};
+
+/// A lessons proxy in front of downstream test servers, with its files.
+struct Proxied {
+    s: Session,
+    /// The downstream that answers a tool every downstream has: the last one.
+    answering: String,
+    /// Holds the config, the downstream call log, stderr and the server's working directory.
+    dir: tempfile::TempDir,
+}
+
+impl Proxied {
+    fn log(&self) -> PathBuf {
+        self.dir.path().join("calls.jsonl")
+    }
+
+    fn stderr(&self) -> PathBuf {
+        self.dir.path().join("stderr.log")
+    }
+
+    /// The project directory the server runs in, as the server sees it.
+    fn project(&self) -> PathBuf {
+        self.dir
+            .path()
+            .join("project")
+            .canonicalize()
+            .expect("project dir")
+    }
+
+    /// Every call the downstream servers received, as `{tool, arguments}`.
+    fn received(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.log())
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("log line is JSON"))
+            .collect()
+    }
+
+    /// Ends the session by closing stdin and returns what the server logged.
+    fn finish(self) -> String {
+        let stderr = self.stderr();
+        self.s.finish();
+        std::fs::read_to_string(stderr).unwrap_or_default()
+    }
+}
+
+/// Extra environment variables of a downstream test server.
+type Env<'a> = &'a [(&'a str, &'a str)];
+
+/// A lesson row of the manifest the interceptor reads.
+struct Lesson<'a> {
+    slug: &'a str,
+    kind: &'a str,
+    tools: &'a [&'a str],
+    commands: &'a [&'a str],
+    paths: &'a [&'a str],
+    tags: &'a [&'a str],
+    scope: Option<&'a str>,
+}
+
+fn add_lesson(db: &Path, l: &Lesson<'_>) {
+    let conn = rusqlite::Connection::open(db).expect("open lessons db");
+    conn.execute(
+        "INSERT INTO lesson_manifest (slug, type, tool_names, command_patterns, path_patterns, scope, tags, message)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        rusqlite::params![
+            l.slug,
+            l.kind,
+            json!(l.tools).to_string(),
+            json!(l.commands).to_string(),
+            json!(l.paths).to_string(),
+            l.scope,
+            json!(l.tags).to_string(),
+            format!("the {} lesson", l.slug),
+        ],
+    )
+    .expect("insert lesson");
+}
+
+/// Starts `lessons` on a sample database proxying one test server per `(name, extra env)`,
+/// all logging to the same call log.
+fn proxied(downstreams: &[(&str, Env<'_>)]) -> Proxied {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("project")).expect("project dir");
+    let log = dir.path().join("calls.jsonl");
+    let servers: Vec<Value> = downstreams
+        .iter()
+        .map(|(name, env)| {
+            let mut e =
+                json!({"DOWNSTREAM_LOG": log, "DOWNSTREAM_NAME": name, "MCPSPEC_LOG": "warn"});
+            for (k, v) in *env {
+                e[*k] = json!(v);
+            }
+            json!({"name": name, "command": EXE, "args": ["serve", "downstream"], "env": e})
+        })
+        .collect();
+    let config = dir.path().join("proxy-config.json");
+    std::fs::write(
+        &config,
+        json!({"version": 1, "proxyServers": servers}).to_string(),
+    )
+    .expect("write config");
+    let db: Db = sample_db("lessons");
+    let stderr = std::fs::File::create(dir.path().join("stderr.log")).expect("stderr file");
+    let s = start_command(
+        Command::new(EXE)
+            .args(["serve", "lessons", "--db"])
+            .arg(&db.path)
+            .current_dir(dir.path().join("project"))
+            .env("LESSONS_PROXY_CONFIG", &config)
+            .env("MCPSPEC_LOG", "info")
+            .stderr(Stdio::from(stderr)),
+        db,
+    );
+    let answering = downstreams.last().map_or("", |d| d.0).to_string();
+    Proxied { s, answering, dir }
+}
+
+/// The same call made directly on a downstream test server named `name`: what the proxy must
+/// pass on.
+fn direct(name: &str, tool: &str, args: Value) -> Value {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = start_command(
+        Command::new(EXE)
+            .args(["serve", "downstream"])
+            .current_dir(dir.path())
+            .env("DOWNSTREAM_NAME", name)
+            .env("MCPSPEC_LOG", "warn")
+            .stderr(Stdio::null()),
+        Db {
+            path: dir.path().to_path_buf(),
+            _dir: dir,
+        },
+    );
+    let r = s.call(tool, args)["result"].clone();
+    s.finish();
+    r
+}
+
+/// A call that reached the downstream and came back unchanged.
+fn passed(p: &mut Proxied, tool: &str, args: Value) -> Value {
+    let r = p.s.call(tool, args.clone())["result"].clone();
+    let d = direct(&p.answering, tool, args.clone());
+    assert_eq!(r["isError"], json!(false), "{tool} {args}: {r}");
+    assert_eq!(r["content"], d["content"], "{tool} {args}: content changed");
+    assert_eq!(
+        r["structuredContent"], d["structuredContent"],
+        "{tool} {args}"
+    );
+    r
+}
+
+/// A call that came back with the hint `key` before the downstream's unchanged content.
+fn hinted(p: &mut Proxied, tool: &str, args: Value, key: &str) -> Value {
+    let r = p.s.call(tool, args.clone())["result"].clone();
+    let d = direct(&p.answering, tool, args.clone());
+    assert_eq!(r["isError"], json!(false), "{tool} {args}: {r}");
+    let content = r["content"].as_array().expect("content");
+    let hint = content[0]["text"].as_str().expect("hint text");
+    assert!(
+        hint.starts_with(&format!("💡 LESSON ({key}): ")),
+        "{tool} {args}: {hint}"
+    );
+    assert_eq!(json!(content[1..]), d["content"], "{tool} {args}");
+    assert_eq!(
+        r["structuredContent"], d["structuredContent"],
+        "{tool} {args}"
+    );
+    r
+}
+
+/// A call that the guard `key` blocked.
+fn blocked(p: &mut Proxied, tool: &str, args: Value, key: &str) {
+    let r = p.s.call(tool, args.clone())["result"].clone();
+    assert_eq!(r["isError"], json!(true), "{tool} {args}: {r}");
+    let text = r["content"][0]["text"].as_str().expect("text");
+    assert!(text.starts_with("🚫 BLOCKED: "), "{tool} {args}: {text}");
+    assert_eq!(
+        r["structuredContent"],
+        json!({"code": "BLOCKED", "lesson": key}),
+        "{tool} {args}"
+    );
+}
+
+/// A call whose downstream stopped: a clean tool error naming it, without paths.
+fn failed(p: &mut Proxied, tool: &str, args: Value, downstream: &str) {
+    let r = p.s.call(tool, args.clone())["result"].clone();
+    assert_eq!(r["isError"], json!(true), "{tool} {args}: {r}");
+    let text = r["content"][0]["text"].as_str().expect("text");
+    let e: Value = serde_json::from_str(text).expect("error JSON");
+    assert_eq!(e["error"]["code"], "DOWNSTREAM_FAILED", "{r}");
+    assert_eq!(e["error"]["downstream"], downstream, "{r}");
+    assert!(!text.contains('/'), "no paths in errors: {text}");
+}
+
+fn bash(command: &str) -> Value {
+    json!({"command": command})
+}
+
+#[test]
+fn downstream_tools_are_reexported_with_their_schemas() {
+    let p = proxied(&[("dc", &[])]);
+    let own = &p.s.tool("lessons_list")["description"];
+    assert!(
+        own.as_str().is_some_and(|d| d.contains("active lessons")),
+        "own tools win: {own}"
+    );
+    let mut d = start_project(
+        "downstream",
+        tempfile::tempdir().expect("tempdir"),
+        json!({}),
+    );
+    for name in ["start_process", "read_file", "write_file", "echo", "crash"] {
+        let ours = p.s.tool(name);
+        let theirs = d.tool(name);
+        for field in ["inputSchema", "outputSchema", "description", "annotations"] {
+            assert_eq!(ours[field], theirs[field], "{name}.{field}");
+        }
+    }
+    let names: Vec<&str> =
+        p.s.tools()
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .collect();
+    assert_eq!(
+        names.iter().filter(|n| **n == "lessons_list").count(),
+        1,
+        "{names:?}"
+    );
+    d.call("echo", json!({"text": "x"}));
+    d.finish();
+    p.finish();
+}
+
+/// What the interceptor must do with a call.
+enum Expect {
+    Pass,
+    Hint(&'static str),
+    Block(&'static str),
+}
+
+#[test]
+fn the_interceptor_blocks_hints_and_passes_through() {
+    let mut p = proxied(&[("dc", &[])]);
+    let project = p.project();
+    let project = project.to_string_lossy();
+    for l in [
+        Lesson {
+            slug: "mcp-secret-read",
+            kind: "hint",
+            tools: &["Read"],
+            commands: &[],
+            paths: &["secret"],
+            tags: &["platform:mcp"],
+            scope: None,
+        },
+        Lesson {
+            slug: "cc-env-read",
+            kind: "guard",
+            tools: &["Read"],
+            commands: &[],
+            paths: &[r"\.env$"],
+            tags: &["platform:claude-code"],
+            scope: None,
+        },
+        Lesson {
+            slug: "both-deploy",
+            kind: "guard",
+            tools: &["Bash"],
+            commands: &[r"^deploy\b"],
+            paths: &[],
+            tags: &["platform:both"],
+            scope: None,
+        },
+        Lesson {
+            slug: "here-make",
+            kind: "hint",
+            tools: &["Bash"],
+            commands: &[r"^make\b"],
+            paths: &[],
+            tags: &[],
+            scope: Some(&project),
+        },
+        Lesson {
+            slug: "elsewhere-npm",
+            kind: "guard",
+            tools: &["Bash"],
+            commands: &[r"^npm\b"],
+            paths: &[],
+            tags: &[],
+            scope: Some("/some/other/project"),
+        },
+        Lesson {
+            slug: "protocol-bash",
+            kind: "protocol",
+            tools: &["Bash"],
+            commands: &[],
+            paths: &[],
+            tags: &[],
+            scope: None,
+        },
+        Lesson {
+            slug: "bad-pattern",
+            kind: "guard",
+            tools: &["Bash"],
+            commands: &["(unclosed"],
+            paths: &[],
+            tags: &[],
+            scope: None,
+        },
+    ] {
+        add_lesson(&p.s.db.path, &l);
+    }
+    let cases: Vec<(&str, Value, Expect)> = vec![
+        // A sample guard lesson about Bash, reached through start_process.
+        (
+            "start_process",
+            bash("git push --force origin main"),
+            Expect::Block("no-force-push"),
+        ),
+        (
+            "start_process",
+            bash("git stash"),
+            Expect::Hint("git-stash-untracked"),
+        ),
+        // Each hint once per session; guards every time.
+        ("start_process", bash("git stash"), Expect::Pass),
+        (
+            "start_process",
+            bash("git push -f origin main"),
+            Expect::Block("no-force-push"),
+        ),
+        ("start_process", bash("ls -la"), Expect::Pass),
+        // write_file is Write; lockfile-edits matches on the path.
+        (
+            "write_file",
+            json!({"path": "app/Cargo.lock", "content": "x"}),
+            Expect::Hint("lockfile-edits"),
+        ),
+        (
+            "write_file",
+            json!({"path": "app/Cargo.toml", "content": "x"}),
+            Expect::Pass,
+        ),
+        // Platform tags: platform:mcp and platform:both apply here, platform:claude-code not.
+        (
+            "read_file",
+            json!({"path": "the-secret.txt"}),
+            Expect::Hint("mcp-secret-read"),
+        ),
+        ("read_file", json!({"path": "app/.env"}), Expect::Pass),
+        (
+            "start_process",
+            bash("deploy prod"),
+            Expect::Block("both-deploy"),
+        ),
+        // Scope: this project's lessons apply, another project's do not.
+        ("start_process", bash("make all"), Expect::Hint("here-make")),
+        ("start_process", bash("npm install"), Expect::Pass),
+        // echo is not normalised, so no Bash lesson applies to it.
+        ("echo", json!({"text": "git push --force"}), Expect::Pass),
+    ];
+    for (tool, args, expect) in cases {
+        match expect {
+            Expect::Pass => {
+                passed(&mut p, tool, args);
+            }
+            Expect::Hint(key) => {
+                hinted(&mut p, tool, args, key);
+            }
+            Expect::Block(key) => blocked(&mut p, tool, args, key),
+        }
+    }
+    let commands: Vec<String> = p
+        .received()
+        .iter()
+        .filter_map(|c| c["arguments"]["command"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(
+        commands,
+        [
+            "git stash",
+            "git stash",
+            "ls -la",
+            "make all",
+            "npm install"
+        ],
+        "blocked calls never reach the downstream"
+    );
+    let log = p.finish();
+    for needle in [
+        r#"key=no-force-push action="guard""#,
+        r#"key=git-stash-untracked action="hint""#,
+        "regexp(): the pattern does not compile",
+    ] {
+        assert!(log.contains(needle), "stderr lacks {needle}:\n{log}");
+    }
+}
+
+#[test]
+fn a_lesson_added_to_the_manifest_applies_to_the_next_call() {
+    let mut p = proxied(&[("dc", &[])]);
+    passed(&mut p, "start_process", bash("terraform destroy"));
+    add_lesson(
+        &p.s.db.path,
+        &Lesson {
+            slug: "no-destroy",
+            kind: "guard",
+            tools: &["Bash"],
+            commands: &[r"terraform\s+destroy"],
+            paths: &[],
+            tags: &[],
+            scope: None,
+        },
+    );
+    blocked(
+        &mut p,
+        "start_process",
+        bash("terraform destroy"),
+        "no-destroy",
+    );
+    p.finish();
+}
+
+#[test]
+fn a_crashed_downstream_fails_calls_in_flight_and_is_restarted() {
+    // `crash` ends the process; with DOWNSTREAM_CRASH_AFTER=2 an ordinary second call does.
+    let cases: [(Env<'_>, &[(&str, Value)]); 2] = [
+        (&[], &[("crash", json!({}))]),
+        (
+            &[("DOWNSTREAM_CRASH_AFTER", "2")],
+            &[
+                ("echo", json!({"text": "one"})),
+                ("echo", json!({"text": "two"})),
+            ],
+        ),
+    ];
+    for (env, calls) in cases {
+        let mut p = proxied(&[("dc", env)]);
+        let (last, before) = calls.split_last().expect("calls");
+        for (tool, args) in before {
+            passed(&mut p, tool, args.clone());
+        }
+        failed(&mut p, last.0, last.1.clone(), "dc");
+        // The next call waits for the restarted process and works.
+        passed(&mut p, "echo", json!({"text": "after"}));
+        let log = p.finish();
+        assert!(log.contains("restarting it"), "{log}");
+    }
+}
+
+#[test]
+fn name_clashes_own_tools_win_then_the_later_downstream() {
+    let mut p = proxied(&[("first", &[]), ("second", &[])]);
+    let r = p.s.call("echo", json!({"text": "who"}));
+    assert_eq!(r["result"]["structuredContent"]["server"], "second", "{r}");
+    let own = p.s.call("lessons_list", json!({}));
+    assert!(
+        own["result"]["structuredContent"]["lessons"].is_array(),
+        "the server's own lessons_list answers: {own}"
+    );
+    let log = p.finish();
+    for needle in [
+        "tool `echo` of downstream `first` is hidden by downstream `second` (the later one wins)",
+        "tool `lessons_list` of downstream `first` is hidden by the server's own tool",
+    ] {
+        assert!(log.contains(needle), "stderr lacks {needle}:\n{log}");
+    }
+}
+
+#[test]
+fn a_downstream_that_fails_to_start_is_skipped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("proxy-config.json");
+    let servers = json!([
+        {"name": "missing", "command": dir.path().join("no-such-program")},
+        {"name": "dc", "command": EXE, "args": ["serve", "downstream"]},
+    ]);
+    std::fs::write(
+        &config,
+        json!({"version": 1, "proxyServers": servers}).to_string(),
+    )
+    .expect("write config");
+    let db = sample_db("lessons");
+    let mut s = start_command(
+        Command::new(EXE)
+            .args(["serve", "lessons", "--db"])
+            .arg(&db.path)
+            .env("LESSONS_PROXY_CONFIG", &config)
+            .env("MCPSPEC_LOG", "warn")
+            .stderr(Stdio::null()),
+        db,
+    );
+    let r = s.call("echo", json!({"text": "still here"}));
+    assert_eq!(
+        r["result"]["structuredContent"]["text"], "still here",
+        "{r}"
+    );
+    s.finish();
+}
+
+/// The processes whose parent is `pid`.
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // The fields after the command name, which is in parentheses: state, ppid, ...
+        let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let ppid = after.split_whitespace().nth(1).and_then(|p| p.parse().ok());
+        if ppid == Some(pid) {
+            out.push(child);
+        }
+    }
+    out
+}
+
+#[test]
+fn shutdown_leaves_no_downstream_processes() {
+    // Closing stdin, then SIGTERM.
+    for signal in [false, true] {
+        let mut p = proxied(&[("a", &[]), ("b", &[])]);
+        passed(&mut p, "echo", json!({"text": "x"}));
+        let kids = children(p.s.client.pid());
+        assert_eq!(kids.len(), 2, "one process per downstream: {kids:?}");
+        if signal {
+            let status = Command::new("kill")
+                .args(["-TERM", &p.s.client.pid().to_string()])
+                .status()
+                .expect("kill");
+            assert!(status.success());
+            // The server's stdout closes when it exits.
+            while p.s.client.recv(Duration::from_secs(20)).is_ok() {}
+        }
+        p.finish();
+        for k in kids {
+            assert!(
+                !Path::new(&format!("/proc/{k}")).exists(),
+                "downstream {k} outlived the server"
+            );
+        }
+    }
+}
