@@ -2,7 +2,7 @@
 //!
 //! `build.rs` compiles `spec/*.yaml` into [`generated`]; [`def`] declares the table types it
 //! fills; [`engine`] executes calls; [`mcp`] and [`transport`] put the engine on stdio with
-//! rmcp; [`db`] opens and creates databases; [`client`] and [`demo`] drive a server as a client;
+//! rmcp and [`http`] on Streamable HTTP; [`db`] opens and creates databases; [`client`] and [`demo`] drive a server as a client;
 //! [`handler`] is what Rust handlers receive and return, and [`handlers`] holds them.
 
 // Generated code names this crate as `::server` so that it compiles both here and in tests.
@@ -15,6 +15,7 @@ pub mod demo;
 pub mod engine;
 pub mod handler;
 pub mod handlers;
+pub mod http;
 pub mod mcp;
 pub mod transform;
 pub mod transport;

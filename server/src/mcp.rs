@@ -25,6 +25,8 @@ use serde_json::{Map, Value, json};
 use crate::def::ServerDef;
 use crate::engine::{CallError, Engine};
 
+/// Cheap to clone: each HTTP session gets a clone sharing the engine and the tool list.
+#[derive(Clone)]
 pub struct McpServer {
     engine: Arc<Engine>,
     tools: Arc<Vec<Tool>>,
