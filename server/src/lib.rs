@@ -2,10 +2,11 @@
 //!
 //! `build.rs` compiles `spec/*.yaml` into [`generated`]; [`def`] declares the table types it
 //! fills; [`engine`] executes calls; [`mcp`] and [`transport`] put the engine on stdio with
-//! rmcp; [`db`] opens and creates databases; [`client`] and [`demo`] drive a server as a client;
-//! [`handler`] is what Rust handlers receive and return, and [`handlers`] holds them;
-//! [`proxy`] runs the downstream servers and the interceptor of a spec's `proxy:` section, and
-//! [`setup`] puts a proxy server in front of the servers of a Claude Desktop config.
+//! rmcp and [`http`] on Streamable HTTP; [`db`] opens and creates databases; [`client`] and
+//! [`demo`] drive a server as a client; [`handler`] is what Rust handlers receive and return,
+//! and [`handlers`] holds them; [`proxy`] runs the downstream servers and the interceptor of a
+//! spec's `proxy:` section, and [`setup`] puts a proxy server in front of the servers of a
+//! Claude Desktop config.
 
 // Generated code names this crate as `::server` so that it compiles both here and in tests.
 extern crate self as server;
@@ -18,6 +19,7 @@ pub mod demo;
 pub mod engine;
 pub mod handler;
 pub mod handlers;
+pub mod http;
 pub mod mcp;
 pub mod proxy;
 pub mod setup;

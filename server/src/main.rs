@@ -1,5 +1,5 @@
-//! The `mcpspec` command: serve a compiled spec over stdio, call one tool, create a database,
-//! run a demo session, or list what was compiled.
+//! The `mcpspec` command: serve a compiled spec over stdio or Streamable HTTP, call one tool,
+//! create a database, run a demo session, or list what was compiled.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -24,7 +24,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Serve a compiled server over stdio (for Claude Code and other MCP clients).
+    /// Serve a compiled server over stdio (for Claude Code and other MCP clients), or over
+    /// Streamable HTTP with `--http`.
     Serve {
         /// The server name, as in `mcpspec list`.
         server: String,
@@ -34,6 +35,8 @@ enum Cmd {
         /// Refuse every tool that changes the database.
         #[arg(long)]
         read_only: bool,
+        #[command(flatten)]
+        http: HttpArgs,
     },
     /// Run one tool call and print its result as JSON; exits 1 when the tool fails.
     Call {
@@ -87,6 +90,74 @@ enum Cmd {
         #[arg(long, short)]
         yes: bool,
     },
+}
+
+/// The Streamable HTTP options of `serve`.
+#[derive(clap::Args)]
+struct HttpArgs {
+    /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio, e.g. 127.0.0.1:8080 (port 0
+    /// picks a free port). A non-loopback address requires a token.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<std::net::SocketAddr>,
+    /// Read the bearer token from this environment variable (default: MCPSPEC_HTTP_TOKEN).
+    #[arg(
+        long,
+        value_name = "VAR",
+        requires = "http",
+        conflicts_with = "token_file"
+    )]
+    token_env: Option<String>,
+    /// Read the bearer token from this file (surrounding whitespace is ignored).
+    #[arg(long, value_name = "PATH", requires = "http")]
+    token_file: Option<PathBuf>,
+    /// Also accept this Host header value (host or host:port, exactly as clients send it);
+    /// repeatable.
+    #[arg(long, value_name = "HOST", requires = "http")]
+    allow_host: Vec<String>,
+    /// Also accept this Origin (scheme://host[:port]); repeatable.
+    #[arg(long, value_name = "ORIGIN", requires = "http")]
+    allow_origin: Vec<String>,
+    /// The largest request body accepted (default: MCPSPEC_HTTP_MAX_BODY_BYTES, else the
+    /// argument limit MCPSPEC_MAX_ARGUMENT_BYTES, 4 MiB by default).
+    #[arg(long, value_name = "BYTES", requires = "http")]
+    max_body_bytes: Option<usize>,
+}
+
+/// The environment variable the token is read from when no flag names a source.
+const TOKEN_ENV: &str = "MCPSPEC_HTTP_TOKEN";
+
+/// The bearer token, if any: from `--token-file`, from `--token-env` (which must be set), or
+/// from MCPSPEC_HTTP_TOKEN when it is set. The token is never taken on the command line, where
+/// other users of the machine could read it.
+fn token(args: &HttpArgs) -> Result<Option<String>> {
+    let (text, source) = if let Some(path) = &args.token_file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the token file {}", path.display()))?;
+        (text, format!("the token file {}", path.display()))
+    } else {
+        let (name, required) = match &args.token_env {
+            Some(name) => (name.as_str(), true),
+            None => (TOKEN_ENV, false),
+        };
+        match std::env::var(name) {
+            Ok(v) => (v, name.to_string()),
+            Err(std::env::VarError::NotPresent) if !required => return Ok(None),
+            Err(std::env::VarError::NotPresent) => {
+                return Err(anyhow!("--token-env {name}: the variable is not set"));
+            }
+            Err(e) => return Err(anyhow!("{name} is not valid text: {e}")),
+        }
+    };
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(anyhow!("{source} holds an empty token"));
+    }
+    if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(anyhow!(
+            "{source} holds a token with spaces or control characters"
+        ));
+    }
+    Ok(Some(token.to_string()))
 }
 
 fn find(name: &str) -> Result<&'static ServerDef> {
@@ -183,10 +254,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
             server,
             db,
             read_only,
+            http,
         } => {
             let def = find(&server)?;
+            // The HTTP options are checked before the database is opened.
+            let options = match http.http {
+                Some(addr) => Some((addr, http_options(&http)?)),
+                None => None,
+            };
             let engine = start(def, db.as_deref(), read_only)?;
-            serve(engine)?;
+            match options {
+                Some((addr, options)) => serve_http(engine, addr, options)?,
+                None => serve(engine)?,
+            }
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Call {
@@ -442,9 +522,92 @@ fn run_setup(def: &'static ServerDef, f: SetupFlags) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn http_options(args: &HttpArgs) -> Result<server::http::HttpOptions> {
+    let max_body_bytes = match args.max_body_bytes {
+        Some(0) => return Err(anyhow!("--max-body-bytes must be positive")),
+        Some(n) => n,
+        None => match env_number("MCPSPEC_HTTP_MAX_BODY_BYTES")? {
+            Some(n) => usize::try_from(n)?,
+            None => limits()?.max_argument_bytes,
+        },
+    };
+    let options = server::http::HttpOptions {
+        token: token(args)?,
+        allow_hosts: args.allow_host.clone(),
+        allow_origins: args.allow_origin.clone(),
+        max_body_bytes,
+        drain_timeout: drain_timeout()?,
+    };
+    if let Some(addr) = args.http
+        && options.token.is_none()
+        && !server::http::is_loopback(&addr)
+    {
+        return Err(server::http::HttpError::Unprotected(addr).into());
+    }
+    Ok(options)
+}
+
+fn drain_timeout() -> Result<Duration> {
+    Ok(Duration::from_secs(
+        env_number("MCPSPEC_SHUTDOWN_TIMEOUT_SECS")?.unwrap_or(30),
+    ))
+}
+
+/// Starts a proxy spec's downstream servers before the first request, so that the first
+/// `tools/list` already has their tools.
+async fn start_proxy(
+    engine: &std::sync::Arc<Engine>,
+) -> Result<Option<std::sync::Arc<server::proxy::Proxy>>> {
+    Ok(match &engine.def.proxy {
+        Some(def) => {
+            let own = server::mcp::tools(engine.def);
+            Some(server::proxy::Proxy::start(def, engine.clone(), &own).await?)
+        }
+        None => None,
+    })
+}
+
+/// Serves Streamable HTTP until SIGTERM/SIGINT arrives, then drains like the stdio path.
+fn serve_http(
+    engine: std::sync::Arc<Engine>,
+    addr: std::net::SocketAddr,
+    options: server::http::HttpOptions,
+) -> Result<()> {
+    // As for stdio, one thread runs the protocol and SQLite work goes to the blocking pool.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .max_blocking_threads(8)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let listener = server::http::bind(addr, &options).await?;
+        let bound = listener.local_addr()?;
+        // Tests and scripts read the port from this line; keep its wording stable.
+        eprintln!(
+            "mcpspec: listening on http://{bound}{}",
+            server::http::ENDPOINT
+        );
+        let proxy = start_proxy(&engine).await?;
+        let handler = server::mcp::McpServer::with_proxy(engine, proxy.clone());
+        let served = server::http::serve(listener, handler, options, async {
+            shutdown_signal().await;
+            tracing::info!("signal received; finishing calls in flight");
+        })
+        .await;
+        // Every downstream process is stopped and reaped before the server exits.
+        if let Some(p) = proxy {
+            p.shutdown().await;
+        }
+        served?;
+        Ok::<(), anyhow::Error>(())
+    })?;
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    tracing::info!("stopped");
+    Ok(())
+}
+
 /// Serves until stdin closes or SIGTERM/SIGINT arrives.
 fn serve(engine: std::sync::Arc<Engine>) -> Result<()> {
-    let drain = Duration::from_secs(env_number("MCPSPEC_SHUTDOWN_TIMEOUT_SECS")?.unwrap_or(30));
+    let drain = drain_timeout()?;
     // One thread runs the protocol; SQLite work goes to the blocking pool and stdio to the
     // transport's own threads, so a multi-threaded scheduler would only add wake-ups.
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -462,15 +625,7 @@ fn serve(engine: std::sync::Arc<Engine>) -> Result<()> {
             tracing::info!("signal received; finishing calls in flight");
             stop.stop();
         });
-        // A proxy starts its downstream servers before the first request, so that the first
-        // `tools/list` already has their tools.
-        let proxy = match &engine.def.proxy {
-            Some(def) => {
-                let own = server::mcp::tools(engine.def);
-                Some(server::proxy::Proxy::start(def, engine.clone(), &own).await?)
-            }
-            None => None,
-        };
+        let proxy = start_proxy(&engine).await?;
         let handler = server::mcp::McpServer::with_proxy(engine, proxy.clone());
         let session = match rmcp::serve_server(handler, transport).await {
             Ok(running) => running

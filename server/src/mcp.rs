@@ -31,6 +31,8 @@ use crate::def::ServerDef;
 use crate::engine::{CallError, Engine};
 use crate::proxy::Proxy;
 
+/// Cheap to clone: each HTTP session gets a clone sharing the engine and the tool list.
+#[derive(Clone)]
 pub struct McpServer {
     engine: Arc<Engine>,
     tools: Arc<Vec<Tool>>,

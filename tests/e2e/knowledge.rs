@@ -36,7 +36,7 @@ fn signal(pid: u32, sig: &str) {
 /// A database with `n` extra entries that all contain the word "common", so that a search
 /// for it ranks every one of them: a query that takes a while on purpose. The corpus is built
 /// once per run and copied for each test.
-fn big_db(n: u32) -> Db {
+pub(crate) fn big_db(n: u32) -> Db {
     static TEMPLATE: std::sync::OnceLock<(tempfile::TempDir, std::path::PathBuf)> =
         std::sync::OnceLock::new();
     let (_, template) = TEMPLATE.get_or_init(|| {
@@ -312,7 +312,7 @@ fn a_hundred_concurrent_writes_all_land() {
     assert_eq!(count_rows(&db.path, "knowledge_entries"), 104);
 }
 
-fn integrity(db: &Path) -> String {
+pub(crate) fn integrity(db: &Path) -> String {
     let conn = rusqlite::Connection::open(db).unwrap();
     conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap()

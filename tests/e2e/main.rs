@@ -1,11 +1,12 @@
-//! End-to-end tests: the built `mcpspec` binary driven over real stdio pipes with real
-//! JSON-RPC, on real SQLite files in temporary directories.
+//! End-to-end tests: the built `mcpspec` binary driven over real stdio pipes (and loopback
+//! HTTP) with real JSON-RPC, on real SQLite files in temporary directories.
 
 mod common;
 
 mod cli;
 mod content;
 mod goldens;
+mod http;
 mod knowledge;
 mod laminark;
 mod lessons;

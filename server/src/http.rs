@@ -1,0 +1,403 @@
+//! The Streamable HTTP transport: `mcpspec serve <server> --http ADDR` serves the same
+//! [`McpServer`] over MCP's Streamable HTTP (2025-11-25) at [`ENDPOINT`].
+//!
+//! rmcp's [`StreamableHttpService`] speaks the protocol: POST with JSON or SSE answers, GET for
+//! the session's own SSE stream, DELETE to end a session, `Mcp-Session-Id` and
+//! `MCP-Protocol-Version`. Sessions live in rmcp's in-memory [`LocalSessionManager`]; each one
+//! gets a clone of one [`McpServer`], so all of them share the engine and its database
+//! connections. A DELETE ends a session at once and an idle session is dropped after five
+//! minutes.
+//!
+//! In front of it a [`Gate`] checks every request, in this order: the `Host` and `Origin`
+//! headers against allow-lists (403, against DNS rebinding), the bearer token when one is
+//! configured (401), the path (404) and a declared body size over the limit (413; a chunked
+//! body is cut off by rmcp at the same limit). The gate owns these rules, so rmcp's own host
+//! and origin checks are switched off rather than kept with different matching rules.
+//!
+//! hyper's HTTP/1.1 server drives the connections. On shutdown the listener closes, the calls
+//! in flight are answered (up to the drain timeout), then every session and SSE stream is
+//! closed, as the stdio transport drains at end of input.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::mcp::McpServer;
+
+/// The path of the MCP endpoint.
+pub const ENDPOINT: &str = "/mcp";
+
+/// The default request body limit: the default argument size limit.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+type HttpBody = BoxBody<Bytes, Infallible>;
+
+/// How the HTTP endpoint is protected and bounded.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// The bearer token every request must carry; `None` admits every local request.
+    pub token: Option<String>,
+    /// `Host` values accepted besides the loopback names and the bound address.
+    pub allow_hosts: Vec<String>,
+    /// `Origin` values accepted besides `http://localhost:PORT` and `http://127.0.0.1:PORT`.
+    pub allow_origins: Vec<String>,
+    /// The largest request body accepted.
+    pub max_body_bytes: usize,
+    /// How long shutdown waits for calls in flight.
+    pub drain_timeout: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error(
+        "refusing to serve on {0} without a token: a non-loopback address is reachable from other machines; set MCPSPEC_HTTP_TOKEN, or pass --token-env VAR or --token-file PATH"
+    )]
+    Unprotected(SocketAddr),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// Whether an address is reachable only from this machine.
+pub fn is_loopback(addr: &SocketAddr) -> bool {
+    addr.ip().to_canonical().is_loopback()
+}
+
+/// Binds the listener, refusing a non-loopback address when no token protects it.
+pub async fn bind(addr: SocketAddr, options: &HttpOptions) -> Result<TcpListener, HttpError> {
+    if options.token.is_none() && !is_loopback(&addr) {
+        return Err(HttpError::Unprotected(addr));
+    }
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| HttpError::Bind { addr, source })
+}
+
+/// Compares two secrets in time that depends only on the expected secret's length, never on
+/// where the first difference is.
+fn same_secret(expected: &[u8], given: &[u8]) -> bool {
+    let mut diff = u8::from(expected.len() != given.len());
+    for (i, e) in expected.iter().enumerate() {
+        diff |= e ^ given.get(i).copied().unwrap_or(!e);
+    }
+    std::hint::black_box(diff) == 0
+}
+
+/// Requests whose answers have not been sent yet: POSTs only, since a GET stream stays open
+/// for as long as its session lives.
+#[derive(Clone)]
+struct InFlight(Arc<watch::Sender<usize>>);
+
+impl InFlight {
+    fn new() -> Self {
+        InFlight(Arc::new(watch::Sender::new(0)))
+    }
+
+    fn enter(&self) -> InFlightGuard {
+        self.0.send_modify(|n| *n += 1);
+        InFlightGuard(self.0.clone())
+    }
+
+    async fn idle(&self) {
+        let mut rx = self.0.subscribe();
+        let _ = rx.wait_for(|n| *n == 0).await;
+    }
+}
+
+struct InFlightGuard(Arc<watch::Sender<usize>>);
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+/// A response body that counts as in flight until it has been sent or dropped.
+struct Tracked {
+    inner: HttpBody,
+    _guard: InFlightGuard,
+}
+
+impl Body for Tracked {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The checks in front of rmcp's service, and the service itself.
+struct Gate {
+    token: Option<Vec<u8>>,
+    hosts: Vec<String>,
+    origins: Vec<String>,
+    max_body_bytes: usize,
+    in_flight: InFlight,
+    service: StreamableHttpService<McpServer, LocalSessionManager>,
+}
+
+/// A short JSON error body; it never echoes what the client sent.
+fn refuse(status: StatusCode, error: &str, message: &str) -> Response<HttpBody> {
+    let body = json!({"error": error, "message": message}).to_string();
+    let mut response = Response::new(Full::new(Bytes::from(body)).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+impl Gate {
+    fn new(
+        bound: SocketAddr,
+        options: &HttpOptions,
+        server: McpServer,
+        config: StreamableHttpServerConfig,
+    ) -> Self {
+        let port = bound.port();
+        let mut hosts = vec![
+            format!("127.0.0.1:{port}"),
+            format!("localhost:{port}"),
+            format!("[::1]:{port}"),
+            bound.to_string(),
+        ];
+        hosts.extend(options.allow_hosts.iter().cloned());
+        let mut origins = vec![
+            format!("http://localhost:{port}"),
+            format!("http://127.0.0.1:{port}"),
+        ];
+        origins.extend(options.allow_origins.iter().cloned());
+        let lower = |v: Vec<String>| v.into_iter().map(|s| s.to_ascii_lowercase()).collect();
+        let service = StreamableHttpService::new(
+            move || Ok(server.clone()),
+            Arc::new(LocalSessionManager::default()),
+            config,
+        );
+        Gate {
+            token: options.token.as_ref().map(|t| t.as_bytes().to_vec()),
+            hosts: lower(hosts),
+            origins: lower(origins),
+            max_body_bytes: options.max_body_bytes,
+            in_flight: InFlight::new(),
+            service,
+        }
+    }
+
+    /// Whether the `Host` header (and an absolute request target, if any) is allowed.
+    fn host_allowed(&self, req: &Request<Incoming>) -> bool {
+        let allowed = |v: &str| self.hosts.iter().any(|h| h.eq_ignore_ascii_case(v));
+        let Some(host) = req.headers().get(header::HOST) else {
+            return false;
+        };
+        let target_ok = req.uri().authority().is_none_or(|a| allowed(a.as_str()));
+        host.to_str().is_ok_and(allowed) && target_ok
+    }
+
+    /// Whether the `Origin` header is absent or allowed.
+    fn origin_allowed(&self, req: &Request<Incoming>) -> bool {
+        let mut origins = req.headers().get_all(header::ORIGIN).iter();
+        match (origins.next(), origins.next()) {
+            (None, _) => true,
+            (Some(o), None) => o
+                .to_str()
+                .is_ok_and(|o| self.origins.iter().any(|a| a.eq_ignore_ascii_case(o))),
+            _ => false,
+        }
+    }
+
+    fn authorized(&self, req: &Request<Incoming>) -> bool {
+        let Some(expected) = &self.token else {
+            return true;
+        };
+        let Some(value) = req.headers().get(header::AUTHORIZATION) else {
+            return false;
+        };
+        let value = value.as_bytes();
+        let Some((scheme, token)) = value
+            .iter()
+            .position(|b| *b == b' ')
+            .map(|i| (&value[..i], &value[i + 1..]))
+        else {
+            return false;
+        };
+        scheme.eq_ignore_ascii_case(b"bearer") && same_secret(expected, token.trim_ascii())
+    }
+
+    fn declared_too_large(&self, req: &Request<Incoming>) -> bool {
+        req.headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .is_some_and(|n| n > self.max_body_bytes as u64)
+    }
+
+    async fn handle(&self, req: Request<Incoming>) -> Response<HttpBody> {
+        if !self.host_allowed(&req) {
+            tracing::warn!(host = ?req.headers().get(header::HOST), "refused a request: Host not allowed");
+            return refuse(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "the Host header is not allowed",
+            );
+        }
+        if !self.origin_allowed(&req) {
+            tracing::warn!(origin = ?req.headers().get(header::ORIGIN), "refused a request: Origin not allowed");
+            return refuse(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "the Origin header is not allowed",
+            );
+        }
+        if !self.authorized(&req) {
+            tracing::warn!("refused a request: missing or wrong bearer token");
+            let mut r = refuse(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "a valid bearer token is required",
+            );
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+            return r;
+        }
+        if req.uri().path() != ENDPOINT {
+            return refuse(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "the MCP endpoint is /mcp",
+            );
+        }
+        if self.declared_too_large(&req) {
+            return refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                &format!("the request body exceeds {} bytes", self.max_body_bytes),
+            );
+        }
+        if req.method() != Method::POST {
+            return self.service.handle(req).await;
+        }
+        // A POST counts as in flight from now until its answer has been sent, so that shutdown
+        // can wait for it; the guard travels with the response body.
+        let guard = self.in_flight.enter();
+        let response = self.service.handle(req).await;
+        response.map(|inner| {
+            Tracked {
+                inner,
+                _guard: guard,
+            }
+            .boxed()
+        })
+    }
+}
+
+/// Serves `server` on `listener` until `shutdown` resolves, then drains as described in the
+/// module documentation.
+pub async fn serve(
+    listener: TcpListener,
+    server: McpServer,
+    options: HttpOptions,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let bound = listener.local_addr()?;
+    let config = StreamableHttpServerConfig::default()
+        .disable_allowed_hosts()
+        .disable_allowed_origins()
+        .with_max_request_body_bytes(options.max_body_bytes);
+    let sessions = config.cancellation_token.clone();
+    let gate = Arc::new(Gate::new(bound, &options, server, config));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    // The timer bounds how long a client may take to send its headers.
+    http.timer(TokioTimer::new());
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Running out of file descriptors and the like pass; keep serving.
+                    tracing::warn!(error = %e, "accepting a connection failed");
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let gate = gate.clone();
+        let service = hyper::service::service_fn(move |req| {
+            let gate = gate.clone();
+            async move { Ok::<_, Infallible>(gate.handle(req).await) }
+        });
+        let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    tracing::info!("stopped accepting connections; finishing calls in flight");
+    let closed = graceful.shutdown();
+    if tokio::time::timeout(options.drain_timeout, gate.in_flight.idle())
+        .await
+        .is_err()
+    {
+        tracing::warn!("shutdown timeout reached; abandoning calls in flight");
+    }
+    // Every POST is answered: end the sessions, which closes their GET streams too.
+    sessions.cancel();
+    if tokio::time::timeout(Duration::from_secs(2), closed)
+        .await
+        .is_err()
+    {
+        tracing::warn!("some connections did not close in time");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_secret;
+
+    #[test]
+    fn secrets_compare_whole() {
+        assert!(same_secret(b"s3cret-token", b"s3cret-token"));
+        assert!(!same_secret(b"s3cret-token", b"s3cret-tokem"));
+        assert!(!same_secret(b"s3cret-token", b"s3cret-toke"));
+        assert!(!same_secret(b"s3cret-token", b"s3cret-token!"));
+        assert!(!same_secret(b"s3cret-token", b""));
+        assert!(!same_secret(b"\0", b""));
+    }
+}

@@ -1,0 +1,513 @@
+//! `mcpspec serve --http`: the built binary on a loopback port, driven by the small HTTP/1.1
+//! client in `server::client`. Covers the bearer token, the Host and Origin allow-lists, the
+//! body limit, the refusal of an unprotected public bind, session isolation and DELETE, a
+//! stdio and an HTTP session sharing one database, and draining on SIGTERM.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::Receiver;
+
+use serde_json::{Value, json};
+use server::client::{ClientError, HttpClient, HttpResponse, RESPONSE_TIMEOUT};
+
+use crate::common::{Db, EXE, mcpspec, sample_db, start_on};
+use crate::knowledge::{big_db, integrity};
+
+const TOKEN: &str = "e2e-token-0123456789abcdef";
+
+/// A running `mcpspec serve --http` and the address it reported on stderr.
+struct HttpServer {
+    child: Child,
+    addr: SocketAddr,
+    /// The rest of the server's stderr, line by line.
+    _stderr: Receiver<String>,
+}
+
+impl HttpServer {
+    /// Starts the knowledge server on `db` at 127.0.0.1 on a free port, with `extra` flags
+    /// and `env`, and waits for its `listening on` line.
+    fn start(db: &Path, extra: &[&str], env: &[(&str, &str)]) -> HttpServer {
+        let mut c = Command::new(EXE);
+        c.args(["serve", "knowledge", "--db"])
+            .arg(db)
+            .args(["--http", "127.0.0.1:0"])
+            .args(extra)
+            .env_remove("MCPSPEC_HTTP_TOKEN")
+            .env("MCPSPEC_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let mut child = c.spawn().expect("spawn mcpspec serve --http");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let addr = loop {
+            let line = rx
+                .recv_timeout(RESPONSE_TIMEOUT)
+                .expect("the server reports its address on stderr");
+            if let Some(url) = line.strip_prefix("mcpspec: listening on http://") {
+                let addr = url.strip_suffix("/mcp").expect("the endpoint is /mcp");
+                break addr.parse().expect("a socket address");
+            }
+        };
+        HttpServer {
+            child,
+            addr,
+            _stderr: rx,
+        }
+    }
+
+    fn client(&self, token: Option<&str>) -> HttpClient {
+        HttpClient::new(self.addr, token)
+    }
+
+    /// A client with an initialized session.
+    fn session(&self, token: Option<&str>) -> HttpClient {
+        let mut c = self.client(token);
+        let init = c.initialize().expect("initialize");
+        assert!(init.get("result").is_some(), "initialize failed: {init}");
+        assert!(c.session.is_some(), "initialize assigns a session id");
+        c
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    fn terminate(self) -> std::process::ExitStatus {
+        signal(self.child.id(), "-TERM");
+        self.wait()
+    }
+
+    fn wait(mut self) -> std::process::ExitStatus {
+        self.child.wait().expect("wait")
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(ok.success());
+}
+
+fn initialize_body() -> Vec<u8> {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "e2e", "version": "1"}}})
+    .to_string()
+    .into_bytes()
+}
+
+/// A refusal: the status, a JSON body with an `error` code, and nothing the client sent.
+fn refused(r: &HttpResponse, status: u16, error: &str) {
+    assert_eq!(r.status, status, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    let body: Value = serde_json::from_slice(&r.body).expect("a JSON body");
+    assert_eq!(body["error"], error, "{body}");
+    assert!(!r.text().contains(TOKEN), "the body leaks the token");
+}
+
+/// A successful tool result's structured content.
+fn ok(c: &mut HttpClient, tool: &str, args: Value) -> Value {
+    let r = c.call_tool(tool, args).expect("tools/call");
+    assert_eq!(r["result"]["isError"], json!(false), "{r}");
+    r["result"]["structuredContent"].clone()
+}
+
+#[test]
+fn the_bearer_token_is_required_when_configured() {
+    let db = sample_db("knowledge");
+    let server = HttpServer::start(&db.path, &[], &[("MCPSPEC_HTTP_TOKEN", TOKEN)]);
+    let wrong_same_length = format!("{}x", &TOKEN[..TOKEN.len() - 1]);
+    let cases: [(&str, Option<&str>); 4] = [
+        ("no token", None),
+        ("wrong token", Some("nope")),
+        ("wrong token of the same length", Some(&wrong_same_length)),
+        ("the token with a suffix", Some(&format!("{TOKEN}0"))),
+    ];
+    for (case, token) in cases {
+        let mut c = server.client(token);
+        let r = c.exchange("POST", &[], &initialize_body()).unwrap();
+        refused(&r, 401, "unauthorized");
+        assert_eq!(r.header("www-authenticate"), Some("Bearer"), "{case}");
+        // GET and DELETE are guarded too.
+        assert_eq!(c.exchange("GET", &[], b"").unwrap().status, 401, "{case}");
+        assert_eq!(
+            c.exchange("DELETE", &[], b"").unwrap().status,
+            401,
+            "{case}"
+        );
+    }
+    // Another scheme with the right secret is refused as well.
+    let mut c = server.client(None);
+    let basic = format!("Basic {TOKEN}");
+    let r = c
+        .exchange("POST", &[("Authorization", &basic)], &initialize_body())
+        .unwrap();
+    refused(&r, 401, "unauthorized");
+
+    let mut c = server.session(Some(TOKEN));
+    let added = ok(
+        &mut c,
+        "kb_add",
+        json!({"content": "Tokens travel in the Authorization header.", "role": "dev"}),
+    );
+    let got = ok(&mut c, "kb_get", json!({"id": added["id"]}));
+    assert_eq!(got["content"], "Tokens travel in the Authorization header.");
+    assert!(server.terminate().success());
+}
+
+#[test]
+fn the_token_comes_from_a_file_or_a_named_variable() {
+    let db = sample_db("knowledge");
+    let file = db._dir.path().join("token");
+    std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
+    let file = file.to_str().unwrap().to_string();
+    type Source<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)]);
+    let sources: [Source; 2] = [
+        (&["--token-file", &file], &[]),
+        (&["--token-env", "E2E_TOKEN"], &[("E2E_TOKEN", TOKEN)]),
+    ];
+    for (flags, env) in sources {
+        let server = HttpServer::start(&db.path, flags, env);
+        let r = server
+            .client(None)
+            .exchange("POST", &[], &initialize_body())
+            .unwrap();
+        refused(&r, 401, "unauthorized");
+        let mut c = server.session(Some(TOKEN));
+        ok(&mut c, "kb_search", json!({"query": "sqlite"}));
+        assert!(server.terminate().success(), "{flags:?}");
+    }
+    // A named variable that is not set is a start-up error.
+    let (code, _, err) = mcpspec(
+        &[
+            "serve",
+            "knowledge",
+            "--db",
+            db.path.to_str().unwrap(),
+            "--http",
+            "127.0.0.1:0",
+            "--token-env",
+            "E2E_TOKEN_UNSET",
+        ],
+        &[],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("E2E_TOKEN_UNSET"), "{err}");
+}
+
+#[test]
+fn bad_host_or_origin_is_forbidden() {
+    let db = sample_db("knowledge");
+    let server = HttpServer::start(
+        &db.path,
+        &[
+            "--allow-host",
+            "mcp.example.test",
+            "--allow-origin",
+            "https://app.example.test",
+        ],
+        &[("MCPSPEC_HTTP_TOKEN", TOKEN)],
+    );
+    let port = server.addr.port();
+    let forbidden_hosts = [
+        "evil.example.test".to_string(),
+        format!("evil.example.test:{port}"),
+        // The loopback names on another port.
+        format!("127.0.0.1:{}", port.wrapping_add(1)),
+        format!("localhost:{}", port.wrapping_add(1)),
+    ];
+    for host in &forbidden_hosts {
+        // Refused before the token is looked at.
+        let mut c = server.client(None);
+        c.host = host.clone();
+        let r = c.exchange("POST", &[], &initialize_body()).unwrap();
+        refused(&r, 403, "forbidden");
+    }
+    let forbidden_origins = [
+        "http://evil.example.test".to_string(),
+        format!("http://evil.example.test:{port}"),
+        format!("https://localhost:{port}"),
+        "null".to_string(),
+    ];
+    for origin in &forbidden_origins {
+        let mut c = server.client(Some(TOKEN));
+        let r = c
+            .exchange("POST", &[("Origin", origin)], &initialize_body())
+            .unwrap();
+        refused(&r, 403, "forbidden");
+    }
+    let allowed_hosts = [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        format!("LOCALHOST:{port}"),
+        "mcp.example.test".to_string(),
+    ];
+    for host in &allowed_hosts {
+        let mut c = server.client(Some(TOKEN));
+        c.host = host.clone();
+        assert!(c.initialize().is_ok(), "{host}");
+    }
+    let allowed_origins = [
+        format!("http://localhost:{port}"),
+        format!("http://127.0.0.1:{port}"),
+        "https://app.example.test".to_string(),
+    ];
+    for origin in &allowed_origins {
+        let mut c = server.client(Some(TOKEN));
+        let r = c
+            .exchange("POST", &[("Origin", origin)], &initialize_body())
+            .unwrap();
+        assert_eq!(r.status, 200, "{origin}: {}", r.text());
+    }
+    assert!(server.terminate().success());
+}
+
+#[test]
+fn an_oversized_body_is_413() {
+    let db = sample_db("knowledge");
+    let server = HttpServer::start(&db.path, &["--max-body-bytes", "2048"], &[]);
+    let mut c = server.session(None);
+    let content = "x".repeat(4096);
+    let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": {"name": "kb_add", "arguments": {"content": content, "role": "dev"}}});
+    let r = c.post(&call).unwrap();
+    refused(&r, 413, "payload_too_large");
+
+    // A chunked body declares no length; it is cut off at the same limit.
+    let mut stream = c.connect().unwrap();
+    let body = call.to_string();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nMcp-Session-Id: {}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+        c.host,
+        c.session.as_deref().unwrap(),
+        body.len()
+    );
+    std::io::Write::write_all(&mut stream, head.as_bytes()).unwrap();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+
+    // The session still works, and nothing was written.
+    let found = ok(&mut c, "kb_search", json!({"query": "xxxx"}));
+    assert_eq!(found["results"], json!([]));
+    assert!(server.terminate().success());
+}
+
+#[test]
+fn a_public_address_without_a_token_is_refused_at_start_up() {
+    let db = sample_db("knowledge");
+    for addr in ["0.0.0.0:0", "[::]:0"] {
+        let (code, _, err) = mcpspec(
+            &[
+                "serve",
+                "knowledge",
+                "--db",
+                db.path.to_str().unwrap(),
+                "--http",
+                addr,
+            ],
+            &[],
+        );
+        assert_eq!(code, 2, "{addr}: {err}");
+        assert!(err.contains("without a token"), "{err}");
+        assert!(!err.contains("listening"), "{err}");
+    }
+}
+
+#[test]
+fn sessions_are_isolated_and_end_with_delete() {
+    let db = sample_db("knowledge");
+    let server = HttpServer::start(&db.path, &[], &[]);
+    let mut a = server.session(None);
+    let mut b = server.session(None);
+    assert_ne!(a.session, b.session);
+    ok(&mut a, "kb_search", json!({"query": "sqlite"}));
+    ok(&mut b, "kb_search", json!({"query": "sqlite"}));
+
+    // A request that is not `initialize` needs a session id; an unknown one is not found.
+    let mut none = server.client(None);
+    let list = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"});
+    assert_eq!(none.post(&list).unwrap().status, 400);
+    none.session = Some("not-a-session".into());
+    assert_eq!(none.post(&list).unwrap().status, 404);
+
+    // B's server-to-client stream is open until B's session ends.
+    let open = b.open_stream().unwrap();
+    let mut stream = open.conn;
+    assert_eq!(open.status, 200);
+    assert!(
+        open.headers
+            .iter()
+            .any(|(n, v)| n == "content-type" && v.starts_with("text/event-stream")),
+        "{:?}",
+        open.headers
+    );
+
+    // Ending A leaves B alone; A's id is then unknown, to A and to anyone else.
+    let a_id = a.session.clone();
+    assert_eq!(a.delete_session().unwrap(), 202);
+    match a.request("tools/list", json!({})) {
+        Err(ClientError::Status { status: 404, .. }) => {}
+        other => panic!("a deleted session must be unknown: {other:?}"),
+    }
+    let mut thief = server.client(None);
+    thief.session = a_id;
+    assert_eq!(thief.post(&list).unwrap().status, 404);
+    ok(&mut b, "kb_search", json!({"query": "sqlite"}));
+
+    // Ending B ends its stream.
+    assert_eq!(b.delete_session().unwrap(), 202);
+    // The body's last chunk arrives (the connection itself may stay open for reuse).
+    while read_chunk(&mut stream).is_some() {}
+    assert_eq!(b.post(&list).unwrap().status, 404);
+    assert!(server.terminate().success());
+}
+
+#[test]
+fn stdio_and_http_sessions_share_the_database() {
+    let db = sample_db("knowledge");
+    let copy = Db {
+        path: db.path.clone(),
+        _dir: tempfile::tempdir().unwrap(),
+    };
+    let server = HttpServer::start(&db.path, &[], &[]);
+    let mut http = server.session(None);
+    let mut stdio = start_on(copy, "knowledge", &[]);
+
+    let from_http = ok(
+        &mut http,
+        "kb_add",
+        json!({"content": "written over HTTP", "role": "dev"}),
+    );
+    let seen = stdio.ok("kb_get", json!({"id": from_http["id"]}));
+    assert_eq!(seen["content"], "written over HTTP");
+
+    let from_stdio = stdio.ok(
+        "kb_add",
+        json!({"content": "written over stdio", "role": "qa"}),
+    );
+    let seen = ok(&mut http, "kb_get", json!({"id": from_stdio["id"]}));
+    assert_eq!(seen["content"], "written over stdio");
+
+    stdio.finish();
+    assert!(server.terminate().success());
+    assert_eq!(integrity(&db.path), "ok");
+}
+
+/// Reads one chunk of a chunked body; `None` at the last chunk.
+fn read_chunk(r: &mut impl BufRead) -> Option<String> {
+    let mut line = String::new();
+    r.read_line(&mut line).expect("a chunk size");
+    let size = usize::from_str_radix(line.trim(), 16).expect("a hex chunk size");
+    if size == 0 {
+        return None;
+    }
+    let mut chunk = vec![0; size + 2];
+    r.read_exact(&mut chunk).expect("a chunk");
+    chunk.truncate(size);
+    Some(String::from_utf8(chunk).expect("UTF-8 events"))
+}
+
+#[test]
+fn sigterm_answers_calls_in_flight_then_exits_0() {
+    let db = big_db(300_000);
+    let server = HttpServer::start(&db.path, &[], &[]);
+    let mut c = server.session(None);
+    // The session's own stream stays open; it must not hold up shutdown.
+    let open = c.open_stream().unwrap();
+    let mut stream = open.conn;
+    assert_eq!(open.status, 200);
+
+    // A slow search on a connection of its own; its priming event shows that it arrived.
+    let mut search = BufReader::new(c.connect().unwrap());
+    let body = json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call",
+        "params": {"name": "kb_search", "arguments": {"query": "common", "limit": 50}}})
+    .to_string();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nMcp-Session-Id: {}\r\nMCP-Protocol-Version: 2025-11-25\r\nContent-Length: {}\r\n\r\n{body}",
+        c.host,
+        c.session.as_deref().unwrap(),
+        body.len()
+    );
+    std::io::Write::write_all(search.get_mut(), head.as_bytes()).unwrap();
+    let mut head = Vec::new();
+    loop {
+        let mut line = String::new();
+        search.read_line(&mut line).unwrap();
+        if line.trim().is_empty() {
+            break;
+        }
+        head.push(line.trim().to_ascii_lowercase());
+    }
+    assert!(head[0].starts_with("http/1.1 200"), "{head:?}");
+    assert!(
+        head.contains(&"transfer-encoding: chunked".to_string()),
+        "{head:?}"
+    );
+    let priming = read_chunk(&mut search).expect("the priming event");
+    assert!(!priming.contains("\"id\":77"), "{priming}");
+
+    // A ping answered after the search started while nothing more arrived for the search:
+    // the search is in flight.
+    assert!(
+        c.request("ping", json!({}))
+            .unwrap()
+            .get("result")
+            .is_some()
+    );
+    search.get_ref().set_nonblocking(true).unwrap();
+    let nothing_yet = search.buffer().is_empty()
+        && matches!(search.get_ref().peek(&mut [0u8; 1]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+    search.get_ref().set_nonblocking(false).unwrap();
+    assert!(
+        nothing_yet,
+        "the search finished before SIGTERM; make it slower"
+    );
+
+    signal(server.child.id(), "-TERM");
+    let mut events = String::new();
+    while let Some(chunk) = read_chunk(&mut search) {
+        events.push_str(&chunk);
+    }
+    let answered = server::client::sse_events(&events)
+        .iter()
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .any(|m| {
+            m["id"] == 77
+                && m["result"]["isError"] == json!(false)
+                && m["result"]["structuredContent"]["results"]
+                    .as_array()
+                    .map(Vec::len)
+                    == Some(50)
+        });
+    assert!(answered, "no answer to the call in flight: {events:.300}");
+    // The open stream closes at shutdown and the server exits 0.
+    let mut tail = Vec::new();
+    stream.read_to_end(&mut tail).expect("the stream ends");
+    let status = server.wait();
+    assert!(status.success(), "{status:?}");
+    assert_eq!(integrity(&db.path), "ok");
+}
