@@ -489,7 +489,7 @@ impl Validator<'_> {
                 "add `output:` with the JSON Schema object of the result; it is the tool's outputSchema and the handler's typed output",
             ),
             Some(o) if o.value.is_string() => {
-                if o.value != Value::from("content") {
+                if o.value != "content" {
                     self.sink.error(
                         pos(o),
                         format!("unknown output `{}` of `{name}`", o.value.as_str().unwrap_or_default()),
@@ -605,7 +605,7 @@ impl Validator<'_> {
         let t = d.value.trim();
         let body = t.trim_end_matches('=');
         let ok = !t.is_empty()
-            && t.len() % 4 == 0
+            && t.len().is_multiple_of(4)
             && t.len() - body.len() <= 2
             && body
                 .chars()
