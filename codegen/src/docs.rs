@@ -567,7 +567,14 @@ fn result_kind(t: &ir::Tool) -> String {
             let names: Vec<String> = parts.iter().map(|p| format!("`{}`", p.name)).collect();
             format!("an object of {}", names.join(", "))
         }
+        Binding::Handler(m) if t.content => {
+            format!("MCP content blocks made by the Rust handler `{m}`")
+        }
         Binding::Handler(m) => format!("the output of the Rust handler `{m}`"),
+        Binding::Content(blocks) => {
+            let kinds: Vec<String> = blocks.iter().map(|b| format!("`{}`", b.kind)).collect();
+            format!("MCP content blocks: {}", kinds.join(", "))
+        }
     }
 }
 

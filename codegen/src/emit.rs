@@ -186,6 +186,7 @@ fn resource_def(r: &Resource) -> TokenStream {
     let description = opt_str(r.description.as_deref());
     let statement = opt_statement(r.content.statement.as_ref());
     let template = opt_str(r.content.template.as_deref());
+    let blob = opt_str(r.content.blob.as_deref());
     let complete = r.complete.iter().map(|(v, sql)| quote!((#v, #sql)));
     quote! {
         ::server::def::ResourceDef {
@@ -195,7 +196,7 @@ fn resource_def(r: &Resource) -> TokenStream {
             title: #title,
             description: #description,
             mime_type: #mime,
-            content: ::server::def::ContentDef { statement: #statement, template: #template },
+            content: ::server::def::ContentDef { statement: #statement, template: #template, blob: #blob },
             complete: &[#(#complete),*],
         }
     }
@@ -217,6 +218,7 @@ fn prompt_def(p: &Prompt) -> TokenStream {
         let body = match &m.body {
             MessageBody::Text(t) => quote!(::server::def::MessageBodyDef::Text(#t)),
             MessageBody::Resource(u) => quote!(::server::def::MessageBodyDef::Resource(#u)),
+            MessageBody::Image(d, m) => quote!(::server::def::MessageBodyDef::Image(#d, #m)),
         };
         quote!(::server::def::MessageDef { assistant: #assistant, body: #body })
     });
@@ -371,9 +373,19 @@ fn handler_tokens(server: &Server) -> TokenStream {
         let message =
             format!("`{{Self}}` has no handler for the tool `{wire}` declared at {file}:{line}");
         let label = format!("the `{name}` server needs a handler for `{wire}`");
+        let out = if t.content {
+            "Vec<Content>".to_string()
+        } else {
+            format!("outputs::{ty}")
+        };
         let note = format!(
-            "implement `{trait_name}` for `{{Self}}` with `fn {method}(&self, ctx: &Context, args: args::{ty}) -> Result<outputs::{ty}, HandlerError>`"
+            "implement `{trait_name}` for `{{Self}}` with `fn {method}(&self, ctx: &Context, args: args::{ty}) -> Result<{out}, HandlerError>`"
         );
+        let out = if t.content {
+            quote!(::std::vec::Vec<::server::handler::Content>)
+        } else {
+            quote!(outputs::#ty)
+        };
         traits.push(quote! {
             #[doc = #doc]
             #[diagnostic::on_unimplemented(message = #message, label = #label, note = #note)]
@@ -383,7 +395,7 @@ fn handler_tokens(server: &Server) -> TokenStream {
                     &self,
                     ctx: &::server::handler::Context,
                     args: args::#ty,
-                ) -> ::core::result::Result<outputs::#ty, ::server::handler::HandlerError>;
+                ) -> ::core::result::Result<#out, ::server::handler::HandlerError>;
             }
         });
         arms.push(quote! {
@@ -625,7 +637,33 @@ fn tool_def(tool: &Tool) -> TokenStream {
             quote!(::server::def::BindingDef::Composite(&[#(#parts),*]))
         }
         Binding::Handler(_) => quote!(::server::def::BindingDef::Handler),
+        Binding::Content(blocks) => {
+            let blocks = blocks.iter().map(|b| {
+                let kind = format_ident!(
+                    "{}",
+                    match b.kind.as_str() {
+                        "image" => "Image",
+                        "audio" => "Audio",
+                        "resource" => "Resource",
+                        _ => "Text",
+                    }
+                );
+                let text = opt_str(b.text.as_deref());
+                let data = opt_str(b.data.as_deref());
+                let mime = opt_str(b.mime_type.as_deref());
+                let uri = opt_str(b.uri.as_deref());
+                quote!(::server::def::BlockDef {
+                    kind: ::server::def::BlockKind::#kind,
+                    text: #text,
+                    data: #data,
+                    mime_type: #mime,
+                    uri: #uri,
+                })
+            });
+            quote!(::server::def::BindingDef::Content(&[#(#blocks),*]))
+        }
     };
+    let content = tool.content;
     let confirm = match &tool.confirm {
         Some(c) => {
             let (a, m) = (&c.argument, &c.message);
@@ -669,6 +707,7 @@ fn tool_def(tool: &Tool) -> TokenStream {
             derive: &[#(#derive),*],
             env_defaults: &[#(#env_defaults),*],
             binding: #binding,
+            content: #content,
             bind: #bind,
             confirm: #confirm,
         }

@@ -52,6 +52,8 @@ pub(crate) struct Resource {
 pub(crate) struct Content {
     pub statement: Option<Statement>,
     pub template: Option<String>,
+    /// Fixed binary content in base64.
+    pub blob: Option<String>,
 }
 
 /// An MCP prompt.
@@ -84,6 +86,19 @@ pub(crate) struct Message {
 pub(crate) enum MessageBody {
     Text(String),
     Resource(String),
+    /// Base64 data and its MIME type.
+    Image(String, String),
+}
+
+/// One content block of a `content:` binding.
+#[derive(Debug, Clone)]
+pub(crate) struct Block {
+    /// `text`, `image`, `audio` or `resource`.
+    pub kind: String,
+    pub text: Option<String>,
+    pub data: Option<String>,
+    pub mime_type: Option<String>,
+    pub uri: Option<String>,
 }
 
 /// The variables of an RFC 6570 level 1 URI template, in order, or why it is not one.
@@ -336,6 +351,9 @@ pub(crate) struct Tool {
     pub confirm: Option<Confirm>,
     /// For handler tools: the output structs, the tool's own first.
     pub outputs: Vec<OutStruct>,
+    /// Whether the result is MCP content blocks (a `content:` binding or `output: content`);
+    /// such a tool has no output schema.
+    pub content: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -433,6 +451,8 @@ pub(crate) enum Binding {
     Composite(Vec<Statement>),
     /// A Rust handler: the method of the server's handler trait.
     Handler(String),
+    /// Fixed content blocks.
+    Content(Vec<Block>),
 }
 
 impl Binding {
@@ -440,7 +460,7 @@ impl Binding {
         match self {
             Binding::Single(s) => std::slice::from_ref(s),
             Binding::Composite(v) => v,
-            Binding::Handler(_) => &[],
+            Binding::Handler(_) | Binding::Content(_) => &[],
         }
     }
 }

@@ -6,10 +6,10 @@
 use serde_json::{Map, Value, json};
 
 use crate::ir::{
-    Annotations, Arg, ArgType, Binding, Column, ColumnKind, Confirm, Content, Database, DemoCall,
-    Downstream, Envelope, ErrorDecl, InterceptAction, InterceptRule, InterceptSql, Message,
-    MessageBody, Mode, OutField, OutStruct, OutType, Prompt, PromptArg, Proxy, ProxyConfig,
-    Resource, Rule, RuleKind, Server, Statement, Tool,
+    Annotations, Arg, ArgType, Binding, Block, Column, ColumnKind, Confirm, Content, Database,
+    DemoCall, Downstream, Envelope, ErrorDecl, InterceptAction, InterceptRule, InterceptSql,
+    Message, MessageBody, Mode, OutField, OutStruct, OutType, Prompt, PromptArg, Proxy,
+    ProxyConfig, Resource, Rule, RuleKind, Server, Statement, Tool,
 };
 use crate::names;
 use crate::spec::{
@@ -135,6 +135,7 @@ fn resource(r: &RawResource) -> Resource {
         content: Content {
             statement: r.sql.as_ref().map(|s| statement(&s.value, &r.name.value)),
             template,
+            blob: r.blob.as_ref().map(|b| b.value.trim().to_string()),
         },
         complete: r
             .complete
@@ -173,10 +174,17 @@ fn prompt(p: &RawPrompt) -> Prompt {
             .iter()
             .map(|m| Message {
                 assistant: m.value.role.value == "assistant",
-                body: match (&m.value.text, &m.value.resource) {
-                    (Some(t), _) => MessageBody::Text(t.value.trim_end().to_string()),
-                    (None, Some(r)) => MessageBody::Resource(r.value.trim().to_string()),
-                    (None, None) => MessageBody::Text(String::new()),
+                body: match (&m.value.text, &m.value.resource, &m.value.image) {
+                    (Some(t), _, _) => MessageBody::Text(t.value.trim_end().to_string()),
+                    (None, Some(r), _) => MessageBody::Resource(r.value.trim().to_string()),
+                    (None, None, Some(i)) => MessageBody::Image(
+                        i.value.trim().to_string(),
+                        m.value
+                            .mime_type
+                            .as_ref()
+                            .map_or_else(String::new, |m| m.value.clone()),
+                    ),
+                    (None, None, None) => MessageBody::Text(String::new()),
                 },
             })
             .collect(),
@@ -260,12 +268,32 @@ fn tool(t: &RawTool, pos: crate::diag::Pos, fn_name: String, type_name: String) 
                 .map(|s| statement(&s.value, &t.name.value))
                 .collect(),
         ),
-        (None, None) => match &t.handler {
-            Some(h) => Binding::Handler(h.value.clone()),
-            None => unreachable!("validate rejects a tool without a binding"),
+        (None, None) => match (&t.handler, &t.content) {
+            (Some(h), _) => Binding::Handler(h.value.clone()),
+            (None, Some(blocks)) => Binding::Content(
+                blocks
+                    .value
+                    .iter()
+                    .map(|b| Block {
+                        kind: b.value.ty.value.clone(),
+                        text: b
+                            .value
+                            .text
+                            .as_ref()
+                            .map(|t| t.value.trim_end().to_string()),
+                        data: b.value.data.as_ref().map(|d| d.value.trim().to_string()),
+                        mime_type: b.value.mime_type.as_ref().map(|m| m.value.clone()),
+                        uri: b.value.uri.as_ref().map(|u| u.value.trim().to_string()),
+                    })
+                    .collect(),
+            ),
+            (None, None) => unreachable!("validate rejects a tool without a binding"),
         },
     };
     let handler = matches!(binding, Binding::Handler(_));
+    // A handler with `output: content` returns content blocks, like a `content:` binding.
+    let content_output = handler && t.output.as_ref().is_some_and(|o| o.value.is_string());
+    let content = content_output || matches!(binding, Binding::Content(_));
     let writes = binding.statements().iter().any(|s| sqltext::writes(&s.sql));
     let destroys = binding
         .statements()
@@ -290,6 +318,8 @@ fn tool(t: &RawTool, pos: crate::diag::Pos, fn_name: String, type_name: String) 
         required: Vec::new(),
         required_any: Vec::new(),
         additional_properties: None,
+        dialect: None,
+        defs: Default::default(),
         any_of: None,
         one_of: None,
         all_of: None,
@@ -339,11 +369,12 @@ fn tool(t: &RawTool, pos: crate::diag::Pos, fn_name: String, type_name: String) 
         description: t.description.value.trim_end().to_string(),
         input_schema: input_schema(input),
         output_schema: match &t.output {
+            _ if content => Value::Null,
             Some(o) if handler => o.value.clone(),
             _ => output_schema(&binding, &input_schema(input)),
         },
         outputs: match &t.output {
-            Some(o) if handler => {
+            Some(o) if handler && !content => {
                 let mut out = Vec::new();
                 out_struct(
                     &type_name,
@@ -382,6 +413,7 @@ fn tool(t: &RawTool, pos: crate::diag::Pos, fn_name: String, type_name: String) 
             .map(|(k, v)| (k.clone(), v.value.clone()))
             .collect(),
         defaults,
+        content,
     }
 }
 
@@ -577,6 +609,17 @@ fn input_schema(input: &RawInput) -> Value {
         }
         (None, None) => {}
     }
+    if let Some(d) = &input.dialect {
+        o.insert("$schema".into(), json!(d.value));
+    }
+    if !input.defs.is_empty() {
+        let defs: Map<String, Value> = input
+            .defs
+            .iter()
+            .map(|(k, v)| (k.clone(), v.value.clone()))
+            .collect();
+        o.insert("$defs".into(), Value::Object(defs));
+    }
     let props: Map<String, Value> = input
         .properties
         .iter()
@@ -727,7 +770,7 @@ fn output_schema(binding: &Binding, input: &Value) -> Value {
             }
             Mode::Execute => execute_schema(),
         },
-        Binding::Handler(_) => json!({"type": "object"}),
+        Binding::Handler(_) | Binding::Content(_) => json!({"type": "object"}),
         Binding::Composite(parts) => {
             let props: Map<String, Value> = parts
                 .iter()

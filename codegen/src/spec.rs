@@ -72,7 +72,7 @@ pub(crate) struct RawSpec {
 }
 
 /// An MCP resource: exactly one of `uri` and `uri_template`, and at least one of `sql` and
-/// `template`.
+/// `template`, or a `blob`.
 #[derive(Debug, Deserialize)]
 #[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
 #[cfg_attr(feature = "editor-schema", schemars(rename = "Resource"))]
@@ -102,6 +102,9 @@ pub(crate) struct RawResource {
     /// content is `data` as JSON.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub template: Option<Sp<String>>,
+    /// Fixed binary content in base64, read as a `blob` (instead of `sql` and `template`).
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub blob: Option<Sp<String>>,
     /// Completion of URI template variables: `variable: SQL`, where `:value` is the partial
     /// text and the first column of each row is a candidate.
     #[serde(default)]
@@ -154,7 +157,7 @@ pub(crate) struct RawPromptArgument {
     pub complete: Option<Sp<String>>,
 }
 
-/// A message of a prompt: exactly one of `text` and `resource`.
+/// A message of a prompt: exactly one of `text`, `resource` and `image`.
 #[derive(Debug, Deserialize)]
 #[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
 #[cfg_attr(feature = "editor-schema", schemars(rename = "Message"))]
@@ -170,6 +173,12 @@ pub(crate) struct RawMessage {
     /// arguments.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub resource: Option<Sp<String>>,
+    /// An image in base64; needs `mime_type`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub image: Option<Sp<String>>,
+    /// The MIME type of an `image` message, e.g. `image/png`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub mime_type: Option<Sp<String>>,
 }
 
 /// A declared error: a name, a JSON-RPC code and a message template.
@@ -497,12 +506,17 @@ pub(crate) struct RawTool {
         schemars(with = "Option<Vec<RawStatement>>")
     )]
     pub compose: Option<Sp<Vec<Sp<RawStatement>>>>,
+    /// Fixed content blocks instead of SQL: the tool's result is these MCP content blocks, whose
+    /// text and URIs are minijinja templates over the arguments.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<Vec<RawBlock>>"))]
+    pub content: Option<Sp<Vec<Sp<RawBlock>>>>,
     /// A Rust handler instead of SQL: the snake_case method the server's generated handler
     /// trait declares for this tool. Needs `output`.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub handler: Option<Sp<String>>,
     /// The result of a handler tool as a JSON Schema object; it becomes the tool's
-    /// `outputSchema` and the handler's typed output struct.
+    /// `outputSchema` and the handler's typed output struct. `content` instead: the handler
+    /// returns MCP content blocks (`Vec<Content>`) and the tool has no `outputSchema`.
     #[cfg_attr(
         feature = "editor-schema",
         schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")
@@ -537,6 +551,31 @@ pub(crate) struct RawTool {
     pub env_defaults: BTreeMap<String, Sp<String>>,
 }
 
+/// One MCP content block of a `content:` binding.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Block"))]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawBlock {
+    /// `text`, `image`, `audio` or `resource` (an embedded text resource).
+    #[serde(rename = "type")]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "BlockType"))]
+    pub ty: Sp<String>,
+    /// The text of a `text` or `resource` block: a minijinja template over the arguments (and
+    /// `arguments`, all of them).
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub text: Option<Sp<String>>,
+    /// The base64 data of an `image` or `audio` block.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub data: Option<Sp<String>>,
+    /// The MIME type of an `image`, `audio` or `resource` block.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub mime_type: Option<Sp<String>>,
+    /// The URI of a `resource` block: a minijinja template over the arguments.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub uri: Option<Sp<String>>,
+}
+
 /// The top level of a tool's input JSON Schema. Properties stay raw JSON Schema so that every
 /// keyword reaches the published schema; the keys here are the ones codegen reads.
 #[derive(Debug, Deserialize)]
@@ -569,6 +608,19 @@ pub(crate) struct RawInput {
     /// Whether arguments not under `properties` are accepted; `false` unless set.
     #[serde(rename = "additionalProperties")]
     pub additional_properties: Option<bool>,
+    /// The JSON Schema dialect, published as written, e.g.
+    /// `https://json-schema.org/draft/2020-12/schema`.
+    #[serde(rename = "$schema")]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub dialect: Option<Sp<String>>,
+    /// Reusable subschemas that properties reference with `$ref: '#/$defs/NAME'`, published as
+    /// written.
+    #[serde(default, rename = "$defs")]
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "BTreeMap<String, serde_json::Map<String, serde_json::Value>>")
+    )]
+    pub defs: BTreeMap<String, Sp<serde_json::Value>>,
     /// Refused: clients reject a top-level `anyOf`; use `requiredAny`.
     #[serde(rename = "anyOf")]
     #[cfg_attr(
@@ -727,6 +779,20 @@ mod editor {
         Execute,
     }
 
+    /// The kind of a content block.
+    #[derive(JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub(crate) enum BlockType {
+        /// Text.
+        Text,
+        /// An image in base64.
+        Image,
+        /// Audio in base64.
+        Audio,
+        /// An embedded text resource.
+        Resource,
+    }
+
     /// Who says a prompt message.
     #[derive(JsonSchema)]
     #[serde(rename_all = "snake_case")]
@@ -804,8 +870,8 @@ mod editor {
 }
 #[cfg(feature = "editor-schema")]
 use editor::{
-    AccessMode, ColumnKindName, ColumnType, InterceptAction, MessageRole, ObjectType, ReturnMode,
-    RuleKind,
+    AccessMode, BlockType, ColumnKindName, ColumnType, InterceptAction, MessageRole, ObjectType,
+    ReturnMode, RuleKind,
 };
 
 /// The JSON Schema of the spec language, for YAML language servers: pretty JSON with sorted
@@ -846,6 +912,7 @@ const RESOURCE_KEYS: &[&str] = &[
     "mime_type",
     "sql",
     "template",
+    "blob",
     "complete",
 ];
 const PROMPT_KEYS: &[&str] = &[
@@ -857,7 +924,8 @@ const PROMPT_KEYS: &[&str] = &[
     "messages",
 ];
 const PROMPT_ARGUMENT_KEYS: &[&str] = &["name", "description", "required", "complete"];
-const MESSAGE_KEYS: &[&str] = &["role", "text", "resource"];
+const MESSAGE_KEYS: &[&str] = &["role", "text", "resource", "image", "mime_type"];
+const BLOCK_KEYS: &[&str] = &["type", "text", "data", "mime_type", "uri"];
 const ERROR_KEYS: &[&str] = &["name", "code", "message", "data", "rules"];
 const RULE_KEYS: &[&str] = &["when", "field", "tools"];
 const CONFIRM_KEYS: &[&str] = &["argument", "message"];
@@ -873,6 +941,7 @@ const TOOL_KEYS: &[&str] = &[
     "transform",
     "derive",
     "env_defaults",
+    "content",
     "handler",
     "output",
     "confirm",
@@ -915,6 +984,8 @@ const INPUT_KEYS: &[&str] = &[
     "required",
     "requiredAny",
     "additionalProperties",
+    "$schema",
+    "$defs",
     "anyOf",
     "oneOf",
     "allOf",
@@ -1035,6 +1106,8 @@ enum Ctx {
     Intercept,
     InterceptRules,
     InterceptRule,
+    Blocks,
+    Block,
     /// Free-form: JSON Schema, arguments, templates.
     Any,
 }
@@ -1068,6 +1141,7 @@ impl Ctx {
             Ctx::Extract => ("`extract`", EXTRACT_KEYS),
             Ctx::Intercept => ("`intercept`", INTERCEPT_KEYS),
             Ctx::InterceptRule => ("an interceptor rule", INTERCEPT_RULE_KEYS),
+            Ctx::Block => ("a content block", BLOCK_KEYS),
             _ => return None,
         })
     }
@@ -1094,6 +1168,7 @@ impl Ctx {
             (Ctx::Prompt, "messages") => Ctx::Messages,
             (Ctx::Error, "rules") => Ctx::Rules,
             (Ctx::Tool, "confirm") => Ctx::Confirm,
+            (Ctx::Tool, "content") => Ctx::Blocks,
             (Ctx::Database, "default_path") => Ctx::DefaultPath,
             (Ctx::Database, "fts") => Ctx::FtsList,
             (Ctx::Tool, "derive") => Ctx::Derives,
@@ -1123,6 +1198,7 @@ impl Ctx {
             Ctx::Messages => Ctx::Message,
             Ctx::Downstreams => Ctx::Downstream,
             Ctx::InterceptRules => Ctx::InterceptRule,
+            Ctx::Blocks => Ctx::Block,
             _ => Ctx::Any,
         }
     }

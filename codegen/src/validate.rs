@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::diag::{Diagnostics, Pos, Sink, did_you_mean};
 use crate::ir::{ArgType, ColumnKind, Mode};
-use crate::spec::{RawColumn, RawProxy, RawSpec, RawStatement, RawTool, Sp, pos};
+use crate::spec::{RawBlock, RawColumn, RawProxy, RawSpec, RawStatement, RawTool, Sp, pos};
 use crate::sqltext;
 
 pub(crate) fn validate(file: &Path, source: &str, spec: &RawSpec) -> Diagnostics {
@@ -425,7 +425,7 @@ impl Validator<'_> {
             }
             for (pname, schema) in &input.properties {
                 props.insert(pname.clone(), pos(schema));
-                self.property(&name.value, pname, schema);
+                self.property(&name.value, pname, schema, &input.defs);
             }
             for r in &input.required {
                 if !input.properties.contains_key(&r.value) {
@@ -506,7 +506,19 @@ impl Validator<'_> {
             self.template(&c.value.message, "the confirmation message");
         }
         if let Some(h) = &tool.handler {
+            if let Some(c) = &tool.content {
+                self.sink.error(
+                    pos(c),
+                    format!("tool `{}` has both `handler` and `content`", name.value),
+                    "",
+                    "a handler returns its content with `output: content`; drop one of them",
+                );
+            }
             self.handler_tool(tool, h, at);
+            return;
+        }
+        if let Some(c) = &tool.content {
+            self.content_tool(tool, c);
             return;
         }
         if let Some(o) = &tool.output {
@@ -545,7 +557,7 @@ impl Validator<'_> {
                     at,
                     format!("tool `{}` has no binding", name.value),
                     "",
-                    "add `sql:` with a `query`, `compose:` with named statements, or `handler:` with a Rust method",
+                    "add `sql:` with a `query`, `compose:` with named statements, `content:` with fixed blocks, or `handler:` with a Rust method",
                 );
                 return;
             }
@@ -681,6 +693,16 @@ impl Validator<'_> {
                 "",
                 "add `output:` with the JSON Schema object of the result; it is the tool's outputSchema and the handler's typed output",
             ),
+            Some(o) if o.value.is_string() => {
+                if o.value != "content" {
+                    self.sink.error(
+                        pos(o),
+                        format!("unknown output `{}` of `{name}`", o.value.as_str().unwrap_or_default()),
+                        "",
+                        "write `output: content` for MCP content blocks, or the JSON Schema object of a structured result",
+                    );
+                }
+            }
             Some(o) => {
                 let ok = o.value.get("type") == Some(&Value::from("object"))
                     && o.value.get("properties").is_some_and(Value::is_object);
@@ -693,6 +715,113 @@ impl Validator<'_> {
                     );
                 }
             }
+        }
+    }
+
+    /// A tool bound to fixed content blocks: each block well formed, nothing of SQL.
+    fn content_tool(&mut self, tool: &RawTool, blocks: &Sp<Vec<Sp<RawBlock>>>) {
+        let name = &tool.name.value;
+        for (key, at) in [
+            ("sql", tool.sql.as_ref().map(pos)),
+            ("compose", tool.compose.as_ref().map(pos)),
+            ("output", tool.output.as_ref().map(pos)),
+        ] {
+            if let Some(at) = at {
+                self.sink.error(
+                    at,
+                    format!("tool `{name}` has both `content` and `{key}`"),
+                    "",
+                    "a content tool's result is its blocks; remove the other binding",
+                );
+            }
+        }
+        if blocks.value.is_empty() {
+            self.sink.error(
+                pos(blocks),
+                format!("`content` of `{name}` lists no blocks"),
+                "",
+                "add blocks such as `{type: text, text: ...}`",
+            );
+        }
+        for b in &blocks.value {
+            let at = pos(b);
+            let b = &b.value;
+            let (text, data, mime, uri) = match b.ty.value.as_str() {
+                "text" => (true, false, false, false),
+                "image" | "audio" => (false, true, true, false),
+                "resource" => (true, false, true, true),
+                other => {
+                    self.sink.error(
+                        pos(&b.ty),
+                        format!("unknown content block type `{other}`"),
+                        "",
+                        "use `text`, `image`, `audio` or `resource`",
+                    );
+                    continue;
+                }
+            };
+            let ty = &b.ty.value;
+            for (key, wanted, given) in [
+                ("text", text, b.text.as_ref().map(pos)),
+                ("data", data, b.data.as_ref().map(pos)),
+                ("mime_type", mime, b.mime_type.as_ref().map(pos)),
+                ("uri", uri, b.uri.as_ref().map(pos)),
+            ] {
+                match (wanted, given) {
+                    (true, None) => self.sink.error(
+                        at,
+                        format!("a `{ty}` block of `{name}` has no `{key}`"),
+                        "",
+                        &format!("add `{key}:`"),
+                    ),
+                    (false, Some(p)) => self.sink.error(
+                        p,
+                        format!("`{key}` does not apply to a `{ty}` block"),
+                        "",
+                        "remove it",
+                    ),
+                    _ => {}
+                }
+            }
+            if let Some(t) = &b.text {
+                self.template(t, "the text of a content block");
+            }
+            if let Some(u) = &b.uri {
+                self.template(u, "the uri of a content block");
+            }
+            if let Some(d) = &b.data {
+                self.base64(d, "the data of a content block");
+            }
+            if let Some(m) = &b.mime_type
+                && !m.value.contains('/')
+            {
+                self.sink.error(
+                    pos(m),
+                    format!("invalid mime type `{}`", m.value),
+                    "",
+                    "write a MIME type such as `image/png`",
+                );
+            }
+        }
+    }
+
+    /// Base64 text: the standard alphabet, padded to a multiple of four.
+    fn base64(&mut self, d: &Sp<String>, what: &str) {
+        let t = d.value.trim();
+        let body = t.trim_end_matches('=');
+        let ok = !t.is_empty()
+            && t.len().is_multiple_of(4)
+            && t.len() - body.len() <= 2
+            && body
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '/');
+        if !ok {
+            self.sink.error(
+                pos(d),
+                format!("{what} is not base64"),
+                "",
+                "write the bytes in standard base64 (A-Z, a-z, 0-9, `+`, `/`, `=` padding)",
+            );
         }
     }
 
@@ -878,7 +1007,13 @@ impl Validator<'_> {
         }
     }
 
-    fn property(&mut self, tool: &str, pname: &str, schema: &Sp<Value>) {
+    fn property(
+        &mut self,
+        tool: &str,
+        pname: &str,
+        schema: &Sp<Value>,
+        defs: &BTreeMap<String, Sp<Value>>,
+    ) {
         let at = pos(schema);
         let Some(obj) = schema.value.as_object() else {
             self.sink.error(
@@ -911,6 +1046,12 @@ impl Validator<'_> {
                 "",
                 "use one of string, integer, number, boolean, array, object",
             ),
+            // A reference to a declared `$defs` entry takes that entry's type.
+            None if obj
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| r.strip_prefix("#/$defs/"))
+                .is_some_and(|d| defs.contains_key(d)) => {}
             None => self.sink.error(
                 at,
                 format!("property `{pname}` of `{tool}` has no `type`"),
@@ -1220,9 +1361,15 @@ impl Validator<'_> {
     /// Resources: names and URIs unique, one of `uri`/`uri_template`, content from a statement
     /// or a template, every variable used, completion only of variables.
     fn resources(&mut self, spec: &RawSpec) {
-        if !spec.resources.is_empty() && spec.database.is_none() {
+        let sql = spec
+            .resources
+            .iter()
+            .find(|r| r.value.sql.is_some() || !r.value.complete.is_empty());
+        if let Some(r) = sql
+            && spec.database.is_none()
+        {
             self.sink.error(
-                pos(&spec.resources[0]),
+                pos(r),
                 "resources run SQL but the spec declares no `database`",
                 "",
                 "add a `database:` section",
@@ -1341,12 +1488,33 @@ impl Validator<'_> {
                     "write a MIME type such as `text/markdown`",
                 );
             }
-            if r.sql.is_none() && r.template.is_none() {
+            if let Some(b) = &r.blob {
+                if r.sql.is_some() || r.template.is_some() {
+                    self.sink.error(
+                        pos(b),
+                        format!(
+                            "resource `{}` has both `blob` and `sql` or `template`",
+                            name.value
+                        ),
+                        "",
+                        "a resource is fixed binary content (`blob`) or made text, not both",
+                    );
+                }
+                if r.uri.is_none() {
+                    self.sink.error(
+                        pos(b),
+                        format!("the blob resource `{}` has a uri template", name.value),
+                        "",
+                        "give a fixed `uri`: a blob is the same for every URI",
+                    );
+                }
+                self.base64(b, "the blob of a resource");
+            } else if r.sql.is_none() && r.template.is_none() {
                 self.sink.error(
                     at,
                     format!("resource `{}` has no content", name.value),
                     "",
-                    "add `sql:` (its result is the content, as JSON), `template:`, or both",
+                    "add `sql:` (its result is the content, as JSON), `template:`, both, or a `blob`",
                 );
             }
             let props: BTreeMap<String, Pos> = variables.iter().map(|v| (v.clone(), at)).collect();
@@ -1470,6 +1638,37 @@ impl Validator<'_> {
                         "use `user` or `assistant`",
                     );
                 }
+                if let Some(i) = &m.image {
+                    if m.text.is_some() || m.resource.is_some() {
+                        self.sink.error(
+                            pos(i),
+                            "a prompt message has `image` and also `text` or `resource`",
+                            "",
+                            "split it into two messages",
+                        );
+                    }
+                    self.base64(i, "the image of a prompt message");
+                    if m.mime_type
+                        .as_ref()
+                        .is_none_or(|t| !t.value.starts_with("image/"))
+                    {
+                        self.sink.error(
+                            pos(i),
+                            "an image message has no image `mime_type`",
+                            "",
+                            "add `mime_type: image/png` (or the image's type)",
+                        );
+                    }
+                    continue;
+                }
+                if let Some(t) = &m.mime_type {
+                    self.sink.error(
+                        pos(t),
+                        "`mime_type` of a prompt message applies only to `image`",
+                        "",
+                        "remove it; a text message is text and a resource has its own type",
+                    );
+                }
                 match (&m.text, &m.resource) {
                     (Some(t), None) => {
                         self.template_vars(t, "a prompt message");
@@ -1495,7 +1694,7 @@ impl Validator<'_> {
                         pos(&m.role),
                         "a prompt message has neither `text` nor `resource`",
                         "",
-                        "add `text:` or `resource:`",
+                        "add `text:`, `resource:` or `image:`",
                     ),
                 }
             }
@@ -1650,6 +1849,12 @@ impl Validator<'_> {
 /// Whether a prompt message's resource URI, with each `{{ ... }}` standing for some text,
 /// names a declared resource: a fixed URI, or a URI template's literal parts around variables.
 fn resource_declared(resources: &[Sp<crate::spec::RawResource>], uri: &str) -> bool {
+    // A URI that is one expression (`{{ uri }}`) is known only at run time, which reports a
+    // URI that names no resource.
+    let t = uri.trim();
+    if t.starts_with("{{") && t.ends_with("}}") && t.matches("{{").count() == 1 {
+        return true;
+    }
     let mut shown = String::new();
     let mut rest = uri;
     while let Some(open) = rest.find("{{") {

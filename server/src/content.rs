@@ -80,6 +80,7 @@ pub fn add_templates(
         for (i, m) in p.messages.iter().enumerate() {
             let source = match m.body {
                 MessageBodyDef::Text(t) | MessageBodyDef::Resource(t) => t,
+                MessageBodyDef::Image(..) => continue,
             };
             add(
                 p.name,
@@ -226,6 +227,9 @@ pub fn read(engine: &Engine, uri: &str) -> Result<ResourceContents, ContentError
     let Some((resource, vars)) = found else {
         return Err(ContentError::ResourceNotFound(uri.to_string()));
     };
+    if let Some(blob) = resource.content.blob {
+        return Ok(ResourceContents::blob(blob, uri).with_mime_type(resource.mime_type));
+    }
     let text = render_resource(engine, resource, &vars).map_err(|e| match e {
         Failure::NoRow(_) => ContentError::ResourceNotFound(uri.to_string()),
         Failure::Failed(m) => ContentError::Failed(m),
@@ -361,6 +365,10 @@ pub fn get_prompt(
         } else {
             Role::User
         };
+        if let MessageBodyDef::Image(data, mime) = m.body {
+            messages.push(PromptMessage::new(role, ContentBlock::image(data, mime)));
+            continue;
+        }
         let text = render_template(
             engine,
             &template_name(&key, "message", &i.to_string()),
@@ -372,6 +380,7 @@ pub fn get_prompt(
         })?;
         let content = match m.body {
             MessageBodyDef::Text(_) => ContentBlock::text(text.trim().to_string()),
+            MessageBodyDef::Image(..) => unreachable!("image messages are handled above"),
             MessageBodyDef::Resource(_) => {
                 let uri = text.trim();
                 let contents = read(engine, uri).map_err(|e| match e {

@@ -64,6 +64,8 @@ pub struct ResourceDef {
 pub struct ContentDef {
     pub statement: Option<StatementDef>,
     pub template: Option<&'static str>,
+    /// Fixed binary content in base64, sent as `blob` instead of text.
+    pub blob: Option<&'static str>,
 }
 
 /// An MCP prompt, rendered by `prompts/get`.
@@ -102,6 +104,8 @@ pub enum MessageBodyDef {
     /// The URI of a declared resource, a minijinja template over the arguments; embedded with
     /// its content.
     Resource(&'static str),
+    /// An image: base64 data and its MIME type.
+    Image(&'static str, &'static str),
 }
 
 /// A declared error, answered as a JSON-RPC error `{code, message, data: {code: name, ...}}`.
@@ -279,6 +283,9 @@ pub struct ToolDef {
     /// Defaults for absent arguments read from environment variables at start-up.
     pub env_defaults: &'static [(&'static str, &'static str)],
     pub binding: BindingDef,
+    /// Whether the result is MCP content blocks (a `content:` binding, or a handler with
+    /// `output: content`) rather than structured JSON; such a tool has no output schema.
+    pub content: bool,
     pub bind: BindFn,
     pub confirm: Option<ConfirmDef>,
 }
@@ -297,6 +304,29 @@ pub enum BindingDef {
     Composite(&'static [StatementDef]),
     /// A Rust handler, reached through the server's dispatcher.
     Handler,
+    /// Fixed content blocks whose text and URIs are minijinja templates over the arguments.
+    Content(&'static [BlockDef]),
+}
+
+/// One content block of a `content:` binding.
+#[derive(Debug)]
+pub struct BlockDef {
+    pub kind: BlockKind,
+    /// The text of a `text` or `resource` block: a minijinja template over the arguments.
+    pub text: Option<&'static str>,
+    /// The base64 data of an `image` or `audio` block.
+    pub data: Option<&'static str>,
+    pub mime_type: Option<&'static str>,
+    /// The URI of a `resource` block: a minijinja template over the arguments.
+    pub uri: Option<&'static str>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockKind {
+    Text,
+    Image,
+    Audio,
+    Resource,
 }
 
 impl BindingDef {
@@ -304,7 +334,7 @@ impl BindingDef {
         match self {
             BindingDef::Single(s) => std::slice::from_ref(s),
             BindingDef::Composite(parts) => parts,
-            BindingDef::Handler => &[],
+            BindingDef::Handler | BindingDef::Content(_) => &[],
         }
     }
 }

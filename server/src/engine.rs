@@ -20,7 +20,7 @@ use crate::def::{
     Arguments, BindingDef, ColumnDef, ColumnKind, EnvelopeDef, Mode, RuleKindDef, ServerDef,
     StatementDef, ToolDef,
 };
-use crate::handler::{Context, Dispatch, HandlerError, ProgressSink};
+use crate::handler::{Context, Dispatch, HandlerError, Link};
 
 /// Limits applied to every call.
 #[derive(Debug, Clone, Copy)]
@@ -108,7 +108,10 @@ impl From<ToolError> for CallError {
 /// A successful call's structured result.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Success {
+    /// The structured result; for a content tool, its content blocks as a JSON array.
     pub structured: Value,
+    /// Whether `structured` holds MCP content blocks rather than a structured result.
+    pub content: bool,
 }
 
 struct CompiledTool {
@@ -280,6 +283,20 @@ impl Engine {
                     )
                     .map_err(|e| fail(format!("confirmation template: {e}")))?;
             }
+            if let BindingDef::Content(blocks) = &t.binding {
+                for (i, b) in blocks.iter().enumerate() {
+                    for (part, source) in [("text", b.text), ("uri", b.uri)] {
+                        if let Some(src) = source {
+                            templates
+                                .add_template(
+                                    template_name(t.name, &format!("block{i}"), part).leak(),
+                                    src,
+                                )
+                                .map_err(|e| fail(format!("content template: {e}")))?;
+                        }
+                    }
+                }
+            }
             for st in t.binding.statements() {
                 for (kind, source) in [("empty", st.empty_message), ("not_found", st.not_found)] {
                     if let Some(src) = source {
@@ -433,22 +450,23 @@ impl Engine {
         arguments: Option<&Value>,
         cancel: Option<Arc<AtomicBool>>,
     ) -> Result<Success, CallError> {
-        self.call_full(name, arguments, cancel, None)
+        self.call_full(name, arguments, cancel, Link::default())
     }
 
-    /// Runs one call with cancellation and, for handler tools, a progress sink.
+    /// Runs one call with cancellation and, for handler tools, a link to the client
+    /// (progress, logging, sampling, elicitation).
     pub fn call_full(
         &self,
         name: &str,
         arguments: Option<&Value>,
         cancel: Option<Arc<AtomicBool>>,
-        progress: Option<ProgressSink>,
+        link: Link,
     ) -> Result<Success, CallError> {
         let request = self.next_id.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         let cancel = cancel.unwrap_or_default();
         let result = self
-            .call_inner(name, arguments, request, &cancel, progress)
+            .call_inner(name, arguments, request, &cancel, link)
             .map_err(|e| self.declared(name, arguments, e))
             .map_err(|e| self.rename(e));
         if tracing::enabled!(target: "mcpspec::call", tracing::Level::INFO) {
@@ -641,7 +659,7 @@ impl Engine {
         arguments: Option<&Value>,
         request: u64,
         cancel: &Arc<AtomicBool>,
-        progress: Option<ProgressSink>,
+        link: Link,
     ) -> Result<Success, CallError> {
         let tool = self
             .tools
@@ -731,7 +749,10 @@ impl Engine {
             }
         }
         if matches!(tool.def.binding, BindingDef::Handler) {
-            return self.run_handler(tool.def, &args, request, cancel, progress);
+            return self.run_handler(tool.def, &args, request, cancel, link);
+        }
+        if let BindingDef::Content(blocks) = &tool.def.binding {
+            return self.render_blocks(tool.def, blocks, &args);
         }
         let mut params = (tool.def.bind)(&args).map_err(|e| {
             tracing::error!(request, tool = name, error = %e, "typed arguments disagree with the schema");
@@ -796,7 +817,55 @@ impl Engine {
         {
             return Err(ToolError::new("NO_CHANGE", format!("`{name}` changed no rows")).into());
         }
-        Ok(Success { structured: out })
+        Ok(Success {
+            structured: out,
+            content: false,
+        })
+    }
+
+    /// Renders the blocks of a `content:` binding with the arguments (and `arguments`, all of
+    /// them) as variables.
+    fn render_blocks(
+        &self,
+        tool: &'static ToolDef,
+        blocks: &'static [crate::def::BlockDef],
+        args: &Arguments,
+    ) -> Result<Success, CallError> {
+        let mut vars = args.clone();
+        vars.insert("arguments".into(), Value::Object(args.clone()));
+        let render = |i: usize, part: &str| -> Result<String, CallError> {
+            let name = template_name(tool.name, &format!("block{i}"), part);
+            self.templates
+                .get_template(&name)
+                .and_then(|t| t.render(minijinja::value::Serde(&vars)))
+                .map_err(|e| {
+                    tracing::error!(tool = tool.name, template = %name, error = %e, "a content template failed");
+                    self.internal_error(tool.name)
+                })
+        };
+        let mut out = Vec::with_capacity(blocks.len());
+        for (i, b) in blocks.iter().enumerate() {
+            let mime = b.mime_type.unwrap_or("text/plain");
+            let block = match b.kind {
+                crate::def::BlockKind::Text => json!({"type": "text", "text": render(i, "text")?}),
+                crate::def::BlockKind::Image => {
+                    json!({"type": "image", "data": b.data.unwrap_or_default(), "mimeType": mime})
+                }
+                crate::def::BlockKind::Audio => {
+                    json!({"type": "audio", "data": b.data.unwrap_or_default(), "mimeType": mime})
+                }
+                crate::def::BlockKind::Resource => json!({"type": "resource", "resource": {
+                    "uri": render(i, "uri")?,
+                    "mimeType": mime,
+                    "text": render(i, "text")?,
+                }}),
+            };
+            out.push(block);
+        }
+        Ok(Success {
+            structured: Value::Array(out),
+            content: true,
+        })
     }
 
     fn pool(&self) -> Result<&Pool, CallError> {
@@ -817,7 +886,7 @@ impl Engine {
         args: &Arguments,
         request: u64,
         cancel: &Arc<AtomicBool>,
-        progress: Option<ProgressSink>,
+        link: Link,
     ) -> Result<Success, CallError> {
         let Some(dispatch) = &self.dispatch else {
             return Err(self.internal_error(tool.name));
@@ -826,7 +895,7 @@ impl Engine {
             self.dir.clone(),
             cancel.clone(),
             self.pool.clone(),
-            progress,
+            link,
             request,
         );
         let e = match dispatch.call(tool.name, &ctx, args) {
@@ -843,7 +912,10 @@ impl Engine {
                     }
                     .into());
                 }
-                return Ok(Success { structured });
+                return Ok(Success {
+                    structured,
+                    content: tool.content,
+                });
             }
             Err(e) => e,
         };

@@ -21,6 +21,18 @@ use crate::def::Arguments;
 /// sanitised message and the detail goes to the log.
 pub const INTERNAL: &str = "INTERNAL_ERROR";
 
+/// How a call reaches its client: progress reports and requests to the client, both absent
+/// outside an MCP session (the CLI's `call`, tests).
+#[derive(Clone, Default)]
+pub struct Link {
+    pub progress: Option<ProgressSink>,
+    pub client: Option<Arc<dyn ClientLink>>,
+}
+
+fn no_client() -> HandlerError {
+    HandlerError::new("NO_CLIENT").message("this call has no client session to ask")
+}
+
 /// One progress report: work done, the total when known, and a short message.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Progress {
@@ -33,6 +45,113 @@ pub struct Progress {
 /// client asked for progress, and drops them otherwise.
 pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
 
+/// The severity of a log message sent to the client, as MCP's `logging/setLevel` orders them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Notice,
+    Warning,
+    Error,
+    Critical,
+    Alert,
+    Emergency,
+}
+
+/// One block of a tool result's `content`, as MCP sends it: the output of a handler whose
+/// spec says `output: content`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum Content {
+    Text {
+        text: String,
+    },
+    Image {
+        /// Base64.
+        data: String,
+        #[serde(rename = "mimeType")]
+        mime_type: String,
+    },
+    Audio {
+        /// Base64.
+        data: String,
+        #[serde(rename = "mimeType")]
+        mime_type: String,
+    },
+    Resource {
+        resource: EmbeddedText,
+    },
+}
+
+/// The text content of a resource embedded in a result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EmbeddedText {
+    pub uri: String,
+    #[serde(rename = "mimeType")]
+    pub mime_type: String,
+    pub text: String,
+}
+
+impl Content {
+    pub fn text(text: impl Into<String>) -> Content {
+        Content::Text { text: text.into() }
+    }
+
+    /// An image, `data` in base64.
+    pub fn image(data: impl Into<String>, mime_type: impl Into<String>) -> Content {
+        Content::Image {
+            data: data.into(),
+            mime_type: mime_type.into(),
+        }
+    }
+
+    /// An audio clip, `data` in base64.
+    pub fn audio(data: impl Into<String>, mime_type: impl Into<String>) -> Content {
+        Content::Audio {
+            data: data.into(),
+            mime_type: mime_type.into(),
+        }
+    }
+
+    /// A text resource embedded in the result.
+    pub fn resource(
+        uri: impl Into<String>,
+        mime_type: impl Into<String>,
+        text: impl Into<String>,
+    ) -> Content {
+        Content::Resource {
+            resource: EmbeddedText {
+                uri: uri.into(),
+                mime_type: mime_type.into(),
+                text: text.into(),
+            },
+        }
+    }
+}
+
+/// The person's answer to an elicitation: `accept` (with the form's `content`), `decline` or
+/// `cancel`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Elicited {
+    pub action: String,
+    pub content: Option<Map<String, Value>>,
+}
+
+/// The requests and notifications a handler may send to the client during its call. The MCP
+/// layer implements it over the session; each method blocks the (blocking-pool) thread of the
+/// handler until the client answered, never the async runtime.
+pub trait ClientLink: Send + Sync {
+    /// Sends `notifications/message` when `level` is at or above the level the client set.
+    fn log(&self, level: LogLevel, logger: Option<&str>, data: Value);
+    /// Sends `sampling/createMessage` with these params and returns the client's result.
+    fn sample(&self, params: Value) -> Result<Value, String>;
+    /// Sends `elicitation/create` with a form and returns the person's answer.
+    fn elicit(&self, message: &str, schema: Value) -> Result<Elicited, String>;
+    /// Sends `notifications/resources/updated` if the client subscribed to `uri`.
+    fn resource_updated(&self, uri: &str);
+}
+
 /// What a handler may use besides its arguments.
 #[derive(Clone)]
 pub struct Context {
@@ -40,6 +159,7 @@ pub struct Context {
     cancel: Arc<AtomicBool>,
     pool: Option<Arc<Pool>>,
     progress: Option<ProgressSink>,
+    client: Option<Arc<dyn ClientLink>>,
     request: u64,
 }
 
@@ -62,6 +182,7 @@ impl Context {
             cancel: Arc::default(),
             pool: None,
             progress: None,
+            client: None,
             request: 0,
         }
     }
@@ -70,15 +191,67 @@ impl Context {
         dir: PathBuf,
         cancel: Arc<AtomicBool>,
         pool: Option<Arc<Pool>>,
-        progress: Option<ProgressSink>,
+        link: Link,
         request: u64,
     ) -> Context {
         Context {
             dir,
             cancel,
             pool,
-            progress,
+            progress: link.progress,
+            client: link.client,
             request,
+        }
+    }
+
+    /// Sends a log message to the client (`notifications/message`), if it is at or above the
+    /// level the client set with `logging/setLevel`; dropped without a client session.
+    pub fn log(&self, level: LogLevel, data: impl Serialize) {
+        if let Some(c) = &self.client {
+            c.log(
+                level,
+                None,
+                serde_json::to_value(data).unwrap_or(Value::Null),
+            );
+        }
+    }
+
+    /// Asks the client's model for a completion (`sampling/createMessage`) of one user message,
+    /// and returns the text of its answer. Fails when the client cannot sample.
+    pub fn sample(&self, prompt: &str, max_tokens: u32) -> Result<String, HandlerError> {
+        let params = serde_json::json!({
+            "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+            "maxTokens": max_tokens,
+        });
+        let result = self.sample_raw(params)?;
+        Ok(result["content"]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string())
+    }
+
+    /// Sends `sampling/createMessage` with these params and returns the client's result as
+    /// JSON.
+    pub fn sample_raw(&self, params: Value) -> Result<Value, HandlerError> {
+        let client = self.client.as_ref().ok_or_else(no_client)?;
+        client.sample(params).map_err(|m| {
+            HandlerError::new("SAMPLING_FAILED").message(format!("sampling failed: {m}"))
+        })
+    }
+
+    /// Asks the person to fill a form (`elicitation/create`): `schema` is a flat object schema
+    /// of primitive properties, with defaults and enums as MCP allows.
+    pub fn elicit(&self, message: &str, schema: Value) -> Result<Elicited, HandlerError> {
+        let client = self.client.as_ref().ok_or_else(no_client)?;
+        client.elicit(message, schema).map_err(|m| {
+            HandlerError::new("ELICITATION_FAILED").message(format!("elicitation failed: {m}"))
+        })
+    }
+
+    /// Tells clients subscribed to `uri` that the resource changed.
+    pub fn resource_updated(&self, uri: &str) {
+        if let Some(c) = &self.client {
+            c.resource_updated(uri);
         }
     }
 

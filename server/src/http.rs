@@ -199,7 +199,7 @@ impl Gate {
         origins.extend(options.allow_origins.iter().cloned());
         let lower = |v: Vec<String>| v.into_iter().map(|s| s.to_ascii_lowercase()).collect();
         let service = StreamableHttpService::new(
-            move || Ok(server.clone()),
+            move || Ok(server.for_new_session()),
             Arc::new(LocalSessionManager::default()),
             config,
         );

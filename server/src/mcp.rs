@@ -10,8 +10,13 @@
 //! re-exported downstream tools are listed after the server's own and their calls go to
 //! [`Proxy::call`].
 
-use std::sync::Arc;
+// Logging, sampling and `resources/subscribe` are deprecated by SEP-2577 in rmcp, but they are
+// the current protocol (2025-11-25) that clients speak.
+#![allow(deprecated)]
+
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
@@ -20,15 +25,17 @@ use rmcp::model::{
     InputRequiredResult, InputResponses, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
     Prompt, PromptsCapability, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    Resource, ResourceTemplate, ResourcesCapability, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    Resource, ResourceTemplate, ResourceUpdatedNotificationParam, ResourcesCapability,
+    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams, Tool,
+    ToolAnnotations, UnsubscribeRequestParams,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{NotificationContext, Peer, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 
 use crate::def::ServerDef;
 use crate::engine::{CallError, Engine};
+use crate::handler::{ClientLink, Elicited, Link, LogLevel};
 use crate::proxy::Proxy;
 
 /// Cheap to clone: each HTTP session gets a clone sharing the engine and the tool list.
@@ -42,6 +49,27 @@ pub struct McpServer {
     config: ServerConfig,
     /// The downstream servers and interceptor of a proxy spec.
     proxy: Option<Arc<Proxy>>,
+    /// The session's state that handlers reach through their [`ClientLink`].
+    session: Arc<Session>,
+}
+
+/// What one client session set: its log level and its resource subscriptions, and the proxy's
+/// hints it was already given (each at most once per session).
+struct Session {
+    /// Log messages below this level are not sent; `info` until the client sets one.
+    level: Mutex<LogLevel>,
+    subscriptions: Mutex<BTreeSet<String>>,
+    hints: Mutex<std::collections::HashSet<String>>,
+}
+
+impl Default for Session {
+    fn default() -> Session {
+        Session {
+            level: Mutex::new(LogLevel::Info),
+            subscriptions: Mutex::new(BTreeSet::new()),
+            hints: Mutex::default(),
+        }
+    }
 }
 
 fn schema_object(text: &str) -> Arc<Map<String, Value>> {
@@ -64,9 +92,12 @@ pub fn tools(def: &ServerDef) -> Vec<Tool> {
             if let Some(title) = t.title {
                 a.title = Some(title.to_string());
             }
-            let mut tool = Tool::new(t.name, t.description, schema_object(t.input_schema))
-                .with_raw_output_schema(schema_object(t.output_schema))
-                .with_annotations(a);
+            let mut tool =
+                Tool::new(t.name, t.description, schema_object(t.input_schema)).with_annotations(a);
+            // A tool whose result is content blocks publishes no output schema.
+            if !t.content {
+                tool = tool.with_raw_output_schema(schema_object(t.output_schema));
+            }
             if let Some(title) = t.title {
                 tool = tool.with_title(title);
             }
@@ -97,7 +128,18 @@ impl McpServer {
             ServerCapabilities::builder().enable_tools().build()
         };
         if !def.resources.is_empty() {
-            capabilities.resources = Some(ResourcesCapability::default());
+            // Subscribers hear of changes made by write tools and by handlers.
+            let mut resources = ResourcesCapability::default();
+            resources.subscribe = Some(true);
+            capabilities.resources = Some(resources);
+        }
+        // Handlers may log to the client, so a server with handler tools takes a log level.
+        if def
+            .tools
+            .iter()
+            .any(|t| matches!(t.binding, crate::def::BindingDef::Handler))
+        {
+            capabilities.logging = Some(Map::new());
         }
         if !def.prompts.is_empty() {
             capabilities.prompts = Some(PromptsCapability::default());
@@ -117,7 +159,124 @@ impl McpServer {
             engine,
             config,
             proxy,
+            session: Arc::new(Session::default()),
         }
+    }
+
+    /// The same server for another client session (Streamable HTTP serves many): it shares
+    /// the engine, the tools and the proxy, and starts with its own log level, subscriptions
+    /// and injected hints.
+    pub fn for_new_session(&self) -> McpServer {
+        McpServer {
+            session: Arc::new(Session::default()),
+            ..self.clone()
+        }
+    }
+
+    /// Tells the client of every subscribed resource that it may have changed: after a call
+    /// that wrote to the database.
+    async fn notify_subscribed(&self, peer: &Peer<RoleServer>) {
+        let uris: Vec<String> = lock(&self.session.subscriptions).iter().cloned().collect();
+        for uri in uris {
+            let _ = peer
+                .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+                .await;
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A handler's way to its client, over the session's peer. The handler runs on tokio's
+/// blocking pool: each method hands its future to the runtime and blocks this thread (not the
+/// runtime) until it completed, so notifications reach the client before the call's result.
+struct SessionLink {
+    peer: Peer<RoleServer>,
+    runtime: tokio::runtime::Handle,
+    session: Arc<Session>,
+}
+
+impl SessionLink {
+    fn wait<T: Send + 'static>(
+        &self,
+        f: impl std::future::Future<Output = T> + Send + 'static,
+    ) -> Option<T> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.runtime.spawn(async move {
+            let _ = tx.send(f.await);
+        });
+        rx.blocking_recv().ok()
+    }
+}
+
+impl ClientLink for SessionLink {
+    fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
+        if level < *lock(&self.session.level) {
+            return;
+        }
+        let Ok(level) = serde_json::from_value(json!(level)) else {
+            return;
+        };
+        let mut param = rmcp::model::LoggingMessageNotificationParam::new(level, data);
+        param.logger = logger.map(str::to_string);
+        let peer = self.peer.clone();
+        let _ = self.wait(async move { peer.notify_logging_message(param).await });
+    }
+
+    fn sample(&self, params: Value) -> Result<Value, String> {
+        let supported = self
+            .peer
+            .peer_info()
+            .is_some_and(|i| i.capabilities.sampling.is_some());
+        if !supported {
+            return Err("the client does not support sampling".into());
+        }
+        let params: rmcp::model::CreateMessageRequestParams =
+            serde_json::from_value(params).map_err(|e| format!("invalid request: {e}"))?;
+        let peer = self.peer.clone();
+        let result = self
+            .wait(async move { peer.create_message(params).await })
+            .ok_or("the session ended")?
+            .map_err(|e| e.to_string())?;
+        serde_json::to_value(result).map_err(|e| e.to_string())
+    }
+
+    fn elicit(&self, message: &str, schema: Value) -> Result<Elicited, String> {
+        if self.peer.supported_elicitation_modes().is_empty() {
+            return Err("the client does not support elicitation".into());
+        }
+        let schema: ElicitationSchema =
+            serde_json::from_value(schema).map_err(|e| format!("invalid form schema: {e}"))?;
+        let params = ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: message.to_string(),
+            requested_schema: schema,
+        };
+        let peer = self.peer.clone();
+        let result = self
+            .wait(async move { peer.create_elicitation(params).await })
+            .ok_or("the session ended")?
+            .map_err(|e| e.to_string())?;
+        let action = serde_json::to_value(&result.action)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let content = match result.content {
+            Some(Value::Object(m)) => Some(m),
+            _ => None,
+        };
+        Ok(Elicited { action, content })
+    }
+
+    fn resource_updated(&self, uri: &str) {
+        if !lock(&self.session.subscriptions).contains(uri) {
+            return;
+        }
+        let peer = self.peer.clone();
+        let param = ResourceUpdatedNotificationParam::new(uri);
+        let _ = self.wait(async move { peer.notify_resource_updated(param).await });
     }
 }
 
@@ -127,6 +286,13 @@ pub fn to_result(
     def: &ServerDef,
 ) -> Result<CallToolResult, ErrorData> {
     match outcome {
+        Ok(s) if s.content => {
+            let blocks: Vec<ContentBlock> = serde_json::from_value(s.structured).map_err(|e| {
+                tracing::error!(error = %e, "a content result is not MCP content");
+                ErrorData::internal_error("the tool's content is malformed", None)
+            })?;
+            Ok(CallToolResult::success(blocks))
+        }
         Ok(s) => Ok(CallToolResult::structured(s.structured)),
         Err(CallError::Tool(e)) => Ok(CallToolResult::error(vec![ContentBlock::text(
             e.to_json().to_string(),
@@ -323,6 +489,42 @@ impl ServerHandler for McpServer {
         Ok(CompleteResult::new(info))
     }
 
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let level: LogLevel = serde_json::from_value(json!(request.level))
+            .map_err(|e| ErrorData::invalid_params(format!("unknown log level: {e}"), None))?;
+        *lock(&self.session.level) = level;
+        Ok(())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if self.engine.def.resources.is_empty() {
+            return Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                "this server has no resources",
+                None,
+            ));
+        }
+        lock(&self.session.subscriptions).insert(request.uri);
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        lock(&self.session.subscriptions).remove(&request.uri);
+        Ok(())
+    }
+
     fn get_tool(&self, name: &str) -> Option<Tool> {
         self.tools
             .iter()
@@ -348,7 +550,12 @@ impl ServerHandler for McpServer {
             && p.routes(&request.name)
         {
             return p
-                .call(&request.name, request.arguments, context.ct.clone())
+                .call(
+                    &request.name,
+                    request.arguments,
+                    context.ct.clone(),
+                    &self.session.hints,
+                )
                 .await
                 .map(Into::into);
         }
@@ -402,8 +609,17 @@ impl ServerHandler for McpServer {
             }
             None => (None, None),
         };
+        let link = Link {
+            progress,
+            client: Some(Arc::new(SessionLink {
+                peer: context.peer.clone(),
+                runtime: tokio::runtime::Handle::current(),
+                session: self.session.clone(),
+            }) as Arc<dyn ClientLink>),
+        };
+        let writes = engine.def.tool(&name).is_some_and(|t| t.writes);
         let outcome = tokio::task::spawn_blocking(move || {
-            engine.call_full(&name, arguments.as_ref(), Some(cancel), progress)
+            engine.call_full(&name, arguments.as_ref(), Some(cancel), link)
         })
         .await
         .unwrap_or_else(|e| {
@@ -414,6 +630,9 @@ impl ServerHandler for McpServer {
         // The sink is dropped with the call, which ends the forwarder once it sent the rest.
         if let Some(f) = forwarder {
             let _ = f.await;
+        }
+        if writes && outcome.is_ok() {
+            self.notify_subscribed(&context.peer).await;
         }
         to_result(outcome, self.engine.def).map(Into::into)
     }

@@ -220,8 +220,6 @@ pub struct Proxy {
     rules: Vec<Rule>,
     /// The client, once it sent `notifications/initialized`, for `list_changed`.
     client: Mutex<Option<Peer<RoleServer>>>,
-    /// Hint keys already injected in this session.
-    seen: Mutex<HashSet<String>>,
     /// Clashes already logged.
     clashes: Mutex<HashSet<String>>,
     shutdown: CancellationToken,
@@ -289,7 +287,6 @@ impl Proxy {
             routes: RwLock::new(Routes::default()),
             rules,
             client: Mutex::new(None),
-            seen: Mutex::new(HashSet::new()),
             clashes: Mutex::new(HashSet::new()),
             shutdown: CancellationToken::new(),
             supervisors: Mutex::new(Vec::new()),
@@ -498,12 +495,14 @@ impl Proxy {
     }
 
     /// Runs one call to a re-exported tool through the interceptor and, unless a guard blocks
-    /// it, on the downstream that serves it.
+    /// it, on the downstream that serves it. `seen` holds the hint keys the calling session
+    /// was already given.
     pub async fn call(
         &self,
         name: &str,
         arguments: Option<Map<String, Value>>,
         cancelled: CancellationToken,
+        seen: &Mutex<HashSet<String>>,
     ) -> Result<CallToolResult, ErrorData> {
         let Some(index) = read(&self.routes).by_name.get(name).copied() else {
             return Err(ErrorData::invalid_params(
@@ -535,7 +534,7 @@ impl Proxy {
         // Each hint key is claimed when the call is decided, so that concurrent calls do not
         // both carry it.
         let hints: Vec<&Match> = {
-            let mut seen = lock(&self.seen);
+            let mut seen = lock(seen);
             matches
                 .iter()
                 .filter(|m| seen.insert(m.key.clone()))

@@ -163,7 +163,8 @@ fn list_names_every_compiled_server_and_tool() {
     let (code, out, _) = mcpspec(&["list"], &[]);
     assert_eq!(code, 0);
     assert!(
-        out.starts_with("downstream 0.1.0 (spec/downstream.yaml, 6 tools)\n")
+        out.starts_with("conformance 1.0.0 (spec/conformance.yaml, 15 tools)\n")
+            && out.contains("\ndownstream 0.1.0 (spec/downstream.yaml, 6 tools)\n")
             && out.contains("\nknowledge 0.1.1 (spec/knowledge.yaml, 6 tools)\n")
             && out.contains("\nstudio 0.1.0 (spec/studio.yaml, 6 tools)\n"),
         "{out}"
