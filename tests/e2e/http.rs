@@ -28,12 +28,19 @@ struct HttpServer {
 impl HttpServer {
     /// Starts the knowledge server on `db` at 127.0.0.1 on a free port, with `extra` flags
     /// and `env`, and waits for its `listening on` line.
+    /// The knowledge server on `db`.
     fn start(db: &Path, extra: &[&str], env: &[(&str, &str)]) -> HttpServer {
+        let mut args = vec!["knowledge", "--db", db.to_str().expect("utf-8")];
+        args.extend_from_slice(extra);
+        HttpServer::serve(&args, env)
+    }
+
+    /// `mcpspec serve ARGS --http 127.0.0.1:0`, once it announced its address.
+    fn serve(args: &[&str], env: &[(&str, &str)]) -> HttpServer {
         let mut c = Command::new(EXE);
-        c.args(["serve", "knowledge", "--db"])
-            .arg(db)
+        c.arg("serve")
+            .args(args)
             .args(["--http", "127.0.0.1:0"])
-            .args(extra)
             .env_remove("MCPSPEC_HTTP_TOKEN")
             .env("MCPSPEC_LOG", "warn")
             .stdin(Stdio::null())
@@ -510,4 +517,77 @@ fn sigterm_answers_calls_in_flight_then_exits_0() {
     let status = server.wait();
     assert!(status.success(), "{status:?}");
     assert_eq!(integrity(&db.path), "ok");
+}
+
+/// The next messages on a session's GET stream (one chunk of it).
+fn stream_messages(stream: &mut impl BufRead) -> Vec<Value> {
+    let chunk = read_chunk(stream).expect("the stream stays open");
+    server::client::sse_events(&chunk)
+        .iter()
+        .filter_map(|d| serde_json::from_str(d).ok())
+        .collect()
+}
+
+/// What one client sets stays in its session: a log level set by one HTTP session does not
+/// silence another's log messages. rmcp sends log messages on the session's GET stream; a
+/// resource notification after the call marks where the quiet session's would have been.
+#[test]
+fn each_http_session_has_its_own_log_level() {
+    let server = HttpServer::serve(&["conformance"], &[]);
+    let mut quiet = server.session(None);
+    let mut chatty = server.session(None);
+    quiet
+        .request("logging/setLevel", json!({"level": "error"}))
+        .expect("setLevel");
+    quiet
+        .request(
+            "resources/subscribe",
+            json!({"uri": "test://watched-resource"}),
+        )
+        .expect("subscribe");
+    let mut streams = Vec::new();
+    for c in [&quiet, &chatty] {
+        let open = c.open_stream().expect("GET stream");
+        assert_eq!(open.status, 200);
+        let conn = open.conn;
+        conn.get_ref()
+            .set_read_timeout(Some(RESPONSE_TIMEOUT))
+            .expect("timeout");
+        streams.push(conn);
+    }
+    for c in [&mut quiet, &mut chatty] {
+        let r = c
+            .call_tool("test_tool_with_logging", json!({}))
+            .expect("tools/call");
+        assert_eq!(r["result"]["isError"], json!(false), "{r}");
+    }
+    ok(&mut quiet, "test_touch_watched_resource", json!({}));
+
+    let mut seen = Vec::new();
+    while !seen
+        .iter()
+        .any(|m: &Value| m["method"] == "notifications/resources/updated")
+    {
+        seen.extend(stream_messages(&mut streams[0]));
+    }
+    let methods: Vec<&str> = seen.iter().filter_map(|m| m["method"].as_str()).collect();
+    assert_eq!(methods, ["notifications/resources/updated"], "{seen:?}");
+
+    let mut logged = Vec::new();
+    while logged.len() < 3 {
+        for m in stream_messages(&mut streams[1]) {
+            assert_eq!(m["method"], "notifications/message", "{m}");
+            logged.push(m["params"]["data"].as_str().unwrap_or_default().to_string());
+        }
+    }
+    assert_eq!(
+        logged,
+        [
+            "Tool execution started",
+            "Tool processing data",
+            "Tool execution completed"
+        ]
+    );
+    drop(streams);
+    assert!(server.terminate().success());
 }

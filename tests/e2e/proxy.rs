@@ -432,6 +432,91 @@ fn a_lesson_added_to_the_manifest_applies_to_the_next_call() {
     p.finish();
 }
 
+/// The capture flow of the PRD: a lesson recorded with the management tools in the session
+/// governs the next proxied call, and every later change to it does too.
+#[test]
+fn lessons_managed_in_the_session_govern_the_next_call() {
+    let mut p = proxied(&[("dc", &[])]);
+    let kubectl = bash("kubectl delete namespace prod");
+    passed(&mut p, "start_process", kubectl.clone());
+    let added = p.s.ok(
+        "lessons_add",
+        json!({"tool": ["start_process"], "trigger": "kubectl delete namespace", "type": "guard",
+               "problem": "Deleting a namespace removed every workload in it at once.",
+               "solution": "Delete the workloads one by one, after a dry run."}),
+    );
+    let id = added["lesson"]["id"].clone();
+    blocked(
+        &mut p,
+        "start_process",
+        kubectl.clone(),
+        "kubectl-delete-namespace",
+    );
+    // Made a hint, it comes with the result once per session.
+    p.s.ok("lessons_edit", json!({"id": id, "patch": {"type": "hint"}}));
+    hinted(
+        &mut p,
+        "start_process",
+        kubectl.clone(),
+        "kubectl-delete-namespace",
+    );
+    passed(&mut p, "start_process", kubectl.clone());
+    // Cancelled, it no longer applies; restored as a guard, it blocks again.
+    p.s.ok(
+        "lessons_cancel",
+        json!({"id_or_slug": "kubectl-delete-namespace"}),
+    );
+    p.s.ok("lessons_restore", json!({"id": id}));
+    p.s.ok(
+        "lessons_edit",
+        json!({"id": id, "patch": {"type": "guard"}}),
+    );
+    blocked(
+        &mut p,
+        "start_process",
+        kubectl.clone(),
+        "kubectl-delete-namespace",
+    );
+    let received = p.received();
+    let reached = received
+        .iter()
+        .filter(|c| c["arguments"]["command"] == "kubectl delete namespace prod")
+        .count();
+    assert_eq!(
+        reached, 3,
+        "only the passed and hinted calls reached the downstream"
+    );
+    p.finish();
+}
+
+/// `injection.hints: false` leaves hints out; guards still block.
+#[test]
+fn hints_can_be_switched_off_and_guards_still_block() {
+    let mut p = proxied(&[("dc", &[])]);
+    p.s.ok(
+        "lessons_config_set",
+        json!({"key": "injection.hints", "value": false}),
+    );
+    passed(&mut p, "start_process", bash("git stash"));
+    blocked(
+        &mut p,
+        "start_process",
+        bash("git push --force origin main"),
+        "no-force-push",
+    );
+    p.s.ok(
+        "lessons_config_set",
+        json!({"key": "injection.hints", "value": true}),
+    );
+    hinted(
+        &mut p,
+        "start_process",
+        bash("git stash"),
+        "git-stash-untracked",
+    );
+    p.finish();
+}
+
 #[test]
 fn a_crashed_downstream_fails_calls_in_flight_and_is_restarted() {
     // `crash` ends the process; with DOWNSTREAM_CRASH_AFTER=2 an ordinary second call does.
