@@ -1381,25 +1381,7 @@ impl Validator<'_> {
             let at = pos(r);
             let r = &r.value;
             let name = &r.name;
-            if !valid_name(&name.value, 128) {
-                self.sink.error(
-                    pos(name),
-                    format!("invalid resource name `{}`", name.value),
-                    "",
-                    "use 1 to 128 of A-Z, a-z, 0-9, `_`, `-` and `.`",
-                );
-            }
-            if let Some(first) = names.insert(&name.value, pos(name)) {
-                self.sink.error(
-                    pos(name),
-                    format!("duplicate resource name `{}`", name.value),
-                    "declared again here",
-                    &format!(
-                        "the first declaration is at line {}; rename one",
-                        first.line
-                    ),
-                );
-            }
+            self.unique_name("resource", name, &mut names);
             let uri = match (&r.uri, &r.uri_template) {
                 (Some(u), None) => {
                     if u.value.contains(['{', '}']) {
@@ -1555,6 +1537,34 @@ impl Validator<'_> {
         }
     }
 
+    /// A resource or prompt name: valid as an MCP name, and not declared twice.
+    fn unique_name<'a>(
+        &mut self,
+        kind: &str,
+        name: &'a Sp<String>,
+        names: &mut BTreeMap<&'a str, Pos>,
+    ) {
+        if !valid_name(&name.value, 128) {
+            self.sink.error(
+                pos(name),
+                format!("invalid {kind} name `{}`", name.value),
+                "",
+                "use 1 to 128 of A-Z, a-z, 0-9, `_`, `-` and `.`",
+            );
+        }
+        if let Some(first) = names.insert(&name.value, pos(name)) {
+            self.sink.error(
+                pos(name),
+                format!("duplicate {kind} name `{}`", name.value),
+                "declared again here",
+                &format!(
+                    "the first declaration is at line {}; rename one",
+                    first.line
+                ),
+            );
+        }
+    }
+
     /// Prompts: names unique, arguments unique, messages well formed, resources declared.
     fn prompts(&mut self, spec: &RawSpec) {
         let mut names: BTreeMap<&str, Pos> = BTreeMap::new();
@@ -1562,25 +1572,7 @@ impl Validator<'_> {
             let at = pos(p);
             let p = &p.value;
             let name = &p.name;
-            if !valid_name(&name.value, 128) {
-                self.sink.error(
-                    pos(name),
-                    format!("invalid prompt name `{}`", name.value),
-                    "",
-                    "use 1 to 128 of A-Z, a-z, 0-9, `_`, `-` and `.`",
-                );
-            }
-            if let Some(first) = names.insert(&name.value, pos(name)) {
-                self.sink.error(
-                    pos(name),
-                    format!("duplicate prompt name `{}`", name.value),
-                    "declared again here",
-                    &format!(
-                        "the first declaration is at line {}; rename one",
-                        first.line
-                    ),
-                );
-            }
+            self.unique_name("prompt", name, &mut names);
             let mut props: BTreeMap<String, Pos> = BTreeMap::new();
             for a in &p.arguments {
                 let n = &a.value.name;

@@ -91,6 +91,21 @@ pub fn expand(path: &str) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// Of a spec's per-system defaults, the one for the system this runs on.
+pub fn for_this_os<'a>(
+    linux: Option<&'a str>,
+    macos: Option<&'a str>,
+    windows: Option<&'a str>,
+) -> Option<&'a str> {
+    if cfg!(target_os = "macos") {
+        macos
+    } else if cfg!(windows) {
+        windows
+    } else {
+        linux
+    }
+}
+
 /// Resolves the database path: the `--db` flag, then the spec's environment variable, then the
 /// spec's default for this operating system.
 pub fn resolve(def: &DatabaseDef, flag: Option<&Path>) -> Result<(PathBuf, PathSource), DbError> {
@@ -102,14 +117,7 @@ pub fn resolve(def: &DatabaseDef, flag: Option<&Path>) -> Result<(PathBuf, PathS
     {
         return Ok((expand(&v.to_string_lossy()), PathSource::Env));
     }
-    let default = if cfg!(target_os = "macos") {
-        def.default_macos
-    } else if cfg!(windows) {
-        def.default_windows
-    } else {
-        def.default_linux
-    };
-    match default {
+    match for_this_os(def.default_linux, def.default_macos, def.default_windows) {
         Some(d) => Ok((expand(d), PathSource::Default)),
         None => Err(DbError::NoPath {
             env_hint: def.env.map(|e| format!(" or set {e}")).unwrap_or_default(),

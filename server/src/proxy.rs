@@ -95,14 +95,7 @@ pub fn config_path(def: &ProxyConfigDef) -> Option<PathBuf> {
     {
         return Some(expand(&v.to_string_lossy()));
     }
-    let default = if cfg!(target_os = "macos") {
-        def.default_macos
-    } else if cfg!(windows) {
-        def.default_windows
-    } else {
-        def.default_linux
-    };
-    default.map(expand)
+    crate::db::for_this_os(def.default_linux, def.default_macos, def.default_windows).map(expand)
 }
 
 /// The downstream servers of a proxy: the spec's, then the config file's. A missing config
