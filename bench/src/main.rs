@@ -11,6 +11,8 @@
 //!   the results file and the markdown report, and prints the table.
 //! - `mcpbench laminark --mcpspec BIN --sizes 10000,100000,1000000 --dir DIR --out FILE
 //!   [--rounds N]` measures laminark's `search` at each size, through the server and in-process.
+//! - `mcpbench transports --mcpspec BIN [--calls N]` measures Streamable HTTP against stdio and
+//!   the lessons proxy against direct calls to its downstream, and prints a Markdown table.
 
 mod client;
 mod data;
@@ -20,6 +22,7 @@ mod measure;
 mod report;
 mod rng;
 mod stats;
+mod transports;
 mod workload;
 
 use std::path::PathBuf;
@@ -146,6 +149,18 @@ fn main() -> Result<()> {
             print!("{}", laminark::markdown(&rows));
             Ok(())
         }
+        "transports" => {
+            let calls: usize = args
+                .get("calls")
+                .unwrap_or("3000")
+                .parse()
+                .context("--calls")?;
+            print!(
+                "{}",
+                transports::run(&PathBuf::from(args.need("mcpspec")?), calls)?
+            );
+            Ok(())
+        }
         "report" => report::run(
             &args.need("json")?.into(),
             &args.need("markdown")?.into(),
@@ -158,7 +173,7 @@ fn main() -> Result<()> {
             },
         ),
         _ => bail!(
-            "usage: mcpbench gen|measure|report ... (see the module docs in bench/src/main.rs)"
+            "usage: mcpbench gen|measure|drive|floor|laminark|transports|report ... (see the module docs in bench/src/main.rs)"
         ),
     }
 }
