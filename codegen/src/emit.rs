@@ -187,6 +187,7 @@ fn resource_def(r: &Resource) -> TokenStream {
     let statement = opt_statement(r.content.statement.as_ref());
     let template = opt_str(r.content.template.as_deref());
     let blob = opt_str(r.content.blob.as_deref());
+    let handler = r.handler.is_some();
     let complete = r.complete.iter().map(|(v, sql)| quote!((#v, #sql)));
     quote! {
         ::server::def::ResourceDef {
@@ -196,7 +197,7 @@ fn resource_def(r: &Resource) -> TokenStream {
             title: #title,
             description: #description,
             mime_type: #mime,
-            content: ::server::def::ContentDef { statement: #statement, template: #template, blob: #blob },
+            content: ::server::def::ContentDef { statement: #statement, template: #template, blob: #blob, handler: #handler },
             complete: &[#(#complete),*],
         }
     }
@@ -343,12 +344,14 @@ fn out_struct(s: &OutStruct) -> TokenStream {
     }
 }
 
-/// The handler traits of a server with handler tools: one small trait per tool, so that a
-/// missing handler is an error naming the tool and its line in the spec; the `Handlers` trait
-/// that needs them all; output structs; and the dispatcher the runtime calls.
+/// The handler traits of a server with handler tools or resources: one small trait per tool
+/// and per resource, so that a missing handler is an error naming the tool or resource and its
+/// line in the spec; the `Handlers` trait that needs them all; output structs; and the
+/// dispatcher the runtime calls.
 fn handler_tokens(server: &Server) -> TokenStream {
     let tools: Vec<(&Tool, &str)> = server.handler_tools().collect();
-    if tools.is_empty() {
+    let resources: Vec<(&Resource, &str)> = server.handler_resources().collect();
+    if tools.is_empty() && resources.is_empty() {
         return quote!();
     }
     let name = &server.name;
@@ -403,13 +406,73 @@ fn handler_tokens(server: &Server) -> TokenStream {
         });
         trait_idents.push(trait_name);
     }
+    let mut read_arms = Vec::new();
+    for (r, method) in &resources {
+        let trait_name = format_ident!("{}ResourceHandler", r.type_name);
+        let m = ident(method);
+        let (wire, uri, line) = (&r.name, &r.uri, r.line);
+        let doc = format!(
+            " The handler of the resource `{wire}` (`{uri}`), declared at {file}:{line}; its method is `{method}`."
+        );
+        let method_doc = format!(
+            " Reads the resource `{wire}` ({file}:{line}) at `uri`; `vars` holds the values of its URI template variables."
+        );
+        let message = format!(
+            "`{{Self}}` has no handler for the resource `{wire}` declared at {file}:{line}"
+        );
+        let label = format!("the `{name}` server needs a handler for the resource `{wire}`");
+        let note = format!(
+            "implement `{trait_name}` for `{{Self}}` with `fn {method}(&self, ctx: &Context, uri: &str, vars: &ResourceVars) -> Result<ResourceBody, HandlerError>`"
+        );
+        traits.push(quote! {
+            #[doc = #doc]
+            #[diagnostic::on_unimplemented(message = #message, label = #label, note = #note)]
+            pub trait #trait_name {
+                #[doc = #method_doc]
+                fn #m(
+                    &self,
+                    ctx: &::server::handler::Context,
+                    uri: &str,
+                    vars: &::server::handler::ResourceVars,
+                ) -> ::core::result::Result<::server::handler::ResourceBody, ::server::handler::HandlerError>;
+            }
+        });
+        read_arms.push(quote! {
+            #wire => #trait_name::#m(&self.0, ctx, uri, vars),
+        });
+        trait_idents.push(trait_name);
+    }
+    let read_fn = if read_arms.is_empty() {
+        quote!()
+    } else {
+        quote! {
+            fn read(
+                &self,
+                resource: &str,
+                ctx: &::server::handler::Context,
+                uri: &str,
+                vars: &::server::handler::ResourceVars,
+            ) -> ::core::result::Result<::server::handler::ResourceBody, ::server::handler::HandlerError> {
+                match resource {
+                    #(#read_arms)*
+                    _ => ::core::result::Result::Err(::server::handler::HandlerError::unknown_resource(resource)),
+                }
+            }
+        }
+    };
+    // A server whose handlers are all resources answers every tool call with an error.
+    let unused = if arms.is_empty() {
+        quote!(let _ = (ctx, arguments);)
+    } else {
+        quote!()
+    };
     let outputs_doc = format!(" Typed results of the `{name}` handler tools, one struct per tool.");
     let handlers_doc = format!(
-        " Every handler of the `{name}` server, declared in {file}: implemented by any type that implements each tool's handler trait."
+        " Every handler of the `{name}` server, declared in {file}: implemented by any type that implements each handler trait."
     );
     let handlers_message =
         format!("`{{Self}}` does not implement the handlers of the `{name}` server");
-    let handlers_note = format!("the tools are declared in {file}");
+    let handlers_note = format!("the handlers are declared in {file}");
     let dispatcher_doc = format!(
         " The runtime's entry to the `{name}` handlers: decodes arguments, calls the method and serialises its output."
     );
@@ -436,15 +499,19 @@ fn handler_tokens(server: &Server) -> TokenStream {
                 ctx: &::server::handler::Context,
                 arguments: &::server::def::Arguments,
             ) -> ::core::result::Result<::server::__private::serde_json::Value, ::server::handler::HandlerError> {
+                #unused
                 match tool {
                     #(#arms)*
                     _ => ::core::result::Result::Err(::server::handler::HandlerError::unknown_tool(tool)),
                 }
             }
+
+            #read_fn
         }
 
-        // The bounds name each tool's trait rather than `Handlers`, so that a missing handler
-        // is reported with that trait's message, which names the tool and its line.
+        // The bounds name each handler's trait rather than `Handlers`, so that a missing
+        // handler is reported with that trait's message, which names the tool or resource and
+        // its line.
         #[doc = #dispatcher_doc]
         pub fn dispatcher<H: #(#trait_idents +)* Send + Sync + 'static>(handlers: H) -> ::std::boxed::Box<dyn ::server::handler::Dispatch> {
             ::std::boxed::Box::new(Dispatcher(handlers))

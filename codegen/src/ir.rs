@@ -42,6 +42,12 @@ pub(crate) struct Resource {
     pub description: Option<String>,
     pub mime_type: String,
     pub content: Content,
+    /// The Rust method that makes the content, when bound with `handler:`.
+    pub handler: Option<String>,
+    /// The PascalCase stem of the resource's handler trait, `<Type>ResourceHandler`.
+    pub type_name: String,
+    /// The spec line that declares the resource.
+    pub line: u32,
     /// Completion SQL per template variable, in variable name order.
     pub complete: Vec<(String, String)>,
 }
@@ -142,6 +148,13 @@ impl Server {
             Binding::Handler(m) => Some((t, m.as_str())),
             _ => None,
         })
+    }
+
+    /// The resources bound to Rust handlers, with their method names, in spec order.
+    pub fn handler_resources(&self) -> impl Iterator<Item = (&Resource, &str)> {
+        self.resources
+            .iter()
+            .filter_map(|r| Some((r, r.handler.as_deref()?)))
     }
 }
 

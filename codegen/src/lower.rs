@@ -105,19 +105,28 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
                 }
             })
             .collect(),
-        resources: spec.resources.iter().map(|r| resource(&r.value)).collect(),
+        resources: spec
+            .resources
+            .iter()
+            .zip(names::dedupe_types(
+                spec.resources
+                    .iter()
+                    .map(|r| names::pascal(&r.value.name.value)),
+            ))
+            .map(|(r, ty)| resource(&r.value, crate::spec::pos(r).line, ty))
+            .collect(),
         prompts: spec.prompts.iter().map(|p| prompt(&p.value)).collect(),
     }
 }
 
-fn resource(r: &RawResource) -> Resource {
+fn resource(r: &RawResource, line: u32, type_name: String) -> Resource {
     let (uri, templated) = match (&r.uri, &r.uri_template) {
         (Some(u), _) => (u.value.clone(), false),
         (None, Some(t)) => (t.value.clone(), true),
         (None, None) => (String::new(), false),
     };
     let template = r.template.as_ref().map(|t| t.value.trim_end().to_string());
-    let default_mime = if template.is_some() {
+    let default_mime = if template.is_some() || r.handler.is_some() {
         "text/plain"
     } else {
         "application/json"
@@ -137,6 +146,9 @@ fn resource(r: &RawResource) -> Resource {
             template,
             blob: r.blob.as_ref().map(|b| b.value.trim().to_string()),
         },
+        handler: r.handler.as_ref().map(|h| h.value.clone()),
+        type_name,
+        line,
         complete: r
             .complete
             .iter()

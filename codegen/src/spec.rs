@@ -72,7 +72,7 @@ pub(crate) struct RawSpec {
 }
 
 /// An MCP resource: exactly one of `uri` and `uri_template`, and at least one of `sql` and
-/// `template`, or a `blob`.
+/// `template`, or a `blob`, or a Rust `handler`.
 #[derive(Debug, Deserialize)]
 #[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
 #[cfg_attr(feature = "editor-schema", schemars(rename = "Resource"))]
@@ -105,6 +105,10 @@ pub(crate) struct RawResource {
     /// Fixed binary content in base64, read as a `blob` (instead of `sql` and `template`).
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub blob: Option<Sp<String>>,
+    /// The Rust method that makes the content (instead of `sql`, `template` and `blob`): it
+    /// gets the URI and its template variables and returns text or bytes.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub handler: Option<Sp<String>>,
     /// Completion of URI template variables: `variable: SQL`, where `:value` is the partial
     /// text and the first column of each row is a candidate.
     #[serde(default)]
@@ -913,6 +917,7 @@ const RESOURCE_KEYS: &[&str] = &[
     "sql",
     "template",
     "blob",
+    "handler",
     "complete",
 ];
 const PROMPT_KEYS: &[&str] = &[

@@ -645,23 +645,7 @@ impl Validator<'_> {
     /// A tool bound to a Rust handler: a method name, an object output schema, nothing of SQL.
     fn handler_tool(&mut self, tool: &RawTool, h: &Sp<String>, at: Pos) {
         let name = &tool.name.value;
-        let ident = !h.value.is_empty()
-            && h.value
-                .starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
-            && h.value
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-        if !ident || syn_keyword(&h.value) {
-            self.sink.error(
-                pos(h),
-                format!(
-                    "handler `{}` of `{name}` is not a Rust method name",
-                    h.value
-                ),
-                "",
-                "use snake_case: lowercase letters, digits and `_`, e.g. `db_list`",
-            );
-        }
+        self.method_name(h, name);
         if let Some(s) = &tool.sql {
             self.sink.error(
                 pos(s),
@@ -715,6 +699,27 @@ impl Validator<'_> {
                     );
                 }
             }
+        }
+    }
+
+    /// A handler's method name: a snake_case Rust identifier that is not a keyword.
+    fn method_name(&mut self, h: &Sp<String>, owner: &str) {
+        let ident = !h.value.is_empty()
+            && h.value
+                .starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+            && h.value
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if !ident || syn_keyword(&h.value) {
+            self.sink.error(
+                pos(h),
+                format!(
+                    "handler `{}` of `{owner}` is not a Rust method name",
+                    h.value
+                ),
+                "",
+                "use snake_case: lowercase letters, digits and `_`, e.g. `db_list`",
+            );
         }
     }
 
@@ -861,6 +866,25 @@ impl Validator<'_> {
                     "",
                     &format!(
                         "the first is at line {}; give each tool its own method",
+                        first.line
+                    ),
+                );
+            }
+        }
+        // Tools and resources share one handler namespace: one method of one type each.
+        for r in &spec.resources {
+            if let Some(h) = &r.value.handler
+                && let Some(first) = handlers.insert(h.value.as_str(), pos(h))
+            {
+                self.sink.error(
+                    pos(h),
+                    format!(
+                        "handler `{}` of resource `{}` is already bound",
+                        h.value, r.value.name.value
+                    ),
+                    "",
+                    &format!(
+                        "the first binding is at line {}; give each tool and resource its own method",
                         first.line
                     ),
                 );
@@ -1470,7 +1494,23 @@ impl Validator<'_> {
                     "write a MIME type such as `text/markdown`",
                 );
             }
-            if let Some(b) = &r.blob {
+            if let Some(h) = &r.handler {
+                self.method_name(h, &name.value);
+                for (key, other) in [
+                    ("sql", r.sql.as_ref().map(pos)),
+                    ("template", r.template.as_ref().map(pos)),
+                    ("blob", r.blob.as_ref().map(pos)),
+                ] {
+                    if let Some(p) = other {
+                        self.sink.error(
+                            p,
+                            format!("resource `{}` has both `handler` and `{key}`", name.value),
+                            "",
+                            "a resource's content comes from one source: `sql`/`template`, a `blob` or a Rust `handler`",
+                        );
+                    }
+                }
+            } else if let Some(b) = &r.blob {
                 if r.sql.is_some() || r.template.is_some() {
                     self.sink.error(
                         pos(b),
@@ -1496,7 +1536,7 @@ impl Validator<'_> {
                     at,
                     format!("resource `{}` has no content", name.value),
                     "",
-                    "add `sql:` (its result is the content, as JSON), `template:`, both, or a `blob`",
+                    "add `sql:` (its result is the content, as JSON), `template:`, both, a `blob`, or a Rust `handler`",
                 );
             }
             let props: BTreeMap<String, Pos> = variables.iter().map(|v| (v.clone(), at)).collect();
@@ -1507,7 +1547,8 @@ impl Validator<'_> {
             if let Some(t) = &r.template {
                 used.extend(self.template_vars(t, "the template of a resource"));
             }
-            for v in &variables {
+            // A handler gets every variable, so it uses them all.
+            for v in variables.iter().filter(|_| r.handler.is_none()) {
                 if !used.contains(v) {
                     self.sink.error(
                         pos(r.uri_template.as_ref().unwrap_or(name)),

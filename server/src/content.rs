@@ -4,9 +4,10 @@
 //! Content is made the same way for a resource and for a prompt: an optional statement, run by
 //! the [`Engine`] exactly as a tool's statement runs, gives `data`; an optional minijinja
 //! template, kept in the engine's template environment, renders the variables and `data` as
-//! text (without a template the text is `data` as JSON). A later Rust `handler:` binding would
-//! be one more way to make that text in [`render`]. Failures become [`ContentError`]s that say
-//! nothing of SQL text or paths; the details go to the log.
+//! text (without a template the text is `data` as JSON). A resource bound to a Rust `handler:`
+//! is read through the engine's dispatcher instead, on the calling thread, which the MCP layer
+//! runs on the blocking pool. Failures become [`ContentError`]s that say nothing of SQL text or
+//! paths; the details go to the log.
 
 use rmcp::model::{
     ArgumentInfo, CompletionContext, CompletionInfo, ContentBlock, ErrorCode, ErrorData,
@@ -20,6 +21,7 @@ use crate::def::{
     Arguments, ContentDef, MessageBodyDef, PromptDef, ResourceDef, ServerDef, StatementDef, ToParam,
 };
 use crate::engine::{Engine, Job, ToolError, template_name};
+use crate::handler::{INTERNAL, RESOURCE_NOT_FOUND, ResourceBody, ResourceVars};
 
 /// The most completion values one answer carries, as MCP allows.
 const MAX_COMPLETIONS: usize = 100;
@@ -29,6 +31,11 @@ const MAX_COMPLETIONS: usize = 100;
 pub enum ContentError {
     /// No resource has this URI (or its statement found no row): JSON-RPC -32002.
     ResourceNotFound(String),
+    /// A resource handler found nothing at this URI and says why: JSON-RPC -32002 with this
+    /// message, `(uri, message)`.
+    ResourceNotFoundBecause(String, String),
+    /// A declared error of the spec, returned by a resource handler: its own code.
+    Rpc(crate::engine::RpcError),
     /// An unknown prompt or reference, or a missing or unknown argument: JSON-RPC -32602.
     InvalidParams(String, Value),
     /// A statement or template failed; the message is sanitised: JSON-RPC -32603.
@@ -41,6 +48,10 @@ impl From<ContentError> for ErrorData {
             ContentError::ResourceNotFound(uri) => {
                 ErrorData::resource_not_found("resource not found", Some(json!({ "uri": uri })))
             }
+            ContentError::ResourceNotFoundBecause(uri, message) => {
+                ErrorData::resource_not_found(message, Some(json!({ "uri": uri })))
+            }
+            ContentError::Rpc(e) => ErrorData::new(ErrorCode(e.code), e.message, Some(e.data)),
             ContentError::InvalidParams(message, data) => {
                 ErrorData::new(ErrorCode::INVALID_PARAMS, message, Some(data))
             }
@@ -230,11 +241,64 @@ pub fn read(engine: &Engine, uri: &str) -> Result<ResourceContents, ContentError
     if let Some(blob) = resource.content.blob {
         return Ok(ResourceContents::blob(blob, uri).with_mime_type(resource.mime_type));
     }
+    if resource.content.handler {
+        return read_handler(engine, resource, uri, &vars);
+    }
     let text = render_resource(engine, resource, &vars).map_err(|e| match e {
         Failure::NoRow(_) => ContentError::ResourceNotFound(uri.to_string()),
         Failure::Failed(m) => ContentError::Failed(m),
     })?;
     Ok(ResourceContents::text(text, uri).with_mime_type(resource.mime_type))
+}
+
+/// Reads a handler resource and maps the handler's error: a declared error is its JSON-RPC
+/// error (its message over the variables and the error's fields), `RESOURCE_NOT_FOUND` is
+/// -32002 with the handler's message, an internal failure a sanitised -32603 naming the
+/// request, and any other name -32603 with the handler's message and fields.
+fn read_handler(
+    engine: &Engine,
+    resource: &'static ResourceDef,
+    uri: &str,
+    vars: &Arguments,
+) -> Result<ResourceContents, ContentError> {
+    let values: ResourceVars = vars
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+        .collect();
+    let (e, request) = match engine.read_handler(resource.name, uri, &values) {
+        Ok(ResourceBody::Text { text, mime_type }) => {
+            let mime = mime_type.unwrap_or_else(|| resource.mime_type.to_string());
+            return Ok(ResourceContents::text(text, uri).with_mime_type(mime));
+        }
+        Ok(ResourceBody::Blob { bytes, mime_type }) => {
+            let mime = mime_type.unwrap_or_else(|| resource.mime_type.to_string());
+            let data = base64(&bytes);
+            return Ok(ResourceContents::blob(data, uri).with_mime_type(mime));
+        }
+        Err(failure) => failure,
+    };
+    let mut context = vars.clone();
+    context.insert("uri".into(), Value::String(uri.to_string()));
+    if let Some(rpc) = engine.declared_error(e.name(), e.fields(), &Value::Object(context)) {
+        return Err(ContentError::Rpc(rpc));
+    }
+    match e.name() {
+        RESOURCE_NOT_FOUND => Err(ContentError::ResourceNotFoundBecause(
+            uri.to_string(),
+            e.text().unwrap_or("resource not found").to_string(),
+        )),
+        INTERNAL => {
+            tracing::error!(request, resource = resource.name, error = %e, "resource handler failed");
+            Err(ContentError::Failed(format!(
+                "reading `{}` failed inside the server (request {request}; details are in the server log)",
+                resource.name
+            )))
+        }
+        name => Err(ContentError::Failed(e.text().map_or_else(
+            || format!("reading `{}` failed: {name}", resource.name),
+            str::to_string,
+        ))),
+    }
 }
 
 /// How making content failed, before the caller decides what that means for its request.
@@ -571,6 +635,25 @@ fn match_parts(template: &str, uri: &str, out: &mut Arguments) -> bool {
     false
 }
 
+/// Standard base64 with padding, as a `blob` is sent.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] =
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
 fn percent_decode(s: &str) -> Option<String> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
@@ -605,5 +688,14 @@ mod tests {
         assert!(match_template("kb://entry/{id}", "kb://entry/a/b").is_none());
         assert!(match_template("kb://entry/{id}", "kb://other/a").is_none());
         assert!(match_template("kb://entry/{id}", "kb://entry/%zz").is_none());
+    }
+
+    #[test]
+    fn blobs_are_standard_padded_base64() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(&[0xff, 0xfe, 0x00, 0x10]), "//4AEA==");
     }
 }

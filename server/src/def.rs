@@ -66,6 +66,9 @@ pub struct ContentDef {
     pub template: Option<&'static str>,
     /// Fixed binary content in base64, sent as `blob` instead of text.
     pub blob: Option<&'static str>,
+    /// The content comes from the server's Rust handler for this resource (`handler:`), read
+    /// through [`crate::handler::Dispatch::read`].
+    pub handler: bool,
 }
 
 /// An MCP prompt, rendered by `prompts/get`.

@@ -240,7 +240,8 @@ impl Engine {
         let needs_handlers = def
             .tools
             .iter()
-            .any(|t| matches!(t.binding, BindingDef::Handler));
+            .any(|t| matches!(t.binding, BindingDef::Handler))
+            || def.resources.iter().any(|r| r.content.handler);
         let dispatch = if needs_handlers {
             Some(handlers.ok_or(StartError::NoHandlers { server: def.name })?)
         } else {
@@ -920,6 +921,42 @@ impl Engine {
             Err(e) => e,
         };
         Err(self.handler_error(tool, e, args, request))
+    }
+
+    /// Reads a handler resource on the calling (blocking) thread: the dispatcher's answer, or
+    /// the handler's error with the request id that names it in the log.
+    pub(crate) fn read_handler(
+        &self,
+        resource: &'static str,
+        uri: &str,
+        vars: &crate::handler::ResourceVars,
+    ) -> Result<crate::handler::ResourceBody, (HandlerError, u64)> {
+        let request = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let Some(dispatch) = &self.dispatch else {
+            return Err((HandlerError::unknown_resource(resource), request));
+        };
+        let ctx = Context::for_call(
+            self.dir.clone(),
+            Arc::default(),
+            self.pool.clone(),
+            Link::default(),
+            request,
+        );
+        dispatch
+            .read(resource, &ctx, uri, vars)
+            .map_err(|e| (e, request))
+    }
+
+    /// The JSON-RPC error of a declared error by name, its message rendered over `fields` and
+    /// `context`; `None` when the spec declares no such error.
+    pub(crate) fn declared_error(
+        &self,
+        name: &str,
+        fields: &Map<String, Value>,
+        context: &Value,
+    ) -> Option<RpcError> {
+        let d = self.def.errors.iter().find(|d| d.name == name)?;
+        Some(self.rpc_error(d, fields, Some(context)))
     }
 
     fn handler_error(

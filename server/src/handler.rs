@@ -1,10 +1,11 @@
 //! Rust handler bindings: what a hand-written handler receives and returns.
 //!
-//! Codegen emits, per server with `handler:` tools, one trait per tool, a `Handlers` trait that
-//! needs them all, typed output structs and a `dispatcher`. The runtime reaches the user's
+//! Codegen emits, per server with `handler:` tools or resources, one trait per tool and per
+//! resource, a `Handlers` trait that needs them all, typed output structs and a `dispatcher`. The runtime reaches the user's
 //! implementation through [`Dispatch`], registered in [`crate::handlers`]. Handlers are plain
 //! blocking functions: the engine runs them on tokio's blocking pool, never on the runtime.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,6 +21,10 @@ use crate::def::Arguments;
 /// The name of the error a handler returns for an unexpected failure; the client sees a
 /// sanitised message and the detail goes to the log.
 pub const INTERNAL: &str = "INTERNAL_ERROR";
+
+/// The name of the error a resource handler returns when the URI names nothing: the client
+/// gets JSON-RPC -32002 (resource not found) with the URI in `data`.
+pub const RESOURCE_NOT_FOUND: &str = "RESOURCE_NOT_FOUND";
 
 /// How a call reaches its client: progress reports and requests to the client, both absent
 /// outside an MCP session (the CLI's `call`, tests).
@@ -358,6 +363,20 @@ impl HandlerError {
         HandlerError::internal(format!("no handler is generated for tool `{tool}`"))
     }
 
+    /// The dispatcher was asked for a resource it does not serve: a defect, reported as
+    /// internal.
+    pub fn unknown_resource(resource: &str) -> HandlerError {
+        HandlerError::internal(format!(
+            "no handler is generated for resource `{resource}`"
+        ))
+    }
+
+    /// A resource handler's answer that its URI names nothing; `message` tells the client
+    /// why (the URI itself is added to `data`).
+    pub fn resource_not_found(message: impl Into<String>) -> HandlerError {
+        HandlerError::new(RESOURCE_NOT_FOUND).message(message)
+    }
+
     pub fn name(&self) -> &'static str {
         self.name
     }
@@ -388,11 +407,104 @@ impl std::fmt::Display for HandlerError {
 
 impl std::error::Error for HandlerError {}
 
+/// The values of a resource's URI template variables, percent-decoded, by variable name;
+/// empty for a fixed URI.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResourceVars(BTreeMap<String, String>);
+
+impl ResourceVars {
+    /// The value of the variable `name`, e.g. `vars.get("name")` for `pm://database/{name}`.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(String::as_str)
+    }
+
+    /// Every variable and its value, in name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+}
+
+impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for ResourceVars {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> ResourceVars {
+        ResourceVars(
+            iter.into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        )
+    }
+}
+
+/// What a resource handler returns: text or bytes, each with a MIME type that overrides the
+/// spec's `mime_type` when given.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResourceBody {
+    Text {
+        text: String,
+        mime_type: Option<String>,
+    },
+    Blob {
+        bytes: Vec<u8>,
+        mime_type: Option<String>,
+    },
+}
+
+impl ResourceBody {
+    /// Text of the spec's MIME type.
+    pub fn text(text: impl Into<String>) -> ResourceBody {
+        ResourceBody::Text {
+            text: text.into(),
+            mime_type: None,
+        }
+    }
+
+    /// Bytes of the spec's MIME type, sent base64-encoded as a `blob`.
+    pub fn blob(bytes: impl Into<Vec<u8>>) -> ResourceBody {
+        ResourceBody::Blob {
+            bytes: bytes.into(),
+            mime_type: None,
+        }
+    }
+
+    /// A value as pretty-printed JSON text, of type `application/json`.
+    pub fn json(value: &impl Serialize) -> Result<ResourceBody, HandlerError> {
+        let text = serde_json::to_string_pretty(value).map_err(HandlerError::internal)?;
+        Ok(ResourceBody::text(text).with_mime_type("application/json"))
+    }
+
+    /// Overrides the spec's MIME type for this answer.
+    pub fn with_mime_type(self, mime: impl Into<String>) -> ResourceBody {
+        let mime = Some(mime.into());
+        match self {
+            ResourceBody::Text { text, .. } => ResourceBody::Text {
+                text,
+                mime_type: mime,
+            },
+            ResourceBody::Blob { bytes, .. } => ResourceBody::Blob {
+                bytes,
+                mime_type: mime,
+            },
+        }
+    }
+}
+
 /// A server's handlers as the engine calls them; implemented by the generated dispatcher.
 pub trait Dispatch: Send + Sync {
     /// Runs the handler of `tool` with validated arguments and returns its output as JSON.
     fn call(&self, tool: &str, ctx: &Context, arguments: &Arguments)
     -> Result<Value, HandlerError>;
+
+    /// Reads the handler resource named `resource` (its spec name) at `uri`, whose template
+    /// variables are `vars`. Servers without handler resources keep this default.
+    fn read(
+        &self,
+        resource: &str,
+        ctx: &Context,
+        uri: &str,
+        vars: &ResourceVars,
+    ) -> Result<ResourceBody, HandlerError> {
+        let _ = (ctx, uri, vars);
+        Err(HandlerError::unknown_resource(resource))
+    }
 }
 
 /// The glue of one generated dispatch arm: decode the typed arguments, call the handler,

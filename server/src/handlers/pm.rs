@@ -6,6 +6,11 @@
 //! call is checked before it touches the file system: a `/`, `\` or `..` is a path traversal
 //! attempt, anything else outside the naming rules is an invalid name. Git runs as a child
 //! process with an argument list, never through a shell.
+//!
+//! Two resources are read through handlers too: `pm://config`, the validated config, and
+//! `pm://database/{name}`, one database's tables and row counts. A missing config or database
+//! is resource-not-found (-32002), since the URI names nothing; a name that is invalid, a
+//! traversal attempt or not allowed is refused with the same declared errors as the tools.
 
 use std::path::{Component, Path, PathBuf};
 use std::process::Command;
@@ -16,11 +21,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::generated::pm::{
     DbCloneHandler, DbCreateHandler, DbDropHandler, DbDumpHandler, DbDumpsHandler, DbImportHandler,
-    DbListHandler, ProjectInfoHandler, ProjectInitHandler, WorkflowCreateHandler,
+    ConfigResourceHandler, DatabaseResourceHandler, DbListHandler, ProjectInfoHandler, ProjectInitHandler, WorkflowCreateHandler,
     WorkflowRemoveHandler, WorktreeCreateHandler, WorktreeListHandler, WorktreeRemoveHandler, args,
     outputs,
 };
-use crate::handler::{Context, HandlerError};
+use crate::handler::{Context, HandlerError, ResourceBody, ResourceVars};
 
 /// The `pm` handlers; all state is in the project's files.
 #[derive(Debug, Clone, Copy, Default)]
@@ -920,6 +925,74 @@ impl WorkflowRemoveHandler for Pm {
             worktree,
             database,
             dropped: Some(args.drop_db),
+        })
+    }
+}
+
+/// One table of a database and its row count, in `pm://database/{name}`.
+#[derive(Debug, Serialize)]
+struct TableRows {
+    name: String,
+    rows: i64,
+}
+
+/// The content of `pm://database/{name}`: what `db.list` says of the database (which is
+/// allowed, or it would be refused), and its tables.
+#[derive(Debug, Serialize)]
+struct DatabaseInfo {
+    name: String,
+    /// The file, relative to the project.
+    path: String,
+    bytes: i64,
+    default: bool,
+    tables: Vec<TableRows>,
+}
+
+impl ConfigResourceHandler for Pm {
+    fn config_resource(&self, ctx: &Context, _: &str, _: &ResourceVars) -> Result<ResourceBody> {
+        let p = Project::open(ctx).map_err(|e| match e.name() {
+            "CONFIG_MISSING" => HandlerError::resource_not_found(format!(
+                "config file '{CONFIG_FILE}' not found; run project.init to create one"
+            )),
+            _ => e,
+        })?;
+        ResourceBody::json(&p.config)
+    }
+}
+
+impl DatabaseResourceHandler for Pm {
+    fn database_resource(
+        &self,
+        ctx: &Context,
+        _: &str,
+        vars: &ResourceVars,
+    ) -> Result<ResourceBody> {
+        let name = vars.get("name").unwrap_or_default();
+        let p = Project::open(ctx)?;
+        let path = p.existing("database", name).map_err(|e| {
+            if e.name() == "DB_NOT_FOUND" {
+                HandlerError::resource_not_found(format!("database '{name}' does not exist"))
+            } else {
+                e
+            }
+        })?;
+        let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(HandlerError::internal)?;
+        let mut tables = Vec::new();
+        for t in table_names(&conn) {
+            let sql = format!("SELECT count(*) FROM \"{}\"", t.replace('"', "\"\""));
+            let rows = conn
+                .query_row(&sql, [], |r| r.get(0))
+                .map_err(HandlerError::internal)?;
+            tables.push(TableRows { name: t, rows });
+        }
+        let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        ResourceBody::json(&DatabaseInfo {
+            name: name.to_string(),
+            path: rel(&p.db_rel(name)),
+            bytes: bytes as i64,
+            default: name == p.config.default_database,
+            tables,
         })
     }
 }
