@@ -366,9 +366,7 @@ impl HandlerError {
     /// The dispatcher was asked for a resource it does not serve: a defect, reported as
     /// internal.
     pub fn unknown_resource(resource: &str) -> HandlerError {
-        HandlerError::internal(format!(
-            "no handler is generated for resource `{resource}`"
-        ))
+        HandlerError::internal(format!("no handler is generated for resource `{resource}`"))
     }
 
     /// A resource handler's answer that its URI names nothing; `message` tells the client

@@ -23,7 +23,7 @@ pub(crate) fn ok(s: &mut Session, method: &str, params: Value) -> Value {
 }
 
 /// A protocol error: returns the JSON-RPC `error` object after checking its code.
-fn protocol_error(s: &mut Session, method: &str, params: Value, code: i64) -> Value {
+pub(crate) fn protocol_error(s: &mut Session, method: &str, params: Value, code: i64) -> Value {
     let response = s.client.request(method, params.clone()).expect("response");
     assert!(
         response.get("result").is_none(),

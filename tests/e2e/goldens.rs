@@ -59,6 +59,90 @@ impl files::FilesDeleteHandler for Files {
     }
 }
 
+impl files::FileResourceHandler for Files {
+    fn read_file(
+        &self,
+        _ctx: &server::handler::Context,
+        uri: &str,
+        vars: &server::handler::ResourceVars,
+    ) -> Result<server::handler::ResourceBody, server::handler::HandlerError> {
+        use server::handler::{HandlerError, ResourceBody};
+        match vars.get("name").unwrap_or_default() {
+            "secret" => Err(HandlerError::internal(
+                "open /home/someone/.ssh/id_rsa: permission denied",
+            )),
+            "missing" => Err(HandlerError::resource_not_found("no file 'missing'")),
+            "locked" => Err(HandlerError::new("NOT_ALLOWED").with("name", "locked")),
+            "busy" => Err(HandlerError::new("BUSY").message("try later")),
+            "notes" => {
+                Ok(ResourceBody::text(format!("the notes at {uri}"))
+                    .with_mime_type("text/markdown"))
+            }
+            name => Ok(ResourceBody::blob(name.as_bytes())),
+        }
+    }
+}
+
+/// A handler resource read through the engine: text and bytes with the spec's or the
+/// handler's MIME type, and each kind of failure as the JSON-RPC error a client sees.
+#[test]
+fn golden_resource_handlers_are_read_through_the_engine() {
+    use rmcp::model::{ErrorData, ResourceContents};
+    use server::engine::{Engine, Limits};
+    let engine = Engine::start_with(
+        &files::SERVER,
+        None,
+        false,
+        Limits::default(),
+        Some(files::dispatcher(Files)),
+    )
+    .unwrap();
+    let read = |uri: &str| server::content::read(&engine, uri);
+    match read("files://file/abc").expect("blob") {
+        ResourceContents::BlobResourceContents {
+            blob, mime_type, ..
+        } => {
+            assert_eq!(blob, "YWJj");
+            assert_eq!(mime_type.as_deref(), Some("application/octet-stream"));
+        }
+        other => panic!("expected a blob: {other:?}"),
+    }
+    match read("files://file/notes").expect("text") {
+        ResourceContents::TextResourceContents {
+            text, mime_type, ..
+        } => {
+            assert_eq!(text, "the notes at files://file/notes");
+            assert_eq!(mime_type.as_deref(), Some("text/markdown"));
+        }
+        other => panic!("expected text: {other:?}"),
+    }
+    let error = |uri: &str| ErrorData::from(read(uri).expect_err(uri));
+    let e = error("files://file/missing");
+    assert_eq!(
+        (e.code.0, e.message.as_ref()),
+        (-32002, "no file 'missing'")
+    );
+    assert_eq!(
+        e.data,
+        Some(serde_json::json!({"uri": "files://file/missing"}))
+    );
+    let e = error("files://file/locked");
+    assert_eq!(
+        (e.code.0, e.message.as_ref()),
+        (-32005, "'locked' is not allowed")
+    );
+    assert_eq!(
+        e.data,
+        Some(serde_json::json!({"code": "NOT_ALLOWED", "name": "locked"}))
+    );
+    let e = error("files://file/secret");
+    assert_eq!(e.code.0, -32603);
+    assert!(!e.message.contains("/home"), "{e:?}");
+    assert!(e.message.contains("details are in the server log"), "{e:?}");
+    let e = error("files://file/busy");
+    assert_eq!((e.code.0, e.message.as_ref()), (-32603, "try later"));
+}
+
 #[test]
 fn golden_handler_dispatcher_decodes_calls_and_serialises() {
     let d = files::dispatcher(Files);

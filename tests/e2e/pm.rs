@@ -1005,3 +1005,115 @@ fn an_internal_failure_is_sanitised_and_logged_with_its_request_id() {
         "{line}"
     );
 }
+
+/// The failure of a resource read through a pm handler: its JSON-RPC error, with neither the
+/// project's absolute path nor SQL in it.
+fn read_error(s: &mut Session, uri: &str, code: i64) -> Value {
+    let e = crate::content::protocol_error(s, "resources/read", json!({"uri": uri}), code);
+    let root = root(s).to_string_lossy().into_owned();
+    assert!(!e.to_string().contains(&root), "{uri}: {e}");
+    e
+}
+
+fn read_json(s: &mut Session, uri: &str) -> Value {
+    let r = crate::content::ok(s, "resources/read", json!({"uri": uri}));
+    let c = &r["contents"][0];
+    assert_eq!(c["uri"], uri);
+    assert_eq!(c["mimeType"], "application/json");
+    serde_json::from_str(c["text"].as_str().expect("text")).expect("JSON text")
+}
+
+#[test]
+fn the_config_and_each_database_are_resources_read_by_handlers() {
+    let mut s = session();
+    let list = crate::content::ok(&mut s, "resources/list", json!({}));
+    assert_eq!(list["resources"][0]["uri"], "pm://config");
+    assert_eq!(list["resources"][0]["mimeType"], "application/json");
+    let templates = crate::content::ok(&mut s, "resources/templates/list", json!({}));
+    assert_eq!(
+        templates["resourceTemplates"][0]["uriTemplate"],
+        "pm://database/{name}"
+    );
+
+    let config = read_json(&mut s, "pm://config");
+    assert_eq!(config, serde_json::from_str::<Value>(CONFIG).unwrap());
+
+    // The trigger tags every inserted user; sqlite_sequence is SQLite's own and left out.
+    let app = read_json(&mut s, "pm://database/app");
+    assert_eq!(
+        app,
+        json!({
+            "name": "app",
+            "path": ".pm/databases/app.db",
+            "bytes": app["bytes"],
+            "default": true,
+            "tables": [{"name": "tags", "rows": 3}, {"name": "users", "rows": 3}],
+        })
+    );
+    assert!(app["bytes"].as_i64().unwrap() > 0, "{app}");
+    s.ok("db.create", json!({"database": "scratch"}));
+    let scratch = read_json(&mut s, "pm://database/scratch");
+    assert_eq!(scratch["tables"], json!([]));
+    assert_eq!(scratch["default"], false);
+    s.finish();
+}
+
+#[test]
+fn resource_reads_of_missing_things_are_not_found_and_bad_names_are_refused() {
+    let mut s = session();
+    for (uri, message) in [
+        ("pm://database/copy", Some("database 'copy' does not exist")),
+        ("pm://nothing", Some("resource not found")),
+        // A template variable never spans a `/`.
+        ("pm://database/app/x", Some("resource not found")),
+    ] {
+        let e = read_error(&mut s, uri, -32002);
+        assert_eq!(e["data"], json!({"uri": uri}));
+        if let Some(m) = message {
+            assert_eq!(e["message"], m);
+        }
+    }
+    // Names are refused with the declared errors the db tools use.
+    for (uri, code, data) in [
+        (
+            "pm://database/..%2F..%2Fetc%2Fpasswd",
+            -32004,
+            json!({"code": "PATH_TRAVERSAL", "field": "database", "value": "../../etc/passwd"}),
+        ),
+        (
+            "pm://database/..",
+            -32004,
+            json!({"code": "PATH_TRAVERSAL", "field": "database", "value": ".."}),
+        ),
+        (
+            "pm://database/a-b",
+            -32003,
+            json!({"code": "INVALID_NAME", "field": "database", "value": "a-b"}),
+        ),
+        (
+            "pm://database/other",
+            -32005,
+            json!({"code": "DB_NOT_ALLOWED", "database": "other"}),
+        ),
+    ] {
+        let e = read_error(&mut s, uri, code);
+        assert_eq!(e["data"], data, "{uri}");
+    }
+    let tool = s.rpc_error("db.dump", json!({"database": "../../etc/passwd"}));
+    assert_eq!(
+        tool["data"],
+        json!({"code": "PATH_TRAVERSAL", "field": "database", "value": "../../etc/passwd"})
+    );
+
+    // Without a config the resource names nothing; the message says how to make one.
+    std::fs::remove_file(root(&s).join(".pm.json")).unwrap();
+    let e = read_error(&mut s, "pm://config", -32002);
+    assert_eq!(
+        e["message"],
+        "config file '.pm.json' not found; run project.init to create one"
+    );
+    assert_eq!(e["data"], json!({"uri": "pm://config"}));
+    let e = read_error(&mut s, "pm://database/app", -32001);
+    assert_eq!(e["data"]["code"], "CONFIG_MISSING");
+    s.finish();
+}

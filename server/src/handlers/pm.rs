@@ -20,10 +20,10 @@ use rusqlite::{Connection, OpenFlags};
 use serde::{Deserialize, Serialize};
 
 use crate::generated::pm::{
-    DbCloneHandler, DbCreateHandler, DbDropHandler, DbDumpHandler, DbDumpsHandler, DbImportHandler,
-    ConfigResourceHandler, DatabaseResourceHandler, DbListHandler, ProjectInfoHandler, ProjectInitHandler, WorkflowCreateHandler,
-    WorkflowRemoveHandler, WorktreeCreateHandler, WorktreeListHandler, WorktreeRemoveHandler, args,
-    outputs,
+    ConfigResourceHandler, DatabaseResourceHandler, DbCloneHandler, DbCreateHandler, DbDropHandler,
+    DbDumpHandler, DbDumpsHandler, DbImportHandler, DbListHandler, ProjectInfoHandler,
+    ProjectInitHandler, WorkflowCreateHandler, WorkflowRemoveHandler, WorktreeCreateHandler,
+    WorktreeListHandler, WorktreeRemoveHandler, args, outputs,
 };
 use crate::handler::{Context, HandlerError, ResourceBody, ResourceVars};
 

@@ -6,7 +6,7 @@ mod files {
 }
 
 use files::{args, outputs};
-use server::handler::{Context, HandlerError};
+use server::handler::{Context, HandlerError, ResourceBody, ResourceVars};
 
 struct Mine;
 
@@ -17,6 +17,12 @@ impl files::FilesListHandler for Mine {
 }
 
 // The handler of `files.delete` is missing.
+
+impl files::FileResourceHandler for Mine {
+    fn read_file(&self, _: &Context, _: &str, _: &ResourceVars) -> Result<ResourceBody, HandlerError> {
+        Ok(ResourceBody::text(""))
+    }
+}
 
 fn main() {
     let _ = files::dispatcher(Mine);

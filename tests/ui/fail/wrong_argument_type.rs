@@ -6,7 +6,7 @@ mod files {
 }
 
 use files::{args, outputs};
-use server::handler::{Context, HandlerError};
+use server::handler::{Context, HandlerError, ResourceBody, ResourceVars};
 
 struct Mine;
 
@@ -20,6 +20,12 @@ impl files::FilesListHandler for Mine {
 impl files::FilesDeleteHandler for Mine {
     fn delete_file(&self, _: &Context, name: String) -> Result<outputs::FilesDelete, HandlerError> {
         Err(HandlerError::new("NOT_ALLOWED").with("name", name))
+    }
+}
+
+impl files::FileResourceHandler for Mine {
+    fn read_file(&self, _: &Context, _: &str, _: &ResourceVars) -> Result<ResourceBody, HandlerError> {
+        Ok(ResourceBody::text(""))
     }
 }
 
