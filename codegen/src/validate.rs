@@ -871,7 +871,24 @@ impl Validator<'_> {
                 );
             }
         }
-        // Tools and resources share one handler namespace: one method of one type each.
+        // Tools and resources share one handler namespace: one method of one type each, and
+        // one trait name each (`<Tool>Handler`, `<Resource>ResourceHandler`).
+        for r in spec.resources.iter().filter(|r| r.value.handler.is_some()) {
+            let ty = crate::names::pascal(&r.value.name.value) + "Resource";
+            if let Some(t) = spec.tools.iter().find(|t| {
+                t.value.handler.is_some() && crate::names::pascal(&t.value.name.value) == ty
+            }) {
+                self.sink.error(
+                    pos(&r.value.name),
+                    format!(
+                        "the handler trait of resource `{}` would be `{ty}Handler`, as is that of tool `{}`",
+                        r.value.name.value, t.value.name.value
+                    ),
+                    "",
+                    "rename the resource or the tool",
+                );
+            }
+        }
         for r in &spec.resources {
             if let Some(h) = &r.value.handler
                 && let Some(first) = handlers.insert(h.value.as_str(), pos(h))
