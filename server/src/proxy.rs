@@ -211,8 +211,8 @@ pub struct Proxy {
     downstreams: Vec<Downstream>,
     routes: RwLock<Routes>,
     rules: Vec<Rule>,
-    /// The client, once it sent `notifications/initialized`, for `list_changed`.
-    client: Mutex<Option<Peer<RoleServer>>>,
+    /// The client sessions that sent `notifications/initialized`, told of `list_changed`.
+    clients: Mutex<Vec<Peer<RoleServer>>>,
     /// Clashes already logged.
     clashes: Mutex<HashSet<String>>,
     shutdown: CancellationToken,
@@ -279,7 +279,7 @@ impl Proxy {
             engine,
             routes: RwLock::new(Routes::default()),
             rules,
-            client: Mutex::new(None),
+            clients: Mutex::new(Vec::new()),
             clashes: Mutex::new(HashSet::new()),
             shutdown: CancellationToken::new(),
             supervisors: Mutex::new(Vec::new()),
@@ -317,9 +317,12 @@ impl Proxy {
             .cloned()
     }
 
-    /// Remembers the client so that later changes of the tools can be announced.
+    /// Remembers a client session so that later changes of the tools can be announced to it;
+    /// over Streamable HTTP there is one per session, and ended ones are forgotten.
     pub fn set_client(&self, peer: Peer<RoleServer>) {
-        *lock(&self.client) = Some(peer);
+        let mut clients = lock(&self.clients);
+        clients.retain(|p| !p.is_transport_closed());
+        clients.push(peer);
     }
 
     /// Stops every downstream: closes its stdin, waits for it to exit (killing it after a
@@ -429,11 +432,15 @@ impl Proxy {
         *lock(&self.downstreams[index].tools) = tools;
         let changed = self.rebuild();
         if changed {
-            let client = lock(&self.client).clone();
-            if let Some(peer) = client
-                && let Err(e) = peer.notify_tool_list_changed().await
-            {
-                tracing::warn!(error = %e, "notifications/tools/list_changed could not be sent");
+            let clients: Vec<Peer<RoleServer>> = {
+                let mut clients = lock(&self.clients);
+                clients.retain(|p| !p.is_transport_closed());
+                clients.clone()
+            };
+            for peer in clients {
+                if let Err(e) = peer.notify_tool_list_changed().await {
+                    tracing::warn!(error = %e, "notifications/tools/list_changed could not be sent");
+                }
             }
         }
     }
