@@ -9,7 +9,7 @@
 use std::io::BufRead;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, ensure};
 use serde_json::{Value, json};
@@ -19,15 +19,9 @@ use server::client::{HttpClient, StdioClient};
 struct Row {
     what: &'static str,
     baseline: &'static str,
-    median: Duration,
-    mean: Duration,
-}
-
-fn summary(mut samples: Vec<Duration>) -> (Duration, Duration) {
-    samples.sort();
-    let median = samples[samples.len() / 2];
-    let mean = samples.iter().sum::<Duration>() / u32::try_from(samples.len()).unwrap_or(1);
-    (median, mean)
+    /// Microseconds.
+    median: f64,
+    mean: f64,
 }
 
 /// Times `calls` round trips of `call`, which must answer a tool result; `is_error` says
@@ -36,7 +30,7 @@ fn time(
     calls: usize,
     is_error: bool,
     mut call: impl FnMut() -> Result<Value>,
-) -> Result<(Duration, Duration)> {
+) -> Result<(f64, f64)> {
     let mut samples = Vec::with_capacity(calls);
     for i in 0..calls + calls / 10 {
         let t = Instant::now();
@@ -47,10 +41,11 @@ fn time(
             "unexpected answer: {r}"
         );
         if i >= calls / 10 {
-            samples.push(elapsed);
+            samples.push(elapsed.as_secs_f64() * 1e6);
         }
     }
-    Ok(summary(samples))
+    let s = crate::stats::Summary::of(&samples);
+    Ok((s.median, s.mean))
 }
 
 fn stdio(mcpspec: &Path, args: &[&str], env: &[(&str, &Path)]) -> Result<StdioClient> {
@@ -206,7 +201,6 @@ pub fn run(mcpspec: &Path, calls: usize) -> Result<String> {
         mean,
     });
 
-    let micros = |d: Duration| d.as_secs_f64() * 1e6;
     let mut out =
         String::from("| path | median | mean | median vs baseline |\n|---|---|---|---|\n");
     for r in &rows {
@@ -217,17 +211,11 @@ pub fn run(mcpspec: &Path, calls: usize) -> Result<String> {
                 .iter()
                 .find(|b| b.what == r.baseline)
                 .ok_or_else(|| anyhow!("no baseline {}", r.baseline))?;
-            format!(
-                "{:.2}× {}",
-                r.median.as_secs_f64() / base.median.as_secs_f64(),
-                base.what
-            )
+            format!("{:.2}× {}", r.median / base.median, base.what)
         };
         out += &format!(
             "| {} | {:.0} µs | {:.0} µs | {ratio} |\n",
-            r.what,
-            micros(r.median),
-            micros(r.mean)
+            r.what, r.median, r.mean
         );
     }
     Ok(out)

@@ -89,43 +89,13 @@ pub fn check_sql(spec: &Spec, live: Option<&Connection>) -> Diagnostics {
     for tool in &spec.ir.tools {
         for st in tool.binding.statements() {
             for (what, conn) in &targets {
-                let stmt = match conn.prepare(&st.sql) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        out.items.push(finding(
-                            spec,
-                            st.pos,
-                            format!(
-                                "tool `{}`: statement `{}` does not prepare against {what}: {}",
-                                tool.name,
-                                st.name,
-                                lower(&sqlite_message(&e))
-                            ),
-                            "fix the query or the schema so they agree",
-                        ));
-                        continue;
-                    }
+                let subject = format!("tool `{}`: statement `{}`", tool.name, st.name);
+                let Some(stmt) = prepare(spec, conn, &st.sql, st.pos, &subject, what, &mut out)
+                else {
+                    continue;
                 };
                 if st.mode != Mode::Execute {
-                    let mut actual: Vec<String> = stmt.column_names().map(str::to_string).collect();
-                    let mut wanted: Vec<String> =
-                        st.columns.iter().map(|c| c.name.clone()).collect();
-                    actual.sort();
-                    wanted.sort();
-                    if actual != wanted {
-                        out.items.push(finding(
-                            spec,
-                            st.pos,
-                            format!(
-                                "tool `{}`: statement `{}` returns columns [{}] but declares [{}]",
-                                tool.name,
-                                st.name,
-                                actual.join(", "),
-                                wanted.join(", ")
-                            ),
-                            "make `columns` list exactly what the query selects (use `AS` to rename)",
-                        ));
-                    }
+                    check_columns(spec, &stmt, st, &subject, &mut out);
                 }
                 if stmt.readonly() == tool.writes && *what == "the declared schema" {
                     out.items.push(finding(
@@ -145,20 +115,9 @@ pub fn check_sql(spec: &Spec, live: Option<&Connection>) -> Diagnostics {
     }
     if let Some(q) = spec.ir.proxy.as_ref().and_then(|p| p.sql.as_ref()) {
         for (what, conn) in &targets {
-            let stmt = match conn.prepare(&q.sql) {
-                Ok(s) => s,
-                Err(e) => {
-                    out.items.push(finding(
-                        spec,
-                        q.pos,
-                        format!(
-                            "`intercept.sql` does not prepare against {what}: {}",
-                            lower(&sqlite_message(&e))
-                        ),
-                        "fix the query or the schema so they agree",
-                    ));
-                    continue;
-                }
+            let Some(stmt) = prepare(spec, conn, &q.sql, q.pos, "`intercept.sql`", what, &mut out)
+            else {
+                continue;
             };
             let actual: Vec<&str> = stmt.column_names().collect();
             let missing: Vec<&str> = crate::ir::INTERCEPT_COLUMNS
@@ -196,6 +155,60 @@ pub fn check_sql(spec: &Spec, live: Option<&Connection>) -> Diagnostics {
     out
 }
 
+/// Prepares `sql` on `conn` (`what` names it in the message), or reports why it does not
+/// prepare, as `{subject} does not prepare against {what}`.
+fn prepare<'c>(
+    spec: &Spec,
+    conn: &'c Connection,
+    sql: &str,
+    pos: Pos,
+    subject: &str,
+    what: &str,
+    out: &mut Diagnostics,
+) -> Option<rusqlite::Statement<'c>> {
+    match conn.prepare(sql) {
+        Ok(stmt) => Some(stmt),
+        Err(e) => {
+            out.items.push(finding(
+                spec,
+                pos,
+                format!(
+                    "{subject} does not prepare against {what}: {}",
+                    lower(&sqlite_message(&e))
+                ),
+                "fix the query or the schema so they agree",
+            ));
+            None
+        }
+    }
+}
+
+/// Reports a statement whose result columns differ from the ones it declares.
+fn check_columns(
+    spec: &Spec,
+    stmt: &rusqlite::Statement<'_>,
+    st: &crate::ir::Statement,
+    subject: &str,
+    out: &mut Diagnostics,
+) {
+    let mut actual: Vec<String> = stmt.column_names().map(str::to_string).collect();
+    let mut wanted: Vec<String> = st.columns.iter().map(|c| c.name.clone()).collect();
+    actual.sort();
+    wanted.sort();
+    if actual != wanted {
+        out.items.push(finding(
+            spec,
+            st.pos,
+            format!(
+                "{subject} returns columns [{}] but declares [{}]",
+                actual.join(", "),
+                wanted.join(", ")
+            ),
+            "make `columns` list exactly what the query selects (use `AS` to rename)",
+        ));
+    }
+}
+
 /// Prepares the statements and completion queries of resources and prompts: each must
 /// prepare, return its declared columns and only read.
 fn check_content(spec: &Spec, targets: &[(&str, &Connection)], out: &mut Diagnostics) {
@@ -216,37 +229,11 @@ fn check_content(spec: &Spec, targets: &[(&str, &Connection)], out: &mut Diagnos
         );
     for (owner, st) in statements {
         for (what, conn) in targets {
-            let stmt = match conn.prepare(&st.sql) {
-                Ok(s) => s,
-                Err(e) => {
-                    out.items.push(finding(
-                        spec,
-                        st.pos,
-                        format!(
-                            "{owner}: the statement does not prepare against {what}: {}",
-                            lower(&sqlite_message(&e))
-                        ),
-                        "fix the query or the schema so they agree",
-                    ));
-                    continue;
-                }
+            let subject = format!("{owner}: the statement");
+            let Some(stmt) = prepare(spec, conn, &st.sql, st.pos, &subject, what, out) else {
+                continue;
             };
-            let mut actual: Vec<String> = stmt.column_names().map(str::to_string).collect();
-            let mut wanted: Vec<String> = st.columns.iter().map(|c| c.name.clone()).collect();
-            actual.sort();
-            wanted.sort();
-            if actual != wanted {
-                out.items.push(finding(
-                    spec,
-                    st.pos,
-                    format!(
-                        "{owner}: the statement returns columns [{}] but declares [{}]",
-                        actual.join(", "),
-                        wanted.join(", ")
-                    ),
-                    "make `columns` list exactly what the query selects (use `AS` to rename)",
-                ));
-            }
+            check_columns(spec, &stmt, st, &subject, out);
             if !stmt.readonly() {
                 out.items.push(finding(
                     spec,
@@ -275,25 +262,17 @@ fn check_content(spec: &Spec, targets: &[(&str, &Connection)], out: &mut Diagnos
         }));
     for (owner, sql) in completions {
         for (what, conn) in targets {
-            match conn.prepare(sql) {
-                Err(e) => out.items.push(finding(
+            let subject = format!("{owner}: the completion query");
+            let Some(stmt) = prepare(spec, conn, sql, Pos::default(), &subject, what, out) else {
+                continue;
+            };
+            if !stmt.readonly() || stmt.column_count() == 0 {
+                out.items.push(finding(
                     spec,
                     Pos::default(),
-                    format!(
-                        "{owner}: the completion query does not prepare against {what}: {}",
-                        lower(&sqlite_message(&e))
-                    ),
-                    "fix the query or the schema so they agree",
-                )),
-                Ok(stmt) if !stmt.readonly() || stmt.column_count() == 0 => {
-                    out.items.push(finding(
-                        spec,
-                        Pos::default(),
-                        format!("{owner}: the completion query must read and return a column"),
-                        "select the candidates as the first column",
-                    ));
-                }
-                Ok(_) => {}
+                    format!("{owner}: the completion query must read and return a column"),
+                    "select the candidates as the first column",
+                ));
             }
         }
     }

@@ -322,6 +322,14 @@ fn out_rust_type(ty: &OutType) -> TokenStream {
 
 fn out_struct(s: &OutStruct) -> TokenStream {
     let name = ident(&s.name);
+    if let Some(first) = &s.alias_of {
+        let doc = format!(" {} The same fields as [`{first}`].", s.doc);
+        let first = ident(first);
+        return quote! {
+            #[doc = #doc]
+            pub type #name = #first;
+        };
+    }
     let doc = format!(" {}", s.doc);
     let fields = s.fields.iter().map(|f| {
         struct_field(

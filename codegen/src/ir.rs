@@ -201,6 +201,10 @@ pub(crate) struct OutStruct {
     pub name: String,
     pub doc: String,
     pub fields: Vec<OutField>,
+    /// An earlier output struct of the same server with the same fields (a schema reused with
+    /// a YAML anchor, say): this one is emitted as an alias of it, so that handlers can pass
+    /// one value to both.
+    pub alias_of: Option<String>,
 }
 
 #[derive(Debug, Clone)]

@@ -3,6 +3,8 @@
 //! This is where derived facts are computed once: Rust names, the published input and output
 //! JSON Schemas, default annotations from what the SQL does, and parameter sources.
 
+use std::collections::HashMap;
+
 use serde_json::{Map, Value, json};
 
 use crate::ir::{
@@ -62,13 +64,14 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
                 note: d.value.note.clone(),
             })
             .collect(),
-        tools: spec
-            .tools
-            .iter()
-            .zip(tool_names)
-            .zip(type_names)
-            .map(|((t, f), ty)| tool(&t.value, crate::spec::pos(t), f, ty))
-            .collect(),
+        tools: with_aliases(
+            spec.tools
+                .iter()
+                .zip(tool_names)
+                .zip(type_names)
+                .map(|((t, f), ty)| tool(&t.value, crate::spec::pos(t), f, ty))
+                .collect(),
+        ),
         error_codes: spec
             .error_codes
             .iter()
@@ -437,6 +440,7 @@ fn out_struct(name: &str, doc: &str, schema: &Value, out: &mut Vec<OutStruct>) {
         name: name.to_string(),
         doc: doc.to_string(),
         fields: Vec::new(),
+        alias_of: None,
     });
     let empty = Map::new();
     let props = schema
@@ -799,4 +803,49 @@ fn output_schema(binding: &Binding, input: &Value) -> Value {
             json!({"type": "object", "properties": props, "required": required})
         }
     }
+}
+
+/// Marks each output struct whose fields equal an earlier one's as an alias of it. Structs are
+/// compared with their nested struct types already resolved to the structs they alias, so a
+/// schema reused through a YAML anchor yields one Rust type under every name.
+fn with_aliases(mut tools: Vec<Tool>) -> Vec<Tool> {
+    fn shape(t: &OutType, alias: &HashMap<String, String>) -> String {
+        match t {
+            OutType::Struct(n) => format!("struct {}", alias.get(n).unwrap_or(n)),
+            OutType::Array(inner) => format!("[{}]", shape(inner, alias)),
+            other => format!("{other:?}"),
+        }
+    }
+    // The first struct of each shape (its fields, in order) is the canonical one.
+    let mut canonical: HashMap<String, String> = HashMap::new();
+    let mut alias: HashMap<String, String> = HashMap::new();
+    for tool in &mut tools {
+        // Nested structs follow their parent, so resolve them first.
+        for s in tool.outputs.iter_mut().rev() {
+            let key = s
+                .fields
+                .iter()
+                .map(|f| {
+                    format!(
+                        "{}|{}|{}|{}|{:?}\n",
+                        f.wire,
+                        f.field,
+                        f.required,
+                        shape(&f.ty, &alias),
+                        f.description
+                    )
+                })
+                .collect::<String>();
+            match canonical.get(&key) {
+                Some(first) => {
+                    s.alias_of = Some(first.clone());
+                    alias.insert(s.name.clone(), first.clone());
+                }
+                None => {
+                    canonical.insert(key, s.name.clone());
+                }
+            }
+        }
+    }
+    tools
 }

@@ -310,6 +310,21 @@ impl Context {
     }
 }
 
+/// Replaces the file at `path` with `bytes` through a temporary file in the same directory
+/// and a rename, so that a reader sees the old or the new file, never half of one. Creates
+/// the directory when missing.
+pub fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    std::io::Write::write_all(&mut tmp, bytes)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
 /// A handler's failure: a name (a declared error of the spec, or any UPPER_SNAKE_CASE code),
 /// fields for the message template and `data`, and for internal failures a detail that is
 /// logged but never sent.

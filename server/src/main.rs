@@ -67,28 +67,8 @@ enum Cmd {
     /// config: shows a diff, writes only after confirmation, keeps a backup.
     Setup {
         server: String,
-        /// The Claude Desktop config; this system's usual place by default.
-        #[arg(long)]
-        config_path: Option<PathBuf>,
-        /// The downstream list the proxy reads; `proxy-config.json` beside the database by
-        /// default.
-        #[arg(long)]
-        proxy_config: Option<PathBuf>,
-        /// The database the proxy uses; the spec's environment variable or default path.
-        #[arg(long)]
-        db: Option<PathBuf>,
-        /// The servers to proxy, by name (comma-separated); asked interactively otherwise.
-        #[arg(long, value_delimiter = ',')]
-        servers: Vec<String>,
-        /// Proxy every server of the config.
-        #[arg(long, conflicts_with = "servers")]
-        all: bool,
-        /// Show the change and write nothing.
-        #[arg(long)]
-        dry_run: bool,
-        /// Write without asking.
-        #[arg(long, short)]
-        yes: bool,
+        #[command(flatten)]
+        flags: SetupFlags,
     },
 }
 
@@ -354,37 +334,34 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Setup {
-            server,
-            config_path,
-            proxy_config,
-            db,
-            servers,
-            all,
-            dry_run,
-            yes,
-        } => run_setup(
-            find(&server)?,
-            SetupFlags {
-                config_path,
-                proxy_config,
-                db,
-                servers,
-                all,
-                dry_run,
-                yes,
-            },
-        ),
+        Cmd::Setup { server, flags } => run_setup(find(&server)?, flags),
     }
 }
 
+/// The flags of `mcpspec setup`.
+#[derive(clap::Args)]
 struct SetupFlags {
+    /// The Claude Desktop config; this system's usual place by default.
+    #[arg(long)]
     config_path: Option<PathBuf>,
+    /// The downstream list the proxy reads; by default where the spec's `proxy.config`
+    /// points (its environment variable, else its default path).
+    #[arg(long)]
     proxy_config: Option<PathBuf>,
+    /// The database the proxy uses; the spec's environment variable or default path.
+    #[arg(long)]
     db: Option<PathBuf>,
+    /// The servers to proxy, by name (comma-separated); asked interactively otherwise.
+    #[arg(long, value_delimiter = ',')]
     servers: Vec<String>,
+    /// Proxy every server of the config.
+    #[arg(long, conflicts_with = "servers")]
     all: bool,
+    /// Show the change and write nothing.
+    #[arg(long)]
     dry_run: bool,
+    /// Write without asking.
+    #[arg(long, short)]
     yes: bool,
 }
 

@@ -279,19 +279,10 @@ impl Plan {
 }
 
 fn write(path: &Path, text: &str) -> Result<(), SetupError> {
-    let err = |e: &dyn std::fmt::Display| SetupError::Write {
+    crate::handler::replace_file(path, text.as_bytes()).map_err(|e| SetupError::Write {
         path: path.display().to_string(),
         reason: e.to_string(),
-    };
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| err(&e))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| err(&e))?;
-    std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(|e| err(&e))?;
-    tmp.persist(path).map_err(|e| err(&e.error))?;
-    Ok(())
+    })
 }
 
 /// Computes the change: the chosen servers leave the Desktop config's `mcpServers` for the

@@ -239,3 +239,12 @@ pub fn count_rows(db: &Path, table: &str) -> i64 {
     conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
         .expect("count")
 }
+
+/// Sends a signal (`-TERM`, `-KILL`) to a process.
+pub fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(ok.success());
+}

@@ -21,6 +21,79 @@ mod content {
     include!("../fixtures/content/expected/content.rs");
 }
 
+mod notes {
+    include!("../fixtures/aliases/expected/notes.rs");
+}
+
+/// A hand-written implementation of the aliases golden: `notes.get` and `notes.touch` return
+/// the same type, so one function serves both.
+struct Notes;
+
+fn the_note() -> notes::outputs::NotesGet {
+    notes::outputs::NotesGet {
+        note: notes::outputs::NotesGetNote {
+            id: 1,
+            text: "x".into(),
+            tags: Some(vec![notes::outputs::NotesGetNoteTagsItem {
+                name: "t".into(),
+            }]),
+        },
+    }
+}
+
+impl notes::NotesGetHandler for Notes {
+    fn get_note(
+        &self,
+        _ctx: &server::handler::Context,
+        _args: notes::args::NotesGet,
+    ) -> Result<notes::outputs::NotesGet, server::handler::HandlerError> {
+        Ok(the_note())
+    }
+}
+
+impl notes::NotesTouchHandler for Notes {
+    fn touch_note(
+        &self,
+        _ctx: &server::handler::Context,
+        _args: notes::args::NotesTouch,
+    ) -> Result<notes::outputs::NotesTouch, server::handler::HandlerError> {
+        Ok(the_note())
+    }
+}
+
+impl notes::NotesCountHandler for Notes {
+    fn count_notes(
+        &self,
+        _ctx: &server::handler::Context,
+        _args: notes::args::NotesCount,
+    ) -> Result<notes::outputs::NotesCount, server::handler::HandlerError> {
+        Ok(notes::outputs::NotesCount { note: 3 })
+    }
+}
+
+/// Tools whose output schemas are the same (a YAML anchor) share one Rust type: a value built
+/// for one is the other's result as it is, nested structs included.
+#[test]
+fn reused_output_schemas_are_one_type() {
+    let got = the_note();
+    let touched: notes::outputs::NotesTouch = got.clone();
+    let note: notes::outputs::NotesTouchNote = got.note.clone();
+    assert_eq!(note.id, 1);
+    let nested: notes::outputs::NotesTouchNoteTagsItem = got.note.tags.clone().unwrap()[0].clone();
+    assert_eq!(touched, got);
+    assert_eq!(nested.name, "t");
+    let d = notes::dispatcher(Notes);
+    let ctx = server::handler::Context::new(".");
+    let args = serde_json::Map::new();
+    let get = d.call("notes.get", &ctx, &args).expect("notes.get");
+    let touch = d.call("notes.touch", &ctx, &args).expect("notes.touch");
+    assert_eq!(get, touch);
+    assert_eq!(get["note"]["tags"][0]["name"], "t");
+    let count = d.call("notes.count", &ctx, &args).expect("notes.count");
+    assert_eq!(count, serde_json::json!({"note": 3}));
+    assert_eq!(notes::SERVER.tools.len(), 3);
+}
+
 /// A hand-written implementation of the golden's handler traits, as a user would write it.
 struct Files;
 

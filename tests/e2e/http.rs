@@ -12,7 +12,7 @@ use std::sync::mpsc::Receiver;
 use serde_json::{Value, json};
 use server::client::{ClientError, HttpClient, HttpResponse, RESPONSE_TIMEOUT};
 
-use crate::common::{Db, EXE, mcpspec, sample_db, start_on};
+use crate::common::{Db, EXE, mcpspec, sample_db, signal, start_on};
 use crate::knowledge::{big_db, integrity};
 
 const TOKEN: &str = "e2e-token-0123456789abcdef";
@@ -107,14 +107,6 @@ impl Drop for HttpServer {
             let _ = self.child.wait();
         }
     }
-}
-
-fn signal(pid: u32, sig: &str) {
-    let ok = Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .expect("kill");
-    assert!(ok.success());
 }
 
 fn initialize_body() -> Vec<u8> {

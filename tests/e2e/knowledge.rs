@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use server::client::StdioClient;
 
-use crate::common::{Db, EXE, count_rows, sample_db, start, start_on};
+use crate::common::{Db, EXE, count_rows, sample_db, signal, start, start_on};
 
 fn spawn(db: &Path, env: &[(&str, &str)], stderr: Stdio) -> StdioClient {
     let mut c = Command::new(EXE);
@@ -23,14 +23,6 @@ fn spawn(db: &Path, env: &[(&str, &str)], stderr: Stdio) -> StdioClient {
     let mut client = StdioClient::spawn(&mut c).expect("spawn");
     client.initialize().expect("initialize");
     client
-}
-
-fn signal(pid: u32, sig: &str) {
-    let ok = Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .expect("kill");
-    assert!(ok.success());
 }
 
 /// A database with `n` extra entries that all contain the word "common", so that a search

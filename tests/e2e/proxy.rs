@@ -617,17 +617,13 @@ fn children(pid: u32) -> Vec<u32> {
 #[test]
 fn shutdown_leaves_no_downstream_processes() {
     // Closing stdin, then SIGTERM.
-    for signal in [false, true] {
+    for terminate in [false, true] {
         let mut p = proxied(&[("a", &[]), ("b", &[])]);
         passed(&mut p, "echo", json!({"text": "x"}));
         let kids = children(p.s.client.pid());
         assert_eq!(kids.len(), 2, "one process per downstream: {kids:?}");
-        if signal {
-            let status = Command::new("kill")
-                .args(["-TERM", &p.s.client.pid().to_string()])
-                .status()
-                .expect("kill");
-            assert!(status.success());
+        if terminate {
+            crate::common::signal(p.s.client.pid(), "-TERM");
             // The server's stdout closes when it exits.
             while p.s.client.recv(Duration::from_secs(20)).is_ok() {}
         }

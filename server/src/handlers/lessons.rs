@@ -153,12 +153,11 @@ impl Lesson {
     }
 }
 
-/// Builds a generated per-tool lesson struct from a [`Lesson`]; the generated output types
-/// are one per tool, with the same fields.
-macro_rules! lesson_out {
-    ($ty:path, $l:expr) => {{
-        let l: Lesson = $l;
-        $ty {
+// The lesson-returning tools share one output shape (a YAML anchor in the spec), so codegen
+// makes their output types aliases of `lessons_add`'s.
+impl From<Lesson> for outputs::LessonsAddLesson {
+    fn from(l: Lesson) -> Self {
+        outputs::LessonsAddLesson {
             id: l.id,
             slug: l.slug,
             type_: l.kind,
@@ -175,18 +174,16 @@ macro_rules! lesson_out {
             created_at: l.created_at,
             updated_at: l.updated_at,
         }
-    }};
+    }
 }
 
-/// Builds a generated per-tool manifest struct from a [`Built`] manifest.
-macro_rules! manifest_out {
-    ($ty:path, $b:expr) => {{
-        let b: &Built = &$b;
-        $ty {
+impl From<&Built> for outputs::LessonsAddManifest {
+    fn from(b: &Built) -> Self {
+        outputs::LessonsAddManifest {
             lessons: b.lessons,
             path: b.file.clone(),
         }
-    }};
+    }
 }
 
 fn db_error(e: rusqlite::Error) -> HandlerError {
@@ -265,9 +262,7 @@ fn write_manifest_file(ctx: &Context, conn: &Connection) -> Option<String> {
             })?
             .collect::<rusqlite::Result<_>>()?;
         let text = serde_json::to_string_pretty(&json!({"version": 1, "lessons": lessons}))?;
-        let mut tmp = tempfile::NamedTempFile::new_in(&dir)?;
-        std::io::Write::write_all(&mut tmp, (text + "\n").as_bytes())?;
-        tmp.persist(dir.join(MANIFEST_FILE))?;
+        crate::handler::replace_file(&dir.join(MANIFEST_FILE), (text + "\n").as_bytes())?;
         Ok(())
     })();
     match result {
@@ -651,8 +646,8 @@ impl LessonsAddHandler for Lessons {
     fn lessons_add(&self, ctx: &Context, a: args::LessonsAdd) -> Result<outputs::LessonsAdd> {
         let (l, built) = write_and_build(ctx, |conn| insert(conn, &a, "active", "mcp"))?;
         Ok(outputs::LessonsAdd {
-            lesson: lesson_out!(outputs::LessonsAddLesson, l),
-            manifest: manifest_out!(outputs::LessonsAddManifest, built),
+            lesson: l.into(),
+            manifest: (&built).into(),
         })
     }
 }
@@ -699,7 +694,7 @@ impl LessonsPromoteHandler for Lessons {
         Ok(outputs::LessonsPromote {
             changed,
             status: status.into(),
-            manifest: manifest_out!(outputs::LessonsPromoteManifest, built),
+            manifest: (&built).into(),
         })
     }
 }
@@ -709,8 +704,8 @@ impl LessonsEditHandler for Lessons {
         let fields = Fields::from_patch(&a.patch)?;
         let (l, built) = write_and_build(ctx, |conn| fields.apply(conn, a.id))?;
         Ok(outputs::LessonsEdit {
-            lesson: lesson_out!(outputs::LessonsEditLesson, l),
-            manifest: manifest_out!(outputs::LessonsEditManifest, built),
+            lesson: l.into(),
+            manifest: (&built).into(),
         })
     }
 }
@@ -741,8 +736,8 @@ impl LessonsRestoreHandler for Lessons {
             get(conn, a.id)
         })?;
         Ok(outputs::LessonsRestore {
-            lesson: lesson_out!(outputs::LessonsRestoreLesson, l),
-            manifest: manifest_out!(outputs::LessonsRestoreManifest, built),
+            lesson: l.into(),
+            manifest: (&built).into(),
         })
     }
 }
@@ -774,7 +769,7 @@ impl LessonsCancelHandler for Lessons {
         Ok(outputs::LessonsCancel {
             archived,
             tag: format!("#lesson:cancel {slug}"),
-            manifest: manifest_out!(outputs::LessonsCancelManifest, built),
+            manifest: (&built).into(),
         })
     }
 }
@@ -793,8 +788,8 @@ impl LessonsScopeHandler for Lessons {
             get(conn, a.id)
         })?;
         Ok(outputs::LessonsScope {
-            lesson: lesson_out!(outputs::LessonsScopeLesson, l),
-            manifest: manifest_out!(outputs::LessonsScopeManifest, built),
+            lesson: l.into(),
+            manifest: (&built).into(),
         })
     }
 }
@@ -803,7 +798,7 @@ impl LessonsBuildHandler for Lessons {
     fn lessons_build(&self, ctx: &Context, _: args::LessonsBuild) -> Result<outputs::LessonsBuild> {
         let ((), built) = write_and_build(ctx, |_| Ok(()))?;
         Ok(outputs::LessonsBuild {
-            manifest: manifest_out!(outputs::LessonsBuildManifest, built),
+            manifest: (&built).into(),
         })
     }
 }
@@ -1081,30 +1076,18 @@ fn read_config(conn: &Connection) -> rusqlite::Result<Config> {
     Ok(c)
 }
 
-/// Builds the generated config output of `lessons_config_get` or `lessons_config_set`.
-macro_rules! config_out {
-    (LessonsConfigGet, $c:expr) => {
-        outputs::LessonsConfigGet {
-            config: outputs::LessonsConfigGetConfig {
-                injection: outputs::LessonsConfigGetConfigInjection { hints: $c.hints },
-                scanning: outputs::LessonsConfigGetConfigScanning {
-                    sessions_dir: $c.sessions_dir,
-                    max_files: $c.max_files,
-                },
+/// The result of `lessons_config_get`, and of `lessons_config_set`, whose output type is an
+/// alias of it.
+fn config_out(c: Config) -> outputs::LessonsConfigGet {
+    outputs::LessonsConfigGet {
+        config: outputs::LessonsConfigGetConfig {
+            injection: outputs::LessonsConfigGetConfigInjection { hints: c.hints },
+            scanning: outputs::LessonsConfigGetConfigScanning {
+                sessions_dir: c.sessions_dir,
+                max_files: c.max_files,
             },
-        }
-    };
-    (LessonsConfigSet, $c:expr) => {
-        outputs::LessonsConfigSet {
-            config: outputs::LessonsConfigSetConfig {
-                injection: outputs::LessonsConfigSetConfigInjection { hints: $c.hints },
-                scanning: outputs::LessonsConfigSetConfigScanning {
-                    sessions_dir: $c.sessions_dir,
-                    max_files: $c.max_files,
-                },
-            },
-        }
-    };
+        },
+    }
 }
 
 impl LessonsConfigGetHandler for Lessons {
@@ -1114,7 +1097,7 @@ impl LessonsConfigGetHandler for Lessons {
         _: args::LessonsConfigGet,
     ) -> Result<outputs::LessonsConfigGet> {
         let c = ctx.read(|conn| read_config(conn))?.map_err(db_error)?;
-        Ok(config_out!(LessonsConfigGet, c))
+        Ok(config_out(c))
     }
 }
 
@@ -1150,7 +1133,7 @@ impl LessonsConfigSetHandler for Lessons {
                 read_config(conn)
             })?
             .map_err(db_error)?;
-        Ok(config_out!(LessonsConfigSet, c))
+        Ok(config_out(c))
     }
 }
 

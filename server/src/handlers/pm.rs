@@ -619,17 +619,12 @@ impl ProjectInitHandler for Pm {
             std::fs::write(&path, text + "\n").map_err(HandlerError::internal)?;
             (config, true)
         };
-        let c = config.to_output_info();
+        // `ProjectInitConfig` is an alias of `ProjectInfoConfig`: the spec gives both the
+        // same schema.
         Ok(outputs::ProjectInit {
             config_path: CONFIG_FILE.into(),
             created,
-            config: outputs::ProjectInitConfig {
-                databases_dir: c.databases_dir,
-                dumps_dir: c.dumps_dir,
-                worktrees_dir: c.worktrees_dir,
-                default_database: c.default_database,
-                allowed_databases: c.allowed_databases,
-            },
+            config: config.to_output_info(),
         })
     }
 }
