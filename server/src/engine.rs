@@ -32,6 +32,9 @@ pub struct Limits {
     /// The largest result returned, measured as JSON text; `many` results are cut to fit and
     /// flagged `truncated`, other results over it are a `RESULT_TOO_LARGE` error.
     pub max_result_bytes: usize,
+    /// How long a destructive call waits for the person's confirmation, and how long a
+    /// confirmation question of protocol 2026-07-28 stays answerable.
+    pub confirm_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -40,6 +43,7 @@ impl Default for Limits {
             max_argument_bytes: 4 * 1024 * 1024,
             call_timeout: Duration::from_secs(30),
             max_result_bytes: 8 * 1024 * 1024,
+            confirm_timeout: Duration::from_secs(300),
         }
     }
 }
@@ -121,6 +125,8 @@ struct CompiledTool {
     schema: Value,
     validator: std::sync::OnceLock<Result<jsonschema::Validator, String>>,
     defaults: Vec<(&'static str, Value)>,
+    /// Whether the schema types some place as `integer`, which [`crate::numbers`] checks.
+    integers: bool,
 }
 
 impl CompiledTool {
@@ -311,6 +317,7 @@ impl Engine {
                 t.name,
                 CompiledTool {
                     def: t,
+                    integers: crate::numbers::mentions_integer(&schema),
                     schema,
                     validator: std::sync::OnceLock::new(),
                     defaults,
@@ -556,7 +563,7 @@ impl Engine {
                         if hit {
                             fields.insert("field".into(), json!(field));
                             if let Some(v) = arguments.and_then(|a| a.get(field)) {
-                                fields.insert("value".into(), v.clone());
+                                fields.insert("value".into(), crate::jsonrpc::shorten(v));
                             }
                         }
                         hit
@@ -654,6 +661,19 @@ impl Engine {
         self.rename(CallError::Tool(e))
     }
 
+    /// The error for a call whose confirmation nobody answered in time.
+    pub fn unconfirmed(&self, tool: &str, after: Duration) -> CallError {
+        let e = ToolError {
+            code: "CONFIRMATION_TIMEOUT",
+            message: format!(
+                "nobody answered the confirmation of `{tool}` within {} s; nothing was changed",
+                after.as_secs()
+            ),
+            data: Some(json!({"timeout_secs": after.as_secs()})),
+        };
+        self.rename(CallError::Tool(e))
+    }
+
     fn call_inner(
         &self,
         name: &str,
@@ -717,6 +737,9 @@ impl Engine {
             )
         })?;
         validate(validator, &instance)?;
+        if tool.integers {
+            crate::numbers::check(&tool.schema, &instance).map_err(bad_integer)?;
+        }
         let any = tool.def.required_any;
         if !any.is_empty()
             && !any
@@ -1470,6 +1493,18 @@ fn validate(validator: &jsonschema::Validator, instance: &Value) -> Result<(), T
         let path = e.instance_path().to_string();
         let mut field = path.trim_start_matches('/').replace('/', ".");
         let mut message = e.to_string();
+        // The message quotes the value; a huge one is shortened, never sent back whole.
+        let value = e.instance().to_string();
+        if value.chars().nth(crate::jsonrpc::QUOTE_CHARS).is_some() {
+            message = message.replace(&value, &crate::jsonrpc::quote(&value));
+        }
+        if message
+            .chars()
+            .nth(4 * crate::jsonrpc::QUOTE_CHARS)
+            .is_some()
+        {
+            message = crate::jsonrpc::quote(&message);
+        }
         let constraint = e.kind().keyword().to_string();
         match e.kind() {
             jsonschema::error::ValidationErrorKind::Required { property } => {
@@ -1511,6 +1546,19 @@ fn validate(validator: &jsonschema::Validator, instance: &Value) -> Result<(), T
         message: format!("invalid arguments: {}", text.join("; ")),
         data: Some(json!({"field": field, "constraint": constraint, "errors": fields})),
     })
+}
+
+/// The error for an integer argument that does not decode as `i64`.
+fn bad_integer(e: crate::numbers::BadInteger) -> ToolError {
+    ToolError {
+        code: "INVALID_ARGUMENTS",
+        message: format!("invalid arguments: `{}` is invalid: {}", e.field, e.message),
+        data: Some(json!({
+            "field": e.field,
+            "constraint": "type",
+            "errors": [{"field": e.field, "constraint": "type", "message": e.message}],
+        })),
+    }
 }
 
 /// jsonschema messages start with the offending value (`100 is greater than ...`); after the

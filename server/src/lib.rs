@@ -2,25 +2,33 @@
 //!
 //! `build.rs` compiles `spec/*.yaml` into [`generated`]; [`def`] declares the table types it
 //! fills; [`engine`] executes calls; [`mcp`] and [`transport`] put the engine on stdio with
-//! rmcp and [`http`] on Streamable HTTP; [`db`] opens and creates databases; [`client`] and
-//! [`demo`] drive a server as a client; [`handler`] is what Rust handlers receive and return,
-//! and [`handlers`] holds them; [`proxy`] runs the downstream servers and the interceptor of a
-//! spec's `proxy:` section, and [`setup`] puts a proxy server in front of the servers of a
+//! rmcp and [`http`] on Streamable HTTP; [`confine`] keeps handlers' paths inside their
+//! project; [`confirm`] asks the person before destructive calls; [`db`] opens and creates databases; [`client`] and
+//! [`demo`] drive a server as a client; [`jsonrpc`] answers messages that do not parse and
+//! bounds what is quoted back; [`numbers`] refuses integer arguments that do not fit `i64`;
+//! [`handler`] is what Rust handlers receive and return,
+//! and [`handlers`] holds them; [`proxy`] runs the downstream servers (each over a
+//! [`downlink`]) and the interceptor of a spec's `proxy:` section, and [`setup`] puts a proxy server in front of the servers of a
 //! Claude Desktop config.
 
 // Generated code names this crate as `::server` so that it compiles both here and in tests.
 extern crate self as server;
 
 pub mod client;
+pub mod confine;
+pub mod confirm;
 pub mod content;
 pub mod db;
 pub mod def;
 pub mod demo;
+pub mod downlink;
 pub mod engine;
 pub mod handler;
 pub mod handlers;
 pub mod http;
+pub mod jsonrpc;
 pub mod mcp;
+pub mod numbers;
 pub mod proxy;
 pub mod setup;
 pub mod transform;

@@ -177,6 +177,9 @@ fn limits() -> Result<Limits> {
     if let Some(ms) = env_number("MCPSPEC_CALL_TIMEOUT_MS")? {
         l.call_timeout = Duration::from_millis(ms);
     }
+    if let Some(secs) = env_number("MCPSPEC_CONFIRM_TIMEOUT_SECS")? {
+        l.confirm_timeout = Duration::from_secs(secs);
+    }
     Ok(l)
 }
 
@@ -572,7 +575,7 @@ fn serve_http(
         .await;
         // Every downstream process is stopped and reaped before the server exits.
         if let Some(p) = proxy {
-            p.shutdown().await;
+            p.shutdown(drain_timeout()?).await;
         }
         served?;
         Ok::<(), anyhow::Error>(())
@@ -612,9 +615,9 @@ fn serve(engine: std::sync::Arc<Engine>) -> Result<()> {
                 .map_err(|e| anyhow!("the MCP session ended with an error: {e}")),
             Err(e) => Err(anyhow!("the MCP session failed to start: {e}")),
         };
-        // Every downstream process is stopped and reaped before the server exits.
+        // Every downstream process is stopped before the server exits, within the timeout.
         if let Some(p) = proxy {
-            p.shutdown().await;
+            p.shutdown(drain).await;
         }
         session
     })?;

@@ -20,19 +20,19 @@ use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    ContentBlock, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema,
-    ErrorCode, ErrorData, GetPromptRequestParams, GetPromptResponse, Implementation, InputRequest,
-    InputRequiredResult, InputResponses, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    Prompt, PromptsCapability, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    Resource, ResourceTemplate, ResourceUpdatedNotificationParam, ResourcesCapability,
-    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams, Tool,
-    ToolAnnotations, UnsubscribeRequestParams,
+    ContentBlock, ElicitRequestParams, ElicitationSchema, ErrorCode, ErrorData,
+    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, Prompt, PromptsCapability, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceTemplate,
+    ResourceUpdatedNotificationParam, ResourcesCapability, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, SubscribeRequestParams, Tool, ToolAnnotations, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 
+use crate::confirm::{Call, Confirmation, Confirmer};
 use crate::def::ServerDef;
 use crate::engine::{CallError, Engine};
 use crate::handler::{ClientLink, Elicited, Link, LogLevel};
@@ -51,6 +51,8 @@ pub struct McpServer {
     proxy: Option<Arc<Proxy>>,
     /// The session's state that handlers reach through their [`ClientLink`].
     session: Arc<Session>,
+    /// Asks the person before destructive calls; shared by every session of the process.
+    confirmer: Arc<Confirmer>,
 }
 
 /// What one client session set: its log level and its resource subscriptions, and the proxy's
@@ -156,6 +158,7 @@ impl McpServer {
             resources: crate::content::resource_list(def),
             templates: crate::content::template_list(def),
             prompts: crate::content::prompt_list(def),
+            confirmer: Arc::new(Confirmer::new(engine.limits().confirm_timeout)),
             engine,
             config,
             proxy,
@@ -328,82 +331,6 @@ async fn blocking<T: Send + 'static>(
     }
 }
 
-/// The key of the confirmation in a 2026-07-28 `input_required` round trip.
-const CONFIRM_INPUT: &str = "confirm";
-
-/// How asking the person to confirm a destructive call went.
-enum Confirmation {
-    /// Go on: the person accepted, or the client cannot ask (the argument rule stands alone).
-    Go,
-    /// Stop with nothing changed: `declined`, `cancelled`, or no answer.
-    Stop(&'static str),
-    /// Protocol 2026-07-28: answer with this `input_required` result; the client asks the
-    /// person and retries the call with the answer.
-    Ask(InputRequiredResult),
-}
-
-fn form(question: String) -> ElicitRequestParams {
-    ElicitRequestParams::FormElicitationParams {
-        meta: None,
-        message: question,
-        requested_schema: ElicitationSchema::builder().build_unchecked(),
-    }
-}
-
-fn action(a: &ElicitationAction) -> Option<&'static str> {
-    match a {
-        ElicitationAction::Accept => None,
-        ElicitationAction::Decline => Some("declined"),
-        _ => Some("cancelled"),
-    }
-}
-
-/// Asks the person to confirm a destructive call through elicitation: with an
-/// `elicitation/create` request to a client that declared the capability in `initialize`, or,
-/// for a client of protocol 2026-07-28 that declares it in `_meta`, with an `input_required`
-/// result whose answer comes back in the retried call's `inputResponses`.
-async fn confirm(
-    context: &RequestContext<RoleServer>,
-    responses: Option<&InputResponses>,
-    question: String,
-) -> Confirmation {
-    if !context.peer.supported_elicitation_modes().is_empty() {
-        // The person may take their time; a `notifications/cancelled` for the call ends the
-        // wait, with nothing changed.
-        let answer = tokio::select! {
-            a = context.peer.create_elicitation(form(question)) => a,
-            () = context.ct.cancelled() => return Confirmation::Stop("cancelled"),
-        };
-        return match answer {
-            Ok(r) => action(&r.action).map_or(Confirmation::Go, Confirmation::Stop),
-            Err(e) => {
-                tracing::warn!(error = %e, "the confirmation request failed");
-                Confirmation::Stop("did not answer")
-            }
-        };
-    }
-    let declared = context
-        .meta
-        .client_capabilities()
-        .is_some_and(|c| c.elicitation.is_some());
-    if !declared {
-        // Clients without elicitation keep the argument rule alone.
-        return Confirmation::Go;
-    }
-    match responses.and_then(|r| r.get(CONFIRM_INPUT)) {
-        None => {
-            let request = InputRequest::Elicitation(ElicitRequest::new(form(question)));
-            let requests = [(CONFIRM_INPUT.to_string(), request)].into_iter().collect();
-            Confirmation::Ask(InputRequiredResult::new(Some(requests), None))
-        }
-        Some(answer) => match serde_json::from_value::<ElicitationAction>(answer["action"].clone())
-        {
-            Ok(a) => action(&a).map_or(Confirmation::Go, Confirmation::Stop),
-            Err(_) => Confirmation::Stop("did not answer"),
-        },
-    }
-}
-
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
         self.config.clone()
@@ -561,6 +488,7 @@ impl ServerHandler for McpServer {
         }
         let engine = self.engine.clone();
         let responses = request.input_responses;
+        let state = request.request_state;
         let name = request.name.into_owned();
         let tool = name.clone();
         let arguments = request.arguments.map(Value::Object);
@@ -568,14 +496,30 @@ impl ServerHandler for McpServer {
         let cancel = Arc::new(AtomicBool::new(false));
         let flag = cancel.clone();
         if let Some(question) = engine.confirmation(&name, arguments.as_ref()) {
-            match confirm(&context, responses.as_ref(), question).await {
-                Confirmation::Go => {}
-                Confirmation::Ask(input) => return Ok(input.into()),
-                Confirmation::Stop(action) => {
-                    tracing::info!(target: "mcpspec::call", tool = %name, outcome = "DECLINED", action, "call");
-                    return to_result(Err(engine.declined(&name, action)), engine.def)
-                        .map(Into::into);
+            let call = Call {
+                tool: &name,
+                arguments: arguments.as_ref(),
+                request_state: state.as_deref(),
+                responses: responses.as_ref(),
+            };
+            let stopped = match self.confirmer.confirm(&context, call, question).await {
+                Confirmation::Go => None,
+                Confirmation::Ask(input) => return Ok((*input).into()),
+                Confirmation::Invalid(why) => {
+                    tracing::warn!(tool = %name, reason = %why, "refused a confirmation whose requestState is not valid");
+                    return Err(ErrorData::invalid_params(
+                        format!(
+                            "invalid params for tools/call: `requestState` is not one this server issued for this call ({why}); call the tool again without it"
+                        ),
+                        Some(json!({"field": "requestState"})),
+                    ));
                 }
+                Confirmation::Stop(action) => Some(engine.declined(&name, action)),
+                Confirmation::TimedOut(after) => Some(engine.unconfirmed(&name, after)),
+            };
+            if let Some(e) = stopped {
+                tracing::info!(target: "mcpspec::call", tool = %name, outcome = "DECLINED", "call");
+                return to_result(Err(e), engine.def).map(Into::into);
             }
         }
         let ct = context.ct.clone();

@@ -17,7 +17,7 @@ use rmcp::RoleServer;
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, RequestId};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc;
 
 /// Request methods MCP defines (through 2026-07-28); any other method is not found.
@@ -85,8 +85,9 @@ impl InFlight {
         serde_json::to_string(id).unwrap_or_default()
     }
 
-    fn start(&self, id: &RequestId) {
-        self.lock().insert(Self::key(id));
+    /// Records a request; false when a request with the same id is still unanswered.
+    fn start(&self, id: &RequestId) -> bool {
+        self.lock().insert(Self::key(id))
     }
 
     fn finish(&self, id: &RequestId) {
@@ -97,6 +98,51 @@ impl InFlight {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
         self.ids
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The server's own requests to the client (elicitation, sampling, ping) still unanswered.
+/// On the wire each carries an id made of a per-process secret and a counter, so a client
+/// cannot answer a question before it was asked (say, a confirmation) by guessing its id; an
+/// answer is matched back to rmcp's id, and one that matches no question is dropped.
+struct Asked {
+    prefix: String,
+    next: std::sync::atomic::AtomicU64,
+    open: std::sync::Mutex<std::collections::HashMap<String, RequestId>>,
+}
+
+impl Asked {
+    fn new() -> Asked {
+        Asked {
+            prefix: format!(
+                "s-{}",
+                crate::confirm::hex(&crate::confirm::random_bytes::<12>())
+            ),
+            next: std::sync::atomic::AtomicU64::new(0),
+            open: std::sync::Mutex::default(),
+        }
+    }
+
+    /// The wire id for an outgoing request with rmcp's `id`.
+    fn issue(&self, id: RequestId) -> RequestId {
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let wire = format!("{}-{n}", self.prefix);
+        self.lock().insert(wire.clone(), id);
+        RequestId::String(wire.into())
+    }
+
+    /// rmcp's id for an answer's wire id, once; `None` for an id this server never sent.
+    fn answered(&self, wire: &RequestId) -> Option<RequestId> {
+        match wire {
+            RequestId::String(s) => self.lock().remove(&**s),
+            RequestId::Number(_) => None,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, RequestId>> {
+        self.open
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -113,6 +159,7 @@ pub struct StdioTransport {
     out: std::sync::mpsc::Sender<Vec<u8>>,
     max_line: usize,
     requests: Arc<InFlight>,
+    asked: Arc<Asked>,
     stop: StopHandle,
     drain_timeout: std::time::Duration,
     drain_deadline: Option<tokio::time::Instant>,
@@ -134,6 +181,10 @@ fn read_lines(read: impl std::io::Read, max: usize, tx: &mpsc::UnboundedSender<I
             }
         };
         if available.is_empty() {
+            // The last message may end at end of input without a newline; it still counts.
+            if !discarding && !line.is_empty() {
+                let _ = tx.send(Input::Line(line));
+            }
             return;
         }
         let newline = available.iter().position(|b| *b == b'\n');
@@ -207,6 +258,7 @@ impl StdioTransport {
             out,
             max_line,
             requests: Arc::default(),
+            asked: Arc::new(Asked::new()),
             stop: StopHandle::default(),
             drain_timeout: std::time::Duration::from_secs(30),
             drain_deadline: None,
@@ -251,59 +303,20 @@ impl StdioTransport {
     }
 
     fn reply(&mut self, id: Option<Value>, code: i64, message: String) {
-        let body = json!({
-            "jsonrpc": "2.0",
-            "id": id.unwrap_or(Value::Null),
-            "error": {"code": code, "message": message},
-        });
-        let mut bytes = serde_json::to_vec(&body).unwrap_or_default();
+        self.send_value(&crate::jsonrpc::error_response(id, code, &message));
+    }
+
+    fn send_value(&mut self, body: &Value) {
+        let mut bytes = serde_json::to_vec(body).unwrap_or_default();
         bytes.push(b'\n');
         // The writer thread keeps the order of everything it is given.
         let _ = self.out.send(bytes);
     }
 
-    /// Classifies a line that did not parse as a message and answers it.
+    /// Answers a line that did not parse as a message (see [`crate::jsonrpc`]).
     fn reject(&mut self, line: &[u8], err: &serde_json::Error) {
-        let value: Value = match serde_json::from_slice(line) {
-            Ok(v) => v,
-            Err(e) => {
-                self.reply(None, -32700, format!("parse error: {e}"));
-                return;
-            }
-        };
-        let Some(obj) = value.as_object() else {
-            let what = if value.is_array() {
-                "batches are not supported; send one message per line"
-            } else {
-                "a message must be a JSON object"
-            };
-            self.reply(None, -32600, format!("invalid request: {what}"));
-            return;
-        };
-        let id = obj
-            .get("id")
-            .filter(|v| v.is_string() || v.is_i64() || v.is_u64())
-            .cloned();
-        let method = obj.get("method").and_then(Value::as_str);
-        match (id, method) {
-            // A notification that does not parse needs no answer.
-            (None, Some(_)) if !obj.contains_key("id") => {
-                tracing::debug!(error = %err, "ignoring a malformed notification");
-            }
-            (Some(id), Some(method)) if obj.get("jsonrpc") == Some(&json!("2.0")) => {
-                self.reply(
-                    Some(id),
-                    -32602,
-                    format!("invalid params for {method}: {err}"),
-                );
-            }
-            (id, _) => {
-                self.reply(
-                    id,
-                    -32600,
-                    "invalid request: expected a JSON-RPC 2.0 message with `jsonrpc`, `method` and an integer or string `id`".into(),
-                );
-            }
+        if let Some(answer) = crate::jsonrpc::answer_unparsable(line, err) {
+            self.send_value(&answer);
         }
     }
 }
@@ -321,6 +334,10 @@ impl Transport<RoleServer> for StdioTransport {
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let out = self.out.clone();
         let requests = self.requests.clone();
+        let mut item = item;
+        if let JsonRpcMessage::Request(r) = &mut item {
+            r.id = self.asked.issue(r.id.clone());
+        }
         async move {
             let mut bytes = serde_json::to_vec(&item).map_err(std::io::Error::other)?;
             bytes.push(b'\n');
@@ -400,8 +417,41 @@ impl Transport<RoleServer> for StdioTransport {
                 self.reply(Some(id_json(&r.id)), code, message);
                 continue;
             }
-            match &msg {
-                JsonRpcMessage::Request(r) => self.requests.start(&r.id),
+            let mut msg = msg;
+            match &mut msg {
+                JsonRpcMessage::Response(r) => match self.asked.answered(&r.id) {
+                    Some(id) => r.id = id,
+                    None => {
+                        tracing::warn!(id = %id_json(&r.id), "ignoring an answer to a request this server did not send");
+                        continue;
+                    }
+                },
+                JsonRpcMessage::Error(e) => {
+                    match e.id.as_ref().and_then(|id| self.asked.answered(id)) {
+                        Some(id) => e.id = Some(id),
+                        None => {
+                            tracing::warn!(
+                                "ignoring an error answer to a request this server did not send"
+                            );
+                            continue;
+                        }
+                    }
+                }
+                JsonRpcMessage::Request(r) => {
+                    // Answers are matched to requests by id alone: a second request with the
+                    // id of one still in flight could never be told apart, so it never runs.
+                    if !self.requests.start(&r.id) {
+                        self.reply(
+                            Some(id_json(&r.id)),
+                            -32600,
+                            format!(
+                                "invalid request: request id {} is already in flight; use a new id for each request",
+                                id_json(&r.id)
+                            ),
+                        );
+                        continue;
+                    }
+                }
                 // A cancelled request may never be answered; shutdown need not wait for it.
                 JsonRpcMessage::Notification(n) => {
                     if let rmcp::model::ClientNotification::CancelledNotification(c) =
@@ -411,7 +461,6 @@ impl Transport<RoleServer> for StdioTransport {
                         self.requests.finish(id);
                     }
                 }
-                _ => {}
             }
             return Some(msg);
         }

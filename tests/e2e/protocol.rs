@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::{EXE, sample_db, start};
+use crate::common::{EXE, Session, sample_db, start};
 
 /// Sends one raw line and checks the JSON-RPC error code and id of the answer.
 fn expect_protocol_error(
@@ -253,4 +253,211 @@ fn requests_before_initialize_are_answered_at_once() {
         c.finish(std::time::Duration::from_secs(10))
             .is_some_and(|s| s.success())
     );
+}
+
+/// Integers that JSON Schema accepts but an `i64` cannot hold, or that are written with a
+/// fraction or exponent, are `INVALID_ARGUMENTS` naming the field, for SQL and handler tools
+/// alike; never an internal error or serde's own text.
+#[test]
+fn integers_outside_i64_or_written_as_floats_are_invalid_arguments() {
+    // (server, tool, arguments, field, what the message says)
+    let cases = [
+        (
+            "studio",
+            "query_learnings",
+            r#"{"limit": 1.0}"#,
+            "limit",
+            "without a fraction",
+        ),
+        (
+            "studio",
+            "query_learnings",
+            r#"{"limit": 1e308}"#,
+            "limit",
+            "maximum of 50",
+        ),
+        (
+            "studio",
+            "query_learnings",
+            r#"{"limit": 9223372036854775808}"#,
+            "limit",
+            "maximum of 50",
+        ),
+        (
+            "lessons",
+            "lessons_edit",
+            r#"{"id": 9223372036854775808, "patch": {"trigger": "run the tests"}}"#,
+            "id",
+            "outside the 64-bit integer range",
+        ),
+        (
+            "lessons",
+            "lessons_edit",
+            r#"{"id": 1e308, "patch": {"trigger": "run the tests"}}"#,
+            "id",
+            "outside the 64-bit integer range",
+        ),
+        (
+            "lessons",
+            "lessons_edit",
+            r#"{"id": 1.0, "patch": {"trigger": "run the tests"}}"#,
+            "id",
+            "without a fraction",
+        ),
+        (
+            "lessons",
+            "lessons_list",
+            r#"{"limit": 2.0}"#,
+            "limit",
+            "without a fraction",
+        ),
+    ];
+    for server in ["studio", "lessons"] {
+        let mut s = start(server, &[]);
+        for (_, tool, args, field, says) in cases.iter().filter(|c| c.0 == server) {
+            // Sent as text: `json!` would turn the big integer into a float.
+            let line = format!(
+                r#"{{"jsonrpc":"2.0","id":"int","method":"tools/call","params":{{"name":"{tool}","arguments":{args}}}}}"#
+            );
+            let r = s.raw(&line);
+            assert_eq!(r["result"]["isError"], json!(true), "{tool} {args}: {r}");
+            let text: Value =
+                serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+            let e = &text["error"];
+            assert_eq!(e["code"], "INVALID_ARGUMENTS", "{tool} {args}: {e}");
+            assert_eq!(e["field"], *field, "{tool} {args}: {e}");
+            let message = e["message"].as_str().unwrap();
+            assert!(message.contains(says), "{tool} {args}: {message}");
+            assert!(
+                !message.contains("invalid type"),
+                "serde's text leaked: {message}"
+            );
+        }
+        s.finish();
+    }
+}
+
+/// A huge bad value is quoted back shortened, not whole (a 1 MiB `search` once gave a 2 MB
+/// error).
+#[test]
+fn validation_errors_quote_at_most_about_a_hundred_characters_of_a_value() {
+    let mut s = start("studio", &[]);
+    let big = "q".repeat(1024 * 1024);
+    let response = s.call("query_learnings", json!({"search": big}));
+    let size = response.to_string().len();
+    assert!(size < 2_000, "the error is {size} bytes");
+    let text: Value =
+        serde_json::from_str(response["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(text["error"]["code"], "INVALID_ARGUMENTS");
+    assert_eq!(text["error"]["field"], "search");
+    assert!(
+        text["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("longer than 200"),
+        "{text}"
+    );
+    s.finish();
+}
+
+/// `"\ud800"` (which Python's json module writes) is not Unicode, so the line is not valid
+/// JSON; but its id can be read, so the client gets an answer it can match.
+#[test]
+fn a_lone_surrogate_is_an_argument_error_for_the_request_it_came_in() {
+    let mut s = start("studio", &[]);
+    let r = s.raw(
+        r#"{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"name":"query_learnings","arguments":{"search":"ab\ud800cd"}}}"#,
+    );
+    assert_eq!(r["id"], 41, "{r}");
+    assert_eq!(r["result"]["isError"], json!(true), "{r}");
+    let text: Value =
+        serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(text["error"]["code"], "INVALID_ARGUMENTS");
+    assert_eq!(text["error"]["field"], "search");
+    // Any other method: invalid params, for its id.
+    expect_protocol_error(
+        &mut s,
+        r#"{"jsonrpc":"2.0","id":"p","method":"prompts/get","params":{"name":"\udc01"}}"#,
+        -32602,
+        json!("p"),
+    );
+    // A proper pair is fine, and so is the session.
+    let ok = s.ok("query_learnings", json!({"search": "\u{1F600}"}));
+    assert!(ok["learnings"].is_array());
+    s.finish();
+}
+
+/// The last message may end at end of input without a newline: it is still run and answered
+/// before the server exits.
+#[test]
+fn the_last_line_without_a_newline_is_run_and_answered() {
+    let mut s = crate::common::start("knowledge", &[]);
+    let db = s.db.path.clone();
+    let before = crate::common::count_rows(&db, "knowledge_entries");
+    let call = json!({"jsonrpc": "2.0", "id": "last", "method": "tools/call",
+                      "params": {"name": "kb_add", "arguments": {"content": "the last word", "role": "dev"}}});
+    s.client.send_bytes(call.to_string().as_bytes()).unwrap();
+    let Session {
+        client, db: keep, ..
+    } = s;
+    let (status, messages) = client.finish_keep_reading(std::time::Duration::from_secs(10));
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    let answer = messages
+        .iter()
+        .find(|m| m["id"] == "last")
+        .unwrap_or_else(|| panic!("no answer to the last line: {messages:?}"));
+    assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
+    assert_eq!(
+        crate::common::count_rows(&keep.path, "knowledge_entries"),
+        before + 1
+    );
+}
+
+/// Requests that reuse the id of one in flight are refused and never run: every row written
+/// has its own answer (three `kb_add` with one id once wrote three rows and got one answer).
+#[test]
+fn a_request_reusing_an_id_in_flight_never_runs() {
+    let mut s = crate::common::start("knowledge", &[]);
+    let before = crate::common::count_rows(&s.db.path, "knowledge_entries");
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                      "params": {"name": "kb_add", "arguments": {"content": "same id", "role": "dev"}}});
+    // All three in one write, so the later ones arrive while the first is in flight or after
+    // it was answered; either way each row written has exactly one answer.
+    let line = call.to_string();
+    s.client
+        .send_bytes(format!("{line}\n{line}\n{line}\n").as_bytes())
+        .unwrap();
+    let mut answers = Vec::new();
+    while answers.len() < 3 {
+        answers.push(
+            s.client
+                .recv(std::time::Duration::from_secs(10))
+                .expect("an answer per line"),
+        );
+    }
+    let ok = answers
+        .iter()
+        .filter(|a| a["result"]["isError"] == json!(false))
+        .count();
+    let refused: Vec<&Value> = answers
+        .iter()
+        .filter(|a| a.get("error").is_some())
+        .collect();
+    assert_eq!(ok + refused.len(), 3, "{answers:?}");
+    for r in &refused {
+        assert_eq!(r["error"]["code"], -32600, "{r}");
+        assert_eq!(r["id"], 7, "{r}");
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("already in flight")
+        );
+    }
+    assert_eq!(
+        crate::common::count_rows(&s.db.path, "knowledge_entries"),
+        before + ok as i64,
+        "{answers:?}"
+    );
+    s.finish();
 }

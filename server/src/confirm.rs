@@ -1,0 +1,265 @@
+//! Asking the person to confirm a destructive call, in both protocol eras.
+//!
+//! Protocol 2025-11-25: the server sends `elicitation/create` and waits, at most the confirm
+//! timeout (`MCPSPEC_CONFIRM_TIMEOUT_SECS`, 300 s by default), for the answer. The stdio
+//! transport gives that request an id the client cannot guess, so an answer sent before the
+//! question was asked matches nothing.
+//!
+//! Protocol 2026-07-28: the server answers `input_required` with a `requestState` that only it
+//! can have issued: sealed with HMAC-SHA256 under a key made at start-up (rmcp's
+//! [`RequestStateCodec`]), bound to the tool and its exact arguments, expiring with the confirm
+//! timeout, and good for one retry. A retry is confirmed only by answers that come with such a
+//! state; answers without one are a question not yet asked, and a forged, tampered, expired,
+//! replayed or foreign state is refused as invalid params.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rmcp::RoleServer;
+use rmcp::model::{
+    ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema, InputRequest,
+    InputRequiredResult, InputResponses, RequestStateCodec, SealOptions,
+};
+use rmcp::service::RequestContext;
+use serde_json::Value;
+
+/// The key of the confirmation in a 2026-07-28 `input_required` round trip.
+const CONFIRM_INPUT: &str = "confirm";
+
+/// How asking the person to confirm a destructive call went.
+pub enum Confirmation {
+    /// Go on: the person accepted, or the client cannot ask (the argument rule stands alone).
+    Go,
+    /// Stop with nothing changed: `declined`, `cancelled`, or `did not answer`.
+    Stop(&'static str),
+    /// Nobody answered within the confirm timeout; nothing changed.
+    TimedOut(Duration),
+    /// Protocol 2026-07-28: answer with this `input_required` result; the client asks the
+    /// person and retries the call with the answer and the state.
+    Ask(Box<InputRequiredResult>),
+    /// The retry's `requestState` is not one this server issued for this call.
+    Invalid(String),
+}
+
+/// The confirmation policy of one server process: the wait bound and the state seal.
+pub struct Confirmer {
+    timeout: Duration,
+    codec: RequestStateCodec,
+    /// States already used, by nonce, until they expire: each confirms one retry only.
+    used: Mutex<HashMap<String, Instant>>,
+}
+
+impl Confirmer {
+    /// A confirmer with a fresh random key; `timeout` bounds both the wait for an answer and
+    /// the life of an issued state.
+    pub fn new(timeout: Duration) -> Confirmer {
+        Confirmer {
+            timeout,
+            codec: RequestStateCodec::new_unchecked(random_bytes::<32>().to_vec()),
+            used: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Asks the person to confirm `tool` with `arguments`: with `elicitation/create` to a
+    /// client that declared the capability in `initialize`, or, for a client of protocol
+    /// 2026-07-28 that declares it in `_meta`, with an `input_required` result whose answer
+    /// comes back in the retried call.
+    pub async fn confirm(
+        &self,
+        context: &RequestContext<RoleServer>,
+        call: Call<'_>,
+        question: String,
+    ) -> Confirmation {
+        if !context.peer.supported_elicitation_modes().is_empty() {
+            // The person may take their time, up to the timeout; a `notifications/cancelled`
+            // for the call ends the wait, with nothing changed.
+            let answer = tokio::select! {
+                a = tokio::time::timeout(self.timeout, context.peer.create_elicitation(form(question))) => a,
+                () = context.ct.cancelled() => return Confirmation::Stop("cancelled"),
+            };
+            return match answer {
+                Err(_) => Confirmation::TimedOut(self.timeout),
+                Ok(Ok(r)) => action(&r.action).map_or(Confirmation::Go, Confirmation::Stop),
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "the confirmation request failed");
+                    Confirmation::Stop("did not answer")
+                }
+            };
+        }
+        let declared = context
+            .meta
+            .client_capabilities()
+            .is_some_and(|c| c.elicitation.is_some());
+        if !declared {
+            // Clients without elicitation keep the argument rule alone.
+            return Confirmation::Go;
+        }
+        let bound = call.binding();
+        let Some(state) = call.request_state else {
+            // Answers that arrive without a state answer no question this server asked.
+            return self.ask(question, &bound);
+        };
+        if let Err(why) = self.redeem(state, &bound) {
+            return Confirmation::Invalid(why);
+        }
+        match call.responses.and_then(|r| r.get(CONFIRM_INPUT)) {
+            None => self.ask(question, &bound),
+            Some(answer) => {
+                match serde_json::from_value::<ElicitationAction>(answer["action"].clone()) {
+                    Ok(a) => action(&a).map_or(Confirmation::Go, Confirmation::Stop),
+                    Err(_) => Confirmation::Stop("did not answer"),
+                }
+            }
+        }
+    }
+
+    /// The `input_required` result that asks the question, with a fresh sealed state.
+    fn ask(&self, question: String, bound: &[u8]) -> Confirmation {
+        let nonce = hex(&random_bytes::<16>());
+        let state = self.codec.seal_with(
+            nonce.as_bytes(),
+            &SealOptions::new().associated_data(bound).ttl(self.timeout),
+        );
+        let request = InputRequest::Elicitation(ElicitRequest::new(form(question)));
+        let requests = [(CONFIRM_INPUT.to_string(), request)].into_iter().collect();
+        Confirmation::Ask(Box::new(InputRequiredResult::new(
+            Some(requests),
+            Some(state),
+        )))
+    }
+
+    /// Opens a state for this call and marks it used; why not, when it cannot be.
+    fn redeem(&self, state: &str, bound: &[u8]) -> Result<(), String> {
+        let nonce = self
+            .codec
+            .open_with(state, bound)
+            .map_err(|e| e.to_string())?;
+        let nonce = String::from_utf8_lossy(&nonce).into_owned();
+        let now = Instant::now();
+        let mut used = self
+            .used
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        used.retain(|_, expires| *expires > now);
+        if used.insert(nonce, now + self.timeout).is_some() {
+            return Err("request state was already used".into());
+        }
+        Ok(())
+    }
+}
+
+/// The call a confirmation is for, as the client sent it.
+pub struct Call<'a> {
+    pub tool: &'a str,
+    pub arguments: Option<&'a Value>,
+    pub request_state: Option<&'a str>,
+    pub responses: Option<&'a InputResponses>,
+}
+
+impl Call<'_> {
+    /// What a state is bound to: the method, the tool and the arguments in canonical form
+    /// (object keys sorted), so that it confirms this call and no other.
+    fn binding(&self) -> Vec<u8> {
+        let args = self.arguments.map(canonical).unwrap_or_default();
+        format!("tools/call\0{}\0{args}", self.tool).into_bytes()
+    }
+}
+
+/// JSON text with every object's keys in sorted order.
+fn canonical(v: &Value) -> String {
+    match v {
+        Value::Object(o) => {
+            let mut keys: Vec<&String> = o.keys().collect();
+            keys.sort();
+            let parts: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{}:{}", Value::String(k.clone()), canonical(&o[k])))
+                .collect();
+            format!("{{{}}}", parts.join(","))
+        }
+        Value::Array(a) => {
+            let parts: Vec<String> = a.iter().map(canonical).collect();
+            format!("[{}]", parts.join(","))
+        }
+        other => other.to_string(),
+    }
+}
+
+fn form(question: String) -> ElicitRequestParams {
+    ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: question,
+        requested_schema: ElicitationSchema::builder().build_unchecked(),
+    }
+}
+
+fn action(a: &ElicitationAction) -> Option<&'static str> {
+    match a {
+        ElicitationAction::Accept => None,
+        ElicitationAction::Decline => Some("declined"),
+        _ => Some("cancelled"),
+    }
+}
+
+/// Bytes from the operating system's random source.
+pub fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut b = [0u8; N];
+    // The OS source does not fail on supported systems; a zero key would still be per-build
+    // secret-free, so refuse to go on rather than use it.
+    getrandom::fill(&mut b).expect("the operating system's random source is available");
+    b
+}
+
+/// Lowercase hexadecimal.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_state_confirms_only_its_own_call_once() {
+        let c = Confirmer::new(Duration::from_secs(60));
+        let args = json!({"database": "x", "confirm": true});
+        let call = Call {
+            tool: "db.drop",
+            arguments: Some(&args),
+            request_state: None,
+            responses: None,
+        };
+        let bound = call.binding();
+        let Confirmation::Ask(result) = c.ask("q".into(), &bound) else {
+            panic!("asks")
+        };
+        let state = result.request_state.clone().expect("a state");
+        let other = json!({"database": "y", "confirm": true});
+        let elsewhere = Call {
+            arguments: Some(&other),
+            ..call
+        };
+        assert!(c.redeem(&state, &elsewhere.binding()).is_err());
+        let mut forged = state.clone();
+        forged.push('x');
+        assert!(c.redeem(&forged, &bound).is_err());
+        assert!(c.redeem(&state, &bound).is_ok());
+        assert!(c.redeem(&state, &bound).is_err(), "a state is good once");
+        // Another process (another key) does not accept it.
+        assert!(
+            Confirmer::new(Duration::from_secs(60))
+                .redeem(&state, &bound)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn canonical_json_sorts_keys() {
+        assert_eq!(
+            canonical(&json!({"b": 1, "a": [{"d": 1, "c": "x"}]})),
+            r#"{"a":[{"c":"x","d":1}],"b":1}"#
+        );
+    }
+}
