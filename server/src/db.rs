@@ -68,6 +68,48 @@ pub fn sqlite_message(e: &rusqlite::Error) -> String {
     }
 }
 
+/// A statement kind that [`confine_statements`] refused, for the error message.
+pub type Refused = std::sync::Arc<Mutex<Option<&'static str>>>;
+
+/// Makes `conn` refuse every statement that could reach a file other than its own database
+/// or step out of the caller's transaction: `ATTACH` and `DETACH` (which `VACUUM INTO` uses
+/// too), `load_extension()`, the pragmas that name directories, and transaction control.
+/// SQLite's authorizer decides at prepare and run time, so no spelling or nesting of a
+/// statement gets past it. The returned cell names the first kind refused.
+pub fn confine_statements(conn: &mut Connection) -> rusqlite::Result<Refused> {
+    use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
+    let refused: Refused = std::sync::Arc::default();
+    let cell = refused.clone();
+    conn.authorizer(Some(move |ctx: AuthContext<'_>| {
+        let kind = match ctx.action {
+            AuthAction::Attach { .. } => Some("ATTACH DATABASE or VACUUM INTO (it opens another database file)"),
+            AuthAction::Detach { .. } => Some("DETACH DATABASE"),
+            AuthAction::Function { function_name } if function_name.eq_ignore_ascii_case("load_extension") => {
+                Some("load_extension() (it loads code from a file)")
+            }
+            AuthAction::Pragma { pragma_name, .. }
+                if pragma_name.eq_ignore_ascii_case("temp_store_directory")
+                    || pragma_name.eq_ignore_ascii_case("data_store_directory") =>
+            {
+                Some("PRAGMA temp_store_directory/data_store_directory (it names a directory)")
+            }
+            AuthAction::Transaction { .. } | AuthAction::Savepoint { .. } => {
+                Some("BEGIN, COMMIT, ROLLBACK or SAVEPOINT (the import runs in one transaction of its own)")
+            }
+            _ => None,
+        };
+        match kind {
+            None => Authorization::Allow,
+            Some(k) => {
+                let mut first = cell.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                first.get_or_insert(k);
+                Authorization::Deny
+            }
+        }
+    }))?;
+    Ok(refused)
+}
+
 /// Expands a leading `~` and `%APPDATA%`-style variables in a default path.
 pub fn expand(path: &str) -> PathBuf {
     let home = std::env::var_os("HOME").or_else(|| std::env::var_os("USERPROFILE"));

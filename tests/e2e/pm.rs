@@ -841,19 +841,25 @@ mod elicitation {
             ask["params"]["message"],
             "Drop database scratch? This deletes the file."
         );
+        // Each answer comes back with the state of the question it answers; a state is
+        // good for one retry, so every retry asks anew when it is not the last.
+        let mut state = result["requestState"].clone();
+        assert!(state.is_string(), "{first}");
         for action in ["decline", "cancel"] {
             let r = call(
                 &mut c,
                 json!({"elicitation": {}}),
-                json!({"inputResponses": {"confirm": {"action": action}}}),
+                json!({"inputResponses": {"confirm": {"action": action}}, "requestState": state}),
             );
             assert_eq!(r["result"]["isError"], json!(true), "{r}");
             assert!(root.join(".pm/databases/scratch.db").exists());
+            let again = call(&mut c, json!({"elicitation": {}}), json!({}));
+            state = again["result"]["requestState"].clone();
         }
         let r = call(
             &mut c,
             json!({"elicitation": {}}),
-            json!({"inputResponses": {"confirm": {"action": "accept", "content": {}}}}),
+            json!({"inputResponses": {"confirm": {"action": "accept", "content": {}}}, "requestState": state}),
         );
         assert_eq!(r["result"]["isError"], json!(false), "{r}");
         assert!(!root.join(".pm/databases/scratch.db").exists());
@@ -1116,4 +1122,443 @@ fn resource_reads_of_missing_things_are_not_found_and_bad_names_are_refused() {
     let e = read_error(&mut s, "pm://database/app", -32001);
     assert_eq!(e["data"]["code"], "CONFIG_MISSING");
     s.finish();
+}
+
+/// What a hostile client tried against `pm`, each refused at the mechanism.
+mod hostile {
+    use super::*;
+    use std::os::unix::fs::symlink;
+    use std::process::Stdio;
+
+    use server::client::StdioClient;
+
+    /// A database outside the project, with a row nobody in the project may read.
+    fn outside_db(dir: &Path) -> std::path::PathBuf {
+        let path = dir.join("secret.db");
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE secret (v TEXT); INSERT INTO secret VALUES ('top');")
+            .unwrap();
+        path
+    }
+
+    fn traversal(s: &mut Session, tool: &str, args: Value) {
+        let e = s.rpc_error(tool, args.clone());
+        assert_eq!(e["data"]["code"], "PATH_TRAVERSAL", "{tool} {args}: {e}");
+        assert!(!e.to_string().contains("secret"), "{tool}: {e}");
+    }
+
+    /// Links planted after start-up, leading out of the project, are refused for every file a
+    /// call reaches, and nothing outside is read, written, created or deleted.
+    #[test]
+    fn symbolic_links_out_of_the_project_are_path_traversal() {
+        let mut s = session();
+        let dir = root(&s).to_path_buf();
+        let out = tempfile::tempdir().unwrap();
+        let secret = outside_db(out.path());
+        let before = contents(&secret);
+        let dbs = dir.join(".pm/databases");
+        symlink(&secret, dbs.join("app_evil.db")).unwrap();
+        symlink(out.path().join("made.db"), dbs.join("app_new.db")).unwrap();
+        std::fs::write(dir.join("ok.sql"), "CREATE TABLE t (a);").unwrap();
+
+        traversal(&mut s, "db.dump", json!({"database": "app_evil"}));
+        traversal(
+            &mut s,
+            "db.import",
+            json!({"database": "app_evil", "sql_path": "ok.sql"}),
+        );
+        traversal(
+            &mut s,
+            "db.clone",
+            json!({"source": "app_evil", "target": "copy"}),
+        );
+        traversal(
+            &mut s,
+            "db.drop",
+            json!({"database": "app_evil", "confirm": true}),
+        );
+        traversal(&mut s, "db.create", json!({"database": "app_new"}));
+        traversal(
+            &mut s,
+            "db.import",
+            json!({"database": "app_new", "sql_path": "ok.sql"}),
+        );
+        traversal(
+            &mut s,
+            "db.clone",
+            json!({"source": "app", "target": "app_new"}),
+        );
+        let read = s
+            .client
+            .request("resources/read", json!({"uri": "pm://database/app_evil"}))
+            .unwrap();
+        assert_eq!(read["error"]["data"]["code"], "PATH_TRAVERSAL", "{read}");
+        let listed = s.ok("db.list", json!({}));
+        let names: Vec<&str> = listed["databases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["app"], "links leading out are not listed");
+        assert_eq!(contents(&secret), before);
+        assert!(secret.exists());
+        assert!(!out.path().join("made.db").exists());
+        assert!(
+            !dir.join(".pm/dumps").exists()
+                || std::fs::read_dir(dir.join(".pm/dumps")).unwrap().count() == 0
+        );
+
+        // A configured directory that is itself a link leading out.
+        symlink(out.path(), dir.join(".pm/dumps")).unwrap();
+        traversal(&mut s, "db.dump", json!({"database": "app"}));
+        traversal(&mut s, "db.dumps", json!({}));
+        std::fs::write(
+            dir.join(".pm.json"),
+            CONFIG.replace("\".pm/databases\"", "\".pm/outdb\""),
+        )
+        .unwrap();
+        symlink(out.path(), dir.join(".pm/outdb")).unwrap();
+        traversal(&mut s, "db.list", json!({}));
+        traversal(&mut s, "db.create", json!({"database": "scratch"}));
+        assert_eq!(
+            std::fs::read_dir(out.path()).unwrap().count(),
+            1,
+            "only the secret is outside"
+        );
+        // A link that stays inside the project is followed as before.
+        std::fs::write(dir.join(".pm.json"), CONFIG).unwrap();
+        std::fs::remove_file(dir.join(".pm/dumps")).unwrap();
+        std::fs::create_dir_all(dir.join("real_dumps")).unwrap();
+        symlink(dir.join("real_dumps"), dir.join(".pm/dumps")).unwrap();
+        let dumped = s.ok("db.dump", json!({"database": "app"}));
+        assert!(dumped["path"].as_str().unwrap().starts_with(".pm/dumps/"));
+        assert_eq!(
+            std::fs::read_dir(dir.join("real_dumps")).unwrap().count(),
+            1
+        );
+        s.finish();
+    }
+
+    /// An import may change its own database and nothing else: statements that open other
+    /// files, load code or end the import's transaction are refused, and nothing is written.
+    #[test]
+    fn an_import_cannot_reach_other_files() {
+        let mut s = session();
+        let dir = root(&s).to_path_buf();
+        let out = tempfile::tempdir().unwrap();
+        let app = dir.join(".pm/databases/app.db");
+        let before = contents(&app);
+        let o = out.path().display();
+        let cases = [
+            (
+                format!("ATTACH DATABASE '{o}/x.db' AS x; CREATE TABLE x.t(a);"),
+                "ATTACH",
+            ),
+            (
+                format!("CREATE TABLE IF NOT EXISTS v(a); VACUUM INTO '{o}/v.db';"),
+                "VACUUM",
+            ),
+            (format!("COMMIT; VACUUM INTO '{o}/w.db';"), "COMMIT"),
+            (
+                format!("COMMIT; ATTACH '{o}/y.db' AS y; CREATE TABLE y.t(a);"),
+                "COMMIT",
+            ),
+            (
+                "SELECT load_extension('/tmp/nothing');".to_string(),
+                "load_extension",
+            ),
+            (
+                "CREATE TABLE IF NOT EXISTS z (a); DETACH main;".to_string(),
+                "DETACH",
+            ),
+            (
+                format!("PRAGMA temp_store_directory = '{o}';"),
+                "temp_store_directory",
+            ),
+        ];
+        for (i, (sql, kind)) in cases.iter().enumerate() {
+            let file = format!("evil{i}.sql");
+            std::fs::write(dir.join(&file), sql).unwrap();
+            for database in ["app", "scratch"] {
+                let e = s.rpc_error("db.import", json!({"database": database, "sql_path": file}));
+                assert_eq!(e["data"]["code"], "SQL_FAILED", "{sql}: {e}");
+                let reason = e["data"]["reason"].as_str().unwrap();
+                // VACUUM cannot run inside the import's transaction at all; SQLite says so.
+                assert!(reason.contains(kind), "{sql}: {reason}");
+                assert!(
+                    kind == &"VACUUM" || reason.contains("refused"),
+                    "{sql}: {reason}"
+                );
+                assert!(!reason.contains(&o.to_string()), "a path leaked: {reason}");
+            }
+        }
+        assert_eq!(
+            std::fs::read_dir(out.path()).unwrap().count(),
+            0,
+            "nothing outside"
+        );
+        assert_eq!(contents(&app), before, "the target is unchanged");
+        assert!(!dir.join(".pm/databases/scratch.db").exists());
+        // An ordinary dump still imports.
+        s.ok("db.dump", json!({"database": "app"}));
+        let dumps = s.ok("db.dumps", json!({}));
+        let path = dumps["dumps"][0]["path"].as_str().unwrap().to_string();
+        s.ok(
+            "db.import",
+            json!({"database": "scratch", "sql_path": path}),
+        );
+        assert_eq!(contents(&dir.join(".pm/databases/scratch.db")), before);
+        s.finish();
+    }
+
+    /// Text with NUL bytes or bytes that are not UTF-8 survives a dump and an import.
+    #[test]
+    fn dumps_round_trip_every_value_sqlite_stores() {
+        let mut s = session();
+        let dir = root(&s).to_path_buf();
+        let app = dir.join(".pm/databases/app.db");
+        let conn = rusqlite::Connection::open(&app).unwrap();
+        conn.execute_batch(
+            "INSERT INTO users (name, note) VALUES ('nul', CAST(X'6100620063' AS TEXT));
+             INSERT INTO users (name, note) VALUES (CAST(X'FF00FE' AS TEXT), CAST(X'' AS TEXT));
+             INSERT INTO users (name, score) VALUES ('extremes', 1e308);
+             INSERT INTO users (name, score) VALUES ('tiny', -4.9e-324);
+             INSERT INTO users (id, name) VALUES (9223372036854775807, 'max');",
+        )
+        .unwrap();
+        drop(conn);
+        let dumped = s.ok("db.dump", json!({"database": "app"}));
+        let path = dumped["path"].as_str().unwrap().to_string();
+        s.ok("db.import", json!({"database": "copy", "sql_path": path}));
+        assert_eq!(contents(&dir.join(".pm/databases/copy.db")), contents(&app));
+        s.finish();
+    }
+
+    /// A pm server with elicitation and the environment given.
+    fn asking(dir: &Path, env: &[(&str, &str)]) -> StdioClient {
+        let mut c = StdioClient::spawn(
+            Command::new(crate::common::EXE)
+                .args(["serve", "pm"])
+                .current_dir(dir)
+                .envs(env.iter().copied())
+                .env("MCPSPEC_LOG", "warn")
+                .stderr(Stdio::null()),
+        )
+        .unwrap();
+        let init = c
+            .request(
+                "initialize",
+                json!({"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+                       "clientInfo": {"name": "e2e", "version": "1"}}),
+            )
+            .unwrap();
+        assert!(init.get("result").is_some(), "{init}");
+        c.notify("notifications/initialized", json!({})).unwrap();
+        c
+    }
+
+    fn drop_call(id: &str, database: &str) -> String {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "db.drop", "arguments": {"database": database, "confirm": true}}})
+        .to_string()
+    }
+
+    /// Nobody answers `elicitation/create`: the call ends after the confirm timeout with an
+    /// error, and nothing changes.
+    #[test]
+    fn an_unanswered_confirmation_times_out_and_changes_nothing() {
+        let dir = project();
+        let db = dir.path().join(".pm/databases/scratch.db");
+        std::fs::copy(dir.path().join(".pm/databases/app.db"), &db).unwrap();
+        let mut c = asking(dir.path(), &[("MCPSPEC_CONFIRM_TIMEOUT_SECS", "1")]);
+        c.send_line(&drop_call("wait", "scratch")).unwrap();
+        let ask = c.recv(Duration::from_secs(10)).unwrap();
+        assert_eq!(ask["method"], "elicitation/create", "{ask}");
+        let answer = c
+            .recv_response(&json!("wait"))
+            .expect("an answer without ours");
+        let text: Value =
+            serde_json::from_str(answer["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(text["error"]["code"], "CONFIRMATION_TIMEOUT", "{answer}");
+        assert_eq!(text["error"]["timeout_secs"], 1);
+        assert!(db.exists());
+        // A late answer changes nothing either.
+        c.send_line(
+            &json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept"}}).to_string(),
+        )
+        .unwrap();
+        assert!(
+            c.request("ping", json!({}))
+                .unwrap()
+                .get("result")
+                .is_some()
+        );
+        assert!(db.exists());
+        assert!(
+            c.finish(Duration::from_secs(10))
+                .is_some_and(|s| s.success())
+        );
+    }
+
+    /// An answer sent with the call, before the server asked (its question's id guessed),
+    /// confirms nothing: the question is still asked, and the person's answer decides.
+    #[test]
+    fn a_confirmation_cannot_be_answered_before_it_is_asked() {
+        let dir = project();
+        let db = dir.path().join(".pm/databases/scratch.db");
+        std::fs::copy(dir.path().join(".pm/databases/app.db"), &db).unwrap();
+        let mut c = asking(dir.path(), &[]);
+        let mut burst = drop_call("pre", "scratch");
+        for guess in [json!(0), json!(1), json!(2), json!("0"), json!("1")] {
+            burst.push('\n');
+            burst.push_str(
+                &json!({"jsonrpc": "2.0", "id": guess, "result": {"action": "accept"}}).to_string(),
+            );
+        }
+        c.send_line(&burst).unwrap();
+        let ask = c.recv(Duration::from_secs(10)).unwrap();
+        assert_eq!(
+            ask["method"], "elicitation/create",
+            "the question is asked: {ask}"
+        );
+        assert!(db.exists(), "nothing ran before the person answered");
+        c.send_line(
+            &json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "decline"}})
+                .to_string(),
+        )
+        .unwrap();
+        let answer = c.recv_response(&json!("pre")).unwrap();
+        assert_eq!(answer["result"]["isError"], json!(true), "{answer}");
+        assert!(db.exists());
+        assert!(
+            c.finish(Duration::from_secs(10))
+                .is_some_and(|s| s.success())
+        );
+    }
+
+    /// Under protocol 2026-07-28 only the `requestState` the server issued for this call, used
+    /// once, confirms it: answers without it are asked again, and a forged, foreign or
+    /// replayed state is refused.
+    #[test]
+    fn a_2026_confirmation_needs_the_state_the_server_issued() {
+        let dir = project();
+        let dbs = dir.path().join(".pm/databases");
+        for name in ["scratch", "copy"] {
+            std::fs::copy(dbs.join("app.db"), dbs.join(format!("{name}.db"))).unwrap();
+        }
+        let mut c = StdioClient::spawn(
+            Command::new(crate::common::EXE)
+                .args(["serve", "pm"])
+                .current_dir(dir.path())
+                .stderr(Stdio::null()),
+        )
+        .unwrap();
+        let call = |c: &mut StdioClient, database: &str, extra: Value| {
+            let mut params = json!({"name": "db.drop",
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+                    "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"}
+                },
+                "arguments": {"database": database, "confirm": true}});
+            for (k, v) in extra.as_object().unwrap() {
+                params[k] = v.clone();
+            }
+            c.request("tools/call", params).unwrap()
+        };
+        let accept = json!({"confirm": {"action": "accept", "content": {}}});
+        // Pre-answered, with no state: the question is asked, nothing runs.
+        let r = call(&mut c, "scratch", json!({"inputResponses": accept}));
+        assert_eq!(r["result"]["resultType"], "input_required", "{r}");
+        assert!(dbs.join("scratch.db").exists());
+        let state = r["result"]["requestState"].as_str().unwrap().to_string();
+        let refused = |r: &Value| {
+            assert_eq!(r["error"]["code"], -32602, "{r}");
+            assert_eq!(r["error"]["data"]["field"], "requestState", "{r}");
+        };
+        // A state for other arguments, or tampered with, is refused.
+        refused(&call(
+            &mut c,
+            "copy",
+            json!({"inputResponses": accept, "requestState": state}),
+        ));
+        let mut forged = state.clone();
+        forged.replace_range(forged.len() - 4.., "AAAA");
+        refused(&call(
+            &mut c,
+            "scratch",
+            json!({"inputResponses": accept, "requestState": forged}),
+        ));
+        refused(&call(
+            &mut c,
+            "scratch",
+            json!({"inputResponses": accept, "requestState": "made-up"}),
+        ));
+        assert!(dbs.join("scratch.db").exists() && dbs.join("copy.db").exists());
+        // The real one works once.
+        let r = call(
+            &mut c,
+            "scratch",
+            json!({"inputResponses": accept, "requestState": state}),
+        );
+        assert_eq!(r["result"]["isError"], json!(false), "{r}");
+        assert!(!dbs.join("scratch.db").exists());
+        std::fs::copy(dbs.join("app.db"), dbs.join("scratch.db")).unwrap();
+        refused(&call(
+            &mut c,
+            "scratch",
+            json!({"inputResponses": accept, "requestState": state}),
+        ));
+        assert!(dbs.join("scratch.db").exists());
+        assert!(
+            c.finish(Duration::from_secs(10))
+                .is_some_and(|s| s.success())
+        );
+    }
+
+    /// A request that reuses the id of a call in flight (here, one waiting for the person) is
+    /// refused at once and never runs.
+    #[test]
+    fn a_request_with_the_id_of_one_in_flight_is_refused_and_never_runs() {
+        let dir = project();
+        let db = dir.path().join(".pm/databases/scratch.db");
+        std::fs::copy(dir.path().join(".pm/databases/app.db"), &db).unwrap();
+        let mut c = asking(dir.path(), &[]);
+        c.send_line(&drop_call("same", "scratch")).unwrap();
+        let ask = c.recv(Duration::from_secs(10)).unwrap();
+        assert_eq!(ask["method"], "elicitation/create");
+        let create = json!({"jsonrpc": "2.0", "id": "same", "method": "tools/call",
+                            "params": {"name": "db.create", "arguments": {"database": "copy"}}});
+        c.send_line(&create.to_string()).unwrap();
+        let refused = c.recv(Duration::from_secs(10)).unwrap();
+        assert_eq!(refused["id"], "same", "{refused}");
+        assert_eq!(refused["error"]["code"], -32600, "{refused}");
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("\"same\"")
+        );
+        c.send_line(
+            &json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "decline"}})
+                .to_string(),
+        )
+        .unwrap();
+        let answer = c.recv_response(&json!("same")).unwrap();
+        assert_eq!(
+            answer["result"]["isError"],
+            json!(true),
+            "the first call's own answer: {answer}"
+        );
+        assert!(
+            !dir.path().join(".pm/databases/copy.db").exists(),
+            "the duplicate never ran"
+        );
+        assert!(db.exists());
+        assert!(
+            c.finish(Duration::from_secs(10))
+                .is_some_and(|s| s.success())
+        );
+    }
 }

@@ -4,8 +4,13 @@
 //! The project's `.pm.json` says where database files, dumps and worktrees live, which
 //! database names are allowed and which database is the default. Every name and path from a
 //! call is checked before it touches the file system: a `/`, `\` or `..` is a path traversal
-//! attempt, anything else outside the naming rules is an invalid name. Git runs as a child
-//! process with an argument list, never through a shell.
+//! attempt, anything else outside the naming rules is an invalid name. Every file and
+//! directory a call reaches (database files, dumps, `sql_path`, the configured directories and
+//! `.pm.json` itself) must resolve inside the project with symbolic links followed
+//! ([`crate::confine`]), checked on every call, else `PATH_TRAVERSAL`; database files are then
+//! opened by their real path without following links, and new files are created exclusively.
+//! `db.import` runs its SQL under an authorizer that refuses anything reaching another file.
+//! Git runs as a child process with an argument list, never through a shell.
 //!
 //! Two resources are read through handlers too: `pm://config`, the validated config, and
 //! `pm://database/{name}`, one database's tables and row counts. A missing config or database
@@ -203,7 +208,7 @@ struct Project {
 impl Project {
     fn open(ctx: &Context) -> Result<Project> {
         let root = ctx.dir().to_path_buf();
-        let path = root.join(CONFIG_FILE);
+        let path = resolve(&root, Path::new(CONFIG_FILE), "path", CONFIG_FILE)?;
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -234,8 +239,19 @@ impl Project {
         Path::new(&self.config.databases_dir).join(format!("{name}.db"))
     }
 
-    fn db_path(&self, name: &str) -> PathBuf {
-        self.root.join(self.db_rel(name))
+    /// A path relative to the project, resolved inside it (see [`resolve`]).
+    fn file(&self, rel: &Path, field: &str, value: &str) -> Result<PathBuf> {
+        resolve(&self.root, rel, field, value)
+    }
+
+    /// The real path of database `name`'s file, which must be inside the project.
+    fn db_file(&self, field: &str, name: &str) -> Result<PathBuf> {
+        self.file(&self.db_rel(name), field, name)
+    }
+
+    /// The real path of one of the configured directories.
+    fn dir(&self, key: &str, dir: &str) -> Result<PathBuf> {
+        self.file(Path::new(dir), key, dir)
     }
 
     /// Checks a database name from a call: naming, traversal, and the allowed list.
@@ -249,41 +265,54 @@ impl Project {
 
     fn existing(&self, field: &str, name: &str) -> Result<PathBuf> {
         self.allowed(field, name)?;
-        let p = self.db_path(name);
+        let p = self.db_file(field, name)?;
         if !p.is_file() {
             return Err(HandlerError::new("DB_NOT_FOUND").with("database", name));
         }
         Ok(p)
     }
 
-    fn databases(&self) -> Vec<(String, u64)> {
+    /// The database files, by name, with their sizes; a file whose link leads outside the
+    /// project is left out.
+    fn databases(&self) -> Result<Vec<(String, u64)>> {
+        let dir = self.dir("databases_dir", &self.config.databases_dir)?;
         let mut out = Vec::new();
-        if let Ok(entries) = std::fs::read_dir(self.root.join(&self.config.databases_dir)) {
-            for e in entries.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if let Some(stem) = name.strip_suffix(".db")
-                    && valid_db_name(stem)
-                {
-                    let bytes = e.metadata().map(|m| m.len()).unwrap_or(0);
-                    out.push((stem.to_string(), bytes));
-                }
+        for (name, bytes) in self.listing(&dir, &self.config.databases_dir) {
+            if let Some(stem) = name.strip_suffix(".db")
+                && valid_db_name(stem)
+            {
+                out.push((stem.to_string(), bytes));
             }
         }
-        out.sort();
-        out
+        Ok(out)
     }
 
-    fn dumps(&self) -> Vec<(String, u64)> {
+    /// The dump files, by path relative to the project, with their sizes.
+    fn dumps(&self) -> Result<Vec<(String, u64)>> {
+        let dir = self.dir("dumps_dir", &self.config.dumps_dir)?;
+        let rel_dir = Path::new(&self.config.dumps_dir);
+        Ok(self
+            .listing(&dir, &self.config.dumps_dir)
+            .into_iter()
+            .filter(|(name, _)| name.ends_with(".sql"))
+            .map(|(name, bytes)| (rel(&rel_dir.join(name)), bytes))
+            .collect())
+    }
+
+    /// The entries of a configured directory (real path `dir`, `rel_dir` in the config) that
+    /// resolve inside the project, sorted by name, with their sizes.
+    fn listing(&self, dir: &Path, rel_dir: &str) -> Vec<(String, u64)> {
         let mut out = Vec::new();
-        let dir = Path::new(&self.config.dumps_dir);
-        if let Ok(entries) = std::fs::read_dir(self.root.join(dir)) {
-            for e in entries.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if name.ends_with(".sql") {
-                    let bytes = e.metadata().map(|m| m.len()).unwrap_or(0);
-                    out.push((rel(&dir.join(name)), bytes));
-                }
-            }
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return out;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Ok(real) = self.file(&Path::new(rel_dir).join(&name), "path", &name) else {
+                continue;
+            };
+            let bytes = std::fs::metadata(&real).map(|m| m.len()).unwrap_or(0);
+            out.push((name, bytes));
         }
         out.sort();
         out
@@ -378,7 +407,8 @@ impl Project {
             return Err(HandlerError::new("WORKTREE_EXISTS").with("branch", branch));
         }
         let rel_path = rel(&self.worktree_rel(branch));
-        if let Some(parent) = self.root.join(&rel_path).parent() {
+        let real = self.file(Path::new(&rel_path), "branch", branch)?;
+        if let Some(parent) = real.parent() {
             std::fs::create_dir_all(parent).map_err(HandlerError::internal)?;
         }
         if new_branch {
@@ -405,14 +435,14 @@ impl Project {
 
     fn create_db(&self, name: &str) -> Result<PathBuf> {
         self.allowed("database", name)?;
-        let path = self.db_path(name);
+        let path = self.db_file("database", name)?;
         if path.exists() {
             return Err(HandlerError::new("DB_EXISTS").with("database", name));
         }
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(HandlerError::internal)?;
         }
-        let conn = Connection::open(&path).map_err(HandlerError::internal)?;
+        let conn = open_db(&path, false).map_err(HandlerError::internal)?;
         // Writing the header makes an empty but valid SQLite file.
         conn.execute_batch("PRAGMA user_version = 0; VACUUM;")
             .map_err(HandlerError::internal)?;
@@ -422,12 +452,14 @@ impl Project {
     fn clone_db(&self, source: &str, target: &str) -> Result<PathBuf> {
         let from = self.existing("source", source)?;
         self.allowed("target", target)?;
-        let to = self.db_path(target);
+        let to = self.db_file("target", target)?;
         if to.exists() {
             return Err(HandlerError::new("DB_EXISTS").with("database", target));
         }
-        let conn = Connection::open_with_flags(&from, OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .map_err(HandlerError::internal)?;
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent).map_err(HandlerError::internal)?;
+        }
+        let conn = open_db(&from, true).map_err(HandlerError::internal)?;
         conn.execute("VACUUM INTO ?1", [to.to_string_lossy().as_ref()])
             .map_err(HandlerError::internal)?;
         Ok(to)
@@ -438,7 +470,9 @@ impl Project {
         if name == self.config.default_database {
             return Err(HandlerError::new("DB_IS_DEFAULT").with("database", name));
         }
-        let path = self.existing("database", name)?;
+        self.existing("database", name)?;
+        // The name is what goes: a link (checked to stay inside) is removed, not its target.
+        let path = self.root.join(self.db_rel(name));
         std::fs::remove_file(&path).map_err(HandlerError::internal)?;
         for suffix in ["-wal", "-shm", "-journal"] {
             let mut side = path.clone().into_os_string();
@@ -467,6 +501,44 @@ fn workflow_db(default: &str, branch: &str) -> String {
     name
 }
 
+/// `rel` resolved inside the project `root` with links followed, else `PATH_TRAVERSAL`
+/// naming the field and value the path came from.
+fn resolve(root: &Path, rel: &Path, field: &str, value: &str) -> Result<PathBuf> {
+    crate::confine::inside(root, rel).map_err(|e| match e {
+        crate::confine::Escape::Io(e) => HandlerError::internal(e),
+        other => {
+            tracing::warn!(field, value, reason = %other, "refused a path outside the project");
+            traversal(field, value)
+        }
+    })
+}
+
+/// Opens a database file by its real path; a link swapped in since it was resolved is
+/// refused by SQLite rather than followed.
+fn open_db(path: &Path, read_only: bool) -> rusqlite::Result<Connection> {
+    let mode = if read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE
+    };
+    Connection::open_with_flags(
+        path,
+        mode | OpenFlags::SQLITE_OPEN_NOFOLLOW
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+}
+
+/// Creates a new file, never following a link or replacing what is there.
+fn create_new(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?
+        .write_all(text.as_bytes())
+}
+
 /// A SQL literal for one value, read back by SQLite as the same value and type.
 fn literal(v: ValueRef<'_>) -> String {
     match v {
@@ -476,15 +548,18 @@ fn literal(v: ValueRef<'_>) -> String {
         // Debug formatting of f64 is the shortest text that parses back to the same value,
         // and always has a `.` or exponent, so SQLite reads it as REAL.
         ValueRef::Real(f) => format!("{f:?}"),
-        ValueRef::Text(t) => {
-            let s = String::from_utf8_lossy(t);
-            format!("'{}'", s.replace('\'', "''"))
-        }
-        ValueRef::Blob(b) => {
-            let hex: String = b.iter().map(|x| format!("{x:02X}")).collect();
-            format!("X'{hex}'")
-        }
+        // SQL text ends at a NUL, and a quoted literal must be UTF-8: other text is written
+        // as its bytes and cast back, which keeps every byte.
+        ValueRef::Text(t) => match std::str::from_utf8(t) {
+            Ok(s) if !s.contains('\0') => format!("'{}'", s.replace('\'', "''")),
+            _ => format!("CAST(X'{}' AS TEXT)", hex_upper(t)),
+        },
+        ValueRef::Blob(b) => format!("X'{}'", hex_upper(b)),
     }
+}
+
+fn hex_upper(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02X}")).collect()
 }
 
 fn quote_ident(s: &str) -> String {
@@ -600,8 +675,8 @@ impl ProjectInfoHandler for Pm {
                 .unwrap_or_default(),
             config_path: CONFIG_FILE.into(),
             config: p.config.to_output_info(),
-            databases: p.databases().len() as i64,
-            dumps: p.dumps().len() as i64,
+            databases: p.databases()?.len() as i64,
+            dumps: p.dumps()?.len() as i64,
             git,
             branch,
         })
@@ -610,13 +685,13 @@ impl ProjectInfoHandler for Pm {
 
 impl ProjectInitHandler for Pm {
     fn project_init(&self, ctx: &Context, _: args::ProjectInit) -> Result<outputs::ProjectInit> {
-        let path = ctx.dir().join(CONFIG_FILE);
+        let path = resolve(ctx.dir(), Path::new(CONFIG_FILE), "path", CONFIG_FILE)?;
         let (config, created) = if path.exists() {
             (Project::open(ctx)?.config, false)
         } else {
             let config = Config::suggested(ctx.dir());
             let text = serde_json::to_string_pretty(&config).map_err(HandlerError::internal)?;
-            std::fs::write(&path, text + "\n").map_err(HandlerError::internal)?;
+            create_new(&path, &(text + "\n")).map_err(HandlerError::internal)?;
             (config, true)
         };
         // `ProjectInitConfig` is an alias of `ProjectInfoConfig`: the spec gives both the
@@ -633,7 +708,7 @@ impl DbListHandler for Pm {
     fn db_list(&self, ctx: &Context, _: args::DbList) -> Result<outputs::DbList> {
         let p = Project::open(ctx)?;
         let databases = p
-            .databases()
+            .databases()?
             .into_iter()
             .map(|(name, bytes)| outputs::DbListDatabasesItem {
                 default: name == p.config.default_database,
@@ -653,15 +728,16 @@ impl DbDumpHandler for Pm {
     fn db_dump(&self, ctx: &Context, args: args::DbDump) -> Result<outputs::DbDump> {
         let p = Project::open(ctx)?;
         let path = p.existing("database", &args.database)?;
-        let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .map_err(HandlerError::internal)?;
+        let conn = open_db(&path, true).map_err(HandlerError::internal)?;
         let (text, tables) = dump(&conn, args.tables.as_deref(), &args.database)?;
         let dir = Path::new(&p.config.dumps_dir);
-        std::fs::create_dir_all(p.root.join(dir)).map_err(HandlerError::internal)?;
+        let real_dir = p.dir("dumps_dir", &p.config.dumps_dir)?;
+        std::fs::create_dir_all(&real_dir).map_err(HandlerError::internal)?;
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0);
+        // A new file each time: whatever already has the name, a link included, is skipped.
         let mut n = 0;
         let file = loop {
             let name = if n == 0 {
@@ -669,13 +745,12 @@ impl DbDumpHandler for Pm {
             } else {
                 format!("{}-{stamp}-{n}.sql", args.database)
             };
-            let candidate = dir.join(name);
-            if !p.root.join(&candidate).exists() {
-                break candidate;
+            match create_new(&real_dir.join(&name), &text) {
+                Ok(()) => break dir.join(name),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => n += 1,
+                Err(e) => return Err(HandlerError::internal(e)),
             }
-            n += 1;
         };
-        std::fs::write(p.root.join(&file), &text).map_err(HandlerError::internal)?;
         Ok(outputs::DbDump {
             database: args.database,
             path: rel(&file),
@@ -689,58 +764,73 @@ impl DbImportHandler for Pm {
     fn db_import(&self, ctx: &Context, args: args::DbImport) -> Result<outputs::DbImport> {
         let p = Project::open(ctx)?;
         p.allowed("database", &args.database)?;
-        let given = Path::new(&args.sql_path);
-        if given.is_absolute()
-            || given
-                .components()
-                .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
-        {
-            return Err(traversal("sql_path", &args.sql_path));
-        }
-        let file = p.root.join(given);
-        if !file.is_file() {
-            return Err(HandlerError::new("FILE_NOT_FOUND").with("path", &args.sql_path));
-        }
         // A symbolic link inside the project may still point outside it.
-        let root = p.root.canonicalize().map_err(HandlerError::internal)?;
-        let real = file.canonicalize().map_err(HandlerError::internal)?;
-        if !real.starts_with(&root) {
-            return Err(traversal("sql_path", &args.sql_path));
+        let real = p.file(Path::new(&args.sql_path), "sql_path", &args.sql_path)?;
+        if !real.is_file() {
+            return Err(HandlerError::new("FILE_NOT_FOUND").with("path", &args.sql_path));
         }
         let sql = std::fs::read_to_string(&real).map_err(|e| {
             HandlerError::new("SQL_FAILED")
                 .with("path", &args.sql_path)
                 .with("reason", e.to_string().to_lowercase())
         })?;
-        let db = p.db_path(&args.database);
+        let db = p.db_file("database", &args.database)?;
         let created = !db.exists();
         if created && let Some(parent) = db.parent() {
             std::fs::create_dir_all(parent).map_err(HandlerError::internal)?;
         }
-        let result = (|| {
-            let mut conn = Connection::open(&db)?;
-            let tx = conn.transaction()?;
-            tx.execute_batch(&sql)?;
-            tx.commit()?;
-            Ok::<_, rusqlite::Error>(table_names(&conn))
-        })();
-        match result {
+        match import(&db, &sql) {
             Ok(tables) => Ok(outputs::DbImport {
                 database: args.database.clone(),
                 path: rel(&p.db_rel(&args.database)),
                 created,
                 tables,
             }),
-            Err(e) => {
+            Err((e, refused)) => {
                 // A failed import leaves no new file behind.
                 if created {
                     let _ = std::fs::remove_file(&db);
                 }
-                let reason = crate::db::sqlite_message(&e);
+                let reason = match refused {
+                    Some(kind) => {
+                        format!("refused {kind}: an import may only change its own database")
+                    }
+                    None => crate::db::sqlite_message(&e),
+                };
                 Err(HandlerError::new("SQL_FAILED")
                     .with("path", &args.sql_path)
                     .with("reason", reason))
             }
+        }
+    }
+}
+
+/// Runs imported SQL on the database file at `db` in one transaction, under
+/// [`crate::db::confine_statements`]; the tables after it, or the error and the statement kind
+/// that was refused, if one was.
+fn import(
+    db: &Path,
+    sql: &str,
+) -> std::result::Result<Vec<String>, (rusqlite::Error, Option<&'static str>)> {
+    let mut conn = open_db(db, false).map_err(|e| (e, None))?;
+    conn.execute_batch("BEGIN IMMEDIATE")
+        .map_err(|e| (e, None))?;
+    let refused = crate::db::confine_statements(&mut conn).map_err(|e| (e, None))?;
+    let ran = conn.execute_batch(sql);
+    let first = *refused
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    conn.authorizer(None::<fn(rusqlite::hooks::AuthContext<'_>) -> rusqlite::hooks::Authorization>)
+        .map_err(|e| (e, first))?;
+    match ran {
+        Ok(()) => {
+            conn.execute_batch("COMMIT").map_err(|e| (e, None))?;
+            Ok(table_names(&conn))
+        }
+        Err(e) => {
+            // Nothing of a failed import stays: the whole transaction is undone.
+            let _ = conn.execute_batch("ROLLBACK");
+            Err((e, first))
         }
     }
 }
@@ -787,7 +877,7 @@ impl DbDumpsHandler for Pm {
         let p = Project::open(ctx)?;
         Ok(outputs::DbDumps {
             dumps: p
-                .dumps()
+                .dumps()?
                 .into_iter()
                 .map(|(path, bytes)| outputs::DbDumpsDumpsItem {
                     path,
@@ -971,8 +1061,7 @@ impl DatabaseResourceHandler for Pm {
                 e
             }
         })?;
-        let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .map_err(HandlerError::internal)?;
+        let conn = open_db(&path, true).map_err(HandlerError::internal)?;
         let mut tables = Vec::new();
         for t in table_names(&conn) {
             let sql = format!("SELECT count(*) FROM \"{}\"", t.replace('"', "\"\""));
