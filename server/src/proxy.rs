@@ -43,6 +43,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const STABLE_AFTER: Duration = Duration::from_secs(10);
 /// How long a downstream may take to start and list its tools.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long the server waits for its downstreams' first tool lists before it serves its own
+/// client; slower downstreams' tools arrive later with `notifications/tools/list_changed`.
+const START_GRACE: Duration = Duration::from_secs(1);
 /// How long a stopping downstream may take to exit after its stdin closed before it is killed.
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -291,9 +294,16 @@ impl Proxy {
             lock(&proxy.supervisors).push(task);
             started.push(rx);
         }
-        // The first listing of every downstream is in place before the first `tools/list`.
+        // Downstreams that list their tools within the grace period are in the first
+        // `tools/list`; a slow one never holds up the client's `initialize`.
+        let grace = tokio::time::Instant::now() + START_GRACE;
         for rx in started {
-            let _ = rx.await;
+            if tokio::time::timeout_at(grace, rx).await.is_err() {
+                tracing::info!(
+                    "a downstream server is still starting; its tools will be announced when it is ready"
+                );
+                break;
+            }
         }
         Ok(proxy)
     }
@@ -327,11 +337,18 @@ impl Proxy {
 
     /// Stops every downstream: closes its stdin, waits for it to exit (killing it after a
     /// timeout) and reaps it, so that no process outlives the server.
-    pub async fn shutdown(&self) {
+    /// Whatever the downstreams do, this returns within `timeout`: supervisors still busy
+    /// then are aborted, which kills their children.
+    pub async fn shutdown(&self, timeout: Duration) {
         self.shutdown.cancel();
+        let deadline = tokio::time::Instant::now() + timeout;
         let tasks: Vec<_> = lock(&self.supervisors).drain(..).collect();
-        for t in tasks {
-            let _ = t.await;
+        for mut t in tasks {
+            if tokio::time::timeout_at(deadline, &mut t).await.is_err() {
+                tracing::warn!("a downstream server did not stop in time; killing it");
+                t.abort();
+                let _ = t.await;
+            }
         }
     }
 
@@ -345,7 +362,7 @@ impl Proxy {
         loop {
             let (relist_tx, mut relist) = mpsc::unbounded_channel();
             let attempt = tokio::select! {
-                r = tokio::time::timeout(START_TIMEOUT, connect(&d.spec, Watcher { relist: relist_tx })) => {
+                r = tokio::time::timeout(START_TIMEOUT, connect(&d.spec, Watcher { relist: relist_tx }, self.engine.limits().max_result_bytes)) => {
                     r.unwrap_or_else(|_| Err(format!("it did not answer within {START_TIMEOUT:?}")))
                 }
                 () = self.shutdown.cancelled() => return,
@@ -388,9 +405,14 @@ impl Proxy {
                     _ = &mut done => break false,
                     () = self.shutdown.cancelled() => break true,
                     Some(()) = relist.recv() => {
-                        match running.peer.list_all_tools().await {
-                            Ok(tools) => self.set_tools(index, tools).await,
-                            Err(e) => tracing::warn!(downstream = %name, error = %e, "relisting the tools failed"),
+                        let listed = tokio::select! {
+                            r = tokio::time::timeout(START_TIMEOUT, running.peer.list_all_tools()) => r,
+                            () = self.shutdown.cancelled() => break true,
+                        };
+                        match listed {
+                            Ok(Ok(tools)) => self.set_tools(index, tools).await,
+                            Ok(Err(e)) => tracing::warn!(downstream = %name, error = %e, "relisting the tools failed"),
+                            Err(_) => tracing::warn!(downstream = %name, "relisting the tools timed out"),
                         }
                     }
                 }
@@ -624,10 +646,17 @@ impl Proxy {
         tokio::select! {
             r = live.peer.call_tool(params) => match r {
                 Ok(result) => Ok(result),
-                Err(ServiceError::McpError(e)) => Err(e),
+                Err(ServiceError::McpError(e)) => made_up(e),
                 Err(e) => {
                     tracing::warn!(downstream = %d.spec.name, tool = name, error = %e, "the downstream call failed");
-                    Ok(failed(&d.spec.name, "stopped before answering; it is being restarted"))
+                    // Only a process that is gone is being restarted; one that answered
+                    // nonsense is still running, and says so.
+                    let what = if live.closed.is_cancelled() || live.peer.is_transport_closed() {
+                        "stopped before answering; it is being restarted".to_string()
+                    } else {
+                        format!("answered `{name}` with something that is not a tool result")
+                    };
+                    Ok(failed(&d.spec.name, &what))
                 }
             },
             () = live.closed.cancelled() => {
@@ -660,7 +689,12 @@ impl Running {
     /// killing it after [`STOP_TIMEOUT`]. The child is reaped either way.
     async fn stop(mut self) {
         self.stop.cancel();
-        if let Some(done) = self.done.take() {
+        // The client's loop may be stuck writing to a child that does not read; it gets the
+        // same time as the child, then is dropped, which closes the pipes.
+        if let Some(mut done) = self.done.take()
+            && tokio::time::timeout(STOP_TIMEOUT, &mut done).await.is_err()
+        {
+            done.abort();
             let _ = done.await;
         }
         match tokio::time::timeout(STOP_TIMEOUT, self.child.wait()).await {
@@ -677,7 +711,11 @@ impl Running {
 }
 
 /// Starts one downstream process and lists its tools.
-async fn connect(spec: &DownstreamSpec, watcher: Watcher) -> Result<Running, String> {
+async fn connect(
+    spec: &DownstreamSpec,
+    watcher: Watcher,
+    max_line: usize,
+) -> Result<Running, String> {
     let mut cmd = tokio::process::Command::new(&spec.command);
     cmd.args(&spec.args)
         .envs(&spec.env)
@@ -691,7 +729,8 @@ async fn connect(spec: &DownstreamSpec, watcher: Watcher) -> Result<Running, Str
     let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
         return Err("no stdio pipes".into());
     };
-    let running = match rmcp::serve_client(watcher, (stdout, stdin)).await {
+    let link = crate::downlink::Downlink::new(&spec.name, stdout, stdin, max_line);
+    let running = match rmcp::serve_client(watcher, link).await {
         Ok(r) => r,
         Err(e) => {
             let _ = child.kill().await;
@@ -823,6 +862,26 @@ fn check_query(pool: &Pool, sql: &str) -> Result<(), String> {
             Err(format!("it returns no {} column", missing.join(", ")))
         }
     })
+}
+
+/// A downstream's JSON-RPC error, passed through, unless the transport made it up to report
+/// what went wrong with the answer ([`crate::downlink`]): that becomes a tool error.
+fn made_up(e: ErrorData) -> Result<CallToolResult, ErrorData> {
+    let code = e
+        .data
+        .as_ref()
+        .and_then(|d| d.get("code"))
+        .and_then(Value::as_str);
+    let code = match code {
+        Some(crate::downlink::TOO_LARGE) => crate::downlink::TOO_LARGE,
+        Some(crate::downlink::MALFORMED) => crate::downlink::MALFORMED,
+        _ => return Err(e),
+    };
+    let mut data = e.data.unwrap_or_default();
+    if let Some(d) = data.as_object_mut() {
+        d.remove("code");
+    }
+    Ok(tool_error(code, e.message.into_owned(), Some(data)))
 }
 
 /// A tool result with `isError` and the runtime's error JSON.

@@ -636,3 +636,171 @@ fn shutdown_leaves_no_downstream_processes() {
         }
     }
 }
+
+/// Downstream servers that misbehave (tests/fixtures/proxy/misbehaving.py): the proxy reports
+/// what happened, never answers their noise, and always exits.
+mod misbehaving {
+    use super::*;
+
+    const SCRIPT: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/proxy/misbehaving.py"
+    );
+
+    /// A lessons proxy in front of one misbehaving downstream in `mode`.
+    struct Fake {
+        s: Session,
+        dir: tempfile::TempDir,
+    }
+
+    impl Fake {
+        fn stderr(&self) -> String {
+            std::fs::read_to_string(self.dir.path().join("stderr.log")).unwrap_or_default()
+        }
+
+        fn received(&self) -> String {
+            std::fs::read_to_string(self.dir.path().join("received.jsonl")).unwrap_or_default()
+        }
+
+        /// The tool error of a call to a downstream tool.
+        fn failure(&mut self, tool: &str) -> Value {
+            let r = self.s.call(tool, json!({}));
+            assert_eq!(r["result"]["isError"], json!(true), "{r}");
+            let text: Value =
+                serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+            text["error"].clone()
+        }
+    }
+
+    fn fake(mode: &str, env: &[(&str, &str)]) -> Fake {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = dir.path().join("proxy-config.json");
+        let server = json!({"name": mode, "command": "python3", "args": [SCRIPT, mode],
+                            "env": {"FAKE_LOG": dir.path().join("received.jsonl")}});
+        std::fs::write(
+            &config,
+            json!({"version": 1, "proxyServers": [server]}).to_string(),
+        )
+        .expect("write config");
+        let db = sample_db("lessons");
+        let stderr = std::fs::File::create(dir.path().join("stderr.log")).expect("stderr");
+        let s = start_command(
+            Command::new(EXE)
+                .args(["serve", "lessons", "--db"])
+                .arg(&db.path)
+                .env("LESSONS_PROXY_CONFIG", &config)
+                .env("MCPSPEC_LOG", "info")
+                .env("MCPSPEC_CALL_TIMEOUT_MS", "15000")
+                .envs(env.iter().copied())
+                .stderr(Stdio::from(stderr)),
+            db,
+        );
+        Fake { s, dir }
+    }
+
+    fn is_alive(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
+            !matches!(after.split_whitespace().next(), Some("Z" | "X"))
+        })
+    }
+
+    #[test]
+    fn a_downstream_writing_garbage_is_never_answered_and_is_restarted() {
+        let mut f = fake("garbage", &[("MCPSPEC_SHUTDOWN_TIMEOUT_SECS", "1")]);
+        let e = f.failure("garbage_tool");
+        assert_eq!(e["code"], "DOWNSTREAM_FAILED", "{e}");
+        assert_eq!(e["downstream"], "garbage");
+        // The restarted process serves the next listing; the proxy sent nothing back for the
+        // noise (it used to answer each line with an error, which the downstream echoed).
+        let stderr = f.stderr();
+        assert!(
+            stderr.contains("keeps writing lines that are not MCP messages"),
+            "{stderr}"
+        );
+        let received = f.received();
+        assert!(
+            !received.lines().any(|l| l.contains("\"error\"")),
+            "the proxy answered the downstream's noise:\n{received}"
+        );
+        // The downstream ignores the end of its stdin and keeps running; the proxy still
+        // exits within its shutdown timeout, and leaves nothing running.
+        let kids = children(f.s.client.pid());
+        assert!(!kids.is_empty());
+        let Fake { s, dir: _dir } = f;
+        s.finish();
+        for k in kids {
+            assert!(!is_alive(k), "downstream {k} outlived the server");
+        }
+    }
+
+    #[test]
+    fn a_result_over_the_size_limit_is_result_too_large_naming_the_limit() {
+        let mut f = fake("huge", &[]);
+        let e = f.failure("huge_tool");
+        assert_eq!(e["code"], "RESULT_TOO_LARGE", "{e}");
+        assert_eq!(e["limit"], 8 * 1024 * 1024, "{e}");
+        assert!(e["message"].as_str().unwrap().contains("8388608"), "{e}");
+        // The downstream is fine and keeps serving.
+        let e = f.failure("huge_tool");
+        assert_eq!(e["code"], "RESULT_TOO_LARGE", "{e}");
+        assert!(!f.stderr().contains("restarting"), "{}", f.stderr());
+        f.s.finish();
+    }
+
+    #[test]
+    fn a_non_object_result_is_reported_as_such_not_as_a_restart() {
+        let mut f = fake("nonobject", &[]);
+        let pid = children(f.s.client.pid());
+        for _ in 0..2 {
+            let e = f.failure("nonobject_tool");
+            assert_eq!(e["code"], "DOWNSTREAM_FAILED", "{e}");
+            let message = e["message"].as_str().unwrap();
+            assert!(!message.contains("restart"), "{message}");
+        }
+        assert_eq!(
+            children(f.s.client.pid()),
+            pid,
+            "the same process still serves"
+        );
+        f.s.finish();
+    }
+
+    #[test]
+    fn a_downstream_that_never_answers_does_not_hold_up_initialize() {
+        // `fake` initializes and lists tools with the client's 20 s deadline, which a proxy
+        // waiting for the downstream's own 20 s start timeout would miss.
+        let f = fake("silent", &[]);
+        let names: Vec<&str> =
+            f.s.tools()
+                .iter()
+                .filter_map(|t| t["name"].as_str())
+                .collect();
+        assert!(names.contains(&"lessons_list"), "{names:?}");
+        assert!(!names.contains(&"silent_tool"));
+        f.s.finish();
+    }
+
+    #[test]
+    fn a_slow_downstream_s_tools_arrive_with_list_changed() {
+        let mut f = fake("slow", &[]);
+        let names = |tools: &[Value]| -> Vec<String> {
+            tools
+                .iter()
+                .filter_map(|t| t["name"].as_str().map(str::to_string))
+                .collect()
+        };
+        assert!(!names(f.s.tools()).contains(&"slow_tool".to_string()));
+        let note =
+            f.s.client
+                .recv(Duration::from_secs(20))
+                .expect("a notification");
+        assert_eq!(note["method"], "notifications/tools/list_changed", "{note}");
+        let list = f.s.client.request("tools/list", json!({})).unwrap();
+        let tools = list["result"]["tools"].as_array().unwrap();
+        assert!(names(tools).contains(&"slow_tool".to_string()), "{list}");
+        let r = f.s.call("slow_tool", json!({}));
+        assert_eq!(r["result"]["content"][0]["text"], "ok", "{r}");
+        f.s.finish();
+    }
+}
