@@ -83,6 +83,15 @@ impl StdioClient {
             .map_err(ClientError::Write)
     }
 
+    /// Writes bytes as they are: no newline is added.
+    pub fn send_bytes(&mut self, bytes: &[u8]) -> Result<(), ClientError> {
+        let stdin = self.stdin.as_mut().ok_or(ClientError::Closed)?;
+        stdin
+            .write_all(bytes)
+            .and_then(|()| stdin.flush())
+            .map_err(ClientError::Write)
+    }
+
     /// The next message the server writes.
     pub fn recv(&mut self, timeout: Duration) -> Result<Value, ClientError> {
         match self.lines.recv_timeout(timeout) {
@@ -444,7 +453,12 @@ impl HttpClient {
     ) -> Result<(HttpResponse, BufReader<std::net::TcpStream>), ClientError> {
         conn.get_mut().write_all(message).map_err(ClientError::Io)?;
         let (status, headers) = read_head(&mut conn)?;
-        let body = read_body(&mut conn, &headers)?;
+        // 1xx, 204 and 304 answers never have a body (RFC 9112, section 6.3).
+        let body = if status < 200 || status == 204 || status == 304 {
+            Vec::new()
+        } else {
+            read_body(&mut conn, &headers)?
+        };
         Ok((
             HttpResponse {
                 status,

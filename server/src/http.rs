@@ -8,11 +8,14 @@
 //! connections. A DELETE ends a session at once and an idle session is dropped after five
 //! minutes.
 //!
-//! In front of it a [`Gate`] checks every request, in this order: the `Host` and `Origin`
-//! headers against allow-lists (403, against DNS rebinding), the bearer token when one is
-//! configured (401), the path (404) and a declared body size over the limit (413; a chunked
-//! body is cut off by rmcp at the same limit). The gate owns these rules, so rmcp's own host
-//! and origin checks are switched off rather than kept with different matching rules.
+//! In front of it a [`Gate`] checks every request, in this order: exactly one `Host` header
+//! (400), the `Host` and `Origin` headers against allow-lists (403, against DNS rebinding),
+//! the bearer token when one is configured (401), the path (404) and the body size (413). A
+//! POST body must be one JSON-RPC message: an empty or invalid body, bad UTF-8 or a batch is
+//! 400 with the JSON-RPC error the stdio transport would send ([`crate::jsonrpc`]). A DELETE
+//! of a session that does not exist is 404, and a successful one 204. The gate owns these
+//! rules, so rmcp's own host and origin checks are switched off rather than kept with
+//! different matching rules.
 //!
 //! hyper's HTTP/1.1 server drives the connections. On shutdown the listener closes, the calls
 //! in flight are answered (up to the drain timeout), then every session and SSE stream is
@@ -162,6 +165,7 @@ struct Gate {
     origins: Vec<String>,
     max_body_bytes: usize,
     in_flight: InFlight,
+    sessions: Arc<LocalSessionManager>,
     service: StreamableHttpService<McpServer, LocalSessionManager>,
 }
 
@@ -198,9 +202,10 @@ impl Gate {
         ];
         origins.extend(options.allow_origins.iter().cloned());
         let lower = |v: Vec<String>| v.into_iter().map(|s| s.to_ascii_lowercase()).collect();
+        let sessions = Arc::new(LocalSessionManager::default());
         let service = StreamableHttpService::new(
             move || Ok(server.for_new_session()),
-            Arc::new(LocalSessionManager::default()),
+            sessions.clone(),
             config,
         );
         Gate {
@@ -209,6 +214,7 @@ impl Gate {
             origins: lower(origins),
             max_body_bytes: options.max_body_bytes,
             in_flight: InFlight::new(),
+            sessions,
             service,
         }
     }
@@ -262,6 +268,14 @@ impl Gate {
     }
 
     async fn handle(&self, req: Request<Incoming>) -> Response<HttpBody> {
+        if req.headers().get_all(header::HOST).iter().count() > 1 {
+            tracing::warn!("refused a request with more than one Host header");
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                "a request must have exactly one Host header",
+            );
+        }
         if !self.host_allowed(&req) {
             tracing::warn!(host = ?req.headers().get(header::HOST), "refused a request: Host not allowed");
             return refuse(
@@ -305,12 +319,19 @@ impl Gate {
                 &format!("the request body exceeds {} bytes", self.max_body_bytes),
             );
         }
+        if req.method() == Method::DELETE {
+            return self.delete(req).await;
+        }
         if req.method() != Method::POST {
             return self.service.handle(req).await;
         }
         // A POST counts as in flight from now until its answer has been sent, so that shutdown
         // can wait for it; the guard travels with the response body.
         let guard = self.in_flight.enter();
+        let req = match self.one_message(req).await {
+            Ok(req) => req,
+            Err(answer) => return answer,
+        };
         let response = self.service.handle(req).await;
         response.map(|inner| {
             Tracked {
@@ -319,6 +340,89 @@ impl Gate {
             }
             .boxed()
         })
+    }
+}
+
+impl Gate {
+    /// Reads a POST body (up to the limit) and lets it through only when it is one JSON-RPC
+    /// message; anything else is answered here as the stdio transport answers it.
+    async fn one_message(
+        &self,
+        req: Request<Incoming>,
+    ) -> Result<Request<Full<Bytes>>, Response<HttpBody>> {
+        let (parts, body) = req.into_parts();
+        let bytes = match http_body_util::Limited::new(body, self.max_body_bytes)
+            .collect()
+            .await
+        {
+            Ok(b) => b.to_bytes(),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+                return Err(refuse(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "payload_too_large",
+                    &format!("the request body exceeds {} bytes", self.max_body_bytes),
+                ));
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "reading a request body failed");
+                return Err(refuse(
+                    StatusCode::BAD_REQUEST,
+                    "bad_request",
+                    "the request body could not be read",
+                ));
+            }
+        };
+        let answer = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            Ok(v) if v.is_object() => return Ok(Request::from_parts(parts, Full::new(bytes))),
+            Ok(_) => crate::jsonrpc::answer_unparsable(&bytes, &"not a message"),
+            Err(e) => crate::jsonrpc::answer_unparsable(&bytes, &e),
+        };
+        // Only a request whose id could be read gets its answer as a success; every other
+        // body is a bad request.
+        let answer = answer
+            .unwrap_or_else(|| crate::jsonrpc::error_response(None, -32600, "invalid request"));
+        let status = if answer["id"].is_null() {
+            StatusCode::BAD_REQUEST
+        } else {
+            StatusCode::OK
+        };
+        let mut response = Response::new(Full::new(Bytes::from(answer.to_string())).boxed());
+        *response.status_mut() = status;
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/json"),
+        );
+        Err(response)
+    }
+
+    /// DELETE ends a session: 404 for one that does not exist (or ended already), 204 once
+    /// it is ended.
+    async fn delete(&self, req: Request<Incoming>) -> Response<HttpBody> {
+        use rmcp::transport::streamable_http_server::session::SessionManager;
+        let id = req
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(
+                |s| -> rmcp::transport::streamable_http_server::session::SessionId {
+                    s.to_owned().into()
+                },
+            );
+        if let Some(id) = &id
+            && !self.sessions.has_session(id).await.unwrap_or(false)
+        {
+            return refuse(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "no such session; it may have ended already",
+            );
+        }
+        let mut response = self.service.handle(req).await;
+        if response.status() == StatusCode::ACCEPTED {
+            *response.status_mut() = StatusCode::NO_CONTENT;
+            *response.body_mut() = Full::new(Bytes::new()).boxed();
+        }
+        response
     }
 }
 

@@ -366,7 +366,7 @@ fn sessions_are_isolated_and_end_with_delete() {
 
     // Ending A leaves B alone; A's id is then unknown, to A and to anyone else.
     let a_id = a.session.clone();
-    assert_eq!(a.delete_session().unwrap(), 202);
+    assert_eq!(a.delete_session().unwrap(), 204);
     match a.request("tools/list", json!({})) {
         Err(ClientError::Status { status: 404, .. }) => {}
         other => panic!("a deleted session must be unknown: {other:?}"),
@@ -377,7 +377,7 @@ fn sessions_are_isolated_and_end_with_delete() {
     ok(&mut b, "kb_search", json!({"query": "sqlite"}));
 
     // Ending B ends its stream.
-    assert_eq!(b.delete_session().unwrap(), 202);
+    assert_eq!(b.delete_session().unwrap(), 204);
     // The body's last chunk arrives (the connection itself may stay open for reuse).
     while read_chunk(&mut stream).is_some() {}
     assert_eq!(b.post(&list).unwrap().status, 404);
@@ -581,5 +581,73 @@ fn each_http_session_has_its_own_log_level() {
         ]
     );
     drop(streams);
+    assert!(server.terminate().success());
+}
+
+/// A body that is not one JSON-RPC message is a bad request with the JSON-RPC error the stdio
+/// transport sends; DELETE says whether there was a session to end; a request with two Host
+/// headers is refused.
+#[test]
+fn malformed_bodies_deletes_and_hosts_get_the_right_status() {
+    let db = sample_db("knowledge");
+    let server = HttpServer::start(&db.path, &[], &[]);
+    let mut c = server.session(None);
+    // (body, JSON-RPC code)
+    let cases: [(&[u8], i64); 6] = [
+        (b"", -32700),
+        (b"{\"jsonrpc\": \"2.0\", \"id\": 1,", -32700),
+        (b"not json", -32700),
+        (
+            b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\",\"params\":{\"x\":\"\xff\xfe\"}}",
+            -32700,
+        ),
+        (
+            b"[{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}]",
+            -32600,
+        ),
+        (b"42", -32600),
+    ];
+    for (body, code) in cases {
+        let r = c.exchange("POST", &[], body).unwrap();
+        let shown = String::from_utf8_lossy(body);
+        assert_eq!(r.status, 400, "{shown}: {}", r.text());
+        assert_eq!(
+            r.header("content-type"),
+            Some("application/json"),
+            "{shown}"
+        );
+        let answer: Value = serde_json::from_slice(&r.body).expect("a JSON-RPC answer");
+        assert_eq!(answer["jsonrpc"], "2.0", "{shown}: {answer}");
+        assert_eq!(answer["error"]["code"], code, "{shown}: {answer}");
+        assert_eq!(answer["id"], Value::Null, "{shown}: {answer}");
+    }
+    // A lone surrogate: the id is readable, so the call gets its argument error.
+    let r = c
+        .exchange(
+            "POST",
+            &[],
+            br#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"kb_search","arguments":{"query":"\ud800"}}}"#,
+        )
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let answer: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(answer["id"], 9, "{answer}");
+    assert_eq!(answer["result"]["isError"], json!(true), "{answer}");
+    // The session is fine.
+    ok(&mut c, "kb_search", json!({"query": "sqlite"}));
+
+    // Two Host headers: refused, even when both are allowed.
+    let host = c.host.clone();
+    let r = c
+        .exchange("POST", &[("Host", &host)], &initialize_body())
+        .unwrap();
+    refused(&r, 400, "bad_request");
+
+    // DELETE: 204 for a live session, 404 for one already ended or never started.
+    assert_eq!(c.delete_session().unwrap(), 204);
+    assert_eq!(c.delete_session().unwrap(), 404);
+    let mut stranger = server.client(None);
+    stranger.session = Some("no-such-session".into());
+    assert_eq!(stranger.delete_session().unwrap(), 404);
     assert!(server.terminate().success());
 }
