@@ -627,6 +627,10 @@ fn errors(s: &ir::Server, t: &ir::Tool) -> Vec<ErrorCtx> {
             code: "DECLINED".into(),
             when: "the client supports elicitation and the person declined or cancelled; nothing changed".into(),
         });
+        out.push(ErrorCtx {
+            code: "CONFIRMATION_TIMEOUT".into(),
+            when: "nobody answered the question within `MCPSPEC_CONFIRM_TIMEOUT_SECS` (300 s by default); nothing changed".into(),
+        });
     }
     if matches!(t.binding, Binding::Handler(_)) {
         if !s.errors.is_empty() {
