@@ -132,10 +132,29 @@ impl Drop for InFlightGuard {
     }
 }
 
+/// The requests of each session still unanswered, by session id and request id (as JSON).
+type Open = Arc<std::sync::Mutex<std::collections::HashSet<(String, String)>>>;
+
+/// Holds a request's place in [`Open`] until its answer has been sent.
+struct OpenGuard {
+    open: Open,
+    key: (String, String),
+}
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&self.key);
+    }
+}
+
 /// A response body that counts as in flight until it has been sent or dropped.
 struct Tracked {
     inner: HttpBody,
     _guard: InFlightGuard,
+    _open: Option<OpenGuard>,
 }
 
 impl Body for Tracked {
@@ -165,6 +184,7 @@ struct Gate {
     origins: Vec<String>,
     max_body_bytes: usize,
     in_flight: InFlight,
+    open: Open,
     sessions: Arc<LocalSessionManager>,
     service: StreamableHttpService<McpServer, LocalSessionManager>,
 }
@@ -214,6 +234,7 @@ impl Gate {
             origins: lower(origins),
             max_body_bytes: options.max_body_bytes,
             in_flight: InFlight::new(),
+            open: Open::default(),
             sessions,
             service,
         }
@@ -328,28 +349,81 @@ impl Gate {
         // A POST counts as in flight from now until its answer has been sent, so that shutdown
         // can wait for it; the guard travels with the response body.
         let guard = self.in_flight.enter();
-        let req = match self.one_message(req).await {
-            Ok(req) => req,
+        let (req, id) = match self.one_message(req).await {
+            Ok(r) => r,
             Err(answer) => return answer,
+        };
+        let open = match self.claim(&req, id) {
+            Ok(open) => open,
+            Err(refusal) => return json_answer(StatusCode::OK, &refusal),
         };
         let response = self.service.handle(req).await;
         response.map(|inner| {
             Tracked {
                 inner,
                 _guard: guard,
+                _open: open,
             }
             .boxed()
         })
     }
+
+    /// Records a request of a session as unanswered; a second request with the id of one
+    /// still unanswered in the same session is refused (-32600 naming the id) and never runs,
+    /// since answers are matched to requests by id alone. The refusal is the JSON-RPC error.
+    fn claim(
+        &self,
+        req: &Request<Full<Bytes>>,
+        id: Option<serde_json::Value>,
+    ) -> Result<Option<OpenGuard>, serde_json::Value> {
+        let session = req
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok());
+        let (Some(session), Some(id)) = (session, id) else {
+            return Ok(None);
+        };
+        let key = (session.to_string(), id.to_string());
+        let fresh = self
+            .open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key.clone());
+        if !fresh {
+            return Err(crate::jsonrpc::error_response(
+                Some(id.clone()),
+                -32600,
+                &format!(
+                    "invalid request: request id {id} is already in flight; use a new id for each request"
+                ),
+            ));
+        }
+        Ok(Some(OpenGuard {
+            open: self.open.clone(),
+            key,
+        }))
+    }
+}
+
+/// A JSON body with a status.
+fn json_answer(status: StatusCode, body: &serde_json::Value) -> Response<HttpBody> {
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 impl Gate {
     /// Reads a POST body (up to the limit) and lets it through only when it is one JSON-RPC
-    /// message; anything else is answered here as the stdio transport answers it.
+    /// message, with its id when it is a request; anything else is answered here as the stdio
+    /// transport answers it.
     async fn one_message(
         &self,
         req: Request<Incoming>,
-    ) -> Result<Request<Full<Bytes>>, Response<HttpBody>> {
+    ) -> Result<(Request<Full<Bytes>>, Option<serde_json::Value>), Response<HttpBody>> {
         let (parts, body) = req.into_parts();
         let bytes = match http_body_util::Limited::new(body, self.max_body_bytes)
             .collect()
@@ -373,7 +447,14 @@ impl Gate {
             }
         };
         let answer = match serde_json::from_slice::<serde_json::Value>(&bytes) {
-            Ok(v) if v.is_object() => return Ok(Request::from_parts(parts, Full::new(bytes))),
+            Ok(v) if v.is_object() => {
+                let id = v
+                    .get("method")
+                    .and(v.get("id"))
+                    .filter(|id| id.is_string() || id.is_number())
+                    .cloned();
+                return Ok((Request::from_parts(parts, Full::new(bytes)), id));
+            }
             Ok(_) => crate::jsonrpc::answer_unparsable(&bytes, &"not a message"),
             Err(e) => crate::jsonrpc::answer_unparsable(&bytes, &e),
         };
@@ -386,13 +467,7 @@ impl Gate {
         } else {
             StatusCode::OK
         };
-        let mut response = Response::new(Full::new(Bytes::from(answer.to_string())).boxed());
-        *response.status_mut() = status;
-        response.headers_mut().insert(
-            header::CONTENT_TYPE,
-            header::HeaderValue::from_static("application/json"),
-        );
-        Err(response)
+        Err(json_answer(status, &answer))
     }
 
     /// DELETE ends a session: 404 for one that does not exist (or ended already), 204 once

@@ -651,3 +651,58 @@ fn malformed_bodies_deletes_and_hosts_get_the_right_status() {
     assert_eq!(stranger.delete_session().unwrap(), 404);
     assert!(server.terminate().success());
 }
+
+/// Requests of one session that reuse the id of one still unanswered are refused and never
+/// run (three `kb_add` with one id once wrote three rows, answered one, and left two streams
+/// open forever).
+#[test]
+fn a_request_reusing_an_id_in_flight_in_a_session_never_runs() {
+    let db = sample_db("knowledge");
+    let server = HttpServer::start(&db.path, &[], &[]);
+    let c = server.session(None);
+    let before = crate::common::count_rows(&db.path, "knowledge_entries");
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                      "params": {"name": "kb_add", "arguments": {"content": "same id", "role": "dev"}}})
+    .to_string();
+    let answers: Vec<HttpResponse> = std::thread::scope(|scope| {
+        let calls: Vec<_> = (0..3)
+            .map(|_| {
+                let mut each = server.client(None);
+                each.session = c.session.clone();
+                each.host = c.host.clone();
+                let body = body.clone();
+                scope.spawn(move || {
+                    each.exchange(
+                        "POST",
+                        &[("MCP-Protocol-Version", "2025-11-25")],
+                        body.as_bytes(),
+                    )
+                    .expect("an answer to every request")
+                })
+            })
+            .collect();
+        calls.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let mut ok = 0;
+    for r in &answers {
+        assert_eq!(r.status, 200, "{}", r.text());
+        let message = r
+            .messages()
+            .into_iter()
+            .find(|m| m.get("id").is_some())
+            .unwrap_or_else(|| serde_json::from_slice(&r.body).expect("a JSON answer"));
+        assert_eq!(message["id"], 7, "{message}");
+        if message["result"]["isError"] == json!(false) {
+            ok += 1;
+        } else {
+            assert_eq!(message["error"]["code"], -32600, "{message}");
+        }
+    }
+    assert!(ok >= 1);
+    assert_eq!(
+        crate::common::count_rows(&db.path, "knowledge_entries"),
+        before + ok,
+        "every row written was answered"
+    );
+    assert!(server.terminate().success());
+}
