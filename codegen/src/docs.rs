@@ -102,6 +102,16 @@ struct ServerCtx {
     desktop_json: String,
     errors: Vec<DeclaredCtx>,
     proxy: Option<ProxyCtx>,
+    /// The start-up jobs, as `tool arguments` lines.
+    startup: Vec<StartupCtx>,
+    /// The spec's own Markdown, appended to the page.
+    docs: Option<String>,
+}
+
+#[derive(Serialize)]
+struct StartupCtx {
+    tool: String,
+    arguments: String,
 }
 
 /// A proxy's downstream servers and interceptor, for the page's proxy section.
@@ -297,6 +307,15 @@ fn server_ctx(s: &ir::Server) -> ServerCtx {
         desktop_json: contract::to_pretty(&desktop).trim_end().to_string(),
         errors: s.errors.iter().map(declared_ctx).collect(),
         proxy: s.proxy.as_ref().map(proxy_ctx),
+        startup: s
+            .startup
+            .iter()
+            .map(|j| StartupCtx {
+                tool: j.tool.clone(),
+                arguments: j.arguments.to_string(),
+            })
+            .collect(),
+        docs: s.docs.as_deref().map(|d| d.trim().to_string()),
     }
 }
 

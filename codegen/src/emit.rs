@@ -135,6 +135,11 @@ fn server_tokens(server: &Server) -> TokenStream {
         let note = opt_str(d.note.as_deref());
         quote!(::server::def::DemoCallDef { tool: #tool, arguments: #args, note: #note })
     });
+    let startup = server.startup.iter().map(|j| {
+        let tool = &j.tool;
+        let args = j.arguments.to_string();
+        quote!(::server::def::StartupJobDef { tool: #tool, arguments: #args })
+    });
     let resources = server.resources.iter().map(resource_def);
     let prompts = server.prompts.iter().map(prompt_def);
     let args_doc = format!(" Typed arguments of the `{name}` tools, one struct per tool.");
@@ -161,6 +166,7 @@ fn server_tokens(server: &Server) -> TokenStream {
             database: #database,
             proxy: #proxy,
             demo: &[#(#demo),*],
+            startup: &[#(#startup),*],
             tools: &TOOLS,
             error_codes: &[#(#error_codes),*],
             errors: &[#(#errors),*],

@@ -20,6 +20,10 @@ pub(crate) struct Server {
     /// Present when the server proxies downstream MCP servers.
     pub proxy: Option<Proxy>,
     pub demo: Vec<DemoCall>,
+    /// Calls run once in the background at start-up, in order.
+    pub startup: Vec<StartupJob>,
+    /// Markdown appended to the generated reference.
+    pub docs: Option<String>,
     pub tools: Vec<Tool>,
     /// Runtime error code renames, `(built-in, this server's)`.
     pub error_codes: Vec<(String, String)>,
@@ -29,6 +33,14 @@ pub(crate) struct Server {
     pub resources: Vec<Resource>,
     /// MCP prompts, in spec order.
     pub prompts: Vec<Prompt>,
+}
+
+/// A start-up job: a call of one of the server's tools.
+#[derive(Debug, Clone)]
+pub(crate) struct StartupJob {
+    pub tool: String,
+    /// The arguments object.
+    pub arguments: Value,
 }
 
 /// An MCP resource: a fixed URI or a URI template, and how its content is made.

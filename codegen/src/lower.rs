@@ -11,7 +11,7 @@ use crate::ir::{
     Annotations, Arg, ArgType, Binding, Block, Column, ColumnKind, Confirm, Content, Database,
     DemoCall, Downstream, Envelope, ErrorDecl, InterceptAction, InterceptRule, InterceptSql,
     Message, MessageBody, Mode, OutField, OutStruct, OutType, Prompt, PromptArg, Proxy,
-    ProxyConfig, Resource, Rule, RuleKind, Server, Statement, Tool,
+    ProxyConfig, Resource, Rule, RuleKind, Server, StartupJob, Statement, Tool,
 };
 use crate::names;
 use crate::spec::{
@@ -64,6 +64,19 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
                 note: d.value.note.clone(),
             })
             .collect(),
+        startup: spec
+            .startup
+            .iter()
+            .map(|j| StartupJob {
+                tool: j.value.tool.value.clone(),
+                arguments: j
+                    .value
+                    .arguments
+                    .as_ref()
+                    .map_or_else(|| json!({}), |a| a.value.clone()),
+            })
+            .collect(),
+        docs: server.docs.clone(),
         tools: with_aliases(
             spec.tools
                 .iter()

@@ -46,6 +46,13 @@ pub(crate) struct RawSpec {
     #[serde(default)]
     #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawDemoCall>"))]
     pub demo: Vec<Sp<RawDemoCall>>,
+    /// Work the server runs once in the background each time it starts serving: calls of its
+    /// own tools, in order, on a thread of their own, so that `initialize` and the first calls
+    /// never wait for them. Each outcome is logged to stderr; a failing job is logged and the
+    /// server keeps serving. `MCPSPEC_STARTUP_JOBS=off` skips them.
+    #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawStartupJob>"))]
+    pub startup: Vec<Sp<RawStartupJob>>,
     /// The tools the server offers, in `tools/list` order.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawTool>"))]
     pub tools: Vec<Sp<RawTool>>,
@@ -265,6 +272,9 @@ pub(crate) struct RawServer {
     pub title: Option<String>,
     /// Guidance for the model on when to use the server's tools, sent in `initialize`.
     pub instructions: Option<String>,
+    /// Markdown for people, appended to the generated reference `docs/<server>.md`: how the
+    /// server's handlers work, and why.
+    pub docs: Option<String>,
 }
 
 /// The SQLite database the tools run against.
@@ -458,6 +468,24 @@ pub(crate) struct RawDefaultPath {
     pub macos: Option<String>,
     /// The path on Windows, e.g. `%APPDATA%/app/app.db`.
     pub windows: Option<String>,
+}
+
+/// One start-up job: a call of one of the server's tools (SQL or handler).
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "StartupJob"))]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawStartupJob {
+    /// The tool to call; not one with a confirmation rule, since nobody is there to confirm.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
+    pub tool: Sp<String>,
+    /// The call's arguments, validated like any call's when the job runs.
+    #[serde(default)]
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")
+    )]
+    pub arguments: Option<Sp<serde_json::Value>>,
 }
 
 /// One call of the demo session.
@@ -901,6 +929,7 @@ const TOP_KEYS: &[&str] = &[
     "database",
     "proxy",
     "demo",
+    "startup",
     "tools",
     "error_codes",
     "errors",
@@ -972,7 +1001,8 @@ const INTERCEPT_KEYS: &[&str] = &["rules", "sql"];
 const INTERCEPT_RULE_KEYS: &[&str] = &["key", "tools", "command", "file_path", "action", "message"];
 const FTS_KEYS: &[&str] = &["table", "source", "columns", "tokenize"];
 const DERIVE_KEYS: &[&str] = &["from", "transform"];
-const SERVER_KEYS: &[&str] = &["name", "version", "title", "instructions"];
+const SERVER_KEYS: &[&str] = &["name", "version", "title", "instructions", "docs"];
+const STARTUP_KEYS: &[&str] = &["tool", "arguments"];
 const DEFAULT_PATH_KEYS: &[&str] = &["linux", "macos", "windows"];
 const DEMO_KEYS: &[&str] = &["tool", "arguments", "note"];
 const ANNOTATION_KEYS: &[&str] = &[
@@ -1078,6 +1108,8 @@ enum Ctx {
     DefaultPath,
     Demos,
     Demo,
+    Startups,
+    Startup,
     Tools,
     Tool,
     Input,
@@ -1126,6 +1158,7 @@ impl Ctx {
             Ctx::Database => ("`database`", DATABASE_KEYS),
             Ctx::DefaultPath => ("`default_path`", DEFAULT_PATH_KEYS),
             Ctx::Demo => ("a demo call", DEMO_KEYS),
+            Ctx::Startup => ("a start-up job", STARTUP_KEYS),
             Ctx::Tool => ("a tool", TOOL_KEYS),
             Ctx::Input => ("`input`", INPUT_KEYS),
             Ctx::Annotations => ("`annotations`", ANNOTATION_KEYS),
@@ -1164,6 +1197,7 @@ impl Ctx {
             (Ctx::Proxy, "intercept") => Ctx::Intercept,
             (Ctx::Intercept, "rules") => Ctx::InterceptRules,
             (Ctx::Top, "demo") => Ctx::Demos,
+            (Ctx::Top, "startup") => Ctx::Startups,
             (Ctx::Top, "tools") => Ctx::Tools,
             (Ctx::Top, "errors") => Ctx::Errors,
             (Ctx::Top, "resources") => Ctx::Resources,
@@ -1192,6 +1226,7 @@ impl Ctx {
     fn element(self) -> Ctx {
         match self {
             Ctx::Demos => Ctx::Demo,
+            Ctx::Startups => Ctx::Startup,
             Ctx::Tools => Ctx::Tool,
             Ctx::Statements => Ctx::Statement,
             Ctx::FtsList => Ctx::Fts,

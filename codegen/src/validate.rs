@@ -51,6 +51,7 @@ pub(crate) fn validate(file: &Path, source: &str, spec: &RawSpec) -> Diagnostics
     }
     v.errors(spec);
     v.demo(spec);
+    v.startup(spec);
     v.resources(spec);
     v.prompts(spec);
     v.sink.finish()
@@ -1859,6 +1860,50 @@ impl Validator<'_> {
         Pos {
             line: u32::try_from(line_no).unwrap_or(u32::MAX),
             column: u32::try_from(first_indent + col_in + 1).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// Start-up jobs call declared tools with mapping arguments, never a tool that asks the
+    /// person to confirm (nobody is there to answer).
+    fn startup(&mut self, spec: &RawSpec) {
+        let tools: Vec<&str> = spec
+            .tools
+            .iter()
+            .map(|t| t.value.name.value.as_str())
+            .collect();
+        for job in &spec.startup {
+            let t = &job.value.tool;
+            match spec.tools.iter().find(|x| x.value.name.value == t.value) {
+                None => self.sink.error(
+                    pos(t),
+                    format!("the start-up job calls unknown tool `{}`", t.value),
+                    "no such tool",
+                    &match did_you_mean(&t.value, &tools) {
+                        Some(s) => format!("did you mean `{s}`?"),
+                        None => "call one of the tools declared under `tools:`".into(),
+                    },
+                ),
+                Some(tool) if tool.value.confirm.is_some() => self.sink.error(
+                    pos(t),
+                    format!(
+                        "the start-up job calls `{}`, which needs the person's confirmation",
+                        t.value
+                    ),
+                    "nobody is there to confirm at start-up",
+                    "call a tool without a `confirm` rule",
+                ),
+                Some(_) => {}
+            }
+            if let Some(a) = &job.value.arguments
+                && !a.value.is_object()
+            {
+                self.sink.error(
+                    pos(a),
+                    "start-up job arguments must be a mapping",
+                    "not a mapping",
+                    "write them as `arguments: {name: value}`",
+                );
+            }
         }
     }
 

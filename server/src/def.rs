@@ -31,6 +31,8 @@ pub struct ServerDef {
     /// Present when the server proxies downstream MCP servers.
     pub proxy: Option<ProxyDef>,
     pub demo: &'static [DemoCallDef],
+    /// Calls run once in the background when the server starts serving, in order.
+    pub startup: &'static [StartupJobDef],
     pub tools: &'static [ToolDef],
     /// Renames of the runtime's error codes, `(built-in, this server's)`.
     pub error_codes: &'static [(&'static str, &'static str)],
@@ -250,6 +252,14 @@ pub struct InterceptRuleDef {
     pub file_path: Option<&'static str>,
     pub action: InterceptAction,
     pub message: &'static str,
+}
+
+/// A start-up job: a call of one of the server's own tools.
+#[derive(Debug)]
+pub struct StartupJobDef {
+    pub tool: &'static str,
+    /// The arguments as JSON text.
+    pub arguments: &'static str,
 }
 
 /// One step of the scripted `mcpspec demo` session.

@@ -9,7 +9,7 @@
 //! [`handler`] is what Rust handlers receive and return,
 //! and [`handlers`] holds them; [`proxy`] runs the downstream servers (each over a
 //! [`downlink`]) and the interceptor of a spec's `proxy:` section, and [`setup`] puts a proxy server in front of the servers of a
-//! Claude Desktop config.
+//! Claude Desktop config; [`startup`] runs a spec's start-up jobs in the background.
 
 // Generated code names this crate as `::server` so that it compiles both here and in tests.
 extern crate self as server;
@@ -31,6 +31,7 @@ pub mod mcp;
 pub mod numbers;
 pub mod proxy;
 pub mod setup;
+pub mod startup;
 pub mod transform;
 pub mod transport;
 

@@ -567,12 +567,14 @@ fn serve_http(
             server::http::ENDPOINT
         );
         let proxy = start_proxy(&engine).await?;
+        let jobs = server::startup::spawn(engine.clone());
         let handler = server::mcp::McpServer::with_proxy(engine, proxy.clone());
         let served = server::http::serve(listener, handler, options, async {
             shutdown_signal().await;
             tracing::info!("signal received; finishing calls in flight");
         })
         .await;
+        jobs.cancel();
         // Every downstream process is stopped and reaped before the server exits.
         if let Some(p) = proxy {
             p.shutdown(drain_timeout()?).await;
@@ -606,6 +608,7 @@ fn serve(engine: std::sync::Arc<Engine>) -> Result<()> {
             stop.stop();
         });
         let proxy = start_proxy(&engine).await?;
+        let jobs = server::startup::spawn(engine.clone());
         let handler = server::mcp::McpServer::with_proxy(engine, proxy.clone());
         let session = match rmcp::serve_server(handler, transport).await {
             Ok(running) => running
@@ -615,6 +618,7 @@ fn serve(engine: std::sync::Arc<Engine>) -> Result<()> {
                 .map_err(|e| anyhow!("the MCP session ended with an error: {e}")),
             Err(e) => Err(anyhow!("the MCP session failed to start: {e}")),
         };
+        jobs.cancel();
         // Every downstream process is stopped before the server exits, within the timeout.
         if let Some(p) = proxy {
             p.shutdown(drain).await;

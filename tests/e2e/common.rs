@@ -59,6 +59,9 @@ pub fn start_on(db: Db, server: &str, extra: &[&str]) -> Session {
 /// A session with a server started by `command`, which the caller set up (environment,
 /// working directory, stderr).
 pub fn start_command(command: &mut Command, db: Db) -> Session {
+    // Start-up jobs (the lessons scan of ~/.claude/projects) would make other tests depend
+    // on the machine; the tests about jobs start their servers themselves.
+    command.env("MCPSPEC_STARTUP_JOBS", "off");
     let mut client = StdioClient::spawn(command).expect("spawn server");
     let init = client.initialize().expect("initialize");
     assert!(init.get("result").is_some(), "initialize failed: {init}");

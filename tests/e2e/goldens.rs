@@ -25,6 +25,10 @@ mod notes {
     include!("../fixtures/aliases/expected/notes.rs");
 }
 
+mod startup {
+    include!("../fixtures/startup/expected/startup.rs");
+}
+
 /// A hand-written implementation of the aliases golden: `notes.get` and `notes.touch` return
 /// the same type, so one function serves both.
 struct Notes;
@@ -454,4 +458,34 @@ fn golden_resources_and_prompts_render_through_the_runtime() {
     assert_eq!(messages[0]["content"]["text"], "Summarize this note.");
     assert_eq!(messages[1]["content"]["resource"]["text"], "# One\n\nfirst");
     assert_eq!(messages[2]["role"], "assistant");
+}
+
+/// The start-up jobs of a golden run through the engine in order: a job that fails (its
+/// arguments break the tool's schema) is logged, and the jobs after it still run.
+#[test]
+fn golden_startup_jobs_run_in_order_past_a_failure() {
+    use server::engine::{Engine, Limits};
+    assert_eq!(startup::SERVER.startup.len(), 4);
+    assert_eq!(startup::SERVER.startup[0].tool, "record_start");
+    assert_eq!(
+        startup::SERVER.startup[0].arguments,
+        r#"{"note":"started"}"#
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("startup.db");
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(startup::SERVER.database.as_ref().unwrap().schema)
+        .unwrap();
+    let engine = Engine::start(&startup::SERVER, Some(&path), false, Limits::default()).unwrap();
+    server::startup::spawn(engine.clone()).join();
+    let notes: Vec<String> = rusqlite::Connection::open(&path)
+        .unwrap()
+        .prepare("SELECT note FROM starts ORDER BY id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(notes, ["started", "after a failed job"]);
 }
