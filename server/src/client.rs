@@ -183,6 +183,11 @@ impl StdioClient {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
+
+    /// The server's stderr, when the command piped it.
+    pub fn take_stderr(&mut self) -> Option<std::process::ChildStderr> {
+        self.child.stderr.take()
+    }
 }
 
 impl Drop for StdioClient {

@@ -11,6 +11,7 @@ mod http;
 mod knowledge;
 mod laminark;
 mod lessons;
+mod lessons_scan;
 mod pm;
 mod protocol;
 mod proxy;

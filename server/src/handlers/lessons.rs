@@ -1045,6 +1045,8 @@ pub struct Config {
     pub hints: bool,
     pub sessions_dir: String,
     pub max_files: i64,
+    /// Whether scans also run the tier-2 heuristics.
+    pub heuristics: bool,
 }
 
 impl Default for Config {
@@ -1053,6 +1055,7 @@ impl Default for Config {
             hints: true,
             sessions_dir: "~/.claude/projects".into(),
             max_files: 500,
+            heuristics: true,
         }
     }
 }
@@ -1070,6 +1073,7 @@ fn read_config(conn: &Connection) -> rusqlite::Result<Config> {
             ("scanning.max_files", Value::Number(n)) => {
                 c.max_files = n.as_i64().unwrap_or(c.max_files)
             }
+            ("scanning.heuristics", Value::Bool(b)) => c.heuristics = b,
             _ => {}
         }
     }
@@ -1085,6 +1089,7 @@ fn config_out(c: Config) -> outputs::LessonsConfigGet {
             scanning: outputs::LessonsConfigGetConfigScanning {
                 sessions_dir: c.sessions_dir,
                 max_files: c.max_files,
+                heuristics: c.heuristics,
             },
         },
     }
@@ -1108,14 +1113,14 @@ impl LessonsConfigSetHandler for Lessons {
         a: args::LessonsConfigSet,
     ) -> Result<outputs::LessonsConfigSet> {
         let ok = match a.key.as_str() {
-            "injection.hints" => a.value.is_boolean(),
+            "injection.hints" | "scanning.heuristics" => a.value.is_boolean(),
             "scanning.sessions_dir" => a.value.as_str().is_some_and(|s| !s.trim().is_empty()),
             "scanning.max_files" => a.value.as_i64().is_some_and(|n| (1..=100_000).contains(&n)),
             _ => false,
         };
         if !ok {
             let want = match a.key.as_str() {
-                "injection.hints" => "true or false",
+                "injection.hints" | "scanning.heuristics" => "true or false",
                 "scanning.max_files" => "an integer from 1 to 100000",
                 _ => "a non-empty string",
             };
@@ -1253,20 +1258,7 @@ fn read_from(path: &Path, from: u64) -> std::io::Result<(String, u64)> {
 impl LessonsScanHandler for Lessons {
     fn lessons_scan(&self, ctx: &Context, a: args::LessonsScan) -> Result<outputs::LessonsScan> {
         let config = ctx.read(|conn| read_config(conn))?.map_err(db_error)?;
-        let dir = match &a.dir {
-            Some(d) => crate::db::expand(d),
-            None => crate::db::expand(&config.sessions_dir),
-        };
-        let dir = if dir.is_relative() {
-            ctx.dir().join(dir)
-        } else {
-            dir
-        };
-        if !dir.is_dir() {
-            return Err(HandlerError::new("SESSIONS_NOT_FOUND").message(
-                "the sessions directory does not exist; pass `dir` or set scanning.sessions_dir",
-            ));
-        }
+        let dir = sessions_dir(ctx, a.dir.as_deref(), &config)?;
         let files = session_files(&dir, usize::try_from(config.max_files).unwrap_or(500));
         let mut out = outputs::LessonsScan {
             files: 0,
@@ -1275,63 +1267,236 @@ impl LessonsScanHandler for Lessons {
             repeated: Vec::new(),
             cancelled: Vec::new(),
             invalid: 0,
+            suggested: Vec::new(),
         };
-        ctx.write(|conn| -> Result<()> {
-            for (i, path) in files.iter().enumerate() {
-                if ctx.is_cancelled() {
-                    break;
-                }
-                ctx.progress(i as f64, Some(files.len() as f64), "scanning session files");
-                let key = path.to_string_lossy().into_owned();
-                let from: u64 = if a.full {
-                    0
-                } else {
-                    conn.query_row("SELECT offset FROM scan_state WHERE path = ?1", [&key], |r| r.get::<_, i64>(0))
-                        .optional()
-                        .map_err(db_error)?
-                        .map_or(0, |o| o.max(0) as u64)
-                };
-                let Ok((text, end)) = read_from(path, from) else {
-                    continue;
-                };
-                out.files += 1;
-                let mut found = Found::default();
-                for line in text.lines() {
-                    for t in assistant_texts(line) {
-                        scan_text(&t, &mut found);
-                    }
-                }
-                let tx = conn.unchecked_transaction().map_err(db_error)?;
-                for block in &found.blocks {
-                    out.lessons += 1;
-                    record(&tx, block, &mut out)?;
-                }
-                for slug in &found.cancels {
-                    let n = tx
-                        .execute(
-                            "UPDATE lessons SET status = 'archived', archived_reason = 'cancelled', \
-                               updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') \
-                             WHERE slug = ?1 AND status = 'candidate'",
-                            [slug],
-                        )
-                        .map_err(db_error)?;
-                    if n > 0 {
-                        out.cancelled.push(slug.clone());
-                    }
-                }
-                tx.execute(
-                    "INSERT INTO scan_state (path, offset, scanned_at) \
-                     VALUES (?1, ?2, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) \
-                     ON CONFLICT (path) DO UPDATE SET offset = excluded.offset, scanned_at = excluded.scanned_at",
-                    params![key, end as i64],
-                )
-                .map_err(db_error)?;
-                tx.commit().map_err(db_error)?;
+        for (i, path) in files.iter().enumerate() {
+            if ctx.is_cancelled() {
+                break;
             }
-            Ok(())
-        })??;
+            ctx.progress(i as f64, Some(files.len() as f64), "scanning session files");
+            // One write transaction per file: a long scan (the start-up job's, say) never
+            // holds the writer for longer than one file takes.
+            ctx.write(|conn| scan_file(conn, path, a.full, config.heuristics, &mut out))??;
+        }
         Ok(out)
     }
+}
+
+/// The directory to scan: the one given, else the configured one; relative to the server's
+/// working directory.
+fn sessions_dir(ctx: &Context, given: Option<&str>, config: &Config) -> Result<PathBuf> {
+    let dir = crate::db::expand(given.unwrap_or(&config.sessions_dir));
+    let dir = if dir.is_relative() {
+        ctx.dir().join(dir)
+    } else {
+        dir
+    };
+    if !dir.is_dir() {
+        return Err(HandlerError::new("SESSIONS_NOT_FOUND").message(
+            "the sessions directory does not exist; pass `dir` or set scanning.sessions_dir",
+        ));
+    }
+    Ok(dir)
+}
+
+/// Scans the unread part of one session file in one transaction: tier-1 blocks and cancel
+/// tags, then, when `heuristics`, the tier-2 findings; then records how far it read.
+fn scan_file(
+    conn: &Connection,
+    path: &Path,
+    full: bool,
+    heuristics: bool,
+    out: &mut outputs::LessonsScan,
+) -> Result<()> {
+    let key = path.to_string_lossy().into_owned();
+    let from: u64 = if full {
+        0
+    } else {
+        conn.query_row(
+            "SELECT offset FROM scan_state WHERE path = ?1",
+            [&key],
+            |r| r.get::<_, i64>(0),
+        )
+        .optional()
+        .map_err(db_error)?
+        .map_or(0, |o| o.max(0) as u64)
+    };
+    let Ok((text, end)) = read_from(path, from) else {
+        return Ok(());
+    };
+    out.files += 1;
+    let mut found = Found::default();
+    for line in text.lines() {
+        for t in assistant_texts(line) {
+            scan_text(&t, &mut found);
+        }
+    }
+    let findings = if heuristics && !text.is_empty() {
+        heuristic_findings(path, from, &text)
+    } else {
+        Vec::new()
+    };
+    let tx = conn.unchecked_transaction().map_err(db_error)?;
+    for block in &found.blocks {
+        out.lessons += 1;
+        record(&tx, block, out)?;
+    }
+    for slug in &found.cancels {
+        let n = tx
+            .execute(
+                "UPDATE lessons SET status = 'archived', archived_reason = 'cancelled', \
+                   updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') \
+                 WHERE slug = ?1 AND status = 'candidate'",
+                [slug],
+            )
+            .map_err(db_error)?;
+        if n > 0 {
+            out.cancelled.push(slug.clone());
+        }
+    }
+    for f in &findings {
+        suggest(&tx, f, out)?;
+    }
+    tx.execute(
+        "INSERT INTO scan_state (path, offset, scanned_at) \
+         VALUES (?1, ?2, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) \
+         ON CONFLICT (path) DO UPDATE SET offset = excluded.offset, scanned_at = excluded.scanned_at",
+        params![key, end as i64],
+    )
+    .map_err(db_error)?;
+    tx.commit().map_err(db_error)
+}
+
+/// How much of a session before where the last scan stopped the heuristics see again, so that
+/// a call and what became of it are seen together when a scan stopped between them.
+const HEURISTIC_CONTEXT: u64 = 256 * 1024;
+
+/// The tier-2 findings of the lines read from `from` on (`text`), seen with up to
+/// [`HEURISTIC_CONTEXT`] of the lines before them; only findings about the new lines count.
+fn heuristic_findings(path: &Path, from: u64, text: &str) -> Vec<super::sessions::Finding> {
+    let start = from.saturating_sub(HEURISTIC_CONTEXT);
+    let mut context = read_range(path, start, from).unwrap_or_default();
+    if start > 0 {
+        // The first line of the window is cut; the whole lines after it are kept.
+        context = context
+            .split_once('\n')
+            .map(|(_, rest)| rest.to_string())
+            .unwrap_or_default();
+    }
+    let first_new = lines_before(path, from).unwrap_or(0) + 1;
+    let first_line = first_new.saturating_sub(context.lines().count()).max(1);
+    let fallback = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut all = context;
+    all.push_str(text);
+    super::sessions::findings(&all, first_line, &fallback)
+        .into_iter()
+        .filter(|f| f.line >= first_new)
+        .collect()
+}
+
+/// The bytes `from..to` of a file, as text.
+fn read_range(path: &Path, from: u64, to: u64) -> std::io::Result<String> {
+    let mut f = std::fs::File::open(path)?;
+    f.seek(SeekFrom::Start(from))?;
+    let mut buf = Vec::new();
+    f.take(to.saturating_sub(from)).read_to_end(&mut buf)?;
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// How many lines the first `upto` bytes of a file hold, to number the lines read after them.
+fn lines_before(path: &Path, upto: u64) -> std::io::Result<usize> {
+    let mut f = std::io::BufReader::new(std::fs::File::open(path)?).take(upto);
+    let mut buf = [0u8; 64 * 1024];
+    let mut n = 0;
+    loop {
+        let got = f.read(&mut buf)?;
+        if got == 0 {
+            return Ok(n);
+        }
+        n += buf[..got].iter().filter(|b| **b == b'\n').count();
+    }
+}
+
+/// Records a tier-2 finding: a new candidate tagged `heuristic`, or one more occurrence of the
+/// candidate it already suggested, with the evidence either way. A finding recorded before
+/// (the same lines scanned again) changes nothing, and a lesson that is active or archived
+/// already is left alone.
+fn suggest(
+    conn: &Connection,
+    f: &super::sessions::Finding,
+    out: &mut outputs::LessonsScan,
+) -> Result<()> {
+    let kind = f.kind.as_str();
+    let a = args::LessonsAdd {
+        tool: vec![f.tool().to_string()],
+        trigger: f.trigger(),
+        problem: f.problem(),
+        solution: f.solution(),
+        tags: vec!["heuristic".into(), format!("heuristic:{kind}")],
+        scope: None,
+        type_: "hint".into(),
+        command_patterns: None,
+        path_patterns: None,
+        slug: Some(slugify(&format!("{kind} {} {}", f.tool(), f.calls[0].key))),
+    };
+    let (lesson, new) = match insert(conn, &a, "candidate", "scan") {
+        Ok(l) => (l, true),
+        Err(e) if e.name() == "DUPLICATE_LESSON" => {
+            let slug = e
+                .fields()
+                .get("slug")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let l = get_by_slug(conn, slug)?;
+            if l.status != "candidate" {
+                return Ok(());
+            }
+            (l, false)
+        }
+        Err(e) => {
+            tracing::debug!(heuristic = kind, error = %e, "a heuristic finding failed the intake checks");
+            return Ok(());
+        }
+    };
+    let calls = serde_json::to_string(&f.calls).unwrap_or_else(|_| "[]".into());
+    let recorded = conn
+        .execute(
+            "INSERT OR IGNORE INTO lesson_evidence (lesson_id, heuristic, session, line, calls, said) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![lesson.id, kind, f.session, f.line as i64, calls, f.said],
+        )
+        .map_err(db_error)?;
+    if recorded == 0 {
+        return Ok(());
+    }
+    if !new {
+        conn.execute(
+            "UPDATE lessons SET occurrences = occurrences + 1 WHERE id = ?1",
+            [lesson.id],
+        )
+        .map_err(db_error)?;
+    }
+    out.suggested.push(outputs::LessonsScanSuggestedItem {
+        slug: lesson.slug,
+        heuristic: kind.to_string(),
+        session: f.session.clone(),
+        line: f.line as i64,
+        new,
+    });
+    Ok(())
+}
+
+/// The lesson with `slug`.
+fn get_by_slug(conn: &Connection, slug: &str) -> Result<Lesson> {
+    let id: i64 = conn
+        .query_row("SELECT id FROM lessons WHERE slug = ?1", [slug], |r| {
+            r.get(0)
+        })
+        .map_err(db_error)?;
+    get(conn, id)
 }
 
 /// Records one scanned block as a candidate, or counts a repeat of one already recorded.

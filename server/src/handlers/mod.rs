@@ -8,6 +8,7 @@ pub mod conformance;
 pub mod downstream;
 pub mod lessons;
 pub mod pm;
+pub mod sessions;
 
 use crate::handler::Dispatch;
 
