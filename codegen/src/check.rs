@@ -97,6 +97,7 @@ pub fn check_sql(spec: &Spec, live: Option<&Connection>) -> Diagnostics {
                 if st.mode != Mode::Execute {
                     check_columns(spec, &stmt, st, &subject, &mut out);
                 }
+                check_insert(spec, conn, st, &subject, what, &mut out);
                 if stmt.readonly() == tool.writes && *what == "the declared schema" {
                     out.items.push(finding(
                         spec,
@@ -302,6 +303,74 @@ struct ColumnInfo {
     ty: String,
 }
 
+/// An INSERT with a column list must set every column that is NOT NULL without a default in
+/// the database it runs on: SQLite would refuse every call (`CONSTRAINT_VIOLATION`) on a
+/// database made elsewhere, whose columns have no defaults the declared schema gives them.
+fn check_insert(
+    spec: &Spec,
+    conn: &Connection,
+    st: &crate::ir::Statement,
+    subject: &str,
+    what: &str,
+    out: &mut Diagnostics,
+) {
+    static INSERT: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r#"(?is)\bINSERT\s+(?:OR\s+\w+\s+)?INTO\s+(?:\w+\.)?"?(\w+)"?\s*\(([^)]*)\)"#,
+        )
+        .unwrap_or_else(|_| unreachable!())
+    });
+    let Some(m) = INSERT.captures(&st.sql) else {
+        return;
+    };
+    let table = &m[1];
+    let given: Vec<String> = m[2]
+        .split(',')
+        .map(|c| c.trim().trim_matches('"').to_ascii_lowercase())
+        .collect();
+    let Ok(mut q) = conn.prepare(
+        "SELECT name, \"notnull\", dflt_value IS NULL, pk, type FROM pragma_table_xinfo(?1) WHERE hidden = 0",
+    ) else {
+        return;
+    };
+    let Ok(rows) = q.query_map([table], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, bool>(1)?,
+            r.get::<_, bool>(2)?,
+            r.get::<_, i64>(3)?,
+            r.get::<_, String>(4)?,
+        ))
+    }) else {
+        return;
+    };
+    let pks = rows_pk_count(conn, table);
+    for (name, not_null, no_default, pk, ty) in rows.flatten() {
+        // An INTEGER PRIMARY KEY alone is the rowid, which SQLite assigns.
+        let rowid = pk == 1 && pks == 1 && ty.eq_ignore_ascii_case("integer");
+        if not_null && no_default && !rowid && !given.contains(&name.to_ascii_lowercase()) {
+            out.items.push(finding(
+                spec,
+                st.pos,
+                format!(
+                    "{subject} leaves `{table}.{name}` unset, which is NOT NULL without a default in {what}"
+                ),
+                "set the column in the INSERT (a timestamp with strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), say), so the tool works on databases made without the declared defaults",
+            ));
+        }
+    }
+}
+
+/// How many columns make up `table`'s primary key.
+fn rows_pk_count(conn: &Connection, table: &str) -> i64 {
+    conn.query_row(
+        "SELECT count(*) FROM pragma_table_info(?1) WHERE pk > 0",
+        [table],
+        |r| r.get(0),
+    )
+    .unwrap_or(0)
+}
+
 fn tables(conn: &Connection) -> rusqlite::Result<Vec<String>> {
     let mut st = conn.prepare(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
@@ -472,6 +541,7 @@ pub fn check_repo(root: &Path, spec_dir: &Path, live: Option<(&str, &Connection)
 /// Checks every input schema against the meta-schema, and every default against its property.
 pub fn check_schemas(spec: &Spec) -> Diagnostics {
     let mut out = Diagnostics::default();
+    check_fixed_calls(spec, &mut out);
     for tool in &spec.ir.tools {
         if let Err(e) = jsonschema::meta::validate(&tool.input_schema) {
             out.items.push(finding(
@@ -516,6 +586,59 @@ pub fn check_schemas(spec: &Spec) -> Diagnostics {
         }
     }
     out
+}
+
+/// The arguments of demo calls and start-up jobs must pass the tool's input schema, as they
+/// will when the calls run (with the schema's defaults filled in first, as the runtime does).
+fn check_fixed_calls(spec: &Spec, out: &mut Diagnostics) {
+    let calls = spec
+        .ir
+        .demo
+        .iter()
+        .filter(|d| d.error.as_deref() != Some("INVALID_ARGUMENTS"))
+        .map(|d| ("demo call", &d.tool, &d.arguments, d.pos))
+        .chain(
+            spec.ir
+                .startup
+                .iter()
+                .map(|j| ("start-up job", &j.tool, &j.arguments, j.pos)),
+        );
+    for (what, tool_name, arguments, pos) in calls {
+        let Some(tool) = spec.ir.tools.iter().find(|t| &t.name == tool_name) else {
+            continue;
+        };
+        let Ok(validator) = jsonschema::validator_for(&tool.input_schema) else {
+            continue;
+        };
+        let mut args = arguments.clone();
+        if let Some(o) = args.as_object_mut() {
+            for (k, v) in &tool.defaults {
+                o.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        let errors: Vec<String> = validator
+            .iter_errors(&args)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("`{}` {e}", at.trim_start_matches('/').replace('/', "."))
+                }
+            })
+            .collect();
+        if !errors.is_empty() {
+            out.items.push(finding(
+                spec,
+                pos,
+                format!(
+                    "the {what} of `{tool_name}` has arguments its input schema refuses: {}",
+                    errors.join("; ")
+                ),
+                "fix the arguments, or the call fails with INVALID_ARGUMENTS when it runs",
+            ));
+        }
+    }
 }
 
 fn sqlite_message(e: &rusqlite::Error) -> String {

@@ -615,7 +615,10 @@ fn errors(s: &ir::Server, t: &ir::Tool) -> Vec<ErrorCtx> {
     }];
     out.push(ErrorCtx {
         code: "ARGUMENTS_TOO_LARGE".into(),
-        when: "the arguments exceed `MCPSPEC_MAX_ARGUMENT_BYTES` (1 MiB by default)".into(),
+        when: format!(
+            "the arguments exceed {}",
+            crate::settings::MAX_ARGUMENT_BYTES.cited()
+        ),
     });
     for st in t.binding.statements() {
         if st.mode == Mode::One {
@@ -648,7 +651,10 @@ fn errors(s: &ir::Server, t: &ir::Tool) -> Vec<ErrorCtx> {
         });
         out.push(ErrorCtx {
             code: "CONFIRMATION_TIMEOUT".into(),
-            when: "nobody answered the question within `MCPSPEC_CONFIRM_TIMEOUT_SECS` (300 s by default); nothing changed".into(),
+            when: format!(
+                "nobody answered the question within {}; nothing changed",
+                crate::settings::CONFIRM_TIMEOUT_SECS.cited()
+            ),
         });
     }
     if matches!(t.binding, Binding::Handler(_)) {
@@ -680,20 +686,24 @@ fn errors(s: &ir::Server, t: &ir::Tool) -> Vec<ErrorCtx> {
     for (code, when) in [
         (
             "DATABASE_BUSY",
-            "another writer holds the database; try again shortly",
+            "another writer holds the database; try again shortly".to_string(),
         ),
         (
             "TIMEOUT",
-            "the call ran longer than `MCPSPEC_CALL_TIMEOUT_SECS` (30 s by default)",
+            format!(
+                "the call ran longer than {} or the tool's `timeout_ms`",
+                crate::settings::CALL_TIMEOUT_MS.cited()
+            ),
         ),
         (
             "DATABASE_ERROR",
-            "anything else; the message carries the request id, the server log the details",
+            "anything else; the message carries the request id, the server log the details"
+                .to_string(),
         ),
     ] {
         out.push(ErrorCtx {
             code: code.into(),
-            when: when.into(),
+            when,
         });
     }
     out

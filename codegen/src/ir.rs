@@ -8,6 +8,8 @@ use serde_json::Value;
 #[derive(Debug, Clone)]
 pub(crate) struct Server {
     pub name: String,
+    /// Where `server.name` is in the spec.
+    pub name_pos: crate::diag::Pos,
     /// The Rust module name of the server.
     pub module: String,
     pub version: String,
@@ -41,6 +43,9 @@ pub(crate) struct StartupJob {
     pub tool: String,
     /// The arguments object.
     pub arguments: Value,
+    /// Where the job is in the spec; read by `check`.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub pos: crate::diag::Pos,
 }
 
 /// An MCP resource: a fixed URI or a URI template, and how its content is made.
@@ -343,6 +348,12 @@ pub(crate) struct DemoCall {
     pub tool: String,
     pub arguments: Value,
     pub note: Option<String>,
+    /// The error the call demonstrates, when it is meant to fail; read by `check`.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub error: Option<String>,
+    /// Where the call is in the spec; read by `check`.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub pos: crate::diag::Pos,
 }
 
 #[derive(Debug, Clone)]

@@ -14,6 +14,7 @@ mod emit;
 mod ir;
 mod lower;
 mod names;
+pub mod settings;
 mod spec;
 mod sqltext;
 pub mod textdiff;
@@ -98,6 +99,29 @@ pub fn load_dir(dir: &Path, display_dir: &Path) -> Result<Vec<Spec>, Diagnostics
                 Err(d) => problems.extend(d),
             },
             Err(e) => problems.extend(io_problem(&shown, &e)),
+        }
+    }
+    for s in &specs {
+        // `mcpspec serve NAME` and the generated file names use the server's name; a spec
+        // file named otherwise is hard to find from either.
+        let stem = Path::new(&s.ir.file)
+            .file_stem()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if stem != s.ir.name {
+            problems.items.push(Diagnostic {
+                file: PathBuf::from(&s.ir.file),
+                pos: s.ir.name_pos,
+                message: format!(
+                    "the spec file is named `{stem}` but declares server `{}`",
+                    s.ir.name
+                ),
+                label: Some("the server's name".into()),
+                help: Some(format!(
+                    "rename the file to `{}.yaml`, or the server to `{stem}`",
+                    s.ir.name
+                )),
+            });
         }
     }
     let mut seen = BTreeMap::new();

@@ -31,6 +31,7 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
             .map(|t| names::pascal(&t.value.name.value)),
     );
     Server {
+        name_pos: crate::spec::pos(&server.name),
         name: server.name.value.clone(),
         module: names::snake(&server.name.value),
         version: server.version.value.clone(),
@@ -55,6 +56,7 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
             .demo
             .iter()
             .map(|d| DemoCall {
+                pos: crate::spec::pos(&d.value.tool),
                 tool: d.value.tool.value.clone(),
                 arguments: d
                     .value
@@ -62,12 +64,14 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
                     .as_ref()
                     .map_or_else(|| json!({}), |a| a.value.clone()),
                 note: d.value.note.clone(),
+                error: d.value.error.clone(),
             })
             .collect(),
         startup: spec
             .startup
             .iter()
             .map(|j| StartupJob {
+                pos: crate::spec::pos(&j.value.tool),
                 tool: j.value.tool.value.clone(),
                 arguments: j
                     .value

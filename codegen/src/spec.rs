@@ -506,6 +506,9 @@ pub(crate) struct RawDemoCall {
     pub arguments: Option<Sp<serde_json::Value>>,
     /// Shown above the call.
     pub note: Option<String>,
+    /// The error the call demonstrates, e.g. `INVALID_ARGUMENTS`; arguments meant to fail are
+    /// then not held to the tool's input schema by `codegen check`.
+    pub error: Option<String>,
 }
 
 /// One MCP tool: its contract and the SQL behind it.
@@ -1003,8 +1006,97 @@ const FTS_KEYS: &[&str] = &["table", "source", "columns", "tokenize"];
 const DERIVE_KEYS: &[&str] = &["from", "transform"];
 const SERVER_KEYS: &[&str] = &["name", "version", "title", "instructions", "docs"];
 const STARTUP_KEYS: &[&str] = &["tool", "arguments"];
+/// The keywords of JSON Schema 2020-12 (with draft-07's `definitions`, `dependencies` and
+/// `additionalItems`, which validators still read).
+const SCHEMA_KEYWORDS: &[&str] = &[
+    "$schema",
+    "$id",
+    "$ref",
+    "$defs",
+    "$anchor",
+    "$dynamicRef",
+    "$dynamicAnchor",
+    "$vocabulary",
+    "$comment",
+    "definitions",
+    "type",
+    "enum",
+    "const",
+    "multipleOf",
+    "maximum",
+    "exclusiveMaximum",
+    "minimum",
+    "exclusiveMinimum",
+    "maxLength",
+    "minLength",
+    "pattern",
+    "maxItems",
+    "minItems",
+    "uniqueItems",
+    "maxContains",
+    "minContains",
+    "maxProperties",
+    "minProperties",
+    "required",
+    "dependentRequired",
+    "dependencies",
+    "properties",
+    "patternProperties",
+    "additionalProperties",
+    "propertyNames",
+    "items",
+    "prefixItems",
+    "additionalItems",
+    "contains",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "dependentSchemas",
+    "format",
+    "contentEncoding",
+    "contentMediaType",
+    "contentSchema",
+    "title",
+    "description",
+    "default",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "examples",
+];
+/// Keywords whose value maps names to schemas.
+const SCHEMA_MAPS: &[&str] = &[
+    "properties",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+];
+/// Keywords whose value is a list of schemas.
+const SCHEMA_LISTS: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems"];
+/// Keywords whose value is one schema (a boolean schema is a scalar, and passes).
+const SCHEMA_VALUES: &[&str] = &[
+    "items",
+    "additionalProperties",
+    "additionalItems",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "contentSchema",
+];
 const DEFAULT_PATH_KEYS: &[&str] = &["linux", "macos", "windows"];
-const DEMO_KEYS: &[&str] = &["tool", "arguments", "note"];
+const DEMO_KEYS: &[&str] = &["tool", "arguments", "note", "error"];
 const ANNOTATION_KEYS: &[&str] = &[
     "readOnlyHint",
     "destructiveHint",
@@ -1110,6 +1202,12 @@ enum Ctx {
     Demo,
     Startups,
     Startup,
+    /// A JSON Schema: its keys must be JSON Schema keywords (or `x-` extensions).
+    Schema,
+    /// A mapping of names to schemas (`properties`, `$defs`, ...).
+    Schemas,
+    /// A sequence of schemas (`allOf`, `prefixItems`, ...).
+    SchemaList,
     Tools,
     Tool,
     Input,
@@ -1159,6 +1257,7 @@ impl Ctx {
             Ctx::DefaultPath => ("`default_path`", DEFAULT_PATH_KEYS),
             Ctx::Demo => ("a demo call", DEMO_KEYS),
             Ctx::Startup => ("a start-up job", STARTUP_KEYS),
+            Ctx::Schema => ("a JSON Schema", SCHEMA_KEYWORDS),
             Ctx::Tool => ("a tool", TOOL_KEYS),
             Ctx::Input => ("`input`", INPUT_KEYS),
             Ctx::Annotations => ("`annotations`", ANNOTATION_KEYS),
@@ -1198,6 +1297,11 @@ impl Ctx {
             (Ctx::Intercept, "rules") => Ctx::InterceptRules,
             (Ctx::Top, "demo") => Ctx::Demos,
             (Ctx::Top, "startup") => Ctx::Startups,
+            (Ctx::Input | Ctx::Schema, k) if SCHEMA_MAPS.contains(&k) => Ctx::Schemas,
+            (Ctx::Input | Ctx::Schema, k) if SCHEMA_LISTS.contains(&k) => Ctx::SchemaList,
+            (Ctx::Input | Ctx::Schema, k) if SCHEMA_VALUES.contains(&k) => Ctx::Schema,
+            (Ctx::Schemas, _) => Ctx::Schema,
+            (Ctx::Tool, "output") | (Ctx::Column, "schema") => Ctx::Schema,
             (Ctx::Top, "tools") => Ctx::Tools,
             (Ctx::Top, "errors") => Ctx::Errors,
             (Ctx::Top, "resources") => Ctx::Resources,
@@ -1227,6 +1331,7 @@ impl Ctx {
         match self {
             Ctx::Demos => Ctx::Demo,
             Ctx::Startups => Ctx::Startup,
+            Ctx::SchemaList => Ctx::Schema,
             Ctx::Tools => Ctx::Tool,
             Ctx::Statements => Ctx::Statement,
             Ctx::FtsList => Ctx::Fts,
@@ -1249,6 +1354,13 @@ fn unknown_keys(sink: &mut Sink<'_>, node: &Node, ctx: Ctx) {
     match node {
         Node::Map(entries) => {
             for (key, value) in entries {
+                if matches!(ctx, Ctx::Schema | Ctx::Input) && matches!(value, Node::Null) {
+                    null_keyword(sink, key, ctx);
+                    continue;
+                }
+                if matches!(ctx, Ctx::Schema) && key.value.0.starts_with("x-") {
+                    continue;
+                }
                 if let Some((what, known)) = ctx.keys()
                     && !known.contains(&key.value.0.as_str())
                 {
@@ -1272,7 +1384,29 @@ fn unknown_keys(sink: &mut Sink<'_>, node: &Node, ctx: Ctx) {
                 unknown_keys(sink, item, ctx.element());
             }
         }
-        Node::Scalar => {}
+        Node::Scalar | Node::Null => {}
+    }
+}
+
+/// A schema key without a value: in a flow mapping, the words after a comma in unquoted text
+/// (`{description: The id, if any.}` makes a key `if any.`), else a keyword left empty.
+fn null_keyword(sink: &mut Sink<'_>, key: &Sp<Key>, ctx: Ctx) {
+    let name = &key.value.0;
+    let known = ctx.keys().is_some_and(|(_, k)| k.contains(&name.as_str()));
+    if known {
+        sink.error(
+            pos(key),
+            format!("JSON Schema keyword `{name}` has no value"),
+            "no value",
+            "give it a value, or remove it",
+        );
+    } else {
+        sink.error(
+            pos(key),
+            format!("`{name}` is not a JSON Schema keyword; it would be published as `\"{name}\": null`"),
+            "a key without a value",
+            "a comma inside `{...}` ends the text before it: quote that text, e.g. `description: \"The id, if any.\"`",
+        );
     }
 }
 
@@ -1283,6 +1417,8 @@ pub(crate) enum Node {
     Map(Vec<(Sp<Key>, Node)>),
     Seq(Vec<Node>),
     Scalar,
+    /// `~`, `null` or nothing at all: in a JSON Schema, the trace of a key with no value.
+    Null,
 }
 
 /// A mapping key as text, whatever scalar it was written as.
@@ -1358,10 +1494,10 @@ impl<'de> Deserialize<'de> for Node {
                 Ok(Node::Scalar)
             }
             fn visit_unit<E: serde::de::Error>(self) -> Result<Node, E> {
-                Ok(Node::Scalar)
+                Ok(Node::Null)
             }
             fn visit_none<E: serde::de::Error>(self) -> Result<Node, E> {
-                Ok(Node::Scalar)
+                Ok(Node::Null)
             }
         }
         d.deserialize_any(V)

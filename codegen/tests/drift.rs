@@ -125,7 +125,33 @@ fn repo_counts() -> (usize, usize) {
         specs.iter().map(|s| s.tool_names().len()).sum(),
     )
 }
-const NO_BUMP: &str = "but `server.version` is 0.1.0, not past the snapshot's 0.1.0";
+/// The studio spec's version as committed: tests derive their expectations from it, so that
+/// editing the spec (as "Add a tool" in the README does) never breaks them.
+fn studio_version() -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let text = std::fs::read_to_string(root.join(SPEC)).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("  version: "))
+        .expect("server.version")
+        .trim()
+        .to_string()
+}
+
+/// The next major version step, as `check` asks for one (`0.x` steps the minor).
+fn major_step(v: &str) -> String {
+    let n: Vec<u64> = v.split('.').map(|p| p.parse().unwrap()).collect();
+    if n[0] == 0 {
+        format!("0.{}.0", n[1] + 1)
+    } else {
+        format!("{}.0.0", n[0] + 1)
+    }
+}
+
+/// The message of a contract change without a version step.
+fn no_bump() -> String {
+    let v = studio_version();
+    format!("but `server.version` is {v}, not past the snapshot's {v}")
+}
 
 #[test]
 fn a_fresh_copy_passes() {
@@ -210,9 +236,15 @@ fn a_narrowed_input_without_a_major_step_is_refused() {
         &copy,
         &[Kind::Contract, Kind::Stale],
         &[
-            &format!("error: the tool contract of `studio` changed (1 breaking) {NO_BUMP}"),
+            &format!(
+                "error: the tool contract of `studio` changed (1 breaking) {}",
+                no_bump()
+            ),
             "| breaking: tool `query_learnings`: input property `limit`: `maximum` tightened from 50 to 20",
-            "= help: a breaking change needs a major version step: set `server.version: 0.2.0` in spec/studio.yaml, then run `cargo run -p codegen -- snapshot`",
+            &format!(
+                "= help: a breaking change needs a major version step: set `server.version: {}` in spec/studio.yaml, then run `cargo run -p codegen -- snapshot`",
+                major_step(&studio_version())
+            ),
             "-            \"maximum\": 50,",
             "+            \"maximum\": 20,",
             "docs/studio.md is stale",
@@ -224,7 +256,12 @@ fn a_narrowed_input_without_a_major_step_is_refused() {
 fn a_major_step_allows_a_breaking_change_once_recorded() {
     let copy = Copy::new();
     copy.edit(SPEC, "          maximum: 50\n", "          maximum: 20\n");
-    copy.edit(SPEC, "  version: 0.1.0\n", "  version: 0.2.0\n");
+    let next = major_step(&studio_version());
+    copy.edit(
+        SPEC,
+        &format!("  version: {}\n", studio_version()),
+        &format!("  version: {next}\n"),
+    );
     expect(
         &copy,
         &[Kind::Contract, Kind::Stale],
@@ -238,7 +275,7 @@ fn a_major_step_allows_a_breaking_change_once_recorded() {
     let report = copy.check();
     assert!(report.is_ok(), "{}", copy.render(&report));
     let lock = std::fs::read_to_string(copy.path("spec/studio.lock.json")).unwrap();
-    assert!(lock.contains("\"version\": \"0.2.0\""));
+    assert!(lock.contains(&format!("\"version\": \"{next}\"")));
 }
 
 #[test]
@@ -272,15 +309,15 @@ fn a_new_required_property_is_breaking() {
     );
     copy.edit(
         SPEC,
-        "        SELECT printf('D-%03d', n), :project_id, :title, :decision\n",
-        "        SELECT printf('D-%03d', n), :project_id, :title, :decision || :why\n",
+        "        SELECT printf('D-%03d', n), :project_id, :title, :decision,",
+        "        SELECT printf('D-%03d', n), :project_id, :title, :decision || :why,",
     );
     expect(
         &copy,
         &[Kind::Contract, Kind::Stale],
         &[
             "| breaking: tool `capture_decision`: input property `why` added as required",
-            NO_BUMP,
+            &no_bump(),
         ],
     );
 }
@@ -337,7 +374,7 @@ fn a_new_tool_needs_a_minor_step() {
         &[
             "changed (1 compatible)",
             "| compatible: tool `count_learnings`: tool added",
-            "a compatible change needs at least a minor version step: set `server.version: 0.1.1`",
+            "a compatible change needs at least a minor version step: set `server.version: ",
         ],
     );
 }
@@ -449,6 +486,42 @@ fn a_live_database_that_drifted() {
     assert!(report.is_ok(), "{}", copy.render(&report));
 }
 
+/// An INSERT must set every column the live database has NOT NULL without a default: the
+/// studio writes once relied on defaults only `mcpspec init` creates.
+#[test]
+fn an_insert_that_leaves_a_not_null_column_unset_in_the_live_database() {
+    let copy = Copy::new();
+    let conn = rusqlite::Connection::open(copy.path("live.db")).unwrap();
+    // The declared schema without any defaults, as a Project Studio database may be.
+    let declared = text_between(&std::fs::read_to_string(copy.path(SPEC)).unwrap());
+    let strict = regex::Regex::new(r"(?i)\s+DEFAULT\s+(\([^()]*(\([^()]*\))?[^()]*\)|'[^']*')")
+        .unwrap()
+        .replace_all(&declared, "")
+        .into_owned();
+    conn.execute_batch(&strict).unwrap();
+    // The seed specs set every such column themselves.
+    let report = copy.check_with(Some(("studio", &conn)));
+    assert!(report.is_ok(), "{}", copy.render(&report));
+    // Leaving `created_at` to a default is a finding at the statement.
+    copy.edit(
+        SPEC,
+        "        INSERT INTO decisions (id, project_id, title, decision, created_at)\n        SELECT",
+        "        INSERT INTO decisions (id, project_id, title, decision)\n        SELECT",
+    )
+    .edit(
+        SPEC,
+        ":decision, strftime('%Y-%m-%dT%H:%M:%SZ', 'now')",
+        ":decision",
+    );
+    let report = copy.check_with(Some(("studio", &conn)));
+    let text = copy.render(&report);
+    assert!(
+        text.contains("tool `capture_decision`: statement `capture_decision` leaves `decisions.created_at` unset, which is NOT NULL without a default in the live database"),
+        "{text}"
+    );
+    assert!(text.contains("--> spec/studio.yaml:"), "{text}");
+}
+
 /// The DDL under `database.schema` of the studio spec, dedented.
 fn text_between(spec: &str) -> String {
     let start = spec.find("  schema: |\n").unwrap() + "  schema: |\n".len();
@@ -501,7 +574,11 @@ fn the_breaking_change_report_is_pinned() {
         "        decision: text\n        created_at: text?\n",
     );
     copy.docs();
-    let got = copy.render(&copy.check());
+    // Versions are the spec's own and change with it; the rest is pinned.
+    let got = regex::Regex::new(r"\b\d+\.\d+\.\d+\b")
+        .unwrap()
+        .replace_all(&copy.render(&copy.check()), "X.Y.Z")
+        .into_owned();
     let path = root().join("tests/fixtures/check-output/contract-breaking.stderr");
     if std::env::var_os("UPDATE_EXPECT").is_some() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -600,5 +677,55 @@ fn a_resource_statement_or_completion_that_does_not_prepare() {
             "resource `stats`: the statement does not prepare against the declared schema: no such column: rolle",
             "resource `entry` variable `id`: the completion query does not prepare against the declared schema: no such table: knowledge_entry",
         ],
+    );
+}
+
+/// Demo calls and start-up jobs run with fixed arguments: arguments the tool's input schema
+/// refuses are found before the call fails; a demo call that shows an argument error says so.
+#[test]
+fn demo_and_start_up_arguments_must_fit_the_input_schema() {
+    let copy = Copy::new();
+    copy.edit(
+        SPEC,
+        "  - tool: list_tags\n    note: discover what learnings exist",
+        "  - tool: list_tags\n    arguments: {limit: 0}\n    note: discover what learnings exist",
+    );
+    let report = copy.check();
+    let text = copy.render(&report);
+    assert!(
+        text.contains("the demo call of `list_tags` has arguments its input schema refuses:"),
+        "{text}"
+    );
+    assert!(text.contains("= help: fix the arguments"), "{text}");
+    copy.edit(
+        SPEC,
+        "    arguments: {limit: 0}\n    note: discover what learnings exist",
+        "    arguments: {limit: 0}\n    note: discover what learnings exist\n    error: INVALID_ARGUMENTS",
+    );
+    copy.docs();
+    let report = copy.check();
+    assert!(report.is_ok(), "{}", copy.render(&report));
+}
+
+/// `mcpspec serve NAME` and the generated files use the server's name: a spec file named
+/// otherwise is reported at `server.name`.
+#[test]
+fn a_spec_file_named_unlike_its_server_is_reported() {
+    let copy = Copy::new();
+    std::fs::rename(copy.path(SPEC), copy.path("spec/project-studio.yaml")).unwrap();
+    let report = copy.check();
+    let text = copy.render(&report);
+    assert!(
+        text.contains(
+            "error: the spec file is named `project-studio` but declares server `studio`"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("--> spec/project-studio.yaml:5:9"), "{text}");
+    assert!(
+        text.contains(
+            "= help: rename the file to `studio.yaml`, or the server to `project-studio`"
+        ),
+        "{text}"
     );
 }

@@ -1600,3 +1600,31 @@ pub fn approx_map_size(o: &Map<String, Value>) -> usize {
         .map(|(k, x)| k.len() + 4 + approx_json_size(x))
         .sum::<usize>()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Limits;
+    use codegen::settings;
+
+    /// The generated docs cite these variables and defaults; they are the runtime's own.
+    #[test]
+    fn the_documented_defaults_are_the_runtime_s() {
+        let l = Limits::default();
+        assert_eq!(
+            l.max_argument_bytes as u64,
+            settings::MAX_ARGUMENT_BYTES.default
+        );
+        assert_eq!(
+            l.max_result_bytes as u64,
+            settings::MAX_RESULT_BYTES.default
+        );
+        assert_eq!(
+            l.call_timeout.as_millis() as u64,
+            settings::CALL_TIMEOUT_MS.default
+        );
+        assert_eq!(
+            l.confirm_timeout.as_secs(),
+            settings::CONFIRM_TIMEOUT_SECS.default
+        );
+    }
+}

@@ -325,10 +325,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     s.tools.len()
                 );
                 for t in s.tools {
-                    let kind = if !t.writes {
-                        "read"
-                    } else if t.annotations.destructive {
+                    // The published annotations, which handler tools declare themselves.
+                    let kind = if t.annotations.destructive {
                         "destructive"
+                    } else if t.annotations.read_only {
+                        "read"
                     } else {
                         "write"
                     };

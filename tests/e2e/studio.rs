@@ -424,3 +424,39 @@ fn tools_list_publishes_schemas_and_derived_annotations() {
     );
     s.finish();
 }
+
+/// A Project Studio database made by Project Studio itself, whose NOT NULL columns have no
+/// defaults (only `mcpspec init` adds them): the writes still work, since they set every
+/// such column themselves.
+#[test]
+fn writes_work_on_a_database_without_the_declared_defaults() {
+    let def = server::server("studio").expect("studio");
+    let db = def.database.as_ref().expect("a database");
+    let strict = regex::Regex::new(r"(?i)\s+DEFAULT\s+(\([^()]*(\([^()]*\))?[^()]*\)|'[^']*')")
+        .unwrap()
+        .replace_all(db.schema, "")
+        .into_owned();
+    assert!(!strict.to_ascii_uppercase().contains("DEFAULT"), "{strict}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("studio.db");
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(&strict).unwrap();
+    conn.execute_batch(db.sample.expect("sample rows")).unwrap();
+    drop(conn);
+    let mut s = crate::common::start_on(crate::common::Db { _dir: dir, path }, "studio", &[]);
+    let l = s.ok(
+        "capture_learning",
+        json!({"title": "Strict schemas need explicit timestamps", "problem": "INSERT relied on a default",
+               "solution": "Set created_at in the statement", "tags": ["sqlite"], "project_id": "proj-001"}),
+    );
+    assert!(
+        l["created_at"].as_str().is_some_and(|t| t.ends_with('Z')),
+        "{l}"
+    );
+    let d = s.ok(
+        "capture_decision",
+        json!({"project_id": "proj-001", "title": "Timestamps in SQL", "decision": "Always set them"}),
+    );
+    assert!(d["created_at"].is_string(), "{d}");
+    s.finish();
+}
