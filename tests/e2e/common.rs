@@ -123,6 +123,26 @@ impl Session {
         &self.tools
     }
 
+    /// Checks that `tools/list` publishes every compiled tool of `server` in spec order, and
+    /// the seed document's `seed` tools among them in that order. Tools a user adds (as the
+    /// README's "Add a tool" does) keep this true.
+    pub fn lists_seed_tools(&self, server: &str, seed: &[&str]) {
+        let names: Vec<&str> = self
+            .tools
+            .iter()
+            .map(|t| t["name"].as_str().expect("a tool name"))
+            .collect();
+        let compiled: Vec<&str> = server::server(server)
+            .expect("a compiled server")
+            .tools
+            .iter()
+            .map(|t| t.name)
+            .collect();
+        assert_eq!(names, compiled);
+        let in_order: Vec<&str> = names.iter().copied().filter(|n| seed.contains(n)).collect();
+        assert_eq!(in_order, seed);
+    }
+
     /// The raw response to `tools/call`.
     pub fn call(&mut self, tool: &str, args: Value) -> Value {
         self.client

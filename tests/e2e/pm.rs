@@ -111,14 +111,9 @@ fn branches(dir: &Path) -> String {
 #[test]
 fn all_fourteen_tools_are_listed_and_the_confirmed_ones_are_destructive() {
     let s = session();
-    let names: Vec<&str> = s
-        .tools()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        names,
-        [
+    s.lists_seed_tools(
+        "pm",
+        &[
             "project.info",
             "project.init",
             "db.list",
@@ -132,8 +127,8 @@ fn all_fourteen_tools_are_listed_and_the_confirmed_ones_are_destructive() {
             "worktree.create",
             "worktree.remove",
             "workflow.create",
-            "workflow.remove"
-        ]
+            "workflow.remove",
+        ],
     );
     // The three tools with a confirmation rule are destructive, and so is `db.import`, which
     // runs whatever SQL the file holds (the document asks no confirmation for it).

@@ -356,21 +356,16 @@ fn read_only_server_refuses_writes_and_still_reads() {
 #[test]
 fn tools_list_publishes_schemas_and_derived_annotations() {
     let s: Session = start("studio", &[]);
-    let names: Vec<&str> = s
-        .tools()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        names,
-        [
+    s.lists_seed_tools(
+        "studio",
+        &[
             "query_learnings",
             "get_learning",
             "list_tags",
             "get_project_context",
             "capture_learning",
-            "capture_decision"
-        ]
+            "capture_decision",
+        ],
     );
     for t in s.tools() {
         let name = t["name"].as_str().unwrap();
