@@ -1866,73 +1866,72 @@ impl Validator<'_> {
     /// Start-up jobs call declared tools with mapping arguments, never a tool that asks the
     /// person to confirm (nobody is there to answer).
     fn startup(&mut self, spec: &RawSpec) {
-        let tools: Vec<&str> = spec
-            .tools
-            .iter()
-            .map(|t| t.value.name.value.as_str())
-            .collect();
         for job in &spec.startup {
-            let t = &job.value.tool;
-            match spec.tools.iter().find(|x| x.value.name.value == t.value) {
-                None => self.sink.error(
-                    pos(t),
-                    format!("the start-up job calls unknown tool `{}`", t.value),
-                    "no such tool",
-                    &match did_you_mean(&t.value, &tools) {
-                        Some(s) => format!("did you mean `{s}`?"),
-                        None => "call one of the tools declared under `tools:`".into(),
-                    },
-                ),
-                Some(tool) if tool.value.confirm.is_some() => self.sink.error(
-                    pos(t),
+            let (tool, arguments) = (&job.value.tool, job.value.arguments.as_ref());
+            if let Some(t) = self.fixed_call(spec, "start-up job", tool, arguments)
+                && t.confirm.is_some()
+            {
+                self.sink.error(
+                    pos(tool),
                     format!(
                         "the start-up job calls `{}`, which needs the person's confirmation",
-                        t.value
+                        tool.value
                     ),
                     "nobody is there to confirm at start-up",
                     "call a tool without a `confirm` rule",
-                ),
-                Some(_) => {}
-            }
-            if let Some(a) = &job.value.arguments
-                && !a.value.is_object()
-            {
-                self.sink.error(
-                    pos(a),
-                    "start-up job arguments must be a mapping",
-                    "not a mapping",
-                    "write them as `arguments: {name: value}`",
                 );
             }
         }
     }
 
     fn demo(&mut self, spec: &RawSpec) {
-        let tools: Vec<&str> = spec
+        for call in &spec.demo {
+            let (tool, arguments) = (&call.value.tool, call.value.arguments.as_ref());
+            self.fixed_call(spec, "demo call", tool, arguments);
+        }
+    }
+
+    /// A call written into the spec (`what`: a demo call, a start-up job) names a declared
+    /// tool and gives its arguments as a mapping; the tool, when it is declared.
+    fn fixed_call<'s>(
+        &mut self,
+        spec: &'s RawSpec,
+        what: &str,
+        tool: &Sp<String>,
+        arguments: Option<&Sp<serde_json::Value>>,
+    ) -> Option<&'s crate::spec::RawTool> {
+        if let Some(a) = arguments
+            && !a.value.is_object()
+        {
+            self.sink.error(
+                pos(a),
+                format!("{what} arguments must be a mapping"),
+                "not a mapping",
+                "write them as `arguments: {name: value}`",
+            );
+        }
+        let found = spec
             .tools
             .iter()
-            .map(|t| t.value.name.value.as_str())
-            .collect();
-        for call in &spec.demo {
-            let t = &call.value.tool;
-            if !tools.contains(&t.value.as_str()) {
-                self.sink.error(
-                    pos(t),
-                    format!("the demo calls unknown tool `{}`", t.value),
-                    "",
-                    &match did_you_mean(&t.value, &tools) {
-                        Some(s) => format!("did you mean `{s}`?"),
-                        None => "call one of the tools declared under `tools:`".into(),
-                    },
-                );
-            }
-            if let Some(a) = &call.value.arguments
-                && !a.value.is_object()
-            {
-                self.sink
-                    .error(pos(a), "demo arguments must be a mapping", "", "");
-            }
+            .find(|t| t.value.name.value == tool.value)
+            .map(|t| &t.value);
+        if found.is_none() {
+            let names: Vec<&str> = spec
+                .tools
+                .iter()
+                .map(|t| t.value.name.value.as_str())
+                .collect();
+            self.sink.error(
+                pos(tool),
+                format!("the {what} names unknown tool `{}`", tool.value),
+                "no such tool",
+                &match did_you_mean(&tool.value, &names) {
+                    Some(s) => format!("did you mean `{s}`?"),
+                    None => "call one of the tools declared under `tools:`".into(),
+                },
+            );
         }
+        found
     }
 }
 
