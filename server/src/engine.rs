@@ -186,13 +186,14 @@ pub struct Engine {
 pub enum StartError {
     #[error(transparent)]
     Db(#[from] DbError),
-    #[error(
-        "the database at {path} does not match what {spec} expects:\n  {problems}\nfix the database, or point --db at the right file"
-    )]
+    #[error("the database at {path} does not match what {spec} expects:\n  {problems}\n{fix}")]
     Drift {
         path: String,
         spec: &'static str,
         problems: String,
+        /// Which side to fix: the database, or the spec when its statements do not prepare
+        /// against its own declared schema either.
+        fix: String,
     },
     #[error("the `{server}` server has no database; remove --db")]
     NoDatabase { server: &'static str },
@@ -343,35 +344,14 @@ impl Engine {
                 message,
             }
         })?;
-        let mut drift = Vec::new();
         if let (Some(pool), Some(path)) = (&pool, path) {
-            pool.read(|conn| {
-                for t in def.tools {
-                    for st in t.binding.statements() {
-                        if let Err(message) = prepare_checked(conn, st) {
-                            drift.push(format!("tool `{}`: {message}", t.name));
-                        }
-                    }
-                }
-                for (what, st) in crate::content::statements(def) {
-                    if let Err(message) = prepare_checked(conn, st) {
-                        drift.push(format!("{what}: {message}"));
-                    }
-                }
-                for (what, sql) in crate::content::completions(def) {
-                    if let Err(e) = conn.prepare_cached(sql) {
-                        drift.push(format!(
-                            "{what}: the completion query does not prepare: {}",
-                            crate::db::sqlite_message(&e)
-                        ));
-                    }
-                }
-            });
+            let drift = pool.read(|conn| drift(def, conn));
             if !drift.is_empty() {
                 return Err(StartError::Drift {
                     path: path.display().to_string(),
                     spec: def.spec_file,
                     problems: drift.join("\n  "),
+                    fix: which_side(def),
                 });
             }
         }
@@ -1376,6 +1356,52 @@ pub fn sanitize_arguments(v: &Value) -> Value {
 }
 
 /// The name of a message template: `{tool}/{statement}/{kind}`.
+/// Every statement of the spec that does not prepare on `conn`, or returns other columns than
+/// it declares, as one line each.
+fn drift(def: &'static ServerDef, conn: &Connection) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in def.tools {
+        for st in t.binding.statements() {
+            if let Err(message) = prepare_checked(conn, st) {
+                out.push(format!("tool `{}`: {message}", t.name));
+            }
+        }
+    }
+    for (what, st) in crate::content::statements(def) {
+        if let Err(message) = prepare_checked(conn, st) {
+            out.push(format!("{what}: {message}"));
+        }
+    }
+    for (what, sql) in crate::content::completions(def) {
+        if let Err(e) = conn.prepare_cached(sql) {
+            out.push(format!(
+                "{what}: the completion query does not prepare: {}",
+                crate::db::sqlite_message(&e)
+            ));
+        }
+    }
+    out
+}
+
+/// What to fix when statements do not prepare on the database: the spec, when they do not
+/// prepare against the spec's own declared schema either (a wrong table or column in the
+/// YAML), else the database (it drifted from the schema, or is another file).
+fn which_side(def: &'static ServerDef) -> String {
+    let declared = def.database.as_ref().and_then(|db| {
+        let conn = Connection::open_in_memory().ok()?;
+        crate::db::register_regexp(&conn).ok()?;
+        conn.execute_batch(db.schema).ok()?;
+        Some(drift(def, &conn))
+    });
+    match declared {
+        Some(d) if !d.is_empty() => format!(
+            "the spec is wrong: these statements do not prepare against the schema {} declares either; fix them there (`cargo run -p codegen -- check` points at each)",
+            def.spec_file
+        ),
+        _ => "the database differs from the schema the spec declares: migrate it, or point --db at the right file".into(),
+    }
+}
+
 pub(crate) fn template_name(tool: &str, stmt: &str, kind: &str) -> String {
     format!("{tool}/{stmt}/{kind}")
 }
@@ -1605,6 +1631,44 @@ pub fn approx_map_size(o: &Map<String, Value>) -> usize {
 mod tests {
     use super::Limits;
     use codegen::settings;
+
+    /// Drift names the side to fix: the database when the spec's statements prepare against
+    /// its own declared schema, the spec when they do not (a wrong table in the YAML).
+    #[test]
+    fn drift_says_which_side_to_fix() {
+        use crate::def::{DatabaseDef, ServerDef};
+        let studio = &crate::generated::studio::SERVER;
+        assert!(super::which_side(studio).starts_with("the database differs"));
+        let db = studio.database.as_ref().expect("studio has a database");
+        let broken: &'static ServerDef = Box::leak(Box::new(ServerDef {
+            name: studio.name,
+            version: studio.version,
+            title: studio.title,
+            instructions: studio.instructions,
+            spec_file: studio.spec_file,
+            database: Some(DatabaseDef {
+                env: db.env,
+                default_linux: db.default_linux,
+                default_macos: db.default_macos,
+                default_windows: db.default_windows,
+                read_only: db.read_only,
+                // A declared schema the statements do not fit: the spec is what is wrong.
+                schema: "CREATE TABLE learning (id TEXT);",
+                sample: None,
+            }),
+            proxy: None,
+            demo: &[],
+            startup: &[],
+            tools: studio.tools,
+            error_codes: studio.error_codes,
+            errors: studio.errors,
+            resources: studio.resources,
+            prompts: studio.prompts,
+        }));
+        let fix = super::which_side(broken);
+        assert!(fix.starts_with("the spec is wrong"), "{fix}");
+        assert!(fix.contains("spec/studio.yaml"), "{fix}");
+    }
 
     /// The generated docs cite these variables and defaults; they are the runtime's own.
     #[test]

@@ -152,7 +152,7 @@ fn start_up_fails_clearly_on_a_file_that_is_not_the_expected_database() {
   tool `list_tags`: statement `list_tags` does not prepare: no such column: l.tags
   tool `get_project_context`: statement `recent_learnings` does not prepare: no such column: tags
   tool `capture_learning`: statement `capture_learning` does not prepare: table learnings has no column named tags
-fix the database, or point --db at the right file",
+the database differs from the schema the spec declares: migrate it, or point --db at the right file",
         drift.display()
     );
     assert_eq!(err.trim(), expected);
