@@ -119,6 +119,13 @@ impl Downlink {
             .and_then(|id| serde_json::from_str(id).ok())
     }
 
+    /// The ids of the requests sent and not answered yet.
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// A made-up error answer to request `id`, so that its caller learns what happened.
     fn fail(
         &self,
@@ -141,10 +148,7 @@ impl Downlink {
 
     fn answered(&self, id: &RequestId) {
         let key = serde_json::to_string(id).unwrap_or_default();
-        self.pending
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(&key);
+        self.pending().remove(&key);
     }
 
     /// Counts a line that is not a message; false once the downstream is given up on.
@@ -170,10 +174,7 @@ impl Transport<RoleClient> for Downlink {
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         if let JsonRpcMessage::Request(r) = &item {
             let key = serde_json::to_string(&r.id).unwrap_or_default();
-            self.pending
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .insert(key);
+            self.pending().insert(key);
         }
         let write = self.write.clone();
         async move {
@@ -232,12 +233,7 @@ impl Transport<RoleClient> for Downlink {
                         .ok()
                         .and_then(|v| v.get("id").cloned())
                         .and_then(|id| serde_json::to_string(&id).ok())
-                        .filter(|key| {
-                            self.pending
-                                .lock()
-                                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                                .contains(key)
-                        })
+                        .filter(|key| self.pending().contains(key))
                         .and_then(|key| serde_json::from_str::<RequestId>(&key).ok());
                     if let Some(id) = id {
                         tracing::warn!(downstream = %self.name, error = %e, "the downstream server answered with a malformed message");

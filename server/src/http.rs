@@ -191,14 +191,7 @@ struct Gate {
 
 /// A short JSON error body; it never echoes what the client sent.
 fn refuse(status: StatusCode, error: &str, message: &str) -> Response<HttpBody> {
-    let body = json!({"error": error, "message": message}).to_string();
-    let mut response = Response::new(Full::new(Bytes::from(body)).boxed());
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("application/json"),
-    );
-    response
+    json_answer(status, &json!({"error": error, "message": message}))
 }
 
 impl Gate {

@@ -17,14 +17,13 @@ pub const QUOTE_CHARS: usize = 100;
 
 /// `s` as is when short, else its first [`QUOTE_CHARS`] characters and the length left out.
 pub fn quote(s: &str) -> String {
-    match s.char_indices().nth(QUOTE_CHARS) {
-        None => s.to_string(),
-        Some((cut, _)) => format!(
-            "{}… ({} more bytes)",
-            &s[..cut],
-            s.len().saturating_sub(cut)
-        ),
+    let cut = crate::transform::truncate(s, QUOTE_CHARS + 1);
+    if cut == s {
+        return cut;
     }
+    // `truncate` ends the text with `…`; say how much was left out.
+    let kept = cut.len() - '…'.len_utf8();
+    format!("{cut} ({} more bytes)", s.len() - kept)
 }
 
 /// A value for an error's data: strings shortened as [`quote`] does, inside arrays and objects

@@ -1171,11 +1171,16 @@ fn parse_block(body: &str) -> BTreeMap<String, String> {
 }
 
 /// The texts assistants wrote in one line of a session JSONL file.
+#[cfg(test)]
 fn assistant_texts(line: &str) -> Vec<String> {
-    let Ok(v) = serde_json::from_str::<Value>(line) else {
-        return Vec::new();
-    };
-    let message = v.get("message").unwrap_or(&v);
+    serde_json::from_str::<Value>(line)
+        .map(|v| assistant_texts_of(&v))
+        .unwrap_or_default()
+}
+
+/// The texts assistants wrote in one parsed line of a session file.
+fn assistant_texts_of(v: &Value) -> Vec<String> {
+    let message = v.get("message").unwrap_or(v);
     let role = message
         .get("role")
         .or_else(|| v.get("type"))
@@ -1238,19 +1243,18 @@ fn session_files(dir: &Path, max: usize) -> Vec<PathBuf> {
     files.into_iter().map(|(_, p)| p).collect()
 }
 
-/// Reads `path` from byte `from` to its last complete line; returns the text and the offset
-/// after it, so that a line still being written is read whole by the next scan.
-fn read_from(path: &Path, from: u64) -> std::io::Result<(String, u64)> {
-    let mut f = std::fs::File::open(path)?;
-    let len = f.metadata()?.len();
+/// Reads `path` from byte `from` to its last complete line; returns the text, where it starts
+/// and the offset after it, so that a line still being written is read whole by the next scan.
+fn read_from(path: &Path, from: u64) -> std::io::Result<(String, u64, u64)> {
+    let len = std::fs::metadata(path)?.len();
+    // A file shorter than where the last scan stopped was rewritten: read it from the start.
     let from = if from > len { 0 } else { from };
-    f.seek(SeekFrom::Start(from))?;
-    let mut buf = Vec::new();
-    f.take(len - from).read_to_end(&mut buf)?;
+    let mut buf = read_range(path, from, len)?;
     let end = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
     buf.truncate(end);
     Ok((
         String::from_utf8_lossy(&buf).into_owned(),
+        from,
         from + end as u64,
     ))
 }
@@ -1274,9 +1278,20 @@ impl LessonsScanHandler for Lessons {
                 break;
             }
             ctx.progress(i as f64, Some(files.len() as f64), "scanning session files");
-            // One write transaction per file: a long scan (the start-up job's, say) never
-            // holds the writer for longer than one file takes.
-            ctx.write(|conn| scan_file(conn, path, a.full, config.heuristics, &mut out))??;
+            let key = path.to_string_lossy().into_owned();
+            let from = if a.full {
+                0
+            } else {
+                ctx.read(|conn| scanned_up_to(conn, &key))??
+            };
+            // Reading and analysing the file takes no connection; the writer is held only
+            // for one file's records, so a long scan (the start-up job's, say) never holds
+            // up a write call for longer than that.
+            let Some(scan) = read_session(path, from, config.heuristics) else {
+                continue;
+            };
+            out.files += 1;
+            ctx.write(|conn| record_scan(conn, &key, &scan, &mut out))??;
         }
         Ok(out)
     }
@@ -1299,49 +1314,70 @@ fn sessions_dir(ctx: &Context, given: Option<&str>, config: &Config) -> Result<P
     Ok(dir)
 }
 
-/// Scans the unread part of one session file in one transaction: tier-1 blocks and cancel
-/// tags, then, when `heuristics`, the tier-2 findings; then records how far it read.
-fn scan_file(
-    conn: &Connection,
-    path: &Path,
-    full: bool,
-    heuristics: bool,
-    out: &mut outputs::LessonsScan,
-) -> Result<()> {
-    let key = path.to_string_lossy().into_owned();
-    let from: u64 = if full {
-        0
-    } else {
-        conn.query_row(
+/// Where the last scan of the file at `key` stopped, or 0.
+fn scanned_up_to(conn: &Connection, key: &str) -> Result<u64> {
+    Ok(conn
+        .query_row(
             "SELECT offset FROM scan_state WHERE path = ?1",
-            [&key],
+            [key],
             |r| r.get::<_, i64>(0),
         )
         .optional()
         .map_err(db_error)?
-        .map_or(0, |o| o.max(0) as u64)
-    };
-    let Ok((text, end)) = read_from(path, from) else {
-        return Ok(());
-    };
-    out.files += 1;
+        .map_or(0, |o| o.max(0) as u64))
+}
+
+/// What one file holds beyond where the last scan stopped.
+struct SessionScan {
+    /// Tier-1 blocks and cancel tags.
+    found: Found,
+    /// Tier-2 findings about the new lines.
+    findings: Vec<super::sessions::Finding>,
+    /// Where this scan stopped: after the last complete line.
+    end: u64,
+}
+
+/// Reads the unread part of a session file (each line parsed once, for both tiers) and
+/// analyses it; `None` when the file cannot be read.
+fn read_session(path: &Path, from: u64, heuristics: bool) -> Option<SessionScan> {
+    let (text, from, end) = read_from(path, from).ok()?;
+    let lines: Vec<(usize, Value)> = text
+        .lines()
+        .enumerate()
+        .filter_map(|(i, l)| Some((i, serde_json::from_str(l).ok()?)))
+        .collect();
     let mut found = Found::default();
-    for line in text.lines() {
-        for t in assistant_texts(line) {
+    for (_, v) in &lines {
+        for t in assistant_texts_of(v) {
             scan_text(&t, &mut found);
         }
     }
-    let findings = if heuristics && !text.is_empty() {
-        heuristic_findings(path, from, &text)
+    let findings = if heuristics && !lines.is_empty() {
+        heuristic_findings(path, from, lines)
     } else {
         Vec::new()
     };
+    Some(SessionScan {
+        found,
+        findings,
+        end,
+    })
+}
+
+/// Records one file's scan in one transaction: tier-1 candidates and cancels, tier-2
+/// suggestions, and how far the file has been read.
+fn record_scan(
+    conn: &Connection,
+    key: &str,
+    scan: &SessionScan,
+    out: &mut outputs::LessonsScan,
+) -> Result<()> {
     let tx = conn.unchecked_transaction().map_err(db_error)?;
-    for block in &found.blocks {
+    for block in &scan.found.blocks {
         out.lessons += 1;
         record(&tx, block, out)?;
     }
-    for slug in &found.cancels {
+    for slug in &scan.found.cancels {
         let n = tx
             .execute(
                 "UPDATE lessons SET status = 'archived', archived_reason = 'cancelled', \
@@ -1354,14 +1390,14 @@ fn scan_file(
             out.cancelled.push(slug.clone());
         }
     }
-    for f in &findings {
+    for f in &scan.findings {
         suggest(&tx, f, out)?;
     }
     tx.execute(
         "INSERT INTO scan_state (path, offset, scanned_at) \
          VALUES (?1, ?2, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) \
          ON CONFLICT (path) DO UPDATE SET offset = excluded.offset, scanned_at = excluded.scanned_at",
-        params![key, end as i64],
+        params![key, scan.end as i64],
     )
     .map_err(db_error)?;
     tx.commit().map_err(db_error)
@@ -1371,11 +1407,17 @@ fn scan_file(
 /// a call and what became of it are seen together when a scan stopped between them.
 const HEURISTIC_CONTEXT: u64 = 256 * 1024;
 
-/// The tier-2 findings of the lines read from `from` on (`text`), seen with up to
-/// [`HEURISTIC_CONTEXT`] of the lines before them; only findings about the new lines count.
-fn heuristic_findings(path: &Path, from: u64, text: &str) -> Vec<super::sessions::Finding> {
+/// The tier-2 findings about the new lines (parsed, numbered from 0), seen with up to
+/// [`HEURISTIC_CONTEXT`] of the lines before them. Line numbers in the file are counted only
+/// when there is a finding to number.
+fn heuristic_findings(
+    path: &Path,
+    from: u64,
+    new: Vec<(usize, Value)>,
+) -> Vec<super::sessions::Finding> {
     let start = from.saturating_sub(HEURISTIC_CONTEXT);
-    let mut context = read_range(path, start, from).unwrap_or_default();
+    let bytes = read_range(path, start, from).unwrap_or_default();
+    let mut context = String::from_utf8_lossy(&bytes).into_owned();
     if start > 0 {
         // The first line of the window is cut; the whole lines after it are kept.
         context = context
@@ -1383,27 +1425,38 @@ fn heuristic_findings(path: &Path, from: u64, text: &str) -> Vec<super::sessions
             .map(|(_, rest)| rest.to_string())
             .unwrap_or_default();
     }
-    let first_new = lines_before(path, from).unwrap_or(0) + 1;
-    let first_line = first_new.saturating_sub(context.lines().count()).max(1);
+    // Numbered from 1 at the context's first line; the new lines follow it.
+    let before = context.lines().count();
+    let mut lines: Vec<(usize, Value)> = context
+        .lines()
+        .enumerate()
+        .filter_map(|(i, l)| Some((i + 1, serde_json::from_str(l).ok()?)))
+        .collect();
+    lines.extend(new.into_iter().map(|(i, v)| (before + 1 + i, v)));
     let fallback = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mut all = context;
-    all.push_str(text);
-    super::sessions::findings(&all, first_line, &fallback)
+    let mut found: Vec<_> = super::sessions::findings_in(&lines, &fallback)
         .into_iter()
-        .filter(|f| f.line >= first_new)
-        .collect()
+        .filter(|f| f.line > before)
+        .collect();
+    if !found.is_empty() {
+        let shift = lines_before(path, from).unwrap_or(0).saturating_sub(before);
+        for f in &mut found {
+            f.shift(shift);
+        }
+    }
+    found
 }
 
-/// The bytes `from..to` of a file, as text.
-fn read_range(path: &Path, from: u64, to: u64) -> std::io::Result<String> {
+/// The bytes `from..to` of a file.
+fn read_range(path: &Path, from: u64, to: u64) -> std::io::Result<Vec<u8>> {
     let mut f = std::fs::File::open(path)?;
     f.seek(SeekFrom::Start(from))?;
     let mut buf = Vec::new();
     f.take(to.saturating_sub(from)).read_to_end(&mut buf)?;
-    Ok(String::from_utf8_lossy(&buf).into_owned())
+    Ok(buf)
 }
 
 /// How many lines the first `upto` bytes of a file hold, to number the lines read after them.

@@ -100,6 +100,14 @@ pub struct Finding {
 }
 
 impl Finding {
+    /// Moves the finding's line numbers `by` lines down the file.
+    pub fn shift(&mut self, by: usize) {
+        self.line += by;
+        for c in &mut self.calls {
+            c.line += by;
+        }
+    }
+
     /// The tool the lesson would be about.
     pub fn tool(&self) -> &str {
         &self.calls[0].tool
@@ -174,19 +182,26 @@ fn error_suffix(c: &Call) -> String {
 /// Reads the events of a session's lines (text of whole lines, `first_line` being the number
 /// of the first) and runs every heuristic over them.
 pub fn findings(text: &str, first_line: usize, fallback_session: &str) -> Vec<Finding> {
+    let lines: Vec<(usize, Value)> = text
+        .lines()
+        .enumerate()
+        .filter_map(|(i, l)| Some((first_line + i, serde_json::from_str(l).ok()?)))
+        .collect();
+    findings_in(&lines, fallback_session)
+}
+
+/// The findings of a session's lines already parsed, each with its line number.
+pub fn findings_in(lines: &[(usize, Value)], fallback_session: &str) -> Vec<Finding> {
     let mut session = None;
     let mut events = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let Ok(v) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
+    for (line, v) in lines {
         if session.is_none() {
             session = v
                 .get("sessionId")
                 .and_then(Value::as_str)
                 .map(str::to_string);
         }
-        events_of(&v, first_line + i, &mut events);
+        events_of(v, *line, &mut events);
     }
     let session = session.unwrap_or_else(|| fallback_session.to_string());
     let calls = resolve(&events);
@@ -292,13 +307,13 @@ fn key_of(input: &Value) -> String {
     shorten(key.trim())
 }
 
+/// The first line of `s`, cut to [`QUOTE`] characters; `…` marks anything left out.
 fn shorten(s: &str) -> String {
     let one_line = s.lines().next().unwrap_or_default();
-    match one_line.char_indices().nth(QUOTE) {
-        Some((cut, _)) => format!("{}…", &one_line[..cut]),
-        None if one_line.len() < s.len() => format!("{one_line}…"),
-        None => one_line.to_string(),
+    if one_line.len() < s.len() && one_line.chars().count() <= QUOTE {
+        return format!("{one_line}…");
     }
+    crate::transform::truncate(one_line, QUOTE + 1)
 }
 
 /// The calls, in order, each with its outcome from the matching result.
