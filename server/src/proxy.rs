@@ -219,6 +219,9 @@ pub struct Proxy {
     /// Clashes already logged.
     clashes: Mutex<HashSet<String>>,
     shutdown: CancellationToken,
+    /// When every downstream must be gone, once shutdown began: stopping one waits for it to
+    /// exit only until then, and kills and reaps it after.
+    stop_by: Mutex<Option<tokio::time::Instant>>,
     supervisors: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
@@ -285,6 +288,7 @@ impl Proxy {
             clients: Mutex::new(Vec::new()),
             clashes: Mutex::new(HashSet::new()),
             shutdown: CancellationToken::new(),
+            stop_by: Mutex::new(None),
             supervisors: Mutex::new(Vec::new()),
         });
         let mut started = Vec::new();
@@ -340,8 +344,11 @@ impl Proxy {
     /// Whatever the downstreams do, this returns within `timeout`: supervisors still busy
     /// then are aborted, which kills their children.
     pub async fn shutdown(&self, timeout: Duration) {
-        self.shutdown.cancel();
         let deadline = tokio::time::Instant::now() + timeout;
+        // Each downstream is waited for until a little before the deadline, then killed and
+        // reaped, so that aborting a supervisor stays a last resort.
+        *lock(&self.stop_by) = Some(deadline - timeout.mul_f32(0.2));
+        self.shutdown.cancel();
         let tasks: Vec<_> = lock(&self.supervisors).drain(..).collect();
         for mut t in tasks {
             if tokio::time::timeout_at(deadline, &mut t).await.is_err() {
@@ -424,7 +431,7 @@ impl Proxy {
             // the next call waits for the restarted process instead of picking this one.
             d.live.send_replace(None);
             closed.cancel();
-            running.stop().await;
+            running.stop(self.stop_grace()).await;
             if stopping {
                 tracing::info!(downstream = %name, "downstream server stopped");
                 return;
@@ -438,6 +445,15 @@ impl Proxy {
             }
             backoff = (backoff * 2).min(MAX_BACKOFF);
         }
+    }
+
+    /// How long a stopping downstream may take to exit: [`STOP_TIMEOUT`], or less once shutdown
+    /// set a time by which every downstream must be gone.
+    fn stop_grace(&self) -> Duration {
+        lock(&self.stop_by).map_or(STOP_TIMEOUT, |by| {
+            by.saturating_duration_since(tokio::time::Instant::now())
+                .min(STOP_TIMEOUT)
+        })
     }
 
     /// Waits `d`, or until shutdown; true when shutting down.
@@ -686,18 +702,19 @@ struct Running {
 
 impl Running {
     /// Ends the client, which closes the child's stdin, then waits for the child to exit,
-    /// killing it after [`STOP_TIMEOUT`]. The child is reaped either way.
-    async fn stop(mut self) {
+    /// killing it once `grace` has passed. The child is reaped either way.
+    async fn stop(mut self, grace: Duration) {
         self.stop.cancel();
+        let deadline = tokio::time::Instant::now() + grace;
         // The client's loop may be stuck writing to a child that does not read; it gets the
         // same time as the child, then is dropped, which closes the pipes.
         if let Some(mut done) = self.done.take()
-            && tokio::time::timeout(STOP_TIMEOUT, &mut done).await.is_err()
+            && tokio::time::timeout_at(deadline, &mut done).await.is_err()
         {
             done.abort();
             let _ = done.await;
         }
-        match tokio::time::timeout(STOP_TIMEOUT, self.child.wait()).await {
+        match tokio::time::timeout_at(deadline, self.child.wait()).await {
             Ok(_) => {}
             Err(_) => {
                 tracing::warn!(
@@ -758,7 +775,7 @@ async fn connect(
                 tools: Vec::new(),
                 done: Some(done),
             };
-            r.stop().await;
+            r.stop(STOP_TIMEOUT).await;
             Err(format!("tools/list failed: {e}"))
         }
     }
