@@ -12,8 +12,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, ensure};
+use mcpspec::client::{HttpClient, StdioClient};
 use serde_json::{Value, json};
-use server::client::{HttpClient, StdioClient};
 
 /// One measured path and its baseline's name.
 struct Row {

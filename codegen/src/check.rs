@@ -527,7 +527,7 @@ pub fn check_repo(root: &Path, spec_dir: &Path, live: Option<(&str, &Connection)
     };
     let all_compiled = report.findings.iter().all(|f| f.kind != Kind::Spec);
     for (path, fresh) in rendered {
-        if !all_compiled && path.starts_with("docs") {
+        if (!all_compiled && path.starts_with("docs")) || !owns(root, &path) {
             continue;
         }
         let shown = path.to_string_lossy().replace('\\', "/");
@@ -536,6 +536,12 @@ pub fn check_repo(root: &Path, spec_dir: &Path, live: Option<(&str, &Connection)
         }
     }
     report
+}
+
+/// Whether the project at `root` keeps the rendered file `path`: every project keeps its
+/// servers' docs; only mcpspec's own checkout (where `codegen/` is) keeps the editor schema.
+pub fn owns(root: &Path, path: &Path) -> bool {
+    path != Path::new(crate::EDITOR_SCHEMA_PATH) || root.join("codegen/Cargo.toml").is_file()
 }
 
 /// Checks every input schema against the meta-schema, and every default against its property.

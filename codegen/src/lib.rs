@@ -4,6 +4,7 @@
 //! `validate` collects every problem, `lower` builds the IR, and `emit` writes Rust. [`render`]
 //! is pure and is what the server's build script, `codegen generate` and `codegen check` call.
 
+pub mod build;
 #[cfg(feature = "sqlite")]
 pub mod check;
 pub mod contract;
@@ -23,6 +24,7 @@ mod validate;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+pub use build::compile_specs;
 pub use diag::{Diagnostic, Diagnostics, Pos};
 
 /// A spec that parsed and validated, lowered to the IR.

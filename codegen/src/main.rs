@@ -22,7 +22,9 @@ commands:
   generate --out DIR   write the Rust generated from spec/*.yaml into DIR
 
 options:
-  --spec-dir DIR       where the specs are, relative to the workspace root (default: spec)";
+  --root DIR           the project to work on: its spec/, docs/ and lock files (default: this
+                       checkout of mcpspec); paths in reports are relative to it
+  --spec-dir DIR       where the specs are, relative to the root (default: spec)";
 
 fn main() -> ExitCode {
     match run() {
@@ -61,7 +63,7 @@ fn run() -> Result<ExitCode> {
         eprintln!("{USAGE}");
         return Ok(ExitCode::from(2));
     };
-    let root = workspace_root();
+    let mut root = workspace_root();
     let mut spec_dir = PathBuf::from("spec");
     let mut out: Option<PathBuf> = None;
     let mut db: Option<(Option<String>, PathBuf)> = None;
@@ -70,6 +72,12 @@ fn run() -> Result<ExitCode> {
         let mut value = |name: &str| args.next().with_context(|| format!("{name} needs a value"));
         match a.as_str() {
             "--spec-dir" => spec_dir = PathBuf::from(value("--spec-dir")?),
+            "--root" => {
+                let dir = PathBuf::from(value("--root")?);
+                root = std::path::absolute(&dir)
+                    .with_context(|| format!("--root {}", dir.display()))?;
+                anyhow::ensure!(root.is_dir(), "--root {}: no such directory", dir.display());
+            }
             "--out" => out = Some(PathBuf::from(value("--out")?)),
             "--db" => {
                 // `SERVER=PATH` names the server the live file belongs to; split it off before
@@ -126,6 +134,9 @@ fn run() -> Result<ExitCode> {
         }
         "docs" => {
             for (path, text) in codegen::render_docs(&specs)? {
+                if !codegen::check::owns(&root, &path) {
+                    continue;
+                }
                 write_if_changed(&root, &path, &text)?;
             }
             Ok(ExitCode::SUCCESS)

@@ -159,11 +159,12 @@ the database differs from the schema the spec declares: migrate it, or point --d
 }
 
 #[test]
-fn list_names_every_compiled_server_and_tool() {
+fn list_names_every_seed_server_and_tool() {
     let (code, out, _) = mcpspec(&["list"], &[]);
     assert_eq!(code, 0);
-    // What the compiled tables say, not numbers that change with every spec edit.
-    for s in server::generated::SERVERS {
+    // What the compiled tables say, not numbers that change with every spec edit; the test
+    // doubles are compiled but served only by mcpspec-testbed.
+    for s in server::servers::seeds().iter().map(mcpspec::Server::def) {
         let head = format!(
             "{} {} ({}, {} tools)\n",
             s.name,
@@ -188,12 +189,30 @@ fn list_names_every_compiled_server_and_tool() {
             .unwrap_or_else(|| panic!("{tool} is not listed:\n{out}"));
         assert_eq!(line.split_whitespace().nth(1), Some(effect), "{line}");
     }
+    let servers: Vec<&str> = out
+        .lines()
+        .filter(|l| !l.starts_with(' '))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(
+        servers,
+        ["knowledge", "laminark", "lessons", "pm", "studio"],
+        "{out}"
+    );
     let (code, _, err) = mcpspec(&["serve", "nope"], &[]);
     assert_eq!(code, 2);
     assert!(
         err.starts_with("error: no server named `nope`; compiled servers: "),
         "{err}"
     );
+    for double in ["downstream", "conformance"] {
+        let (code, _, err) = mcpspec(&["serve", double], &[]);
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.starts_with(&format!("error: no server named `{double}`")),
+            "{err}"
+        );
+    }
 }
 
 #[test]

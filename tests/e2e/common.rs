@@ -5,10 +5,20 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use mcpspec::client::StdioClient;
 use serde_json::{Value, json};
-use server::client::StdioClient;
 
 pub const EXE: &str = env!("CARGO_BIN_EXE_mcpspec");
+/// The `mcpspec` command with the test doubles (`downstream`, `conformance`) beside the seeds.
+pub const TESTBED: &str = env!("CARGO_BIN_EXE_mcpspec-testbed");
+
+/// The binary that serves `server`: the test doubles are only in [`TESTBED`].
+pub fn exe_for(server: &str) -> &'static str {
+    match server {
+        "downstream" | "conformance" => TESTBED,
+        _ => EXE,
+    }
+}
 
 /// A temporary directory with a database initialised from a server's spec.
 pub struct Db {
@@ -46,7 +56,7 @@ pub fn start(server: &str, extra: &[&str]) -> Session {
 
 pub fn start_on(db: Db, server: &str, extra: &[&str]) -> Session {
     start_command(
-        Command::new(EXE)
+        Command::new(exe_for(server))
             .args(["serve", server, "--db"])
             .arg(&db.path)
             .args(extra)
@@ -77,7 +87,7 @@ pub fn start_command(command: &mut Command, db: Db) -> Session {
 /// `capabilities` in `initialize`. The session's `db` is the project directory.
 pub fn start_project(server: &str, dir: tempfile::TempDir, capabilities: Value) -> Session {
     let mut client = StdioClient::spawn(
-        Command::new(EXE)
+        Command::new(exe_for(server))
             .args(["serve", server])
             .current_dir(dir.path())
             .env("MCPSPEC_LOG", "warn")

@@ -5,8 +5,8 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use mcpspec::client::StdioClient;
 use serde_json::{Value, json};
-use server::client::StdioClient;
 
 use crate::common::{EXE, Session, sample_db, start};
 

@@ -48,9 +48,9 @@ fn the_note() -> notes::outputs::NotesGet {
 impl notes::NotesGetHandler for Notes {
     fn get_note(
         &self,
-        _ctx: &server::handler::Context,
+        _ctx: &mcpspec::handler::Context,
         _args: notes::args::NotesGet,
-    ) -> Result<notes::outputs::NotesGet, server::handler::HandlerError> {
+    ) -> Result<notes::outputs::NotesGet, mcpspec::handler::HandlerError> {
         Ok(the_note())
     }
 }
@@ -58,9 +58,9 @@ impl notes::NotesGetHandler for Notes {
 impl notes::NotesTouchHandler for Notes {
     fn touch_note(
         &self,
-        _ctx: &server::handler::Context,
+        _ctx: &mcpspec::handler::Context,
         _args: notes::args::NotesTouch,
-    ) -> Result<notes::outputs::NotesTouch, server::handler::HandlerError> {
+    ) -> Result<notes::outputs::NotesTouch, mcpspec::handler::HandlerError> {
         Ok(the_note())
     }
 }
@@ -68,9 +68,9 @@ impl notes::NotesTouchHandler for Notes {
 impl notes::NotesCountHandler for Notes {
     fn count_notes(
         &self,
-        _ctx: &server::handler::Context,
+        _ctx: &mcpspec::handler::Context,
         _args: notes::args::NotesCount,
-    ) -> Result<notes::outputs::NotesCount, server::handler::HandlerError> {
+    ) -> Result<notes::outputs::NotesCount, mcpspec::handler::HandlerError> {
         Ok(notes::outputs::NotesCount { note: 3 })
     }
 }
@@ -87,7 +87,7 @@ fn reused_output_schemas_are_one_type() {
     assert_eq!(touched, got);
     assert_eq!(nested.name, "t");
     let d = notes::dispatcher(Notes);
-    let ctx = server::handler::Context::new(".");
+    let ctx = mcpspec::handler::Context::new(".");
     let args = serde_json::Map::new();
     let get = d.call("notes.get", &ctx, &args).expect("notes.get");
     let touch = d.call("notes.touch", &ctx, &args).expect("notes.touch");
@@ -104,9 +104,9 @@ struct Files;
 impl files::FilesListHandler for Files {
     fn list_files(
         &self,
-        _ctx: &server::handler::Context,
+        _ctx: &mcpspec::handler::Context,
         _args: files::args::FilesList,
-    ) -> Result<files::outputs::FilesList, server::handler::HandlerError> {
+    ) -> Result<files::outputs::FilesList, mcpspec::handler::HandlerError> {
         Ok(files::outputs::FilesList {
             files: vec![files::outputs::FilesListFilesItem {
                 name: "a".into(),
@@ -120,18 +120,18 @@ impl files::FilesListHandler for Files {
 impl files::FilesDeleteHandler for Files {
     fn delete_file(
         &self,
-        _ctx: &server::handler::Context,
+        _ctx: &mcpspec::handler::Context,
         args: files::args::FilesDelete,
-    ) -> Result<files::outputs::FilesDelete, server::handler::HandlerError> {
+    ) -> Result<files::outputs::FilesDelete, mcpspec::handler::HandlerError> {
         match args.name.as_str() {
-            "secret" => Err(server::handler::HandlerError::internal(
+            "secret" => Err(mcpspec::handler::HandlerError::internal(
                 "open /home/someone/.ssh/id_rsa: permission denied",
             )),
-            "busy" => Err(server::handler::HandlerError::new("BUSY")
+            "busy" => Err(mcpspec::handler::HandlerError::new("BUSY")
                 .message("try later")
                 .with("retry", 5)),
             "gone" => Ok(files::outputs::FilesDelete { deleted: true }),
-            _ => Err(server::handler::HandlerError::new("NOT_ALLOWED").with("name", args.name)),
+            _ => Err(mcpspec::handler::HandlerError::new("NOT_ALLOWED").with("name", args.name)),
         }
     }
 }
@@ -139,11 +139,11 @@ impl files::FilesDeleteHandler for Files {
 impl files::FileResourceHandler for Files {
     fn read_file(
         &self,
-        _ctx: &server::handler::Context,
+        _ctx: &mcpspec::handler::Context,
         uri: &str,
-        vars: &server::handler::ResourceVars,
-    ) -> Result<server::handler::ResourceBody, server::handler::HandlerError> {
-        use server::handler::{HandlerError, ResourceBody};
+        vars: &mcpspec::handler::ResourceVars,
+    ) -> Result<mcpspec::handler::ResourceBody, mcpspec::handler::HandlerError> {
+        use mcpspec::handler::{HandlerError, ResourceBody};
         match vars.get("name").unwrap_or_default() {
             "secret" => Err(HandlerError::internal(
                 "open /home/someone/.ssh/id_rsa: permission denied",
@@ -164,9 +164,9 @@ impl files::FileResourceHandler for Files {
 /// handler's MIME type, and each kind of failure as the JSON-RPC error a client sees.
 #[test]
 fn golden_resource_handlers_are_read_through_the_engine() {
+    use mcpspec::engine::{Engine, Limits};
     use rmcp::model::{ErrorData, ResourceContents};
-    use server::engine::{Engine, Limits};
-    let engine = Engine::start_with(
+    let engine = Engine::start(
         &files::SERVER,
         None,
         false,
@@ -174,7 +174,7 @@ fn golden_resource_handlers_are_read_through_the_engine() {
         Some(files::dispatcher(Files)),
     )
     .unwrap();
-    let read = |uri: &str| server::content::read(&engine, uri);
+    let read = |uri: &str| mcpspec::content::read(&engine, uri);
     match read("files://file/abc").expect("blob") {
         ResourceContents::BlobResourceContents {
             blob, mime_type, ..
@@ -223,7 +223,7 @@ fn golden_resource_handlers_are_read_through_the_engine() {
 #[test]
 fn golden_handler_dispatcher_decodes_calls_and_serialises() {
     let d = files::dispatcher(Files);
-    let ctx = server::handler::Context::new(".");
+    let ctx = mcpspec::handler::Context::new(".");
     let out = d
         .call("files.list", &ctx, &serde_json::Map::new())
         .expect("list");
@@ -239,7 +239,7 @@ fn golden_handler_dispatcher_decodes_calls_and_serialises() {
     assert_eq!(e.name(), "NOT_ALLOWED");
     assert_eq!(e.fields()["name"], "x");
     let e = d.call("files.nope", &ctx, &args).expect_err("unknown");
-    assert_eq!(e.name(), server::handler::INTERNAL);
+    assert_eq!(e.name(), mcpspec::handler::INTERNAL);
     let t = &files::SERVER.tools[1];
     assert!(
         t.annotations.destructive,
@@ -271,7 +271,7 @@ fn golden_tables_are_usable_by_the_runtime() {
     ] {
         args.insert(k.into(), serde_json::json!(v));
     }
-    let a: names::args::Type = server::def::decode(&args).expect("decode");
+    let a: names::args::Type = mcpspec::def::decode(&args).expect("decode");
     assert_eq!(
         (
             a.type_.as_str(),
@@ -288,16 +288,17 @@ fn golden_tables_are_usable_by_the_runtime() {
 /// JSON-RPC errors; tools and failures without a rule keep their tool errors.
 #[test]
 fn golden_error_rules_map_sql_failures_to_declared_errors() {
-    use server::engine::{CallError, Engine, Limits};
+    use mcpspec::engine::{CallError, Engine, Limits};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rules.db");
     rusqlite::Connection::open(&path)
         .unwrap()
         .execute_batch(rules::SERVER.database.as_ref().unwrap().schema)
         .unwrap();
-    let engine = Engine::start(&rules::SERVER, Some(&path), false, Limits::default()).unwrap();
+    let engine =
+        Engine::start(&rules::SERVER, Some(&path), false, Limits::default(), None).unwrap();
     let call = |tool: &str, args: serde_json::Value| engine.call(tool, Some(&args));
-    let rpc = |r: Result<server::engine::Success, CallError>| match r {
+    let rpc = |r: Result<mcpspec::engine::Success, CallError>| match r {
         Err(CallError::Rpc(e)) => {
             serde_json::json!({"code": e.code, "message": e.message, "data": e.data})
         }
@@ -347,8 +348,8 @@ fn golden_error_rules_map_sql_failures_to_declared_errors() {
 /// internal failure a sanitised tool error whose detail only the log sees.
 #[test]
 fn golden_handler_errors_through_the_engine() {
-    use server::engine::{CallError, Engine, Limits};
-    let engine = Engine::start_with(
+    use mcpspec::engine::{CallError, Engine, Limits};
+    let engine = Engine::start(
         &files::SERVER,
         None,
         false,
@@ -415,12 +416,12 @@ fn golden_handler_errors_through_the_engine() {
         None
     );
     // Without its handlers a server with handler tools does not start.
-    assert!(Engine::start_with(&files::SERVER, None, false, Limits::default(), None).is_err());
+    assert!(Engine::start(&files::SERVER, None, false, Limits::default(), None).is_err());
 }
 
 #[test]
 fn golden_resources_and_prompts_render_through_the_runtime() {
-    use server::engine::{Engine, Limits};
+    use mcpspec::engine::{Engine, Limits};
     let def = &content::SERVER;
     assert_eq!(def.resources.len(), 2);
     assert!(!def.resources[0].templated && def.resources[1].templated);
@@ -434,13 +435,13 @@ fn golden_resources_and_prompts_render_through_the_runtime() {
         "INSERT INTO notes (title, body) VALUES ('One', 'first'), ('Two', 'second');",
     )
     .unwrap();
-    let engine = Engine::start(def, Some(&path), false, Limits::default()).unwrap();
+    let engine = Engine::start(def, Some(&path), false, Limits::default(), None).unwrap();
     let text = |c: rmcp::model::ResourceContents| match c {
         rmcp::model::ResourceContents::TextResourceContents { text, .. } => text,
         other => panic!("expected text, got {other:?}"),
     };
     let all: serde_json::Value = serde_json::from_str(&text(
-        server::content::read(&engine, "notes://all").unwrap(),
+        mcpspec::content::read(&engine, "notes://all").unwrap(),
     ))
     .unwrap();
     assert_eq!(
@@ -448,12 +449,12 @@ fn golden_resources_and_prompts_render_through_the_runtime() {
         serde_json::json!({"rows": [{"id": 1, "title": "One"}, {"id": 2, "title": "Two"}]})
     );
     assert_eq!(
-        text(server::content::read(&engine, "notes://2").unwrap()),
+        text(mcpspec::content::read(&engine, "notes://2").unwrap()),
         "# Two\n\nsecond"
     );
     let mut args = serde_json::Map::new();
     args.insert("id".into(), serde_json::json!("1"));
-    let prompt = server::content::get_prompt(&engine, "summarize", Some(&args)).unwrap();
+    let prompt = mcpspec::content::get_prompt(&engine, "summarize", Some(&args)).unwrap();
     let messages = serde_json::to_value(&prompt.messages).unwrap();
     assert_eq!(messages[0]["content"]["text"], "Summarize this note.");
     assert_eq!(messages[1]["content"]["resource"]["text"], "# One\n\nfirst");
@@ -464,7 +465,7 @@ fn golden_resources_and_prompts_render_through_the_runtime() {
 /// arguments break the tool's schema) is logged, and the jobs after it still run.
 #[test]
 fn golden_startup_jobs_run_in_order_past_a_failure() {
-    use server::engine::{Engine, Limits};
+    use mcpspec::engine::{Engine, Limits};
     assert_eq!(startup::SERVER.startup.len(), 4);
     assert_eq!(startup::SERVER.startup[0].tool, "record_start");
     assert_eq!(
@@ -477,8 +478,15 @@ fn golden_startup_jobs_run_in_order_past_a_failure() {
         .unwrap()
         .execute_batch(startup::SERVER.database.as_ref().unwrap().schema)
         .unwrap();
-    let engine = Engine::start(&startup::SERVER, Some(&path), false, Limits::default()).unwrap();
-    server::startup::spawn(engine.clone()).join();
+    let engine = Engine::start(
+        &startup::SERVER,
+        Some(&path),
+        false,
+        Limits::default(),
+        None,
+    )
+    .unwrap();
+    mcpspec::startup::spawn(engine.clone()).join();
     let notes: Vec<String> = rusqlite::Connection::open(&path)
         .unwrap()
         .prepare("SELECT note FROM starts ORDER BY id")

@@ -1,5 +1,5 @@
 //! `mcpspec serve --http`: the built binary on a loopback port, driven by the small HTTP/1.1
-//! client in `server::client`. Covers the bearer token, the Host and Origin allow-lists, the
+//! client in `mcpspec::client`. Covers the bearer token, the Host and Origin allow-lists, the
 //! body limit, the refusal of an unprotected public bind, session isolation and DELETE, a
 //! stdio and an HTTP session sharing one database, and draining on SIGTERM.
 
@@ -9,10 +9,10 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
 
+use mcpspec::client::{ClientError, HttpClient, HttpResponse, RESPONSE_TIMEOUT};
 use serde_json::{Value, json};
-use server::client::{ClientError, HttpClient, HttpResponse, RESPONSE_TIMEOUT};
 
-use crate::common::{Db, EXE, mcpspec, sample_db, signal, start_on};
+use crate::common::{Db, exe_for, mcpspec, sample_db, signal, start_on};
 use crate::knowledge::{big_db, integrity};
 
 const TOKEN: &str = "e2e-token-0123456789abcdef";
@@ -37,7 +37,7 @@ impl HttpServer {
 
     /// `mcpspec serve ARGS --http 127.0.0.1:0`, once it announced its address.
     fn serve(args: &[&str], env: &[(&str, &str)]) -> HttpServer {
-        let mut c = Command::new(EXE);
+        let mut c = Command::new(exe_for(args[0]));
         c.arg("serve")
             .args(args)
             .args(["--http", "127.0.0.1:0"])
@@ -491,7 +491,7 @@ fn sigterm_answers_calls_in_flight_then_exits_0() {
     while let Some(chunk) = read_chunk(&mut search) {
         events.push_str(&chunk);
     }
-    let answered = server::client::sse_events(&events)
+    let answered = mcpspec::client::sse_events(&events)
         .iter()
         .filter_map(|d| serde_json::from_str::<Value>(d).ok())
         .any(|m| {
@@ -514,7 +514,7 @@ fn sigterm_answers_calls_in_flight_then_exits_0() {
 /// The next messages on a session's GET stream (one chunk of it).
 fn stream_messages(stream: &mut impl BufRead) -> Vec<Value> {
     let chunk = read_chunk(stream).expect("the stream stays open");
-    server::client::sse_events(&chunk)
+    mcpspec::client::sse_events(&chunk)
         .iter()
         .filter_map(|d| serde_json::from_str(d).ok())
         .collect()

@@ -7,8 +7,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use mcpspec::client::StdioClient;
 use serde_json::{Value, json};
-use server::client::StdioClient;
 
 use crate::common::{Db, EXE, count_rows, sample_db, signal, start, start_on};
 

@@ -8,8 +8,8 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
+use mcpspec::client::StdioClient;
 use serde_json::{Value, json};
-use server::client::StdioClient;
 
 use crate::common::{EXE, sample_db, start};
 

@@ -805,7 +805,7 @@ mod elicitation {
             root.join(".pm/databases/scratch.db"),
         )
         .unwrap();
-        let mut c = server::client::StdioClient::spawn(
+        let mut c = mcpspec::client::StdioClient::spawn(
             Command::new(crate::common::EXE)
                 .args(["serve", "pm"])
                 .current_dir(&root)
@@ -819,7 +819,7 @@ mod elicitation {
                 "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"}
             })
         };
-        let call = |c: &mut server::client::StdioClient, caps: Value, extra: Value| {
+        let call = |c: &mut mcpspec::client::StdioClient, caps: Value, extra: Value| {
             let mut params = json!({"name": "db.drop", "_meta": meta(caps),
                                     "arguments": {"database": "scratch", "confirm": true}});
             for (k, v) in extra.as_object().unwrap() {
@@ -970,7 +970,7 @@ fn an_internal_failure_is_sanitised_and_logged_with_its_request_id() {
     let config = CONFIG.replace("\".pm/databases\"", "\"blocker/sub\"");
     std::fs::write(root.join(".pm.json"), config).unwrap();
     let log = root.join("server.log");
-    let mut c = server::client::StdioClient::spawn(
+    let mut c = mcpspec::client::StdioClient::spawn(
         Command::new(crate::common::EXE)
             .args(["serve", "pm"])
             .current_dir(&root)
@@ -1125,7 +1125,7 @@ mod hostile {
     use std::os::unix::fs::symlink;
     use std::process::Stdio;
 
-    use server::client::StdioClient;
+    use mcpspec::client::StdioClient;
 
     /// A database outside the project, with a row nobody in the project may read.
     fn outside_db(dir: &Path) -> std::path::PathBuf {

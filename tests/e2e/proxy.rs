@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{Db, EXE, Session, sample_db, start_command, start_project};
+use crate::common::{Db, EXE, Session, TESTBED, sample_db, start_command, start_project};
 
 /// A lessons proxy in front of downstream test servers, with its files.
 struct Proxied {
@@ -101,7 +101,7 @@ fn proxied(downstreams: &[(&str, Env<'_>)]) -> Proxied {
             for (k, v) in *env {
                 e[*k] = json!(v);
             }
-            json!({"name": name, "command": EXE, "args": ["serve", "downstream"], "env": e})
+            json!({"name": name, "command": TESTBED, "args": ["serve", "downstream"], "env": e})
         })
         .collect();
     let config = dir.path().join("proxy-config.json");
@@ -131,7 +131,7 @@ fn proxied(downstreams: &[(&str, Env<'_>)]) -> Proxied {
 fn direct(name: &str, tool: &str, args: Value) -> Value {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut s = start_command(
-        Command::new(EXE)
+        Command::new(TESTBED)
             .args(["serve", "downstream"])
             .current_dir(dir.path())
             .env("DOWNSTREAM_NAME", name)
@@ -569,7 +569,7 @@ fn a_downstream_that_fails_to_start_is_skipped() {
     let config = dir.path().join("proxy-config.json");
     let servers = json!([
         {"name": "missing", "command": dir.path().join("no-such-program")},
-        {"name": "dc", "command": EXE, "args": ["serve", "downstream"]},
+        {"name": "dc", "command": TESTBED, "args": ["serve", "downstream"]},
     ]);
     std::fs::write(
         &config,

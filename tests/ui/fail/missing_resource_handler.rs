@@ -6,7 +6,7 @@ mod files {
 }
 
 use files::{args, outputs};
-use server::handler::{Context, HandlerError};
+use mcpspec::handler::{Context, HandlerError};
 
 struct Mine;
 

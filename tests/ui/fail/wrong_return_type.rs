@@ -6,7 +6,7 @@ mod files {
 }
 
 use files::{args, outputs};
-use server::handler::{Context, HandlerError, ResourceBody, ResourceVars};
+use mcpspec::handler::{Context, HandlerError, ResourceBody, ResourceVars};
 
 struct Mine;
 

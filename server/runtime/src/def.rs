@@ -4,7 +4,7 @@
 //! interprets them (validation, SQL execution, result shaping, the MCP surface) is hand-written
 //! in the other modules of this crate.
 
-use rusqlite::types::Value as SqlValue;
+use crate::backend::Value as SqlValue;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 

@@ -14,6 +14,8 @@
 // the current protocol (2025-11-25) that clients speak.
 #![allow(deprecated)]
 
+pub mod jsonrpc;
+
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use crate::db::Pool;
+use crate::backend::sqlite::Pool;
 use crate::def::Arguments;
 
 /// The name of the error a handler returns for an unexpected failure; the client sees a

@@ -14,7 +14,7 @@ use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
-#[path = "../../codegen/src/textdiff.rs"]
+#[path = "../../../../codegen/src/textdiff.rs"]
 mod textdiff;
 
 /// The key under which the proxy is registered in the Desktop config.

@@ -428,6 +428,57 @@ impl Pool {
     }
 }
 
+impl rusqlite::ToSql for super::Value {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::{ToSqlOutput, ValueRef};
+        Ok(ToSqlOutput::Borrowed(match self {
+            super::Value::Null => ValueRef::Null,
+            super::Value::Integer(i) => ValueRef::Integer(*i),
+            super::Value::Real(f) => ValueRef::Real(*f),
+            super::Value::Text(s) => ValueRef::Text(s.as_bytes()),
+            super::Value::Blob(b) => ValueRef::Blob(b),
+        }))
+    }
+}
+
+impl rusqlite::types::FromSql for super::Value {
+    fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        use rusqlite::types::ValueRef;
+        Ok(match v {
+            ValueRef::Null => super::Value::Null,
+            ValueRef::Integer(i) => super::Value::Integer(i),
+            ValueRef::Real(f) => super::Value::Real(f),
+            ValueRef::Text(t) => super::Value::Text(String::from_utf8_lossy(t).into_owned()),
+            ValueRef::Blob(b) => super::Value::Blob(b.to_vec()),
+        })
+    }
+}
+
+/// The backend-neutral kind of a SQLite failure.
+pub fn error_kind(e: &rusqlite::Error) -> super::ErrorKind {
+    use rusqlite::ErrorCode as C;
+    match e.sqlite_error_code() {
+        Some(C::OperationInterrupted) => super::ErrorKind::Interrupted,
+        Some(C::ConstraintViolation) => super::ErrorKind::Constraint,
+        Some(C::DatabaseBusy | C::DatabaseLocked) => super::ErrorKind::Busy,
+        Some(C::ReadOnly) => super::ErrorKind::ReadOnly,
+        _ => super::ErrorKind::Other,
+    }
+}
+
+/// What a constraint failure says, without the table and column names after its colon
+/// (`unique constraint failed`), lowercased.
+pub fn constraint_detail(e: &rusqlite::Error) -> String {
+    match e {
+        rusqlite::Error::SqliteFailure(_, Some(m)) => m
+            .split(':')
+            .next()
+            .unwrap_or("constraint failed")
+            .to_lowercase(),
+        _ => "constraint failed".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

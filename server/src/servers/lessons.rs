@@ -21,7 +21,7 @@ use crate::generated::lessons::{
     LessonsConfigSetHandler, LessonsDoctorHandler, LessonsEditHandler, LessonsPromoteHandler,
     LessonsRestoreHandler, LessonsScanHandler, LessonsScopeHandler, args, outputs,
 };
-use crate::handler::{Context, HandlerError};
+use mcpspec::handler::{Context, HandlerError};
 
 /// The `lessons` handlers; all state is in the server's database.
 #[derive(Debug, Clone, Copy, Default)]
@@ -262,7 +262,7 @@ fn write_manifest_file(ctx: &Context, conn: &Connection) -> Option<String> {
             })?
             .collect::<rusqlite::Result<_>>()?;
         let text = serde_json::to_string_pretty(&json!({"version": 1, "lessons": lessons}))?;
-        crate::handler::replace_file(&dir.join(MANIFEST_FILE), (text + "\n").as_bytes())?;
+        mcpspec::handler::replace_file(&dir.join(MANIFEST_FILE), (text + "\n").as_bytes())?;
         Ok(())
     })();
     match result {
@@ -1300,7 +1300,7 @@ impl LessonsScanHandler for Lessons {
 /// The directory to scan: the one given, else the configured one; relative to the server's
 /// working directory.
 fn sessions_dir(ctx: &Context, given: Option<&str>, config: &Config) -> Result<PathBuf> {
-    let dir = crate::db::expand(given.unwrap_or(&config.sessions_dir));
+    let dir = mcpspec::backend::sqlite::expand(given.unwrap_or(&config.sessions_dir));
     let dir = if dir.is_relative() {
         ctx.dir().join(dir)
     } else {

@@ -23,7 +23,7 @@ pub fn run(def: &'static ServerDef, exe: &Path, out: &mut dyn std::io::Write) ->
     match &def.database {
         Some(database) => {
             let db = dir.path().join(format!("{}.db", def.name));
-            crate::db::init(database, &db, true)?;
+            crate::backend::sqlite::init(database, &db, true)?;
             writeln!(out, "# scratch database with sample rows: {}", db.display())?;
             writeln!(out, "$ mcpspec serve {} --db {}\n", def.name, db.display())?;
             command.arg("--db").arg(&db);

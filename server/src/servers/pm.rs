@@ -7,7 +7,7 @@
 //! attempt, anything else outside the naming rules is an invalid name. Every file and
 //! directory a call reaches (database files, dumps, `sql_path`, the configured directories and
 //! `.pm.json` itself) must resolve inside the project with symbolic links followed
-//! ([`crate::confine`]), checked on every call, else `PATH_TRAVERSAL`; database files are then
+//! ([`mcpspec::confine`]), checked on every call, else `PATH_TRAVERSAL`; database files are then
 //! opened by their real path without following links, and new files are created exclusively.
 //! `db.import` runs its SQL under an authorizer that refuses anything reaching another file.
 //! Git runs as a child process with an argument list, never through a shell.
@@ -30,7 +30,7 @@ use crate::generated::pm::{
     ProjectInitHandler, WorkflowCreateHandler, WorkflowRemoveHandler, WorktreeCreateHandler,
     WorktreeListHandler, WorktreeRemoveHandler, args, outputs,
 };
-use crate::handler::{Context, HandlerError, ResourceBody, ResourceVars};
+use mcpspec::handler::{Context, HandlerError, ResourceBody, ResourceVars};
 
 /// The `pm` handlers; all state is in the project's files.
 #[derive(Debug, Clone, Copy, Default)]
@@ -504,8 +504,8 @@ fn workflow_db(default: &str, branch: &str) -> String {
 /// `rel` resolved inside the project `root` with links followed, else `PATH_TRAVERSAL`
 /// naming the field and value the path came from.
 fn resolve(root: &Path, rel: &Path, field: &str, value: &str) -> Result<PathBuf> {
-    crate::confine::inside(root, rel).map_err(|e| match e {
-        crate::confine::Escape::Io(e) => HandlerError::internal(e),
+    mcpspec::confine::inside(root, rel).map_err(|e| match e {
+        mcpspec::confine::Escape::Io(e) => HandlerError::internal(e),
         other => {
             tracing::warn!(field, value, reason = %other, "refused a path outside the project");
             traversal(field, value)
@@ -795,7 +795,7 @@ impl DbImportHandler for Pm {
                     Some(kind) => {
                         format!("refused {kind}: an import may only change its own database")
                     }
-                    None => crate::db::sqlite_message(&e),
+                    None => mcpspec::backend::sqlite::sqlite_message(&e),
                 };
                 Err(HandlerError::new("SQL_FAILED")
                     .with("path", &args.sql_path)
@@ -806,7 +806,7 @@ impl DbImportHandler for Pm {
 }
 
 /// Runs imported SQL on the database file at `db` in one transaction, under
-/// [`crate::db::confine_statements`]; the tables after it, or the error and the statement kind
+/// [`mcpspec::backend::sqlite::confine_statements`]; the tables after it, or the error and the statement kind
 /// that was refused, if one was.
 fn import(
     db: &Path,
@@ -815,7 +815,7 @@ fn import(
     let mut conn = open_db(db, false).map_err(|e| (e, None))?;
     conn.execute_batch("BEGIN IMMEDIATE")
         .map_err(|e| (e, None))?;
-    let refused = crate::db::confine_statements(&mut conn).map_err(|e| (e, None))?;
+    let refused = mcpspec::backend::sqlite::confine_statements(&mut conn).map_err(|e| (e, None))?;
     let ran = conn.execute_batch(sql);
     let first = *refused
         .lock()

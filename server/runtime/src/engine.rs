@@ -11,11 +11,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use rusqlite::types::{Value as SqlValue, ValueRef};
+use crate::backend::Value as SqlValue;
+use rusqlite::types::ValueRef;
 use rusqlite::{Connection, Statement};
 use serde_json::{Map, Value, json};
 
-use crate::db::{DbError, Pool};
+use crate::backend::sqlite::{DbError, Pool};
 use crate::def::{
     Arguments, BindingDef, ColumnDef, ColumnKind, EnvelopeDef, Mode, RuleKindDef, ServerDef,
     StatementDef, ToolDef,
@@ -198,7 +199,7 @@ pub enum StartError {
     #[error("the `{server}` server has no database; remove --db")]
     NoDatabase { server: &'static str },
     #[error(
-        "the `{server}` server has handler tools but no handlers are registered for it in server/src/handlers/mod.rs"
+        "the `{server}` server has handler tools but was started without handlers; pass its generated `dispatcher` your handlers"
     )]
     NoHandlers { server: &'static str },
     #[error("cannot read the working directory: {0}")]
@@ -213,25 +214,9 @@ pub enum StartError {
 
 impl Engine {
     /// Opens the database and checks every tool against it before any call is served.
-    /// `path` is the database file, required exactly when the spec declares a database.
-    /// Handler tools run on the handlers registered in [`crate::handlers`].
+    /// `path` is the database file, required exactly when the spec declares a database;
+    /// `handlers` serve the spec's handler tools and resources (the generated `dispatcher`).
     pub fn start(
-        def: &'static ServerDef,
-        path: Option<&Path>,
-        read_only: bool,
-        limits: Limits,
-    ) -> Result<Arc<Engine>, StartError> {
-        Engine::start_with(
-            def,
-            path,
-            read_only,
-            limits,
-            crate::handlers::dispatch_for(def.name),
-        )
-    }
-
-    /// Like [`Engine::start`], with the handlers given rather than looked up by server name.
-    pub fn start_with(
         def: &'static ServerDef,
         path: Option<&Path>,
         read_only: bool,
@@ -543,7 +528,7 @@ impl Engine {
                         if hit {
                             fields.insert("field".into(), json!(field));
                             if let Some(v) = arguments.and_then(|a| a.get(field)) {
-                                fields.insert("value".into(), crate::jsonrpc::shorten(v));
+                                fields.insert("value".into(), crate::protocol::jsonrpc::shorten(v));
                             }
                         }
                         hit
@@ -1269,33 +1254,25 @@ impl Engine {
     /// Maps a database failure to a tool error without leaking SQL text or paths; the full
     /// error goes to the log with the request id.
     fn db_error(&self, job: Job, e: rusqlite::Error, request: u64) -> ToolError {
-        use rusqlite::ErrorCode as C;
-        let code = e.sqlite_error_code();
+        use crate::backend::ErrorKind as K;
         tracing::error!(request, tool = job.name, error = %e, "database error");
-        match code {
+        match crate::backend::sqlite::error_kind(&e) {
             // The caller tells a timeout from a cancellation.
-            Some(C::OperationInterrupted) => ToolError::new("TIMEOUT", "interrupted"),
-            Some(C::ConstraintViolation) => {
-                let detail = match &e {
-                    rusqlite::Error::SqliteFailure(_, Some(m)) => m
-                        .split(':')
-                        .next()
-                        .unwrap_or("constraint failed")
-                        .to_lowercase(),
-                    _ => "constraint failed".into(),
-                };
-                ToolError {
-                    code: "CONSTRAINT_VIOLATION",
-                    message: format!("the database refused the change: {detail}"),
-                    data: None,
-                }
-            }
-            Some(C::DatabaseBusy | C::DatabaseLocked) => ToolError::new(
+            K::Interrupted => ToolError::new("TIMEOUT", "interrupted"),
+            K::Constraint => ToolError {
+                code: "CONSTRAINT_VIOLATION",
+                message: format!(
+                    "the database refused the change: {}",
+                    crate::backend::sqlite::constraint_detail(&e)
+                ),
+                data: None,
+            },
+            K::Busy => ToolError::new(
                 "DATABASE_BUSY",
                 "the database is busy with another writer; try again shortly",
             ),
-            Some(C::ReadOnly) => ToolError::new("READ_ONLY", "the database file is read-only"),
-            _ => ToolError {
+            K::ReadOnly => ToolError::new("READ_ONLY", "the database file is read-only"),
+            K::Other => ToolError {
                 code: "DATABASE_ERROR",
                 message: format!(
                     "the database failed to run `{}` (request {request}; details are in the server log)",
@@ -1376,7 +1353,7 @@ fn drift(def: &'static ServerDef, conn: &Connection) -> Vec<String> {
         if let Err(e) = conn.prepare_cached(sql) {
             out.push(format!(
                 "{what}: the completion query does not prepare: {}",
-                crate::db::sqlite_message(&e)
+                crate::backend::sqlite::sqlite_message(&e)
             ));
         }
     }
@@ -1389,7 +1366,7 @@ fn drift(def: &'static ServerDef, conn: &Connection) -> Vec<String> {
 fn which_side(def: &'static ServerDef) -> String {
     let declared = def.database.as_ref().and_then(|db| {
         let conn = Connection::open_in_memory().ok()?;
-        crate::db::register_regexp(&conn).ok()?;
+        crate::backend::sqlite::register_regexp(&conn).ok()?;
         conn.execute_batch(db.schema).ok()?;
         Some(drift(def, &conn))
     });
@@ -1412,7 +1389,7 @@ fn prepare_checked(conn: &Connection, st: &StatementDef) -> Result<(), String> {
         format!(
             "statement `{}` does not prepare: {}",
             st.name,
-            crate::db::sqlite_message(&e)
+            crate::backend::sqlite::sqlite_message(&e)
         )
     })?;
     if st.mode != Mode::Execute {
@@ -1521,15 +1498,19 @@ fn validate(validator: &jsonschema::Validator, instance: &Value) -> Result<(), T
         let mut message = e.to_string();
         // The message quotes the value; a huge one is shortened, never sent back whole.
         let value = e.instance().to_string();
-        if value.chars().nth(crate::jsonrpc::QUOTE_CHARS).is_some() {
-            message = message.replace(&value, &crate::jsonrpc::quote(&value));
+        if value
+            .chars()
+            .nth(crate::protocol::jsonrpc::QUOTE_CHARS)
+            .is_some()
+        {
+            message = message.replace(&value, &crate::protocol::jsonrpc::quote(&value));
         }
         if message
             .chars()
-            .nth(4 * crate::jsonrpc::QUOTE_CHARS)
+            .nth(4 * crate::protocol::jsonrpc::QUOTE_CHARS)
             .is_some()
         {
-            message = crate::jsonrpc::quote(&message);
+            message = crate::protocol::jsonrpc::quote(&message);
         }
         let constraint = e.kind().keyword().to_string();
         match e.kind() {
@@ -1632,12 +1613,18 @@ mod tests {
     use super::Limits;
     use codegen::settings;
 
+    /// The `basic` golden, a server this crate's tests can start without knowing any seed.
+    #[allow(clippy::all, dead_code)]
+    mod basic {
+        include!("../../../tests/fixtures/basic/expected/basic.rs");
+    }
+
     /// Drift names the side to fix: the database when the spec's statements prepare against
     /// its own declared schema, the spec when they do not (a wrong table in the YAML).
     #[test]
     fn drift_says_which_side_to_fix() {
         use crate::def::{DatabaseDef, ServerDef};
-        let studio = &crate::generated::studio::SERVER;
+        let studio = &basic::SERVER;
         assert!(super::which_side(studio).starts_with("the database differs"));
         let db = studio.database.as_ref().expect("studio has a database");
         let broken: &'static ServerDef = Box::leak(Box::new(ServerDef {
@@ -1653,7 +1640,7 @@ mod tests {
                 default_windows: db.default_windows,
                 read_only: db.read_only,
                 // A declared schema the statements do not fit: the spec is what is wrong.
-                schema: "CREATE TABLE learning (id TEXT);",
+                schema: "CREATE TABLE notes (id TEXT);",
                 sample: None,
             }),
             proxy: None,
@@ -1667,7 +1654,7 @@ mod tests {
         }));
         let fix = super::which_side(broken);
         assert!(fix.starts_with("the spec is wrong"), "{fix}");
-        assert!(fix.contains("spec/studio.yaml"), "{fix}");
+        assert!(fix.contains("tests/fixtures/basic/spec.yaml"), "{fix}");
     }
 
     /// The generated docs cite these variables and defaults; they are the runtime's own.

@@ -16,22 +16,24 @@
 //! hints (each key once per session) are put before the downstream result's content; with no
 //! match the downstream's result is returned unchanged.
 
+pub mod downlink;
+
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use crate::backend::Value as SqlValue;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, ErrorData, Tool};
 use rmcp::service::{NotificationContext, Peer, ServiceError};
 use rmcp::{ClientHandler, RoleClient, RoleServer};
-use rusqlite::types::Value as SqlValue;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::db::{Pool, expand};
+use crate::backend::sqlite::{Pool, expand};
 use crate::def::{InterceptAction, ProxyConfigDef, ProxyDef};
 use crate::engine::{Engine, ToolError};
 
@@ -98,7 +100,8 @@ pub fn config_path(def: &ProxyConfigDef) -> Option<PathBuf> {
     {
         return Some(expand(&v.to_string_lossy()));
     }
-    crate::db::for_this_os(def.default_linux, def.default_macos, def.default_windows).map(expand)
+    crate::backend::sqlite::for_this_os(def.default_linux, def.default_macos, def.default_windows)
+        .map(expand)
 }
 
 /// The downstream servers of a proxy: the spec's, then the config file's. A missing config
@@ -746,7 +749,7 @@ async fn connect(
     let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
         return Err("no stdio pipes".into());
     };
-    let link = crate::downlink::Downlink::new(&spec.name, stdout, stdin, max_line);
+    let link = crate::proxy::downlink::Downlink::new(&spec.name, stdout, stdin, max_line);
     let running = match rmcp::serve_client(watcher, link).await {
         Ok(r) => r,
         Err(e) => {
@@ -858,7 +861,7 @@ fn run_query(
         }
         Ok(out)
     })
-    .map_err(|e: rusqlite::Error| crate::db::sqlite_message(&e))
+    .map_err(|e: rusqlite::Error| crate::backend::sqlite::sqlite_message(&e))
 }
 
 /// Prepares the interceptor query at start-up and checks that it returns the columns the
@@ -867,7 +870,7 @@ fn check_query(pool: &Pool, sql: &str) -> Result<(), String> {
     pool.read(|conn| {
         let st = conn
             .prepare(sql)
-            .map_err(|e| crate::db::sqlite_message(&e))?;
+            .map_err(|e| crate::backend::sqlite::sqlite_message(&e))?;
         let names: Vec<&str> = st.column_names().collect();
         let missing: Vec<&str> = ["key", "action", "message"]
             .into_iter()
@@ -882,7 +885,7 @@ fn check_query(pool: &Pool, sql: &str) -> Result<(), String> {
 }
 
 /// A downstream's JSON-RPC error, passed through, unless the transport made it up to report
-/// what went wrong with the answer ([`crate::downlink`]): that becomes a tool error.
+/// what went wrong with the answer ([`crate::proxy::downlink`]): that becomes a tool error.
 fn made_up(e: ErrorData) -> Result<CallToolResult, ErrorData> {
     let code = e
         .data
@@ -890,8 +893,8 @@ fn made_up(e: ErrorData) -> Result<CallToolResult, ErrorData> {
         .and_then(|d| d.get("code"))
         .and_then(Value::as_str);
     let code = match code {
-        Some(crate::downlink::TOO_LARGE) => crate::downlink::TOO_LARGE,
-        Some(crate::downlink::MALFORMED) => crate::downlink::MALFORMED,
+        Some(crate::proxy::downlink::TOO_LARGE) => crate::proxy::downlink::TOO_LARGE,
+        Some(crate::proxy::downlink::MALFORMED) => crate::proxy::downlink::MALFORMED,
         _ => return Err(e),
     };
     let mut data = e.data.unwrap_or_default();

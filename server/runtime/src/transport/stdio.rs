@@ -303,7 +303,9 @@ impl StdioTransport {
     }
 
     fn reply(&mut self, id: Option<Value>, code: i64, message: String) {
-        self.send_value(&crate::jsonrpc::error_response(id, code, &message));
+        self.send_value(&crate::protocol::jsonrpc::error_response(
+            id, code, &message,
+        ));
     }
 
     fn send_value(&mut self, body: &Value) {
@@ -313,9 +315,9 @@ impl StdioTransport {
         let _ = self.out.send(bytes);
     }
 
-    /// Answers a line that did not parse as a message (see [`crate::jsonrpc`]).
+    /// Answers a line that did not parse as a message (see [`crate::protocol::jsonrpc`]).
     fn reject(&mut self, line: &[u8], err: &serde_json::Error) {
-        if let Some(answer) = crate::jsonrpc::answer_unparsable(line, err) {
+        if let Some(answer) = crate::protocol::jsonrpc::answer_unparsable(line, err) {
             self.send_value(&answer);
         }
     }

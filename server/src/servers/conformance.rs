@@ -10,7 +10,7 @@ use crate::generated::conformance::{
     TestElicitationSep1330EnumsHandler, TestErrorHandlingHandler, TestSamplingHandler,
     TestToolWithLoggingHandler, TestToolWithProgressHandler, TestTouchWatchedResourceHandler,
 };
-use crate::handler::{Content, Context, Elicited, HandlerError, LogLevel};
+use mcpspec::handler::{Content, Context, Elicited, HandlerError, LogLevel};
 
 /// The conformance fixtures; they keep no state.
 pub struct Conformance;

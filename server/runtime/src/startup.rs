@@ -106,7 +106,7 @@ fn run(engine: &Engine, cancel: &Arc<AtomicBool>) {
 
 /// A short view of a result for the log line.
 fn summary(v: &Value) -> String {
-    crate::jsonrpc::quote(&v.to_string())
+    crate::protocol::jsonrpc::quote(&v.to_string())
 }
 
 fn describe(e: &CallError) -> String {

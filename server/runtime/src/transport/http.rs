@@ -12,7 +12,7 @@
 //! (400), the `Host` and `Origin` headers against allow-lists (403, against DNS rebinding),
 //! the bearer token when one is configured (401), the path (404) and the body size (413). A
 //! POST body must be one JSON-RPC message: an empty or invalid body, bad UTF-8 or a batch is
-//! 400 with the JSON-RPC error the stdio transport would send ([`crate::jsonrpc`]). A DELETE
+//! 400 with the JSON-RPC error the stdio transport would send ([`crate::protocol::jsonrpc`]). A DELETE
 //! of a session that does not exist is 404, and a successful one 204. The gate owns these
 //! rules, so rmcp's own host and origin checks are switched off rather than kept with
 //! different matching rules.
@@ -40,7 +40,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::mcp::McpServer;
+use crate::protocol::McpServer;
 
 /// The path of the MCP endpoint.
 pub const ENDPOINT: &str = "/mcp";
@@ -383,7 +383,7 @@ impl Gate {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(key.clone());
         if !fresh {
-            return Err(crate::jsonrpc::error_response(
+            return Err(crate::protocol::jsonrpc::error_response(
                 Some(id.clone()),
                 -32600,
                 &format!(
@@ -448,13 +448,14 @@ impl Gate {
                     .cloned();
                 return Ok((Request::from_parts(parts, Full::new(bytes)), id));
             }
-            Ok(_) => crate::jsonrpc::answer_unparsable(&bytes, &"not a message"),
-            Err(e) => crate::jsonrpc::answer_unparsable(&bytes, &e),
+            Ok(_) => crate::protocol::jsonrpc::answer_unparsable(&bytes, &"not a message"),
+            Err(e) => crate::protocol::jsonrpc::answer_unparsable(&bytes, &e),
         };
         // Only a request whose id could be read gets its answer as a success; every other
         // body is a bad request.
-        let answer = answer
-            .unwrap_or_else(|| crate::jsonrpc::error_response(None, -32600, "invalid request"));
+        let answer = answer.unwrap_or_else(|| {
+            crate::protocol::jsonrpc::error_response(None, -32600, "invalid request")
+        });
         let status = if answer["id"].is_null() {
             StatusCode::BAD_REQUEST
         } else {

@@ -9,12 +9,13 @@
 //! runs on the blocking pool. Failures become [`ContentError`]s that say nothing of SQL text or
 //! paths; the details go to the log.
 
+use crate::backend::Value as SqlValue;
 use rmcp::model::{
     ArgumentInfo, CompletionContext, CompletionInfo, ContentBlock, ErrorCode, ErrorData,
     GetPromptResult, Prompt, PromptArgument, PromptMessage, Reference, Resource, ResourceContents,
     ResourceTemplate, Role,
 };
-use rusqlite::types::{Value as SqlValue, ValueRef};
+use rusqlite::types::ValueRef;
 use serde_json::{Map, Value, json};
 
 use crate::def::{

@@ -15,7 +15,7 @@ use crate::generated::downstream::{
     CrashHandler, EchoHandler, LessonsListHandler, ReadFileHandler, StartProcessHandler,
     WriteFileHandler, args, outputs,
 };
-use crate::handler::{Context, HandlerError};
+use mcpspec::handler::{Context, HandlerError};
 
 /// The `downstream` handlers; the only state is the call counter.
 #[derive(Debug, Default)]

@@ -1,0 +1,705 @@
+//! The command line of a server binary: serve a compiled spec over stdio or Streamable HTTP,
+//! call one tool, create a database, run a demo session, list what was compiled, or set up a
+//! proxy. A binary lists its [`Server`]s and calls [`main`]; the `mcpspec` binary is one such
+//! user, a crate made by `mcpspec new` another.
+
+pub mod demo;
+pub mod setup;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+
+use crate::backend::sqlite as db;
+use crate::def::ServerDef;
+use crate::engine::{CallError, Engine, Limits};
+use crate::handler::Dispatch;
+
+/// A compiled server and the handlers of its handler tools: one entry of a binary's registry.
+pub struct Server {
+    def: &'static ServerDef,
+    handlers: Option<Box<dyn Dispatch>>,
+}
+
+impl Server {
+    /// A server whose tools are all SQL or proxied: its generated definition alone.
+    pub fn new(def: &'static ServerDef) -> Server {
+        Server {
+            def,
+            handlers: None,
+        }
+    }
+
+    /// A server with handler tools or resources, with its generated `dispatcher` over the
+    /// handlers, e.g. `Server::with_handlers(&notes::SERVER, notes::dispatcher(Notes))`.
+    pub fn with_handlers(def: &'static ServerDef, handlers: Box<dyn Dispatch>) -> Server {
+        Server {
+            def,
+            handlers: Some(handlers),
+        }
+    }
+
+    /// The generated definition.
+    pub fn def(&self) -> &'static ServerDef {
+        self.def
+    }
+}
+
+#[derive(Parser)]
+#[command(version, about = "MCP servers compiled from YAML specs")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Serve a compiled server over stdio (for Claude Code and other MCP clients), or over
+    /// Streamable HTTP with `--http`.
+    Serve {
+        /// The server name, as in `mcpspec list`.
+        server: String,
+        /// The database file; overrides the spec's environment variable and default path.
+        #[arg(long)]
+        db: Option<PathBuf>,
+        /// Refuse every tool that changes the database.
+        #[arg(long)]
+        read_only: bool,
+        #[command(flatten)]
+        http: HttpArgs,
+    },
+    /// Run one tool call and print its result as JSON; exits 1 when the tool fails.
+    Call {
+        server: String,
+        tool: String,
+        /// The arguments as a JSON object.
+        #[arg(default_value = "{}")]
+        arguments: String,
+        #[arg(long)]
+        db: Option<PathBuf>,
+        #[arg(long)]
+        read_only: bool,
+    },
+    /// Create a database from the spec's schema; never changes an existing database.
+    Init {
+        server: String,
+        #[arg(long)]
+        db: PathBuf,
+        /// Also load the spec's sample rows.
+        #[arg(long)]
+        sample: bool,
+    },
+    /// Start the server on a scratch database with sample rows and drive a scripted session.
+    Demo { server: String },
+    /// List the compiled servers and their tools.
+    List,
+    /// Put a proxy server (`lessons`) in front of the MCP servers of Claude Desktop's
+    /// config: shows a diff, writes only after confirmation, keeps a backup.
+    Setup {
+        server: String,
+        #[command(flatten)]
+        flags: SetupFlags,
+    },
+}
+
+/// The Streamable HTTP options of `serve`.
+#[derive(clap::Args)]
+struct HttpArgs {
+    /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio, e.g. 127.0.0.1:8080 (port 0
+    /// picks a free port). A non-loopback address requires a token.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<std::net::SocketAddr>,
+    /// Read the bearer token from this environment variable (default: MCPSPEC_HTTP_TOKEN).
+    #[arg(
+        long,
+        value_name = "VAR",
+        requires = "http",
+        conflicts_with = "token_file"
+    )]
+    token_env: Option<String>,
+    /// Read the bearer token from this file (surrounding whitespace is ignored).
+    #[arg(long, value_name = "PATH", requires = "http")]
+    token_file: Option<PathBuf>,
+    /// Also accept this Host header value (host or host:port, exactly as clients send it);
+    /// repeatable.
+    #[arg(long, value_name = "HOST", requires = "http")]
+    allow_host: Vec<String>,
+    /// Also accept this Origin (scheme://host[:port]); repeatable.
+    #[arg(long, value_name = "ORIGIN", requires = "http")]
+    allow_origin: Vec<String>,
+    /// The largest request body accepted (default: MCPSPEC_HTTP_MAX_BODY_BYTES, else the
+    /// argument limit MCPSPEC_MAX_ARGUMENT_BYTES, 4 MiB by default).
+    #[arg(long, value_name = "BYTES", requires = "http")]
+    max_body_bytes: Option<usize>,
+}
+
+/// The environment variable the token is read from when no flag names a source.
+const TOKEN_ENV: &str = "MCPSPEC_HTTP_TOKEN";
+
+/// The bearer token, if any: from `--token-file`, from `--token-env` (which must be set), or
+/// from MCPSPEC_HTTP_TOKEN when it is set. The token is never taken on the command line, where
+/// other users of the machine could read it.
+fn token(args: &HttpArgs) -> Result<Option<String>> {
+    let (text, source) = if let Some(path) = &args.token_file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the token file {}", path.display()))?;
+        (text, format!("the token file {}", path.display()))
+    } else {
+        let (name, required) = match &args.token_env {
+            Some(name) => (name.as_str(), true),
+            None => (TOKEN_ENV, false),
+        };
+        match std::env::var(name) {
+            Ok(v) => (v, name.to_string()),
+            Err(std::env::VarError::NotPresent) if !required => return Ok(None),
+            Err(std::env::VarError::NotPresent) => {
+                return Err(anyhow!("--token-env {name}: the variable is not set"));
+            }
+            Err(e) => return Err(anyhow!("{name} is not valid text: {e}")),
+        }
+    };
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(anyhow!("{source} holds an empty token"));
+    }
+    if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(anyhow!(
+            "{source} holds a token with spaces or control characters"
+        ));
+    }
+    Ok(Some(token.to_string()))
+}
+
+/// Takes the server named `name` out of the registry.
+fn find(servers: &mut Vec<Server>, name: &str) -> Result<Server> {
+    match servers.iter().position(|s| s.def.name == name) {
+        Some(i) => Ok(servers.swap_remove(i)),
+        None => {
+            let names: Vec<&str> = servers.iter().map(|s| s.def.name).collect();
+            Err(anyhow!(
+                "no server named `{name}`; compiled servers: {}",
+                names.join(", ")
+            ))
+        }
+    }
+}
+
+/// A positive whole number from the environment; a malformed value is a start-up error that
+/// names the variable, never silently ignored.
+fn env_number(name: &str) -> Result<Option<u64>> {
+    match std::env::var(name) {
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Ok(v) if v.trim().is_empty() => Ok(None),
+        Ok(v) => match v.trim().parse::<u64>() {
+            Ok(n) if n > 0 => Ok(Some(n)),
+            _ => Err(anyhow!(
+                "{name}={v:?} is not a positive whole number; fix or unset it"
+            )),
+        },
+        Err(e) => Err(anyhow!("{name} is not valid text: {e}")),
+    }
+}
+
+fn limits() -> Result<Limits> {
+    let mut l = Limits::default();
+    if let Some(n) = env_number("MCPSPEC_MAX_ARGUMENT_BYTES")? {
+        l.max_argument_bytes = usize::try_from(n)?;
+    }
+    if let Some(n) = env_number("MCPSPEC_MAX_RESULT_BYTES")? {
+        l.max_result_bytes = usize::try_from(n)?;
+    }
+    if let Some(ms) = env_number("MCPSPEC_CALL_TIMEOUT_MS")? {
+        l.call_timeout = Duration::from_millis(ms);
+    }
+    if let Some(secs) = env_number("MCPSPEC_CONFIRM_TIMEOUT_SECS")? {
+        l.confirm_timeout = Duration::from_secs(secs);
+    }
+    Ok(l)
+}
+
+fn start(
+    server: Server,
+    flag: Option<&std::path::Path>,
+    read_only: bool,
+) -> Result<std::sync::Arc<Engine>> {
+    let limits = limits()?;
+    let Server { def, handlers } = server;
+    let Some(database) = &def.database else {
+        // The server works on the project in its working directory, without a database.
+        let engine = Engine::start(def, flag, read_only, limits, handlers)?;
+        tracing::info!(server = def.name, "ready");
+        return Ok(engine);
+    };
+    let (path, source) = db::resolve(database, flag)?;
+    db::require_exists(def.name, database, &path, source)?;
+    let engine = Engine::start(def, Some(&path), read_only, limits, handlers)?;
+    tracing::info!(server = def.name, db = %path.display(), read_only = engine.is_read_only(), "ready");
+    Ok(engine)
+}
+
+/// Runs the command line over `servers`, the binary's registry, and returns its exit code:
+/// `fn main() -> ExitCode { mcpspec::cli::main(vec![...]) }`. Logs go to stderr.
+pub fn main(servers: Vec<Server>) -> ExitCode {
+    // Help and errors name the binary as it was invoked.
+    let name = std::env::args_os()
+        .next()
+        .and_then(|a| {
+            std::path::Path::new(&a)
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "mcpspec".into());
+    // Once per process: clap keeps the names for the life of the program.
+    let name: &'static str = Box::leak(name.into_boxed_str());
+    let matches = Cli::command().name(name).bin_name(name).get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
+    // A served session logs every call by default (stderr is the client's log); the one-shot
+    // commands print their own output and log only warnings.
+    let default = match cli.command {
+        Cmd::Serve { .. } => "warn,mcpspec=info,server=info",
+        _ => "warn",
+    };
+    let filter = std::env::var("MCPSPEC_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .unwrap_or_else(|_| default.into());
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter));
+    if std::env::var("MCPSPEC_LOG_FORMAT").as_deref() == Ok("json") {
+        subscriber.json().init();
+    } else {
+        subscriber.init();
+    }
+    match run(cli, servers) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli, mut servers: Vec<Server>) -> Result<ExitCode> {
+    match cli.command {
+        Cmd::Serve {
+            server,
+            db,
+            read_only,
+            http,
+        } => {
+            let server = find(&mut servers, &server)?;
+            // The HTTP options are checked before the database is opened.
+            let options = match http.http {
+                Some(addr) => Some((addr, http_options(&http)?)),
+                None => None,
+            };
+            let engine = start(server, db.as_deref(), read_only)?;
+            match options {
+                Some((addr, options)) => serve_http(engine, addr, options)?,
+                None => serve(engine)?,
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Call {
+            server,
+            tool,
+            arguments,
+            db,
+            read_only,
+        } => {
+            let server = find(&mut servers, &server)?;
+            let def = server.def;
+            let args: serde_json::Value =
+                serde_json::from_str(&arguments).context("the arguments are not valid JSON")?;
+            let engine = start(server, db.as_deref(), read_only)?;
+            let outcome = engine.call(&tool, Some(&args));
+            let failed = outcome.is_err();
+            match outcome {
+                Ok(s) => println!("{}", serde_json::to_string_pretty(&s.structured)?),
+                Err(CallError::Tool(e)) => {
+                    println!("{}", serde_json::to_string_pretty(&e.to_json())?)
+                }
+                Err(CallError::Rpc(e)) => {
+                    let v =
+                        serde_json::json!({"code": e.code, "message": e.message, "data": e.data});
+                    println!("{}", serde_json::to_string_pretty(&v)?)
+                }
+                Err(other) => {
+                    let e = crate::protocol::to_result(Err(other), def)
+                        .err()
+                        .map(|e| e.message.into_owned());
+                    return Err(anyhow!(e.unwrap_or_default()));
+                }
+            }
+            Ok(if failed {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        Cmd::Init { server, db, sample } => {
+            let def = find(&mut servers, &server)?.def;
+            let database = def.database.as_ref().ok_or_else(|| {
+                anyhow!(
+                    "the `{}` server has no database; it works on the project in its working directory",
+                    def.name
+                )
+            })?;
+            db::init(database, &db, sample)?;
+            println!(
+                "created {} for `{}`{}",
+                db.display(),
+                def.name,
+                if sample && database.sample.is_some() {
+                    " with sample rows"
+                } else {
+                    ""
+                }
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Demo { server } => {
+            let def = find(&mut servers, &server)?.def;
+            let exe = std::env::current_exe().context("locating the mcpspec binary")?;
+            demo::run(def, &exe, &mut std::io::stdout().lock())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::List => {
+            servers.sort_by_key(|s| s.def.name);
+            for s in servers.iter().map(|s| s.def) {
+                println!(
+                    "{} {} ({}, {} tools)",
+                    s.name,
+                    s.version,
+                    s.spec_file,
+                    s.tools.len()
+                );
+                for t in s.tools {
+                    // The published annotations, which handler tools declare themselves.
+                    let kind = if t.annotations.destructive {
+                        "destructive"
+                    } else if t.annotations.read_only {
+                        "read"
+                    } else {
+                        "write"
+                    };
+                    println!("  {:<24} {kind:<11} {}", t.name, t.title.unwrap_or(""));
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Setup { server, flags } => run_setup(find(&mut servers, &server)?.def, flags),
+    }
+}
+
+/// The flags of `mcpspec setup`.
+#[derive(clap::Args)]
+struct SetupFlags {
+    /// The Claude Desktop config; this system's usual place by default.
+    #[arg(long)]
+    config_path: Option<PathBuf>,
+    /// The downstream list the proxy reads; by default where the spec's `proxy.config`
+    /// points (its environment variable, else its default path).
+    #[arg(long)]
+    proxy_config: Option<PathBuf>,
+    /// The database the proxy uses; the spec's environment variable or default path.
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// The servers to proxy, by name (comma-separated); asked interactively otherwise.
+    #[arg(long, value_delimiter = ',')]
+    servers: Vec<String>,
+    /// Proxy every server of the config.
+    #[arg(long, conflicts_with = "servers")]
+    all: bool,
+    /// Show the change and write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Write without asking.
+    #[arg(long, short)]
+    yes: bool,
+}
+
+fn ask(question: &str) -> Result<String> {
+    use std::io::Write;
+    print!("{question}");
+    std::io::stdout().flush()?;
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer)?;
+    Ok(answer)
+}
+
+/// `mcpspec setup`: the PRD's setup-mcp steps, with flags for every question so that it runs
+/// unattended too.
+fn run_setup(def: &'static ServerDef, f: SetupFlags) -> Result<ExitCode> {
+    use std::io::IsTerminal;
+    let proxy = def.proxy.as_ref().ok_or_else(|| {
+        anyhow!(
+            "`{}` is not a proxy server: its spec has no `proxy:` section",
+            def.name
+        )
+    })?;
+    let config = proxy.config.as_ref().ok_or_else(|| {
+        anyhow!(
+            "the proxy of `{}` reads no downstream list (`proxy.config`)",
+            def.name
+        )
+    })?;
+    let desktop = match f.config_path {
+        Some(p) => p,
+        None => setup::desktop_config_path().ok_or_else(|| {
+            anyhow!("no Claude Desktop config location on this system; pass --config-path")
+        })?,
+    };
+    let text = std::fs::read_to_string(&desktop)
+        .with_context(|| format!("reading the Claude Desktop config {}", desktop.display()))?;
+    let listed = setup::list(&desktop, &text)?;
+    let database = match &def.database {
+        Some(d) => Some((d, std::path::absolute(db::resolve(d, f.db.as_deref())?.0)?)),
+        None => None,
+    };
+    // The downstream list goes where the server will look for it: the flag, else the spec's
+    // environment variable or default path, which the Desktop entry then names explicitly.
+    let proxy_path = match f.proxy_config.or_else(|| crate::proxy::config_path(config)) {
+        Some(p) => std::path::absolute(p)?,
+        None => {
+            return Err(anyhow!(
+                "no default downstream list on this system; pass --proxy-config"
+            ));
+        }
+    };
+    println!("Claude Desktop config: {}", desktop.display());
+    let offered: Vec<&setup::Listed> = listed.iter().filter(|l| !l.is_proxy).collect();
+    for (i, l) in offered.iter().enumerate() {
+        let mark = if f.all || f.servers.contains(&l.name) {
+            "x"
+        } else {
+            " "
+        };
+        println!(
+            "  [{mark}] {}. {}  ({} {})",
+            i + 1,
+            l.name,
+            l.command,
+            l.args.join(" ")
+        );
+    }
+    let chosen = if f.all {
+        offered.iter().map(|l| l.name.clone()).collect()
+    } else if !f.servers.is_empty() {
+        f.servers
+    } else if std::io::stdin().is_terminal() {
+        let answer = ask("Proxy which servers? (numbers or names, or `all`): ")?;
+        setup::parse_choice(&answer, &listed).map_err(|e| anyhow!(e))?
+    } else {
+        return Err(setup::SetupError::NothingChosen.into());
+    };
+    let exe = std::env::current_exe().context("locating the mcpspec binary")?;
+    let mut args = vec!["serve".to_string(), def.name.to_string()];
+    if let (Some(_), Some((_, path))) = (&f.db, &database) {
+        args.extend(["--db".to_string(), path.display().to_string()]);
+    }
+    let entry = setup::ProxyEntry {
+        command: exe.display().to_string(),
+        args,
+        env: config
+            .env
+            .map(|var| (var.to_string(), proxy_path.display().to_string()))
+            .into_iter()
+            .collect(),
+    };
+    let plan = setup::plan(&desktop, &proxy_path, &chosen, &entry)?;
+    println!("\n{}", plan.diff());
+    if f.dry_run {
+        println!("dry run: nothing was written");
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !f.yes {
+        if !std::io::stdin().is_terminal() {
+            return Err(anyhow!(
+                "not a terminal: pass --yes to write without asking, or --dry-run"
+            ));
+        }
+        let answer = ask("Write these changes? [y/N] ")?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            println!("nothing was written");
+            return Ok(ExitCode::FAILURE);
+        }
+    }
+    if let Some((d, path)) = &database
+        && !path.exists()
+    {
+        db::init(d, path, false)?;
+        println!("created {}", path.display());
+    }
+    let backup = plan.apply()?;
+    println!(
+        "wrote {} (backup: {})",
+        plan.desktop_path.display(),
+        backup.display()
+    );
+    println!("wrote {}", plan.proxy_path.display());
+    println!("\nRestart Claude Desktop.");
+    if let Some(text) = setup::system_prompt(def) {
+        println!("Then paste this into the project's instructions:\n\n{text}");
+    }
+    println!(
+        "Note: hints arrive with the result of the call they are about, after it ran; guards \
+         block before the call is forwarded. Use a guard where acting first would do harm."
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn http_options(args: &HttpArgs) -> Result<crate::transport::http::HttpOptions> {
+    let max_body_bytes = match args.max_body_bytes {
+        Some(0) => return Err(anyhow!("--max-body-bytes must be positive")),
+        Some(n) => n,
+        None => match env_number("MCPSPEC_HTTP_MAX_BODY_BYTES")? {
+            Some(n) => usize::try_from(n)?,
+            None => limits()?.max_argument_bytes,
+        },
+    };
+    let options = crate::transport::http::HttpOptions {
+        token: token(args)?,
+        allow_hosts: args.allow_host.clone(),
+        allow_origins: args.allow_origin.clone(),
+        max_body_bytes,
+        drain_timeout: drain_timeout()?,
+    };
+    if let Some(addr) = args.http
+        && options.token.is_none()
+        && !crate::transport::http::is_loopback(&addr)
+    {
+        return Err(crate::transport::http::HttpError::Unprotected(addr).into());
+    }
+    Ok(options)
+}
+
+fn drain_timeout() -> Result<Duration> {
+    Ok(Duration::from_secs(
+        env_number("MCPSPEC_SHUTDOWN_TIMEOUT_SECS")?.unwrap_or(30),
+    ))
+}
+
+/// Starts a proxy spec's downstream servers before the first request, so that the first
+/// `tools/list` already has their tools.
+async fn start_proxy(
+    engine: &std::sync::Arc<Engine>,
+) -> Result<Option<std::sync::Arc<crate::proxy::Proxy>>> {
+    Ok(match &engine.def.proxy {
+        Some(def) => {
+            let own = crate::protocol::tools(engine.def);
+            Some(crate::proxy::Proxy::start(def, engine.clone(), &own).await?)
+        }
+        None => None,
+    })
+}
+
+/// Serves Streamable HTTP until SIGTERM/SIGINT arrives, then drains like the stdio path.
+fn serve_http(
+    engine: std::sync::Arc<Engine>,
+    addr: std::net::SocketAddr,
+    options: crate::transport::http::HttpOptions,
+) -> Result<()> {
+    // As for stdio, one thread runs the protocol and SQLite work goes to the blocking pool.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .max_blocking_threads(8)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let listener = crate::transport::http::bind(addr, &options).await?;
+        let bound = listener.local_addr()?;
+        // Tests and scripts read the port from this line; keep its wording stable.
+        eprintln!(
+            "mcpspec: listening on http://{bound}{}",
+            crate::transport::http::ENDPOINT
+        );
+        let proxy = start_proxy(&engine).await?;
+        let jobs = crate::startup::spawn(engine.clone());
+        let handler = crate::protocol::McpServer::with_proxy(engine, proxy.clone());
+        let served = crate::transport::http::serve(listener, handler, options, async {
+            shutdown_signal().await;
+            tracing::info!("signal received; finishing calls in flight");
+        })
+        .await;
+        jobs.cancel();
+        // Every downstream process is stopped and reaped before the server exits.
+        if let Some(p) = proxy {
+            p.shutdown(drain_timeout()?).await;
+        }
+        served?;
+        Ok::<(), anyhow::Error>(())
+    })?;
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Serves until stdin closes or SIGTERM/SIGINT arrives.
+fn serve(engine: std::sync::Arc<Engine>) -> Result<()> {
+    let drain = drain_timeout()?;
+    // One thread runs the protocol; SQLite work goes to the blocking pool and stdio to the
+    // transport's own threads, so a multi-threaded scheduler would only add wake-ups.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .max_blocking_threads(8)
+        .enable_all()
+        .build()?;
+    let (transport, writer) = crate::transport::stdio::StdioTransport::stdio();
+    runtime.block_on(async move {
+        let transport = transport.with_drain_timeout(drain);
+        // On SIGTERM or SIGINT the transport stops reading and waits for the calls in flight,
+        // as when stdin closes, so their answers still reach the client.
+        let stop = transport.stop_handle();
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            tracing::info!("signal received; finishing calls in flight");
+            stop.stop();
+        });
+        let proxy = start_proxy(&engine).await?;
+        let jobs = crate::startup::spawn(engine.clone());
+        let handler = crate::protocol::McpServer::with_proxy(engine, proxy.clone());
+        let session = match rmcp::serve_server(handler, transport).await {
+            Ok(running) => running
+                .waiting()
+                .await
+                .map(|_| ())
+                .map_err(|e| anyhow!("the MCP session ended with an error: {e}")),
+            Err(e) => Err(anyhow!("the MCP session failed to start: {e}")),
+        };
+        jobs.cancel();
+        // Every downstream process is stopped before the server exits, within the timeout.
+        if let Some(p) = proxy {
+            p.shutdown(drain).await;
+        }
+        session
+    })?;
+    // Calls still running after the drain timeout are abandoned rather than awaited forever;
+    // the database closes when the engine is dropped.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    // Every answer queued before the session ended reaches stdout before the process exits.
+    let _ = writer.join();
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,61 @@
+//! The mcpspec runtime: everything a server compiled from a YAML spec needs to run as an MCP
+//! server. It knows no particular server: a binary hands it the generated definitions
+//! ([`def::ServerDef`]) and its handlers, and [`cli::main`] serves them.
+//!
+//! - [`def`]: the table types the generated code fills; [`handler`]: what Rust handlers
+//!   receive and return.
+//! - [`engine`]: validates arguments and runs calls; [`content`] reads resources and renders
+//!   prompts; [`transform`] shapes derived parameters; [`startup`] runs a spec's start-up jobs.
+//! - [`backend`]: the database seam; [`backend::sqlite`] is its embedded implementation.
+//! - [`protocol`]: the MCP surface on rmcp, with [`protocol::jsonrpc`] for messages that do
+//!   not parse; [`transport::stdio`] and [`transport::http`] carry it.
+//! - [`proxy`]: downstream servers (each over a [`proxy::downlink`]) and a spec's interceptor.
+//! - [`confine`] keeps handlers' paths inside their project; [`confirm`] asks the person before
+//!   destructive calls; [`numbers`] refuses integers that do not fit `i64`.
+//! - [`client`]: a small MCP client over stdio and HTTP, for demos, tests and benchmarks.
+//! - [`cli`]: the command line a server binary runs (`serve`, `call`, `init`, `demo`, `list`,
+//!   `setup`), with the registry of [`Server`]s it serves.
+
+// Generated code names this crate as `::mcpspec` so that it compiles both here and in users'
+// crates.
+extern crate self as mcpspec;
+
+pub mod backend;
+pub mod cli;
+pub mod client;
+pub mod confine;
+pub mod confirm;
+pub mod content;
+pub mod def;
+pub mod engine;
+pub mod handler;
+pub mod numbers;
+pub mod protocol;
+pub mod proxy;
+pub mod startup;
+pub mod transform;
+pub mod transport;
+
+pub use cli::Server;
+
+/// Includes what [`codegen::compile_specs`](../codegen/fn.compile_specs.html) generated in a
+/// build script: one module per spec and `SERVERS`, the list of every definition.
+///
+/// ```ignore
+/// mod generated {
+///     mcpspec::include_specs!();
+/// }
+/// ```
+#[macro_export]
+macro_rules! include_specs {
+    () => {
+        include!(concat!(env!("OUT_DIR"), "/generated/mod.rs"));
+    };
+}
+
+/// Crates the generated code refers to through this crate, so users need not depend on them.
+#[doc(hidden)]
+pub mod __private {
+    pub use serde;
+    pub use serde_json;
+}
