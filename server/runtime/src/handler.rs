@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use rusqlite::Connection;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -286,27 +285,41 @@ impl Context {
         }
     }
 
-    /// The server's database file, when it has one.
-    pub fn database_path(&self) -> Option<&Path> {
-        self.pool.as_deref().map(Pool::path)
-    }
-
-    /// Runs `f` on a reader connection of the server's database.
-    pub fn read<T>(&self, f: impl FnOnce(&mut Connection) -> T) -> Result<T, HandlerError> {
+    /// The server's SQLite database, for a handler that works on it directly: the explicit
+    /// way from the backend-neutral handler API to SQLite's own connection.
+    pub fn sqlite(&self) -> Result<Sqlite<'_>, HandlerError> {
         match &self.pool {
-            Some(p) => Ok(p.read(f)),
+            Some(pool) => Ok(Sqlite { pool }),
             None => Err(HandlerError::internal("the server declares no database")),
         }
     }
+}
 
-    /// Runs `f` on the writer connection of the server's database.
-    pub fn write<T>(&self, f: impl FnOnce(&mut Connection) -> T) -> Result<T, HandlerError> {
-        match &self.pool {
-            Some(p) => p
-                .write(f)
-                .ok_or_else(|| HandlerError::new("READ_ONLY").message("the server is read-only")),
-            None => Err(HandlerError::internal("the server declares no database")),
-        }
+/// A handler's access to the server's SQLite database (see [`Context::sqlite`]).
+#[derive(Clone, Copy)]
+pub struct Sqlite<'a> {
+    pool: &'a Pool,
+}
+
+impl Sqlite<'_> {
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        self.pool.path()
+    }
+
+    /// Runs `f` on a reader connection.
+    pub fn read<T>(&self, f: impl FnOnce(&mut rusqlite::Connection) -> T) -> T {
+        self.pool.read(f)
+    }
+
+    /// Runs `f` on the writer connection; `READ_ONLY` when the server runs read-only.
+    pub fn write<T>(
+        &self,
+        f: impl FnOnce(&mut rusqlite::Connection) -> T,
+    ) -> Result<T, HandlerError> {
+        self.pool
+            .write(f)
+            .ok_or_else(|| HandlerError::new("READ_ONLY").message("the server is read-only"))
     }
 }
 

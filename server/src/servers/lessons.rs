@@ -241,7 +241,7 @@ fn rebuild(conn: &Connection) -> Result<i64> {
 /// temporary file and renamed so that a reader never sees half a file. A failure to write is
 /// logged and leaves the database build in place.
 fn write_manifest_file(ctx: &Context, conn: &Connection) -> Option<String> {
-    let dir = ctx.database_path()?.parent()?.to_path_buf();
+    let dir = ctx.sqlite().ok()?.path().parent()?.to_path_buf();
     let result = (|| -> std::result::Result<(), Box<dyn std::error::Error>> {
         let mut stmt = conn.prepare(
             "SELECT slug, type, tool_names, command_patterns, path_patterns, scope, tags, message \
@@ -280,7 +280,7 @@ fn write_and_build<T>(
     ctx: &Context,
     f: impl FnOnce(&Connection) -> Result<T>,
 ) -> Result<(T, Built)> {
-    ctx.write(|conn| {
+    ctx.sqlite()?.write(|conn| {
         let tx = conn.transaction().map_err(db_error)?;
         let out = f(&tx)?;
         let lessons = rebuild(&tx)?;
@@ -1005,6 +1005,7 @@ impl LessonsDoctorHandler for Lessons {
         _: args::LessonsDoctor,
     ) -> Result<outputs::LessonsDoctor> {
         let (lessons, manifest, today) = ctx
+            .sqlite()?
             .read(|conn| -> rusqlite::Result<_> {
                 let lessons = all_lessons(conn)?;
                 let mut stmt = conn.prepare("SELECT slug FROM lesson_manifest")?;
@@ -1013,7 +1014,7 @@ impl LessonsDoctorHandler for Lessons {
                     .collect::<rusqlite::Result<_>>()?;
                 let today: String = conn.query_row("SELECT date('now')", [], |r| r.get(0))?;
                 Ok((lessons, manifest, day_number(&today)))
-            })?
+            })
             .map_err(db_error)?;
         let checks: Vec<outputs::LessonsDoctorChecksItem> = doctor(&lessons, &manifest, today)
             .into_iter()
@@ -1101,7 +1102,10 @@ impl LessonsConfigGetHandler for Lessons {
         ctx: &Context,
         _: args::LessonsConfigGet,
     ) -> Result<outputs::LessonsConfigGet> {
-        let c = ctx.read(|conn| read_config(conn))?.map_err(db_error)?;
+        let c = ctx
+            .sqlite()?
+            .read(|conn| read_config(conn))
+            .map_err(db_error)?;
         Ok(config_out(c))
     }
 }
@@ -1129,6 +1133,7 @@ impl LessonsConfigSetHandler for Lessons {
                 .with("key", a.key.clone()));
         }
         let c = ctx
+            .sqlite()?
             .write(|conn| -> rusqlite::Result<Config> {
                 conn.execute(
                     "INSERT INTO settings (key, value) VALUES (?1, ?2) \
@@ -1261,7 +1266,10 @@ fn read_from(path: &Path, from: u64) -> std::io::Result<(String, u64, u64)> {
 
 impl LessonsScanHandler for Lessons {
     fn lessons_scan(&self, ctx: &Context, a: args::LessonsScan) -> Result<outputs::LessonsScan> {
-        let config = ctx.read(|conn| read_config(conn))?.map_err(db_error)?;
+        let config = ctx
+            .sqlite()?
+            .read(|conn| read_config(conn))
+            .map_err(db_error)?;
         let dir = sessions_dir(ctx, a.dir.as_deref(), &config)?;
         let files = session_files(&dir, usize::try_from(config.max_files).unwrap_or(500));
         let mut out = outputs::LessonsScan {
@@ -1282,7 +1290,7 @@ impl LessonsScanHandler for Lessons {
             let from = if a.full {
                 0
             } else {
-                ctx.read(|conn| scanned_up_to(conn, &key))??
+                ctx.sqlite()?.read(|conn| scanned_up_to(conn, &key))?
             };
             // Reading and analysing the file takes no connection; the writer is held only
             // for one file's records, so a long scan (the start-up job's, say) never holds
@@ -1291,7 +1299,8 @@ impl LessonsScanHandler for Lessons {
                 continue;
             };
             out.files += 1;
-            ctx.write(|conn| record_scan(conn, &key, &scan, &mut out))??;
+            ctx.sqlite()?
+                .write(|conn| record_scan(conn, &key, &scan, &mut out))??;
         }
         Ok(out)
     }
