@@ -12,6 +12,7 @@ mod knowledge;
 mod laminark;
 mod lessons;
 mod lessons_scan;
+mod new;
 mod pm;
 mod protocol;
 mod proxy;

@@ -240,9 +240,22 @@ fn start(
     Ok(engine)
 }
 
+/// A subcommand a binary adds to the runtime's own (the `mcpspec` binary adds `new`).
+pub struct Extra {
+    /// Its name, arguments and help, as clap shows them.
+    pub command: clap::Command,
+    /// Runs it with its parsed arguments.
+    pub run: fn(&clap::ArgMatches) -> Result<ExitCode>,
+}
+
 /// Runs the command line over `servers`, the binary's registry, and returns its exit code:
 /// `fn main() -> ExitCode { mcpspec::cli::main(vec![...]) }`. Logs go to stderr.
 pub fn main(servers: Vec<Server>) -> ExitCode {
+    main_with(servers, Vec::new())
+}
+
+/// Like [`main`], with the binary's own subcommands beside the runtime's.
+pub fn main_with(servers: Vec<Server>, extras: Vec<Extra>) -> ExitCode {
     // Help and errors name the binary as it was invoked.
     let name = std::env::args_os()
         .next()
@@ -254,17 +267,33 @@ pub fn main(servers: Vec<Server>) -> ExitCode {
         .unwrap_or_else(|| "mcpspec".into());
     // Once per process: clap keeps the names for the life of the program.
     let name: &'static str = Box::leak(name.into_boxed_str());
-    let matches = Cli::command().name(name).bin_name(name).get_matches();
+    let mut command = Cli::command().name(name).bin_name(name);
+    for e in &extras {
+        command = command.subcommand(e.command.clone());
+    }
+    let matches = command.get_matches();
+    if let Some((sub, args)) = matches.subcommand()
+        && let Some(extra) = extras.iter().find(|e| e.command.get_name() == sub)
+    {
+        init_logging("warn");
+        return exit_code((extra.run)(args));
+    }
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
     // A served session logs every call by default (stderr is the client's log); the one-shot
     // commands print their own output and log only warnings.
-    let default = match cli.command {
+    init_logging(match cli.command {
         Cmd::Serve { .. } => "warn,mcpspec=info,server=info",
         _ => "warn",
-    };
+    });
+    exit_code(run(cli, servers))
+}
+
+/// Logs to stderr, filtered by MCPSPEC_LOG (or RUST_LOG), else by `default`; JSON lines when
+/// MCPSPEC_LOG_FORMAT=json.
+fn init_logging(default: &str) {
     let filter = std::env::var("MCPSPEC_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
         .unwrap_or_else(|_| default.into());
@@ -277,7 +306,11 @@ pub fn main(servers: Vec<Server>) -> ExitCode {
     } else {
         subscriber.init();
     }
-    match run(cli, servers) {
+}
+
+/// A command's exit code; a failure is printed as `error: ...` and exits 2.
+fn exit_code(outcome: Result<ExitCode>) -> ExitCode {
+    match outcome {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
