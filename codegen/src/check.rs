@@ -541,7 +541,7 @@ pub fn check_repo(root: &Path, spec_dir: &Path, live: Option<(&str, &Connection)
 /// Whether the project at `root` keeps the rendered file `path`: every project keeps its
 /// servers' docs; only mcpspec's own checkout (where `codegen/` is) keeps the editor schema.
 pub fn owns(root: &Path, path: &Path) -> bool {
-    path != Path::new(crate::EDITOR_SCHEMA_PATH) || root.join("codegen/Cargo.toml").is_file()
+    path != Path::new(crate::EDITOR_SCHEMA_PATH) || root.join("codegen").is_dir()
 }
 
 /// Checks every input schema against the meta-schema, and every default against its property.

@@ -5,6 +5,7 @@
 
 pub mod new;
 pub mod servers;
+pub mod setup;
 
 /// The servers compiled from `spec/` at build time.
 #[allow(clippy::all, missing_docs)]

@@ -1,12 +1,19 @@
 //! The `mcpspec` command: the runtime's command line over the five seed servers, plus `new`,
-//! which scaffolds a crate of one's own.
+//! which scaffolds a crate of one's own, and `setup`, which puts the lessons proxy in front of
+//! Claude Desktop's servers.
 
 fn main() -> std::process::ExitCode {
     mcpspec::cli::main_with(
         server::servers::seeds(),
-        vec![mcpspec::cli::Extra {
-            command: server::new::command(),
-            run: server::new::run,
-        }],
+        vec![
+            mcpspec::cli::Extra {
+                command: server::new::command(),
+                run: server::new::run,
+            },
+            mcpspec::cli::Extra {
+                command: server::setup::command(),
+                run: server::setup::run,
+            },
+        ],
     )
 }

@@ -1624,15 +1624,15 @@ mod tests {
     #[test]
     fn drift_says_which_side_to_fix() {
         use crate::def::{DatabaseDef, ServerDef};
-        let studio = &basic::SERVER;
-        assert!(super::which_side(studio).starts_with("the database differs"));
-        let db = studio.database.as_ref().expect("studio has a database");
+        let basic = &basic::SERVER;
+        assert!(super::which_side(basic).starts_with("the database differs"));
+        let db = basic.database.as_ref().expect("basic has a database");
         let broken: &'static ServerDef = Box::leak(Box::new(ServerDef {
-            name: studio.name,
-            version: studio.version,
-            title: studio.title,
-            instructions: studio.instructions,
-            spec_file: studio.spec_file,
+            name: basic.name,
+            version: basic.version,
+            title: basic.title,
+            instructions: basic.instructions,
+            spec_file: basic.spec_file,
             database: Some(DatabaseDef {
                 env: db.env,
                 default_linux: db.default_linux,
@@ -1646,11 +1646,11 @@ mod tests {
             proxy: None,
             demo: &[],
             startup: &[],
-            tools: studio.tools,
-            error_codes: studio.error_codes,
-            errors: studio.errors,
-            resources: studio.resources,
-            prompts: studio.prompts,
+            tools: basic.tools,
+            error_codes: basic.error_codes,
+            errors: basic.errors,
+            resources: basic.resources,
+            prompts: basic.prompts,
         }));
         let fix = super::which_side(broken);
         assert!(fix.starts_with("the spec is wrong"), "{fix}");

@@ -511,8 +511,8 @@ mod tests {
         // SAFETY-free: the test reads, it does not set, the environment.
         let home = std::env::var("HOME").unwrap_or_default();
         assert_eq!(
-            expand("~/x/studio.db"),
-            PathBuf::from(format!("{home}/x/studio.db"))
+            expand("~/x/notes.db"),
+            PathBuf::from(format!("{home}/x/notes.db"))
         );
         assert_eq!(expand("/abs/path.db"), PathBuf::from("/abs/path.db"));
         let path = std::env::var("PATH").unwrap_or_default();

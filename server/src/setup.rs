@@ -8,13 +8,18 @@
 //! Desktop config is kept, so the diff shows only what changes.
 
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, anyhow};
+use mcpspec::backend::sqlite as db;
+use mcpspec::def::ServerDef;
 
 use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
-#[path = "../../../../codegen/src/textdiff.rs"]
+#[path = "../../codegen/src/textdiff.rs"]
 mod textdiff;
 
 /// The key under which the proxy is registered in the Desktop config.
@@ -279,7 +284,7 @@ impl Plan {
 }
 
 fn write(path: &Path, text: &str) -> Result<(), SetupError> {
-    crate::handler::replace_file(path, text.as_bytes()).map_err(|e| SetupError::Write {
+    mcpspec::handler::replace_file(path, text.as_bytes()).map_err(|e| SetupError::Write {
         path: path.display().to_string(),
         reason: e.to_string(),
     })
@@ -444,11 +449,201 @@ pub fn parse_choice(answer: &str, listed: &[Listed]) -> Result<Vec<String>, Stri
 pub const SYSTEM_PROMPT_RESOURCE: &str = "system-prompt";
 
 /// The static text of the server's system-prompt resource, when it declares one.
-pub fn system_prompt(def: &crate::def::ServerDef) -> Option<&'static str> {
+pub fn system_prompt(def: &mcpspec::def::ServerDef) -> Option<&'static str> {
     def.resources
         .iter()
         .find(|r| r.name == SYSTEM_PROMPT_RESOURCE && r.content.statement.is_none())
         .and_then(|r| r.content.template)
+}
+
+/// `mcpspec setup <server>`: the parsed command line.
+#[derive(clap::Parser)]
+#[command(
+    name = "setup",
+    about = "Put a proxy server (`lessons`) in front of the MCP servers of Claude Desktop's config: shows a diff, writes only after confirmation, keeps a backup"
+)]
+struct SetupCommand {
+    server: String,
+    #[command(flatten)]
+    flags: SetupFlags,
+}
+
+/// The `setup` subcommand, for the `mcpspec` binary's command line.
+pub fn command() -> clap::Command {
+    <SetupCommand as clap::CommandFactory>::command()
+}
+
+/// Runs `mcpspec setup` on one of the seed servers.
+pub fn run(m: &clap::ArgMatches) -> Result<ExitCode> {
+    let c = <SetupCommand as clap::FromArgMatches>::from_arg_matches(m)?;
+    let def = crate::server(&c.server)
+        .filter(|d| {
+            crate::servers::seeds()
+                .iter()
+                .any(|s| s.def().name == d.name)
+        })
+        .ok_or_else(|| anyhow!("no server named `{}`", c.server))?;
+    run_setup(def, c.flags)
+}
+
+/// The flags of `mcpspec setup`.
+#[derive(clap::Args)]
+struct SetupFlags {
+    /// The Claude Desktop config; this system's usual place by default.
+    #[arg(long)]
+    config_path: Option<PathBuf>,
+    /// The downstream list the proxy reads; by default where the spec's `proxy.config`
+    /// points (its environment variable, else its default path).
+    #[arg(long)]
+    proxy_config: Option<PathBuf>,
+    /// The database the proxy uses; the spec's environment variable or default path.
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// The servers to proxy, by name (comma-separated); asked interactively otherwise.
+    #[arg(long, value_delimiter = ',')]
+    servers: Vec<String>,
+    /// Proxy every server of the config.
+    #[arg(long, conflicts_with = "servers")]
+    all: bool,
+    /// Show the change and write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Write without asking.
+    #[arg(long, short)]
+    yes: bool,
+}
+
+fn ask(question: &str) -> Result<String> {
+    use std::io::Write;
+    print!("{question}");
+    std::io::stdout().flush()?;
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer)?;
+    Ok(answer)
+}
+
+/// `mcpspec setup`: the PRD's setup-mcp steps, with flags for every question so that it runs
+/// unattended too.
+fn run_setup(def: &'static ServerDef, f: SetupFlags) -> Result<ExitCode> {
+    use std::io::IsTerminal;
+    let proxy = def.proxy.as_ref().ok_or_else(|| {
+        anyhow!(
+            "`{}` is not a proxy server: its spec has no `proxy:` section",
+            def.name
+        )
+    })?;
+    let config = proxy.config.as_ref().ok_or_else(|| {
+        anyhow!(
+            "the proxy of `{}` reads no downstream list (`proxy.config`)",
+            def.name
+        )
+    })?;
+    let desktop = match f.config_path {
+        Some(p) => p,
+        None => desktop_config_path().ok_or_else(|| {
+            anyhow!("no Claude Desktop config location on this system; pass --config-path")
+        })?,
+    };
+    let text = std::fs::read_to_string(&desktop)
+        .with_context(|| format!("reading the Claude Desktop config {}", desktop.display()))?;
+    let listed = list(&desktop, &text)?;
+    let database = match &def.database {
+        Some(d) => Some((d, std::path::absolute(db::resolve(d, f.db.as_deref())?.0)?)),
+        None => None,
+    };
+    // The downstream list goes where the server will look for it: the flag, else the spec's
+    // environment variable or default path, which the Desktop entry then names explicitly.
+    let proxy_path = match f
+        .proxy_config
+        .or_else(|| mcpspec::proxy::config_path(config))
+    {
+        Some(p) => std::path::absolute(p)?,
+        None => {
+            return Err(anyhow!(
+                "no default downstream list on this system; pass --proxy-config"
+            ));
+        }
+    };
+    println!("Claude Desktop config: {}", desktop.display());
+    let offered: Vec<&Listed> = listed.iter().filter(|l| !l.is_proxy).collect();
+    for (i, l) in offered.iter().enumerate() {
+        let mark = if f.all || f.servers.contains(&l.name) {
+            "x"
+        } else {
+            " "
+        };
+        println!(
+            "  [{mark}] {}. {}  ({} {})",
+            i + 1,
+            l.name,
+            l.command,
+            l.args.join(" ")
+        );
+    }
+    let chosen = if f.all {
+        offered.iter().map(|l| l.name.clone()).collect()
+    } else if !f.servers.is_empty() {
+        f.servers
+    } else if std::io::stdin().is_terminal() {
+        let answer = ask("Proxy which servers? (numbers or names, or `all`): ")?;
+        parse_choice(&answer, &listed).map_err(|e| anyhow!(e))?
+    } else {
+        return Err(SetupError::NothingChosen.into());
+    };
+    let exe = std::env::current_exe().context("locating the mcpspec binary")?;
+    let mut args = vec!["serve".to_string(), def.name.to_string()];
+    if let (Some(_), Some((_, path))) = (&f.db, &database) {
+        args.extend(["--db".to_string(), path.display().to_string()]);
+    }
+    let entry = ProxyEntry {
+        command: exe.display().to_string(),
+        args,
+        env: config
+            .env
+            .map(|var| (var.to_string(), proxy_path.display().to_string()))
+            .into_iter()
+            .collect(),
+    };
+    let plan = plan(&desktop, &proxy_path, &chosen, &entry)?;
+    println!("\n{}", plan.diff());
+    if f.dry_run {
+        println!("dry run: nothing was written");
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !f.yes {
+        if !std::io::stdin().is_terminal() {
+            return Err(anyhow!(
+                "not a terminal: pass --yes to write without asking, or --dry-run"
+            ));
+        }
+        let answer = ask("Write these changes? [y/N] ")?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            println!("nothing was written");
+            return Ok(ExitCode::FAILURE);
+        }
+    }
+    if let Some((d, path)) = &database
+        && !path.exists()
+    {
+        db::init(d, path, false)?;
+        println!("created {}", path.display());
+    }
+    let backup = plan.apply()?;
+    println!(
+        "wrote {} (backup: {})",
+        plan.desktop_path.display(),
+        backup.display()
+    );
+    println!("wrote {}", plan.proxy_path.display());
+    println!("\nRestart Claude Desktop.");
+    if let Some(text) = system_prompt(def) {
+        println!("Then paste this into the project's instructions:\n\n{text}");
+    }
+    println!(
+        "Note: hints arrive with the result of the call they are about, after it ran; guards \
+         block before the call is forwarded. Use a guard where acting first would do harm."
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]
