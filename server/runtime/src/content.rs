@@ -9,13 +9,12 @@
 //! runs on the blocking pool. Failures become [`ContentError`]s that say nothing of SQL text or
 //! paths; the details go to the log.
 
-use crate::backend::Value as SqlValue;
+use crate::backend::{Value as SqlValue, ValueRef};
 use rmcp::model::{
     ArgumentInfo, CompletionContext, CompletionInfo, ContentBlock, ErrorCode, ErrorData,
     GetPromptResult, Prompt, PromptArgument, PromptMessage, Reference, Resource, ResourceContents,
     ResourceTemplate, Role,
 };
-use rusqlite::types::ValueRef;
 use serde_json::{Map, Value, json};
 
 use crate::def::{
@@ -550,40 +549,32 @@ pub fn complete(
     let Some(sql) = sql else {
         return Ok(CompletionInfo::default());
     };
-    let outcome = engine.with_reader(|conn| -> rusqlite::Result<(Vec<String>, bool)> {
-        let mut stmt = conn.prepare_cached(sql)?;
-        for i in 1..=stmt.parameter_count() {
-            let Some(full) = stmt.parameter_name(i) else {
-                continue;
-            };
-            let name = &full[1..];
-            let value = if name == "value" {
-                SqlValue::Text(argument.value.clone())
-            } else {
-                context
-                    .and_then(|c| c.get_argument(name))
-                    .map_or(SqlValue::Null, |v| SqlValue::Text(v.clone()))
-            };
-            stmt.raw_bind_parameter(i, value)?;
+    let bind = |name: &str| {
+        if name == "value" {
+            SqlValue::Text(argument.value.clone())
+        } else {
+            context
+                .and_then(|c| c.get_argument(name))
+                .map_or(SqlValue::Null, |v| SqlValue::Text(v.clone()))
         }
-        let mut rows = stmt.raw_query();
-        let mut values = Vec::new();
-        let mut more = false;
-        while let Some(row) = rows.next()? {
-            let v = match row.get_ref(0)? {
-                ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
-                ValueRef::Integer(i) => i.to_string(),
-                ValueRef::Real(f) => f.to_string(),
-                ValueRef::Null | ValueRef::Blob(_) => continue,
-            };
-            if values.len() == MAX_COMPLETIONS {
-                more = true;
-                break;
-            }
-            values.push(v);
+    };
+    let mut values = Vec::new();
+    let mut more = false;
+    let outcome = engine.read_rows(sql, &bind, &mut |_, row| {
+        let v = match row.value(0) {
+            ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+            ValueRef::Integer(i) => i.to_string(),
+            ValueRef::Real(f) => f.to_string(),
+            ValueRef::Null | ValueRef::Blob(_) => return true,
+        };
+        if values.len() == MAX_COMPLETIONS {
+            more = true;
+            return false;
         }
-        Ok((values, more))
+        values.push(v);
+        true
     });
+    let outcome = outcome.map(|r| r.map(|()| (values, more)));
     match outcome {
         Some(Ok((values, more))) => {
             let mut info = CompletionInfo::new(values).unwrap_or_default();
@@ -591,7 +582,7 @@ pub fn complete(
             Ok(info)
         }
         Some(Err(e)) => {
-            tracing::error!(argument = %argument.name, error = %e, "a completion query failed");
+            tracing::error!(argument = %argument.name, error = %e.message, "a completion query failed");
             Err(ContentError::Failed(format!(
                 "completing `{}` failed; details are in the server log",
                 argument.name

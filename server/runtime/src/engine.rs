@@ -11,12 +11,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::backend::Value as SqlValue;
-use rusqlite::types::ValueRef;
-use rusqlite::{Connection, Statement};
 use serde_json::{Map, Value, json};
 
-use crate::backend::sqlite::{DbError, Pool};
+use crate::backend::sqlite::DbError;
+use crate::backend::{Bind, Database, Failure, Row, Session, Stop, Value as SqlValue, ValueRef};
 use crate::def::{
     Arguments, BindingDef, ColumnDef, ColumnKind, EnvelopeDef, Mode, RuleKindDef, ServerDef,
     StatementDef, ToolDef,
@@ -170,7 +168,7 @@ impl Job {
 pub struct Engine {
     pub def: &'static ServerDef,
     /// Absent for a server without a database.
-    pool: Option<Arc<Pool>>,
+    db: Option<Arc<Database>>,
     /// The server's handlers, when it has handler tools.
     dispatch: Option<Box<dyn Dispatch>>,
     /// The working directory at start-up, given to handlers.
@@ -224,8 +222,8 @@ impl Engine {
         handlers: Option<Box<dyn Dispatch>>,
     ) -> Result<Arc<Engine>, StartError> {
         let read_only = read_only || def.database.as_ref().is_some_and(|d| d.read_only);
-        let pool = match (&def.database, path) {
-            (Some(_), Some(p)) => Some(Arc::new(Pool::open(p, read_only)?)),
+        let db = match (&def.database, path) {
+            (Some(_), Some(p)) => Some(Arc::new(Database::open_sqlite(p, read_only)?)),
             (None, Some(_)) => return Err(StartError::NoDatabase { server: def.name }),
             (_, None) => None,
         };
@@ -329,8 +327,8 @@ impl Engine {
                 message,
             }
         })?;
-        if let (Some(pool), Some(path)) = (&pool, path) {
-            let drift = pool.read(|conn| drift(def, conn));
+        if let (Some(db), Some(path)) = (&db, path) {
+            let drift = db.drift(def);
             if !drift.is_empty() {
                 return Err(StartError::Drift {
                     path: path.display().to_string(),
@@ -342,7 +340,7 @@ impl Engine {
         }
         Ok(Arc::new(Engine {
             def,
-            pool,
+            db,
             dispatch,
             dir,
             tools,
@@ -371,34 +369,39 @@ impl Engine {
         args: &Arguments,
     ) -> Result<Value, ToolError> {
         let request = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let cancel = Arc::new(AtomicBool::new(false));
         let timeout = self.limits.call_timeout;
-        let deadline = Instant::now() + timeout;
-        let pool = self
-            .pool()
-            .map_err(|_| ToolError::new("INTERNAL_ERROR", "this server has no database"))?;
-        pool.read(|conn| {
-            self.run(job, conn, params, args, deadline, &cancel, request)
-                .map_err(|e| self.interrupted(job, e, &cancel, timeout))
-        })
+        let stop = Stop {
+            deadline: Instant::now() + timeout,
+            cancel: Arc::default(),
+        };
+        let db = self
+            .db
+            .as_deref()
+            .ok_or_else(|| ToolError::new("INTERNAL_ERROR", "this server has no database"))?;
+        self.run(db, job, params, args, &stop, request)
+            .map_err(|e| self.interrupted(job, e, &stop.cancel, timeout))
     }
 
-    /// Runs `f` on a pooled read-only connection under the call timeout; `None` without a
-    /// database.
-    pub fn with_reader<T>(&self, f: impl FnOnce(&Connection) -> T) -> Option<T> {
-        let pool = self.pool.as_deref()?;
-        let deadline = Instant::now() + self.limits.call_timeout;
-        Some(pool.read(|conn| {
-            let _ = conn.progress_handler(1_000, Some(move || Instant::now() > deadline));
-            let out = f(conn);
-            let _ = conn.progress_handler(0, None::<fn() -> bool>);
-            out
-        }))
+    /// Runs a read-only query on a pooled reader under the call timeout, calling `each` with
+    /// the column names and each row; `None` without a database.
+    pub fn read_rows(
+        &self,
+        sql: &str,
+        bind: crate::backend::Bind<'_>,
+        each: &mut dyn FnMut(&[&str], &dyn crate::backend::Row) -> bool,
+    ) -> Option<Result<(), crate::backend::Failure>> {
+        let stop = Stop {
+            deadline: Instant::now() + self.limits.call_timeout,
+            cancel: Arc::default(),
+        };
+        self.db
+            .as_deref()?
+            .job(false, false, &stop, |f| f, |s| s.query(sql, bind, each))
     }
 
-    /// The server's database pool, absent for a server without a database.
-    pub fn database(&self) -> Option<&Arc<Pool>> {
-        self.pool.as_ref()
+    /// The server's database, absent for a server without one.
+    pub fn database(&self) -> Option<&Arc<Database>> {
+        self.db.as_ref()
     }
 
     /// The working directory at start-up: the project the server works on.
@@ -762,37 +765,30 @@ impl Engine {
             .timeout_ms
             .map_or(self.limits.call_timeout, Duration::from_millis);
         let deadline = Instant::now() + timeout;
-        let run = |conn: &mut Connection| {
-            self.run(
-                Job::of(tool.def),
-                conn,
+        if tool.def.writes && self.read_only {
+            return Err(ToolError::new(
+                "READ_ONLY",
+                format!(
+                    "`{name}` changes the database, and this server is running read-only; restart it without --read-only to allow writes"
+                ),
+            )
+            .into());
+        }
+        let stop = Stop {
+            deadline,
+            cancel: cancel.clone(),
+        };
+        let job = Job::of(tool.def);
+        let out = self
+            .run(
+                self.db()?,
+                job,
                 &params,
                 shown.as_ref().unwrap_or(&args),
-                deadline,
-                cancel,
+                &stop,
                 request,
             )
-            .map_err(|e| self.interrupted(Job::of(tool.def), e, cancel, timeout))
-        };
-        let out = if tool.def.writes {
-            if self.read_only {
-                return Err(ToolError::new(
-                    "READ_ONLY",
-                    format!(
-                        "`{name}` changes the database, and this server is running read-only; restart it without --read-only to allow writes"
-                    ),
-                )
-                .into());
-            }
-            self.pool()?.write(run).unwrap_or_else(|| {
-                Err(ToolError::new(
-                    "READ_ONLY",
-                    "this server is running read-only",
-                ))
-            })
-        } else {
-            self.pool()?.read(run)
-        };
+            .map_err(|e| self.interrupted(job, e, cancel, timeout));
         let out = out.map_err(CallError::Tool)?;
         // A single `execute` that changed no rows fails only when a `no_change` rule maps it.
         if let BindingDef::Single(st) = &tool.def.binding
@@ -857,8 +853,8 @@ impl Engine {
         })
     }
 
-    fn pool(&self) -> Result<&Pool, CallError> {
-        self.pool.as_deref().ok_or_else(|| {
+    fn db(&self) -> Result<&Database, CallError> {
+        self.db.as_deref().ok_or_else(|| {
             CallError::Tool(ToolError::new(
                 "INTERNAL_ERROR",
                 "this server has no database",
@@ -883,7 +879,7 @@ impl Engine {
         let ctx = Context::for_call(
             self.dir.clone(),
             cancel.clone(),
-            self.pool.clone(),
+            self.db.clone(),
             link,
             request,
         );
@@ -926,7 +922,7 @@ impl Engine {
         let ctx = Context::for_call(
             self.dir.clone(),
             Arc::default(),
-            self.pool.clone(),
+            self.db.clone(),
             Link::default(),
             request,
         );
@@ -1009,184 +1005,170 @@ impl Engine {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Runs a job's statements on one session of `db`, in a transaction when it writes or
+    /// has several statements, and bounds the size of the result.
     fn run(
         &self,
+        db: &Database,
         job: Job,
-        conn: &mut Connection,
         params: &[(&'static str, SqlValue)],
         args: &Arguments,
-        deadline: Instant,
-        cancel: &Arc<AtomicBool>,
+        stop: &Stop,
         request: u64,
     ) -> Result<Value, ToolError> {
-        let stmts = job.statements;
-        if cancel.load(Ordering::Relaxed) {
+        if stop.cancel.load(Ordering::Relaxed) {
             return Err(ToolError::new("TIMEOUT", "cancelled before it started"));
         }
-        let flag = cancel.clone();
-        let _ = conn.progress_handler(
-            1_000,
-            Some(move || flag.load(Ordering::Relaxed) || Instant::now() > deadline),
-        );
-        let transactional = job.writes || stmts.len() > 1;
-        if transactional {
-            let begin = if job.writes {
-                "BEGIN IMMEDIATE"
-            } else {
-                "BEGIN"
-            };
-            conn.execute_batch(begin)
-                .map_err(|e| self.db_error(job, e, request))?;
-        }
-        let result = self
-            .run_statements(job, conn, params, args, request)
-            .and_then(|v| {
-                let size = approx_json_size(&v);
-                if size > self.limits.max_result_bytes {
-                    Err(ToolError {
-                        code: "RESULT_TOO_LARGE",
-                        message: format!(
-                            "the result of `{}` is about {size} bytes; the limit is {} bytes; ask for less",
-                            job.name, self.limits.max_result_bytes
-                        ),
-                        data: Some(json!({"size": size, "limit": self.limits.max_result_bytes})),
-                    })
-                } else {
-                    Ok(v)
-                }
-            });
-        if transactional {
-            let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
-            if let Err(e) = conn.execute_batch(end) {
-                let _ = conn.execute_batch("ROLLBACK");
-                let _ = conn.progress_handler(0, None::<fn() -> bool>);
-                return Err(self.db_error(job, e, request));
-            }
-        }
-        let _ = conn.progress_handler(0, None::<fn() -> bool>);
-        result
+        let transaction = job.writes || job.statements.len() > 1;
+        let fail = |f: Failure| self.db_error(job, f, request);
+        db.job(job.writes, transaction, stop, fail, |session| {
+            let v = self.run_statements(job, session, params, args, request)?;
+            self.within_result_limit(job, v)
+        })
+        .unwrap_or_else(|| {
+            Err(ToolError::new(
+                "READ_ONLY",
+                "this server is running read-only",
+            ))
+        })
     }
 
+    /// `v`, or `RESULT_TOO_LARGE` when it is larger than the result limit.
+    fn within_result_limit(&self, job: Job, v: Value) -> Result<Value, ToolError> {
+        let size = approx_json_size(&v);
+        if size <= self.limits.max_result_bytes {
+            return Ok(v);
+        }
+        Err(ToolError {
+            code: "RESULT_TOO_LARGE",
+            message: format!(
+                "the result of `{}` is about {size} bytes; the limit is {} bytes; ask for less",
+                job.name, self.limits.max_result_bytes
+            ),
+            data: Some(json!({"size": size, "limit": self.limits.max_result_bytes})),
+        })
+    }
+
+    /// Runs each statement in order; one statement's result is the tool's, several make an
+    /// object keyed by statement name. Rows of `one` statements feed later statements' binds.
     fn run_statements(
         &self,
         job: Job,
-        conn: &Connection,
+        session: &mut dyn Session,
         params: &[(&'static str, SqlValue)],
         args: &Arguments,
         request: u64,
     ) -> Result<Value, ToolError> {
-        let single = job.single;
         let mut composite = Map::new();
         let mut raw_rows: HashMap<&str, HashMap<String, SqlValue>> = HashMap::new();
         for st in job.statements {
-            let mut stmt = conn
-                .prepare_cached(st.sql)
-                .map_err(|e| self.db_error(job, e, request))?;
-            bind(&mut stmt, st, params, &raw_rows);
-            let order = column_order(&stmt, st);
+            let bind = |name: &str| bound(st, name, params, &raw_rows);
+            let fail = |f: Failure| self.db_error(job, f, request);
             let part = match st.mode {
                 Mode::Execute => {
-                    let changes = stmt
-                        .raw_execute()
-                        .map_err(|e| self.db_error(job, e, request))?;
-                    let out = if st.inserts {
-                        json!({"changes": changes, "last_insert_id": conn.last_insert_rowid()})
+                    let c = session.execute(st.sql, &bind).map_err(fail)?;
+                    if st.inserts {
+                        json!({"changes": c.changes, "last_insert_id": c.last_insert_id})
                     } else {
-                        json!({ "changes": changes })
-                    };
-                    if single {
-                        return Ok(out);
+                        json!({ "changes": c.changes })
                     }
-                    out
                 }
                 Mode::Many => {
-                    let mut rows = stmt.raw_query();
-                    let mut out = Vec::new();
-                    let mut truncated = false;
-                    // Rows are cut at the row cap or the size budget, whichever comes first,
-                    // leaving room for the envelope; the cut is flagged, never silent.
-                    let budget = self.limits.max_result_bytes.saturating_sub(4096);
-                    let mut size = 0;
-                    while let Some(row) = rows.next().map_err(|e| self.db_error(job, e, request))? {
-                        if out.len() >= st.max_rows as usize {
-                            truncated = true;
-                            break;
-                        }
-                        let row = Value::Object(row_json(row, &order));
-                        size += approx_json_size(&row) + 1;
-                        if size > budget {
-                            truncated = true;
-                            break;
-                        }
-                        out.push(row);
+                    let (rows, truncated) = self.many(session, st, &bind).map_err(fail)?;
+                    if job.single {
+                        return Ok(self.many_result(job, st, rows, truncated, args));
                     }
-                    if single {
+                    Value::Array(rows)
+                }
+                Mode::Scalar => {
+                    let v = scalar(session, st, &bind).map_err(fail)?;
+                    if job.single {
                         let mut o = Map::new();
-                        let empty = out.is_empty();
-                        self.envelope(st, &mut out, &mut o, args);
-                        o.insert(st.key.to_string(), Value::Array(out));
-                        if truncated {
-                            o.insert("truncated".into(), Value::Bool(true));
-                        }
-                        if empty && st.empty_message.is_some() {
-                            o.insert(
-                                "message".into(),
-                                json!(self.message(job, st, "empty", args)),
-                            );
+                        if !v.is_null() {
+                            o.insert(st.key.to_string(), v);
                         }
                         return Ok(Value::Object(o));
                     }
-                    Value::Array(out)
+                    v
                 }
-                Mode::One | Mode::Optional | Mode::Scalar => {
-                    let mut rows = stmt.raw_query();
-                    match rows.next().map_err(|e| self.db_error(job, e, request))? {
-                        Some(row) if st.mode == Mode::Scalar => {
-                            let (idx, col) = order[0];
-                            let v = column_json(row.get_ref(idx).unwrap_or(ValueRef::Null), col);
-                            if single {
-                                let mut o = Map::new();
-                                if !v.is_null() {
-                                    o.insert(st.key.to_string(), v);
-                                }
-                                return Ok(Value::Object(o));
-                            }
-                            v
-                        }
-                        Some(row) => {
-                            let mut raw = HashMap::new();
-                            for (i, name) in row.as_ref().column_names().enumerate() {
-                                raw.insert(
-                                    name.to_string(),
-                                    row.get::<_, SqlValue>(i).unwrap_or(SqlValue::Null),
-                                );
-                            }
-                            raw_rows.insert(st.name, raw);
-                            let obj = row_json(row, &order);
-                            if single {
-                                return Ok(Value::Object(obj));
-                            }
-                            Value::Object(obj)
-                        }
-                        None if st.mode == Mode::One => {
-                            let message = self.message(job, st, "not_found", args);
-                            return Err(ToolError::new("NOT_FOUND", message));
-                        }
-                        None => {
-                            if single {
-                                return Ok(json!({}));
-                            }
-                            Value::Null
-                        }
+                Mode::One | Mode::Optional => match first_row(session, st, &bind).map_err(fail)? {
+                    Some((obj, raw)) => {
+                        raw_rows.insert(st.name, raw);
+                        Value::Object(obj)
                     }
-                }
+                    None if st.mode == Mode::One => {
+                        let message = self.message(job, st, "not_found", args);
+                        return Err(ToolError::new("NOT_FOUND", message));
+                    }
+                    None if job.single => json!({}),
+                    None => Value::Null,
+                },
             };
+            if job.single {
+                return Ok(part);
+            }
             if !part.is_null() {
                 composite.insert(st.name.to_string(), part);
             }
         }
         Ok(Value::Object(composite))
+    }
+
+    /// The rows of a `many` statement, cut at its row cap or the size budget, whichever comes
+    /// first (leaving room for the envelope); the second value says whether they were cut.
+    fn many(
+        &self,
+        session: &mut dyn Session,
+        st: &'static StatementDef,
+        bind: Bind<'_>,
+    ) -> Result<(Vec<Value>, bool), Failure> {
+        let mut out = Vec::new();
+        let mut truncated = false;
+        let budget = self.limits.max_result_bytes.saturating_sub(4096);
+        let mut size = 0;
+        let mut order = None;
+        session.query(st.sql, bind, &mut |names, row| {
+            if out.len() >= st.max_rows as usize {
+                truncated = true;
+                return false;
+            }
+            let order = order.get_or_insert_with(|| column_order(names, st));
+            let row = Value::Object(row_json(row, order));
+            size += approx_json_size(&row) + 1;
+            if size > budget {
+                truncated = true;
+                return false;
+            }
+            out.push(row);
+            true
+        })?;
+        Ok((out, truncated))
+    }
+
+    /// The result of a tool whose one statement returns many rows: the rows under the
+    /// statement's key, the envelope, the truncation flag and the empty message.
+    fn many_result(
+        &self,
+        job: Job,
+        st: &StatementDef,
+        mut rows: Vec<Value>,
+        truncated: bool,
+        args: &Arguments,
+    ) -> Value {
+        let mut o = Map::new();
+        let empty = rows.is_empty();
+        self.envelope(st, &mut rows, &mut o, args);
+        o.insert(st.key.to_string(), Value::Array(rows));
+        if truncated {
+            o.insert("truncated".into(), Value::Bool(true));
+        }
+        if empty && st.empty_message.is_some() {
+            o.insert(
+                "message".into(),
+                json!(self.message(job, st, "empty", args)),
+            );
+        }
+        Value::Object(o)
     }
 
     /// Fills the envelope fields of a `many` result; `column:` fields move out of the rows.
@@ -1253,18 +1235,15 @@ impl Engine {
 
     /// Maps a database failure to a tool error without leaking SQL text or paths; the full
     /// error goes to the log with the request id.
-    fn db_error(&self, job: Job, e: rusqlite::Error, request: u64) -> ToolError {
+    fn db_error(&self, job: Job, e: Failure, request: u64) -> ToolError {
         use crate::backend::ErrorKind as K;
-        tracing::error!(request, tool = job.name, error = %e, "database error");
-        match crate::backend::sqlite::error_kind(&e) {
+        tracing::error!(request, tool = job.name, error = %e.message, "database error");
+        match e.kind {
             // The caller tells a timeout from a cancellation.
             K::Interrupted => ToolError::new("TIMEOUT", "interrupted"),
             K::Constraint => ToolError {
                 code: "CONSTRAINT_VIOLATION",
-                message: format!(
-                    "the database refused the change: {}",
-                    crate::backend::sqlite::constraint_detail(&e)
-                ),
+                message: format!("the database refused the change: {}", e.constraint),
                 data: None,
             },
             K::Busy => ToolError::new(
@@ -1333,44 +1312,11 @@ pub fn sanitize_arguments(v: &Value) -> Value {
 }
 
 /// The name of a message template: `{tool}/{statement}/{kind}`.
-/// Every statement of the spec that does not prepare on `conn`, or returns other columns than
-/// it declares, as one line each.
-fn drift(def: &'static ServerDef, conn: &Connection) -> Vec<String> {
-    let mut out = Vec::new();
-    for t in def.tools {
-        for st in t.binding.statements() {
-            if let Err(message) = prepare_checked(conn, st) {
-                out.push(format!("tool `{}`: {message}", t.name));
-            }
-        }
-    }
-    for (what, st) in crate::content::statements(def) {
-        if let Err(message) = prepare_checked(conn, st) {
-            out.push(format!("{what}: {message}"));
-        }
-    }
-    for (what, sql) in crate::content::completions(def) {
-        if let Err(e) = conn.prepare_cached(sql) {
-            out.push(format!(
-                "{what}: the completion query does not prepare: {}",
-                crate::backend::sqlite::sqlite_message(&e)
-            ));
-        }
-    }
-    out
-}
-
 /// What to fix when statements do not prepare on the database: the spec, when they do not
 /// prepare against the spec's own declared schema either (a wrong table or column in the
 /// YAML), else the database (it drifted from the schema, or is another file).
 fn which_side(def: &'static ServerDef) -> String {
-    let declared = def.database.as_ref().and_then(|db| {
-        let conn = Connection::open_in_memory().ok()?;
-        crate::backend::sqlite::register_regexp(&conn).ok()?;
-        conn.execute_batch(db.schema).ok()?;
-        Some(drift(def, &conn))
-    });
-    match declared {
+    match Database::declared_drift(def) {
         Some(d) if !d.is_empty() => format!(
             "the spec is wrong: these statements do not prepare against the schema {} declares either; fix them there (`cargo run -p codegen -- check` points at each)",
             def.spec_file
@@ -1383,70 +1329,77 @@ pub(crate) fn template_name(tool: &str, stmt: &str, kind: &str) -> String {
     format!("{tool}/{stmt}/{kind}")
 }
 
-/// Prepares a statement and checks that it returns the declared columns.
-fn prepare_checked(conn: &Connection, st: &StatementDef) -> Result<(), String> {
-    let stmt = conn.prepare_cached(st.sql).map_err(|e| {
-        format!(
-            "statement `{}` does not prepare: {}",
-            st.name,
-            crate::backend::sqlite::sqlite_message(&e)
-        )
-    })?;
-    if st.mode != Mode::Execute {
-        let names: Vec<&str> = stmt.column_names().collect();
-        for c in st.columns {
-            if !names.contains(&c.name) {
-                return Err(format!(
-                    "statement `{}` does not return the declared column `{}`",
-                    st.name, c.name
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Binds each named parameter from the arguments or from an earlier statement's row.
-fn bind(
-    stmt: &mut Statement<'_>,
+/// The value of a named parameter: from an earlier statement's row when the statement binds
+/// it so, else from the arguments; NULL when neither has it.
+fn bound(
     st: &StatementDef,
+    name: &str,
     params: &[(&'static str, SqlValue)],
     rows: &HashMap<&str, HashMap<String, SqlValue>>,
-) {
-    for i in 1..=stmt.parameter_count() {
-        let Some(full) = stmt.parameter_name(i) else {
-            continue;
-        };
-        let name = &full[1..];
-        let value = if let Some((_, src, col)) = st.bind.iter().find(|(p, _, _)| *p == name) {
-            rows.get(src)
-                .and_then(|r| r.get(*col))
-                .cloned()
-                .unwrap_or(SqlValue::Null)
-        } else {
-            params
-                .iter()
-                .find(|(p, _)| *p == name)
-                .map_or(SqlValue::Null, |(_, v)| v.clone())
-        };
-        // Binding by index cannot fail for an index below parameter_count.
-        let _ = stmt.raw_bind_parameter(i, value);
+) -> SqlValue {
+    if let Some((_, src, col)) = st.bind.iter().find(|(p, _, _)| *p == name) {
+        return rows
+            .get(src)
+            .and_then(|r| r.get(*col))
+            .cloned()
+            .unwrap_or(SqlValue::Null);
     }
+    params
+        .iter()
+        .find(|(p, _)| *p == name)
+        .map_or(SqlValue::Null, |(_, v)| v.clone())
+}
+
+/// The first column of the first row of a `scalar` statement, as its declared type; null
+/// without a row.
+fn scalar(
+    session: &mut dyn Session,
+    st: &'static StatementDef,
+    bind: Bind<'_>,
+) -> Result<Value, Failure> {
+    let mut v = Value::Null;
+    session.query(st.sql, bind, &mut |names, row| {
+        if let Some(&(idx, col)) = column_order(names, st).first() {
+            v = column_json(row.value(idx), col);
+        }
+        false
+    })?;
+    Ok(v)
+}
+
+/// The first row of a `one` or `optional` statement: its declared columns as JSON, and every
+/// column's raw value for the binds of later statements.
+#[allow(clippy::type_complexity)]
+fn first_row(
+    session: &mut dyn Session,
+    st: &'static StatementDef,
+    bind: Bind<'_>,
+) -> Result<Option<(Map<String, Value>, HashMap<String, SqlValue>)>, Failure> {
+    let mut out = None;
+    session.query(st.sql, bind, &mut |names, row| {
+        let raw = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.to_string(), row.value(i).to_owned()))
+            .collect();
+        out = Some((row_json(row, &column_order(names, st)), raw));
+        false
+    })?;
+    Ok(out)
 }
 
 /// Pairs each declared column with its index in the statement's result.
-fn column_order(stmt: &Statement<'_>, st: &StatementDef) -> Vec<(usize, &'static ColumnDef)> {
-    let names: Vec<&str> = stmt.column_names().collect();
+fn column_order(names: &[&str], st: &'static StatementDef) -> Vec<(usize, &'static ColumnDef)> {
     st.columns
         .iter()
         .filter_map(|c| names.iter().position(|n| *n == c.name).map(|i| (i, c)))
         .collect()
 }
 
-fn row_json(row: &rusqlite::Row<'_>, order: &[(usize, &ColumnDef)]) -> Map<String, Value> {
+fn row_json(row: &dyn Row, order: &[(usize, &ColumnDef)]) -> Map<String, Value> {
     let mut o = Map::new();
     for (idx, col) in order {
-        let v = column_json(row.get_ref(*idx).unwrap_or(ValueRef::Null), col);
+        let v = column_json(row.value(*idx), col);
         if !v.is_null() {
             o.insert(col.name.to_string(), v);
         }

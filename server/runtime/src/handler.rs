@@ -14,6 +14,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+use crate::backend::Database;
 use crate::backend::sqlite::Pool;
 use crate::def::Arguments;
 
@@ -161,7 +162,7 @@ pub trait ClientLink: Send + Sync {
 pub struct Context {
     dir: PathBuf,
     cancel: Arc<AtomicBool>,
-    pool: Option<Arc<Pool>>,
+    db: Option<Arc<Database>>,
     progress: Option<ProgressSink>,
     client: Option<Arc<dyn ClientLink>>,
     request: u64,
@@ -172,7 +173,7 @@ impl std::fmt::Debug for Context {
         f.debug_struct("Context")
             .field("dir", &self.dir)
             .field("cancelled", &self.is_cancelled())
-            .field("database", &self.pool.is_some())
+            .field("database", &self.db.is_some())
             .field("request", &self.request)
             .finish()
     }
@@ -184,7 +185,7 @@ impl Context {
         Context {
             dir: dir.into(),
             cancel: Arc::default(),
-            pool: None,
+            db: None,
             progress: None,
             client: None,
             request: 0,
@@ -194,14 +195,14 @@ impl Context {
     pub(crate) fn for_call(
         dir: PathBuf,
         cancel: Arc<AtomicBool>,
-        pool: Option<Arc<Pool>>,
+        db: Option<Arc<Database>>,
         link: Link,
         request: u64,
     ) -> Context {
         Context {
             dir,
             cancel,
-            pool,
+            db,
             progress: link.progress,
             client: link.client,
             request,
@@ -288,9 +289,11 @@ impl Context {
     /// The server's SQLite database, for a handler that works on it directly: the explicit
     /// way from the backend-neutral handler API to SQLite's own connection.
     pub fn sqlite(&self) -> Result<Sqlite<'_>, HandlerError> {
-        match &self.pool {
+        match self.db.as_deref().and_then(Database::sqlite) {
             Some(pool) => Ok(Sqlite { pool }),
-            None => Err(HandlerError::internal("the server declares no database")),
+            None => Err(HandlerError::internal(
+                "the server declares no SQLite database",
+            )),
         }
     }
 }

@@ -4,6 +4,13 @@
 
 pub mod sqlite;
 
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use crate::def::ServerDef;
+
 /// A value bound to a statement parameter or read from a result column.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
@@ -28,4 +35,159 @@ pub enum ErrorKind {
     Interrupted,
     /// Anything else.
     Other,
+}
+
+/// A value as the database hands it over, borrowed from the current row.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ValueRef<'a> {
+    Null,
+    Integer(i64),
+    Real(f64),
+    Text(&'a [u8]),
+    Blob(&'a [u8]),
+}
+
+impl ValueRef<'_> {
+    /// The owned value.
+    pub fn to_owned(self) -> Value {
+        match self {
+            ValueRef::Null => Value::Null,
+            ValueRef::Integer(i) => Value::Integer(i),
+            ValueRef::Real(f) => Value::Real(f),
+            ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
+            ValueRef::Blob(b) => Value::Blob(b.to_vec()),
+        }
+    }
+}
+
+/// A database failure: its kind, for the caller, and the database's own words, for the log
+/// only (they may quote SQL text or paths).
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub kind: ErrorKind,
+    /// For the log only.
+    pub message: String,
+    /// For a constraint failure, what the constraint says without table or column names
+    /// (`unique constraint failed`); empty otherwise.
+    pub constraint: String,
+}
+
+/// When a job must stop: its deadline, and the flag a client's cancellation sets.
+#[derive(Debug, Clone)]
+pub struct Stop {
+    pub deadline: Instant,
+    pub cancel: Arc<AtomicBool>,
+}
+
+impl Stop {
+    /// Whether the job must stop now.
+    pub fn now(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed) || Instant::now() > self.deadline
+    }
+}
+
+/// What a statement that changes rows reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Changes {
+    pub changes: u64,
+    /// The row id of the last inserted row, where the database has one.
+    pub last_insert_id: i64,
+}
+
+/// One row of a result.
+pub trait Row {
+    /// The value of column `i` (in the statement's column order).
+    fn value(&self, i: usize) -> ValueRef<'_>;
+}
+
+/// The value bound to a named parameter (the name without its sigil).
+pub type Bind<'a> = &'a dyn Fn(&str) -> Value;
+
+/// One job's connection: every statement of a call runs on one session, inside one
+/// transaction when the job writes or has several statements.
+pub trait Session {
+    /// Runs a statement that returns no rows.
+    fn execute(&mut self, sql: &str, bind: Bind<'_>) -> Result<Changes, Failure>;
+
+    /// Runs a query, calling `each` with the column names and each row until it returns
+    /// `false` or the rows run out.
+    fn query(
+        &mut self,
+        sql: &str,
+        bind: Bind<'_>,
+        each: &mut dyn FnMut(&[&str], &dyn Row) -> bool,
+    ) -> Result<(), Failure>;
+}
+
+/// A server's database: the seam between the engine and the database. SQLite is the
+/// embedded implementation; another database is another variant.
+pub enum Database {
+    Sqlite(sqlite::Pool),
+}
+
+impl Database {
+    /// Opens a SQLite database file: a pool of one writer and readers.
+    pub fn open_sqlite(path: &Path, read_only: bool) -> Result<Database, sqlite::DbError> {
+        sqlite::Pool::open(path, read_only).map(Database::Sqlite)
+    }
+
+    /// The SQLite pool, for handlers that work on SQLite itself.
+    pub fn sqlite(&self) -> Option<&sqlite::Pool> {
+        match self {
+            Database::Sqlite(p) => Some(p),
+        }
+    }
+
+    /// Where the database is, for messages: a file path.
+    pub fn location(&self) -> String {
+        match self {
+            Database::Sqlite(p) => p.path().display().to_string(),
+        }
+    }
+
+    /// Whether every connection refuses writes.
+    pub fn is_read_only(&self) -> bool {
+        match self {
+            Database::Sqlite(p) => p.is_read_only(),
+        }
+    }
+
+    /// Runs one job on a session: a reader, or the writer when `writes` (`None` when the
+    /// database is read-only); inside a transaction when `transaction`, committed when `f`
+    /// succeeds and rolled back otherwise; stopped at `stop`'s deadline or cancellation, which
+    /// fails the running statement with [`ErrorKind::Interrupted`].
+    pub fn job<T, E>(
+        &self,
+        writes: bool,
+        transaction: bool,
+        stop: &Stop,
+        fail: impl Fn(Failure) -> E,
+        f: impl FnOnce(&mut dyn Session) -> Result<T, E>,
+    ) -> Option<Result<T, E>> {
+        match self {
+            Database::Sqlite(p) => sqlite::job(p, writes, transaction, stop, fail, f),
+        }
+    }
+
+    /// The names of the columns `sql` returns; the database's own words when it does not
+    /// prepare.
+    pub fn columns(&self, sql: &str) -> Result<Vec<String>, String> {
+        match self {
+            Database::Sqlite(p) => p.read(|conn| sqlite::columns(conn, sql)),
+        }
+    }
+
+    /// Every statement of `def` that does not prepare on this database, or returns other
+    /// columns than it declares, as one line each.
+    pub fn drift(&self, def: &'static ServerDef) -> Vec<String> {
+        match self {
+            Database::Sqlite(p) => p.read(|conn| sqlite::drift(def, conn)),
+        }
+    }
+
+    /// The same check against the schema the spec declares, in a scratch database: `None`
+    /// when that cannot be made.
+    pub fn declared_drift(def: &'static ServerDef) -> Option<Vec<String>> {
+        sqlite::declared_drift(def)
+    }
 }

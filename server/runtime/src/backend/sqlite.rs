@@ -479,6 +479,203 @@ pub fn constraint_detail(e: &rusqlite::Error) -> String {
     }
 }
 
+/// A backend-neutral failure from a SQLite error.
+pub fn failure(e: &rusqlite::Error) -> super::Failure {
+    let kind = error_kind(e);
+    super::Failure {
+        kind,
+        message: e.to_string(),
+        constraint: if kind == super::ErrorKind::Constraint {
+            constraint_detail(e)
+        } else {
+            String::new()
+        },
+    }
+}
+
+/// [`super::Database::job`] on SQLite: the progress handler stops a statement at the
+/// deadline or on cancellation; a writing transaction takes the write lock at once (`BEGIN
+/// IMMEDIATE`) so that it never fails half-way on a busy database.
+pub fn job<T, E>(
+    pool: &Pool,
+    writes: bool,
+    transaction: bool,
+    stop: &super::Stop,
+    fail: impl Fn(super::Failure) -> E,
+    f: impl FnOnce(&mut dyn super::Session) -> Result<T, E>,
+) -> Option<Result<T, E>> {
+    let run = |conn: &mut Connection| {
+        let watch = stop.clone();
+        let _ = conn.progress_handler(1_000, Some(move || watch.now()));
+        let out = in_transaction(conn, writes, transaction, &fail, f);
+        let _ = conn.progress_handler(0, None::<fn() -> bool>);
+        out
+    };
+    if writes {
+        pool.write(run)
+    } else {
+        Some(pool.read(run))
+    }
+}
+
+/// Runs `f` on `conn`, inside a transaction when asked.
+fn in_transaction<T, E>(
+    conn: &mut Connection,
+    writes: bool,
+    transaction: bool,
+    fail: &impl Fn(super::Failure) -> E,
+    f: impl FnOnce(&mut dyn super::Session) -> Result<T, E>,
+) -> Result<T, E> {
+    if transaction {
+        let begin = if writes { "BEGIN IMMEDIATE" } else { "BEGIN" };
+        conn.execute_batch(begin).map_err(|e| fail(failure(&e)))?;
+    }
+    let result = f(&mut SqliteSession { conn });
+    if transaction {
+        let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+        if let Err(e) = conn.execute_batch(end) {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(fail(failure(&e)));
+        }
+    }
+    result
+}
+
+/// A job's connection.
+struct SqliteSession<'c> {
+    conn: &'c Connection,
+}
+
+/// Binds each named parameter of `stmt` to what `bind` gives for its name.
+fn bind_all(stmt: &mut rusqlite::Statement<'_>, bind: super::Bind<'_>) -> rusqlite::Result<()> {
+    for i in 1..=stmt.parameter_count() {
+        let Some(full) = stmt.parameter_name(i) else {
+            continue;
+        };
+        stmt.raw_bind_parameter(i, bind(&full[1..]))?;
+    }
+    Ok(())
+}
+
+impl super::Row for rusqlite::Row<'_> {
+    fn value(&self, i: usize) -> super::ValueRef<'_> {
+        use rusqlite::types::ValueRef as V;
+        match self.get_ref(i).unwrap_or(V::Null) {
+            V::Null => super::ValueRef::Null,
+            V::Integer(n) => super::ValueRef::Integer(n),
+            V::Real(f) => super::ValueRef::Real(f),
+            V::Text(t) => super::ValueRef::Text(t),
+            V::Blob(b) => super::ValueRef::Blob(b),
+        }
+    }
+}
+
+impl super::Session for SqliteSession<'_> {
+    fn execute(
+        &mut self,
+        sql: &str,
+        bind: super::Bind<'_>,
+    ) -> Result<super::Changes, super::Failure> {
+        let run = || -> rusqlite::Result<super::Changes> {
+            let mut stmt = self.conn.prepare_cached(sql)?;
+            bind_all(&mut stmt, bind)?;
+            let changes = stmt.raw_execute()?;
+            Ok(super::Changes {
+                changes: changes as u64,
+                last_insert_id: self.conn.last_insert_rowid(),
+            })
+        };
+        run().map_err(|e| failure(&e))
+    }
+
+    fn query(
+        &mut self,
+        sql: &str,
+        bind: super::Bind<'_>,
+        each: &mut dyn FnMut(&[&str], &dyn super::Row) -> bool,
+    ) -> Result<(), super::Failure> {
+        let mut run = || -> rusqlite::Result<()> {
+            let mut stmt = self.conn.prepare_cached(sql)?;
+            bind_all(&mut stmt, bind)?;
+            let names: Vec<String> = stmt.column_names().map(String::from).collect();
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let mut rows = stmt.raw_query();
+            while let Some(row) = rows.next()? {
+                if !each(&names, row) {
+                    break;
+                }
+            }
+            Ok(())
+        };
+        run().map_err(|e| failure(&e))
+    }
+}
+
+/// Every statement of the spec that does not prepare on `conn`, or returns other columns than
+/// it declares, as one line each.
+pub fn drift(def: &'static crate::def::ServerDef, conn: &Connection) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in def.tools {
+        for st in t.binding.statements() {
+            if let Err(message) = prepare_checked(conn, st) {
+                out.push(format!("tool `{}`: {message}", t.name));
+            }
+        }
+    }
+    for (what, st) in crate::content::statements(def) {
+        if let Err(message) = prepare_checked(conn, st) {
+            out.push(format!("{what}: {message}"));
+        }
+    }
+    for (what, sql) in crate::content::completions(def) {
+        if let Err(e) = conn.prepare_cached(sql) {
+            out.push(format!(
+                "{what}: the completion query does not prepare: {}",
+                sqlite_message(&e)
+            ));
+        }
+    }
+    out
+}
+
+/// The names of the columns `sql` returns.
+pub fn columns(conn: &Connection, sql: &str) -> Result<Vec<String>, String> {
+    let st = conn.prepare(sql).map_err(|e| sqlite_message(&e))?;
+    Ok(st.column_names().map(String::from).collect())
+}
+
+/// [`drift`] against the schema the spec declares, in an in-memory database.
+pub fn declared_drift(def: &'static crate::def::ServerDef) -> Option<Vec<String>> {
+    let db = def.database.as_ref()?;
+    let conn = Connection::open_in_memory().ok()?;
+    register_regexp(&conn).ok()?;
+    conn.execute_batch(db.schema).ok()?;
+    Some(drift(def, &conn))
+}
+
+/// Prepares a statement and checks that it returns the declared columns.
+fn prepare_checked(conn: &Connection, st: &crate::def::StatementDef) -> Result<(), String> {
+    let stmt = conn.prepare_cached(st.sql).map_err(|e| {
+        format!(
+            "statement `{}` does not prepare: {}",
+            st.name,
+            sqlite_message(&e)
+        )
+    })?;
+    if st.mode != crate::def::Mode::Execute {
+        let names: Vec<&str> = stmt.column_names().collect();
+        for c in st.columns {
+            if !names.contains(&c.name) {
+                return Err(format!(
+                    "statement `{}` does not return the declared column `{}`",
+                    st.name, c.name
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

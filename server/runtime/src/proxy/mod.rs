@@ -33,7 +33,8 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::sqlite::{Pool, expand};
+use crate::backend::sqlite::expand;
+use crate::backend::{Database, Row, Stop, ValueRef};
 use crate::def::{InterceptAction, ProxyConfigDef, ProxyDef};
 use crate::engine::{Engine, ToolError};
 
@@ -268,8 +269,8 @@ impl Proxy {
             })
             .collect::<Result<Vec<_>, ProxyError>>()?;
         if let Some(sql) = def.sql {
-            let pool = engine.database().ok_or(ProxyError::NoDatabase)?;
-            check_query(pool, sql).map_err(|reason| ProxyError::Query {
+            let db = engine.database().ok_or(ProxyError::NoDatabase)?;
+            check_query(db, sql).map_err(|reason| ProxyError::Query {
                 spec: engine.def.spec_file,
                 reason,
             })?;
@@ -610,17 +611,19 @@ impl Proxy {
         if out.iter().any(|m| m.action == InterceptAction::Guard) {
             return out;
         }
-        let (Some(sql), Some(pool)) = (self.def.sql, self.engine.database()) else {
+        let (Some(sql), Some(db)) = (self.def.sql, self.engine.database()) else {
             return out;
         };
-        let pool = pool.clone();
+        let db = db.clone();
+        let timeout = self.engine.limits().call_timeout;
         let params: Vec<(&'static str, SqlValue)> = self
             .def
             .params
             .iter()
             .map(|p| (*p, param(p, call, self.engine.dir())))
             .collect();
-        let found = tokio::task::spawn_blocking(move || run_query(&pool, sql, &params)).await;
+        let found =
+            tokio::task::spawn_blocking(move || run_query(&db, sql, &params, timeout)).await;
         match found {
             Ok(Ok(found)) => out.extend(found),
             Ok(Err(e)) => {
@@ -817,71 +820,85 @@ fn param(name: &str, call: &Call<'_>, project: &Path) -> SqlValue {
     }
 }
 
-/// Binds `params` by name, whatever sigil the query uses for them.
-fn bind(st: &mut rusqlite::Statement<'_>, params: &[(&str, SqlValue)]) -> rusqlite::Result<()> {
-    for (name, value) in params {
-        for sigil in [":", "@", "$"] {
-            if let Some(i) = st.parameter_index(&format!("{sigil}{name}"))? {
-                st.raw_bind_parameter(i, value)?;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Runs the interceptor query on a reader connection.
+/// Runs the interceptor query on a reader connection, under the call timeout.
 fn run_query(
-    pool: &Pool,
+    db: &Database,
     sql: &str,
     params: &[(&'static str, SqlValue)],
+    timeout: std::time::Duration,
 ) -> Result<Vec<Match>, String> {
-    pool.read(|conn| {
-        let mut st = conn.prepare_cached(sql)?;
-        bind(&mut st, params)?;
-        let mut rows = st.raw_query();
-        let mut out = Vec::new();
-        while let Some(row) = rows.next()? {
-            let key: String = row.get("key")?;
-            let action: String = row.get("action")?;
-            let message: String = row.get("message")?;
-            match InterceptAction::parse(&action) {
-                Some(action) => out.push(Match {
-                    key,
-                    action,
-                    message,
-                }),
-                None => {
-                    tracing::warn!(
+    // Whatever sigil the query uses, a parameter binds by its name.
+    let bind = |name: &str| {
+        params
+            .iter()
+            .find(|(p, _)| *p == name)
+            .map_or(SqlValue::Null, |(_, v)| v.clone())
+    };
+    let text = |row: &dyn Row, i: Option<usize>| match i.map(|i| row.value(i)) {
+        Some(ValueRef::Text(t)) => Some(String::from_utf8_lossy(t).into_owned()),
+        _ => None,
+    };
+    let mut out = Vec::new();
+    let mut odd = false;
+    let stop = Stop {
+        deadline: std::time::Instant::now() + timeout,
+        cancel: std::sync::Arc::default(),
+    };
+    let ran = db.job(
+        false,
+        false,
+        &stop,
+        |f| f,
+        |session| {
+            session.query(sql, &bind, &mut |names, row| {
+                let at = |c: &str| names.iter().position(|n| *n == c);
+                let (Some(key), Some(action), Some(message)) = (
+                    text(row, at("key")),
+                    text(row, at("action")),
+                    text(row, at("message")),
+                ) else {
+                    odd = true;
+                    return false;
+                };
+                match InterceptAction::parse(&action) {
+                    Some(action) => out.push(Match {
                         key,
                         action,
-                        "the interceptor query returned an unknown action; the row is ignored"
-                    );
+                        message,
+                    }),
+                    None => {
+                        tracing::warn!(
+                            key,
+                            action,
+                            "the interceptor query returned an unknown action; the row is ignored"
+                        );
+                    }
                 }
-            }
-        }
-        Ok(out)
-    })
-    .map_err(|e: rusqlite::Error| crate::backend::sqlite::sqlite_message(&e))
+                true
+            })
+        },
+    );
+    match ran {
+        Some(Ok(())) if odd => Err("a row has no text key, action or message".into()),
+        Some(Ok(())) => Ok(out),
+        Some(Err(f)) => Err(f.message),
+        None => Err("no reader".into()),
+    }
 }
 
 /// Prepares the interceptor query at start-up and checks that it returns the columns the
 /// runtime reads.
-fn check_query(pool: &Pool, sql: &str) -> Result<(), String> {
-    pool.read(|conn| {
-        let st = conn
-            .prepare(sql)
-            .map_err(|e| crate::backend::sqlite::sqlite_message(&e))?;
-        let names: Vec<&str> = st.column_names().collect();
-        let missing: Vec<&str> = ["key", "action", "message"]
-            .into_iter()
-            .filter(|c| !names.contains(c))
-            .collect();
-        if missing.is_empty() {
-            Ok(())
-        } else {
-            Err(format!("it returns no {} column", missing.join(", ")))
-        }
-    })
+fn check_query(db: &Database, sql: &str) -> Result<(), String> {
+    let names = db.columns(sql)?;
+    let missing: Vec<&str> = ["key", "action", "message"]
+        .into_iter()
+        .filter(|c| !names.iter().any(|n| n == c))
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("it returns no {} column", missing.join(", ")))
+    }
 }
 
 /// A downstream's JSON-RPC error, passed through, unless the transport made it up to report
