@@ -388,6 +388,48 @@ impl Validator<'_> {
     }
 
     fn tool(&mut self, tool: &RawTool, at: Pos) {
+        self.tool_head(tool);
+        let (props, required) = self.tool_input(tool);
+        self.tool_confirm(tool);
+        if let Some(h) = &tool.handler {
+            if let Some(c) = &tool.content {
+                self.sink.error(
+                    pos(c),
+                    format!(
+                        "tool `{}` has both `handler` and `content`",
+                        tool.name.value
+                    ),
+                    "",
+                    "a handler returns its content with `output: content`; drop one of them",
+                );
+            }
+            self.handler_tool(tool, h, at);
+            return;
+        }
+        if let Some(c) = &tool.content {
+            self.content_tool(tool, c);
+            return;
+        }
+        if let Some(o) = &tool.output {
+            self.sink.error(
+                pos(o),
+                format!(
+                    "`output` of `{}` applies only to handler tools",
+                    tool.name.value
+                ),
+                "",
+                "a SQL tool's output schema comes from its `columns`",
+            );
+        }
+        let Some(statements) = self.tool_statements(tool, at) else {
+            return;
+        };
+        self.tool_parameters(tool, &props);
+        self.sql_tool(tool, &props, &required, statements);
+    }
+
+    /// The tool's name and description.
+    fn tool_head(&mut self, tool: &RawTool) {
         let name = &tool.name;
         if !valid_name(&name.value, 128) {
             self.sink.error(
@@ -405,8 +447,12 @@ impl Validator<'_> {
                 "say what the tool does and when a model should call it",
             );
         }
+    }
 
-        // The input schema's top level and each property.
+    /// The input schema's top level and each property; returns the properties (with their
+    /// positions) and the required ones.
+    fn tool_input(&mut self, tool: &RawTool) -> (BTreeMap<String, Pos>, BTreeSet<String>) {
+        let name = &tool.name;
         let mut props: BTreeMap<String, Pos> = BTreeMap::new();
         let mut required: BTreeSet<String> = BTreeSet::new();
         if let Some(input) = &tool.input {
@@ -477,6 +523,12 @@ impl Validator<'_> {
             }
         }
 
+        (props, required)
+    }
+
+    /// The confirmation rule: a boolean input property and a message template.
+    fn tool_confirm(&mut self, tool: &RawTool) {
+        let name = &tool.name;
         if let Some(c) = &tool.confirm {
             let arg = &c.value.argument;
             match tool
@@ -506,32 +558,17 @@ impl Validator<'_> {
             }
             self.template(&c.value.message, "the confirmation message");
         }
-        if let Some(h) = &tool.handler {
-            if let Some(c) = &tool.content {
-                self.sink.error(
-                    pos(c),
-                    format!("tool `{}` has both `handler` and `content`", name.value),
-                    "",
-                    "a handler returns its content with `output: content`; drop one of them",
-                );
-            }
-            self.handler_tool(tool, h, at);
-            return;
-        }
-        if let Some(c) = &tool.content {
-            self.content_tool(tool, c);
-            return;
-        }
-        if let Some(o) = &tool.output {
-            self.sink.error(
-                pos(o),
-                format!("`output` of `{}` applies only to handler tools", name.value),
-                "",
-                "a SQL tool's output schema comes from its `columns`",
-            );
-        }
-        // Exactly one binding.
-        let statements: Vec<&Sp<RawStatement>> = match (&tool.sql, &tool.compose) {
+    }
+
+    /// A SQL tool's statements: exactly one of `sql` and `compose`; `None` when neither or
+    /// both are there (reported).
+    fn tool_statements<'t>(
+        &mut self,
+        tool: &'t RawTool,
+        at: Pos,
+    ) -> Option<Vec<&'t Sp<RawStatement>>> {
+        let name = &tool.name;
+        Some(match (&tool.sql, &tool.compose) {
             (Some(s), None) => vec![s],
             (None, Some(c)) => {
                 if c.value.is_empty() {
@@ -551,7 +588,7 @@ impl Validator<'_> {
                     "",
                     "a tool binds to one statement (`sql`) or to several (`compose`), not both",
                 );
-                return;
+                return None;
             }
             (None, None) => {
                 self.sink.error(
@@ -560,9 +597,13 @@ impl Validator<'_> {
                     "",
                     "add `sql:` with a `query`, `compose:` with named statements, `content:` with fixed blocks, or `handler:` with a Rust method",
                 );
-                return;
+                return None;
             }
-        };
+        })
+    }
+
+    /// Transforms, derived parameters, environment defaults and the timeout of a SQL tool.
+    fn tool_parameters(&mut self, tool: &RawTool, props: &BTreeMap<String, Pos>) {
         for (arg, list) in &tool.transform {
             if !props.contains_key(arg) {
                 self.sink.error(
@@ -609,6 +650,17 @@ impl Validator<'_> {
             self.sink
                 .error(pos(t), "`timeout_ms` must be at least 1", "", "");
         }
+    }
+
+    /// A SQL tool's statements, and every required property used by one of them.
+    fn sql_tool(
+        &mut self,
+        tool: &RawTool,
+        props: &BTreeMap<String, Pos>,
+        required: &BTreeSet<String>,
+        statements: Vec<&Sp<RawStatement>>,
+    ) {
+        let name = &tool.name;
         let composite = tool.compose.is_some();
         let mut used: BTreeSet<String> = BTreeSet::new();
         // A derived parameter counts as a use of the argument it comes from.
@@ -622,13 +674,13 @@ impl Validator<'_> {
             let cx = ToolScope {
                 tool: &name.value,
                 composite,
-                props: &props,
+                props,
                 derived: &derived,
                 noun: "input property",
             };
             self.statement(&cx, st, &mut used, &mut earlier);
         }
-        for r in &required {
+        for r in required {
             if props.contains_key(r) && !used.contains(r) {
                 self.sink.error(
                     props[r],
@@ -1118,7 +1170,6 @@ impl Validator<'_> {
         }
     }
 
-    #[allow(clippy::too_many_lines)]
     fn statement(
         &mut self,
         cx: &ToolScope<'_>,
@@ -1126,11 +1177,22 @@ impl Validator<'_> {
         used: &mut BTreeSet<String>,
         earlier: &mut BTreeMap<String, (Mode, BTreeSet<String>)>,
     ) {
-        let (tool, composite, props, derived, noun) =
-            (cx.tool, cx.composite, cx.props, cx.derived, cx.noun);
         let s = &st.value;
         let at = pos(st);
-        let mode = match &s.returns {
+        let mode = self.statement_mode(s);
+        self.statement_place(cx, s, at, mode, earlier);
+        let columns = self.statement_columns(cx.tool, s, at, mode);
+        self.statement_messages(s, mode);
+        self.statement_envelope(cx, s, mode);
+        self.statement_params(cx, s, used, earlier);
+        if let Some(n) = &s.name {
+            earlier.insert(n.value.clone(), (mode, columns));
+        }
+    }
+
+    /// The statement's result mode; an unknown one is reported and read as `many`.
+    fn statement_mode(&mut self, s: &RawStatement) -> Mode {
+        match &s.returns {
             None => Mode::Many,
             Some(r) => match Mode::parse(&r.value) {
                 Some(m) => m,
@@ -1147,7 +1209,20 @@ impl Validator<'_> {
                     Mode::Many
                 }
             },
-        };
+        }
+    }
+
+    /// What a statement may say given whether it is composed: `name` under `compose`, `key`
+    /// and `optional` only outside it.
+    fn statement_place(
+        &mut self,
+        cx: &ToolScope<'_>,
+        s: &RawStatement,
+        at: Pos,
+        mode: Mode,
+        earlier: &BTreeMap<String, (Mode, BTreeSet<String>)>,
+    ) {
+        let (tool, composite) = (cx.tool, cx.composite);
         if composite {
             match &s.name {
                 None => self.sink.error(
@@ -1198,8 +1273,16 @@ impl Validator<'_> {
                 );
             }
         }
+    }
 
-        // Columns.
+    /// Column types, and the columns each result mode needs; returns the declared names.
+    fn statement_columns(
+        &mut self,
+        tool: &str,
+        s: &RawStatement,
+        at: Pos,
+        mode: Mode,
+    ) -> BTreeSet<String> {
         let mut columns = BTreeSet::new();
         for (cname, col) in &s.columns {
             columns.insert(cname.clone());
@@ -1246,6 +1329,11 @@ impl Validator<'_> {
             ),
             _ => {}
         }
+        columns
+    }
+
+    /// `empty_message` and `not_found`: each for its mode, each a template that parses.
+    fn statement_messages(&mut self, s: &RawStatement, mode: Mode) {
         if let Some(m) = &s.empty_message
             && mode != Mode::Many
         {
@@ -1280,6 +1368,12 @@ impl Validator<'_> {
                 );
             }
         }
+    }
+
+    /// Envelope fields: only for a single `many` statement, without clashes, from known
+    /// sources; and a positive `max_rows`.
+    fn statement_envelope(&mut self, cx: &ToolScope<'_>, s: &RawStatement, mode: Mode) {
+        let (composite, props) = (cx.composite, cx.props);
         for (field, src) in &s.envelope {
             if composite || mode != Mode::Many {
                 self.sink.error(
@@ -1331,8 +1425,18 @@ impl Validator<'_> {
             self.sink
                 .error(pos(m), "`max_rows` must be at least 1", "", "");
         }
+    }
 
-        // Parameters: each comes from an argument or from an earlier row.
+    /// Parameters: each comes from an argument, a derived parameter or an earlier row; the
+    /// arguments used are added to `used`.
+    fn statement_params(
+        &mut self,
+        cx: &ToolScope<'_>,
+        s: &RawStatement,
+        used: &mut BTreeSet<String>,
+        earlier: &BTreeMap<String, (Mode, BTreeSet<String>)>,
+    ) {
+        let (tool, props, derived, noun) = (cx.tool, cx.props, cx.derived, cx.noun);
         let mut bound = BTreeSet::new();
         for (param, source) in &s.bind {
             bound.insert(param.clone());
@@ -1389,9 +1493,6 @@ impl Validator<'_> {
                     &format!("use `:{param}` in the query or remove it from `bind`"),
                 );
             }
-        }
-        if let Some(n) = &s.name {
-            earlier.insert(n.value.clone(), (mode, columns));
         }
     }
 
