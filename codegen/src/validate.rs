@@ -10,7 +10,9 @@ use serde_json::Value;
 
 use crate::diag::{Diagnostics, Pos, Sink, did_you_mean};
 use crate::ir::{ArgType, ColumnKind, Mode};
-use crate::spec::{RawBlock, RawColumn, RawProxy, RawSpec, RawStatement, RawTool, Sp, pos};
+use crate::spec::{
+    RawBlock, RawColumn, RawProxy, RawResource, RawSpec, RawStatement, RawTool, Sp, pos,
+};
 use crate::sqltext;
 
 pub(crate) fn validate(file: &Path, source: &str, spec: &RawSpec) -> Diagnostics {
@@ -1518,86 +1520,9 @@ impl Validator<'_> {
         for r in &spec.resources {
             let at = pos(r);
             let r = &r.value;
-            let name = &r.name;
-            self.unique_name("resource", name, &mut names);
-            let uri = match (&r.uri, &r.uri_template) {
-                (Some(u), None) => {
-                    if u.value.contains(['{', '}']) {
-                        self.sink.error(
-                            pos(u),
-                            format!("the fixed uri of `{}` contains `{{` or `}}`", name.value),
-                            "",
-                            "use `uri_template` for a URI with variables",
-                        );
-                    }
-                    Some(u)
-                }
-                (None, Some(t)) => Some(t),
-                (Some(u), Some(_)) => {
-                    self.sink.error(
-                        pos(u),
-                        format!(
-                            "resource `{}` has both `uri` and `uri_template`",
-                            name.value
-                        ),
-                        "",
-                        "a resource has a fixed `uri` or a `uri_template`, not both",
-                    );
-                    None
-                }
-                (None, None) => {
-                    self.sink.error(
-                        at,
-                        format!("resource `{}` has no `uri`", name.value),
-                        "",
-                        "add `uri:` for a fixed resource or `uri_template:` for one with variables",
-                    );
-                    None
-                }
-            };
-            if let Some(u) = uri {
-                if !u.value.contains("://") && !u.value.contains(':') {
-                    self.sink.error(
-                        pos(u),
-                        format!("the uri of `{}` has no scheme", name.value),
-                        "",
-                        "write a URI such as `app://things/{id}`",
-                    );
-                }
-                if let Some(first) = uris.insert(&u.value, pos(u)) {
-                    self.sink.error(
-                        pos(u),
-                        format!("duplicate resource uri `{}`", u.value),
-                        "declared again here",
-                        &format!("the first declaration is at line {}", first.line),
-                    );
-                }
-            }
-            let variables: Vec<String> = match &r.uri_template {
-                Some(t) if r.uri.is_none() => match crate::ir::uri_variables(&t.value) {
-                    Ok(v) => {
-                        if v.is_empty() {
-                            self.sink.error(
-                                pos(t),
-                                format!("the uri template of `{}` has no variables", name.value),
-                                "",
-                                "use `uri` for a fixed resource",
-                            );
-                        }
-                        v
-                    }
-                    Err(why) => {
-                        self.sink.error(
-                            pos(t),
-                            format!("invalid uri template of `{}`: {why}", name.value),
-                            "",
-                            "write RFC 6570 level 1 variables such as `app://things/{id}`",
-                        );
-                        Vec::new()
-                    }
-                },
-                _ => Vec::new(),
-            };
+            self.unique_name("resource", &r.name, &mut names);
+            self.resource_uri(r, at, &mut uris);
+            let variables = self.resource_variables(r);
             if let Some(m) = &r.mime_type
                 && !m.value.contains('/')
             {
@@ -1608,87 +1533,188 @@ impl Validator<'_> {
                     "write a MIME type such as `text/markdown`",
                 );
             }
-            if let Some(h) = &r.handler {
-                self.method_name(h, &name.value);
-                for (key, other) in [
-                    ("sql", r.sql.as_ref().map(pos)),
-                    ("template", r.template.as_ref().map(pos)),
-                    ("blob", r.blob.as_ref().map(pos)),
-                ] {
-                    if let Some(p) = other {
-                        self.sink.error(
-                            p,
-                            format!("resource `{}` has both `handler` and `{key}`", name.value),
-                            "",
-                            "a resource's content comes from one source: `sql`/`template`, a `blob` or a Rust `handler`",
-                        );
-                    }
-                }
-            } else if let Some(b) = &r.blob {
-                if r.sql.is_some() || r.template.is_some() {
+            self.resource_source(r, at);
+            self.resource_uses(r, at, &variables);
+        }
+    }
+
+    /// A resource's fixed `uri` or `uri_template`: exactly one, with a scheme, not declared
+    /// twice.
+    fn resource_uri<'r>(&mut self, r: &'r RawResource, at: Pos, uris: &mut BTreeMap<&'r str, Pos>) {
+        let name = &r.name;
+        let uri = match (&r.uri, &r.uri_template) {
+            (Some(u), None) => {
+                if u.value.contains(['{', '}']) {
                     self.sink.error(
-                        pos(b),
-                        format!(
-                            "resource `{}` has both `blob` and `sql` or `template`",
-                            name.value
-                        ),
+                        pos(u),
+                        format!("the fixed uri of `{}` contains `{{` or `}}`", name.value),
                         "",
-                        "a resource is fixed binary content (`blob`) or made text, not both",
+                        "use `uri_template` for a URI with variables",
                     );
                 }
-                if r.uri.is_none() {
-                    self.sink.error(
-                        pos(b),
-                        format!("the blob resource `{}` has a uri template", name.value),
-                        "",
-                        "give a fixed `uri`: a blob is the same for every URI",
-                    );
-                }
-                self.base64(b, "the blob of a resource");
-            } else if r.sql.is_none() && r.template.is_none() {
+                Some(u)
+            }
+            (None, Some(t)) => Some(t),
+            (Some(u), Some(_)) => {
+                self.sink.error(
+                    pos(u),
+                    format!(
+                        "resource `{}` has both `uri` and `uri_template`",
+                        name.value
+                    ),
+                    "",
+                    "a resource has a fixed `uri` or a `uri_template`, not both",
+                );
+                None
+            }
+            (None, None) => {
                 self.sink.error(
                     at,
-                    format!("resource `{}` has no content", name.value),
+                    format!("resource `{}` has no `uri`", name.value),
                     "",
-                    "add `sql:` (its result is the content, as JSON), `template:`, both, a `blob`, or a Rust `handler`",
+                    "add `uri:` for a fixed resource or `uri_template:` for one with variables",
+                );
+                None
+            }
+        };
+        if let Some(u) = uri {
+            if !u.value.contains("://") && !u.value.contains(':') {
+                self.sink.error(
+                    pos(u),
+                    format!("the uri of `{}` has no scheme", name.value),
+                    "",
+                    "write a URI such as `app://things/{id}`",
                 );
             }
-            let props: BTreeMap<String, Pos> = variables.iter().map(|v| (v.clone(), at)).collect();
-            let mut used = BTreeSet::new();
-            if let Some(st) = &r.sql {
-                self.content_statement(&name.value, st, &props, "template variable", &mut used);
+            if let Some(first) = uris.insert(&u.value, pos(u)) {
+                self.sink.error(
+                    pos(u),
+                    format!("duplicate resource uri `{}`", u.value),
+                    "declared again here",
+                    &format!("the first declaration is at line {}", first.line),
+                );
             }
-            if let Some(t) = &r.template {
-                used.extend(self.template_vars(t, "the template of a resource"));
-            }
-            // A handler gets every variable, so it uses them all.
-            for v in variables.iter().filter(|_| r.handler.is_none()) {
-                if !used.contains(v) {
+        }
+    }
+
+    /// The variables of a resource's uri template (none for a fixed uri).
+    fn resource_variables(&mut self, r: &RawResource) -> Vec<String> {
+        let name = &r.name;
+        match &r.uri_template {
+            Some(t) if r.uri.is_none() => match crate::ir::uri_variables(&t.value) {
+                Ok(v) => {
+                    if v.is_empty() {
+                        self.sink.error(
+                            pos(t),
+                            format!("the uri template of `{}` has no variables", name.value),
+                            "",
+                            "use `uri` for a fixed resource",
+                        );
+                    }
+                    v
+                }
+                Err(why) => {
                     self.sink.error(
-                        pos(r.uri_template.as_ref().unwrap_or(name)),
-                        format!(
-                            "variable `{v}` of `{}` is used by neither its SQL nor its template",
-                            name.value
-                        ),
+                        pos(t),
+                        format!("invalid uri template of `{}`: {why}", name.value),
                         "",
-                        &format!("use `:{v}` in the query or `{{{{ {v} }}}}` in the template"),
+                        "write RFC 6570 level 1 variables such as `app://things/{id}`",
+                    );
+                    Vec::new()
+                }
+            },
+            _ => Vec::new(),
+        }
+    }
+
+    /// Where a resource's content comes from: a handler, a blob, or SQL and a template.
+    fn resource_source(&mut self, r: &RawResource, at: Pos) {
+        let name = &r.name;
+        if let Some(h) = &r.handler {
+            self.method_name(h, &name.value);
+            for (key, other) in [
+                ("sql", r.sql.as_ref().map(pos)),
+                ("template", r.template.as_ref().map(pos)),
+                ("blob", r.blob.as_ref().map(pos)),
+            ] {
+                if let Some(p) = other {
+                    self.sink.error(
+                        p,
+                        format!("resource `{}` has both `handler` and `{key}`", name.value),
+                        "",
+                        "a resource's content comes from one source: `sql`/`template`, a `blob` or a Rust `handler`",
                     );
                 }
             }
-            for (var, sql) in &r.complete {
-                if !variables.contains(var) {
-                    self.sink.error(
-                        pos(sql),
-                        format!("`complete` of `{}` names `{var}`, which is not a variable of its uri template", name.value),
-                        "",
-                        &match did_you_mean(var, &variables.iter().map(String::as_str).collect::<Vec<_>>()) {
-                            Some(s) => format!("did you mean `{s}`?"),
-                            None => "complete the `{variables}` of `uri_template`".into(),
-                        },
-                    );
-                }
-                self.completion(sql, &variables);
+        } else if let Some(b) = &r.blob {
+            if r.sql.is_some() || r.template.is_some() {
+                self.sink.error(
+                    pos(b),
+                    format!(
+                        "resource `{}` has both `blob` and `sql` or `template`",
+                        name.value
+                    ),
+                    "",
+                    "a resource is fixed binary content (`blob`) or made text, not both",
+                );
             }
+            if r.uri.is_none() {
+                self.sink.error(
+                    pos(b),
+                    format!("the blob resource `{}` has a uri template", name.value),
+                    "",
+                    "give a fixed `uri`: a blob is the same for every URI",
+                );
+            }
+            self.base64(b, "the blob of a resource");
+        } else if r.sql.is_none() && r.template.is_none() {
+            self.sink.error(
+                at,
+                format!("resource `{}` has no content", name.value),
+                "",
+                "add `sql:` (its result is the content, as JSON), `template:`, both, a `blob`, or a Rust `handler`",
+            );
+        }
+    }
+
+    /// Every variable used by the resource's SQL or template; completions only of variables.
+    fn resource_uses(&mut self, r: &RawResource, at: Pos, variables: &[String]) {
+        let name = &r.name;
+        let props: BTreeMap<String, Pos> = variables.iter().map(|v| (v.clone(), at)).collect();
+        let mut used = BTreeSet::new();
+        if let Some(st) = &r.sql {
+            self.content_statement(&name.value, st, &props, "template variable", &mut used);
+        }
+        if let Some(t) = &r.template {
+            used.extend(self.template_vars(t, "the template of a resource"));
+        }
+        // A handler gets every variable, so it uses them all.
+        for v in variables.iter().filter(|_| r.handler.is_none()) {
+            if !used.contains(v) {
+                self.sink.error(
+                    pos(r.uri_template.as_ref().unwrap_or(name)),
+                    format!(
+                        "variable `{v}` of `{}` is used by neither its SQL nor its template",
+                        name.value
+                    ),
+                    "",
+                    &format!("use `:{v}` in the query or `{{{{ {v} }}}}` in the template"),
+                );
+            }
+        }
+        for (var, sql) in &r.complete {
+            if !variables.contains(var) {
+                self.sink.error(
+                    pos(sql),
+                    format!("`complete` of `{}` names `{var}`, which is not a variable of its uri template", name.value),
+                    "",
+                    &match did_you_mean(var, &variables.iter().map(String::as_str).collect::<Vec<_>>()) {
+                        Some(s) => format!("did you mean `{s}`?"),
+                        None => "complete the `{variables}` of `uri_template`".into(),
+                    },
+                );
+            }
+            self.completion(sql, &variables);
         }
     }
 
