@@ -11,7 +11,8 @@ use serde_json::Value;
 use crate::diag::{Diagnostics, Pos, Sink, did_you_mean};
 use crate::ir::{ArgType, ColumnKind, Mode};
 use crate::spec::{
-    RawBlock, RawColumn, RawProxy, RawResource, RawSpec, RawStatement, RawTool, Sp, pos,
+    RawBlock, RawColumn, RawError, RawProxy, RawResource, RawRule, RawSpec, RawStatement, RawTool,
+    Sp, pos,
 };
 use crate::sqltext;
 
@@ -898,6 +899,7 @@ impl Validator<'_> {
 
     /// Declared errors: names, codes in the server range, templates and rules.
     fn errors(&mut self, spec: &RawSpec) {
+        self.handler_names(spec);
         let mut names: BTreeMap<&str, Pos> = BTreeMap::new();
         let mut codes: BTreeMap<i64, Pos> = BTreeMap::new();
         let tools: Vec<&str> = spec
@@ -905,6 +907,17 @@ impl Validator<'_> {
             .iter()
             .map(|t| t.value.name.value.as_str())
             .collect();
+        for e in &spec.errors {
+            self.error_declaration(&e.value, &mut names, &mut codes);
+            for r in &e.value.rules {
+                self.error_rule(spec, &e.value.name, r, &tools);
+            }
+        }
+    }
+
+    /// Handler methods and traits: one method per tool or resource, and no two traits with
+    /// one name.
+    fn handler_names(&mut self, spec: &RawSpec) {
         let mut handlers = BTreeMap::new();
         for t in &spec.tools {
             if let Some(h) = &t.value.handler
@@ -957,121 +970,131 @@ impl Validator<'_> {
                 );
             }
         }
-        for e in &spec.errors {
-            let e = &e.value;
-            let n = &e.name;
-            if n.value.is_empty()
-                || !n
-                    .value
-                    .chars()
-                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-            {
+    }
+
+    /// A declared error: its name, its code in the server range, its message and data, none
+    /// declared twice.
+    fn error_declaration<'e>(
+        &mut self,
+        e: &'e RawError,
+        names: &mut BTreeMap<&'e str, Pos>,
+        codes: &mut BTreeMap<i64, Pos>,
+    ) {
+        let n = &e.name;
+        if n.value.is_empty()
+            || !n
+                .value
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        {
+            self.sink.error(
+                pos(n),
+                format!("error name `{}` is not UPPER_SNAKE_CASE", n.value),
+                "",
+                "e.g. `DB_NOT_ALLOWED`",
+            );
+        }
+        if let Some(first) = names.insert(n.value.as_str(), pos(n)) {
+            self.sink.error(
+                pos(n),
+                format!("error `{}` is declared twice", n.value),
+                "",
+                &format!("the first declaration is at line {}", first.line),
+            );
+        }
+        let c = &e.code;
+        if !(-32099..=-32000).contains(&c.value) {
+            self.sink.error(
+                pos(c),
+                format!(
+                    "error code {} of `{}` is outside the server range",
+                    c.value, n.value
+                ),
+                "not in -32000..-32099",
+                "JSON-RPC reserves -32000 to -32099 for implementation-defined server errors",
+            );
+        } else if let Some(first) = codes.insert(c.value, pos(c)) {
+            self.sink.error(
+                pos(c),
+                format!("error code {} is used twice", c.value),
+                "",
+                &format!(
+                    "the first use is at line {}; give each error its own code",
+                    first.line
+                ),
+            );
+        }
+        self.template(&e.message, &format!("the message of `{}`", n.value));
+        for d in &e.data {
+            if d.value.is_empty() || d.value == "code" {
                 self.sink.error(
-                    pos(n),
-                    format!("error name `{}` is not UPPER_SNAKE_CASE", n.value),
+                    pos(d),
+                    format!("`data` of `{}` names the field `{}`", n.value, d.value),
                     "",
-                    "e.g. `DB_NOT_ALLOWED`",
+                    "`code` is always present; name other fields",
                 );
             }
-            if let Some(first) = names.insert(n.value.as_str(), pos(n)) {
-                self.sink.error(
-                    pos(n),
-                    format!("error `{}` is declared twice", n.value),
-                    "",
-                    &format!("the first declaration is at line {}", first.line),
-                );
-            }
-            let c = &e.code;
-            if !(-32099..=-32000).contains(&c.value) {
-                self.sink.error(
-                    pos(c),
-                    format!(
-                        "error code {} of `{}` is outside the server range",
-                        c.value, n.value
-                    ),
-                    "not in -32000..-32099",
-                    "JSON-RPC reserves -32000 to -32099 for implementation-defined server errors",
-                );
-            } else if let Some(first) = codes.insert(c.value, pos(c)) {
-                self.sink.error(
-                    pos(c),
-                    format!("error code {} is used twice", c.value),
-                    "",
-                    &format!(
-                        "the first use is at line {}; give each error its own code",
-                        first.line
-                    ),
-                );
-            }
-            self.template(&e.message, &format!("the message of `{}`", n.value));
-            for d in &e.data {
-                if d.value.is_empty() || d.value == "code" {
+        }
+    }
+
+    /// One rule of a declared error: a known failure, `field` exactly for `invalid`, known
+    /// tools.
+    fn error_rule(&mut self, spec: &RawSpec, n: &Sp<String>, r: &Sp<RawRule>, tools: &[&str]) {
+        let rule = &r.value;
+        let w = &rule.when;
+        if !crate::ir::RuleKind::NAMES.contains(&w.value.as_str()) {
+            self.sink.error(
+                pos(w),
+                format!("unknown failure `{}` in a rule of `{}`", w.value, n.value),
+                "",
+                &match did_you_mean(&w.value, crate::ir::RuleKind::NAMES) {
+                    Some(s) => format!("did you mean `{s}`?"),
+                    None => format!("use one of {}", crate::ir::RuleKind::NAMES.join(", ")),
+                },
+            );
+        }
+        match (&rule.field, w.value == "invalid") {
+            (None, true) => self.sink.error(
+                pos(r),
+                format!("the `invalid` rule of `{}` names no `field`", n.value),
+                "",
+                "add `field: ARGUMENT`",
+            ),
+            (Some(f), false) => self.sink.error(
+                pos(f),
+                "`field` applies only to `when: invalid`",
+                "",
+                "remove it",
+            ),
+            (Some(f), true) => {
+                let declared = spec.tools.iter().any(|t| {
+                    t.value
+                        .input
+                        .as_ref()
+                        .is_some_and(|i| i.value.properties.contains_key(&f.value))
+                });
+                if !declared {
                     self.sink.error(
-                        pos(d),
-                        format!("`data` of `{}` names the field `{}`", n.value, d.value),
-                        "",
-                        "`code` is always present; name other fields",
-                    );
-                }
-            }
-            for r in &e.rules {
-                let rule = &r.value;
-                let w = &rule.when;
-                if !crate::ir::RuleKind::NAMES.contains(&w.value.as_str()) {
-                    self.sink.error(
-                        pos(w),
-                        format!("unknown failure `{}` in a rule of `{}`", w.value, n.value),
-                        "",
-                        &match did_you_mean(&w.value, crate::ir::RuleKind::NAMES) {
-                            Some(s) => format!("did you mean `{s}`?"),
-                            None => format!("use one of {}", crate::ir::RuleKind::NAMES.join(", ")),
-                        },
-                    );
-                }
-                match (&rule.field, w.value == "invalid") {
-                    (None, true) => self.sink.error(
-                        pos(r),
-                        format!("the `invalid` rule of `{}` names no `field`", n.value),
-                        "",
-                        "add `field: ARGUMENT`",
-                    ),
-                    (Some(f), false) => self.sink.error(
                         pos(f),
-                        "`field` applies only to `when: invalid`",
+                        format!("no tool has an argument `{}`", f.value),
                         "",
-                        "remove it",
-                    ),
-                    (Some(f), true) => {
-                        let declared = spec.tools.iter().any(|t| {
-                            t.value
-                                .input
-                                .as_ref()
-                                .is_some_and(|i| i.value.properties.contains_key(&f.value))
-                        });
-                        if !declared {
-                            self.sink.error(
-                                pos(f),
-                                format!("no tool has an argument `{}`", f.value),
-                                "",
-                                "name an input property of some tool",
-                            );
-                        }
-                    }
-                    (None, false) => {}
+                        "name an input property of some tool",
+                    );
                 }
-                for t in &rule.tools {
-                    if !tools.contains(&t.value.as_str()) {
-                        self.sink.error(
-                            pos(t),
-                            format!("a rule of `{}` names unknown tool `{}`", n.value, t.value),
-                            "",
-                            &match did_you_mean(&t.value, &tools) {
-                                Some(s) => format!("did you mean `{s}`?"),
-                                None => "name tools declared under `tools:`".into(),
-                            },
-                        );
-                    }
-                }
+            }
+            (None, false) => {}
+        }
+        for t in &rule.tools {
+            if !tools.contains(&t.value.as_str()) {
+                self.sink.error(
+                    pos(t),
+                    format!("a rule of `{}` names unknown tool `{}`", n.value, t.value),
+                    "",
+                    &match did_you_mean(&t.value, &tools) {
+                        Some(s) => format!("did you mean `{s}`?"),
+                        None => "name tools declared under `tools:`".into(),
+                    },
+                );
             }
         }
     }
