@@ -368,8 +368,6 @@ fn handler_tokens(server: &Server) -> TokenStream {
     if tools.is_empty() && resources.is_empty() {
         return quote!();
     }
-    let name = &server.name;
-    let file = &server.file;
     let outputs = tools
         .iter()
         .flat_map(|(t, _)| t.outputs.iter().map(out_struct));
@@ -378,43 +376,8 @@ fn handler_tokens(server: &Server) -> TokenStream {
     let mut arms = Vec::new();
     for (t, method) in &tools {
         let trait_name = format_ident!("{}Handler", t.type_name);
-        let m = ident(method);
-        let ty = ident(&t.type_name);
-        let wire = &t.name;
-        let line = t.pos.line;
-        let doc = format!(
-            " The handler of the tool `{wire}`, declared at {file}:{line}; its method is `{method}`."
-        );
-        let method_doc =
-            format!(" Runs the tool `{wire}` ({file}:{line}) with its validated arguments.");
-        let message =
-            format!("`{{Self}}` has no handler for the tool `{wire}` declared at {file}:{line}");
-        let label = format!("the `{name}` server needs a handler for `{wire}`");
-        let out = if t.content {
-            "Vec<Content>".to_string()
-        } else {
-            format!("outputs::{ty}")
-        };
-        let note = format!(
-            "implement `{trait_name}` for `{{Self}}` with `fn {method}(&self, ctx: &Context, args: args::{ty}) -> Result<{out}, HandlerError>`"
-        );
-        let out = if t.content {
-            quote!(::std::vec::Vec<::mcpspec::handler::Content>)
-        } else {
-            quote!(outputs::#ty)
-        };
-        traits.push(quote! {
-            #[doc = #doc]
-            #[diagnostic::on_unimplemented(message = #message, label = #label, note = #note)]
-            pub trait #trait_name {
-                #[doc = #method_doc]
-                fn #m(
-                    &self,
-                    ctx: &::mcpspec::handler::Context,
-                    args: args::#ty,
-                ) -> ::core::result::Result<#out, ::mcpspec::handler::HandlerError>;
-            }
-        });
+        let (m, ty, wire) = (ident(method), ident(&t.type_name), &t.name);
+        traits.push(tool_trait(server, t, method));
         arms.push(quote! {
             #wire => ::mcpspec::handler::run(arguments, |args: args::#ty| #trait_name::#m(&self.0, ctx, args)),
         });
@@ -423,63 +386,21 @@ fn handler_tokens(server: &Server) -> TokenStream {
     let mut read_arms = Vec::new();
     for (r, method) in &resources {
         let trait_name = format_ident!("{}ResourceHandler", r.type_name);
-        let m = ident(method);
-        let (wire, uri, line) = (&r.name, &r.uri, r.line);
-        let doc = format!(
-            " The handler of the resource `{wire}` (`{uri}`), declared at {file}:{line}; its method is `{method}`."
-        );
-        let method_doc = format!(
-            " Reads the resource `{wire}` ({file}:{line}) at `uri`; `vars` holds the values of its URI template variables."
-        );
-        let message = format!(
-            "`{{Self}}` has no handler for the resource `{wire}` declared at {file}:{line}"
-        );
-        let label = format!("the `{name}` server needs a handler for the resource `{wire}`");
-        let note = format!(
-            "implement `{trait_name}` for `{{Self}}` with `fn {method}(&self, ctx: &Context, uri: &str, vars: &ResourceVars) -> Result<ResourceBody, HandlerError>`"
-        );
-        traits.push(quote! {
-            #[doc = #doc]
-            #[diagnostic::on_unimplemented(message = #message, label = #label, note = #note)]
-            pub trait #trait_name {
-                #[doc = #method_doc]
-                fn #m(
-                    &self,
-                    ctx: &::mcpspec::handler::Context,
-                    uri: &str,
-                    vars: &::mcpspec::handler::ResourceVars,
-                ) -> ::core::result::Result<::mcpspec::handler::ResourceBody, ::mcpspec::handler::HandlerError>;
-            }
-        });
+        let (m, wire) = (ident(method), &r.name);
+        traits.push(resource_trait(server, r, method));
         read_arms.push(quote! {
             #wire => #trait_name::#m(&self.0, ctx, uri, vars),
         });
         trait_idents.push(trait_name);
     }
-    let read_fn = if read_arms.is_empty() {
-        quote!()
-    } else {
-        quote! {
-            fn read(
-                &self,
-                resource: &str,
-                ctx: &::mcpspec::handler::Context,
-                uri: &str,
-                vars: &::mcpspec::handler::ResourceVars,
-            ) -> ::core::result::Result<::mcpspec::handler::ResourceBody, ::mcpspec::handler::HandlerError> {
-                match resource {
-                    #(#read_arms)*
-                    _ => ::core::result::Result::Err(::mcpspec::handler::HandlerError::unknown_resource(resource)),
-                }
-            }
-        }
-    };
+    let read_fn = read_fn(&read_arms);
     // A server whose handlers are all resources answers every tool call with an error.
     let unused = if arms.is_empty() {
         quote!(let _ = (ctx, arguments);)
     } else {
         quote!()
     };
+    let (name, file) = (&server.name, &server.file);
     let outputs_doc = format!(" Typed results of the `{name}` handler tools, one struct per tool.");
     let handlers_doc = format!(
         " Every handler of the `{name}` server, declared in {file}: implemented by any type that implements each handler trait."
@@ -529,6 +450,105 @@ fn handler_tokens(server: &Server) -> TokenStream {
         #[doc = #dispatcher_doc]
         pub fn dispatcher<H: #(#trait_idents +)* Send + Sync + 'static>(handlers: H) -> ::std::boxed::Box<dyn ::mcpspec::handler::Dispatch> {
             ::std::boxed::Box::new(Dispatcher(handlers))
+        }
+    }
+}
+
+/// The handler trait of one tool, whose doc and unimplemented message name the tool and its
+/// line in the spec.
+fn tool_trait(server: &Server, t: &Tool, method: &str) -> TokenStream {
+    let (name, file) = (&server.name, &server.file);
+    let trait_name = format_ident!("{}Handler", t.type_name);
+    let m = ident(method);
+    let ty = ident(&t.type_name);
+    let wire = &t.name;
+    let line = t.pos.line;
+    let doc = format!(
+        " The handler of the tool `{wire}`, declared at {file}:{line}; its method is `{method}`."
+    );
+    let method_doc =
+        format!(" Runs the tool `{wire}` ({file}:{line}) with its validated arguments.");
+    let message =
+        format!("`{{Self}}` has no handler for the tool `{wire}` declared at {file}:{line}");
+    let label = format!("the `{name}` server needs a handler for `{wire}`");
+    let out = if t.content {
+        "Vec<Content>".to_string()
+    } else {
+        format!("outputs::{ty}")
+    };
+    let note = format!(
+        "implement `{trait_name}` for `{{Self}}` with `fn {method}(&self, ctx: &Context, args: args::{ty}) -> Result<{out}, HandlerError>`"
+    );
+    let out = if t.content {
+        quote!(::std::vec::Vec<::mcpspec::handler::Content>)
+    } else {
+        quote!(outputs::#ty)
+    };
+    quote! {
+        #[doc = #doc]
+        #[diagnostic::on_unimplemented(message = #message, label = #label, note = #note)]
+        pub trait #trait_name {
+            #[doc = #method_doc]
+            fn #m(
+                &self,
+                ctx: &::mcpspec::handler::Context,
+                args: args::#ty,
+            ) -> ::core::result::Result<#out, ::mcpspec::handler::HandlerError>;
+        }
+    }
+}
+
+/// The handler trait of one resource, named like the tool traits.
+fn resource_trait(server: &Server, r: &Resource, method: &str) -> TokenStream {
+    let (name, file) = (&server.name, &server.file);
+    let trait_name = format_ident!("{}ResourceHandler", r.type_name);
+    let m = ident(method);
+    let (wire, uri, line) = (&r.name, &r.uri, r.line);
+    let doc = format!(
+        " The handler of the resource `{wire}` (`{uri}`), declared at {file}:{line}; its method is `{method}`."
+    );
+    let method_doc = format!(
+        " Reads the resource `{wire}` ({file}:{line}) at `uri`; `vars` holds the values of its URI template variables."
+    );
+    let message =
+        format!("`{{Self}}` has no handler for the resource `{wire}` declared at {file}:{line}");
+    let label = format!("the `{name}` server needs a handler for the resource `{wire}`");
+    let note = format!(
+        "implement `{trait_name}` for `{{Self}}` with `fn {method}(&self, ctx: &Context, uri: &str, vars: &ResourceVars) -> Result<ResourceBody, HandlerError>`"
+    );
+    quote! {
+        #[doc = #doc]
+        #[diagnostic::on_unimplemented(message = #message, label = #label, note = #note)]
+        pub trait #trait_name {
+            #[doc = #method_doc]
+            fn #m(
+                &self,
+                ctx: &::mcpspec::handler::Context,
+                uri: &str,
+                vars: &::mcpspec::handler::ResourceVars,
+            ) -> ::core::result::Result<::mcpspec::handler::ResourceBody, ::mcpspec::handler::HandlerError>;
+        }
+    }
+}
+
+/// The dispatcher's `read` over the resource arms; nothing without handler resources.
+fn read_fn(read_arms: &[TokenStream]) -> TokenStream {
+    if read_arms.is_empty() {
+        quote!()
+    } else {
+        quote! {
+            fn read(
+                &self,
+                resource: &str,
+                ctx: &::mcpspec::handler::Context,
+                uri: &str,
+                vars: &::mcpspec::handler::ResourceVars,
+            ) -> ::core::result::Result<::mcpspec::handler::ResourceBody, ::mcpspec::handler::HandlerError> {
+                match resource {
+                    #(#read_arms)*
+                    _ => ::core::result::Result::Err(::mcpspec::handler::HandlerError::unknown_resource(resource)),
+                }
+            }
         }
     }
 }
