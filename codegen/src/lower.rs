@@ -292,106 +292,17 @@ fn proxy(p: &RawProxy) -> Proxy {
 }
 
 fn tool(t: &RawTool, pos: crate::diag::Pos, fn_name: String, type_name: String) -> Tool {
-    let binding = match (&t.sql, &t.compose) {
-        (Some(s), _) => Binding::Single(Box::new(statement(&s.value, &t.name.value))),
-        (None, Some(c)) => Binding::Composite(
-            c.value
-                .iter()
-                .map(|s| statement(&s.value, &t.name.value))
-                .collect(),
-        ),
-        (None, None) => match (&t.handler, &t.content) {
-            (Some(h), _) => Binding::Handler(h.value.clone()),
-            (None, Some(blocks)) => Binding::Content(
-                blocks
-                    .value
-                    .iter()
-                    .map(|b| Block {
-                        kind: b.value.ty.value.clone(),
-                        text: b
-                            .value
-                            .text
-                            .as_ref()
-                            .map(|t| t.value.trim_end().to_string()),
-                        data: b.value.data.as_ref().map(|d| d.value.trim().to_string()),
-                        mime_type: b.value.mime_type.as_ref().map(|m| m.value.clone()),
-                        uri: b.value.uri.as_ref().map(|u| u.value.trim().to_string()),
-                    })
-                    .collect(),
-            ),
-            (None, None) => unreachable!("validate rejects a tool without a binding"),
-        },
-    };
+    let binding = binding(t);
     let handler = matches!(binding, Binding::Handler(_));
     // A handler with `output: content` returns content blocks, like a `content:` binding.
     let content_output = handler && t.output.as_ref().is_some_and(|o| o.value.is_string());
     let content = content_output || matches!(binding, Binding::Content(_));
     let writes = binding.statements().iter().any(|s| sqltext::writes(&s.sql));
-    let destroys = binding
-        .statements()
-        .iter()
-        .any(|s| sqltext::destroys(&s.sql));
-    let raw = t.annotations.as_ref().map(|a| &a.value);
-    // A handler's effects are not visible to codegen: it is assumed to change things unless
-    // its annotations say otherwise, and a confirmation rule makes it destructive.
-    let changes = writes || handler;
-    let destroys = destroys || t.confirm.is_some();
-    let annotations = Annotations {
-        read_only: raw.and_then(|a| a.read_only_hint).unwrap_or(!changes),
-        destructive: raw.and_then(|a| a.destructive_hint).unwrap_or(destroys),
-        idempotent: raw.and_then(|a| a.idempotent_hint).unwrap_or(!changes),
-        open_world: raw.and_then(|a| a.open_world_hint).unwrap_or(false),
-    };
-
-    let empty = RawInput {
-        ty: None,
-        description: None,
-        properties: Default::default(),
-        required: Vec::new(),
-        required_any: Vec::new(),
-        additional_properties: None,
-        dialect: None,
-        defs: Default::default(),
-        any_of: None,
-        one_of: None,
-        all_of: None,
-    };
+    let annotations = annotations(t, &binding, writes);
+    let empty = empty_input();
     let input = t.input.as_ref().map_or(&empty, |i| &i.value);
-    let required: Vec<&str> = input.required.iter().map(|r| r.value.as_str()).collect();
-    let fields = names::dedupe(input.properties.keys().map(|k| names::snake(k)));
-    let mut args = Vec::new();
-    let mut defaults = Vec::new();
-    for ((wire, schema), field) in input.properties.iter().zip(fields) {
-        let default = schema.value.get("default").cloned();
-        if let Some(d) = &default {
-            defaults.push((wire.clone(), d.clone()));
-        }
-        args.push(Arg {
-            wire: wire.clone(),
-            field,
-            ty: ArgType::of_schema(&schema.value),
-            present: required.contains(&wire.as_str()) || default.is_some(),
-            description: schema
-                .value
-                .get("description")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-        });
-    }
-
-    let mut sql_args: Vec<String> = Vec::new();
-    for s in binding.statements() {
-        for p in &s.params {
-            // Derived parameters are computed by the runtime, not by the typed binding.
-            if t.derive.contains_key(p) {
-                continue;
-            }
-            if !s.bind.iter().any(|(b, _, _)| b == p) && !sql_args.contains(p) {
-                sql_args.push(p.clone());
-            }
-        }
-    }
-
+    let (args, defaults) = args(input);
+    let sql_args = sql_args(t, &binding);
     Tool {
         name: t.name.value.clone(),
         pos,
@@ -406,16 +317,7 @@ fn tool(t: &RawTool, pos: crate::diag::Pos, fn_name: String, type_name: String) 
             _ => output_schema(&binding, &input_schema(input)),
         },
         outputs: match &t.output {
-            Some(o) if handler && !content => {
-                let mut out = Vec::new();
-                out_struct(
-                    &type_name,
-                    &format!("The result of the `{}` tool.", t.name.value),
-                    &o.value,
-                    &mut out,
-                );
-                out
-            }
+            Some(o) if handler && !content => outputs(t, &type_name, &o.value),
             _ => Vec::new(),
         },
         confirm: t.confirm.as_ref().map(|c| Confirm {
@@ -447,6 +349,134 @@ fn tool(t: &RawTool, pos: crate::diag::Pos, fn_name: String, type_name: String) 
         defaults,
         content,
     }
+}
+
+/// What a tool is bound to: one statement, several, a handler or fixed content.
+fn binding(t: &RawTool) -> Binding {
+    match (&t.sql, &t.compose) {
+        (Some(s), _) => Binding::Single(Box::new(statement(&s.value, &t.name.value))),
+        (None, Some(c)) => Binding::Composite(
+            c.value
+                .iter()
+                .map(|s| statement(&s.value, &t.name.value))
+                .collect(),
+        ),
+        (None, None) => match (&t.handler, &t.content) {
+            (Some(h), _) => Binding::Handler(h.value.clone()),
+            (None, Some(blocks)) => Binding::Content(
+                blocks
+                    .value
+                    .iter()
+                    .map(|b| Block {
+                        kind: b.value.ty.value.clone(),
+                        text: b
+                            .value
+                            .text
+                            .as_ref()
+                            .map(|t| t.value.trim_end().to_string()),
+                        data: b.value.data.as_ref().map(|d| d.value.trim().to_string()),
+                        mime_type: b.value.mime_type.as_ref().map(|m| m.value.clone()),
+                        uri: b.value.uri.as_ref().map(|u| u.value.trim().to_string()),
+                    })
+                    .collect(),
+            ),
+            (None, None) => unreachable!("validate rejects a tool without a binding"),
+        },
+    }
+}
+
+/// The published annotations: the spec's, else what the SQL shows (a handler is assumed to
+/// change things; a confirmation rule makes a tool destructive).
+fn annotations(t: &RawTool, binding: &Binding, writes: bool) -> Annotations {
+    let handler = matches!(binding, Binding::Handler(_));
+    let destroys = binding
+        .statements()
+        .iter()
+        .any(|s| sqltext::destroys(&s.sql));
+    let raw = t.annotations.as_ref().map(|a| &a.value);
+    // A handler's effects are not visible to codegen: it is assumed to change things unless
+    // its annotations say otherwise, and a confirmation rule makes it destructive.
+    let changes = writes || handler;
+    let destroys = destroys || t.confirm.is_some();
+    Annotations {
+        read_only: raw.and_then(|a| a.read_only_hint).unwrap_or(!changes),
+        destructive: raw.and_then(|a| a.destructive_hint).unwrap_or(destroys),
+        idempotent: raw.and_then(|a| a.idempotent_hint).unwrap_or(!changes),
+        open_world: raw.and_then(|a| a.open_world_hint).unwrap_or(false),
+    }
+}
+
+/// The input of a tool that declares none: an object without properties.
+fn empty_input() -> RawInput {
+    RawInput {
+        ty: None,
+        description: None,
+        properties: Default::default(),
+        required: Vec::new(),
+        required_any: Vec::new(),
+        additional_properties: None,
+        dialect: None,
+        defs: Default::default(),
+        any_of: None,
+        one_of: None,
+        all_of: None,
+    }
+}
+
+/// The typed arguments of an input schema (Rust field beside wire name), and the defaults.
+fn args(input: &RawInput) -> (Vec<Arg>, Vec<(String, Value)>) {
+    let required: Vec<&str> = input.required.iter().map(|r| r.value.as_str()).collect();
+    let fields = names::dedupe(input.properties.keys().map(|k| names::snake(k)));
+    let mut args = Vec::new();
+    let mut defaults = Vec::new();
+    for ((wire, schema), field) in input.properties.iter().zip(fields) {
+        let default = schema.value.get("default").cloned();
+        if let Some(d) = &default {
+            defaults.push((wire.clone(), d.clone()));
+        }
+        args.push(Arg {
+            wire: wire.clone(),
+            field,
+            ty: ArgType::of_schema(&schema.value),
+            present: required.contains(&wire.as_str()) || default.is_some(),
+            description: schema
+                .value
+                .get("description")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        });
+    }
+    (args, defaults)
+}
+
+/// The SQL parameters the typed binding fills: every statement parameter that is neither
+/// derived nor bound from an earlier row, once each.
+fn sql_args(t: &RawTool, binding: &Binding) -> Vec<String> {
+    let mut sql_args: Vec<String> = Vec::new();
+    for s in binding.statements() {
+        for p in &s.params {
+            // Derived parameters are computed by the runtime, not by the typed binding.
+            if t.derive.contains_key(p) {
+                continue;
+            }
+            if !s.bind.iter().any(|(b, _, _)| b == p) && !sql_args.contains(p) {
+                sql_args.push(p.clone());
+            }
+        }
+    }
+    sql_args
+}
+
+/// The typed output structs of a handler tool with an object output schema.
+fn outputs(t: &RawTool, type_name: &str, schema: &Value) -> Vec<OutStruct> {
+    let mut out = Vec::new();
+    out_struct(
+        type_name,
+        &format!("The result of the `{}` tool.", t.name.value),
+        schema,
+        &mut out,
+    );
+    out
 }
 
 /// Builds the typed output struct `name` for an object schema, and every struct its properties
