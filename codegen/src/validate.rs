@@ -1121,7 +1121,7 @@ impl Validator<'_> {
                     pos(t),
                     format!("a rule of `{}` names unknown tool `{}`", n.value, t.value),
                     "",
-                    &match did_you_mean(&t.value, &tools) {
+                    &match did_you_mean(&t.value, tools) {
                         Some(s) => format!("did you mean `{s}`?"),
                         None => "name tools declared under `tools:`".into(),
                     },
@@ -1768,7 +1768,7 @@ impl Validator<'_> {
                     },
                 );
             }
-            self.completion(sql, &variables);
+            self.completion(sql, variables);
         }
     }
 

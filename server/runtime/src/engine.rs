@@ -241,92 +241,12 @@ impl Engine {
         let mut tools = HashMap::new();
         let mut templates = minijinja::Environment::new();
         for t in def.tools {
-            let fail = |message: String| StartError::Tool {
-                tool: t.name,
-                spec: def.spec_file,
-                message,
-            };
-            let schema: Value = serde_json::from_str(t.input_schema)
-                .map_err(|e| fail(format!("input schema is not JSON: {e}")))?;
-
-            let mut defaults = t
-                .defaults
-                .iter()
-                .map(|(k, v)| {
-                    Ok((
-                        *k,
-                        serde_json::from_str(v).map_err(|e| fail(e.to_string()))?,
-                    ))
-                })
-                .collect::<Result<Vec<_>, StartError>>()?;
-            // Environment defaults win over schema defaults and are read once, at start-up.
-            for (arg, var) in t.env_defaults {
-                if let Some(v) = std::env::var(var).ok().filter(|v| !v.is_empty()) {
-                    defaults.retain(|(k, _)| k != arg);
-                    defaults.push((*arg, Value::String(v)));
-                }
-            }
-            if let Some(c) = &t.confirm {
-                templates
-                    .add_template(
-                        template_name(t.name, "confirm", "message").leak(),
-                        c.message,
-                    )
-                    .map_err(|e| fail(format!("confirmation template: {e}")))?;
-            }
-            if let BindingDef::Content(blocks) = &t.binding {
-                for (i, b) in blocks.iter().enumerate() {
-                    for (part, source) in [("text", b.text), ("uri", b.uri)] {
-                        if let Some(src) = source {
-                            templates
-                                .add_template(
-                                    template_name(t.name, &format!("block{i}"), part).leak(),
-                                    src,
-                                )
-                                .map_err(|e| fail(format!("content template: {e}")))?;
-                        }
-                    }
-                }
-            }
-            for st in t.binding.statements() {
-                for (kind, source) in [("empty", st.empty_message), ("not_found", st.not_found)] {
-                    if let Some(src) = source {
-                        templates
-                            .add_template(template_name(t.name, st.name, kind).leak(), src)
-                            .map_err(|e| fail(format!("message template: {e}")))?;
-                    }
-                }
-            }
-            tools.insert(
-                t.name,
-                CompiledTool {
-                    def: t,
-                    integers: crate::numbers::mentions_integer(&schema),
-                    schema,
-                    validator: std::sync::OnceLock::new(),
-                    defaults,
-                },
-            );
+            tools.insert(t.name, compile_tool(def, t, &mut templates)?);
         }
+        add_server_templates(def, &mut templates)?;
         // Every statement must prepare against the real database, and return the declared
         // columns, before the server accepts a call: drift is a start-up error listing every
         // affected tool, not a failure of some later call.
-        for e in def.errors {
-            templates
-                .add_template(template_name("", e.name, "error").leak(), e.message)
-                .map_err(|err| StartError::Tool {
-                    tool: e.name,
-                    spec: def.spec_file,
-                    message: format!("error message template: {err}"),
-                })?;
-        }
-        crate::content::add_templates(def, &mut templates).map_err(|(name, message)| {
-            StartError::Tool {
-                tool: name,
-                spec: def.spec_file,
-                message,
-            }
-        })?;
         if let (Some(db), Some(path)) = (&db, path) {
             let drift = db.drift(def);
             if !drift.is_empty() {
@@ -654,6 +574,35 @@ impl Engine {
             .tools
             .get(name)
             .ok_or_else(|| CallError::UnknownTool(name.to_string()))?;
+        let args = self.arguments(tool, name, arguments)?;
+        let instance = self.validated(tool, name, args, request)?;
+        let Value::Object(mut args) = instance else {
+            unreachable!("arguments are an object")
+        };
+        // Messages quote the arguments as the caller wrote them, before any transform.
+        let shown = (!tool.def.transforms.is_empty()).then(|| args.clone());
+        for (arg, transforms) in tool.def.transforms {
+            if let Some(v) = args.get_mut(*arg) {
+                crate::transform::apply(v, transforms);
+            }
+        }
+        if matches!(tool.def.binding, BindingDef::Handler) {
+            return self.run_handler(tool.def, &args, request, cancel, link);
+        }
+        if let BindingDef::Content(blocks) = &tool.def.binding {
+            return self.render_blocks(tool.def, blocks, &args);
+        }
+        self.run_sql(tool, name, &args, shown.as_ref(), request, cancel)
+    }
+
+    /// The call's arguments as an object within the size limit, with the spec's defaults
+    /// filled in; a destructive tool's confirmation argument must be `true`.
+    fn arguments(
+        &self,
+        tool: &CompiledTool,
+        name: &str,
+        arguments: Option<&Value>,
+    ) -> Result<Arguments, CallError> {
         let mut args: Arguments = match arguments {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(m)) => m.clone(),
@@ -696,6 +645,18 @@ impl Engine {
             }
             .into());
         }
+        Ok(args)
+    }
+
+    /// The arguments checked against the input schema, the `i64` range of integers and
+    /// `requiredAny`.
+    fn validated(
+        &self,
+        tool: &CompiledTool,
+        name: &str,
+        args: Arguments,
+        request: u64,
+    ) -> Result<Value, CallError> {
         let instance = Value::Object(args);
         let validator = tool.validator().map_err(|e| {
             tracing::error!(request, tool = name, error = %e, "the input schema does not compile");
@@ -730,30 +691,27 @@ impl Engine {
             }
             .into());
         }
-        let Value::Object(mut args) = instance else {
-            unreachable!("arguments are an object")
-        };
-        // Messages quote the arguments as the caller wrote them, before any transform.
-        let shown = (!tool.def.transforms.is_empty()).then(|| args.clone());
-        for (arg, transforms) in tool.def.transforms {
-            if let Some(v) = args.get_mut(*arg) {
-                crate::transform::apply(v, transforms);
-            }
-        }
-        if matches!(tool.def.binding, BindingDef::Handler) {
-            return self.run_handler(tool.def, &args, request, cancel, link);
-        }
-        if let BindingDef::Content(blocks) = &tool.def.binding {
-            return self.render_blocks(tool.def, blocks, &args);
-        }
-        let mut params = (tool.def.bind)(&args).map_err(|e| {
+        Ok(instance)
+    }
+
+    /// Runs a SQL tool: binds the typed parameters and the derived ones, runs its statements
+    /// under its timeout, and applies a `no_change` rule.
+    fn run_sql(
+        &self,
+        tool: &CompiledTool,
+        name: &str,
+        args: &Arguments,
+        shown: Option<&Arguments>,
+        request: u64,
+        cancel: &Arc<AtomicBool>,
+    ) -> Result<Success, CallError> {
+        let mut params = (tool.def.bind)(args).map_err(|e| {
             tracing::error!(request, tool = name, error = %e, "typed arguments disagree with the schema");
             ToolError::new("INVALID_ARGUMENTS", format!("invalid arguments: {}", e.0))
         })?;
         for (name, from, transforms) in tool.def.derive {
             let mut v = shown
-                .as_ref()
-                .unwrap_or(&args)
+                .unwrap_or(args)
                 .get(*from)
                 .cloned()
                 .unwrap_or(Value::Null);
@@ -784,7 +742,7 @@ impl Engine {
                 self.db()?,
                 job,
                 &params,
-                shown.as_ref().unwrap_or(&args),
+                shown.unwrap_or(args),
                 &stop,
                 request,
             )
@@ -1312,6 +1270,100 @@ pub fn sanitize_arguments(v: &Value) -> Value {
 }
 
 /// The name of a message template: `{tool}/{statement}/{kind}`.
+/// A tool ready to call: its parsed input schema, its defaults (environment defaults read
+/// now), and its message templates added to `templates`.
+fn compile_tool(
+    def: &'static ServerDef,
+    t: &'static ToolDef,
+    templates: &mut minijinja::Environment<'static>,
+) -> Result<CompiledTool, StartError> {
+    let fail = |message: String| StartError::Tool {
+        tool: t.name,
+        spec: def.spec_file,
+        message,
+    };
+    let schema: Value = serde_json::from_str(t.input_schema)
+        .map_err(|e| fail(format!("input schema is not JSON: {e}")))?;
+
+    let mut defaults = t
+        .defaults
+        .iter()
+        .map(|(k, v)| {
+            Ok((
+                *k,
+                serde_json::from_str(v).map_err(|e| fail(e.to_string()))?,
+            ))
+        })
+        .collect::<Result<Vec<_>, StartError>>()?;
+    // Environment defaults win over schema defaults and are read once, at start-up.
+    for (arg, var) in t.env_defaults {
+        if let Some(v) = std::env::var(var).ok().filter(|v| !v.is_empty()) {
+            defaults.retain(|(k, _)| k != arg);
+            defaults.push((*arg, Value::String(v)));
+        }
+    }
+    if let Some(c) = &t.confirm {
+        templates
+            .add_template(
+                template_name(t.name, "confirm", "message").leak(),
+                c.message,
+            )
+            .map_err(|e| fail(format!("confirmation template: {e}")))?;
+    }
+    if let BindingDef::Content(blocks) = &t.binding {
+        for (i, b) in blocks.iter().enumerate() {
+            for (part, source) in [("text", b.text), ("uri", b.uri)] {
+                if let Some(src) = source {
+                    templates
+                        .add_template(
+                            template_name(t.name, &format!("block{i}"), part).leak(),
+                            src,
+                        )
+                        .map_err(|e| fail(format!("content template: {e}")))?;
+                }
+            }
+        }
+    }
+    for st in t.binding.statements() {
+        for (kind, source) in [("empty", st.empty_message), ("not_found", st.not_found)] {
+            if let Some(src) = source {
+                templates
+                    .add_template(template_name(t.name, st.name, kind).leak(), src)
+                    .map_err(|e| fail(format!("message template: {e}")))?;
+            }
+        }
+    }
+    Ok(CompiledTool {
+        def: t,
+        integers: crate::numbers::mentions_integer(&schema),
+        schema,
+        validator: std::sync::OnceLock::new(),
+        defaults,
+    })
+}
+
+/// The templates of the declared errors, resources and prompts.
+fn add_server_templates(
+    def: &'static ServerDef,
+    templates: &mut minijinja::Environment<'static>,
+) -> Result<(), StartError> {
+    for e in def.errors {
+        templates
+            .add_template(template_name("", e.name, "error").leak(), e.message)
+            .map_err(|err| StartError::Tool {
+                tool: e.name,
+                spec: def.spec_file,
+                message: format!("error message template: {err}"),
+            })?;
+    }
+    crate::content::add_templates(def, templates).map_err(|(name, message)| StartError::Tool {
+        tool: name,
+        spec: def.spec_file,
+        message,
+    })?;
+    Ok(())
+}
+
 /// What to fix when statements do not prepare on the database: the spec, when they do not
 /// prepare against the spec's own declared schema either (a wrong table or column in the
 /// YAML), else the database (it drifted from the schema, or is another file).

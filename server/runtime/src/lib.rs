@@ -41,7 +41,7 @@ pub use cli::Server;
 /// Includes what [`codegen::compile_specs`](../codegen/fn.compile_specs.html) generated in a
 /// build script: one module per spec and `SERVERS`, the list of every definition.
 ///
-/// ```ignore
+/// ```text
 /// mod generated {
 ///     mcpspec::include_specs!();
 /// }

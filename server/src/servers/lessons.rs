@@ -825,10 +825,26 @@ fn doctor(
     today: i64,
 ) -> Vec<(&'static str, Vec<Finding>)> {
     let live: Vec<&Lesson> = lessons.iter().filter(|l| l.status != "archived").collect();
-    let mut checks = Vec::new();
+    vec![
+        ("invalid patterns", invalid_patterns(&live)),
+        ("missing tool names", missing_tool_names(&live)),
+        ("non-canonical tool names", non_canonical_tool_names(&live)),
+        ("duplicates", duplicates(&live)),
+        ("thin text", thin_text(&live)),
+        ("stale manifest", stale_manifest(lessons, manifest)),
+        ("stale candidates", stale_candidates(&live, today)),
+        ("unbounded guards", unbounded_guards(&live)),
+        (
+            "platform tag missing for platform-exclusive tools",
+            platform_tag_missing(&live),
+        ),
+    ]
+}
 
+/// Patterns that are not valid regular expressions.
+fn invalid_patterns(live: &[&Lesson]) -> Vec<Finding> {
     let mut f = Vec::new();
-    for l in &live {
+    for l in live {
         for (field, ps) in [
             ("command_patterns", &l.command_patterns),
             ("path_patterns", &l.path_patterns),
@@ -844,10 +860,12 @@ fn doctor(
             }
         }
     }
-    checks.push(("invalid patterns", f));
+    f
+}
 
-    let f = live
-        .iter()
+/// Hints and guards that name no tools, so never fire.
+fn missing_tool_names(live: &[&Lesson]) -> Vec<Finding> {
+    live.iter()
         .filter(|l| matches!(l.kind.as_str(), "hint" | "guard") && l.tool_names.is_empty())
         .map(|l| {
             finding(
@@ -856,11 +874,13 @@ fn doctor(
                 "add the tools with lessons_edit",
             )
         })
-        .collect();
-    checks.push(("missing tool names", f));
+        .collect()
+}
 
+/// Tool names not spelled the canonical way.
+fn non_canonical_tool_names(live: &[&Lesson]) -> Vec<Finding> {
     let mut f = Vec::new();
-    for l in &live {
+    for l in live {
         for t in &l.tool_names {
             let c = canonical_tool(t);
             if &c != t {
@@ -872,11 +892,14 @@ fn doctor(
             }
         }
     }
-    checks.push(("non-canonical tool names", f));
+    f
+}
 
+/// Lessons with the same trigger and tools as an earlier one.
+fn duplicates(live: &[&Lesson]) -> Vec<Finding> {
     let mut f = Vec::new();
     let mut seen: BTreeMap<(String, String), &str> = BTreeMap::new();
-    for l in &live {
+    for l in live {
         let key = (l.trigger.to_lowercase(), l.tool_names.join(","));
         if let Some(first) = seen.insert(key, &l.slug) {
             f.push(finding(
@@ -886,10 +909,13 @@ fn doctor(
             ));
         }
     }
-    checks.push(("duplicates", f));
+    f
+}
 
+/// Problems and solutions too short to help.
+fn thin_text(live: &[&Lesson]) -> Vec<Finding> {
     let mut f = Vec::new();
-    for l in &live {
+    for l in live {
         for (field, text) in [("problem", &l.problem), ("solution", &l.solution)] {
             if text.trim().chars().count() < THIN_TEXT {
                 f.push(finding(
@@ -900,14 +926,17 @@ fn doctor(
             }
         }
     }
-    checks.push(("thin text", f));
+    f
+}
 
+/// Differences between the active lessons and the manifest.
+fn stale_manifest(lessons: &[Lesson], manifest: &BTreeSet<String>) -> Vec<Finding> {
     let active: BTreeSet<String> = lessons
         .iter()
         .filter(|l| l.status == "active")
         .map(|l| l.slug.clone())
         .collect();
-    let f = active
+    active
         .symmetric_difference(manifest)
         .map(|s| Finding {
             lesson: s.clone(),
@@ -918,11 +947,12 @@ fn doctor(
             },
             fix: "run lessons_build".into(),
         })
-        .collect();
-    checks.push(("stale manifest", f));
+        .collect()
+}
 
-    let f = live
-        .iter()
+/// Candidates nobody reviewed for too long.
+fn stale_candidates(live: &[&Lesson], today: i64) -> Vec<Finding> {
+    live.iter()
         .filter(|l| {
             l.status == "candidate" && today - day_number(&l.created_at) > STALE_CANDIDATE_DAYS
         })
@@ -933,11 +963,12 @@ fn doctor(
                 "review it with lessons_review and promote or archive it",
             )
         })
-        .collect();
-    checks.push(("stale candidates", f));
+        .collect()
+}
 
-    let f = live
-        .iter()
+/// Guards without patterns, which block every call of their tools.
+fn unbounded_guards(live: &[&Lesson]) -> Vec<Finding> {
+    live.iter()
         .filter(|l| {
             l.kind == "guard" && l.command_patterns.is_empty() && l.path_patterns.is_empty()
         })
@@ -948,11 +979,13 @@ fn doctor(
                 "add command_patterns or path_patterns",
             )
         })
-        .collect();
-    checks.push(("unbounded guards", f));
+        .collect()
+}
 
+/// Lessons only about one platform's tools, without its platform tag.
+fn platform_tag_missing(live: &[&Lesson]) -> Vec<Finding> {
     let mut f = Vec::new();
-    for l in &live {
+    for l in live {
         let tagged = l.tags.iter().any(|t| t.starts_with("platform:"));
         if tagged || l.tool_names.is_empty() {
             continue;
@@ -972,8 +1005,7 @@ fn doctor(
             ));
         }
     }
-    checks.push(("platform tag missing for platform-exclusive tools", f));
-    checks
+    f
 }
 
 /// Days since 1970-01-01 of an ISO date `YYYY-MM-DD...`, or 0 when it does not parse.
