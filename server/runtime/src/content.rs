@@ -20,8 +20,9 @@ use serde_json::{Map, Value, json};
 use crate::def::{
     Arguments, ContentDef, MessageBodyDef, PromptDef, ResourceDef, ServerDef, StatementDef, ToParam,
 };
-use crate::engine::{Engine, Job, ToolError, template_name};
+use crate::engine::{Engine, Job, ToolError};
 use crate::handler::{INTERNAL, RESOURCE_NOT_FOUND, ResourceBody, ResourceVars};
+use crate::templates::{PROMPT, RESOURCE, content_key, template_name};
 
 /// The most completion values one answer carries, as MCP allows.
 const MAX_COMPLETIONS: usize = 100;
@@ -58,97 +59,6 @@ impl From<ContentError> for ErrorData {
             ContentError::Failed(message) => ErrorData::internal_error(message, None),
         }
     }
-}
-
-const RESOURCE: &str = "resource:";
-const PROMPT: &str = "prompt:";
-
-fn content_key(prefix: &str, name: &str) -> String {
-    format!("{prefix}{name}")
-}
-
-/// Adds the templates of every resource and prompt to the engine's environment, at start-up.
-/// A template that does not compile names its resource or prompt.
-pub fn add_templates(
-    def: &'static ServerDef,
-    env: &mut minijinja::Environment<'static>,
-) -> Result<(), (&'static str, String)> {
-    let mut add = |owner: &'static str, name: String, source: &'static str| {
-        env.add_template_owned(name, source)
-            .map_err(|e| (owner, format!("template: {e}")))
-    };
-    for r in def.resources {
-        let key = content_key(RESOURCE, r.name);
-        if let Some(t) = r.content.template {
-            add(r.name, template_name(&key, "", "content"), t)?;
-        }
-        if let Some(st) = &r.content.statement {
-            statement_templates(&mut add, r.name, &key, st)?;
-        }
-    }
-    for p in def.prompts {
-        let key = content_key(PROMPT, p.name);
-        for (i, m) in p.messages.iter().enumerate() {
-            let source = match m.body {
-                MessageBodyDef::Text(t) | MessageBodyDef::Resource(t) => t,
-                MessageBodyDef::Image(..) => continue,
-            };
-            add(
-                p.name,
-                template_name(&key, "message", &i.to_string()),
-                source,
-            )?;
-        }
-        if let Some(st) = &p.statement {
-            statement_templates(&mut add, p.name, &key, st)?;
-        }
-    }
-    Ok(())
-}
-
-fn statement_templates(
-    add: &mut impl FnMut(&'static str, String, &'static str) -> Result<(), (&'static str, String)>,
-    owner: &'static str,
-    key: &str,
-    st: &'static StatementDef,
-) -> Result<(), (&'static str, String)> {
-    for (kind, source) in [("empty", st.empty_message), ("not_found", st.not_found)] {
-        if let Some(src) = source {
-            add(owner, template_name(key, st.name, kind), src)?;
-        }
-    }
-    Ok(())
-}
-
-/// Every statement of the server's resources and prompts, named for start-up messages.
-pub fn statements(def: &'static ServerDef) -> Vec<(String, &'static StatementDef)> {
-    let resources = def.resources.iter().filter_map(|r| {
-        let st = r.content.statement.as_ref()?;
-        Some((format!("resource `{}`", r.name), st))
-    });
-    let prompts = def.prompts.iter().filter_map(|p| {
-        let st = p.statement.as_ref()?;
-        Some((format!("prompt `{}`", p.name), st))
-    });
-    resources.chain(prompts).collect()
-}
-
-/// Every completion query of the server, named for start-up messages.
-pub fn completions(def: &'static ServerDef) -> Vec<(String, &'static str)> {
-    let resources = def.resources.iter().flat_map(|r| {
-        r.complete
-            .iter()
-            .map(move |(v, sql)| (format!("resource `{}` variable `{v}`", r.name), *sql))
-    });
-    let prompts = def.prompts.iter().flat_map(|p| {
-        p.arguments.iter().filter_map(move |a| {
-            Some((
-                format!("prompt `{}` argument `{}`", p.name, a.name),
-                a.complete?,
-            ))
-        })
-    });
-    resources.chain(prompts).collect()
 }
 
 /// Whether the server declares any completion query.

@@ -4,9 +4,19 @@
 //! interprets them (validation, SQL execution, result shaping, the MCP surface) is hand-written
 //! in the other modules of this crate.
 
-use crate::backend::Value as SqlValue;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+
+/// A value bound to a statement parameter or read from a result column; the database seam
+/// calls it [`crate::backend::Value`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum SqlValue {
+    Null,
+    Integer(i64),
+    Real(f64),
+    Text(String),
+    Blob(Vec<u8>),
+}
 
 /// Tool arguments as they arrive in `tools/call`.
 pub type Arguments = serde_json::Map<String, Value>;
@@ -42,6 +52,41 @@ pub struct ServerDef {
     pub resources: &'static [ResourceDef],
     /// MCP prompts, in spec order.
     pub prompts: &'static [PromptDef],
+}
+
+impl ServerDef {
+    /// Every statement of the server's resources and prompts, named for start-up messages.
+    pub fn content_statements(&'static self) -> Vec<(String, &'static StatementDef)> {
+        let def = self;
+        let resources = def.resources.iter().filter_map(|r| {
+            let st = r.content.statement.as_ref()?;
+            Some((format!("resource `{}`", r.name), st))
+        });
+        let prompts = def.prompts.iter().filter_map(|p| {
+            let st = p.statement.as_ref()?;
+            Some((format!("prompt `{}`", p.name), st))
+        });
+        resources.chain(prompts).collect()
+    }
+
+    /// Every completion query of the server, named for start-up messages.
+    pub fn completion_queries(&'static self) -> Vec<(String, &'static str)> {
+        let def = self;
+        let resources = def.resources.iter().flat_map(|r| {
+            r.complete
+                .iter()
+                .map(move |(v, sql)| (format!("resource `{}` variable `{v}`", r.name), *sql))
+        });
+        let prompts = def.prompts.iter().flat_map(|p| {
+            p.arguments.iter().filter_map(move |a| {
+                Some((
+                    format!("prompt `{}` argument `{}`", p.name, a.name),
+                    a.complete?,
+                ))
+            })
+        });
+        resources.chain(prompts).collect()
+    }
 }
 
 /// An MCP resource, read by `resources/read`.

@@ -20,6 +20,7 @@ use crate::def::{
     StatementDef, ToolDef,
 };
 use crate::handler::{Context, Dispatch, HandlerError, Link};
+use crate::templates::template_name;
 
 /// Limits applied to every call.
 #[derive(Debug, Clone, Copy)]
@@ -248,7 +249,7 @@ impl Engine {
         // columns, before the server accepts a call: drift is a start-up error listing every
         // affected tool, not a failure of some later call.
         if let (Some(db), Some(path)) = (&db, path) {
-            let drift = db.drift(def);
+            let drift = drift(def, &|sql| db.columns(sql));
             if !drift.is_empty() {
                 return Err(StartError::Drift {
                     path: path.display().to_string(),
@@ -451,7 +452,7 @@ impl Engine {
                         if hit {
                             fields.insert("field".into(), json!(field));
                             if let Some(v) = arguments.and_then(|a| a.get(field)) {
-                                fields.insert("value".into(), crate::protocol::jsonrpc::shorten(v));
+                                fields.insert("value".into(), crate::transform::shorten(v));
                             }
                         }
                         hit
@@ -1356,7 +1357,7 @@ fn add_server_templates(
                 message: format!("error message template: {err}"),
             })?;
     }
-    crate::content::add_templates(def, templates).map_err(|(name, message)| StartError::Tool {
+    crate::templates::add_content(def, templates).map_err(|(name, message)| StartError::Tool {
         tool: name,
         spec: def.spec_file,
         message,
@@ -1364,21 +1365,70 @@ fn add_server_templates(
     Ok(())
 }
 
+/// Every statement of the spec that does not prepare where `columns` prepares it, or returns
+/// other columns than it declares, as one line each.
+fn drift(
+    def: &'static ServerDef,
+    columns: &dyn Fn(&str) -> Result<Vec<String>, String>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in def.tools {
+        for st in t.binding.statements() {
+            if let Err(message) = prepare_checked(columns, st) {
+                out.push(format!("tool `{}`: {message}", t.name));
+            }
+        }
+    }
+    for (what, st) in def.content_statements() {
+        if let Err(message) = prepare_checked(columns, st) {
+            out.push(format!("{what}: {message}"));
+        }
+    }
+    for (what, sql) in def.completion_queries() {
+        if let Err(e) = columns(sql) {
+            out.push(format!(
+                "{what}: the completion query does not prepare: {e}"
+            ));
+        }
+    }
+    out
+}
+
+/// Prepares a statement and checks that it returns the declared columns.
+fn prepare_checked(
+    columns: &dyn Fn(&str) -> Result<Vec<String>, String>,
+    st: &StatementDef,
+) -> Result<(), String> {
+    let names =
+        columns(st.sql).map_err(|e| format!("statement `{}` does not prepare: {e}", st.name))?;
+    if st.mode != Mode::Execute {
+        for c in st.columns {
+            if !names.iter().any(|n| n == c.name) {
+                return Err(format!(
+                    "statement `{}` does not return the declared column `{}`",
+                    st.name, c.name
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// What to fix when statements do not prepare on the database: the spec, when they do not
 /// prepare against the spec's own declared schema either (a wrong table or column in the
 /// YAML), else the database (it drifted from the schema, or is another file).
 fn which_side(def: &'static ServerDef) -> String {
-    match Database::declared_drift(def) {
+    let declared = def.database.as_ref().and_then(|db| {
+        let columns = crate::backend::scratch_columns(db.schema)?;
+        Some(drift(def, &columns))
+    });
+    match declared {
         Some(d) if !d.is_empty() => format!(
             "the spec is wrong: these statements do not prepare against the schema {} declares either; fix them there (`cargo run -p codegen -- check` points at each)",
             def.spec_file
         ),
         _ => "the database differs from the schema the spec declares: migrate it, or point --db at the right file".into(),
     }
-}
-
-pub(crate) fn template_name(tool: &str, stmt: &str, kind: &str) -> String {
-    format!("{tool}/{stmt}/{kind}")
 }
 
 /// The value of a named parameter: from an earlier statement's row when the statement binds
@@ -1503,19 +1553,15 @@ fn validate(validator: &jsonschema::Validator, instance: &Value) -> Result<(), T
         let mut message = e.to_string();
         // The message quotes the value; a huge one is shortened, never sent back whole.
         let value = e.instance().to_string();
-        if value
-            .chars()
-            .nth(crate::protocol::jsonrpc::QUOTE_CHARS)
-            .is_some()
-        {
-            message = message.replace(&value, &crate::protocol::jsonrpc::quote(&value));
+        if value.chars().nth(crate::transform::QUOTE_CHARS).is_some() {
+            message = message.replace(&value, &crate::transform::quote(&value));
         }
         if message
             .chars()
-            .nth(4 * crate::protocol::jsonrpc::QUOTE_CHARS)
+            .nth(4 * crate::transform::QUOTE_CHARS)
             .is_some()
         {
-            message = crate::protocol::jsonrpc::quote(&message);
+            message = crate::transform::quote(&message);
         }
         let constraint = e.kind().keyword().to_string();
         match e.kind() {

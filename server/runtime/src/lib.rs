@@ -5,7 +5,8 @@
 //! - [`def`]: the table types the generated code fills; [`handler`]: what Rust handlers
 //!   receive and return.
 //! - [`engine`]: validates arguments and runs calls; [`content`] reads resources and renders
-//!   prompts; [`transform`] shapes derived parameters; [`startup`] runs a spec's start-up jobs.
+//!   prompts; [`templates`] names and registers their templates; [`transform`] shapes derived
+//!   parameters; [`startup`] runs a spec's start-up jobs.
 //! - [`backend`]: the database seam; [`backend::sqlite`] is its embedded implementation.
 //! - [`protocol`]: the MCP surface on rmcp, with [`protocol::jsonrpc`] for messages that do
 //!   not parse; [`transport::stdio`] and [`transport::http`] carry it.
@@ -33,6 +34,7 @@ pub mod numbers;
 pub mod protocol;
 pub mod proxy;
 pub mod startup;
+pub mod templates;
 pub mod transform;
 pub mod transport;
 

@@ -1,8 +1,9 @@
 //! Argument transforms declared in a spec (`transform:`), applied after validation and before
 //! binding. The FTS5 transforms turn free text into a query that cannot change the query's
-//! structure or raise a syntax error: each word becomes a quoted phrase.
+//! structure or raise a syntax error: each word becomes a quoted phrase. Also the bounds on
+//! text quoted back to a client ([`quote`], [`shorten`]).
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// Applies `transforms` in order to a string value; other values pass through.
 pub fn apply(value: &mut Value, transforms: &[&str]) {
@@ -50,6 +51,36 @@ pub fn truncate(text: &str, max: usize) -> String {
     let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
     out.push('…');
     out
+}
+
+/// The longest piece of a client's value quoted back in an error message, in characters.
+pub const QUOTE_CHARS: usize = 100;
+
+/// `s` as is when short, else its first [`QUOTE_CHARS`] characters and the length left out.
+pub fn quote(s: &str) -> String {
+    let cut = truncate(s, QUOTE_CHARS + 1);
+    if cut == s {
+        return cut;
+    }
+    // `truncate` ends the text with `…`; say how much was left out.
+    let kept = cut.len() - '…'.len_utf8();
+    format!("{cut} ({} more bytes)", s.len() - kept)
+}
+
+/// A value for an error's data: strings shortened as [`quote`] does, inside arrays and objects
+/// too, so that a huge argument is never sent back whole.
+pub fn shorten(v: &Value) -> Value {
+    match v {
+        Value::String(s) if s.chars().nth(QUOTE_CHARS).is_some() => Value::String(quote(s)),
+        Value::Array(a) if a.len() > 20 => {
+            let mut kept: Vec<Value> = a.iter().take(20).map(shorten).collect();
+            kept.push(json!(format!("… ({} more items)", a.len() - 20)));
+            Value::Array(kept)
+        }
+        Value::Array(a) => Value::Array(a.iter().map(shorten).collect()),
+        Value::Object(o) => Value::Object(o.iter().map(|(k, x)| (k.clone(), shorten(x))).collect()),
+        other => other.clone(),
+    }
 }
 
 #[cfg(test)]

@@ -4,22 +4,12 @@
 
 pub mod sqlite;
 
+pub use crate::def::SqlValue as Value;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
-
-use crate::def::ServerDef;
-
-/// A value bound to a statement parameter or read from a result column.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    Null,
-    Integer(i64),
-    Real(f64),
-    Text(String),
-    Blob(Vec<u8>),
-}
 
 /// What went wrong in the database, whatever the database: the engine maps each kind to a
 /// tool error without quoting the database's own message.
@@ -169,25 +159,17 @@ impl Database {
         }
     }
 
-    /// The names of the columns `sql` returns; the database's own words when it does not
-    /// prepare.
+    /// Prepares `sql` and returns the names of the columns it returns; the database's own
+    /// words when it does not prepare.
     pub fn columns(&self, sql: &str) -> Result<Vec<String>, String> {
         match self {
             Database::Sqlite(p) => p.read(|conn| sqlite::columns(conn, sql)),
         }
     }
+}
 
-    /// Every statement of `def` that does not prepare on this database, or returns other
-    /// columns than it declares, as one line each.
-    pub fn drift(&self, def: &'static ServerDef) -> Vec<String> {
-        match self {
-            Database::Sqlite(p) => p.read(|conn| sqlite::drift(def, conn)),
-        }
-    }
-
-    /// The same check against the schema the spec declares, in a scratch database: `None`
-    /// when that cannot be made.
-    pub fn declared_drift(def: &'static ServerDef) -> Option<Vec<String>> {
-        sqlite::declared_drift(def)
-    }
+/// Prepares statements against `schema` in a scratch in-memory SQLite database, as
+/// [`Database::columns`] does against a real one; `None` when the schema does not load.
+pub fn scratch_columns(schema: &str) -> Option<impl Fn(&str) -> Result<Vec<String>, String>> {
+    sqlite::scratch(schema)
 }

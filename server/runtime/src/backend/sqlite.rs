@@ -611,69 +611,18 @@ impl super::Session for SqliteSession<'_> {
     }
 }
 
-/// Every statement of the spec that does not prepare on `conn`, or returns other columns than
-/// it declares, as one line each.
-pub fn drift(def: &'static crate::def::ServerDef, conn: &Connection) -> Vec<String> {
-    let mut out = Vec::new();
-    for t in def.tools {
-        for st in t.binding.statements() {
-            if let Err(message) = prepare_checked(conn, st) {
-                out.push(format!("tool `{}`: {message}", t.name));
-            }
-        }
-    }
-    for (what, st) in crate::content::statements(def) {
-        if let Err(message) = prepare_checked(conn, st) {
-            out.push(format!("{what}: {message}"));
-        }
-    }
-    for (what, sql) in crate::content::completions(def) {
-        if let Err(e) = conn.prepare_cached(sql) {
-            out.push(format!(
-                "{what}: the completion query does not prepare: {}",
-                sqlite_message(&e)
-            ));
-        }
-    }
-    out
-}
-
 /// The names of the columns `sql` returns.
 pub fn columns(conn: &Connection, sql: &str) -> Result<Vec<String>, String> {
-    let st = conn.prepare(sql).map_err(|e| sqlite_message(&e))?;
+    let st = conn.prepare_cached(sql).map_err(|e| sqlite_message(&e))?;
     Ok(st.column_names().map(String::from).collect())
 }
 
-/// [`drift`] against the schema the spec declares, in an in-memory database.
-pub fn declared_drift(def: &'static crate::def::ServerDef) -> Option<Vec<String>> {
-    let db = def.database.as_ref()?;
+/// [`columns`] on a scratch in-memory database made from `schema`.
+pub fn scratch(schema: &str) -> Option<impl Fn(&str) -> Result<Vec<String>, String>> {
     let conn = Connection::open_in_memory().ok()?;
     register_regexp(&conn).ok()?;
-    conn.execute_batch(db.schema).ok()?;
-    Some(drift(def, &conn))
-}
-
-/// Prepares a statement and checks that it returns the declared columns.
-fn prepare_checked(conn: &Connection, st: &crate::def::StatementDef) -> Result<(), String> {
-    let stmt = conn.prepare_cached(st.sql).map_err(|e| {
-        format!(
-            "statement `{}` does not prepare: {}",
-            st.name,
-            sqlite_message(&e)
-        )
-    })?;
-    if st.mode != crate::def::Mode::Execute {
-        let names: Vec<&str> = stmt.column_names().collect();
-        for c in st.columns {
-            if !names.contains(&c.name) {
-                return Err(format!(
-                    "statement `{}` does not return the declared column `{}`",
-                    st.name, c.name
-                ));
-            }
-        }
-    }
-    Ok(())
+    conn.execute_batch(schema).ok()?;
+    Some(move |sql: &str| columns(&conn, sql))
 }
 
 #[cfg(test)]

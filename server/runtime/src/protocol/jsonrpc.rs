@@ -11,36 +11,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::engine::ToolError;
-
-/// The longest piece of a client's value quoted back in an error message, in characters.
-pub const QUOTE_CHARS: usize = 100;
-
-/// `s` as is when short, else its first [`QUOTE_CHARS`] characters and the length left out.
-pub fn quote(s: &str) -> String {
-    let cut = crate::transform::truncate(s, QUOTE_CHARS + 1);
-    if cut == s {
-        return cut;
-    }
-    // `truncate` ends the text with `…`; say how much was left out.
-    let kept = cut.len() - '…'.len_utf8();
-    format!("{cut} ({} more bytes)", s.len() - kept)
-}
-
-/// A value for an error's data: strings shortened as [`quote`] does, inside arrays and objects
-/// too, so that a huge argument is never sent back whole.
-pub fn shorten(v: &Value) -> Value {
-    match v {
-        Value::String(s) if s.chars().nth(QUOTE_CHARS).is_some() => Value::String(quote(s)),
-        Value::Array(a) if a.len() > 20 => {
-            let mut kept: Vec<Value> = a.iter().take(20).map(shorten).collect();
-            kept.push(json!(format!("… ({} more items)", a.len() - 20)));
-            Value::Array(kept)
-        }
-        Value::Array(a) => Value::Array(a.iter().map(shorten).collect()),
-        Value::Object(o) => Value::Object(o.iter().map(|(k, x)| (k.clone(), shorten(x))).collect()),
-        other => other.clone(),
-    }
-}
+pub use crate::transform::{QUOTE_CHARS, quote, shorten};
 
 /// The response to a line that did not parse as a client message, or `None` when it needs
 /// none (a notification). `error` is the parser's complaint about the message shape.
