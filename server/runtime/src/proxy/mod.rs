@@ -594,9 +594,9 @@ impl Proxy {
         Ok(result)
     }
 
-    /// The rules and lessons that match a call: static rules first, then the query, which is
+    /// The rules and query rows that match a call: static rules first, then the query, which is
     /// skipped once a rule guards. A failing query is logged and matches nothing, so a broken
-    /// lessons database never blocks the downstream tools.
+    /// database never blocks the downstream tools.
     async fn intercept(&self, call: &Call<'_>) -> Vec<Match> {
         let mut out: Vec<Match> = self
             .rules
