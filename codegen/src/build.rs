@@ -2,7 +2,9 @@
 //! spec of a directory into `$OUT_DIR/generated/`, where `mcpspec::include_specs!()` includes
 //! it. Cargo reruns the script when a spec changes; a file is rewritten only when its text
 //! changed, so an unrelated rebuild recompiles nothing; an invalid spec fails the build with
-//! every problem at file:line:column.
+//! every problem at file:line:column. With the `sql-check` feature, every statement is also
+//! prepared against the schema the spec declares (as `codegen check` does), so a wrong table,
+//! column or `RETURNING` fails the build too.
 //!
 //! ```no_run
 //! // build.rs
@@ -90,6 +92,16 @@ impl Builder {
             }
         }
         let specs = crate::load_dir(&self.spec_dir, display).map_err(|d| self.render(&d))?;
+        #[cfg(feature = "sql-check")]
+        {
+            let mut problems = Diagnostics::default();
+            for spec in &specs {
+                problems.extend(crate::sqlcheck::check_sql(spec, None));
+            }
+            if !problems.is_empty() {
+                return Err(self.render(&problems));
+            }
+        }
         let out = match self.out_dir {
             Some(d) => d,
             None => PathBuf::from(std::env::var_os("OUT_DIR").ok_or_else(|| {

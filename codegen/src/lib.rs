@@ -17,6 +17,8 @@ mod lower;
 mod names;
 pub mod settings;
 mod spec;
+#[cfg(feature = "sql-check")]
+mod sqlcheck;
 mod sqltext;
 pub mod textdiff;
 mod validate;

@@ -1,7 +1,7 @@
 //! `mcpspec new` makes a crate of one's own outside this repository, and that crate works the
 //! way its README says: `cargo test` (which builds it and calls both tools over stdio),
 //! `cargo run -- init` and `cargo run -- serve` driven by a client here, and mcpspec's codegen
-//! checking it with `--root`. The crate's dependencies build in a target directory of their
+//! checking it with `--root`, and a spec or SQL mistake failing `cargo build`. The crate's dependencies build in a target directory of their
 //! own under this build's (`CARGO_TARGET_TMPDIR`), kept between runs.
 
 use std::path::{Path, PathBuf};
@@ -172,17 +172,31 @@ fn mcpspec_new_makes_a_crate_that_builds_tests_serves_and_checks_outside_the_wor
     // The editor schema belongs to mcpspec's checkout, not to the user's crate.
     assert!(!dir.join("codegen").exists());
 
-    // A mistake in the spec fails `cargo build` at its line and column.
+    // A mistake in the spec, or in its SQL, fails `cargo build` at its line and column.
     let spec = dir.join("spec/notes.yaml");
     let text = std::fs::read_to_string(&spec).unwrap();
-    std::fs::write(&spec, text.replace("version: 0.1.0", "version: one")).unwrap();
-    let broken = Command::new(env!("CARGO"))
-        .args(["build", "-q"])
-        .current_dir(&dir)
-        .env("CARGO_TARGET_DIR", target_dir())
-        .output()
-        .expect("cargo build");
-    assert!(!broken.status.success());
-    let err = String::from_utf8_lossy(&broken.stderr);
-    assert!(err.contains("spec/notes.yaml:4:12"), "{err}");
+    for (mistake, at, says) in [
+        (
+            text.replace("version: 0.1.0", "version: one"),
+            "spec/notes.yaml:4:12",
+            "version",
+        ),
+        (
+            text.replace("FROM notes WHERE", "FROM note WHERE"),
+            "spec/notes.yaml:",
+            "no such table: note",
+        ),
+    ] {
+        std::fs::write(&spec, mistake).unwrap();
+        let broken = Command::new(env!("CARGO"))
+            .args(["build", "-q"])
+            .current_dir(&dir)
+            .env("CARGO_TARGET_DIR", target_dir())
+            .output()
+            .expect("cargo build");
+        assert!(!broken.status.success());
+        let err = String::from_utf8_lossy(&broken.stderr);
+        assert!(err.contains(at) && err.contains(says), "{err}");
+    }
+    std::fs::write(&spec, text).unwrap();
 }

@@ -1,0 +1,477 @@
+//! Statement checks that need only SQLite: every statement prepared against an in-memory
+//! database built from the spec's own DDL, declared result columns and read/write
+//! classification compared with what SQLite reports, and, with a live database, its tables and
+//! columns compared with the declared ones. The build API runs [`check_sql`] at `cargo build`
+//! (feature `sql-check`); `codegen check` runs it with the rest of [`crate::check`].
+
+use std::path::PathBuf;
+
+use rusqlite::Connection;
+
+use crate::Spec;
+use crate::diag::{Diagnostic, Diagnostics, Pos};
+use crate::ir::Mode;
+
+pub(crate) fn finding(spec: &Spec, pos: Pos, message: String, help: &str) -> Diagnostic {
+    Diagnostic {
+        file: PathBuf::from(&spec.ir.file),
+        pos,
+        message,
+        label: None,
+        help: (!help.is_empty()).then(|| help.to_string()),
+    }
+}
+
+/// Prepares every statement of `spec` against its declared schema, and, when `live` is given,
+/// against that database file too.
+pub fn check_sql(spec: &Spec, live: Option<&Connection>) -> Diagnostics {
+    let mut out = Diagnostics::default();
+    let declared = match Connection::open_in_memory() {
+        Ok(c) => c,
+        Err(e) => {
+            out.items.push(finding(
+                spec,
+                Pos::default(),
+                format!("cannot open sqlite: {e}"),
+                "",
+            ));
+            return out;
+        }
+    };
+    // A server without a database runs no SQL: there is nothing to prepare.
+    let Some(db) = &spec.ir.database else {
+        return out;
+    };
+    // The runtime registers `regexp(pattern, text)` on every connection; an interceptor query
+    // that uses it must prepare here too.
+    for conn in std::iter::once(&declared).chain(live) {
+        if let Err(e) = register_regexp(conn) {
+            out.items.push(finding(
+                spec,
+                Pos::default(),
+                format!("cannot register regexp(): {e}"),
+                "",
+            ));
+        }
+    }
+    if let Err(e) = declared.execute_batch(&db.schema) {
+        out.items.push(finding(
+            spec,
+            Pos::default(),
+            format!(
+                "the database schema does not run: {}",
+                lower(&e.to_string())
+            ),
+            "fix the DDL under `database.schema`",
+        ));
+        return out;
+    }
+    if let Some(sample) = &db.sample
+        && let Err(e) = declared.execute_batch(sample)
+    {
+        out.items.push(finding(
+            spec,
+            Pos::default(),
+            format!("the sample rows do not load: {}", lower(&e.to_string())),
+            "fix the SQL under `database.sample`",
+        ));
+    }
+    if let Some(live) = live {
+        out.extend(compare_tables(spec, &declared, live));
+    }
+    let targets: Vec<(&str, &Connection)> = std::iter::once(("the declared schema", &declared))
+        .chain(live.map(|c| ("the live database", c)))
+        .collect();
+    for tool in &spec.ir.tools {
+        for st in tool.binding.statements() {
+            for (what, conn) in &targets {
+                let subject = format!("tool `{}`: statement `{}`", tool.name, st.name);
+                let Some(stmt) = prepare(spec, conn, &st.sql, st.pos, &subject, what, &mut out)
+                else {
+                    continue;
+                };
+                if st.mode != Mode::Execute {
+                    check_columns(spec, &stmt, st, &subject, &mut out);
+                }
+                check_insert(spec, conn, st, &subject, what, &mut out);
+                if stmt.readonly() == tool.writes && *what == "the declared schema" {
+                    out.items.push(finding(
+                        spec,
+                        st.pos,
+                        format!(
+                            "tool `{}`: SQLite says statement `{}` {} the database, but codegen derived otherwise",
+                            tool.name,
+                            st.name,
+                            if stmt.readonly() { "does not change" } else { "changes" }
+                        ),
+                        "report this spec; set `annotations` explicitly meanwhile",
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(q) = spec.ir.proxy.as_ref().and_then(|p| p.sql.as_ref()) {
+        for (what, conn) in &targets {
+            let Some(stmt) = prepare(spec, conn, &q.sql, q.pos, "`intercept.sql`", what, &mut out)
+            else {
+                continue;
+            };
+            let actual: Vec<&str> = stmt.column_names().collect();
+            let missing: Vec<&str> = crate::ir::INTERCEPT_COLUMNS
+                .iter()
+                .copied()
+                .filter(|c| !actual.contains(c))
+                .collect();
+            if !missing.is_empty() {
+                out.items.push(finding(
+                    spec,
+                    q.pos,
+                    format!(
+                        "`intercept.sql` returns columns [{}] but needs {}",
+                        actual.join(", "),
+                        missing
+                            .iter()
+                            .map(|c| format!("`{c}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    "select `key`, `action` ('guard' or 'hint') and `message` (use `AS` to rename)",
+                ));
+            }
+            if !stmt.readonly() && *what == "the declared schema" {
+                out.items.push(finding(
+                    spec,
+                    q.pos,
+                    "`intercept.sql` changes the database".into(),
+                    "the interceptor runs on a read-only connection; select only",
+                ));
+            }
+        }
+    }
+    check_content(spec, &targets, &mut out);
+    out
+}
+
+/// Prepares `sql` on `conn` (`what` names it in the message), or reports why it does not
+/// prepare, as `{subject} does not prepare against {what}`.
+fn prepare<'c>(
+    spec: &Spec,
+    conn: &'c Connection,
+    sql: &str,
+    pos: Pos,
+    subject: &str,
+    what: &str,
+    out: &mut Diagnostics,
+) -> Option<rusqlite::Statement<'c>> {
+    match conn.prepare(sql) {
+        Ok(stmt) => Some(stmt),
+        Err(e) => {
+            out.items.push(finding(
+                spec,
+                pos,
+                format!(
+                    "{subject} does not prepare against {what}: {}",
+                    lower(&sqlite_message(&e))
+                ),
+                "fix the query or the schema so they agree",
+            ));
+            None
+        }
+    }
+}
+
+/// Reports a statement whose result columns differ from the ones it declares.
+fn check_columns(
+    spec: &Spec,
+    stmt: &rusqlite::Statement<'_>,
+    st: &crate::ir::Statement,
+    subject: &str,
+    out: &mut Diagnostics,
+) {
+    let mut actual: Vec<String> = stmt.column_names().map(str::to_string).collect();
+    let mut wanted: Vec<String> = st.columns.iter().map(|c| c.name.clone()).collect();
+    actual.sort();
+    wanted.sort();
+    if actual != wanted {
+        out.items.push(finding(
+            spec,
+            st.pos,
+            format!(
+                "{subject} returns columns [{}] but declares [{}]",
+                actual.join(", "),
+                wanted.join(", ")
+            ),
+            "make `columns` list exactly what the query selects (use `AS` to rename)",
+        ));
+    }
+}
+
+/// Prepares the statements and completion queries of resources and prompts: each must
+/// prepare, return its declared columns and only read.
+fn check_content(spec: &Spec, targets: &[(&str, &Connection)], out: &mut Diagnostics) {
+    let ir = &spec.ir;
+    let statements = ir
+        .resources
+        .iter()
+        .filter_map(|r| {
+            Some((
+                format!("resource `{}`", r.name),
+                r.content.statement.as_ref()?,
+            ))
+        })
+        .chain(
+            ir.prompts
+                .iter()
+                .filter_map(|p| Some((format!("prompt `{}`", p.name), p.statement.as_ref()?))),
+        );
+    for (owner, st) in statements {
+        for (what, conn) in targets {
+            let subject = format!("{owner}: the statement");
+            let Some(stmt) = prepare(spec, conn, &st.sql, st.pos, &subject, what, out) else {
+                continue;
+            };
+            check_columns(spec, &stmt, st, &subject, out);
+            if !stmt.readonly() {
+                out.items.push(finding(
+                    spec,
+                    st.pos,
+                    format!("{owner}: the statement changes the database"),
+                    "resources and prompts only read; use a tool for writes",
+                ));
+            }
+        }
+    }
+    let completions = ir
+        .resources
+        .iter()
+        .flat_map(|r| {
+            r.complete
+                .iter()
+                .map(move |(v, sql)| (format!("resource `{}` variable `{v}`", r.name), sql))
+        })
+        .chain(ir.prompts.iter().flat_map(|p| {
+            p.arguments.iter().filter_map(move |a| {
+                Some((
+                    format!("prompt `{}` argument `{}`", p.name, a.name),
+                    a.complete.as_ref()?,
+                ))
+            })
+        }));
+    for (owner, sql) in completions {
+        for (what, conn) in targets {
+            let subject = format!("{owner}: the completion query");
+            let Some(stmt) = prepare(spec, conn, sql, Pos::default(), &subject, what, out) else {
+                continue;
+            };
+            if !stmt.readonly() || stmt.column_count() == 0 {
+                out.items.push(finding(
+                    spec,
+                    Pos::default(),
+                    format!("{owner}: the completion query must read and return a column"),
+                    "select the candidates as the first column",
+                ));
+            }
+        }
+    }
+}
+
+/// Registers `regexp(pattern, text)` as the runtime does: NULL when either is NULL, false for
+/// a pattern that does not compile.
+fn register_regexp(conn: &Connection) -> rusqlite::Result<()> {
+    use rusqlite::functions::FunctionFlags;
+    conn.create_scalar_function(
+        "regexp",
+        2,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            let (Some(p), Some(t)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?)
+            else {
+                return Ok(None);
+            };
+            Ok(Some(regex::Regex::new(&p).is_ok_and(|re| re.is_match(&t))))
+        },
+    )
+}
+
+/// One column as `PRAGMA table_info` reports it.
+struct ColumnInfo {
+    name: String,
+    ty: String,
+}
+
+/// An INSERT with a column list must set every column that is NOT NULL without a default in
+/// the database it runs on: SQLite would refuse every call (`CONSTRAINT_VIOLATION`) on a
+/// database made elsewhere, whose columns have no defaults the declared schema gives them.
+fn check_insert(
+    spec: &Spec,
+    conn: &Connection,
+    st: &crate::ir::Statement,
+    subject: &str,
+    what: &str,
+    out: &mut Diagnostics,
+) {
+    static INSERT: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r#"(?is)\bINSERT\s+(?:OR\s+\w+\s+)?INTO\s+(?:\w+\.)?"?(\w+)"?\s*\(([^)]*)\)"#,
+        )
+        .unwrap_or_else(|_| unreachable!())
+    });
+    let Some(m) = INSERT.captures(&st.sql) else {
+        return;
+    };
+    let table = &m[1];
+    let given: Vec<String> = m[2]
+        .split(',')
+        .map(|c| c.trim().trim_matches('"').to_ascii_lowercase())
+        .collect();
+    let Ok(mut q) = conn.prepare(
+        "SELECT name, \"notnull\", dflt_value IS NULL, pk, type FROM pragma_table_xinfo(?1) WHERE hidden = 0",
+    ) else {
+        return;
+    };
+    let Ok(rows) = q.query_map([table], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, bool>(1)?,
+            r.get::<_, bool>(2)?,
+            r.get::<_, i64>(3)?,
+            r.get::<_, String>(4)?,
+        ))
+    }) else {
+        return;
+    };
+    let pks = rows_pk_count(conn, table);
+    for (name, not_null, no_default, pk, ty) in rows.flatten() {
+        // An INTEGER PRIMARY KEY alone is the rowid, which SQLite assigns.
+        let rowid = pk == 1 && pks == 1 && ty.eq_ignore_ascii_case("integer");
+        if not_null && no_default && !rowid && !given.contains(&name.to_ascii_lowercase()) {
+            out.items.push(finding(
+                spec,
+                st.pos,
+                format!(
+                    "{subject} leaves `{table}.{name}` unset, which is NOT NULL without a default in {what}"
+                ),
+                "set the column in the INSERT (a timestamp with strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), say), so the tool works on databases made without the declared defaults",
+            ));
+        }
+    }
+}
+
+/// How many columns make up `table`'s primary key.
+fn rows_pk_count(conn: &Connection, table: &str) -> i64 {
+    conn.query_row(
+        "SELECT count(*) FROM pragma_table_info(?1) WHERE pk > 0",
+        [table],
+        |r| r.get(0),
+    )
+    .unwrap_or(0)
+}
+
+fn tables(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mut st = conn.prepare(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+    )?;
+    st.query_map([], |r| r.get(0))?.collect()
+}
+
+fn table_info(conn: &Connection, table: &str) -> rusqlite::Result<Vec<ColumnInfo>> {
+    let mut st = conn.prepare("SELECT name, type FROM pragma_table_info(?1) ORDER BY cid")?;
+    st.query_map([table], |r| {
+        Ok(ColumnInfo {
+            name: r.get(0)?,
+            ty: r.get(1)?,
+        })
+    })?
+    .collect()
+}
+
+/// Reports every declared table or column the live database lacks or has with another type.
+/// Extra tables and columns in the live file are fine: the tools do not read them.
+fn compare_tables(spec: &Spec, declared: &Connection, live: &Connection) -> Diagnostics {
+    let mut out = Diagnostics::default();
+    let at = spec
+        .ir
+        .database
+        .as_ref()
+        .map_or_else(Pos::default, |d| d.schema_pos);
+    let help = "migrate the database, or change `database.schema` and the queries to match it";
+    let result = (|| -> rusqlite::Result<()> {
+        let live_tables = tables(live)?;
+        for table in tables(declared)? {
+            let Some(live_name) = live_tables.iter().find(|t| t.eq_ignore_ascii_case(&table))
+            else {
+                out.items.push(finding(
+                    spec,
+                    at,
+                    format!("the live database has no table `{table}`"),
+                    help,
+                ));
+                continue;
+            };
+            let have = table_info(live, live_name)?;
+            for col in table_info(declared, &table)? {
+                match have.iter().find(|c| c.name.eq_ignore_ascii_case(&col.name)) {
+                    None => out.items.push(finding(
+                        spec,
+                        at,
+                        format!(
+                            "the live database's table `{table}` has no column `{}`",
+                            col.name
+                        ),
+                        help,
+                    )),
+                    Some(c) if !c.ty.eq_ignore_ascii_case(&col.ty) => out.items.push(finding(
+                        spec,
+                        at,
+                        format!(
+                            "column `{table}.{}` is declared {} but is {} in the live database",
+                            col.name,
+                            shown_type(&col.ty),
+                            shown_type(&c.ty)
+                        ),
+                        help,
+                    )),
+                    Some(_) => {}
+                }
+            }
+        }
+        Ok(())
+    })();
+    if let Err(e) = result {
+        out.items.push(finding(
+            spec,
+            at,
+            format!(
+                "cannot read the live database's tables: {}",
+                lower(&sqlite_message(&e))
+            ),
+            "",
+        ));
+    }
+    out
+}
+
+fn shown_type(t: &str) -> String {
+    if t.is_empty() {
+        "without a type".into()
+    } else {
+        format!("`{t}`")
+    }
+}
+
+fn sqlite_message(e: &rusqlite::Error) -> String {
+    match e {
+        rusqlite::Error::SqlInputError { msg, .. } => msg.clone(),
+        rusqlite::Error::SqliteFailure(_, Some(m)) => m.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn lower(s: &str) -> String {
+    let s = s.trim_end_matches('.');
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_lowercase().collect::<String>() + c.as_str(),
+        None => String::new(),
+    }
+}
