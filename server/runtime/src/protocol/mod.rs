@@ -111,6 +111,43 @@ pub fn tools(def: &ServerDef) -> Vec<Tool> {
 }
 
 impl McpServer {
+    /// Asks the person before a call with a confirmation rule: `None` to go ahead, or the
+    /// answer to send instead (the question, a refusal of a forged `requestState`, or the
+    /// declined or timed-out result).
+    async fn confirm_first(
+        &self,
+        context: &RequestContext<RoleServer>,
+        name: &str,
+        arguments: Option<&Value>,
+        state: Option<&str>,
+        responses: Option<&rmcp::model::InputResponses>,
+    ) -> Option<Result<CallToolResponse, ErrorData>> {
+        let engine = &self.engine;
+        let question = engine.confirmation(name, arguments)?;
+        let call = Call {
+            tool: name,
+            arguments,
+            request_state: state,
+            responses,
+        };
+        let stopped = match self.confirmer.confirm(context, call, question).await {
+            Confirmation::Go => return None,
+            Confirmation::Ask(input) => return Some(Ok((*input).into())),
+            Confirmation::Invalid(why) => {
+                tracing::warn!(tool = %name, reason = %why, "refused a confirmation whose requestState is not valid");
+                return Some(Err(ErrorData::invalid_params(
+                    format!(
+                        "invalid params for tools/call: `requestState` is not one this server issued for this call ({why}); call the tool again without it"
+                    ),
+                    Some(json!({"field": "requestState"})),
+                )));
+            }
+            Confirmation::Stop(action) => engine.declined(name, action),
+            Confirmation::TimedOut(after) => engine.unconfirmed(name, after),
+        };
+        tracing::info!(target: "mcpspec::call", tool = %name, outcome = "DECLINED", "call");
+        Some(to_result(Err(stopped), engine.def).map(Into::into))
+    }
     pub fn new(engine: Arc<Engine>) -> Self {
         McpServer::with_proxy(engine, None)
     }
@@ -497,64 +534,24 @@ impl ServerHandler for McpServer {
         // `notifications/cancelled` cancels the request's token; the flag interrupts SQLite.
         let cancel = Arc::new(AtomicBool::new(false));
         let flag = cancel.clone();
-        if let Some(question) = engine.confirmation(&name, arguments.as_ref()) {
-            let call = Call {
-                tool: &name,
-                arguments: arguments.as_ref(),
-                request_state: state.as_deref(),
-                responses: responses.as_ref(),
-            };
-            let stopped = match self.confirmer.confirm(&context, call, question).await {
-                Confirmation::Go => None,
-                Confirmation::Ask(input) => return Ok((*input).into()),
-                Confirmation::Invalid(why) => {
-                    tracing::warn!(tool = %name, reason = %why, "refused a confirmation whose requestState is not valid");
-                    return Err(ErrorData::invalid_params(
-                        format!(
-                            "invalid params for tools/call: `requestState` is not one this server issued for this call ({why}); call the tool again without it"
-                        ),
-                        Some(json!({"field": "requestState"})),
-                    ));
-                }
-                Confirmation::Stop(action) => Some(engine.declined(&name, action)),
-                Confirmation::TimedOut(after) => Some(engine.unconfirmed(&name, after)),
-            };
-            if let Some(e) = stopped {
-                tracing::info!(target: "mcpspec::call", tool = %name, outcome = "DECLINED", "call");
-                return to_result(Err(e), engine.def).map(Into::into);
-            }
+        if let Some(stopped) = self
+            .confirm_first(
+                &context,
+                &name,
+                arguments.as_ref(),
+                state.as_deref(),
+                responses.as_ref(),
+            )
+            .await
+        {
+            return stopped;
         }
         let ct = context.ct.clone();
         let watcher = tokio::spawn(async move {
             ct.cancelled().await;
             flag.store(true, Ordering::Relaxed);
         });
-        // Handlers report progress from a blocking thread; a task forwards the reports as
-        // `notifications/progress` when the client sent a progress token.
-        let (progress, forwarder) = match context.meta.get_progress_token() {
-            Some(token) => {
-                let (tx, mut rx) =
-                    tokio::sync::mpsc::unbounded_channel::<crate::handler::Progress>();
-                let peer = context.peer.clone();
-                let forwarder = tokio::spawn(async move {
-                    while let Some(p) = rx.recv().await {
-                        let mut n = ProgressNotificationParam::new(token.clone(), p.done);
-                        if let Some(t) = p.total {
-                            n = n.with_total(t);
-                        }
-                        if let Some(m) = p.message {
-                            n = n.with_message(m);
-                        }
-                        let _ = peer.notify_progress(n).await;
-                    }
-                });
-                let sink: crate::handler::ProgressSink = Arc::new(move |p| {
-                    let _ = tx.send(p);
-                });
-                (Some(sink), Some(forwarder))
-            }
-            None => (None, None),
-        };
+        let (progress, forwarder) = progress_forwarder(&context);
         let link = Link {
             progress,
             client: Some(Arc::new(SessionLink {
@@ -582,4 +579,35 @@ impl ServerHandler for McpServer {
         }
         to_result(outcome, self.engine.def).map(Into::into)
     }
+}
+
+/// When the client sent a progress token: the sink handlers report progress into (from a
+/// blocking thread) and the task that forwards the reports as `notifications/progress`.
+fn progress_forwarder(
+    context: &RequestContext<RoleServer>,
+) -> (
+    Option<crate::handler::ProgressSink>,
+    Option<tokio::task::JoinHandle<()>>,
+) {
+    let Some(token) = context.meta.get_progress_token() else {
+        return (None, None);
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<crate::handler::Progress>();
+    let peer = context.peer.clone();
+    let forwarder = tokio::spawn(async move {
+        while let Some(p) = rx.recv().await {
+            let mut n = ProgressNotificationParam::new(token.clone(), p.done);
+            if let Some(t) = p.total {
+                n = n.with_total(t);
+            }
+            if let Some(m) = p.message {
+                n = n.with_message(m);
+            }
+            let _ = peer.notify_progress(n).await;
+        }
+    });
+    let sink: crate::handler::ProgressSink = Arc::new(move |p| {
+        let _ = tx.send(p);
+    });
+    (Some(sink), Some(forwarder))
 }
