@@ -42,9 +42,35 @@ pub fn check_sql(spec: &Spec, live: Option<&Connection>) -> Diagnostics {
     let Some(db) = &spec.ir.database else {
         return out;
     };
+    if !load_declared(spec, db, &declared, live, &mut out) {
+        return out;
+    }
+    if let Some(live) = live {
+        out.extend(compare_tables(spec, &declared, live));
+    }
+    let targets: Vec<(&str, &Connection)> = std::iter::once(("the declared schema", &declared))
+        .chain(live.map(|c| ("the live database", c)))
+        .collect();
+    check_tools(spec, &targets, &mut out);
+    if let Some(q) = spec.ir.proxy.as_ref().and_then(|p| p.sql.as_ref()) {
+        check_intercept(spec, q, &targets, &mut out);
+    }
+    check_content(spec, &targets, &mut out);
+    out
+}
+
+/// Registers `regexp()` on every connection and loads the declared schema and sample rows into
+/// `declared`; `false` when the schema does not run, which leaves nothing to prepare against.
+fn load_declared(
+    spec: &Spec,
+    db: &crate::ir::Database,
+    declared: &Connection,
+    live: Option<&Connection>,
+    out: &mut Diagnostics,
+) -> bool {
     // The runtime registers `regexp(pattern, text)` on every connection; an interceptor query
     // that uses it must prepare here too.
-    for conn in std::iter::once(&declared).chain(live) {
+    for conn in std::iter::once(declared).chain(live) {
         if let Err(e) = register_regexp(conn) {
             out.items.push(finding(
                 spec,
@@ -64,7 +90,7 @@ pub fn check_sql(spec: &Spec, live: Option<&Connection>) -> Diagnostics {
             ),
             "fix the DDL under `database.schema`",
         ));
-        return out;
+        return false;
     }
     if let Some(sample) = &db.sample
         && let Err(e) = declared.execute_batch(sample)
@@ -76,24 +102,23 @@ pub fn check_sql(spec: &Spec, live: Option<&Connection>) -> Diagnostics {
             "fix the SQL under `database.sample`",
         ));
     }
-    if let Some(live) = live {
-        out.extend(compare_tables(spec, &declared, live));
-    }
-    let targets: Vec<(&str, &Connection)> = std::iter::once(("the declared schema", &declared))
-        .chain(live.map(|c| ("the live database", c)))
-        .collect();
+    true
+}
+
+/// Every tool statement, prepared on each target: its declared columns, its INSERTs' NOT NULL
+/// columns, and whether it writes as codegen derived.
+fn check_tools(spec: &Spec, targets: &[(&str, &Connection)], out: &mut Diagnostics) {
     for tool in &spec.ir.tools {
         for st in tool.binding.statements() {
-            for (what, conn) in &targets {
+            for (what, conn) in targets {
                 let subject = format!("tool `{}`: statement `{}`", tool.name, st.name);
-                let Some(stmt) = prepare(spec, conn, &st.sql, st.pos, &subject, what, &mut out)
-                else {
+                let Some(stmt) = prepare(spec, conn, &st.sql, st.pos, &subject, what, out) else {
                     continue;
                 };
                 if st.mode != Mode::Execute {
-                    check_columns(spec, &stmt, st, &subject, &mut out);
+                    check_columns(spec, &stmt, st, &subject, out);
                 }
-                check_insert(spec, conn, st, &subject, what, &mut out);
+                check_insert(spec, conn, st, &subject, what, out);
                 if stmt.readonly() == tool.writes && *what == "the declared schema" {
                     out.items.push(finding(
                         spec,
@@ -110,46 +135,50 @@ pub fn check_sql(spec: &Spec, live: Option<&Connection>) -> Diagnostics {
             }
         }
     }
-    if let Some(q) = spec.ir.proxy.as_ref().and_then(|p| p.sql.as_ref()) {
-        for (what, conn) in &targets {
-            let Some(stmt) = prepare(spec, conn, &q.sql, q.pos, "`intercept.sql`", what, &mut out)
-            else {
-                continue;
-            };
-            let actual: Vec<&str> = stmt.column_names().collect();
-            let missing: Vec<&str> = crate::ir::INTERCEPT_COLUMNS
-                .iter()
-                .copied()
-                .filter(|c| !actual.contains(c))
-                .collect();
-            if !missing.is_empty() {
-                out.items.push(finding(
-                    spec,
-                    q.pos,
-                    format!(
-                        "`intercept.sql` returns columns [{}] but needs {}",
-                        actual.join(", "),
-                        missing
-                            .iter()
-                            .map(|c| format!("`{c}`"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                    "select `key`, `action` ('guard' or 'hint') and `message` (use `AS` to rename)",
-                ));
-            }
-            if !stmt.readonly() && *what == "the declared schema" {
-                out.items.push(finding(
-                    spec,
-                    q.pos,
-                    "`intercept.sql` changes the database".into(),
-                    "the interceptor runs on a read-only connection; select only",
-                ));
-            }
+}
+
+/// The interceptor query, prepared on each target: the columns the proxy reads, and no writes.
+fn check_intercept(
+    spec: &Spec,
+    q: &crate::ir::InterceptSql,
+    targets: &[(&str, &Connection)],
+    out: &mut Diagnostics,
+) {
+    for (what, conn) in targets {
+        let Some(stmt) = prepare(spec, conn, &q.sql, q.pos, "`intercept.sql`", what, out) else {
+            continue;
+        };
+        let actual: Vec<&str> = stmt.column_names().collect();
+        let missing: Vec<&str> = crate::ir::INTERCEPT_COLUMNS
+            .iter()
+            .copied()
+            .filter(|c| !actual.contains(c))
+            .collect();
+        if !missing.is_empty() {
+            out.items.push(finding(
+                spec,
+                q.pos,
+                format!(
+                    "`intercept.sql` returns columns [{}] but needs {}",
+                    actual.join(", "),
+                    missing
+                        .iter()
+                        .map(|c| format!("`{c}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                "select `key`, `action` ('guard' or 'hint') and `message` (use `AS` to rename)",
+            ));
+        }
+        if !stmt.readonly() && *what == "the declared schema" {
+            out.items.push(finding(
+                spec,
+                q.pos,
+                "`intercept.sql` changes the database".into(),
+                "the interceptor runs on a read-only connection; select only",
+            ));
         }
     }
-    check_content(spec, &targets, &mut out);
-    out
 }
 
 /// Prepares `sql` on `conn` (`what` names it in the message), or reports why it does not
