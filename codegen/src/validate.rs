@@ -11,8 +11,8 @@ use serde_json::Value;
 use crate::diag::{Diagnostics, Pos, Sink, did_you_mean};
 use crate::ir::{ArgType, ColumnKind, Mode};
 use crate::spec::{
-    RawBlock, RawColumn, RawError, RawInterceptRule, RawProxy, RawResource, RawRule, RawSpec,
-    RawStatement, RawTool, Sp, pos,
+    RawBlock, RawColumn, RawError, RawInterceptRule, RawMessage, RawPrompt, RawProxy, RawResource,
+    RawRule, RawSpec, RawStatement, RawTool, Sp, pos,
 };
 use crate::sqltext;
 
@@ -1808,35 +1808,7 @@ impl Validator<'_> {
             let p = &p.value;
             let name = &p.name;
             self.unique_name("prompt", name, &mut names);
-            let mut props: BTreeMap<String, Pos> = BTreeMap::new();
-            for a in &p.arguments {
-                let n = &a.value.name;
-                let ident = !n.value.is_empty()
-                    && n.value
-                        .starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-                    && n.value
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || c == '_');
-                if !ident {
-                    self.sink.error(
-                        pos(n),
-                        format!("invalid argument name `{}` in prompt `{}`", n.value, name.value),
-                        "",
-                        "use letters, digits and `_`, starting with a letter, so it can be an SQL parameter",
-                    );
-                }
-                if props.insert(n.value.clone(), pos(n)).is_some() {
-                    self.sink.error(
-                        pos(n),
-                        format!(
-                            "duplicate argument `{}` in prompt `{}`",
-                            n.value, name.value
-                        ),
-                        "",
-                        "give each argument its own name",
-                    );
-                }
-            }
+            let props = self.prompt_arguments(p);
             let arg_names: Vec<String> = props.keys().cloned().collect();
             for a in &p.arguments {
                 if let Some(c) = &a.value.complete {
@@ -1856,75 +1828,116 @@ impl Validator<'_> {
                 );
             }
             for m in &p.messages {
-                let m = &m.value;
-                if !matches!(m.role.value.as_str(), "user" | "assistant") {
-                    self.sink.error(
-                        pos(&m.role),
-                        format!("unknown message role `{}`", m.role.value),
+                self.prompt_message(spec, &name.value, &m.value);
+            }
+        }
+    }
+
+    /// A prompt's arguments: names usable as SQL parameters, none twice; returns them with
+    /// their positions.
+    fn prompt_arguments(&mut self, p: &RawPrompt) -> BTreeMap<String, Pos> {
+        let name = &p.name;
+        let mut props: BTreeMap<String, Pos> = BTreeMap::new();
+        for a in &p.arguments {
+            let n = &a.value.name;
+            let ident = !n.value.is_empty()
+                && n.value
+                    .starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                && n.value
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !ident {
+                self.sink.error(
+                        pos(n),
+                        format!("invalid argument name `{}` in prompt `{}`", n.value, name.value),
                         "",
-                        "use `user` or `assistant`",
+                        "use letters, digits and `_`, starting with a letter, so it can be an SQL parameter",
                     );
-                }
-                if let Some(i) = &m.image {
-                    if m.text.is_some() || m.resource.is_some() {
-                        self.sink.error(
-                            pos(i),
-                            "a prompt message has `image` and also `text` or `resource`",
-                            "",
-                            "split it into two messages",
-                        );
-                    }
-                    self.base64(i, "the image of a prompt message");
-                    if m.mime_type
-                        .as_ref()
-                        .is_none_or(|t| !t.value.starts_with("image/"))
-                    {
-                        self.sink.error(
-                            pos(i),
-                            "an image message has no image `mime_type`",
-                            "",
-                            "add `mime_type: image/png` (or the image's type)",
-                        );
-                    }
-                    continue;
-                }
-                if let Some(t) = &m.mime_type {
+            }
+            if props.insert(n.value.clone(), pos(n)).is_some() {
+                self.sink.error(
+                    pos(n),
+                    format!(
+                        "duplicate argument `{}` in prompt `{}`",
+                        n.value, name.value
+                    ),
+                    "",
+                    "give each argument its own name",
+                );
+            }
+        }
+        props
+    }
+
+    /// One prompt message: a known role, and exactly one of text, a declared resource, or an
+    /// image with its type.
+    fn prompt_message(&mut self, spec: &RawSpec, prompt: &str, m: &RawMessage) {
+        if !matches!(m.role.value.as_str(), "user" | "assistant") {
+            self.sink.error(
+                pos(&m.role),
+                format!("unknown message role `{}`", m.role.value),
+                "",
+                "use `user` or `assistant`",
+            );
+        }
+        if let Some(i) = &m.image {
+            if m.text.is_some() || m.resource.is_some() {
+                self.sink.error(
+                    pos(i),
+                    "a prompt message has `image` and also `text` or `resource`",
+                    "",
+                    "split it into two messages",
+                );
+            }
+            self.base64(i, "the image of a prompt message");
+            if m.mime_type
+                .as_ref()
+                .is_none_or(|t| !t.value.starts_with("image/"))
+            {
+                self.sink.error(
+                    pos(i),
+                    "an image message has no image `mime_type`",
+                    "",
+                    "add `mime_type: image/png` (or the image's type)",
+                );
+            }
+            return;
+        }
+        if let Some(t) = &m.mime_type {
+            self.sink.error(
+                pos(t),
+                "`mime_type` of a prompt message applies only to `image`",
+                "",
+                "remove it; a text message is text and a resource has its own type",
+            );
+        }
+        match (&m.text, &m.resource) {
+            (Some(t), None) => {
+                self.template_vars(t, "a prompt message");
+            }
+            (None, Some(r)) => {
+                self.template_vars(r, "the resource of a prompt message");
+                if !resource_declared(&spec.resources, &r.value) {
                     self.sink.error(
-                        pos(t),
-                        "`mime_type` of a prompt message applies only to `image`",
-                        "",
-                        "remove it; a text message is text and a resource has its own type",
-                    );
-                }
-                match (&m.text, &m.resource) {
-                    (Some(t), None) => {
-                        self.template_vars(t, "a prompt message");
-                    }
-                    (None, Some(r)) => {
-                        self.template_vars(r, "the resource of a prompt message");
-                        if !resource_declared(&spec.resources, &r.value) {
-                            self.sink.error(
                                 pos(r),
-                                format!("the message resource `{}` of `{}` names no declared resource", r.value, name.value),
+                                format!("the message resource `{}` of `{}` names no declared resource", r.value, prompt),
                                 "",
                                 "use the `uri` of a resource, or fill a `uri_template` (with `{{ argument }}` where needed)",
                             );
-                        }
-                    }
-                    (Some(t), Some(_)) => self.sink.error(
-                        pos(t),
-                        "a prompt message has both `text` and `resource`",
-                        "",
-                        "split it into two messages",
-                    ),
-                    (None, None) => self.sink.error(
-                        pos(&m.role),
-                        "a prompt message has neither `text` nor `resource`",
-                        "",
-                        "add `text:`, `resource:` or `image:`",
-                    ),
                 }
             }
+            (Some(t), Some(_)) => self.sink.error(
+                pos(t),
+                "a prompt message has both `text` and `resource`",
+                "",
+                "split it into two messages",
+            ),
+            (None, None) => self.sink.error(
+                pos(&m.role),
+                "a prompt message has neither `text` nor `resource`",
+                "",
+                "add `text:`, `resource:` or `image:`",
+            ),
         }
     }
 
