@@ -112,7 +112,9 @@ impl Builder {
         std::fs::create_dir_all(&out)
             .map_err(|e| Error::Io(format!("cannot create {}: {e}", out.display())))?;
         for (path, text) in crate::render_all(&specs) {
-            write_if_changed(&out.join(path), &text)?;
+            let target = out.join(path);
+            write_if_changed(&target, &text)
+                .map_err(|e| Error::Io(format!("cannot write {}: {e}", target.display())))?;
         }
         Ok(())
     }
@@ -131,11 +133,16 @@ impl Builder {
     }
 }
 
-/// Writes `text` to `path` unless it is there already.
-fn write_if_changed(path: &Path, text: &str) -> Result<(), Error> {
+/// Writes `text` to `path` unless it is there already, creating its directory; `true` when it
+/// wrote. The build API, `codegen docs` and `codegen snapshot` all write this way, so that an
+/// unchanged file keeps its timestamp and Cargo recompiles nothing.
+pub fn write_if_changed(path: &Path, text: &str) -> std::io::Result<bool> {
     if std::fs::read_to_string(path).ok().as_deref() == Some(text) {
-        return Ok(());
+        return Ok(false);
     }
-    std::fs::write(path, text)
-        .map_err(|e| Error::Io(format!("cannot write {}: {e}", path.display())))
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, text)?;
+    Ok(true)
 }

@@ -45,15 +45,13 @@ fn workspace_root() -> PathBuf {
 /// Writes `text` to `root/rel` unless it is already there, creating directories as needed.
 fn write_if_changed(root: &Path, rel: &Path, text: &str) -> Result<()> {
     let target = root.join(rel);
-    if std::fs::read_to_string(&target).ok().as_deref() == Some(text) {
-        println!("unchanged {}", rel.display());
-        return Ok(());
-    }
-    if let Some(dir) = target.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    std::fs::write(&target, text).with_context(|| format!("writing {}", target.display()))?;
-    println!("wrote {}", rel.display());
+    let wrote = codegen::build::write_if_changed(&target, text)
+        .with_context(|| format!("writing {}", target.display()))?;
+    println!(
+        "{} {}",
+        if wrote { "wrote" } else { "unchanged" },
+        rel.display()
+    );
     Ok(())
 }
 

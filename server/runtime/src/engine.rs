@@ -291,10 +291,7 @@ impl Engine {
     ) -> Result<Value, ToolError> {
         let request = self.next_id.fetch_add(1, Ordering::Relaxed);
         let timeout = self.limits.call_timeout;
-        let stop = Stop {
-            deadline: Instant::now() + timeout,
-            cancel: Arc::default(),
-        };
+        let stop = Stop::after(timeout, Arc::default());
         let db = self
             .db
             .as_deref()
@@ -311,10 +308,7 @@ impl Engine {
         bind: crate::backend::Bind<'_>,
         each: &mut dyn FnMut(&[&str], &dyn crate::backend::Row) -> bool,
     ) -> Option<Result<(), crate::backend::Failure>> {
-        let stop = Stop {
-            deadline: Instant::now() + self.limits.call_timeout,
-            cancel: Arc::default(),
-        };
+        let stop = Stop::after(self.limits.call_timeout, Arc::default());
         self.db
             .as_deref()?
             .job(false, false, &stop, |f| f, |s| s.query(sql, bind, each))
@@ -723,7 +717,6 @@ impl Engine {
             .def
             .timeout_ms
             .map_or(self.limits.call_timeout, Duration::from_millis);
-        let deadline = Instant::now() + timeout;
         if tool.def.writes && self.read_only {
             return Err(ToolError::new(
                 "READ_ONLY",
@@ -733,10 +726,7 @@ impl Engine {
             )
             .into());
         }
-        let stop = Stop {
-            deadline,
-            cancel: cancel.clone(),
-        };
+        let stop = Stop::after(timeout, cancel.clone());
         let job = Job::of(tool.def);
         let out = self
             .run(

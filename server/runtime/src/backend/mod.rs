@@ -9,7 +9,7 @@ pub use crate::def::SqlValue as Value;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// What went wrong in the database, whatever the database: the engine maps each kind to a
 /// tool error without quoting the database's own message.
@@ -70,6 +70,14 @@ pub struct Stop {
 }
 
 impl Stop {
+    /// A job that may run for `timeout` from now, or until `cancel` is set.
+    pub fn after(timeout: Duration, cancel: Arc<AtomicBool>) -> Stop {
+        Stop {
+            deadline: Instant::now() + timeout,
+            cancel,
+        }
+    }
+
     /// Whether the job must stop now.
     pub fn now(&self) -> bool {
         self.cancel.load(Ordering::Relaxed) || Instant::now() > self.deadline
@@ -125,20 +133,6 @@ impl Database {
     pub fn sqlite(&self) -> Option<&sqlite::Pool> {
         match self {
             Database::Sqlite(p) => Some(p),
-        }
-    }
-
-    /// Where the database is, for messages: a file path.
-    pub fn location(&self) -> String {
-        match self {
-            Database::Sqlite(p) => p.path().display().to_string(),
-        }
-    }
-
-    /// Whether every connection refuses writes.
-    pub fn is_read_only(&self) -> bool {
-        match self {
-            Database::Sqlite(p) => p.is_read_only(),
         }
     }
 

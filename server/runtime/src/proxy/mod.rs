@@ -840,10 +840,7 @@ fn run_query(
     };
     let mut out = Vec::new();
     let mut odd = false;
-    let stop = Stop {
-        deadline: std::time::Instant::now() + timeout,
-        cancel: std::sync::Arc::default(),
-    };
+    let stop = Stop::after(timeout, std::sync::Arc::default());
     let ran = db.job(
         false,
         false,
