@@ -18,15 +18,19 @@ fn target_dir() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("new-crate-target")
 }
 
+/// `cargo ARGS` in `dir`, building in the new crate's target directory.
+fn cargo_command(dir: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO"));
+    c.args(args)
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", target_dir());
+    c
+}
+
 /// Runs `cargo ARGS` in `dir` with the new crate's target directory; fails the test with
 /// cargo's output when it fails.
 fn cargo(dir: &Path, args: &[&str]) -> Output {
-    let out = Command::new(env!("CARGO"))
-        .args(args)
-        .current_dir(dir)
-        .env("CARGO_TARGET_DIR", target_dir())
-        .output()
-        .expect("run cargo");
+    let out = cargo_command(dir, args).output().expect("run cargo");
     assert!(
         out.status.success(),
         "cargo {args:?} failed in {}:\n{}\n{}",
@@ -40,14 +44,22 @@ fn cargo(dir: &Path, args: &[&str]) -> Output {
 /// mcpspec's codegen command line on the new crate, with `--root`.
 fn codegen(dir: &Path, command: &str) -> Output {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../codegen/Cargo.toml");
-    Command::new(env!("CARGO"))
-        .args(["run", "-q", "--manifest-path"])
-        .arg(&manifest)
-        .args(["--", command, "--root", "."])
-        .current_dir(dir)
-        .env("CARGO_TARGET_DIR", target_dir())
-        .output()
-        .expect("run codegen")
+    let manifest = manifest.to_str().expect("utf-8");
+    cargo_command(
+        dir,
+        &[
+            "run",
+            "-q",
+            "--manifest-path",
+            manifest,
+            "--",
+            command,
+            "--root",
+            ".",
+        ],
+    )
+    .output()
+    .expect("run codegen")
 }
 
 #[test]
@@ -60,7 +72,16 @@ fn mcpspec_new_makes_a_crate_that_builds_tests_serves_and_checks_outside_the_wor
         .expect("canonical checkout");
     assert!(!parent.path().canonicalize().unwrap().starts_with(&checkout));
     let dir = parent.path().join("team-notes");
+    scaffold(&dir);
+    // Its own test: builds the crate and calls both tools over stdio.
+    cargo(&dir, &["test", "-q"]);
+    serves_both_tools(&dir);
+    checks_with_codegen(&dir);
+    mistakes_fail_the_build(&dir);
+}
 
+/// `mcpspec new DIR --name notes` writes the crate's files, and refuses a second time.
+fn scaffold(dir: &Path) {
     let out = Command::new(EXE)
         .args(["new", dir.to_str().expect("utf-8"), "--name", "notes"])
         .output()
@@ -101,24 +122,21 @@ fn mcpspec_new_makes_a_crate_that_builds_tests_serves_and_checks_outside_the_wor
         "{}",
         String::from_utf8_lossy(&again.stderr)
     );
+}
 
-    // Its own test: builds the crate and calls both tools over stdio.
-    cargo(&dir, &["test", "-q"]);
-
-    // Its binary through `cargo run`, as the README says.
+/// Its binary through `cargo run`, as the README says: `init`, then `serve` answering both
+/// tools.
+fn serves_both_tools(dir: &Path) {
     let db = dir.join("notes.db");
     cargo(
-        &dir,
+        dir,
         &[
             "run", "-q", "--", "init", "notes", "--sample", "--db", "notes.db",
         ],
     );
     let mut client = StdioClient::spawn(
-        Command::new(env!("CARGO"))
-            .args(["run", "-q", "--", "serve", "notes", "--db"])
+        cargo_command(dir, &["run", "-q", "--", "serve", "notes", "--db"])
             .arg(&db)
-            .current_dir(&dir)
-            .env("CARGO_TARGET_DIR", target_dir())
             .stderr(Stdio::null()),
     )
     .expect("cargo run -- serve");
@@ -138,11 +156,12 @@ fn mcpspec_new_makes_a_crate_that_builds_tests_serves_and_checks_outside_the_wor
         counted["result"]["structuredContent"],
         json!({"words": 2, "characters": 3})
     );
-    drop(client);
+}
 
-    // Its own check, through mcpspec's codegen with --root: the snapshot and docs are missing
-    // until written, then everything is in order.
-    let first = codegen(&dir, "check");
+/// Its own check, through mcpspec's codegen with --root: the snapshot and docs are missing
+/// until written, then everything is in order.
+fn checks_with_codegen(dir: &Path) {
+    let first = codegen(dir, "check");
     assert_eq!(first.status.code(), Some(1));
     let report = String::from_utf8_lossy(&first.stderr);
     assert!(
@@ -151,14 +170,14 @@ fn mcpspec_new_makes_a_crate_that_builds_tests_serves_and_checks_outside_the_wor
     );
     assert!(report.contains("docs/notes.md is missing"), "{report}");
     for command in ["snapshot", "docs"] {
-        let out = codegen(&dir, command);
+        let out = codegen(dir, command);
         assert!(
             out.status.success(),
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let ok = codegen(&dir, "check");
+    let ok = codegen(dir, "check");
     assert!(
         ok.status.success(),
         "{}",
@@ -171,8 +190,10 @@ fn mcpspec_new_makes_a_crate_that_builds_tests_serves_and_checks_outside_the_wor
     );
     // The editor schema belongs to mcpspec's checkout, not to the user's crate.
     assert!(!dir.join("codegen").exists());
+}
 
-    // A mistake in the spec, or in its SQL, fails `cargo build` at its line and column.
+/// A mistake in the spec, or in its SQL, fails `cargo build` at its line and column.
+fn mistakes_fail_the_build(dir: &Path) {
     let spec = dir.join("spec/notes.yaml");
     let text = std::fs::read_to_string(&spec).unwrap();
     for (mistake, at, says) in [
@@ -188,10 +209,7 @@ fn mcpspec_new_makes_a_crate_that_builds_tests_serves_and_checks_outside_the_wor
         ),
     ] {
         std::fs::write(&spec, mistake).unwrap();
-        let broken = Command::new(env!("CARGO"))
-            .args(["build", "-q"])
-            .current_dir(&dir)
-            .env("CARGO_TARGET_DIR", target_dir())
+        let broken = cargo_command(dir, &["build", "-q"])
             .output()
             .expect("cargo build");
         assert!(!broken.status.success());
