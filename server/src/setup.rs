@@ -525,7 +525,6 @@ fn ask(question: &str) -> Result<String> {
 /// `mcpspec setup`: the PRD's setup-mcp steps, with flags for every question so that it runs
 /// unattended too.
 fn run_setup(def: &'static ServerDef, f: SetupFlags) -> Result<ExitCode> {
-    use std::io::IsTerminal;
     let proxy = def.proxy.as_ref().ok_or_else(|| {
         anyhow!(
             "`{}` is not a proxy server: its spec has no `proxy:` section",
@@ -538,7 +537,7 @@ fn run_setup(def: &'static ServerDef, f: SetupFlags) -> Result<ExitCode> {
             def.name
         )
     })?;
-    let desktop = match f.config_path {
+    let desktop = match f.config_path.clone() {
         Some(p) => p,
         None => desktop_config_path().ok_or_else(|| {
             anyhow!("no Claude Desktop config location on this system; pass --config-path")
@@ -555,6 +554,7 @@ fn run_setup(def: &'static ServerDef, f: SetupFlags) -> Result<ExitCode> {
     // environment variable or default path, which the Desktop entry then names explicitly.
     let proxy_path = match f
         .proxy_config
+        .clone()
         .or_else(|| mcpspec::proxy::config_path(config))
     {
         Some(p) => std::path::absolute(p)?,
@@ -565,31 +565,7 @@ fn run_setup(def: &'static ServerDef, f: SetupFlags) -> Result<ExitCode> {
         }
     };
     println!("Claude Desktop config: {}", desktop.display());
-    let offered: Vec<&Listed> = listed.iter().filter(|l| !l.is_proxy).collect();
-    for (i, l) in offered.iter().enumerate() {
-        let mark = if f.all || f.servers.contains(&l.name) {
-            "x"
-        } else {
-            " "
-        };
-        println!(
-            "  [{mark}] {}. {}  ({} {})",
-            i + 1,
-            l.name,
-            l.command,
-            l.args.join(" ")
-        );
-    }
-    let chosen = if f.all {
-        offered.iter().map(|l| l.name.clone()).collect()
-    } else if !f.servers.is_empty() {
-        f.servers
-    } else if std::io::stdin().is_terminal() {
-        let answer = ask("Proxy which servers? (numbers or names, or `all`): ")?;
-        parse_choice(&answer, &listed).map_err(|e| anyhow!(e))?
-    } else {
-        return Err(SetupError::NothingChosen.into());
-    };
+    let chosen = choose(&f, &listed)?;
     let exe = std::env::current_exe().context("locating the mcpspec binary")?;
     let mut args = vec!["serve".to_string(), def.name.to_string()];
     if let (Some(_), Some((_, path))) = (&f.db, &database) {
@@ -606,21 +582,8 @@ fn run_setup(def: &'static ServerDef, f: SetupFlags) -> Result<ExitCode> {
     };
     let plan = plan(&desktop, &proxy_path, &chosen, &entry)?;
     println!("\n{}", plan.diff());
-    if f.dry_run {
-        println!("dry run: nothing was written");
-        return Ok(ExitCode::SUCCESS);
-    }
-    if !f.yes {
-        if !std::io::stdin().is_terminal() {
-            return Err(anyhow!(
-                "not a terminal: pass --yes to write without asking, or --dry-run"
-            ));
-        }
-        let answer = ask("Write these changes? [y/N] ")?;
-        if !matches!(answer.trim(), "y" | "Y" | "yes") {
-            println!("nothing was written");
-            return Ok(ExitCode::FAILURE);
-        }
+    if let Some(code) = stop_before_writing(&f)? {
+        return Ok(code);
     }
     if let Some((d, path)) = &database
         && !path.exists()
@@ -629,6 +592,68 @@ fn run_setup(def: &'static ServerDef, f: SetupFlags) -> Result<ExitCode> {
         println!("created {}", path.display());
     }
     let backup = plan.apply()?;
+    report(def, &plan, &backup);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Lists the config's servers (the proxy itself left out) and returns those to proxy: all,
+/// the ones named by flag, or the person's answer on a terminal.
+fn choose(f: &SetupFlags, listed: &[Listed]) -> Result<Vec<String>> {
+    use std::io::IsTerminal;
+    let offered: Vec<&Listed> = listed.iter().filter(|l| !l.is_proxy).collect();
+    for (i, l) in offered.iter().enumerate() {
+        let mark = if f.all || f.servers.contains(&l.name) {
+            "x"
+        } else {
+            " "
+        };
+        println!(
+            "  [{mark}] {}. {}  ({} {})",
+            i + 1,
+            l.name,
+            l.command,
+            l.args.join(" ")
+        );
+    }
+    if f.all {
+        Ok(offered.iter().map(|l| l.name.clone()).collect())
+    } else if !f.servers.is_empty() {
+        Ok(f.servers.clone())
+    } else if std::io::stdin().is_terminal() {
+        let answer = ask("Proxy which servers? (numbers or names, or `all`): ")?;
+        parse_choice(&answer, listed).map_err(|e| anyhow!(e))
+    } else {
+        Err(SetupError::NothingChosen.into())
+    }
+}
+
+/// The exit code to stop with before writing: a dry run, or a person who did not say yes;
+/// `None` to go on.
+fn stop_before_writing(f: &SetupFlags) -> Result<Option<ExitCode>> {
+    use std::io::IsTerminal;
+    if f.dry_run {
+        println!("dry run: nothing was written");
+        return Ok(Some(ExitCode::SUCCESS));
+    }
+    if f.yes {
+        return Ok(None);
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(anyhow!(
+            "not a terminal: pass --yes to write without asking, or --dry-run"
+        ));
+    }
+    let answer = ask("Write these changes? [y/N] ")?;
+    if matches!(answer.trim(), "y" | "Y" | "yes") {
+        Ok(None)
+    } else {
+        println!("nothing was written");
+        Ok(Some(ExitCode::FAILURE))
+    }
+}
+
+/// What was written, and what the person does next.
+fn report(def: &ServerDef, plan: &Plan, backup: &Path) {
     println!(
         "wrote {} (backup: {})",
         plan.desktop_path.display(),
@@ -643,7 +668,6 @@ fn run_setup(def: &'static ServerDef, f: SetupFlags) -> Result<ExitCode> {
         "Note: hints arrive with the result of the call they are about, after it ran; guards \
          block before the call is forwarded. Use a guard where acting first would do harm."
     );
-    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]
