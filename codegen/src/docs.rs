@@ -268,6 +268,7 @@ fn server_ctx(s: &ir::Server) -> ServerCtx {
         schema: String::new(),
         schema_pos: crate::diag::Pos::default(),
         sample: None,
+        postgres: None,
     };
     let db = s.database.as_ref().unwrap_or(&none);
     let default_paths = [

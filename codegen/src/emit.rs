@@ -86,6 +86,21 @@ fn server_tokens(server: &Server) -> TokenStream {
             let read_only = db.read_only;
             let schema = &db.schema;
             let sample = opt_str(db.sample.as_deref());
+            let postgres = match &db.postgres {
+                Some(pg) => {
+                    let env = opt_str(pg.env.as_deref());
+                    let schema = &pg.schema;
+                    let sample = opt_str(pg.sample.as_deref());
+                    quote! {
+                        ::core::option::Option::Some(::mcpspec::def::PostgresDef {
+                            env: #env,
+                            schema: #schema,
+                            sample: #sample,
+                        })
+                    }
+                }
+                None => quote!(::core::option::Option::None),
+            };
             quote! {
                 ::core::option::Option::Some(::mcpspec::def::DatabaseDef {
                     env: #env,
@@ -95,6 +110,7 @@ fn server_tokens(server: &Server) -> TokenStream {
                     read_only: #read_only,
                     schema: #schema,
                     sample: #sample,
+                    postgres: #postgres,
                 })
             }
         }
@@ -697,11 +713,19 @@ fn statement_def(s: &Statement) -> TokenStream {
         };
         quote!((#field, #source))
     });
+    let postgres = match &s.postgres {
+        Some(pg) => {
+            let (text, names) = (&pg.sql, &pg.params);
+            quote!(::core::option::Option::Some(::mcpspec::def::PgSqlDef { sql: #text, params: &[#(#names),*] }))
+        }
+        None => quote!(::core::option::Option::None),
+    };
     quote! {
         ::mcpspec::def::StatementDef {
             name: #name,
             key: #key,
             sql: #sql,
+            postgres: #postgres,
             mode: ::mcpspec::def::Mode::#mode,
             inserts: #inserts,
             columns: &[#(#columns),*],

@@ -257,6 +257,25 @@ pub(crate) struct Database {
     #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub schema_pos: crate::diag::Pos,
     pub sample: Option<String>,
+    /// The server also runs on PostgreSQL.
+    pub postgres: Option<Postgres>,
+}
+
+/// A database's PostgreSQL side.
+#[derive(Debug, Clone)]
+pub(crate) struct Postgres {
+    /// Another environment variable that may hold the URL.
+    pub env: Option<String>,
+    pub schema: String,
+    pub sample: Option<String>,
+}
+
+/// A statement's PostgreSQL text, its parameters numbered.
+#[derive(Debug, Clone)]
+pub(crate) struct PgSql {
+    pub sql: String,
+    /// The name of each `$n`, in order.
+    pub params: Vec<String>,
 }
 
 /// A proxy: where its downstream servers come from and how calls to them are intercepted.
@@ -515,6 +534,8 @@ pub(crate) struct Statement {
     /// The field holding rows (`many`) or the value (`scalar`) of a single statement.
     pub key: String,
     pub sql: String,
+    /// The text PostgreSQL runs, when the server runs on PostgreSQL.
+    pub postgres: Option<PgSql>,
     pub mode: Mode,
     /// Whether the statement inserts rows (for `execute` results).
     pub inserts: bool,

@@ -10,8 +10,8 @@ use serde_json::{Map, Value, json};
 use crate::ir::{
     Annotations, Arg, ArgType, Binding, Block, Column, ColumnKind, Confirm, Content, Database,
     DemoCall, Downstream, Envelope, ErrorDecl, InterceptAction, InterceptRule, InterceptSql,
-    Message, MessageBody, Mode, OutField, OutStruct, OutType, Prompt, PromptArg, Proxy,
-    ProxyConfig, Resource, Rule, RuleKind, Server, StartupJob, Statement, Tool,
+    Message, MessageBody, Mode, OutField, OutStruct, OutType, PgSql, Postgres, Prompt, PromptArg,
+    Proxy, ProxyConfig, Resource, Rule, RuleKind, Server, StartupJob, Statement, Tool,
 };
 use crate::names;
 use crate::spec::{
@@ -24,6 +24,11 @@ pub(crate) const DEFAULT_MAX_ROWS: u32 = 200;
 
 pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
     let server = &spec.server.value;
+    // Statements carry PostgreSQL text when the server runs there too.
+    let pg = spec
+        .database
+        .as_ref()
+        .is_some_and(|d| d.value.postgres.is_some());
     let tool_names = names::dedupe(spec.tools.iter().map(|t| names::snake(&t.value.name.value)));
     let type_names = names::dedupe_types(
         spec.tools
@@ -49,6 +54,11 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
                 schema: schema_with_fts(&db.schema.value, &db.fts),
                 schema_pos: crate::spec::pos(&db.schema),
                 sample: db.sample.as_ref().map(|s| s.value.clone()),
+                postgres: db.postgres.as_ref().map(|pg| Postgres {
+                    env: pg.value.env.as_ref().map(|e| e.value.clone()),
+                    schema: pg.value.schema.value.clone(),
+                    sample: pg.value.sample.as_ref().map(|s| s.value.clone()),
+                }),
             }
         }),
         proxy: spec.proxy.as_ref().map(|p| proxy(&p.value)),
@@ -86,7 +96,7 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
                 .iter()
                 .zip(tool_names)
                 .zip(type_names)
-                .map(|((t, f), ty)| tool(&t.value, crate::spec::pos(t), f, ty))
+                .map(|((t, f), ty)| tool(&t.value, crate::spec::pos(t), f, ty, pg))
                 .collect(),
         ),
         error_codes: spec
@@ -133,13 +143,13 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
                     .iter()
                     .map(|r| names::pascal(&r.value.name.value)),
             ))
-            .map(|(r, ty)| resource(&r.value, crate::spec::pos(r).line, ty))
+            .map(|(r, ty)| resource(&r.value, crate::spec::pos(r).line, ty, pg))
             .collect(),
-        prompts: spec.prompts.iter().map(|p| prompt(&p.value)).collect(),
+        prompts: spec.prompts.iter().map(|p| prompt(&p.value, pg)).collect(),
     }
 }
 
-fn resource(r: &RawResource, line: u32, type_name: String) -> Resource {
+fn resource(r: &RawResource, line: u32, type_name: String, pg: bool) -> Resource {
     let (uri, templated) = match (&r.uri, &r.uri_template) {
         (Some(u), _) => (u.value.clone(), false),
         (None, Some(t)) => (t.value.clone(), true),
@@ -162,7 +172,10 @@ fn resource(r: &RawResource, line: u32, type_name: String) -> Resource {
             .as_ref()
             .map_or_else(|| default_mime.to_string(), |m| m.value.clone()),
         content: Content {
-            statement: r.sql.as_ref().map(|s| statement(&s.value, &r.name.value)),
+            statement: r
+                .sql
+                .as_ref()
+                .map(|s| statement(&s.value, &r.name.value, pg)),
             template,
             blob: r.blob.as_ref().map(|b| b.value.trim().to_string()),
         },
@@ -177,7 +190,7 @@ fn resource(r: &RawResource, line: u32, type_name: String) -> Resource {
     }
 }
 
-fn prompt(p: &RawPrompt) -> Prompt {
+fn prompt(p: &RawPrompt, pg: bool) -> Prompt {
     Prompt {
         name: p.name.value.clone(),
         title: p.title.clone(),
@@ -200,7 +213,10 @@ fn prompt(p: &RawPrompt) -> Prompt {
                     .map(|c| c.value.trim_end().to_string()),
             })
             .collect(),
-        statement: p.sql.as_ref().map(|s| statement(&s.value, &p.name.value)),
+        statement: p
+            .sql
+            .as_ref()
+            .map(|s| statement(&s.value, &p.name.value, pg)),
         messages: p
             .messages
             .iter()
@@ -291,8 +307,8 @@ fn proxy(p: &RawProxy) -> Proxy {
     }
 }
 
-fn tool(t: &RawTool, pos: crate::diag::Pos, fn_name: String, type_name: String) -> Tool {
-    let binding = binding(t);
+fn tool(t: &RawTool, pos: crate::diag::Pos, fn_name: String, type_name: String, pg: bool) -> Tool {
+    let binding = binding(t, pg);
     let handler = matches!(binding, Binding::Handler(_));
     // A handler with `output: content` returns content blocks, like a `content:` binding.
     let content_output = handler && t.output.as_ref().is_some_and(|o| o.value.is_string());
@@ -352,13 +368,13 @@ fn tool(t: &RawTool, pos: crate::diag::Pos, fn_name: String, type_name: String) 
 }
 
 /// What a tool is bound to: one statement, several, a handler or fixed content.
-fn binding(t: &RawTool) -> Binding {
+fn binding(t: &RawTool, pg: bool) -> Binding {
     match (&t.sql, &t.compose) {
-        (Some(s), _) => Binding::Single(Box::new(statement(&s.value, &t.name.value))),
+        (Some(s), _) => Binding::Single(Box::new(statement(&s.value, &t.name.value, pg))),
         (None, Some(c)) => Binding::Composite(
             c.value
                 .iter()
-                .map(|s| statement(&s.value, &t.name.value))
+                .map(|s| statement(&s.value, &t.name.value, pg))
                 .collect(),
         ),
         (None, None) => match (&t.handler, &t.content) {
@@ -544,7 +560,7 @@ fn out_type(nested: &str, wire: &str, prop: &Value, out: &mut Vec<OutStruct>) ->
     }
 }
 
-fn statement(s: &RawStatement, tool: &str) -> Statement {
+fn statement(s: &RawStatement, tool: &str, pg: bool) -> Statement {
     let mode = s
         .returns
         .as_ref()
@@ -593,6 +609,11 @@ fn statement(s: &RawStatement, tool: &str) -> Statement {
             .as_ref()
             .map_or_else(|| default_key.to_string(), |k| k.value.clone()),
         sql: s.query.value.trim_end().to_string(),
+        postgres: pg.then(|| {
+            let text = s.postgres.as_ref().unwrap_or(&s.query);
+            let (sql, params, _) = sqltext::positional(text.value.trim_end());
+            PgSql { sql, params }
+        }),
         mode,
         inserts: sqltext::inserts(&s.query.value),
         columns,

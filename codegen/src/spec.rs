@@ -303,6 +303,28 @@ pub(crate) struct RawDatabase {
     #[serde(default)]
     #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawFts>"))]
     pub fts: Vec<Sp<RawFts>>,
+    /// The server also runs on PostgreSQL (a `postgres://` URL from `--db` or the environment):
+    /// the schema and sample rows there. Statements whose SQL differs give `postgres:` text.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawPostgres>"))]
+    pub postgres: Option<Sp<RawPostgres>>,
+}
+
+/// A database's PostgreSQL side.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Postgres"))]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPostgres {
+    /// Another environment variable that may hold the database URL, read after `env`
+    /// (e.g. `DATABASE_URL`).
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub env: Option<Sp<String>>,
+    /// The DDL run by `mcpspec init --db postgres://...`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
+    pub schema: Sp<String>,
+    /// Sample rows as SQL, loaded by `mcpspec init --sample`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub sample: Option<Sp<String>>,
 }
 
 /// Proxy bindings: the downstream servers and the interceptor in front of them.
@@ -707,6 +729,10 @@ pub(crate) struct RawStatement {
     /// SQL with named parameters such as `:tag`, bound from the arguments, never interpolated.
     #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub query: Sp<String>,
+    /// The statement's PostgreSQL text where it differs from `query` (full-text search, JSON,
+    /// upserts), with the same named parameters and result columns.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub postgres: Option<Sp<String>>,
     /// `many` (default), `one`, `optional`, `scalar` or `execute`.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<ReturnMode>"))]
     pub returns: Option<Sp<String>>,
@@ -986,6 +1012,7 @@ const TOOL_KEYS: &[&str] = &[
 const STATEMENT_KEYS: &[&str] = &[
     "name",
     "query",
+    "postgres",
     "returns",
     "key",
     "columns",
@@ -995,7 +1022,16 @@ const STATEMENT_KEYS: &[&str] = &[
     "bind",
     "envelope",
 ];
-const DATABASE_KEYS: &[&str] = &["env", "default_path", "access", "schema", "sample", "fts"];
+const DATABASE_KEYS: &[&str] = &[
+    "env",
+    "default_path",
+    "access",
+    "schema",
+    "sample",
+    "fts",
+    "postgres",
+];
+const POSTGRES_KEYS: &[&str] = &["env", "schema", "sample"];
 const PROXY_KEYS: &[&str] = &["config", "servers", "normalize", "extract", "intercept"];
 const PROXY_CONFIG_KEYS: &[&str] = &["env", "default_path"];
 const DOWNSTREAM_KEYS: &[&str] = &["name", "command", "args", "env"];
@@ -1197,6 +1233,7 @@ enum Ctx {
     Top,
     Server,
     Database,
+    Postgres,
     DefaultPath,
     Demos,
     Demo,
@@ -1254,6 +1291,7 @@ impl Ctx {
             Ctx::Top => ("the top level of a spec", TOP_KEYS),
             Ctx::Server => ("`server`", SERVER_KEYS),
             Ctx::Database => ("`database`", DATABASE_KEYS),
+            Ctx::Postgres => ("`database.postgres`", POSTGRES_KEYS),
             Ctx::DefaultPath => ("`default_path`", DEFAULT_PATH_KEYS),
             Ctx::Demo => ("a demo call", DEMO_KEYS),
             Ctx::Startup => ("a start-up job", STARTUP_KEYS),
@@ -1314,6 +1352,7 @@ impl Ctx {
             (Ctx::Tool, "content") => Ctx::Blocks,
             (Ctx::Database, "default_path") => Ctx::DefaultPath,
             (Ctx::Database, "fts") => Ctx::FtsList,
+            (Ctx::Database, "postgres") => Ctx::Postgres,
             (Ctx::Tool, "derive") => Ctx::Derives,
             (Ctx::Derives, _) => Ctx::Derive,
             (Ctx::Tool, "input") => Ctx::Input,

@@ -20,6 +20,10 @@ pub(crate) fn validate(file: &Path, source: &str, spec: &RawSpec) -> Diagnostics
     let mut v = Validator {
         sink: Sink::new(file),
         source,
+        postgres: spec
+            .database
+            .as_ref()
+            .is_some_and(|d| d.value.postgres.is_some()),
     };
     v.server(spec);
     for (from, to) in &spec.error_codes {
@@ -74,6 +78,8 @@ struct ToolScope<'a> {
 struct Validator<'a> {
     sink: Sink<'a>,
     source: &'a str,
+    /// Whether the spec's database runs on PostgreSQL too.
+    postgres: bool,
 }
 
 fn valid_name(s: &str, max: usize) -> bool {
@@ -1241,6 +1247,7 @@ impl Validator<'_> {
         self.statement_messages(s, mode);
         self.statement_envelope(cx, s, mode);
         self.statement_params(cx, s, used, earlier);
+        self.statement_postgres(s);
         if let Some(n) = &s.name {
             earlier.insert(n.value.clone(), (mode, columns));
         }
@@ -1485,6 +1492,50 @@ impl Validator<'_> {
 
     /// Parameters: each comes from an argument, a derived parameter or an earlier row; the
     /// arguments used are added to `used`.
+    /// A statement's `postgres:` text: only where the server runs on PostgreSQL, and with no
+    /// parameter that its `query` does not have (the arguments are bound by name on both).
+    fn statement_postgres(&mut self, s: &RawStatement) {
+        let Some(text) = &s.postgres else {
+            return;
+        };
+        if !self.postgres {
+            self.sink.error(
+                pos(text),
+                "the statement gives `postgres:` text but the database declares no `postgres:` side",
+                "",
+                "add `database.postgres` with its schema, or remove this text",
+            );
+            return;
+        }
+        let known: Vec<String> = sqltext::params(&s.query.value)
+            .into_iter()
+            .map(|p| p.name)
+            .collect();
+        let (_, _, refs) = sqltext::positional(&text.value);
+        for p in refs.iter().filter(|p| !known.contains(&p.name)) {
+            let names: Vec<&str> = known.iter().map(String::as_str).collect();
+            self.sink.error(
+                self.offset_pos(text, p.offset),
+                format!(
+                    "PostgreSQL parameter `:{}` is not a parameter of the statement's `query`",
+                    p.name
+                ),
+                "not in `query`",
+                &match did_you_mean(&p.name, &names) {
+                    Some(n) => format!("did you mean `:{n}`?"),
+                    None => format!(
+                        "both texts bind the same arguments; `query` has: {}",
+                        if names.is_empty() {
+                            "none".to_string()
+                        } else {
+                            names.join(", ")
+                        }
+                    ),
+                },
+            );
+        }
+    }
+
     fn statement_params(
         &mut self,
         cx: &ToolScope<'_>,

@@ -668,8 +668,8 @@ fn a_resource_statement_or_completion_that_does_not_prepare() {
     let copy = Copy::new();
     copy.edit(
         KNOWLEDGE,
-        "SELECT role, count(*) AS entries",
-        "SELECT rolle AS role, count(*) AS entries",
+        "SELECT role, count(*) AS entries, max",
+        "SELECT rolle AS role, count(*) AS entries, max",
     );
     copy.edit(
         KNOWLEDGE,

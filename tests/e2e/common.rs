@@ -27,6 +27,53 @@ pub struct Db {
     pub path: PathBuf,
 }
 
+/// The databases a server runs on; tests that hold for both run once on each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    Sqlite,
+    Postgres,
+}
+
+/// Generates, for each named `fn name(engine: Engine)`, a module `name` with one test per
+/// engine (`name::sqlite`, `name::postgres`).
+#[macro_export]
+macro_rules! on_both_engines {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn sqlite() {
+                super::$name($crate::common::Engine::Sqlite)
+            }
+            #[test]
+            fn postgres() {
+                super::$name($crate::common::Engine::Postgres)
+            }
+        }
+    )*};
+}
+
+/// A database with a server's sample rows on `engine`: a SQLite file, or a new database in
+/// the test process's PostgreSQL cluster (its URL is the `path`, passed as `--db`).
+pub fn sample_db_on(engine: Engine, server: &str) -> Db {
+    match engine {
+        Engine::Sqlite => sample_db(server),
+        Engine::Postgres => {
+            let url = crate::pg::Cluster::shared().create_database();
+            let (code, _, err) = mcpspec(&["init", server, "--sample", "--db", &url], &[]);
+            assert_eq!(code, 0, "init on PostgreSQL failed: {err}");
+            Db {
+                _dir: tempfile::tempdir().expect("tempdir"),
+                path: PathBuf::from(url),
+            }
+        }
+    }
+}
+
+/// [`start`] on `engine`.
+pub fn start_engine(engine: Engine, server: &str, extra: &[&str]) -> Session {
+    start_on(sample_db_on(engine, server), server, extra)
+}
+
 pub fn sample_db(server: &str) -> Db {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join(format!("{server}.db"));
@@ -268,6 +315,13 @@ pub fn mcpspec(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
 }
 
 pub fn count_rows(db: &Path, table: &str) -> i64 {
+    if crate::pg::is_url(db) {
+        let url = db.to_str().expect("a URL");
+        return crate::pg::Cluster::shared()
+            .psql(url, &format!("SELECT count(*) FROM {table}"))
+            .parse()
+            .expect("a count");
+    }
     let conn = rusqlite::Connection::open(db).expect("open db");
     conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
         .expect("count")

@@ -10,7 +10,22 @@ use std::time::Duration;
 use mcpspec::client::StdioClient;
 use serde_json::{Value, json};
 
-use crate::common::{Db, EXE, count_rows, sample_db, signal, start, start_on};
+use crate::common::{
+    Db, EXE, Engine, count_rows, sample_db, sample_db_on, signal, start_engine, start_on,
+};
+use crate::on_both_engines;
+
+on_both_engines!(
+    crud_round_trip,
+    list_filters_and_orders_stably,
+    search_ranks_and_treats_operators_as_text,
+    validation_errors_name_field_and_constraint,
+    large_content_round_trips_intact,
+    a_hundred_concurrent_writes_all_land,
+    acknowledged_writes_survive_kill_9,
+    errors_never_leak_sql_paths_or_traces,
+    cancellation_interrupts_a_running_query,
+);
 
 fn spawn(db: &Path, env: &[(&str, &str)], stderr: Stdio) -> StdioClient {
     let mut c = Command::new(EXE);
@@ -28,6 +43,24 @@ fn spawn(db: &Path, env: &[(&str, &str)], stderr: Stdio) -> StdioClient {
 /// A database with `n` extra entries that all contain the word "common", so that a search
 /// for it ranks every one of them: a query that takes a while on purpose. The corpus is built
 /// once per run and copied for each test.
+pub(crate) fn big_db_on(engine: Engine, n: u32) -> Db {
+    if engine == Engine::Sqlite {
+        return big_db(n);
+    }
+    let db = sample_db_on(Engine::Postgres, "knowledge");
+    crate::pg::Cluster::shared().psql(
+        db.path.to_str().unwrap(),
+        &format!(
+            "INSERT INTO knowledge_entries (id, content, role, tags, created_at, updated_at)
+             SELECT 'bulk-' || lpad(n::text, 6, '0'),
+                    'common words ' || n || ' about ' || (n % 97) || ' topics and ' || (n % 13) || ' more common text',
+                    'dev', '{{bulk}}', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z'
+             FROM generate_series(1, {n}) n"
+        ),
+    );
+    db
+}
+
 pub(crate) fn big_db(n: u32) -> Db {
     static TEMPLATE: std::sync::OnceLock<(tempfile::TempDir, std::path::PathBuf)> =
         std::sync::OnceLock::new();
@@ -51,9 +84,8 @@ pub(crate) fn big_db(n: u32) -> Db {
     copy
 }
 
-#[test]
-fn crud_round_trip() {
-    let mut s = start("knowledge", &[]);
+fn crud_round_trip(engine: Engine) {
+    let mut s = start_engine(engine, "knowledge", &[]);
     let added = s.ok(
         "kb_add",
         json!({"content": "Use WAL for concurrent readers.", "role": "dev", "tags": ["sqlite"]}),
@@ -109,9 +141,8 @@ fn crud_round_trip() {
     s.finish();
 }
 
-#[test]
-fn list_filters_and_orders_stably() {
-    let mut s = start("knowledge", &[]);
+fn list_filters_and_orders_stably(engine: Engine) {
+    let mut s = start_engine(engine, "knowledge", &[]);
     let ids = |v: &Value| -> Vec<String> {
         v["entries"]
             .as_array()
@@ -140,9 +171,8 @@ fn list_filters_and_orders_stably() {
     s.finish();
 }
 
-#[test]
-fn search_ranks_and_treats_operators_as_text() {
-    let mut s = start("knowledge", &[]);
+fn search_ranks_and_treats_operators_as_text(engine: Engine) {
+    let mut s = start_engine(engine, "knowledge", &[]);
     let found = s.ok("kb_search", json!({"query": "database"}));
     let ids: Vec<&str> = found["results"]
         .as_array()
@@ -183,9 +213,8 @@ fn search_ranks_and_treats_operators_as_text() {
     s.finish();
 }
 
-#[test]
-fn validation_errors_name_field_and_constraint() {
-    let mut s = start("knowledge", &[]);
+fn validation_errors_name_field_and_constraint(engine: Engine) {
+    let mut s = start_engine(engine, "knowledge", &[]);
     // (tool, arguments, field, constraint)
     let cases = [
         (
@@ -253,9 +282,8 @@ fn validation_errors_name_field_and_constraint() {
     s.finish();
 }
 
-#[test]
-fn large_content_round_trips_intact() {
-    let mut s = start("knowledge", &[]);
+fn large_content_round_trips_intact(engine: Engine) {
+    let mut s = start_engine(engine, "knowledge", &[]);
     for size in [10 * 1024, 1024 * 1024] {
         let content: String = (0..size)
             .map(|i| char::from(b'a' + (i % 26) as u8))
@@ -271,9 +299,8 @@ fn large_content_round_trips_intact() {
     s.finish();
 }
 
-#[test]
-fn a_hundred_concurrent_writes_all_land() {
-    let db = sample_db("knowledge");
+fn a_hundred_concurrent_writes_all_land(engine: Engine) {
+    let db = sample_db_on(engine, "knowledge");
     let mut c = spawn(&db.path, &[], Stdio::null());
     // All requests are written before any response is read.
     for i in 0..100 {
@@ -310,9 +337,8 @@ pub(crate) fn integrity(db: &Path) -> String {
         .unwrap()
 }
 
-#[test]
-fn acknowledged_writes_survive_kill_9() {
-    let db = sample_db("knowledge");
+fn acknowledged_writes_survive_kill_9(engine: Engine) {
+    let db = sample_db_on(engine, "knowledge");
     let mut c = spawn(&db.path, &[], Stdio::null());
     let mut acked = Vec::new();
     for i in 0..20 {
@@ -346,6 +372,24 @@ fn acknowledged_writes_survive_kill_9() {
     }
     signal(c.pid(), "-KILL");
     drop(c);
+    if engine == Engine::Postgres {
+        let cluster = crate::pg::Cluster::shared();
+        let url = db.path.to_str().unwrap();
+        for id in &acked {
+            let n = cluster.psql(
+                url,
+                &format!("SELECT count(*) FROM knowledge_entries WHERE id = '{id}'"),
+            );
+            assert_eq!(n, "1", "acknowledged entry {id} was lost");
+        }
+        // The search vector of every row was written with it.
+        let unindexed = cluster.psql(
+            url,
+            "SELECT count(*) FROM knowledge_entries WHERE search = ''::tsvector",
+        );
+        assert_eq!(unindexed, "0");
+        return;
+    }
     assert_eq!(integrity(&db.path), "ok");
     let conn = rusqlite::Connection::open(&db.path).unwrap();
     for id in &acked {
@@ -432,10 +476,9 @@ fn stdin_closing_also_drains_calls_in_flight() {
     assert!(status.0.is_some_and(|s| s.success()));
 }
 
-#[test]
-fn cancellation_interrupts_a_running_query() {
-    let db = big_db(300_000);
-    let log = db.path.with_extension("log");
+fn cancellation_interrupts_a_running_query(engine: Engine) {
+    let db = big_db_on(engine, 300_000);
+    let log = db._dir.path().join("server.log");
     let file = std::fs::File::create(&log).unwrap();
     let mut c = spawn(
         &db.path,
@@ -536,9 +579,8 @@ fn every_call_is_logged_with_sanitised_arguments() {
     );
 }
 
-#[test]
-fn errors_never_leak_sql_paths_or_traces() {
-    let db = sample_db("knowledge");
+fn errors_never_leak_sql_paths_or_traces(engine: Engine) {
+    let db = sample_db_on(engine, "knowledge");
     let path = db.path.clone();
     let mut s = start_on(db, "knowledge", &[]);
     let mut texts = Vec::new();
@@ -549,10 +591,18 @@ fn errors_never_leak_sql_paths_or_traces() {
     collect(&s.call("kb_search", json!({"query": "\"(("})));
     collect(&s.call("nope", json!({})));
     // Break the database behind the server's back: the failure must be reported sanitised.
-    rusqlite::Connection::open(&path)
-        .unwrap()
-        .execute_batch("DROP TABLE knowledge_fts;")
-        .unwrap();
+    if engine == Engine::Postgres {
+        // The search trigger then fails on every insert.
+        crate::pg::Cluster::shared().psql(
+            path.to_str().unwrap(),
+            "ALTER TABLE knowledge_entries RENAME COLUMN search TO search_gone",
+        );
+    } else {
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute_batch("DROP TABLE knowledge_fts;")
+            .unwrap();
+    }
     let broken = s.call(
         "kb_add",
         json!({"content": "after the break", "role": "dev"}),
@@ -564,14 +614,20 @@ fn errors_never_leak_sql_paths_or_traces() {
     let e: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(e["error"]["code"], "DATABASE_ERROR", "{text}");
     collect(&broken);
-    let dir = path.parent().unwrap().to_string_lossy().into_owned();
+    let dir = match engine {
+        Engine::Sqlite => path.parent().unwrap().to_string_lossy().into_owned(),
+        Engine::Postgres => crate::pg::Cluster::shared().dir.display().to_string(),
+    };
     for t in &texts {
         for needle in [
             "SELECT",
             "INSERT",
             "UPDATE ",
             "knowledge_fts",
+            "search_gone",
             "sqlite",
+            "postgres",
+            "plpgsql",
             ".db",
             &dir,
             "panicked",

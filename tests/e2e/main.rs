@@ -1,7 +1,9 @@
 //! End-to-end tests: the built `mcpspec` binary driven over real stdio pipes (and loopback
-//! HTTP) with real JSON-RPC, on real SQLite files in temporary directories.
+//! HTTP) with real JSON-RPC, on real SQLite files in temporary directories and real PostgreSQL
+//! databases in a throwaway cluster the tests start themselves ([`pg`]).
 
 mod common;
+mod pg;
 
 mod cli;
 mod conformance;
@@ -14,6 +16,7 @@ mod lessons;
 mod lessons_scan;
 mod new;
 mod pm;
+mod postgres;
 mod protocol;
 mod proxy;
 mod studio;

@@ -224,6 +224,27 @@ pub struct DatabaseDef {
     pub schema: &'static str,
     /// Sample rows loaded by `mcpspec init --sample` and `mcpspec demo`.
     pub sample: Option<&'static str>,
+    /// The server also runs on PostgreSQL: its schema and sample rows there.
+    pub postgres: Option<PostgresDef>,
+}
+
+/// A server's PostgreSQL side: where the URL may also come from, and what `init` creates.
+#[derive(Debug)]
+pub struct PostgresDef {
+    /// Another environment variable that may hold the database URL, after `env`.
+    pub env: Option<&'static str>,
+    /// The DDL run by `mcpspec init --db postgres://...`.
+    pub schema: &'static str,
+    /// Sample rows for `init --sample`.
+    pub sample: Option<&'static str>,
+}
+
+/// A statement's PostgreSQL text, its named parameters rewritten to `$n` at build time.
+#[derive(Debug, Clone, Copy)]
+pub struct PgSqlDef {
+    pub sql: &'static str,
+    /// The name of each `$n`, in order.
+    pub params: &'static [&'static str],
 }
 
 /// A proxy's tables: its downstream servers and its interceptor, run by [`crate::proxy`].
@@ -404,6 +425,8 @@ pub struct StatementDef {
     /// The field that holds rows (`Many`) or the value (`Scalar`) of a single statement.
     pub key: &'static str,
     pub sql: &'static str,
+    /// The text PostgreSQL runs, when the server runs on PostgreSQL.
+    pub postgres: Option<PgSqlDef>,
     pub mode: Mode,
     /// Whether the statement inserts rows, so that `execute` reports `last_insert_id`.
     pub inserts: bool,

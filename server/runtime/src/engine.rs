@@ -14,7 +14,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value, json};
 
 use crate::backend::sqlite::DbError;
-use crate::backend::{Bind, Database, Failure, Row, Session, Stop, Value as SqlValue, ValueRef};
+use crate::backend::{
+    Bind, Database, Engine as DbEngine, Failure, Location, Row, Session, Sql, Stop,
+    Value as SqlValue, ValueRef, statement_sql,
+};
 use crate::def::{
     Arguments, BindingDef, ColumnDef, ColumnKind, EnvelopeDef, Mode, RuleKindDef, ServerDef,
     StatementDef, ToolDef,
@@ -186,6 +189,10 @@ pub struct Engine {
 pub enum StartError {
     #[error(transparent)]
     Db(#[from] DbError),
+    #[error(transparent)]
+    Postgres(#[from] crate::backend::postgres::PgError),
+    #[error("the `{server}` server runs on SQLite only; its spec declares no `postgres:` schema")]
+    NoPostgres { server: &'static str },
     #[error("the database at {path} does not match what {spec} expects:\n  {problems}\n{fix}")]
     Drift {
         path: String,
@@ -222,9 +229,33 @@ impl Engine {
         limits: Limits,
         handlers: Option<Box<dyn Dispatch>>,
     ) -> Result<Arc<Engine>, StartError> {
+        let location = path.map(|p| Location::File(p.to_path_buf()));
+        Engine::start_at(def, location.as_ref(), read_only, limits, handlers)
+    }
+
+    /// [`Engine::start`] on a database file or a PostgreSQL URL.
+    pub fn start_at(
+        def: &'static ServerDef,
+        location: Option<&Location>,
+        read_only: bool,
+        limits: Limits,
+        handlers: Option<Box<dyn Dispatch>>,
+    ) -> Result<Arc<Engine>, StartError> {
         let read_only = read_only || def.database.as_ref().is_some_and(|d| d.read_only);
-        let db = match (&def.database, path) {
-            (Some(_), Some(p)) => Some(Arc::new(Database::open_sqlite(p, read_only)?)),
+        let db = match (&def.database, location) {
+            (Some(_), Some(Location::File(p))) => {
+                Some(Arc::new(Database::open_sqlite(p, read_only)?))
+            }
+            (Some(d), Some(Location::Url(u))) => {
+                if d.postgres.is_none() {
+                    return Err(StartError::NoPostgres { server: def.name });
+                }
+                Some(Arc::new(Database::open_postgres(
+                    u,
+                    read_only,
+                    limits.call_timeout,
+                )?))
+            }
             (None, Some(_)) => return Err(StartError::NoDatabase { server: def.name }),
             (_, None) => None,
         };
@@ -248,14 +279,14 @@ impl Engine {
         // Every statement must prepare against the real database, and return the declared
         // columns, before the server accepts a call: drift is a start-up error listing every
         // affected tool, not a failure of some later call.
-        if let (Some(db), Some(path)) = (&db, path) {
-            let drift = drift(def, &|sql| db.columns(sql));
+        if let (Some(db), Some(path)) = (&db, location) {
+            let drift = drift(def, db.engine(), &|sql| db.columns(sql));
             if !drift.is_empty() {
                 return Err(StartError::Drift {
-                    path: path.display().to_string(),
+                    path: path.display(),
                     spec: def.spec_file,
                     problems: drift.join("\n  "),
-                    fix: which_side(def),
+                    fix: which_side(def, db.engine()),
                 });
             }
         }
@@ -309,9 +340,13 @@ impl Engine {
         each: &mut dyn FnMut(&[&str], &dyn crate::backend::Row) -> bool,
     ) -> Option<Result<(), crate::backend::Failure>> {
         let stop = Stop::after(self.limits.call_timeout, Arc::default());
-        self.db
-            .as_deref()?
-            .job(false, false, &stop, |f| f, |s| s.query(sql, bind, each))
+        self.db.as_deref()?.job(
+            false,
+            false,
+            &stop,
+            |f| f,
+            |s| s.query(sql.into(), bind, each),
+        )
     }
 
     /// The server's database, absent for a server without one.
@@ -1015,7 +1050,9 @@ impl Engine {
             let fail = |f: Failure| self.db_error(job, f, request);
             let part = match st.mode {
                 Mode::Execute => {
-                    let c = session.execute(st.sql, &bind).map_err(fail)?;
+                    let c = session
+                        .execute(statement_sql(st, session.engine()), &bind)
+                        .map_err(fail)?;
                     if st.inserts {
                         json!({"changes": c.changes, "last_insert_id": c.last_insert_id})
                     } else {
@@ -1076,21 +1113,25 @@ impl Engine {
         let budget = self.limits.max_result_bytes.saturating_sub(4096);
         let mut size = 0;
         let mut order = None;
-        session.query(st.sql, bind, &mut |names, row| {
-            if out.len() >= st.max_rows as usize {
-                truncated = true;
-                return false;
-            }
-            let order = order.get_or_insert_with(|| column_order(names, st));
-            let row = Value::Object(row_json(row, order));
-            size += approx_json_size(&row) + 1;
-            if size > budget {
-                truncated = true;
-                return false;
-            }
-            out.push(row);
-            true
-        })?;
+        session.query(
+            statement_sql(st, session.engine()),
+            bind,
+            &mut |names, row| {
+                if out.len() >= st.max_rows as usize {
+                    truncated = true;
+                    return false;
+                }
+                let order = order.get_or_insert_with(|| column_order(names, st));
+                let row = Value::Object(row_json(row, order));
+                size += approx_json_size(&row) + 1;
+                if size > budget {
+                    truncated = true;
+                    return false;
+                }
+                out.push(row);
+                true
+            },
+        )?;
         Ok((out, truncated))
     }
 
@@ -1359,23 +1400,24 @@ fn add_server_templates(
 /// other columns than it declares, as one line each.
 fn drift(
     def: &'static ServerDef,
-    columns: &dyn Fn(&str) -> Result<Vec<String>, String>,
+    engine: DbEngine,
+    columns: &dyn Fn(Sql<'_>) -> Result<Vec<String>, String>,
 ) -> Vec<String> {
     let mut out = Vec::new();
     for t in def.tools {
         for st in t.binding.statements() {
-            if let Err(message) = prepare_checked(columns, st) {
+            if let Err(message) = prepare_checked(columns, engine, st) {
                 out.push(format!("tool `{}`: {message}", t.name));
             }
         }
     }
     for (what, st) in def.content_statements() {
-        if let Err(message) = prepare_checked(columns, st) {
+        if let Err(message) = prepare_checked(columns, engine, st) {
             out.push(format!("{what}: {message}"));
         }
     }
     for (what, sql) in def.completion_queries() {
-        if let Err(e) = columns(sql) {
+        if let Err(e) = columns(sql.into()) {
             out.push(format!(
                 "{what}: the completion query does not prepare: {e}"
             ));
@@ -1386,11 +1428,12 @@ fn drift(
 
 /// Prepares a statement and checks that it returns the declared columns.
 fn prepare_checked(
-    columns: &dyn Fn(&str) -> Result<Vec<String>, String>,
-    st: &StatementDef,
+    columns: &dyn Fn(Sql<'_>) -> Result<Vec<String>, String>,
+    engine: DbEngine,
+    st: &'static StatementDef,
 ) -> Result<(), String> {
-    let names =
-        columns(st.sql).map_err(|e| format!("statement `{}` does not prepare: {e}", st.name))?;
+    let names = columns(statement_sql(st, engine))
+        .map_err(|e| format!("statement `{}` does not prepare: {e}", st.name))?;
     if st.mode != Mode::Execute {
         for c in st.columns {
             if !names.iter().any(|n| n == c.name) {
@@ -1407,10 +1450,13 @@ fn prepare_checked(
 /// What to fix when statements do not prepare on the database: the spec, when they do not
 /// prepare against the spec's own declared schema either (a wrong table or column in the
 /// YAML), else the database (it drifted from the schema, or is another file).
-fn which_side(def: &'static ServerDef) -> String {
+fn which_side(def: &'static ServerDef, engine: DbEngine) -> String {
+    if engine == DbEngine::Postgres {
+        return "the database differs from the schema the spec declares for PostgreSQL: migrate it, or point --db at the right database (`cargo run -p codegen -- check` checks the spec itself)".into();
+    }
     let declared = def.database.as_ref().and_then(|db| {
         let columns = crate::backend::scratch_columns(db.schema)?;
-        Some(drift(def, &columns))
+        Some(drift(def, DbEngine::Sqlite, &|sql| columns(sql.text)))
     });
     match declared {
         Some(d) if !d.is_empty() => format!(
@@ -1450,12 +1496,16 @@ fn scalar(
     bind: Bind<'_>,
 ) -> Result<Value, Failure> {
     let mut v = Value::Null;
-    session.query(st.sql, bind, &mut |names, row| {
-        if let Some(&(idx, col)) = column_order(names, st).first() {
-            v = column_json(row.value(idx), col);
-        }
-        false
-    })?;
+    session.query(
+        statement_sql(st, session.engine()),
+        bind,
+        &mut |names, row| {
+            if let Some(&(idx, col)) = column_order(names, st).first() {
+                v = column_json(row.value(idx), col);
+            }
+            false
+        },
+    )?;
     Ok(v)
 }
 
@@ -1468,15 +1518,19 @@ fn first_row(
     bind: Bind<'_>,
 ) -> Result<Option<(Map<String, Value>, HashMap<String, SqlValue>)>, Failure> {
     let mut out = None;
-    session.query(st.sql, bind, &mut |names, row| {
-        let raw = names
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.to_string(), row.value(i).to_owned()))
-            .collect();
-        out = Some((row_json(row, &column_order(names, st)), raw));
-        false
-    })?;
+    session.query(
+        statement_sql(st, session.engine()),
+        bind,
+        &mut |names, row| {
+            let raw = names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.to_string(), row.value(i).to_owned()))
+                .collect();
+            out = Some((row_json(row, &column_order(names, st)), raw));
+            false
+        },
+    )?;
     Ok(out)
 }
 
@@ -1666,7 +1720,9 @@ mod tests {
     fn drift_says_which_side_to_fix() {
         use crate::def::{DatabaseDef, ServerDef};
         let basic = &basic::SERVER;
-        assert!(super::which_side(basic).starts_with("the database differs"));
+        assert!(
+            super::which_side(basic, super::DbEngine::Sqlite).starts_with("the database differs")
+        );
         let db = basic.database.as_ref().expect("basic has a database");
         let broken: &'static ServerDef = Box::leak(Box::new(ServerDef {
             name: basic.name,
@@ -1683,6 +1739,7 @@ mod tests {
                 // A declared schema the statements do not fit: the spec is what is wrong.
                 schema: "CREATE TABLE notes (id TEXT);",
                 sample: None,
+                postgres: None,
             }),
             proxy: None,
             demo: &[],
@@ -1693,7 +1750,7 @@ mod tests {
             resources: basic.resources,
             prompts: basic.prompts,
         }));
-        let fix = super::which_side(broken);
+        let fix = super::which_side(broken, super::DbEngine::Sqlite);
         assert!(fix.starts_with("the spec is wrong"), "{fix}");
         assert!(fix.contains("tests/fixtures/basic/spec.yaml"), "{fix}");
     }

@@ -1,7 +1,8 @@
 //! The database seam: the values the engine binds and reads and the kinds of failure it tells
-//! apart, in terms of no particular database. [`sqlite`] is the embedded implementation; the
-//! generated code and the handler API name only these types.
+//! apart, in terms of no particular database. [`sqlite`] is the embedded implementation and
+//! [`postgres`] the one for teams; the generated code and the handler API name only these types.
 
+pub mod postgres;
 pub mod sqlite;
 
 pub use crate::def::SqlValue as Value;
@@ -101,26 +102,52 @@ pub trait Row {
 /// The value bound to a named parameter (the name without its sigil).
 pub type Bind<'a> = &'a dyn Fn(&str) -> Value;
 
+/// A statement's text as the session's database takes it.
+#[derive(Debug, Clone, Copy)]
+pub struct Sql<'a> {
+    pub text: &'a str,
+    /// `None` when the text names its parameters (`:name`); otherwise the text numbers them
+    /// (PostgreSQL's `$n`, rewritten at build time) and these are their names, in order.
+    pub params: Option<&'a [&'a str]>,
+}
+
+impl<'a> From<&'a str> for Sql<'a> {
+    fn from(text: &'a str) -> Sql<'a> {
+        Sql { text, params: None }
+    }
+}
+
+/// Which database a server runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    Sqlite,
+    Postgres,
+}
+
 /// One job's connection: every statement of a call runs on one session, inside one
 /// transaction when the job writes or has several statements.
 pub trait Session {
+    /// Which database the session is on, so that a statement runs its text for it.
+    fn engine(&self) -> Engine;
+
     /// Runs a statement that returns no rows.
-    fn execute(&mut self, sql: &str, bind: Bind<'_>) -> Result<Changes, Failure>;
+    fn execute(&mut self, sql: Sql<'_>, bind: Bind<'_>) -> Result<Changes, Failure>;
 
     /// Runs a query, calling `each` with the column names and each row until it returns
     /// `false` or the rows run out.
     fn query(
         &mut self,
-        sql: &str,
+        sql: Sql<'_>,
         bind: Bind<'_>,
         each: &mut dyn FnMut(&[&str], &dyn Row) -> bool,
     ) -> Result<(), Failure>;
 }
 
 /// A server's database: the seam between the engine and the database. SQLite is the
-/// embedded implementation; another database is another variant.
+/// embedded implementation; PostgreSQL serves teams.
 pub enum Database {
     Sqlite(sqlite::Pool),
+    Postgres(postgres::Pool),
 }
 
 impl Database {
@@ -129,15 +156,33 @@ impl Database {
         sqlite::Pool::open(path, read_only).map(Database::Sqlite)
     }
 
+    /// Connects to a PostgreSQL server; `timeout` is the server-side statement timeout.
+    pub fn open_postgres(
+        url: &str,
+        read_only: bool,
+        timeout: Duration,
+    ) -> Result<Database, postgres::PgError> {
+        postgres::Pool::open(url, read_only, timeout).map(Database::Postgres)
+    }
+
+    /// Which database this is.
+    pub fn engine(&self) -> Engine {
+        match self {
+            Database::Sqlite(_) => Engine::Sqlite,
+            Database::Postgres(_) => Engine::Postgres,
+        }
+    }
+
     /// The SQLite pool, for handlers that work on SQLite itself.
     pub fn sqlite(&self) -> Option<&sqlite::Pool> {
         match self {
             Database::Sqlite(p) => Some(p),
+            Database::Postgres(_) => None,
         }
     }
 
     /// Runs one job on a session: a reader, or the writer when `writes` (`None` when the
-    /// database is read-only); inside a transaction when `transaction`, committed when `f`
+    /// database is read-only); a read may run twice when its connection died under it; inside a transaction when `transaction`, committed when `f`
     /// succeeds and rolled back otherwise; stopped at `stop`'s deadline or cancellation, which
     /// fails the running statement with [`ErrorKind::Interrupted`].
     pub fn job<T, E>(
@@ -146,18 +191,59 @@ impl Database {
         transaction: bool,
         stop: &Stop,
         fail: impl Fn(Failure) -> E,
-        f: impl FnOnce(&mut dyn Session) -> Result<T, E>,
+        f: impl FnMut(&mut dyn Session) -> Result<T, E>,
     ) -> Option<Result<T, E>> {
         match self {
             Database::Sqlite(p) => sqlite::job(p, writes, transaction, stop, fail, f),
+            Database::Postgres(p) => postgres::job(p, writes, transaction, stop, fail, f),
         }
     }
 
     /// Prepares `sql` and returns the names of the columns it returns; the database's own
     /// words when it does not prepare.
-    pub fn columns(&self, sql: &str) -> Result<Vec<String>, String> {
+    pub fn columns(&self, sql: Sql<'_>) -> Result<Vec<String>, String> {
         match self {
-            Database::Sqlite(p) => p.read(|conn| sqlite::columns(conn, sql)),
+            Database::Sqlite(p) => p.read(|conn| sqlite::columns(conn, sql.text)),
+            Database::Postgres(p) => p
+                .with(|conn| Ok(postgres::columns(conn, sql)))
+                .unwrap_or_else(|f| Err(f.message)),
+        }
+    }
+}
+
+/// The text of `st` that `engine` runs: its PostgreSQL text (numbered parameters) where it
+/// has one, else its SQLite text (named parameters).
+pub fn statement_sql(st: &'static crate::def::StatementDef, engine: Engine) -> Sql<'static> {
+    match (engine, st.postgres) {
+        (Engine::Postgres, Some(pg)) => Sql {
+            text: pg.sql,
+            params: Some(pg.params),
+        },
+        _ => Sql::from(st.sql),
+    }
+}
+
+/// Where a server's database is: a SQLite file, or a PostgreSQL URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    File(std::path::PathBuf),
+    Url(String),
+}
+
+impl Location {
+    /// A `postgres://` or `postgresql://` URL, else a file path.
+    pub fn parse(s: &std::ffi::OsStr) -> Location {
+        match s.to_str() {
+            Some(u) if postgres::is_url(u) => Location::Url(u.to_string()),
+            _ => Location::File(s.into()),
+        }
+    }
+
+    /// The location for messages, without a password.
+    pub fn display(&self) -> String {
+        match self {
+            Location::File(p) => p.display().to_string(),
+            Location::Url(u) => postgres::redact(u),
         }
     }
 }

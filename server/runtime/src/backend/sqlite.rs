@@ -571,13 +571,17 @@ impl super::Row for rusqlite::Row<'_> {
 }
 
 impl super::Session for SqliteSession<'_> {
+    fn engine(&self) -> super::Engine {
+        super::Engine::Sqlite
+    }
+
     fn execute(
         &mut self,
-        sql: &str,
+        sql: super::Sql<'_>,
         bind: super::Bind<'_>,
     ) -> Result<super::Changes, super::Failure> {
         let run = || -> rusqlite::Result<super::Changes> {
-            let mut stmt = self.conn.prepare_cached(sql)?;
+            let mut stmt = self.conn.prepare_cached(sql.text)?;
             bind_all(&mut stmt, bind)?;
             let changes = stmt.raw_execute()?;
             Ok(super::Changes {
@@ -590,12 +594,12 @@ impl super::Session for SqliteSession<'_> {
 
     fn query(
         &mut self,
-        sql: &str,
+        sql: super::Sql<'_>,
         bind: super::Bind<'_>,
         each: &mut dyn FnMut(&[&str], &dyn super::Row) -> bool,
     ) -> Result<(), super::Failure> {
         let mut run = || -> rusqlite::Result<()> {
-            let mut stmt = self.conn.prepare_cached(sql)?;
+            let mut stmt = self.conn.prepare_cached(sql.text)?;
             bind_all(&mut stmt, bind)?;
             let names: Vec<String> = stmt.column_names().map(String::from).collect();
             let names: Vec<&str> = names.iter().map(String::as_str).collect();

@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
+use crate::backend::Location;
 use crate::backend::sqlite as db;
 use crate::def::ServerDef;
 use crate::engine::{CallError, Engine, Limits};
@@ -61,7 +62,8 @@ enum Cmd {
     Serve {
         /// The server name, as in `mcpspec list`.
         server: String,
-        /// The database file; overrides the spec's environment variable and default path.
+        /// The database file, or a postgres:// URL for a server that runs on PostgreSQL;
+        /// overrides the spec's environment variables and default path.
         #[arg(long)]
         db: Option<PathBuf>,
         /// Refuse every tool that changes the database.
@@ -85,6 +87,7 @@ enum Cmd {
     /// Create a database from the spec's schema; never changes an existing database.
     Init {
         server: String,
+        /// The database file to create, or a postgres:// URL of an empty database.
         #[arg(long)]
         db: PathBuf,
         /// Also load the spec's sample rows.
@@ -225,11 +228,52 @@ fn start(
         tracing::info!(server = def.name, "ready");
         return Ok(engine);
     };
-    let (path, source) = db::resolve(database, flag)?;
-    db::require_exists(def.name, database, &path, source)?;
-    let engine = Engine::start(def, Some(&path), read_only, limits, handlers)?;
-    tracing::info!(server = def.name, db = %path.display(), read_only = engine.is_read_only(), "ready");
+    let location = locate(def.name, database, flag)?;
+    let engine = Engine::start_at(def, Some(&location), read_only, limits, handlers)?;
+    tracing::info!(server = def.name, db = %location.display(), read_only = engine.is_read_only(), "ready");
     Ok(engine)
+}
+
+/// Where the server's database is: `--db`, else the spec's environment variable, else (for a
+/// server that runs on PostgreSQL) its PostgreSQL variable, else the default file. A
+/// `postgres://` or `postgresql://` URL selects PostgreSQL; a file must exist.
+fn locate(
+    server: &str,
+    database: &crate::def::DatabaseDef,
+    flag: Option<&std::path::Path>,
+) -> Result<Location> {
+    if let Some(f) = flag {
+        let location = Location::parse(f.as_os_str());
+        if let Location::File(path) = &location {
+            db::require_exists(server, database, path, db::PathSource::Flag)?;
+        }
+        return Ok(location);
+    }
+    let url_from = |var: Option<&str>| {
+        let value = std::env::var(var?).ok()?;
+        crate::backend::postgres::is_url(&value).then_some(value)
+    };
+    let pg_env = database.postgres.as_ref().and_then(|pg| pg.env);
+    if let Some(url) = url_from(database.env).or_else(|| url_from(pg_env)) {
+        return Ok(Location::Url(url));
+    }
+    let (path, source) = db::resolve(database, None)?;
+    db::require_exists(server, database, &path, source)?;
+    Ok(Location::File(path))
+}
+
+/// `mcpspec init` on a PostgreSQL URL: the spec's PostgreSQL schema, in an empty database.
+fn init_postgres(def: &crate::def::ServerDef, url: &str, sample: bool) -> Result<bool> {
+    let database = def.database.as_ref().and_then(|d| d.postgres.as_ref());
+    let pg = database.ok_or_else(|| {
+        anyhow!(
+            "the `{}` server runs on SQLite only; its spec declares no `postgres:` schema",
+            def.name
+        )
+    })?;
+    let rows = if sample { pg.sample } else { None };
+    crate::backend::postgres::init(url, pg.schema, rows)?;
+    Ok(rows.is_some())
 }
 
 /// A subcommand a binary adds to the runtime's own (the `mcpspec` binary adds `new`).
@@ -377,16 +421,23 @@ fn run(cli: Cli, mut servers: Vec<Server>) -> Result<ExitCode> {
                     def.name
                 )
             })?;
-            db::init(database, &db, sample)?;
-            println!(
-                "created {} for `{}`{}",
-                db.display(),
-                def.name,
-                if sample && database.sample.is_some() {
-                    " with sample rows"
-                } else {
-                    ""
+            let (shown, with_rows) = match Location::parse(db.as_os_str()) {
+                Location::Url(url) => (
+                    crate::backend::postgres::redact(&url),
+                    init_postgres(def, &url, sample)?,
+                ),
+                Location::File(path) => {
+                    db::init(database, &path, sample)?;
+                    (
+                        path.display().to_string(),
+                        sample && database.sample.is_some(),
+                    )
                 }
+            };
+            println!(
+                "created {shown} for `{}`{}",
+                def.name,
+                if with_rows { " with sample rows" } else { "" }
             );
             Ok(ExitCode::SUCCESS)
         }

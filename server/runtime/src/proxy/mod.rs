@@ -847,7 +847,7 @@ fn run_query(
         &stop,
         |f| f,
         |session| {
-            session.query(sql, &bind, &mut |names, row| {
+            session.query(sql.into(), &bind, &mut |names, row| {
                 let at = |c: &str| names.iter().position(|n| *n == c);
                 let (Some(key), Some(action), Some(message)) = (
                     text(row, at("key")),
@@ -886,7 +886,7 @@ fn run_query(
 /// Prepares the interceptor query at start-up and checks that it returns the columns the
 /// runtime reads.
 fn check_query(db: &Database, sql: &str) -> Result<(), String> {
-    let names = db.columns(sql)?;
+    let names = db.columns(sql.into())?;
     let missing: Vec<&str> = ["key", "action", "message"]
         .into_iter()
         .filter(|c| !names.iter().any(|n| n == c))

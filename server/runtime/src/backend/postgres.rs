@@ -1,0 +1,818 @@
+//! The PostgreSQL implementation of the seam: a pool of connections (r2d2 over the `postgres`
+//! driver), each keeping its prepared statements; writes in transactions; a watchdog that
+//! cancels a statement on the server at the deadline or on a client's cancellation; SQLSTATE
+//! classes mapped to the seam's error kinds. Nothing here prints a password or a statement.
+
+use std::collections::HashMap;
+use std::error::Error as StdError;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use postgres::error::SqlState;
+use postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
+use postgres::{Client, NoTls, Statement};
+
+use super::{Bind, Changes, ErrorKind, Failure, Row, Session, Sql, Stop, Value, ValueRef};
+
+/// The most connections one server process opens.
+pub const MAX_CONNECTIONS: u32 = 16;
+
+/// How long a call waits for a free connection, or for a new one to open.
+const CHECKOUT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Whether a database location is a PostgreSQL URL rather than a SQLite file.
+pub fn is_url(location: &str) -> bool {
+    location.starts_with("postgres://") || location.starts_with("postgresql://")
+}
+
+/// `url` with its password replaced by `***`, for messages and logs.
+pub fn redact(url: &str) -> String {
+    let mut out = url.to_string();
+    if let Some(scheme_end) = url.find("://") {
+        let rest = &url[scheme_end + 3..];
+        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        if let Some(at) = rest[..authority_end].rfind('@')
+            && let Some(colon) = rest[..at].find(':')
+        {
+            let start = scheme_end + 3 + colon + 1;
+            out.replace_range(start..scheme_end + 3 + at, "***");
+        }
+    }
+    // A password given as a query parameter.
+    if let Some(q) = out.find('?') {
+        let (head, query) = out.split_at(q + 1);
+        let query: Vec<String> = query
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                _ => kv.to_string(),
+            })
+            .collect();
+        out = format!("{head}{}", query.join("&"));
+    }
+    out
+}
+
+/// Problems reaching a PostgreSQL server, each saying what to do, never with the password.
+#[derive(Debug, thiserror::Error)]
+pub enum PgError {
+    #[error("{url} is not a PostgreSQL URL: {reason}")]
+    Url { url: String, reason: String },
+    #[error("cannot connect to PostgreSQL at {url}: {reason}")]
+    Connect { url: String, reason: String },
+    #[error(
+        "{url} already holds tables ({tables}); mcpspec init never changes an existing database"
+    )]
+    NotEmpty { url: String, tables: String },
+    #[error("cannot create the schema at {url}: {reason}")]
+    Create { url: String, reason: String },
+}
+
+/// The driver's words for an error, with the server's message and detail where it sent them.
+fn describe(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => e.to_string(),
+    }
+}
+
+/// Parses `url` into the driver's configuration, with the statement timeout and read-only
+/// mode as session defaults so that the server enforces both.
+fn config(url: &str, read_only: bool, timeout: Duration) -> Result<postgres::Config, PgError> {
+    let mut config: postgres::Config = url.parse().map_err(|e: postgres::Error| PgError::Url {
+        url: redact(url),
+        reason: e.to_string(),
+    })?;
+    let mut options = format!("-c statement_timeout={}", timeout.as_millis());
+    if read_only {
+        options.push_str(" -c default_transaction_read_only=on");
+    }
+    config.options(&options);
+    config.application_name("mcpspec");
+    config.connect_timeout(CHECKOUT_TIMEOUT);
+    Ok(config)
+}
+
+/// One pooled connection with the statements it has prepared.
+pub struct Conn {
+    client: Client,
+    statements: HashMap<String, (Statement, Arc<[String]>)>,
+    /// When a job last used it.
+    used: std::time::Instant,
+}
+
+/// A connection idle for longer is checked with a round trip before a job gets it, so that a
+/// server that restarted meanwhile costs no call an error.
+const IDLE_CHECK: Duration = Duration::from_secs(1);
+
+/// Opens connections for the pool.
+struct Manager {
+    config: postgres::Config,
+}
+
+impl r2d2::ManageConnection for Manager {
+    type Connection = Conn;
+    type Error = postgres::Error;
+
+    fn connect(&self) -> Result<Conn, postgres::Error> {
+        Ok(Conn {
+            client: self.config.connect(NoTls)?,
+            statements: HashMap::new(),
+            used: std::time::Instant::now(),
+        })
+    }
+
+    fn is_valid(&self, conn: &mut Conn) -> Result<(), postgres::Error> {
+        conn.client.simple_query("").map(|_| ())
+    }
+
+    fn has_broken(&self, conn: &mut Conn) -> bool {
+        conn.client.is_closed()
+    }
+}
+
+/// Sends r2d2's own errors (failed reconnects) to the log rather than stderr's raw text.
+#[derive(Debug)]
+struct LogErrors;
+
+impl r2d2::HandleError<postgres::Error> for LogErrors {
+    fn handle_error(&self, error: postgres::Error) {
+        tracing::warn!(error = %describe(&error), "opening a PostgreSQL connection failed");
+    }
+}
+
+/// A server's PostgreSQL database: the pool, and the watchdog that cancels statements.
+pub struct Pool {
+    /// Always `Some` but in `drop`.
+    pool: Option<r2d2::Pool<Manager>>,
+    read_only: bool,
+    watchdog: Arc<Watchdog>,
+    /// When a job last found its connection dead: connections last used before then are
+    /// checked before a job gets them, since they most likely died with it.
+    died: Mutex<Option<std::time::Instant>>,
+}
+
+impl Drop for Pool {
+    /// The driver's connections each own a small runtime that must not be dropped on a thread
+    /// that drives async tasks (the server drops its engine there), so the pool closes its
+    /// connections on a thread of its own.
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            let closing = std::thread::Builder::new()
+                .name("pg-close".into())
+                .spawn(move || drop(pool));
+            if let Ok(t) = closing {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+impl Pool {
+    fn pool(&self) -> &r2d2::Pool<Manager> {
+        self.pool.as_ref().expect("the pool is open until dropped")
+    }
+}
+
+impl Pool {
+    /// Connects to `url` once, so that a wrong URL, password or database fails at start-up with
+    /// the server's reason, and then opens the pool.
+    pub fn open(url: &str, read_only: bool, timeout: Duration) -> Result<Pool, PgError> {
+        let config = config(url, read_only, timeout)?;
+        let first = config.connect(NoTls).map_err(|e| PgError::Connect {
+            url: redact(url),
+            reason: describe(&e),
+        })?;
+        drop(first);
+        let pool = r2d2::Pool::builder()
+            .max_size(MAX_CONNECTIONS)
+            .min_idle(Some(1))
+            .connection_timeout(CHECKOUT_TIMEOUT)
+            // A broken connection is found when it fails, not with a round trip per call.
+            .test_on_check_out(false)
+            .error_handler(Box::new(LogErrors))
+            .build_unchecked(Manager { config });
+        Ok(Pool {
+            pool: Some(pool),
+            read_only,
+            watchdog: Watchdog::start(),
+            died: Mutex::new(None),
+        })
+    }
+
+    /// Runs `f` on a pooled connection.
+    pub fn with<T>(&self, f: impl FnOnce(&mut Conn) -> Result<T, Failure>) -> Result<T, Failure> {
+        let mut conn = self.pool().get().map_err(|e| Failure {
+            kind: ErrorKind::Other,
+            message: format!("no PostgreSQL connection: {e}"),
+            constraint: String::new(),
+        })?;
+        f(&mut conn)
+    }
+}
+
+/// [`super::Database::job`] on PostgreSQL. A read that fails because its connection died (the
+/// server restarted, say) runs once more on another connection; a write never runs twice, since
+/// its commit may have landed before the connection went.
+pub fn job<T, E>(
+    pool: &Pool,
+    writes: bool,
+    transaction: bool,
+    stop: &Stop,
+    fail: impl Fn(Failure) -> E,
+    mut f: impl FnMut(&mut dyn Session) -> Result<T, E>,
+) -> Option<Result<T, E>> {
+    if writes && pool.read_only {
+        return None;
+    }
+    let mut retried = false;
+    loop {
+        let mut conn = match checkout(pool) {
+            Ok(c) => c,
+            Err(e) => return Some(Err(fail(e))),
+        };
+        let out = {
+            let _watch = pool.watchdog.watch(stop, conn.client.cancel_token());
+            in_transaction(&mut conn, writes, transaction, &fail, &mut f)
+        };
+        if out.is_err() && conn.client.is_closed() {
+            *pool.died.lock().unwrap_or_else(PoisonError::into_inner) =
+                Some(std::time::Instant::now());
+            if !writes && !retried {
+                retried = true;
+                continue;
+            }
+        }
+        conn.used = std::time::Instant::now();
+        return Some(out);
+    }
+}
+
+/// A connection for a job: one used recently, or one that answers a round trip. A connection
+/// that does not answer is closed, so the pool drops it, and the next is tried.
+fn checkout(pool: &Pool) -> Result<r2d2::PooledConnection<Manager>, Failure> {
+    let unavailable = |message: String| Failure {
+        kind: ErrorKind::Other,
+        message,
+        constraint: String::new(),
+    };
+    for _ in 0..=MAX_CONNECTIONS {
+        let mut conn = pool
+            .pool()
+            .get()
+            .map_err(|e| unavailable(format!("no PostgreSQL connection: {e}")))?;
+        let suspect = pool
+            .died
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some_and(|died| conn.used <= died);
+        let fresh = conn.used.elapsed() < IDLE_CHECK && !suspect;
+        if fresh || conn.client.is_valid(CHECKOUT_TIMEOUT).is_ok() {
+            return Ok(conn);
+        }
+    }
+    Err(unavailable("no PostgreSQL connection answers".to_string()))
+}
+
+/// Runs `f` on `conn`, inside a transaction when asked.
+fn in_transaction<T, E>(
+    conn: &mut Conn,
+    writes: bool,
+    transaction: bool,
+    fail: &impl Fn(Failure) -> E,
+    f: impl FnOnce(&mut dyn Session) -> Result<T, E>,
+) -> Result<T, E> {
+    if transaction {
+        // Several reads see one snapshot; writes run at the default isolation (read
+        // committed), with the write lock taken by each statement.
+        let begin = if writes {
+            "BEGIN"
+        } else {
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+        };
+        conn.client
+            .batch_execute(begin)
+            .map_err(|e| fail(failure(&e)))?;
+    }
+    let result = f(&mut PgSession { conn });
+    if transaction {
+        let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+        if let Err(e) = conn.client.batch_execute(end) {
+            let _ = conn.client.batch_execute("ROLLBACK");
+            return Err(fail(failure(&e)));
+        }
+    }
+    result
+}
+
+/// A job's connection.
+struct PgSession<'c> {
+    conn: &'c mut Conn,
+}
+
+impl Conn {
+    /// The prepared statement for `sql` and the name of each of its parameters, prepared on
+    /// first use. Named parameters are rewritten to PostgreSQL's `$n` here when the statement
+    /// did not come rewritten from the build.
+    fn prepare(&mut self, sql: Sql<'_>) -> Result<(Statement, Arc<[String]>), postgres::Error> {
+        if let Some((st, names)) = self.statements.get(sql.text) {
+            return Ok((st.clone(), names.clone()));
+        }
+        let (text, names): (std::borrow::Cow<'_, str>, Vec<String>) = match sql.params {
+            Some(p) => (sql.text.into(), p.iter().map(|s| s.to_string()).collect()),
+            None => {
+                let (t, n) = positional(sql.text);
+                (t.into(), n)
+            }
+        };
+        let st = self.client.prepare(&text)?;
+        let names: Arc<[String]> = names.into();
+        if self.statements.len() >= 256 {
+            self.statements.clear();
+        }
+        self.statements
+            .insert(sql.text.to_string(), (st.clone(), names.clone()));
+        Ok((st, names))
+    }
+}
+
+/// `sql` with each `:name` parameter replaced by `$n` (the same name, the same number), and
+/// the names in order; literals, quoted identifiers, comments and `::` casts are left alone.
+pub fn positional(sql: &str) -> (String, Vec<String>) {
+    let b = sql.as_bytes();
+    let mut out = String::with_capacity(sql.len());
+    let mut names: Vec<String> = Vec::new();
+    let mut i = 0;
+    let mut copied = 0;
+    while i < b.len() {
+        match b[i] {
+            q @ (b'\'' | b'"') => {
+                i += 1;
+                while i < b.len() && b[i] != q {
+                    i += 1;
+                }
+                i += 1;
+            }
+            b'-' if b.get(i + 1) == Some(&b'-') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
+                    i += 1;
+                }
+                i += 2;
+            }
+            b':' if b.get(i + 1) == Some(&b':') => i += 2,
+            b':' if b
+                .get(i + 1)
+                .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_') =>
+            {
+                let start = i + 1;
+                let mut end = start;
+                while end < b.len() && (b[end].is_ascii_alphanumeric() || b[end] == b'_') {
+                    end += 1;
+                }
+                let name = &sql[start..end];
+                let n = match names.iter().position(|x| x == name) {
+                    Some(p) => p + 1,
+                    None => {
+                        names.push(name.to_string());
+                        names.len()
+                    }
+                };
+                out.push_str(&sql[copied..i]);
+                out.push('$');
+                out.push_str(&n.to_string());
+                copied = end;
+                i = end;
+            }
+            _ => i += 1,
+        }
+    }
+    out.push_str(&sql[copied.min(sql.len())..]);
+    (out, names)
+}
+
+/// The values for a statement's parameters, in order.
+fn values(names: &[String], bind: Bind<'_>) -> Vec<Value> {
+    names.iter().map(|n| bind(n)).collect()
+}
+
+impl Session for PgSession<'_> {
+    fn engine(&self) -> super::Engine {
+        super::Engine::Postgres
+    }
+
+    fn execute(&mut self, sql: Sql<'_>, bind: Bind<'_>) -> Result<Changes, Failure> {
+        let mut run = || -> Result<Changes, postgres::Error> {
+            let (st, names) = self.conn.prepare(sql)?;
+            let vals = values(&names, bind);
+            let refs: Vec<&(dyn ToSql + Sync)> = vals.iter().map(|v| v as _).collect();
+            let changes = self.conn.client.execute(&st, &refs)?;
+            Ok(Changes {
+                changes,
+                last_insert_id: 0,
+            })
+        };
+        run().map_err(|e| failure(&e))
+    }
+
+    fn query(
+        &mut self,
+        sql: Sql<'_>,
+        bind: Bind<'_>,
+        each: &mut dyn FnMut(&[&str], &dyn Row) -> bool,
+    ) -> Result<(), Failure> {
+        let mut run = || -> Result<(), postgres::Error> {
+            let (st, names) = self.conn.prepare(sql)?;
+            let vals = values(&names, bind);
+            let columns: Vec<&str> = st.columns().iter().map(|c| c.name()).collect();
+            let mut rows = self
+                .conn
+                .client
+                .query_raw(&st, vals.iter().map(|v| v as &dyn ToSql))?;
+            let mut wanted = true;
+            while let Some(row) = postgres::fallible_iterator::FallibleIterator::next(&mut rows)? {
+                if wanted && !each(&columns, &PgRow(row)) {
+                    // The rest of the rows are read and dropped, so the connection is clean.
+                    wanted = false;
+                }
+            }
+            Ok(())
+        };
+        run().map_err(|e| failure(&e))
+    }
+}
+
+/// A row as the driver hands it over.
+struct PgRow(postgres::Row);
+
+/// A column's bytes as the server sent them, whatever its type.
+struct Raw<'a>(&'a [u8]);
+
+impl<'a> FromSql<'a> for Raw<'a> {
+    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Self, Box<dyn StdError + Sync + Send>> {
+        Ok(Raw(raw))
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+}
+
+impl Row for PgRow {
+    fn value(&self, i: usize) -> ValueRef<'_> {
+        let ty = self.0.columns()[i].type_();
+        let Ok(Some(Raw(raw))) = self.0.try_get::<_, Option<Raw<'_>>>(i) else {
+            return ValueRef::Null;
+        };
+        let decoded = match *ty {
+            Type::BOOL => bool::from_sql(ty, raw).map(|b| ValueRef::Integer(b.into())),
+            Type::INT2 => i16::from_sql(ty, raw).map(|n| ValueRef::Integer(n.into())),
+            Type::INT4 => i32::from_sql(ty, raw).map(|n| ValueRef::Integer(n.into())),
+            Type::INT8 => i64::from_sql(ty, raw).map(ValueRef::Integer),
+            Type::OID => u32::from_sql(ty, raw).map(|n| ValueRef::Integer(n.into())),
+            Type::FLOAT4 => f32::from_sql(ty, raw).map(|f| ValueRef::Real(f.into())),
+            Type::FLOAT8 => f64::from_sql(ty, raw).map(ValueRef::Real),
+            Type::BYTEA => Ok(ValueRef::Blob(raw)),
+            // jsonb's binary form is a version byte and the text.
+            Type::JSONB => Ok(ValueRef::Text(raw.get(1..).unwrap_or_default())),
+            // text, varchar, char, name, json and unknown are sent as their text.
+            _ if readable_as_text(ty) => Ok(ValueRef::Text(raw)),
+            _ => return ValueRef::Null,
+        };
+        decoded.unwrap_or(ValueRef::Null)
+    }
+}
+
+/// Whether the driver's binary form of `ty` is its text.
+fn readable_as_text(ty: &Type) -> bool {
+    matches!(
+        *ty,
+        Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::JSON | Type::UNKNOWN
+    )
+}
+
+/// Whether a result column of type `ty` can be read at all; the start-up check names the
+/// others and asks for a cast.
+pub fn readable(ty: &Type) -> bool {
+    readable_as_text(ty)
+        || matches!(
+            *ty,
+            Type::BOOL
+                | Type::INT2
+                | Type::INT4
+                | Type::INT8
+                | Type::OID
+                | Type::FLOAT4
+                | Type::FLOAT8
+                | Type::BYTEA
+                | Type::JSONB
+        )
+}
+
+type BoxError = Box<dyn StdError + Sync + Send>;
+
+impl ToSql for Value {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+        match self {
+            Value::Null => Ok(IsNull::Yes),
+            Value::Integer(n) => integer_to_sql(*n, ty, out),
+            Value::Real(f) => match *ty {
+                Type::FLOAT8 => f.to_sql(ty, out),
+                Type::FLOAT4 => (*f as f32).to_sql(ty, out),
+                _ => text_to_sql(&f.to_string(), ty, out),
+            },
+            Value::Text(s) => text_to_sql(s, ty, out),
+            Value::Blob(b) => match *ty {
+                Type::BYTEA => b.as_slice().to_sql(ty, out),
+                _ => Err(format!("a binary value cannot be bound to a {ty} parameter").into()),
+            },
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
+}
+
+fn integer_to_sql(n: i64, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+    match *ty {
+        Type::INT8 => n.to_sql(ty, out),
+        Type::INT4 => i32::try_from(n)?.to_sql(ty, out),
+        Type::INT2 => i16::try_from(n)?.to_sql(ty, out),
+        Type::BOOL => (n != 0).to_sql(ty, out),
+        Type::FLOAT8 => (n as f64).to_sql(ty, out),
+        Type::FLOAT4 => (n as f32).to_sql(ty, out),
+        _ => text_to_sql(&n.to_string(), ty, out),
+    }
+}
+
+fn text_to_sql(s: &str, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+    match *ty {
+        Type::JSONB => {
+            out.extend_from_slice(&[1]);
+            out.extend_from_slice(s.as_bytes());
+            Ok(IsNull::No)
+        }
+        Type::INT8 | Type::INT4 | Type::INT2 => integer_to_sql(s.trim().parse()?, ty, out),
+        Type::FLOAT8 => s.trim().parse::<f64>()?.to_sql(ty, out),
+        Type::BOOL => match s {
+            "true" | "1" => true.to_sql(ty, out),
+            "false" | "0" => false.to_sql(ty, out),
+            _ => Err(format!("{s:?} is not a boolean").into()),
+        },
+        _ if readable_as_text(ty) => {
+            out.extend_from_slice(s.as_bytes());
+            Ok(IsNull::No)
+        }
+        _ => {
+            Err(format!("a text value cannot be bound to a {ty} parameter; cast it in SQL").into())
+        }
+    }
+}
+
+/// The seam's kind of a driver error, from its SQLSTATE class.
+pub fn error_kind(e: &postgres::Error) -> ErrorKind {
+    let Some(code) = e.code() else {
+        return ErrorKind::Other;
+    };
+    let c = code.code();
+    if *code == SqlState::QUERY_CANCELED {
+        ErrorKind::Interrupted
+    } else if c.starts_with("23") {
+        ErrorKind::Constraint
+    } else if *code == SqlState::T_R_SERIALIZATION_FAILURE
+        || *code == SqlState::T_R_DEADLOCK_DETECTED
+        || *code == SqlState::LOCK_NOT_AVAILABLE
+    {
+        ErrorKind::Busy
+    } else if *code == SqlState::READ_ONLY_SQL_TRANSACTION {
+        ErrorKind::ReadOnly
+    } else {
+        ErrorKind::Other
+    }
+}
+
+/// What a constraint failure says, in SQLite's words and without table or column names, so
+/// that both engines give one error.
+fn constraint_detail(code: &SqlState) -> &'static str {
+    match code.code() {
+        "23505" => "unique constraint failed",
+        "23502" => "not null constraint failed",
+        "23503" => "foreign key constraint failed",
+        "23514" => "check constraint failed",
+        _ => "constraint failed",
+    }
+}
+
+/// A backend-neutral failure from a driver error.
+pub fn failure(e: &postgres::Error) -> Failure {
+    let kind = error_kind(e);
+    Failure {
+        kind,
+        message: describe(e),
+        constraint: match (kind, e.code()) {
+            (ErrorKind::Constraint, Some(code)) => constraint_detail(code).to_string(),
+            _ => String::new(),
+        },
+    }
+}
+
+/// Prepares `sql` and returns its columns' names, or what is wrong: the server's words when it
+/// does not prepare, and the columns whose type mcpspec does not read.
+pub fn columns(conn: &mut Conn, sql: Sql<'_>) -> Result<Vec<String>, String> {
+    let (st, _) = conn.prepare(sql).map_err(|e| describe(&e))?;
+    let unreadable: Vec<String> = st
+        .columns()
+        .iter()
+        .filter(|c| !readable(c.type_()))
+        .map(|c| format!("`{}` is {}", c.name(), c.type_()))
+        .collect();
+    if !unreadable.is_empty() {
+        return Err(format!(
+            "column {} of a type mcpspec does not read; cast it to text, a number, boolean or json in the query",
+            unreadable.join(", ")
+        ));
+    }
+    Ok(st.columns().iter().map(|c| c.name().to_string()).collect())
+}
+
+/// The tables in the public schema of the database at `url`.
+fn tables(client: &mut Client) -> Result<Vec<String>, postgres::Error> {
+    Ok(client
+        .query(
+            "SELECT table_name::text FROM information_schema.tables \
+             WHERE table_schema = current_schema() ORDER BY 1",
+            &[],
+        )?
+        .iter()
+        .map(|r| r.get(0))
+        .collect())
+}
+
+/// Creates the schema (and the sample rows when asked) in the empty database at `url`, in one
+/// transaction; a database that already has tables is refused.
+pub fn init(url: &str, schema: &str, sample: Option<&str>) -> Result<(), PgError> {
+    let config = config(url, false, Duration::from_secs(600))?;
+    let mut client = config.connect(NoTls).map_err(|e| PgError::Connect {
+        url: redact(url),
+        reason: describe(&e),
+    })?;
+    let create = |e: postgres::Error| PgError::Create {
+        url: redact(url),
+        reason: describe(&e),
+    };
+    let existing = tables(&mut client).map_err(create)?;
+    if !existing.is_empty() {
+        return Err(PgError::NotEmpty {
+            url: redact(url),
+            tables: existing.join(", "),
+        });
+    }
+    let mut script = String::from("BEGIN;\n");
+    script.push_str(schema);
+    if let Some(s) = sample {
+        script.push('\n');
+        script.push_str(s);
+    }
+    script.push_str("\nCOMMIT;");
+    client.batch_execute(&script).map_err(create)
+}
+
+/// Cancels running statements on the server when their job's deadline passes or the client
+/// cancels the call. It wakes only while a job runs.
+struct Watchdog {
+    jobs: Mutex<HashMap<u64, (Stop, postgres::CancelToken)>>,
+    changed: Condvar,
+    next: AtomicU64,
+}
+
+/// How often the watchdog looks at the running jobs' cancellation flags.
+const WATCH_INTERVAL: Duration = Duration::from_millis(20);
+
+/// Unregisters a job from the watchdog when it ends.
+struct Watched<'a> {
+    dog: &'a Watchdog,
+    id: u64,
+}
+
+impl Drop for Watched<'_> {
+    fn drop(&mut self) {
+        self.dog.lock().remove(&self.id);
+    }
+}
+
+impl Watchdog {
+    fn start() -> Arc<Watchdog> {
+        let dog = Arc::new(Watchdog {
+            jobs: Mutex::new(HashMap::new()),
+            changed: Condvar::new(),
+            next: AtomicU64::new(1),
+        });
+        let weak = Arc::downgrade(&dog);
+        let spawned = std::thread::Builder::new()
+            .name("pg-watchdog".into())
+            .spawn(move || {
+                while let Some(dog) = weak.upgrade() {
+                    dog.round();
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "no watchdog thread: statements stop at the server's statement_timeout only");
+        }
+        dog
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (Stop, postgres::CancelToken)>> {
+        self.jobs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn watch(&self, stop: &Stop, token: postgres::CancelToken) -> Watched<'_> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.lock().insert(id, (stop.clone(), token));
+        self.changed.notify_one();
+        Watched { dog: self, id }
+    }
+
+    /// Waits for a job (or a second when there is none), then cancels every job that must stop.
+    fn round(&self) {
+        let due: Vec<postgres::CancelToken> = {
+            let jobs = self.lock();
+            let wait = if jobs.is_empty() {
+                Duration::from_secs(1)
+            } else {
+                WATCH_INTERVAL
+            };
+            let (mut jobs, _) = self
+                .changed
+                .wait_timeout(jobs, wait)
+                .unwrap_or_else(PoisonError::into_inner);
+            let ids: Vec<u64> = jobs
+                .iter()
+                .filter(|(_, (stop, _))| stop.now())
+                .map(|(id, _)| *id)
+                .collect();
+            ids.iter()
+                .filter_map(|id| jobs.remove(id).map(|(_, t)| t))
+                .collect()
+        };
+        for token in due {
+            if let Err(e) = token.cancel_query(NoTls) {
+                tracing::warn!(error = %describe(&e), "cancelling a statement failed");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rewrites_named_parameters_to_positional() {
+        let cases = [
+            ("SELECT :a, :b, :a", "SELECT $1, $2, $1", vec!["a", "b"]),
+            (
+                "SELECT ':no', \"x:no\" -- :no\n, x::text, :t::jsonb /* :no */",
+                "SELECT ':no', \"x:no\" -- :no\n, x::text, $1::jsonb /* :no */",
+                vec!["t"],
+            ),
+            ("SELECT arr[1:2]", "SELECT arr[1:2]", vec![]),
+            ("SELECT 1", "SELECT 1", vec![]),
+        ];
+        for (sql, want, names) in cases {
+            let (got, got_names) = positional(sql);
+            assert_eq!(got, want, "{sql}");
+            assert_eq!(got_names, names, "{sql}");
+        }
+    }
+
+    #[test]
+    fn redacts_passwords() {
+        for (url, want) in [
+            (
+                "postgres://u:secret@h:5432/db",
+                "postgres://u:***@h:5432/db",
+            ),
+            ("postgresql://u@h/db", "postgresql://u@h/db"),
+            (
+                "postgresql:///db?host=/tmp&password=secret&user=u",
+                "postgresql:///db?host=/tmp&password=***&user=u",
+            ),
+            (
+                "postgres://u:p%40ss@h/db?sslmode=require",
+                "postgres://u:***@h/db?sslmode=require",
+            ),
+        ] {
+            assert_eq!(redact(url), want, "{url}");
+        }
+    }
+}

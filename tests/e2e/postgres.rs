@@ -1,0 +1,225 @@
+//! What only PostgreSQL has: a URL with a password that must never be printed, a server that
+//! may go away while the server serves, `init` on a server's database, cancellation on the
+//! server, and one definition's contract on both engines. The knowledge tests that hold for both
+//! engines run on both in `knowledge.rs`.
+
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::common::{EXE, Engine, mcpspec, sample_db_on, start_on};
+use crate::pg::Cluster;
+
+/// Runs `mcpspec serve` with `args` and no client; returns (exit code, stderr).
+fn serve_fails(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let mut c = Command::new(EXE);
+    c.arg("serve").args(args).stdin(Stdio::null());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().expect("run mcpspec serve");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn start_up_failures_name_the_problem_and_never_the_password() {
+    let cluster = Cluster::shared();
+    let socket = cluster.dir.display().to_string();
+    // (case, arguments, environment, what stderr must say)
+    type Case<'a> = (&'a str, Vec<&'a str>, Vec<(&'a str, &'a str)>, &'a str);
+    let missing_db = format!("postgresql://postgres:hunter2@/no_such_db?host={socket}");
+    let no_server = "postgresql://postgres:hunter2@/kb?host=/nonexistent-dir".to_string();
+    let password_param = format!("postgresql:///no_such_db?host={socket}&password=hunter2");
+    let cases: Vec<Case<'_>> = vec![
+        (
+            "no such database",
+            vec!["knowledge", "--db", &missing_db],
+            vec![],
+            "database \"no_such_db\" does not exist",
+        ),
+        (
+            "no server",
+            vec!["knowledge", "--db", &no_server],
+            vec![],
+            "cannot connect to PostgreSQL at postgresql://postgres:***@/kb",
+        ),
+        (
+            "password as a parameter, from DATABASE_URL",
+            vec!["knowledge"],
+            vec![("DATABASE_URL", &password_param), ("KNOWLEDGE_DB_PATH", "")],
+            "password=***",
+        ),
+        (
+            "a server that runs on SQLite only",
+            vec!["studio", "--db", &missing_db],
+            vec![],
+            "the `studio` server runs on SQLite only",
+        ),
+    ];
+    for (case, args, env, says) in cases {
+        let (code, err) = serve_fails(&args, &env);
+        assert_eq!(code, 2, "{case}: {err}");
+        assert!(err.contains(says), "{case}: {err}");
+        assert!(
+            !err.contains("hunter2"),
+            "{case}: the password leaked: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_database_that_differs_from_the_spec_stops_start_up() {
+    let db = sample_db_on(Engine::Postgres, "knowledge");
+    let url = db.path.to_str().unwrap();
+    Cluster::shared().psql(
+        url,
+        "ALTER TABLE knowledge_entries DROP COLUMN tags CASCADE",
+    );
+    let (code, err) = serve_fails(&["knowledge", "--db", url], &[]);
+    assert_eq!(code, 2, "{err}");
+    for says in [
+        "does not match what spec/knowledge.yaml expects",
+        "tool `kb_get`",
+        "column \"tags\" does not exist",
+        "migrate it",
+    ] {
+        assert!(err.contains(says), "missing {says:?} in: {err}");
+    }
+}
+
+#[test]
+fn init_creates_the_schema_once_and_refuses_a_database_with_tables() {
+    let url = Cluster::shared().create_database();
+    let (code, out, err) = mcpspec(&["init", "knowledge", "--db", &url], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("created postgresql://"), "{out}");
+    assert_eq!(
+        Cluster::shared().psql(&url, "SELECT count(*) FROM knowledge_entries"),
+        "0"
+    );
+    // Full-text search has its index.
+    let indexes = Cluster::shared().psql(
+        &url,
+        "SELECT indexdef FROM pg_indexes WHERE indexname = 'knowledge_entries_search'",
+    );
+    assert!(indexes.contains("USING gin (search)"), "{indexes}");
+    let (code, _, err) = mcpspec(&["init", "knowledge", "--sample", "--db", &url], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("already holds tables (knowledge_entries)"),
+        "{err}"
+    );
+    assert_eq!(
+        Cluster::shared().psql(&url, "SELECT count(*) FROM knowledge_entries"),
+        "0",
+        "init changed an existing database"
+    );
+}
+
+#[test]
+fn constraint_failures_are_the_same_tool_error_on_both_engines() {
+    let mut errors = Vec::new();
+    for engine in [Engine::Sqlite, Engine::Postgres] {
+        let db = sample_db_on(engine, "knowledge");
+        // A rule the database keeps and the spec does not know: unique content.
+        let sql = "CREATE UNIQUE INDEX knowledge_unique_content ON knowledge_entries (content)";
+        match engine {
+            Engine::Sqlite => {
+                rusqlite::Connection::open(&db.path)
+                    .unwrap()
+                    .execute_batch(sql)
+                    .unwrap();
+            }
+            Engine::Postgres => {
+                Cluster::shared().psql(db.path.to_str().unwrap(), sql);
+            }
+        }
+        let mut s = start_on(db, "knowledge", &[]);
+        s.ok("kb_add", json!({"content": "only once", "role": "dev"}));
+        errors.push(s.tool_error("kb_add", json!({"content": "only once", "role": "qa"})));
+        s.finish();
+    }
+    assert_eq!(
+        errors[0],
+        json!({"code": "DATABASE_ERROR", "message": "the database refused the change: unique constraint failed"}),
+        "sqlite"
+    );
+    assert_eq!(errors[1], errors[0], "postgres");
+}
+
+#[test]
+fn a_database_that_goes_away_gives_database_error_and_the_server_recovers() {
+    // A cluster of its own: this test stops it.
+    let cluster = Cluster::start();
+    let url = cluster.create_database();
+    let (code, _, err) = mcpspec(&["init", "knowledge", "--sample", "--db", &url], &[]);
+    assert_eq!(code, 0, "{err}");
+    let db = crate::common::Db {
+        _dir: tempfile::tempdir().unwrap(),
+        path: url.clone().into(),
+    };
+    let mut s = start_on(db, "knowledge", &[]);
+    let added = s.ok(
+        "kb_add",
+        json!({"content": "before the outage", "role": "qa"}),
+    );
+    let id = added["id"].as_str().unwrap().to_string();
+
+    cluster.stop();
+    let e = s.tool_error("kb_get", json!({"id": id}));
+    assert_eq!(e["code"], "DATABASE_ERROR", "{e}");
+    assert!(
+        !e.to_string().contains(&cluster.dir.display().to_string()),
+        "{e}"
+    );
+
+    cluster.restart();
+    // Connections that died with the server are found and replaced: the first call after the
+    // restart is served.
+    let got = s.ok("kb_get", json!({"id": id}));
+    assert_eq!(got["content"], "before the outage");
+    let again = s.ok(
+        "kb_add",
+        json!({"content": "after the outage", "role": "qa"}),
+    );
+    assert!(again["id"].is_string());
+    s.finish();
+}
+
+#[test]
+fn a_timeout_cancels_the_statement_on_the_server() {
+    let db = crate::knowledge::big_db_on(Engine::Postgres, 300_000);
+    let url = db.path.to_str().unwrap().to_string();
+    let out = Command::new(EXE)
+        .args([
+            "call",
+            "knowledge",
+            "kb_search",
+            r#"{"query": "common", "limit": 50}"#,
+        ])
+        .args(["--db", &url])
+        .env("MCPSPEC_CALL_TIMEOUT_MS", "50")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let e: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let e = &e["error"];
+    assert_eq!(
+        (e["code"].as_str(), e["message"].as_str()),
+        (
+            Some("DATABASE_ERROR"),
+            Some("`kb_search` took longer than 50 ms and was stopped; narrow the request")
+        ),
+        "{e}"
+    );
+    // The process is gone, and so is its query: PostgreSQL does not notice a client that went
+    // away while a query runs, so an uncancelled search would still be active.
+    let running = Cluster::shared().psql(
+        &url,
+        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%ts_rank%' AND pid <> pg_backend_pid() AND state = 'active'",
+    );
+    assert_eq!(running, "0");
+}
