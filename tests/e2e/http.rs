@@ -18,9 +18,9 @@ use crate::knowledge::{big_db, integrity};
 const TOKEN: &str = "e2e-token-0123456789abcdef";
 
 /// A running `mcpspec serve --http` and the address it reported on stderr.
-struct HttpServer {
-    child: Child,
-    addr: SocketAddr,
+pub(crate) struct HttpServer {
+    pub(crate) child: Child,
+    pub(crate) addr: SocketAddr,
     /// The rest of the server's stderr, line by line.
     _stderr: Receiver<String>,
 }
@@ -29,7 +29,7 @@ impl HttpServer {
     /// Starts the knowledge server on `db` at 127.0.0.1 on a free port, with `extra` flags
     /// and `env`, and waits for its `listening on` line.
     /// The knowledge server on `db`.
-    fn start(db: &Path, extra: &[&str], env: &[(&str, &str)]) -> HttpServer {
+    pub(crate) fn start(db: &Path, extra: &[&str], env: &[(&str, &str)]) -> HttpServer {
         let mut args = vec!["knowledge", "--db", db.to_str().expect("utf-8")];
         args.extend_from_slice(extra);
         HttpServer::serve(&args, env)

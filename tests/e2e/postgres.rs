@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::common::{EXE, Engine, mcpspec, sample_db_on, start_on};
+use crate::common::{EXE, Engine, mcpspec, sample_db_on, signal, start_on};
 use crate::pg::Cluster;
 
 /// Runs `mcpspec serve` with `args` and no client; returns (exit code, stderr).
@@ -222,4 +222,175 @@ fn a_timeout_cancels_the_statement_on_the_server() {
         "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%ts_rank%' AND pid <> pg_backend_pid() AND state = 'active'",
     );
     assert_eq!(running, "0");
+}
+
+/// One stateless 2026-07-28 `tools/call` (no session: any replica can serve it); the result,
+/// or the transport's error.
+fn stateless_call(
+    client: &mut mcpspec::client::HttpClient,
+    tool: &str,
+    arguments: Value,
+) -> Result<Value, mcpspec::client::ClientError> {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+    "name": tool, "arguments": arguments,
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "team", "version": "1"}
+    }}});
+    let headers = [
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", tool),
+    ];
+    let r = client.exchange("POST", &headers, body.to_string().as_bytes())?;
+    let messages = r.messages();
+    Ok(messages.into_iter().next().unwrap_or(Value::Null))
+}
+
+/// What one team client saw.
+#[derive(Default)]
+struct Seen {
+    /// The content of every acknowledged write.
+    acked: Vec<String>,
+    /// Anything but a clean success from a replica that was up.
+    errors: Vec<String>,
+    /// Acknowledged writes read back from another replica.
+    reads: usize,
+    /// Reads cut off by the kill (sent to the replica as it died).
+    reads_cut: usize,
+}
+
+/// Three replicas on one database, twenty clients with no affinity writing 1,000 entries and
+/// reading each back from another replica; one replica is killed with SIGKILL mid-burst.
+#[test]
+fn a_team_of_replicas_on_one_database_loses_no_acknowledged_write() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    const CLIENTS: usize = 20;
+    const WRITES: usize = 50;
+    const KILL_AFTER: usize = 400;
+
+    let db = sample_db_on(Engine::Postgres, "knowledge");
+    let replicas: Vec<crate::http::HttpServer> = (0..3)
+        .map(|_| crate::http::HttpServer::start(&db.path, &[], &[]))
+        .collect();
+    let addrs: Vec<std::net::SocketAddr> = replicas.iter().map(|r| r.addr).collect();
+    let down = Arc::new(AtomicBool::new(false));
+    let acked = Arc::new(AtomicUsize::new(0));
+    let (reached, kill_now) = std::sync::mpsc::channel::<()>();
+    let workers: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let (addrs, down, acked, reached) =
+                (addrs.clone(), down.clone(), acked.clone(), reached.clone());
+            std::thread::spawn(move || {
+                let mut clients: Vec<_> = addrs
+                    .iter()
+                    .map(|a| mcpspec::client::HttpClient::new(*a, None))
+                    .collect();
+                let mut seen = Seen::default();
+                let mut attempt = 0;
+                let mut i = 0;
+                while seen.acked.len() < WRITES {
+                    attempt += 1;
+                    // Round robin over the replicas that are up: no session, no affinity.
+                    let mut at = (c + attempt) % 3;
+                    if at == 0 && down.load(Ordering::SeqCst) {
+                        at = 1 + attempt % 2;
+                    }
+                    let content = format!("team {c}-{i} try {attempt}");
+                    let args = json!({"content": content, "role": "dev", "tags": ["team"]});
+                    match stateless_call(&mut clients[at], "kb_add", args) {
+                        Ok(r) if r["result"]["isError"] == json!(false) => {
+                            let id = r["result"]["structuredContent"]["id"].clone();
+                            seen.acked.push(content);
+                            i += 1;
+                            if acked.fetch_add(1, Ordering::SeqCst) + 1 == KILL_AFTER {
+                                let _ = reached.send(());
+                            }
+                            // Read it back from the next replica that is up.
+                            let mut from = (at + 1) % 3;
+                            if from == 0 && down.load(Ordering::SeqCst) {
+                                from = 1;
+                            }
+                            match stateless_call(&mut clients[from], "kb_get", json!({"id": id})) {
+                                Ok(g) if g["result"]["structuredContent"]["id"] == id => {
+                                    seen.reads += 1;
+                                }
+                                Err(_) if from == 0 && down.load(Ordering::SeqCst) => {
+                                    seen.reads_cut += 1;
+                                }
+                                other => seen
+                                    .errors
+                                    .push(format!("read {id} from {from}: {other:?}")),
+                            }
+                        }
+                        // The killed replica: the write may or may not have landed; it was not
+                        // acknowledged, and the next attempt goes elsewhere with new content.
+                        Err(_) if at == 0 && down.load(Ordering::SeqCst) => {}
+                        other => seen.errors.push(format!("write on {at}: {other:?}")),
+                    }
+                }
+                seen
+            })
+        })
+        .collect();
+    drop(reached);
+    kill_now.recv().expect("the burst reaches the kill point");
+    down.store(true, Ordering::SeqCst);
+    signal(replicas[0].child.id(), "-KILL");
+    let seen: Vec<Seen> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+
+    let errors: Vec<&String> = seen.iter().flat_map(|s| &s.errors).collect();
+    assert!(
+        errors.is_empty(),
+        "{} errors, first: {:?}",
+        errors.len(),
+        errors.first()
+    );
+    let acked: Vec<&String> = seen.iter().flat_map(|s| &s.acked).collect();
+    assert_eq!(acked.len(), CLIENTS * WRITES);
+    // Every acknowledged write was read back from another replica (unless the read went to
+    // the replica as it was killed).
+    let reads: usize = seen.iter().map(|s| s.reads).sum();
+    let cut: usize = seen.iter().map(|s| s.reads_cut).sum();
+    eprintln!("team: acked {} reads {reads} cut {cut}", acked.len());
+    assert_eq!(reads + cut, acked.len());
+    assert!(cut <= CLIENTS, "{cut} reads cut off");
+    // Every acknowledged write is in the database exactly once.
+    let url = db.path.to_str().unwrap();
+    let cluster = Cluster::shared();
+    let present = cluster.psql(
+        url,
+        "SELECT count(*) FILTER (WHERE n = 1), count(*) FILTER (WHERE n > 1)
+         FROM (SELECT content, count(*) AS n FROM knowledge_entries WHERE content LIKE 'team %' GROUP BY content) c",
+    );
+    let (once, twice) = present.split_once('|').expect("two counts");
+    assert_eq!(twice, "0", "some writes landed twice");
+    let once: usize = once.parse().unwrap();
+    // Writes cut off by the kill may have landed unacknowledged; acknowledged ones all did.
+    assert!(
+        once >= acked.len(),
+        "{once} present, {} acknowledged",
+        acked.len()
+    );
+    let list: Vec<String> = acked.iter().map(|c| format!("'{c}'")).collect();
+    let found = cluster.psql(
+        url,
+        &format!(
+            "SELECT count(*) FROM knowledge_entries WHERE content IN ({})",
+            list.join(",")
+        ),
+    );
+    assert_eq!(
+        found,
+        acked.len().to_string(),
+        "an acknowledged write is missing"
+    );
+    // The replicas that were not killed still serve.
+    for r in &replicas[1..] {
+        let mut c = mcpspec::client::HttpClient::new(r.addr, None);
+        let got = stateless_call(&mut c, "kb_list", json!({"tags": ["team"], "limit": 1})).unwrap();
+        assert_eq!(got["result"]["isError"], json!(false), "{got}");
+    }
 }
