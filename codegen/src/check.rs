@@ -24,6 +24,22 @@ use crate::sqlcheck::finding;
 /// Runs every check of `codegen check`. `live` is a server's name and its live database, whose
 /// tables and columns are compared with that server's declared schema.
 pub fn check_repo(root: &Path, spec_dir: &Path, live: Option<(&str, &Connection)>) -> Report {
+    check_repo_live(root, spec_dir, live.map(|(n, c)| (n, Live::Sqlite(c))))
+}
+
+/// A server's live database for [`check_repo_live`].
+pub enum Live<'a> {
+    /// A SQLite file: its tables and columns are compared with the declared schema and every
+    /// statement is prepared on it.
+    Sqlite(&'a Connection),
+    /// A PostgreSQL server: every statement's PostgreSQL text is prepared there and its
+    /// parameter and column types compared with the spec.
+    #[cfg(feature = "postgres")]
+    Postgres(&'a mut postgres::Client),
+}
+
+/// [`check_repo`] with a live database of either engine.
+pub fn check_repo_live(root: &Path, spec_dir: &Path, mut live: Option<(&str, Live<'_>)>) -> Report {
     let mut report = Report::default();
     let read = |rel: &Path| std::fs::read_to_string(root.join(rel)).ok();
     let specs = match crate::load_dir(&root.join(spec_dir), spec_dir) {
@@ -52,10 +68,15 @@ pub fn check_repo(root: &Path, spec_dir: &Path, live: Option<(&str, &Connection)
     report.tools = specs.iter().map(|s| s.ir.tools.len()).sum();
     for spec in &specs {
         report.extend(Kind::Sql, &check_schemas(spec));
-        let conn = live
-            .filter(|(name, _)| *name == spec.name())
-            .map(|(_, c)| c);
-        report.extend(Kind::Sql, &check_sql(spec, conn));
+        match live.as_mut().filter(|(name, _)| *name == spec.name()) {
+            Some((_, Live::Sqlite(c))) => report.extend(Kind::Sql, &check_sql(spec, Some(c))),
+            #[cfg(feature = "postgres")]
+            Some((_, Live::Postgres(client))) => {
+                report.extend(Kind::Sql, &check_sql(spec, None));
+                report.extend(Kind::Sql, &crate::pgcheck::check_live(spec, client));
+            }
+            None => report.extend(Kind::Sql, &check_sql(spec, None)),
+        }
         let lock = spec.lock_path();
         if let Some(f) = drift::contract_drift(spec, read(&lock).as_deref()) {
             report.findings.push(f);

@@ -273,6 +273,9 @@ pub(crate) struct Postgres {
 /// A statement's PostgreSQL text, its parameters numbered.
 #[derive(Debug, Clone)]
 pub(crate) struct PgSql {
+    /// Where the text is written (the `postgres:` text, else the `query`).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub pos: crate::diag::Pos,
     pub sql: String,
     /// The name of each `$n`, in order.
     pub params: Vec<String>,

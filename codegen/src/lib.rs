@@ -15,6 +15,8 @@ mod emit;
 mod ir;
 mod lower;
 mod names;
+#[cfg(feature = "postgres")]
+mod pgcheck;
 pub mod settings;
 mod spec;
 #[cfg(feature = "sql-check")]

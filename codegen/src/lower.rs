@@ -612,7 +612,11 @@ fn statement(s: &RawStatement, tool: &str, pg: bool) -> Statement {
         postgres: pg.then(|| {
             let text = s.postgres.as_ref().unwrap_or(&s.query);
             let (sql, params, _) = sqltext::positional(text.value.trim_end());
-            PgSql { sql, params }
+            PgSql {
+                pos: crate::spec::pos(text),
+                sql,
+                params,
+            }
         }),
         mode,
         inserts: sqltext::inserts(&s.query.value),

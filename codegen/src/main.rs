@@ -11,11 +11,14 @@ use codegen::drift::Contract;
 const USAGE: &str = "usage: codegen <command> [options]
 
 commands:
-  check [--db [SERVER=]PATH] [--format human|json]
+  check [--db [SERVER=]PATH|URL] [--format human|json]
                        validate every spec, prepare every SQL statement against the declared
-                       schema (and against SERVER's live database at PATH, whose tables and
-                       columns must match; SERVER= may be left out when there is one spec), compare each tool contract with spec/<server>.lock.json and
-                       the committed docs and editor schema with a fresh render
+                       schema (and against SERVER's live database: a SQLite file at PATH, whose
+                       tables and columns must match, or a PostgreSQL server at a postgres://
+                       URL, whose parameter and column types must fit the spec; SERVER= may be
+                       left out when there is one spec), compare each tool contract with
+                       spec/<server>.lock.json and the committed docs and editor schema with a
+                       fresh render
   snapshot             record each server's tool contract in spec/<server>.lock.json; refused
                        when the changes need a larger version step (see the README)
   docs                 write docs/<server>.md and codegen/spec.schema.json
@@ -103,6 +106,7 @@ fn run() -> Result<ExitCode> {
     // Paths given on the command line are relative to where the command was run.
     let out = out.map(std::path::absolute).transpose()?;
     let db = match db {
+        Some((server, url)) if is_url(&url) => Some((server, url)),
         Some((server, path)) => Some((server, std::path::absolute(path)?)),
         None => None,
     };
@@ -197,6 +201,22 @@ fn check(
             }
         }
     };
+    let url = db.as_deref().filter(|p| is_url(p)).and_then(Path::to_str);
+    if let Some(url) = url {
+        let mut client = postgres::Client::connect(url, postgres::NoTls).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot connect to PostgreSQL at {}: {}",
+                redact(url),
+                e.as_db_error()
+                    .map_or_else(|| e.to_string(), |d| d.message().to_string())
+            )
+        })?;
+        let live = server
+            .as_deref()
+            .map(|s| (s, codegen::check::Live::Postgres(&mut client)));
+        let report = codegen::check::check_repo_live(root, spec_dir, live);
+        return finish(&report, json);
+    }
     let live = match db.as_deref() {
         Some(p) => {
             // Opening read-only never creates the file, so a wrong path is an error here.
@@ -211,6 +231,27 @@ fn check(
         None => None,
     };
     let report = codegen::check::check_repo(root, spec_dir, server.as_deref().zip(live.as_ref()));
+    finish(&report, json)
+}
+
+/// Whether a `--db` value is a PostgreSQL URL rather than a SQLite file.
+fn is_url(p: &Path) -> bool {
+    p.to_str()
+        .is_some_and(|u| u.starts_with("postgres://") || u.starts_with("postgresql://"))
+}
+
+/// `url` with its password replaced by `***`.
+fn redact(url: &str) -> String {
+    let re = regex::Regex::new(r"^(\w+://[^:/@]*:)[^@]*@").expect("a valid pattern");
+    let out = re.replace(url, "${1}***@").into_owned();
+    regex::Regex::new(r"(?i)([?&]password=)[^&]*")
+        .expect("a valid pattern")
+        .replace_all(&out, "${1}***")
+        .into_owned()
+}
+
+/// Prints the report (to stdout when it is clean, else stderr) and gives the exit code.
+fn finish(report: &codegen::drift::Report, json: bool) -> Result<ExitCode> {
     if json {
         print!("{}", report.to_json());
     } else if report.is_ok() {

@@ -1,0 +1,95 @@
+//! `codegen check --db knowledge=postgres://...` against a live PostgreSQL the test starts
+//! itself (the e2e tests' throwaway cluster): a database made from the spec's own PostgreSQL
+//! schema passes; one that drifted gives a finding per problem at the spec's `postgres:` text.
+
+#[path = "../../tests/e2e/pg.rs"]
+#[allow(dead_code)]
+mod pg;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace")
+        .to_path_buf()
+}
+
+/// The knowledge spec's `database.postgres.schema`, as written.
+fn declared_schema() -> String {
+    let spec = std::fs::read_to_string(root().join("spec/knowledge.yaml")).unwrap();
+    let start = spec
+        .find("  postgres:\n    env: DATABASE_URL\n    schema: |\n")
+        .expect("the knowledge spec declares a PostgreSQL schema");
+    let body = &spec[start..];
+    let body = &body[body.find("schema: |\n").unwrap() + "schema: |\n".len()..];
+    let end = body.find("    sample: |").unwrap();
+    body[..end]
+        .lines()
+        .map(|l| l.strip_prefix("      ").unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Runs the check against `url`; (success, everything it printed).
+fn check(url: &str) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_codegen"))
+        .args(["check", "--db", &format!("knowledge={url}")])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+#[test]
+fn a_database_from_the_declared_schema_passes_and_drift_is_found_at_the_spec() {
+    let cluster = pg::Cluster::shared();
+    let fresh = cluster.create_database();
+    cluster.psql(&fresh, &declared_schema());
+    let (ok, text) = check(&fresh);
+    assert!(ok, "{text}");
+
+    let drifted = cluster.create_database();
+    cluster.psql(&drifted, &declared_schema());
+    cluster.psql(
+        &drifted,
+        "ALTER TABLE knowledge_entries ALTER COLUMN content DROP NOT NULL;
+         ALTER TABLE knowledge_entries DROP CONSTRAINT knowledge_entries_role_check;
+         ALTER TABLE knowledge_entries ALTER COLUMN role TYPE integer USING 0;
+         ALTER TABLE knowledge_entries ADD COLUMN author text NOT NULL DEFAULT 'x';
+         ALTER TABLE knowledge_entries ALTER COLUMN author DROP DEFAULT;",
+    );
+    let (ok, text) = check(&drifted);
+    assert!(!ok, "{text}");
+    for want in [
+        // A column of another type than declared, and a parameter an argument cannot bind to.
+        "tool `kb_get`: statement `kb_get`: column `role` is declared text but PostgreSQL returns int4",
+        "tool `kb_add`: statement `kb_add`: parameter `:role` is int4 on PostgreSQL, which a string argument cannot bind to",
+        "tool `kb_list`: statement `kb_list` does not prepare on the live PostgreSQL database: operator does not exist: integer = text",
+        // A nullable column declared non-null.
+        "tool `kb_get`: statement `kb_get`: column `content` is declared non-null but comes from `knowledge_entries.content`, which may be NULL",
+        // An INSERT that leaves a NOT NULL column without a default unset.
+        "tool `kb_add`: statement `kb_add`: the INSERT leaves `knowledge_entries.author` unset",
+        "--> spec/knowledge.yaml:",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    // Only what drifted: `id` and `role` are still NOT NULL.
+    assert!(
+        !text.contains("`knowledge_entries.id`, which may be NULL"),
+        "{text}"
+    );
+
+    // A table or column that is not there at all.
+    let missing = cluster.create_database();
+    cluster.psql(&missing, "CREATE TABLE unrelated (x int)");
+    let (ok, text) = check(&missing);
+    assert!(!ok);
+    assert!(
+        text.contains("tool `kb_get`: statement `kb_get` does not prepare on the live PostgreSQL database: relation \"knowledge_entries\" does not exist"),
+        "{text}"
+    );
+}
