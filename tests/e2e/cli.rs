@@ -282,3 +282,41 @@ fn call_prints_a_declared_error_and_exits_1() {
     assert_eq!(v["code"], -32001);
     assert_eq!(v["data"]["code"], "CONFIG_MISSING");
 }
+
+/// `mcpspec call ... | head -1`: the reader goes away after one line; the command ends quietly
+/// with success instead of panicking on the broken pipe.
+#[test]
+fn a_reader_that_goes_away_ends_the_output_quietly() {
+    use std::io::{BufRead, BufReader, Read};
+    let db = sample_db("knowledge");
+    // More output than a pipe holds, so that the writer meets the closed end.
+    let big = serde_json::json!({"content": "x".repeat(100_000), "role": "qa"}).to_string();
+    let path = db.path.to_str().unwrap();
+    for _ in 0..3 {
+        let (code, _, err) = mcpspec(&["call", "knowledge", "kb_add", &big, "--db", path], &[]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let mut child = std::process::Command::new(crate::common::EXE)
+        .args(["call", "knowledge", "kb_list", r#"{"limit": 100}"#, "--db"])
+        .arg(&db.path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    // The read end is closed here, with most of the output unread.
+    assert_eq!(first.trim(), "{");
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+}

@@ -345,9 +345,24 @@ fn init_logging(default: &str) {
 }
 
 /// A command's exit code; a failure is printed as `error: ...` and exits 2.
+/// Writes a line to stdout, failing when it cannot (a reader such as `| head` went away).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)?
+    }};
+}
+
 fn exit_code(outcome: Result<ExitCode>) -> ExitCode {
     match outcome {
         Ok(code) => code,
+        // The reader of our output went away: nothing more to say, and nothing went wrong here.
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
@@ -391,14 +406,14 @@ fn run(cli: Cli, mut servers: Vec<Server>) -> Result<ExitCode> {
             let outcome = engine.call(&tool, Some(&args));
             let failed = outcome.is_err();
             match outcome {
-                Ok(s) => println!("{}", serde_json::to_string_pretty(&s.structured)?),
+                Ok(s) => say!("{}", serde_json::to_string_pretty(&s.structured)?),
                 Err(CallError::Tool(e)) => {
-                    println!("{}", serde_json::to_string_pretty(&e.to_json())?)
+                    say!("{}", serde_json::to_string_pretty(&e.to_json())?)
                 }
                 Err(CallError::Rpc(e)) => {
                     let v =
                         serde_json::json!({"code": e.code, "message": e.message, "data": e.data});
-                    println!("{}", serde_json::to_string_pretty(&v)?)
+                    say!("{}", serde_json::to_string_pretty(&v)?)
                 }
                 Err(other) => {
                     let e = crate::protocol::to_result(Err(other), def)
@@ -434,7 +449,7 @@ fn run(cli: Cli, mut servers: Vec<Server>) -> Result<ExitCode> {
                     )
                 }
             };
-            println!(
+            say!(
                 "created {shown} for `{}`{}",
                 def.name,
                 if with_rows { " with sample rows" } else { "" }
@@ -450,7 +465,7 @@ fn run(cli: Cli, mut servers: Vec<Server>) -> Result<ExitCode> {
         Cmd::List => {
             servers.sort_by_key(|s| s.def.name);
             for s in servers.iter().map(|s| s.def) {
-                println!(
+                say!(
                     "{} {} ({}, {} tools)",
                     s.name,
                     s.version,
@@ -466,7 +481,7 @@ fn run(cli: Cli, mut servers: Vec<Server>) -> Result<ExitCode> {
                     } else {
                         "write"
                     };
-                    println!("  {:<24} {kind:<11} {}", t.name, t.title.unwrap_or(""));
+                    say!("  {:<24} {kind:<11} {}", t.name, t.title.unwrap_or(""));
                 }
             }
             Ok(ExitCode::SUCCESS)
