@@ -17,14 +17,17 @@ const INSTALL: &str = "the PostgreSQL tests start a throwaway cluster with the m
 
 /// The script that owns a cluster: create it, start it, say `ready`, wait for standard input
 /// to close, stop it and remove its directory. `$1` is the directory, `$2` the binaries'
-/// directory, and the rest the command that runs a program as the cluster's owner (empty when
-/// not root).
+/// directory, `$3` more server options, `$4` lines put first in `pg_hba.conf`, and the rest the
+/// command that runs a program as the cluster's owner (empty when not root).
 const KEEPER: &str = r#"set -e
-dir=$1 bin=$2
-shift 2
+dir=$1 bin=$2 more=$3 hba=$4
+shift 4
 "$@" "$bin/initdb" -D "$dir/data" -A trust -U postgres --no-sync --no-locale -E UTF8 >"$dir/initdb.log" 2>&1
+if [ -n "$hba" ]; then
+  { printf '%s\n' "$hba"; cat "$dir/data/pg_hba.conf"; } >"$dir/hba" && cat "$dir/hba" >"$dir/data/pg_hba.conf"
+fi
 "$@" "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -s \
-  -o "-k $dir -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" start
+  -o "-k $dir -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 $more" start
 echo ready
 read -r _ || true
 "$@" "$bin/pg_ctl" -D "$dir/data" -m immediate -s stop || true
@@ -36,6 +39,8 @@ pub struct Cluster {
     /// The directory holding the data, the socket and the logs.
     pub dir: PathBuf,
     bin: PathBuf,
+    /// The port, which also names the socket.
+    port: u16,
     /// Closing it stops the cluster.
     _keeper: Mutex<(Child, ChildStdin)>,
     _tmp: tempfile::TempDir,
@@ -92,6 +97,57 @@ fn as_owner(program: &str) -> Command {
 impl Cluster {
     /// Creates and starts a new cluster (about a second).
     pub fn start() -> Cluster {
+        Cluster::start_with(5432, |_| (String::new(), String::new()))
+    }
+
+    /// A cluster that also listens on 127.0.0.1 and accepts only TLS there, with a
+    /// self-signed certificate; its port.
+    pub fn start_tls() -> (Cluster, u16) {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let cluster = Cluster::start_with(port, |dir| {
+            let (cert, key) = (dir.join("server.crt"), dir.join("server.key"));
+            let made = Command::new("openssl")
+                .args([
+                    "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                ])
+                .args(["-subj", "/CN=mcpspec-test"])
+                .arg("-keyout")
+                .arg(&key)
+                .arg("-out")
+                .arg(&cert)
+                .output()
+                .expect("run openssl (install it: apt-get install openssl)");
+            assert!(
+                made.status.success(),
+                "{}",
+                String::from_utf8_lossy(&made.stderr)
+            );
+            if is_root() {
+                let _ = Command::new("chown")
+                    .arg("postgres:")
+                    .arg(&cert)
+                    .arg(&key)
+                    .status();
+            }
+            let _ = Command::new("chmod").arg("600").arg(&key).status();
+            (
+                format!(
+                    "-c listen_addresses=127.0.0.1 -c port={port} -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+                    cert.display(),
+                    key.display()
+                ),
+                "hostnossl all all all reject".to_string(),
+            )
+        });
+        (cluster, port)
+    }
+
+    /// A cluster whose extra server options and first `pg_hba.conf` lines `setup` gives,
+    /// after preparing files in the cluster's directory.
+    fn start_with(port: u16, setup: impl FnOnce(&Path) -> (String, String)) -> Cluster {
         let bin = bin_dir();
         let tmp = tempfile::Builder::new()
             .prefix("mcpspec-pg")
@@ -112,6 +168,7 @@ impl Cluster {
             );
             let _ = Command::new("chmod").arg("755").arg(tmp.path()).status();
         }
+        let (more, hba) = setup(&dir);
         let owner: &[&str] = if is_root() {
             &["runuser", "-u", "postgres", "--"]
         } else {
@@ -121,6 +178,8 @@ impl Cluster {
             .args(["-c", KEEPER, "sh"])
             .arg(&dir)
             .arg(&bin)
+            .arg(&more)
+            .arg(&hba)
             .args(owner)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -140,6 +199,7 @@ impl Cluster {
         Cluster {
             dir,
             bin,
+            port,
             _keeper: Mutex::new((child, stdin)),
             _tmp: tmp,
             next: AtomicU32::new(1),
@@ -155,8 +215,9 @@ impl Cluster {
     /// The URL of database `name` over the Unix socket.
     pub fn url(&self, name: &str) -> String {
         format!(
-            "postgresql:///{name}?host={}&user=postgres",
-            self.dir.display()
+            "postgresql:///{name}?host={}&port={}&user=postgres",
+            self.dir.display(),
+            self.port
         )
     }
 
@@ -165,6 +226,7 @@ impl Cluster {
         let out = Command::new(self.bin.join("psql"))
             .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h"])
             .arg(&self.dir)
+            .args(["-p", &self.port.to_string()])
             .args(["-U", "postgres", "-d", db, "-c", sql])
             .output()
             .expect("run psql");
@@ -195,8 +257,9 @@ impl Cluster {
     /// Starts the server again after [`Cluster::stop`].
     pub fn restart(&self) {
         let options = format!(
-            "-k {} -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c max_connections=200",
-            self.dir.display()
+            "-k {} -c listen_addresses='' -c port={} -c fsync=off -c synchronous_commit=off -c max_connections=200",
+            self.dir.display(),
+            self.port
         );
         let log = self.dir.join("server.log");
         self.pg_ctl(&[

@@ -394,3 +394,47 @@ fn a_team_of_replicas_on_one_database_loses_no_acknowledged_write() {
         assert_eq!(got["result"]["isError"], json!(false), "{got}");
     }
 }
+
+/// A server that accepts only TLS on TCP, with a self-signed certificate: `sslmode=require`
+/// connects encrypted (as libpq's `require`, without checking the certificate against a CA);
+/// `sslmode=disable` is refused by the server and says so.
+#[test]
+fn sslmode_require_connects_over_tls_to_a_self_signed_server() {
+    let (cluster, port) = Cluster::start_tls();
+    let socket_url = cluster.create_database();
+    let name = socket_url["postgresql:///".len()..]
+        .split('?')
+        .next()
+        .unwrap()
+        .to_string();
+    let url =
+        format!("postgresql://postgres:unused-secret@127.0.0.1:{port}/{name}?sslmode=require");
+    let (code, _, err) = mcpspec(&["init", "knowledge", "--sample", "--db", &url], &[]);
+    assert_eq!(code, 0, "{err}");
+    let db = crate::common::Db {
+        _dir: tempfile::tempdir().unwrap(),
+        path: url.clone().into(),
+    };
+    let mut s = start_on(db, "knowledge", &[]);
+    let found = s.ok("kb_search", json!({"query": "database"}));
+    assert_eq!(
+        found["results"].as_array().map(Vec::len),
+        Some(2),
+        "{found}"
+    );
+    // Every connection of the server is encrypted.
+    let encrypted = cluster.psql(
+        &socket_url,
+        "SELECT count(*) FILTER (WHERE s.ssl), count(*) FROM pg_stat_ssl s
+         JOIN pg_stat_activity a USING (pid) WHERE a.application_name = 'mcpspec'",
+    );
+    let (tls, all) = encrypted.split_once('|').unwrap();
+    assert!(all != "0" && tls == all, "{encrypted}");
+    s.finish();
+
+    let plain = url.replace("sslmode=require", "sslmode=disable");
+    let (code, err) = serve_fails(&["knowledge", "--db", &plain], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no encryption"), "{err}");
+    assert!(!err.contains("unused-secret"), "{err}");
+}

@@ -1,7 +1,8 @@
 //! The PostgreSQL implementation of the seam: a pool of connections (r2d2 over the `postgres`
 //! driver), each keeping its prepared statements; writes in transactions; a watchdog that
 //! cancels a statement on the server at the deadline or on a client's cancellation; SQLSTATE
-//! classes mapped to the seam's error kinds. Nothing here prints a password or a statement.
+//! classes mapped to the seam's error kinds; TLS through rustls when the server offers it or the
+//! URL requires it (`sslmode=require`). Nothing here prints a password or a statement.
 
 use std::collections::HashMap;
 use std::error::Error as StdError;
@@ -12,7 +13,8 @@ use std::time::Duration;
 use bytes::BytesMut;
 use postgres::error::SqlState;
 use postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
-use postgres::{Client, NoTls, Statement};
+use postgres::{Client, Statement};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::{Bind, Changes, ErrorKind, Failure, Row, Session, Sql, Stop, Value, ValueRef};
 
@@ -95,6 +97,75 @@ fn config(url: &str, read_only: bool, timeout: Duration) -> Result<postgres::Con
     Ok(config)
 }
 
+/// The TLS connector: rustls, used when the server offers TLS (`sslmode=prefer`, the default)
+/// or the URL requires it (`sslmode=require`). As with libpq's `require`, the connection is
+/// encrypted and the handshake signed by the certificate's key, but the certificate is not
+/// checked against a CA: the driver's URLs have no `verify-full`. Unix sockets never use TLS.
+fn tls() -> MakeRustlsConnect {
+    static TLS: std::sync::OnceLock<MakeRustlsConnect> = std::sync::OnceLock::new();
+    TLS.get_or_init(|| {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .expect("ring supports the default TLS versions")
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(EncryptOnly(provider)))
+            .with_no_client_auth();
+        MakeRustlsConnect::new(config)
+    })
+    .clone()
+}
+
+/// Accepts the server's certificate as libpq's `sslmode=require` does, while still checking
+/// that the handshake is signed by that certificate's key.
+#[derive(Debug)]
+struct EncryptOnly(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for EncryptOnly {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
 /// One pooled connection with the statements it has prepared.
 pub struct Conn {
     client: Client,
@@ -118,7 +189,7 @@ impl r2d2::ManageConnection for Manager {
 
     fn connect(&self) -> Result<Conn, postgres::Error> {
         Ok(Conn {
-            client: self.config.connect(NoTls)?,
+            client: self.config.connect(tls())?,
             statements: HashMap::new(),
             used: std::time::Instant::now(),
         })
@@ -181,7 +252,7 @@ impl Pool {
     /// the server's reason, and then opens the pool.
     pub fn open(url: &str, read_only: bool, timeout: Duration) -> Result<Pool, PgError> {
         let config = config(url, read_only, timeout)?;
-        let first = config.connect(NoTls).map_err(|e| PgError::Connect {
+        let first = config.connect(tls()).map_err(|e| PgError::Connect {
             url: redact(url),
             reason: describe(&e),
         })?;
@@ -662,7 +733,7 @@ fn tables(client: &mut Client) -> Result<Vec<String>, postgres::Error> {
 /// transaction; a database that already has tables is refused.
 pub fn init(url: &str, schema: &str, sample: Option<&str>) -> Result<(), PgError> {
     let config = config(url, false, Duration::from_secs(600))?;
-    let mut client = config.connect(NoTls).map_err(|e| PgError::Connect {
+    let mut client = config.connect(tls()).map_err(|e| PgError::Connect {
         url: redact(url),
         reason: describe(&e),
     })?;
@@ -765,7 +836,7 @@ impl Watchdog {
                 .collect()
         };
         for token in due {
-            if let Err(e) = token.cancel_query(NoTls) {
+            if let Err(e) = token.cancel_query(tls()) {
                 tracing::warn!(error = %describe(&e), "cancelling a statement failed");
             }
         }
