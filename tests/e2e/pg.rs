@@ -183,7 +183,7 @@ impl Cluster {
             .args(owner)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start PostgreSQL ({e}): {INSTALL}"));
         let mut line = String::new();
