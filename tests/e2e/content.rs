@@ -8,7 +8,16 @@ use std::time::Duration;
 use mcpspec::client::StdioClient;
 use serde_json::{Value, json};
 
-use crate::common::{EXE, Session, sample_db, start};
+use crate::common::{EXE, Engine, Session, sample_db, start_engine};
+use crate::on_both_engines;
+
+on_both_engines!(
+    fixed_and_templated_resources_are_listed_and_read,
+    unknown_uris_are_resource_not_found,
+    prompts_render_arguments_data_and_embedded_resources,
+    prompt_errors_name_the_prompt_or_argument,
+    completion_fills_prompt_arguments_and_template_variables,
+);
 
 const ENTRY: &str = "0b6f9e2a-5c1d-4e8f-9a3b-1c2d3e4f5a6b";
 
@@ -70,9 +79,8 @@ fn capabilities_are_advertised_only_when_declared() {
     }
 }
 
-#[test]
-fn fixed_and_templated_resources_are_listed_and_read() {
-    let mut s = start("knowledge", &[]);
+fn fixed_and_templated_resources_are_listed_and_read(engine: Engine) {
+    let mut s = start_engine(engine, "knowledge", &[]);
     let list = ok(&mut s, "resources/list", json!({}));
     assert_eq!(
         list["resources"],
@@ -142,9 +150,8 @@ fn fixed_and_templated_resources_are_listed_and_read() {
     s.finish();
 }
 
-#[test]
-fn unknown_uris_are_resource_not_found() {
-    let mut s = start("knowledge", &[]);
+fn unknown_uris_are_resource_not_found(engine: Engine) {
+    let mut s = start_engine(engine, "knowledge", &[]);
     for uri in [
         "knowledge://nothing",
         "knowledge://entry/",
@@ -159,9 +166,8 @@ fn unknown_uris_are_resource_not_found() {
     s.finish();
 }
 
-#[test]
-fn prompts_render_arguments_data_and_embedded_resources() {
-    let mut s = start("knowledge", &[]);
+fn prompts_render_arguments_data_and_embedded_resources(engine: Engine) {
+    let mut s = start_engine(engine, "knowledge", &[]);
     let list = ok(&mut s, "prompts/list", json!({}));
     assert_eq!(
         list["prompts"],
@@ -217,9 +223,8 @@ fn prompts_render_arguments_data_and_embedded_resources() {
     s.finish();
 }
 
-#[test]
-fn prompt_errors_name_the_prompt_or_argument() {
-    let mut s = start("knowledge", &[]);
+fn prompt_errors_name_the_prompt_or_argument(engine: Engine) {
+    let mut s = start_engine(engine, "knowledge", &[]);
     let e = protocol_error(&mut s, "prompts/get", json!({"name": "nope"}), -32602);
     assert_eq!(e["message"], "unknown prompt: nope");
     assert_eq!(e["data"]["available"], json!(["review_entry"]));
@@ -261,9 +266,8 @@ fn prompt_errors_name_the_prompt_or_argument() {
     s.finish();
 }
 
-#[test]
-fn completion_fills_prompt_arguments_and_template_variables() {
-    let mut s = start("knowledge", &[]);
+fn completion_fills_prompt_arguments_and_template_variables(engine: Engine) {
+    let mut s = start_engine(engine, "knowledge", &[]);
     let prompt = ok(
         &mut s,
         "completion/complete",
