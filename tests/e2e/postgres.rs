@@ -438,3 +438,38 @@ fn sslmode_require_connects_over_tls_to_a_self_signed_server() {
     assert!(err.contains("no encryption"), "{err}");
     assert!(!err.contains("unused-secret"), "{err}");
 }
+
+/// A transaction PostgreSQL rolls back for a serialization failure runs again: the write lands
+/// once and the call succeeds. The first insert is made to fail so (a sequence is not rolled
+/// back with the transaction).
+#[test]
+fn a_serialization_failure_is_retried_and_the_write_lands_once() {
+    let db = sample_db_on(Engine::Postgres, "knowledge");
+    let url = db.path.to_str().unwrap().to_string();
+    Cluster::shared().psql(
+        &url,
+        "CREATE SEQUENCE attempts;
+         CREATE FUNCTION fail_first() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+           IF nextval('attempts') = 1 THEN
+             RAISE EXCEPTION 'conflict' USING ERRCODE = 'serialization_failure';
+           END IF;
+           RETURN NEW;
+         END $$;
+         CREATE TRIGGER fail_first BEFORE INSERT ON knowledge_entries
+           FOR EACH ROW EXECUTE FUNCTION fail_first();",
+    );
+    let mut s = start_on(db, "knowledge", &[]);
+    let added = s.ok("kb_add", json!({"content": "lands once", "role": "dev"}));
+    assert!(added["id"].is_string());
+    s.finish();
+    let cluster = Cluster::shared();
+    assert_eq!(
+        cluster.psql(
+            &url,
+            "SELECT count(*) FROM knowledge_entries WHERE content = 'lands once'"
+        ),
+        "1"
+    );
+    assert_eq!(cluster.psql(&url, "SELECT last_value FROM attempts"), "2");
+}

@@ -172,6 +172,9 @@ pub struct Conn {
     statements: HashMap<String, (Statement, Arc<[String]>)>,
     /// When a job last used it.
     used: std::time::Instant,
+    /// Whether the last job's failure was a serialization failure or a deadlock: its
+    /// transaction was rolled back whole and may run again.
+    conflict: bool,
 }
 
 /// A connection idle for longer is checked with a round trip before a job gets it, so that a
@@ -192,6 +195,7 @@ impl r2d2::ManageConnection for Manager {
             client: self.config.connect(tls())?,
             statements: HashMap::new(),
             used: std::time::Instant::now(),
+            conflict: false,
         })
     }
 
@@ -284,9 +288,13 @@ impl Pool {
     }
 }
 
+/// How many times a job whose transaction hit a serialization failure or deadlock runs again.
+const CONFLICT_RETRIES: u32 = 3;
+
 /// [`super::Database::job`] on PostgreSQL. A read that fails because its connection died (the
 /// server restarted, say) runs once more on another connection; a write never runs twice, since
-/// its commit may have landed before the connection went.
+/// its commit may have landed before the connection went. A transaction PostgreSQL rolled back
+/// for a serialization failure or deadlock runs again, up to [`CONFLICT_RETRIES`] times.
 pub fn job<T, E>(
     pool: &Pool,
     writes: bool,
@@ -299,15 +307,24 @@ pub fn job<T, E>(
         return None;
     }
     let mut retried = false;
+    let mut conflicts = 0;
     loop {
         let mut conn = match checkout(pool) {
             Ok(c) => c,
             Err(e) => return Some(Err(fail(e))),
         };
+        conn.conflict = false;
         let out = {
             let _watch = pool.watchdog.watch(stop, conn.client.cancel_token());
             in_transaction(&mut conn, writes, transaction, &fail, &mut f)
         };
+        // A serialization failure or deadlock rolled the whole transaction back: run it again,
+        // a few times, before reporting the database busy.
+        if out.is_err() && conn.conflict && conflicts < CONFLICT_RETRIES && !stop.now() {
+            conflicts += 1;
+            conn.used = std::time::Instant::now();
+            continue;
+        }
         if out.is_err() && conn.client.is_closed() {
             *pool.died.lock().unwrap_or_else(PoisonError::into_inner) =
                 Some(std::time::Instant::now());
@@ -365,14 +382,14 @@ fn in_transaction<T, E>(
         };
         conn.client
             .batch_execute(begin)
-            .map_err(|e| fail(failure(&e)))?;
+            .map_err(|e| fail(conn.failed(&e)))?;
     }
     let result = f(&mut PgSession { conn });
     if transaction {
         let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
         if let Err(e) = conn.client.batch_execute(end) {
             let _ = conn.client.batch_execute("ROLLBACK");
-            return Err(fail(failure(&e)));
+            return Err(fail(conn.failed(&e)));
         }
     }
     result
@@ -384,6 +401,14 @@ struct PgSession<'c> {
 }
 
 impl Conn {
+    /// The seam's failure for a driver error, noting whether it was a conflict to retry.
+    fn failed(&mut self, e: &postgres::Error) -> Failure {
+        self.conflict = e.code().is_some_and(|c| {
+            *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED
+        });
+        failure(e)
+    }
+
     /// The prepared statement for `sql` and the name of each of its parameters, prepared on
     /// first use. Named parameters are rewritten to PostgreSQL's `$n` here when the statement
     /// did not come rewritten from the build.
@@ -490,7 +515,7 @@ impl Session for PgSession<'_> {
                 last_insert_id: 0,
             })
         };
-        run().map_err(|e| failure(&e))
+        run().map_err(|e| self.conn.failed(&e))
     }
 
     fn query(
@@ -516,7 +541,7 @@ impl Session for PgSession<'_> {
             }
             Ok(())
         };
-        run().map_err(|e| failure(&e))
+        run().map_err(|e| self.conn.failed(&e))
     }
 }
 
