@@ -97,6 +97,9 @@ struct ServerCtx {
     lock: String,
     env: Option<String>,
     has_database: bool,
+    /// The server also runs on PostgreSQL; the variable that may hold its URL.
+    postgres: bool,
+    postgres_env: Option<String>,
     read_only: bool,
     default_paths: Vec<PathCtx>,
     desktop_json: String,
@@ -303,6 +306,8 @@ fn server_ctx(s: &ir::Server) -> ServerCtx {
         lock: lock_path(s),
         env: db.env.clone(),
         has_database: s.database.is_some(),
+        postgres: db.postgres.is_some(),
+        postgres_env: db.postgres.as_ref().and_then(|p| p.env.clone()),
         read_only: db.read_only,
         default_paths,
         desktop_json: contract::to_pretty(&desktop).trim_end().to_string(),
