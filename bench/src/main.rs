@@ -11,6 +11,8 @@
 //!   the results file and the markdown report, and prints the table.
 //! - `mcpbench laminark --mcpspec BIN --sizes 10000,100000,1000000 --dir DIR --out FILE
 //!   [--rounds N]` measures laminark's `search` at each size, through the server and in-process.
+//! - `mcpbench postgres --mcpspec BIN --toolbox BIN --url URL [--rows N] [--calls N]` measures
+//!   knowledge on PostgreSQL against MCP Toolbox's `postgres-sql` source and the driver floor.
 //! - `mcpbench transports --mcpspec BIN [--calls N]` measures Streamable HTTP against stdio and
 //!   the lessons proxy against direct calls to its downstream, and prints a Markdown table.
 
@@ -19,6 +21,7 @@ mod data;
 mod floor;
 mod laminark;
 mod measure;
+mod postgres;
 mod report;
 mod rng;
 mod stats;
@@ -147,6 +150,25 @@ fn main() -> Result<()> {
                 serde_json::to_string_pretty(&doc)? + "\n",
             )?;
             print!("{}", laminark::markdown(&rows));
+            Ok(())
+        }
+        "postgres" => {
+            let number = |name: &str, default: &str| -> Result<usize> {
+                args.get(name)
+                    .unwrap_or(default)
+                    .parse()
+                    .with_context(|| format!("--{name}"))
+            };
+            print!(
+                "{}",
+                postgres::run(
+                    &PathBuf::from(args.need("mcpspec")?),
+                    &PathBuf::from(args.need("toolbox")?),
+                    args.need("url")?,
+                    number("rows", "10000")?,
+                    number("calls", "3000")?,
+                )?
+            );
             Ok(())
         }
         "transports" => {

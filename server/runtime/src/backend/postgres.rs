@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::error::Error as StdError;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -172,6 +172,8 @@ pub struct Conn {
     statements: HashMap<String, (Statement, Arc<[String]>)>,
     /// When a job last used it.
     used: std::time::Instant,
+    /// Cancels what runs on it, from another thread.
+    cancel: Arc<postgres::CancelToken>,
     /// Whether the last job's failure was a serialization failure or a deadlock: its
     /// transaction was rolled back whole and may run again.
     conflict: bool,
@@ -191,8 +193,10 @@ impl r2d2::ManageConnection for Manager {
     type Error = postgres::Error;
 
     fn connect(&self) -> Result<Conn, postgres::Error> {
+        let client = self.config.connect(tls())?;
         Ok(Conn {
-            client: self.config.connect(tls())?,
+            cancel: Arc::new(client.cancel_token()),
+            client,
             statements: HashMap::new(),
             used: std::time::Instant::now(),
             conflict: false,
@@ -315,7 +319,7 @@ pub fn job<T, E>(
         };
         conn.conflict = false;
         let out = {
-            let _watch = pool.watchdog.watch(stop, conn.client.cancel_token());
+            let _watch = pool.watchdog.watch(stop, &conn.cancel);
             in_transaction(&mut conn, writes, transaction, &fail, &mut f)
         };
         // A serialization failure or deadlock rolled the whole transaction back: run it again,
@@ -784,15 +788,21 @@ pub fn init(url: &str, schema: &str, sample: Option<&str>) -> Result<(), PgError
 }
 
 /// Cancels running statements on the server when their job's deadline passes or the client
-/// cancels the call. It wakes only while a job runs.
+/// cancels the call. It looks every [`WATCH_INTERVAL`] while jobs run and sleeps after a second
+/// without any, so that a busy server pays no wake-up per call and an idle one none at all.
 struct Watchdog {
-    jobs: Mutex<HashMap<u64, (Stop, postgres::CancelToken)>>,
-    changed: Condvar,
+    jobs: Mutex<HashMap<u64, (Stop, Arc<postgres::CancelToken>)>>,
     next: AtomicU64,
+    /// Set by the watchdog before it sleeps; the next job wakes it.
+    sleeping: std::sync::atomic::AtomicBool,
+    thread: std::sync::OnceLock<std::thread::Thread>,
 }
 
 /// How often the watchdog looks at the running jobs' cancellation flags.
 const WATCH_INTERVAL: Duration = Duration::from_millis(20);
+
+/// How long the watchdog goes on looking with no job before it sleeps.
+const WATCH_IDLE: Duration = Duration::from_secs(1);
 
 /// Unregisters a job from the watchdog when it ends.
 struct Watched<'a> {
@@ -806,64 +816,97 @@ impl Drop for Watched<'_> {
     }
 }
 
+impl Drop for Watchdog {
+    /// Wakes the thread, which then finds the pool gone and ends.
+    fn drop(&mut self) {
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
+    }
+}
+
 impl Watchdog {
     fn start() -> Arc<Watchdog> {
         let dog = Arc::new(Watchdog {
             jobs: Mutex::new(HashMap::new()),
-            changed: Condvar::new(),
             next: AtomicU64::new(1),
+            sleeping: std::sync::atomic::AtomicBool::new(false),
+            thread: std::sync::OnceLock::new(),
         });
         let weak = Arc::downgrade(&dog);
         let spawned = std::thread::Builder::new()
             .name("pg-watchdog".into())
-            .spawn(move || {
-                while let Some(dog) = weak.upgrade() {
-                    dog.round();
-                }
-            });
-        if let Err(e) = spawned {
-            tracing::warn!(error = %e, "no watchdog thread: statements stop at the server's statement_timeout only");
+            .spawn(move || watch_loop(&weak));
+        match spawned {
+            Ok(handle) => {
+                let _ = dog.thread.set(handle.thread().clone());
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "no watchdog thread: statements stop at the server's statement_timeout only");
+            }
         }
         dog
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (Stop, postgres::CancelToken)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (Stop, Arc<postgres::CancelToken>)>> {
         self.jobs.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn watch(&self, stop: &Stop, token: postgres::CancelToken) -> Watched<'_> {
+    fn watch(&self, stop: &Stop, token: &Arc<postgres::CancelToken>) -> Watched<'_> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        self.lock().insert(id, (stop.clone(), token));
-        self.changed.notify_one();
+        self.lock().insert(id, (stop.clone(), token.clone()));
+        if self.sleeping.swap(false, Ordering::SeqCst)
+            && let Some(t) = self.thread.get()
+        {
+            t.unpark();
+        }
         Watched { dog: self, id }
     }
 
-    /// Waits for a job (or a second when there is none), then cancels every job that must stop.
-    fn round(&self) {
-        let due: Vec<postgres::CancelToken> = {
-            let jobs = self.lock();
-            let wait = if jobs.is_empty() {
-                Duration::from_secs(1)
-            } else {
-                WATCH_INTERVAL
-            };
-            let (mut jobs, _) = self
-                .changed
-                .wait_timeout(jobs, wait)
-                .unwrap_or_else(PoisonError::into_inner);
+    /// Cancels every job that must stop; whether any job is running.
+    fn round(&self) -> bool {
+        let (due, busy): (Vec<Arc<postgres::CancelToken>>, bool) = {
+            let mut jobs = self.lock();
             let ids: Vec<u64> = jobs
                 .iter()
                 .filter(|(_, (stop, _))| stop.now())
                 .map(|(id, _)| *id)
                 .collect();
-            ids.iter()
+            let due = ids
+                .iter()
                 .filter_map(|id| jobs.remove(id).map(|(_, t)| t))
-                .collect()
+                .collect();
+            (due, !jobs.is_empty())
         };
-        for token in due {
+        for token in &due {
             if let Err(e) = token.cancel_query(tls()) {
                 tracing::warn!(error = %describe(&e), "cancelling a statement failed");
             }
+        }
+        busy || !due.is_empty()
+    }
+}
+
+/// The watchdog's thread: a round every [`WATCH_INTERVAL`], asleep after [`WATCH_IDLE`]
+/// without jobs until the next one; it ends with the pool.
+fn watch_loop(weak: &std::sync::Weak<Watchdog>) {
+    let mut last_busy = std::time::Instant::now();
+    loop {
+        std::thread::park_timeout(WATCH_INTERVAL);
+        let Some(dog) = weak.upgrade() else {
+            return;
+        };
+        if dog.round() {
+            last_busy = std::time::Instant::now();
+        } else if last_busy.elapsed() > WATCH_IDLE {
+            dog.sleeping.store(true, Ordering::SeqCst);
+            // A job registered between the round and now finds `sleeping` set and unparks.
+            let quiet = dog.lock().is_empty();
+            drop(dog);
+            if quiet {
+                std::thread::park();
+            }
+            last_busy = std::time::Instant::now();
         }
     }
 }
