@@ -248,7 +248,19 @@ pub fn run(mcpspec: &Path, toolbox: &Path, url: &str, rows: usize, calls: usize)
         (theirs - floor_median) / (ours - floor_median)
     );
 
-    // Sixteen concurrent clients over Streamable HTTP.
+    table += &http_table(mcpspec, toolbox, url, &config, &id, calls)?;
+    Ok(table)
+}
+
+/// Sixteen concurrent clients over Streamable HTTP on each server: calls per second, latency.
+fn http_table(
+    mcpspec: &Path,
+    toolbox: &Path,
+    url: &str,
+    config: &Path,
+    id: &str,
+    calls: usize,
+) -> Result<String> {
     let clients = 16;
     let per_client = (calls / 4).max(50);
     let (mut mc, maddr) = http_server(
@@ -258,7 +270,7 @@ pub fn run(mcpspec: &Path, toolbox: &Path, url: &str, rows: usize, calls: usize)
             .env_remove("MCPSPEC_HTTP_TOKEN"),
         0,
     )?;
-    let (m_rate, m_lat) = throughput(maddr, &id, clients, per_client)?;
+    let (m_rate, m_lat) = throughput(maddr, id, clients, per_client)?;
     let _ = mc.kill();
     let _ = mc.wait();
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
@@ -267,7 +279,7 @@ pub fn run(mcpspec: &Path, toolbox: &Path, url: &str, rows: usize, calls: usize)
     let (mut tc, taddr) = http_server(
         Command::new(toolbox)
             .arg("--config")
-            .arg(&config)
+            .arg(config)
             .args(["--address", "127.0.0.1", "--port", &port.to_string()])
             .args([
                 "--disable-version-check",
@@ -277,10 +289,10 @@ pub fn run(mcpspec: &Path, toolbox: &Path, url: &str, rows: usize, calls: usize)
             ]),
         port,
     )?;
-    let (t_rate, t_lat) = throughput(taddr, &id, clients, per_client)?;
+    let (t_rate, t_lat) = throughput(taddr, id, clients, per_client)?;
     let _ = tc.kill();
     let _ = tc.wait();
-    table += &format!(
+    Ok(format!(
         "\n| {clients} concurrent HTTP clients, {per_client} calls each | calls/s | median | p99 |\n|---|---|---|---|\n\
          | mcpspec | {m_rate:.0} | {:.0} µs | {:.0} µs |\n| MCP Toolbox | {t_rate:.0} | {:.0} µs | {:.0} µs |\n\
          \nmcpspec serves {:.2}× Toolbox's calls per second.\n",
@@ -289,6 +301,5 @@ pub fn run(mcpspec: &Path, toolbox: &Path, url: &str, rows: usize, calls: usize)
         t_lat.median,
         t_lat.p99,
         m_rate / t_rate
-    );
-    Ok(table)
+    ))
 }

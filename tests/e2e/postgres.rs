@@ -261,83 +261,128 @@ struct Seen {
     reads_cut: usize,
 }
 
+/// What the team's clients share: the replicas, whether the first is down, how many writes
+/// were acknowledged, and where to say that the kill point is reached.
+struct Team {
+    addrs: Vec<std::net::SocketAddr>,
+    down: std::sync::atomic::AtomicBool,
+    acked: std::sync::atomic::AtomicUsize,
+    kill_after: usize,
+    reached: std::sync::Mutex<std::sync::mpsc::Sender<()>>,
+}
+
+impl Team {
+    fn down(&self) -> bool {
+        self.down.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Replica `at`, or another when it is the one that was killed.
+    fn up(&self, at: usize, other: usize) -> usize {
+        if at == 0 && self.down() { other } else { at }
+    }
+}
+
+/// Team client `c`: `writes` acknowledged `kb_add`s round robin over the replicas that are up,
+/// each read back from the next replica.
+fn team_client(team: &Team, c: usize, writes: usize) -> Seen {
+    let mut clients: Vec<_> = team
+        .addrs
+        .iter()
+        .map(|a| mcpspec::client::HttpClient::new(*a, None))
+        .collect();
+    let mut seen = Seen::default();
+    let (mut attempt, mut i) = (0, 0);
+    while seen.acked.len() < writes {
+        attempt += 1;
+        // No session, no affinity: any replica serves any call.
+        let at = team.up((c + attempt) % 3, 1 + attempt % 2);
+        let content = format!("team {c}-{i} try {attempt}");
+        let args = json!({"content": content, "role": "dev", "tags": ["team"]});
+        match stateless_call(&mut clients[at], "kb_add", args) {
+            Ok(r) if r["result"]["isError"] == json!(false) => {
+                let id = r["result"]["structuredContent"]["id"].clone();
+                seen.acked.push(content);
+                i += 1;
+                let n = team.acked.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                if n == team.kill_after {
+                    let _ = team.reached.lock().unwrap().send(());
+                }
+                let from = team.up((at + 1) % 3, 1);
+                match stateless_call(&mut clients[from], "kb_get", json!({"id": id})) {
+                    Ok(g) if g["result"]["structuredContent"]["id"] == id => seen.reads += 1,
+                    Err(_) if from == 0 && team.down() => seen.reads_cut += 1,
+                    other => seen
+                        .errors
+                        .push(format!("read {id} from {from}: {other:?}")),
+                }
+            }
+            // The killed replica: the write may or may not have landed; it was not
+            // acknowledged, and the next attempt goes elsewhere with new content.
+            Err(_) if at == 0 && team.down() => {}
+            other => seen.errors.push(format!("write on {at}: {other:?}")),
+        }
+    }
+    seen
+}
+
+/// Every acknowledged write is in the database at `url` exactly once.
+fn acknowledged_writes_present_once(url: &str, acked: &[&String]) {
+    let cluster = Cluster::shared();
+    let present = cluster.psql(
+        url,
+        "SELECT count(*) FILTER (WHERE n = 1), count(*) FILTER (WHERE n > 1)
+         FROM (SELECT content, count(*) AS n FROM knowledge_entries WHERE content LIKE 'team %' GROUP BY content) c",
+    );
+    let (once, twice) = present.split_once('|').expect("two counts");
+    assert_eq!(twice, "0", "some writes landed twice");
+    // Writes cut off by the kill may have landed unacknowledged; acknowledged ones all did.
+    let once: usize = once.parse().unwrap();
+    assert!(
+        once >= acked.len(),
+        "{once} present, {} acknowledged",
+        acked.len()
+    );
+    let list: Vec<String> = acked.iter().map(|c| format!("'{c}'")).collect();
+    let found = cluster.psql(
+        url,
+        &format!(
+            "SELECT count(*) FROM knowledge_entries WHERE content IN ({})",
+            list.join(",")
+        ),
+    );
+    assert_eq!(
+        found,
+        acked.len().to_string(),
+        "an acknowledged write is missing"
+    );
+}
+
 /// Three replicas on one database, twenty clients with no affinity writing 1,000 entries and
 /// reading each back from another replica; one replica is killed with SIGKILL mid-burst.
 #[test]
 fn a_team_of_replicas_on_one_database_loses_no_acknowledged_write() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     const CLIENTS: usize = 20;
     const WRITES: usize = 50;
-    const KILL_AFTER: usize = 400;
-
     let db = sample_db_on(Engine::Postgres, "knowledge");
     let replicas: Vec<crate::http::HttpServer> = (0..3)
         .map(|_| crate::http::HttpServer::start(&db.path, &[], &[]))
         .collect();
-    let addrs: Vec<std::net::SocketAddr> = replicas.iter().map(|r| r.addr).collect();
-    let down = Arc::new(AtomicBool::new(false));
-    let acked = Arc::new(AtomicUsize::new(0));
     let (reached, kill_now) = std::sync::mpsc::channel::<()>();
+    let team = std::sync::Arc::new(Team {
+        addrs: replicas.iter().map(|r| r.addr).collect(),
+        down: false.into(),
+        acked: 0.into(),
+        kill_after: 400,
+        reached: std::sync::Mutex::new(reached),
+    });
     let workers: Vec<_> = (0..CLIENTS)
         .map(|c| {
-            let (addrs, down, acked, reached) =
-                (addrs.clone(), down.clone(), acked.clone(), reached.clone());
-            std::thread::spawn(move || {
-                let mut clients: Vec<_> = addrs
-                    .iter()
-                    .map(|a| mcpspec::client::HttpClient::new(*a, None))
-                    .collect();
-                let mut seen = Seen::default();
-                let mut attempt = 0;
-                let mut i = 0;
-                while seen.acked.len() < WRITES {
-                    attempt += 1;
-                    // Round robin over the replicas that are up: no session, no affinity.
-                    let mut at = (c + attempt) % 3;
-                    if at == 0 && down.load(Ordering::SeqCst) {
-                        at = 1 + attempt % 2;
-                    }
-                    let content = format!("team {c}-{i} try {attempt}");
-                    let args = json!({"content": content, "role": "dev", "tags": ["team"]});
-                    match stateless_call(&mut clients[at], "kb_add", args) {
-                        Ok(r) if r["result"]["isError"] == json!(false) => {
-                            let id = r["result"]["structuredContent"]["id"].clone();
-                            seen.acked.push(content);
-                            i += 1;
-                            if acked.fetch_add(1, Ordering::SeqCst) + 1 == KILL_AFTER {
-                                let _ = reached.send(());
-                            }
-                            // Read it back from the next replica that is up.
-                            let mut from = (at + 1) % 3;
-                            if from == 0 && down.load(Ordering::SeqCst) {
-                                from = 1;
-                            }
-                            match stateless_call(&mut clients[from], "kb_get", json!({"id": id})) {
-                                Ok(g) if g["result"]["structuredContent"]["id"] == id => {
-                                    seen.reads += 1;
-                                }
-                                Err(_) if from == 0 && down.load(Ordering::SeqCst) => {
-                                    seen.reads_cut += 1;
-                                }
-                                other => seen
-                                    .errors
-                                    .push(format!("read {id} from {from}: {other:?}")),
-                            }
-                        }
-                        // The killed replica: the write may or may not have landed; it was not
-                        // acknowledged, and the next attempt goes elsewhere with new content.
-                        Err(_) if at == 0 && down.load(Ordering::SeqCst) => {}
-                        other => seen.errors.push(format!("write on {at}: {other:?}")),
-                    }
-                }
-                seen
-            })
+            let team = team.clone();
+            std::thread::spawn(move || team_client(&team, c, WRITES))
         })
         .collect();
-    drop(reached);
     kill_now.recv().expect("the burst reaches the kill point");
-    down.store(true, Ordering::SeqCst);
+    team.down.store(true, std::sync::atomic::Ordering::SeqCst);
     signal(replicas[0].child.id(), "-KILL");
     let seen: Vec<Seen> = workers.into_iter().map(|w| w.join().unwrap()).collect();
 
@@ -357,36 +402,7 @@ fn a_team_of_replicas_on_one_database_loses_no_acknowledged_write() {
     eprintln!("team: acked {} reads {reads} cut {cut}", acked.len());
     assert_eq!(reads + cut, acked.len());
     assert!(cut <= CLIENTS, "{cut} reads cut off");
-    // Every acknowledged write is in the database exactly once.
-    let url = db.path.to_str().unwrap();
-    let cluster = Cluster::shared();
-    let present = cluster.psql(
-        url,
-        "SELECT count(*) FILTER (WHERE n = 1), count(*) FILTER (WHERE n > 1)
-         FROM (SELECT content, count(*) AS n FROM knowledge_entries WHERE content LIKE 'team %' GROUP BY content) c",
-    );
-    let (once, twice) = present.split_once('|').expect("two counts");
-    assert_eq!(twice, "0", "some writes landed twice");
-    let once: usize = once.parse().unwrap();
-    // Writes cut off by the kill may have landed unacknowledged; acknowledged ones all did.
-    assert!(
-        once >= acked.len(),
-        "{once} present, {} acknowledged",
-        acked.len()
-    );
-    let list: Vec<String> = acked.iter().map(|c| format!("'{c}'")).collect();
-    let found = cluster.psql(
-        url,
-        &format!(
-            "SELECT count(*) FROM knowledge_entries WHERE content IN ({})",
-            list.join(",")
-        ),
-    );
-    assert_eq!(
-        found,
-        acked.len().to_string(),
-        "an acknowledged write is missing"
-    );
+    acknowledged_writes_present_once(db.path.to_str().unwrap(), &acked);
     // The replicas that were not killed still serve.
     for r in &replicas[1..] {
         let mut c = mcpspec::client::HttpClient::new(r.addr, None);
