@@ -72,21 +72,34 @@ fn start_up_failures_name_the_problem_and_never_the_password() {
 
 #[test]
 fn a_database_that_differs_from_the_spec_stops_start_up() {
-    let db = sample_db_on(Engine::Postgres, "knowledge");
-    let url = db.path.to_str().unwrap();
-    Cluster::shared().psql(
-        url,
-        "ALTER TABLE knowledge_entries DROP COLUMN tags CASCADE",
-    );
-    let (code, err) = serve_fails(&["knowledge", "--db", url], &[]);
-    assert_eq!(code, 2, "{err}");
-    for says in [
-        "does not match what spec/knowledge.yaml expects",
-        "tool `kb_get`",
-        "column \"tags\" does not exist",
-        "migrate it",
-    ] {
-        assert!(err.contains(says), "missing {says:?} in: {err}");
+    // (what differs, the change, what stderr must say)
+    let cases = [
+        (
+            "a missing column",
+            "ALTER TABLE knowledge_entries DROP COLUMN tags CASCADE",
+            "column \"tags\" does not exist",
+        ),
+        (
+            "a column of another type",
+            "ALTER TABLE knowledge_entries DROP CONSTRAINT knowledge_entries_role_check;
+             ALTER TABLE knowledge_entries ALTER COLUMN role TYPE integer USING 0",
+            "statement `kb_get` returns column `role` as int4, which does not read as the declared text",
+        ),
+    ];
+    for (case, change, says) in cases {
+        let db = sample_db_on(Engine::Postgres, "knowledge");
+        let url = db.path.to_str().unwrap();
+        Cluster::shared().psql(url, change);
+        let (code, err) = serve_fails(&["knowledge", "--db", url], &[]);
+        assert_eq!(code, 2, "{case}: {err}");
+        for want in [
+            "does not match what spec/knowledge.yaml expects",
+            "tool `kb_get`",
+            says,
+            "migrate it",
+        ] {
+            assert!(err.contains(want), "{case}: missing {want:?} in: {err}");
+        }
     }
 }
 

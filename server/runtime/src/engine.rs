@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 
 use crate::backend::sqlite::DbError;
 use crate::backend::{
-    Bind, Database, Engine as DbEngine, Failure, Location, Row, Session, Sql, Stop,
+    Bind, Column, Database, Engine as DbEngine, Failure, Location, Row, Session, Sql, Stop,
     Value as SqlValue, ValueRef, statement_sql,
 };
 use crate::def::{
@@ -1401,7 +1401,7 @@ fn add_server_templates(
 fn drift(
     def: &'static ServerDef,
     engine: DbEngine,
-    columns: &dyn Fn(Sql<'_>) -> Result<Vec<String>, String>,
+    columns: &dyn Fn(Sql<'_>) -> Result<Vec<Column>, String>,
 ) -> Vec<String> {
     let mut out = Vec::new();
     for t in def.tools {
@@ -1428,20 +1428,31 @@ fn drift(
 
 /// Prepares a statement and checks that it returns the declared columns.
 fn prepare_checked(
-    columns: &dyn Fn(Sql<'_>) -> Result<Vec<String>, String>,
+    columns: &dyn Fn(Sql<'_>) -> Result<Vec<Column>, String>,
     engine: DbEngine,
     st: &'static StatementDef,
 ) -> Result<(), String> {
-    let names = columns(statement_sql(st, engine))
+    let actual = columns(statement_sql(st, engine))
         .map_err(|e| format!("statement `{}` does not prepare: {e}", st.name))?;
-    if st.mode != Mode::Execute {
-        for c in st.columns {
-            if !names.iter().any(|n| n == c.name) {
-                return Err(format!(
-                    "statement `{}` does not return the declared column `{}`",
-                    st.name, c.name
-                ));
-            }
+    if st.mode == Mode::Execute {
+        return Ok(());
+    }
+    for c in st.columns {
+        let Some(found) = actual.iter().find(|a| a.name == c.name) else {
+            return Err(format!(
+                "statement `{}` does not return the declared column `{}`",
+                st.name, c.name
+            ));
+        };
+        if let Some((ty, kinds)) = &found.typed
+            && !kinds.contains(&c.kind)
+        {
+            return Err(format!(
+                "statement `{}` returns column `{}` as {ty}, which does not read as the declared {}; cast it in the statement",
+                st.name,
+                c.name,
+                format!("{:?}", c.kind).to_lowercase()
+            ));
         }
     }
     Ok(())

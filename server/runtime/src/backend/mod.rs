@@ -199,11 +199,11 @@ impl Database {
         }
     }
 
-    /// Prepares `sql` and returns the names of the columns it returns; the database's own
-    /// words when it does not prepare.
-    pub fn columns(&self, sql: Sql<'_>) -> Result<Vec<String>, String> {
+    /// Prepares `sql` and returns the columns it returns; the database's own words when it
+    /// does not prepare.
+    pub fn columns(&self, sql: Sql<'_>) -> Result<Vec<Column>, String> {
         match self {
-            Database::Sqlite(p) => p.read(|conn| sqlite::columns(conn, sql.text)),
+            Database::Sqlite(p) => p.read(|conn| sqlite::columns(conn, sql.text)).map(untyped),
             Database::Postgres(p) => p
                 .with(|conn| Ok(postgres::columns(conn, sql)))
                 .unwrap_or_else(|f| Err(f.message)),
@@ -248,8 +248,26 @@ impl Location {
     }
 }
 
+/// A result column of a prepared statement.
+#[derive(Debug, Clone)]
+pub struct Column {
+    pub name: String,
+    /// The database's type, where it has one per column (PostgreSQL; SQLite's columns take
+    /// any value), and the declared kinds a value of that type reads as.
+    pub typed: Option<(String, &'static [crate::def::ColumnKind])>,
+}
+
+/// Columns known by name only.
+fn untyped(names: Vec<String>) -> Vec<Column> {
+    names
+        .into_iter()
+        .map(|name| Column { name, typed: None })
+        .collect()
+}
+
 /// Prepares statements against `schema` in a scratch in-memory SQLite database, as
 /// [`Database::columns`] does against a real one; `None` when the schema does not load.
-pub fn scratch_columns(schema: &str) -> Option<impl Fn(&str) -> Result<Vec<String>, String>> {
-    sqlite::scratch(schema)
+pub fn scratch_columns(schema: &str) -> Option<impl Fn(&str) -> Result<Vec<Column>, String>> {
+    let columns = sqlite::scratch(schema)?;
+    Some(move |sql: &str| columns(sql).map(untyped))
 }

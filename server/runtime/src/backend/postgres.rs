@@ -728,7 +728,7 @@ pub fn failure(e: &postgres::Error) -> Failure {
 
 /// Prepares `sql` and returns its columns' names, or what is wrong: the server's words when it
 /// does not prepare, and the columns whose type mcpspec does not read.
-pub fn columns(conn: &mut Conn, sql: Sql<'_>) -> Result<Vec<String>, String> {
+pub fn columns(conn: &mut Conn, sql: Sql<'_>) -> Result<Vec<super::Column>, String> {
     let (st, _) = conn.prepare(sql).map_err(|e| describe(&e))?;
     let unreadable: Vec<String> = st
         .columns()
@@ -742,7 +742,27 @@ pub fn columns(conn: &mut Conn, sql: Sql<'_>) -> Result<Vec<String>, String> {
             unreadable.join(", ")
         ));
     }
-    Ok(st.columns().iter().map(|c| c.name().to_string()).collect())
+    Ok(st
+        .columns()
+        .iter()
+        .map(|c| super::Column {
+            name: c.name().to_string(),
+            typed: Some((c.type_().name().to_string(), kinds(c.type_()))),
+        })
+        .collect())
+}
+
+/// The declared kinds a column of PostgreSQL type `ty` reads as.
+fn kinds(ty: &Type) -> &'static [crate::def::ColumnKind] {
+    use crate::def::ColumnKind as K;
+    match *ty {
+        Type::INT2 | Type::INT4 | Type::INT8 | Type::OID => &[K::Integer, K::Real, K::Boolean],
+        Type::FLOAT4 | Type::FLOAT8 => &[K::Real],
+        Type::BOOL => &[K::Boolean, K::Integer],
+        Type::JSON | Type::JSONB => &[K::Json],
+        Type::BYTEA => &[K::Text, K::Json],
+        _ => &[K::Text, K::Json],
+    }
 }
 
 /// The tables in the public schema of the database at `url`.

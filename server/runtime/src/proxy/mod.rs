@@ -889,7 +889,7 @@ fn check_query(db: &Database, sql: &str) -> Result<(), String> {
     let names = db.columns(sql.into())?;
     let missing: Vec<&str> = ["key", "action", "message"]
         .into_iter()
-        .filter(|c| !names.iter().any(|n| n == c))
+        .filter(|c| !names.iter().any(|n| n.name == **c))
         .collect();
     if missing.is_empty() {
         Ok(())
