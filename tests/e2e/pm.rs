@@ -1557,3 +1557,180 @@ mod hostile {
         );
     }
 }
+
+/// A project whose `.pm.json` names the test cluster: its default database `{prefix}` holds
+/// rows of many types, a serial counter, an index, a view and a trigger. Returns the project
+/// and the prefix (database names are the cluster's, shared by the tests of this process).
+fn pg_project() -> (tempfile::TempDir, String) {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(1);
+    let cluster = crate::pg::Cluster::shared();
+    let prefix = format!(
+        "pm{}n{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    git(root, &["init", "-q", "-b", "main"]);
+    std::fs::write(root.join(".gitignore"), ".pm/\n").unwrap();
+    git(root, &["add", ".gitignore"]);
+    git(root, &["commit", "-q", "-m", "init"]);
+    let config = json!({
+        "databases_dir": ".pm/databases", "dumps_dir": ".pm/dumps", "worktrees_dir": ".pm/worktrees",
+        "default_database": prefix, "allowed_databases": [prefix, format!("{prefix}_*")],
+        "postgres": cluster.url("postgres"),
+    });
+    std::fs::write(root.join(".pm.json"), config.to_string()).unwrap();
+    cluster.psql("postgres", &format!("CREATE DATABASE {prefix}"));
+    cluster.psql(
+        &cluster.url(&prefix),
+        "CREATE TABLE users (id serial PRIMARY KEY, name text NOT NULL, score float8, avatar bytea, note text);
+         CREATE INDEX users_name ON users (name);
+         CREATE TABLE tags (user_id int REFERENCES users (id), tag text, PRIMARY KEY (user_id, tag));
+         CREATE FUNCTION tag_new() RETURNS trigger LANGUAGE plpgsql AS $$
+           BEGIN INSERT INTO tags VALUES (NEW.id, 'new'); RETURN NEW; END $$;
+         CREATE TRIGGER users_tag AFTER INSERT ON users FOR EACH ROW EXECUTE FUNCTION tag_new();
+         CREATE VIEW named AS SELECT name FROM users;
+         INSERT INTO users (name, score, avatar, note) VALUES
+           ('Ada', 0.1, '\\x00ff10', 'it''s \"quoted\"; -- not a comment'),
+           ('Grace', -1e300, NULL, E'line one\nline two'),
+           ('Zoë 😀', 3.0, '\\x', NULL);",
+    );
+    (dir, prefix)
+}
+
+/// Database `name`'s schema and rows as text, to compare two databases of the cluster.
+fn pg_contents(name: &str) -> String {
+    let cluster = crate::pg::Cluster::shared();
+    cluster.psql(
+        &cluster.url(name),
+        "SELECT string_agg(x, E'\\n' ORDER BY x) FROM (
+           SELECT format('%s.%s %s %s %s', table_name, column_name, data_type, is_nullable, column_default) AS x
+             FROM information_schema.columns WHERE table_schema = 'public'
+           UNION ALL SELECT format('index %s', indexdef) FROM pg_indexes WHERE schemaname = 'public'
+           UNION ALL SELECT format('trigger %s', tgname) FROM pg_trigger WHERE NOT tgisinternal
+           UNION ALL SELECT format('users %s', u::text) FROM users u
+           UNION ALL SELECT format('tags %s', t::text) FROM tags t
+           UNION ALL SELECT format('next id %s', nextval('users_id_seq'))
+         ) all_of_it",
+    )
+}
+
+#[test]
+fn databases_on_a_postgresql_server_are_created_cloned_dumped_imported_and_dropped() {
+    let (project, db) = pg_project();
+    let mut s = start_project("pm", project, json!({}));
+    let dir = root(&s).to_path_buf();
+    let created = s.ok("db.create", json!({"database": format!("{db}_scratch")}));
+    // The path of a database on a server is its URL (without a password).
+    let scratch = format!("{db}_scratch");
+    assert_eq!(
+        created,
+        json!({"database": scratch, "path": crate::pg::Cluster::shared().url(&scratch)})
+    );
+    let cloned = s.ok("db.clone", json!({"target": format!("{db}_copy")}));
+    assert_eq!(cloned["source"], json!(db));
+    assert_eq!(pg_contents(&format!("{db}_copy")), pg_contents(&db));
+    let list = s.ok("db.list", json!({}));
+    let names: Vec<&str> = list["databases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [db.clone(), format!("{db}_copy"), format!("{db}_scratch")]
+    );
+    assert_eq!(list["databases"][0]["default"], json!(true));
+
+    pg_dumps_round_trip(&mut s, &dir, &db);
+    let e = s.rpc_error("db.drop", json!({"database": db, "confirm": true}));
+    assert_eq!(e["data"]["code"], "DB_IS_DEFAULT");
+    let e = s.rpc_error("db.clone", json!({"target": format!("{db}_copy")}));
+    assert_eq!(e["data"]["code"], "DB_EXISTS");
+    s.ok(
+        "db.drop",
+        json!({"database": format!("{db}_scratch"), "confirm": true}),
+    );
+    let e = s.rpc_error(
+        "db.drop",
+        json!({"database": format!("{db}_scratch"), "confirm": true}),
+    );
+    assert_eq!(e["data"]["code"], "DB_NOT_FOUND");
+
+    pg_workflow(&mut s, &db);
+    s.finish();
+}
+
+/// A dump of `db` imported into a new database gives the same schema, rows and counter; a
+/// failing import leaves nothing; one that reaches beyond its database is refused.
+fn pg_dumps_round_trip(s: &mut Session, dir: &Path, db: &str) {
+    // A dump imported into a new database gives the same schema, rows and counter.
+    let dump = s.ok("db.dump", json!({"database": db}));
+    assert_eq!(dump["tables"], json!(["users", "tags"]));
+    let path = dump["path"].as_str().unwrap().to_string();
+    let restored = format!("{db}_restored");
+    let imported = s.ok("db.import", json!({"database": restored, "sql_path": path}));
+    assert_eq!(imported["created"], json!(true));
+    assert_eq!(imported["tables"], json!(["users", "tags"]));
+    assert_eq!(pg_contents(&restored), pg_contents(db));
+    let part = s.ok("db.dump", json!({"database": db, "tables": ["tags"]}));
+    assert_eq!(part["tables"], json!(["tags"]));
+    let text = std::fs::read_to_string(dir.join(part["path"].as_str().unwrap())).unwrap();
+    assert!(!text.contains("CREATE TABLE public.users"), "{text}");
+    let e = s.rpc_error("db.dump", json!({"database": db, "tables": ["nope"]}));
+    assert_eq!(e["data"]["code"], "TABLE_NOT_FOUND");
+
+    // A failing import changes nothing and leaves no new database; one that reaches beyond its
+    // database is refused before it runs.
+    std::fs::write(
+        dir.join("bad.sql"),
+        "CREATE TABLE t (x int); INSERT INTO nope VALUES (1);",
+    )
+    .unwrap();
+    let bad = format!("{db}_bad");
+    let e = s.rpc_error("db.import", json!({"database": bad, "sql_path": "bad.sql"}));
+    assert_eq!(e["data"]["code"], "SQL_FAILED");
+    assert_eq!(e["data"]["reason"], "relation \"nope\" does not exist");
+    std::fs::write(
+        dir.join("evil.sql"),
+        "COPY (SELECT 1) TO PROGRAM 'touch /tmp/pm-evil'",
+    )
+    .unwrap();
+    let e = s.rpc_error(
+        "db.import",
+        json!({"database": bad, "sql_path": "evil.sql"}),
+    );
+    assert_eq!(
+        e["data"]["reason"],
+        "refused copy: an import may only change its own database"
+    );
+    let names = crate::pg::Cluster::shared().psql(
+        "postgres",
+        &format!("SELECT count(*) FROM pg_database WHERE datname = '{bad}'"),
+    );
+    assert_eq!(names, "0");
+}
+
+/// A workflow clones the default database `db` for its worktree and drops it when undone.
+fn pg_workflow(s: &mut Session, db: &str) {
+    let wf = s.ok(
+        "workflow.create",
+        json!({"branch": "Fix-1", "new_branch": true}),
+    );
+    let branch_db = format!("{db}_fix_1");
+    assert_eq!(wf["database"], json!(branch_db));
+    assert_eq!(pg_contents(&branch_db), pg_contents(db));
+    let removed = s.ok(
+        "workflow.remove",
+        json!({"branch": "Fix-1", "drop_db": true, "confirm": true}),
+    );
+    assert_eq!(removed["dropped"], json!(true));
+    let left = crate::pg::Cluster::shared().psql(
+        "postgres",
+        &format!("SELECT count(*) FROM pg_database WHERE datname = '{branch_db}'"),
+    );
+    assert_eq!(left, "0");
+}

@@ -10,12 +10,16 @@
 //! ([`mcpspec::confine`]), checked on every call, else `PATH_TRAVERSAL`; database files are then
 //! opened by their real path without following links, and new files are created exclusively.
 //! `db.import` runs its SQL under an authorizer that refuses anything reaching another file.
-//! Git runs as a child process with an argument list, never through a shell.
+//! Git runs as a child process with an argument list, never through a shell. When `.pm.json`
+//! names a PostgreSQL server (`"postgres"`), the databases are that server's, managed by
+//! [`postgres`] with the same tools, names, rules and errors.
 //!
 //! Two resources are read through handlers too: `pm://config`, the validated config, and
 //! `pm://database/{name}`, one database's tables and row counts. A missing config or database
 //! is resource-not-found (-32002), since the URI names nothing; a name that is invalid, a
 //! traversal attempt or not allowed is refused with the same declared errors as the tools.
+
+mod postgres;
 
 use std::path::{Component, Path, PathBuf};
 use std::process::Command;
@@ -56,6 +60,10 @@ pub struct Config {
     /// Names allowed, exactly or as `prefix*`; every valid name when empty.
     #[serde(default)]
     pub allowed_databases: Vec<String>,
+    /// A PostgreSQL server whose databases these are (a URL, or `env:NAME`); SQLite files in
+    /// `databases_dir` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub postgres: Option<String>,
 }
 
 impl Config {
@@ -85,6 +93,7 @@ impl Config {
             worktrees_dir: ".pm/worktrees".into(),
             allowed_databases: vec![name.clone(), format!("{name}_*")],
             default_database: name,
+            postgres: None,
         }
     }
 
@@ -107,6 +116,11 @@ impl Config {
         }
         if !valid_db_name(&self.default_database) {
             return Some("`default_database` is not a valid database name".into());
+        }
+        if let Some(pg) = &self.postgres
+            && let Err(reason) = postgres::Server::from_config(pg)
+        {
+            return Some(reason);
         }
         for a in &self.allowed_databases {
             let base = a.strip_suffix('*').unwrap_or(a);
@@ -203,6 +217,8 @@ type Worktree = (PathBuf, String, Option<String>, bool);
 struct Project {
     root: PathBuf,
     config: Config,
+    /// The PostgreSQL server the databases are on, when the config names one.
+    pg: Option<postgres::Server>,
 }
 
 impl Project {
@@ -232,7 +248,38 @@ impl Project {
                 .with("path", CONFIG_FILE)
                 .with("reason", reason));
         }
-        Ok(Project { root, config })
+        let pg = match &config.postgres {
+            Some(value) => Some(postgres::Server::from_config(value).map_err(|reason| {
+                HandlerError::new("CONFIG_INVALID")
+                    .with("path", CONFIG_FILE)
+                    .with("reason", reason)
+            })?),
+            None => None,
+        };
+        Ok(Project { root, config, pg })
+    }
+
+    /// Where database `name` is, for results: its file relative to the project, or its URL on
+    /// the PostgreSQL server without the password.
+    fn location(&self, name: &str) -> String {
+        match &self.pg {
+            Some(pg) => pg.location(name),
+            None => rel(&self.db_rel(name)),
+        }
+    }
+
+    /// Refuses a name that is not allowed or a database that does not exist.
+    fn must_exist(&self, field: &str, name: &str) -> Result<()> {
+        match &self.pg {
+            Some(pg) => {
+                self.allowed(field, name)?;
+                if !pg.exists(name)? {
+                    return Err(HandlerError::new("DB_NOT_FOUND").with("database", name));
+                }
+                Ok(())
+            }
+            None => self.existing(field, name).map(drop),
+        }
     }
 
     fn db_rel(&self, name: &str) -> PathBuf {
@@ -275,6 +322,14 @@ impl Project {
     /// The database files, by name, with their sizes; a file whose link leads outside the
     /// project is left out.
     fn databases(&self) -> Result<Vec<(String, u64)>> {
+        if let Some(pg) = &self.pg {
+            // The server's other databases are not the project's.
+            return Ok(pg
+                .databases()?
+                .into_iter()
+                .filter(|(n, _)| valid_db_name(n) && self.config.allows(n))
+                .collect());
+        }
         let dir = self.dir("databases_dir", &self.config.databases_dir)?;
         let mut out = Vec::new();
         for (name, bytes) in self.listing(&dir, &self.config.databases_dir) {
@@ -433,8 +488,11 @@ impl Project {
         Ok(shown)
     }
 
-    fn create_db(&self, name: &str) -> Result<PathBuf> {
+    fn create_db(&self, name: &str) -> Result<()> {
         self.allowed("database", name)?;
+        if let Some(pg) = &self.pg {
+            return pg.create(name);
+        }
         let path = self.db_file("database", name)?;
         if path.exists() {
             return Err(HandlerError::new("DB_EXISTS").with("database", name));
@@ -446,10 +504,15 @@ impl Project {
         // Writing the header makes an empty but valid SQLite file.
         conn.execute_batch("PRAGMA user_version = 0; VACUUM;")
             .map_err(HandlerError::internal)?;
-        Ok(path)
+        Ok(())
     }
 
-    fn clone_db(&self, source: &str, target: &str) -> Result<PathBuf> {
+    fn clone_db(&self, source: &str, target: &str) -> Result<()> {
+        if let Some(pg) = &self.pg {
+            self.must_exist("source", source)?;
+            self.allowed("target", target)?;
+            return pg.clone_from(source, target);
+        }
         let from = self.existing("source", source)?;
         self.allowed("target", target)?;
         let to = self.db_file("target", target)?;
@@ -462,13 +525,17 @@ impl Project {
         let conn = open_db(&from, true).map_err(HandlerError::internal)?;
         conn.execute("VACUUM INTO ?1", [to.to_string_lossy().as_ref()])
             .map_err(HandlerError::internal)?;
-        Ok(to)
+        Ok(())
     }
 
-    fn drop_db(&self, name: &str) -> Result<PathBuf> {
+    fn drop_db(&self, name: &str) -> Result<()> {
         self.allowed("database", name)?;
         if name == self.config.default_database {
             return Err(HandlerError::new("DB_IS_DEFAULT").with("database", name));
+        }
+        if let Some(pg) = &self.pg {
+            self.must_exist("database", name)?;
+            return pg.drop(name);
         }
         self.existing("database", name)?;
         // The name is what goes: a link (checked to stay inside) is removed, not its target.
@@ -479,7 +546,7 @@ impl Project {
             side.push(suffix);
             let _ = std::fs::remove_file(PathBuf::from(side));
         }
-        Ok(path)
+        Ok(())
     }
 }
 
@@ -727,36 +794,72 @@ impl DbListHandler for Pm {
 impl DbDumpHandler for Pm {
     fn db_dump(&self, ctx: &Context, args: args::DbDump) -> Result<outputs::DbDump> {
         let p = Project::open(ctx)?;
-        let path = p.existing("database", &args.database)?;
-        let conn = open_db(&path, true).map_err(HandlerError::internal)?;
-        let (text, tables) = dump(&conn, args.tables.as_deref(), &args.database)?;
-        let dir = Path::new(&p.config.dumps_dir);
-        let real_dir = p.dir("dumps_dir", &p.config.dumps_dir)?;
-        std::fs::create_dir_all(&real_dir).map_err(HandlerError::internal)?;
-        let stamp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        // A new file each time: whatever already has the name, a link included, is skipped.
-        let mut n = 0;
-        let file = loop {
-            let name = if n == 0 {
-                format!("{}-{stamp}.sql", args.database)
-            } else {
-                format!("{}-{stamp}-{n}.sql", args.database)
-            };
-            match create_new(&real_dir.join(&name), &text) {
-                Ok(()) => break dir.join(name),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => n += 1,
-                Err(e) => return Err(HandlerError::internal(e)),
+        let (text, tables) = match &p.pg {
+            Some(pg) => {
+                p.must_exist("database", &args.database)?;
+                pg_dump(pg, &args.database, args.tables.as_deref())?
+            }
+            None => {
+                let path = p.existing("database", &args.database)?;
+                let conn = open_db(&path, true).map_err(HandlerError::internal)?;
+                dump(&conn, args.tables.as_deref(), &args.database)?
             }
         };
+        let file = p.write_dump(&args.database, &text)?;
         Ok(outputs::DbDump {
             database: args.database,
             path: rel(&file),
             tables,
             bytes: text.len() as i64,
         })
+    }
+}
+
+/// A PostgreSQL database as SQL, and the tables in it; an unknown table is `TABLE_NOT_FOUND`.
+fn pg_dump(
+    pg: &postgres::Server,
+    name: &str,
+    only: Option<&[String]>,
+) -> Result<(String, Vec<String>)> {
+    let all: Vec<String> = pg.tables(name)?.into_iter().map(|(t, _)| t).collect();
+    let tables = match only {
+        Some(wanted) => {
+            if let Some(t) = wanted.iter().find(|t| !all.contains(t)) {
+                return Err(HandlerError::new("TABLE_NOT_FOUND")
+                    .with("database", name)
+                    .with("table", t.as_str()));
+            }
+            wanted.to_vec()
+        }
+        None => all,
+    };
+    Ok((pg.dump(name, only)?, tables))
+}
+
+impl Project {
+    /// Writes a dump of `database` to a new file in the dumps directory; its path relative to
+    /// the project. Whatever already has the name, a link included, is skipped.
+    fn write_dump(&self, database: &str, text: &str) -> Result<PathBuf> {
+        let dir = Path::new(&self.config.dumps_dir);
+        let real_dir = self.dir("dumps_dir", &self.config.dumps_dir)?;
+        std::fs::create_dir_all(&real_dir).map_err(HandlerError::internal)?;
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let mut n = 0;
+        loop {
+            let name = if n == 0 {
+                format!("{database}-{stamp}.sql")
+            } else {
+                format!("{database}-{stamp}-{n}.sql")
+            };
+            match create_new(&real_dir.join(&name), text) {
+                Ok(()) => return Ok(dir.join(name)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => n += 1,
+                Err(e) => return Err(HandlerError::internal(e)),
+            }
+        }
     }
 }
 
@@ -774,6 +877,19 @@ impl DbImportHandler for Pm {
                 .with("path", &args.sql_path)
                 .with("reason", e.to_string().to_lowercase())
         })?;
+        if let Some(pg) = &p.pg {
+            let (created, tables) = pg.import(&args.database, &sql).map_err(|reason| {
+                HandlerError::new("SQL_FAILED")
+                    .with("path", &args.sql_path)
+                    .with("reason", reason.to_lowercase())
+            })?;
+            return Ok(outputs::DbImport {
+                path: p.location(&args.database),
+                database: args.database,
+                created,
+                tables,
+            });
+        }
         let db = p.db_file("database", &args.database)?;
         let created = !db.exists();
         if created && let Some(parent) = db.parent() {
@@ -840,7 +956,7 @@ impl DbCreateHandler for Pm {
         let p = Project::open(ctx)?;
         p.create_db(&args.database)?;
         Ok(outputs::DbCreate {
-            path: rel(&p.db_rel(&args.database)),
+            path: p.location(&args.database),
             database: args.database,
         })
     }
@@ -851,7 +967,7 @@ impl DbDropHandler for Pm {
         let p = Project::open(ctx)?;
         p.drop_db(&args.database)?;
         Ok(outputs::DbDrop {
-            path: rel(&p.db_rel(&args.database)),
+            path: p.location(&args.database),
             database: args.database,
         })
     }
@@ -865,7 +981,7 @@ impl DbCloneHandler for Pm {
             .unwrap_or_else(|| p.config.default_database.clone());
         p.clone_db(&source, &args.target)?;
         Ok(outputs::DbClone {
-            path: rel(&p.db_rel(&args.target)),
+            path: p.location(&args.target),
             source,
             target: args.target,
         })
@@ -958,7 +1074,7 @@ impl WorkflowCreateHandler for Pm {
             Err(HandlerError::new("CANCELLED")
                 .message("the workflow was cancelled; its worktree was removed"))
         } else {
-            p.clone_db(&p.config.default_database, &database).map(drop)
+            p.clone_db(&p.config.default_database, &database)
         };
         if let Err(e) = cloned {
             let path = rel(&p.worktree_rel(&args.branch));
@@ -996,7 +1112,7 @@ impl WorkflowRemoveHandler for Pm {
         let database = workflow_db(&p.config.default_database, &args.branch);
         if args.drop_db {
             // Check the database before removing anything, so a refusal changes nothing.
-            p.existing("database", &database)?;
+            p.must_exist("database", &database)?;
             if database == p.config.default_database {
                 return Err(HandlerError::new("DB_IS_DEFAULT").with("database", &database));
             }
@@ -1041,7 +1157,12 @@ impl ConfigResourceHandler for Pm {
             )),
             _ => e,
         })?;
-        ResourceBody::json(&p.config)
+        // The server's URL is shown without its password.
+        let mut shown = p.config.clone();
+        shown.postgres = shown
+            .postgres
+            .map(|u| mcpspec::backend::postgres::redact(&u));
+        ResourceBody::json(&shown)
     }
 }
 
@@ -1054,6 +1175,33 @@ impl DatabaseResourceHandler for Pm {
     ) -> Result<ResourceBody> {
         let name = vars.get("name").unwrap_or_default();
         let p = Project::open(ctx)?;
+        let missing = |e: HandlerError| {
+            if e.name() == "DB_NOT_FOUND" {
+                HandlerError::resource_not_found(format!("database '{name}' does not exist"))
+            } else {
+                e
+            }
+        };
+        if let Some(pg) = &p.pg {
+            p.must_exist("database", name).map_err(missing)?;
+            let bytes = pg
+                .databases()?
+                .into_iter()
+                .find(|(n, _)| n == name)
+                .map_or(0, |(_, b)| b);
+            let tables = pg
+                .tables(name)?
+                .into_iter()
+                .map(|(name, rows)| TableRows { name, rows })
+                .collect();
+            return ResourceBody::json(&DatabaseInfo {
+                name: name.to_string(),
+                path: p.location(name),
+                bytes: bytes as i64,
+                default: name == p.config.default_database,
+                tables,
+            });
+        }
         let path = p.existing("database", name).map_err(|e| {
             if e.name() == "DB_NOT_FOUND" {
                 HandlerError::resource_not_found(format!("database '{name}' does not exist"))

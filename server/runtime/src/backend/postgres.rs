@@ -765,6 +765,17 @@ fn kinds(ty: &Type) -> &'static [crate::def::ColumnKind] {
     }
 }
 
+/// A connection for work outside a server's pool (`pm`'s database management, `init`): TLS
+/// as the pool's, and the driver's own errors.
+pub fn connect(config: &postgres::Config) -> Result<Client, postgres::Error> {
+    config.connect(tls())
+}
+
+/// The server's words for a driver error, never the URL or a password.
+pub fn message(e: &postgres::Error) -> String {
+    describe(e)
+}
+
 /// The tables in the public schema of the database at `url`.
 fn tables(client: &mut Client) -> Result<Vec<String>, postgres::Error> {
     Ok(client
