@@ -1661,6 +1661,21 @@ fn databases_on_a_postgresql_server_are_created_cloned_dumped_imported_and_dropp
     assert_eq!(e["data"]["code"], "DB_NOT_FOUND");
 
     pg_workflow(&mut s, &db);
+    // The database resource reads the server's tables, and the config resource hides nothing
+    // but a password.
+    let info = read_json(&mut s, &format!("pm://database/{db}"));
+    assert_eq!(
+        (&info["default"], &info["tables"]),
+        (
+            &json!(true),
+            &json!([{"name": "users", "rows": 3}, {"name": "tags", "rows": 3}])
+        )
+    );
+    let config = read_json(&mut s, "pm://config");
+    assert_eq!(
+        config["postgres"],
+        json!(crate::pg::Cluster::shared().url("postgres"))
+    );
     s.finish();
 }
 
