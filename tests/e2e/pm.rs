@@ -1749,3 +1749,87 @@ fn pg_workflow(s: &mut Session, db: &str) {
     );
     assert_eq!(left, "0");
 }
+
+/// The database errors on a PostgreSQL server: the same codes, messages and data as on files,
+/// checked before anything reaches the server; names and paths from calls never get near SQL.
+#[test]
+fn database_errors_on_a_postgresql_server_carry_their_data() {
+    let (project, db) = pg_project();
+    let mut s = start_project("pm", project, json!({}));
+    std::fs::write(root(&s).join("ok.sql"), "SELECT 1;").unwrap();
+    let none = format!("{db}_none");
+    // (tool, arguments, the error's data)
+    let cases = [
+        (
+            "db.create",
+            json!({"database": "other_db"}),
+            json!({"code": "DB_NOT_ALLOWED", "database": "other_db"}),
+        ),
+        (
+            "db.create",
+            json!({"database": "x\"; DROP DATABASE postgres; --"}),
+            json!({"code": "INVALID_NAME", "field": "database", "value": "x\"; DROP DATABASE postgres; --"}),
+        ),
+        (
+            "db.create",
+            json!({"database": "../etc"}),
+            json!({"code": "PATH_TRAVERSAL", "field": "database", "value": "../etc"}),
+        ),
+        (
+            "db.create",
+            json!({"database": db}),
+            json!({"code": "DB_EXISTS", "database": db}),
+        ),
+        (
+            "db.drop",
+            json!({"database": db, "confirm": true}),
+            json!({"code": "DB_IS_DEFAULT", "database": db}),
+        ),
+        (
+            "db.drop",
+            json!({"database": none, "confirm": true}),
+            json!({"code": "DB_NOT_FOUND", "database": none}),
+        ),
+        (
+            "db.dump",
+            json!({"database": none}),
+            json!({"code": "DB_NOT_FOUND", "database": none}),
+        ),
+        (
+            "db.clone",
+            json!({"source": none, "target": format!("{db}_x")}),
+            json!({"code": "DB_NOT_FOUND", "database": none}),
+        ),
+        (
+            "db.clone",
+            json!({"target": db}),
+            json!({"code": "DB_EXISTS", "database": db}),
+        ),
+        (
+            "db.import",
+            json!({"database": db, "sql_path": "missing.sql"}),
+            json!({"code": "FILE_NOT_FOUND", "path": "missing.sql"}),
+        ),
+        (
+            "db.import",
+            json!({"database": db, "sql_path": "../outside.sql"}),
+            json!({"code": "PATH_TRAVERSAL", "field": "sql_path", "value": "../outside.sql"}),
+        ),
+        (
+            "db.dump",
+            json!({"database": db, "tables": ["users", "ghosts"]}),
+            json!({"code": "TABLE_NOT_FOUND", "database": db, "table": "ghosts"}),
+        ),
+    ];
+    for (tool, args, data) in cases {
+        let e = s.rpc_error(tool, args.clone());
+        assert_eq!(e["data"], data, "{tool} {args}");
+    }
+    // Nothing was created or dropped by any of them.
+    let left = crate::pg::Cluster::shared().psql(
+        "postgres",
+        &format!("SELECT string_agg(datname, ',' ORDER BY datname) FROM pg_database WHERE datname LIKE '{db}%' OR datname = 'other_db'"),
+    );
+    assert_eq!(left, db);
+    s.finish();
+}
