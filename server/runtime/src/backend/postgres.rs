@@ -24,6 +24,9 @@ pub const MAX_CONNECTIONS: u32 = 16;
 /// How long a call waits for a free connection, or for a new one to open.
 const CHECKOUT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How much longer than the call timeout PostgreSQL's `statement_timeout` is.
+const STATEMENT_TIMEOUT_MARGIN: Duration = Duration::from_secs(1);
+
 /// Whether a database location is a PostgreSQL URL rather than a SQLite file.
 pub fn is_url(location: &str) -> bool {
     location.starts_with("postgres://") || location.starts_with("postgresql://")
@@ -87,7 +90,11 @@ fn config(url: &str, read_only: bool, timeout: Duration) -> Result<postgres::Con
         url: redact(url),
         reason: e.to_string(),
     })?;
-    let mut options = format!("-c statement_timeout={}", timeout.as_millis());
+    // The watchdog cancels a job at its deadline; the server's own timeout is the backstop, a
+    // second later, so that it never fails the start-up check or a job the watchdog has not
+    // yet looked at when the call timeout is very short.
+    let backstop = timeout + STATEMENT_TIMEOUT_MARGIN;
+    let mut options = format!("-c statement_timeout={}", backstop.as_millis());
     if read_only {
         options.push_str(" -c default_transaction_read_only=on");
     }
