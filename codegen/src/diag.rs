@@ -56,7 +56,16 @@ impl Diagnostic {
                 .chars()
                 .take_while(|c| !c.is_whitespace() && !matches!(c, ',' | '}' | ']'))
                 .collect();
-            let width = token.trim_end_matches(':').chars().count().max(1);
+            let width = match token.strip_prefix(':') {
+                // A SQL parameter: `:name` and no more (not a `::cast` or a `)` after it).
+                Some(name) if name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') => {
+                    1 + name
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .count()
+                }
+                _ => token.trim_end_matches(':').chars().count().max(1),
+            };
             out.push_str(&format!("{pad} |\n{line_no} | {text}\n{pad} | "));
             out.push_str(&" ".repeat(col));
             out.push_str(&"^".repeat(width));
