@@ -611,11 +611,11 @@ fn statement(s: &RawStatement, tool: &str, pg: bool) -> Statement {
         sql: s.query.value.trim_end().to_string(),
         postgres: pg.then(|| {
             let text = s.postgres.as_ref().unwrap_or(&s.query);
-            let (sql, params, _) = sqltext::positional(text.value.trim_end());
+            let numbered = sqlscan::positional(text.value.trim_end());
             PgSql {
                 pos: crate::spec::pos(text),
-                sql,
-                params,
+                sql: numbered.text,
+                params: numbered.names,
             }
         }),
         mode,

@@ -50,67 +50,6 @@ pub(crate) fn destroys(sql: &str) -> bool {
     })
 }
 
-/// A PostgreSQL text with each `:name` parameter replaced by `$n` (one number per name), the
-/// names in order, and each parameter's byte offset in the text as written. Only `:name`
-/// counts (PostgreSQL's `@`, `$` and `::` mean other things); literals, quoted identifiers and
-/// comments are left alone.
-pub(crate) fn positional(sql: &str) -> (String, Vec<String>, Vec<ParamRef>) {
-    let b = sql.as_bytes();
-    let mut out = String::with_capacity(sql.len());
-    let mut names: Vec<String> = Vec::new();
-    let mut refs = Vec::new();
-    let (mut i, mut copied) = (0, 0);
-    let starts = |c: u8| c.is_ascii_alphabetic() || c == b'_';
-    while i < b.len() {
-        match b[i] {
-            q @ (b'\'' | b'"') => {
-                i += 1;
-                while i < b.len() && b[i] != q {
-                    i += 1;
-                }
-                i += 1;
-            }
-            b'-' if b.get(i + 1) == Some(&b'-') => {
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
-                }
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                i += 2;
-                while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
-                    i += 1;
-                }
-                i += 2;
-            }
-            b':' if b.get(i + 1) == Some(&b':') => i += 2,
-            b':' if b.get(i + 1).is_some_and(|&c| starts(c)) => {
-                let mut end = i + 1;
-                while end < b.len() && (b[end].is_ascii_alphanumeric() || b[end] == b'_') {
-                    end += 1;
-                }
-                let name = &sql[i + 1..end];
-                let n = match names.iter().position(|x| x == name) {
-                    Some(p) => p + 1,
-                    None => {
-                        names.push(name.to_string());
-                        names.len()
-                    }
-                };
-                refs.push(ParamRef {
-                    name: name.to_string(),
-                    offset: i,
-                });
-                out.push_str(&sql[copied..i]);
-                out.push_str(&format!("${n}"));
-                (copied, i) = (end, end);
-            }
-            _ => i += 1,
-        }
-    }
-    out.push_str(&sql[copied.min(sql.len())..]);
-    (out, names, refs)
-}
-
 #[derive(Debug, PartialEq)]
 enum Tok {
     Word(String),
@@ -188,26 +127,6 @@ mod tests {
         let sql = "SELECT ':no' AS x, \"@no\" -- :no\n/* $no */ FROM t WHERE a = :a AND (:b IS NULL OR b = @b) AND c = $c AND a = :a";
         let names: Vec<String> = params(sql).into_iter().map(|p| p.name).collect();
         assert_eq!(names, ["a", "b", "c"]);
-    }
-
-    #[test]
-    fn rewrites_postgres_parameters_to_positional() {
-        for (sql, want, names) in [
-            ("SELECT :a, :b, :a", "SELECT $1, $2, $1", vec!["a", "b"]),
-            (
-                "SELECT ':no', \"x:no\" -- :no\n, x::text, :t::jsonb /* :no */ @@ q",
-                "SELECT ':no', \"x:no\" -- :no\n, x::text, $1::jsonb /* :no */ @@ q",
-                vec!["t"],
-            ),
-            ("SELECT arr[1:2], $1", "SELECT arr[1:2], $1", vec![]),
-        ] {
-            let (got, got_names, _) = positional(sql);
-            assert_eq!(
-                (got.as_str(), got_names),
-                (want, names.iter().map(|s| s.to_string()).collect()),
-                "{sql}"
-            );
-        }
     }
 
     #[test]

@@ -1511,17 +1511,16 @@ impl Validator<'_> {
             .into_iter()
             .map(|p| p.name)
             .collect();
-        let (_, _, refs) = sqltext::positional(&text.value);
-        for p in refs.iter().filter(|p| !known.contains(&p.name)) {
+        let refs = sqlscan::positional(&text.value).refs;
+        for (name, offset) in refs.iter().filter(|(name, _)| !known.contains(name)) {
             let names: Vec<&str> = known.iter().map(String::as_str).collect();
             self.sink.error(
-                self.offset_pos(text, p.offset),
+                self.offset_pos(text, *offset),
                 format!(
-                    "PostgreSQL parameter `:{}` is not a parameter of the statement's `query`",
-                    p.name
+                    "PostgreSQL parameter `:{name}` is not a parameter of the statement's `query`"
                 ),
                 "not in `query`",
-                &match did_you_mean(&p.name, &names) {
+                &match did_you_mean(name, &names) {
                     Some(n) => format!("did you mean `:{n}`?"),
                     None => format!(
                         "both texts bind the same arguments; `query` has: {}",

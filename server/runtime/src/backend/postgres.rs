@@ -430,8 +430,8 @@ impl Conn {
         let (text, names): (std::borrow::Cow<'_, str>, Vec<String>) = match sql.params {
             Some(p) => (sql.text.into(), p.iter().map(|s| s.to_string()).collect()),
             None => {
-                let (t, n) = positional(sql.text);
-                (t.into(), n)
+                let numbered = sqlscan::positional(sql.text);
+                (numbered.text.into(), numbered.names)
             }
         };
         let st = self.client.prepare(&text)?;
@@ -443,66 +443,6 @@ impl Conn {
             .insert(sql.text.to_string(), (st.clone(), names.clone()));
         Ok((st, names))
     }
-}
-
-/// `sql` with each `:name` parameter replaced by `$n` (the same name, the same number), and
-/// the names in order; literals, quoted identifiers, comments and `::` casts are left alone.
-pub fn positional(sql: &str) -> (String, Vec<String>) {
-    let b = sql.as_bytes();
-    let mut out = String::with_capacity(sql.len());
-    let mut names: Vec<String> = Vec::new();
-    let mut i = 0;
-    let mut copied = 0;
-    while i < b.len() {
-        match b[i] {
-            q @ (b'\'' | b'"') => {
-                i += 1;
-                while i < b.len() && b[i] != q {
-                    i += 1;
-                }
-                i += 1;
-            }
-            b'-' if b.get(i + 1) == Some(&b'-') => {
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
-                }
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                i += 2;
-                while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
-                    i += 1;
-                }
-                i += 2;
-            }
-            b':' if b.get(i + 1) == Some(&b':') => i += 2,
-            b':' if b
-                .get(i + 1)
-                .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_') =>
-            {
-                let start = i + 1;
-                let mut end = start;
-                while end < b.len() && (b[end].is_ascii_alphanumeric() || b[end] == b'_') {
-                    end += 1;
-                }
-                let name = &sql[start..end];
-                let n = match names.iter().position(|x| x == name) {
-                    Some(p) => p + 1,
-                    None => {
-                        names.push(name.to_string());
-                        names.len()
-                    }
-                };
-                out.push_str(&sql[copied..i]);
-                out.push('$');
-                out.push_str(&n.to_string());
-                copied = end;
-                i = end;
-            }
-            _ => i += 1,
-        }
-    }
-    out.push_str(&sql[copied.min(sql.len())..]);
-    (out, names)
 }
 
 /// The values for a statement's parameters, in order.
@@ -952,25 +892,6 @@ fn watch_loop(weak: &std::sync::Weak<Watchdog>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rewrites_named_parameters_to_positional() {
-        let cases = [
-            ("SELECT :a, :b, :a", "SELECT $1, $2, $1", vec!["a", "b"]),
-            (
-                "SELECT ':no', \"x:no\" -- :no\n, x::text, :t::jsonb /* :no */",
-                "SELECT ':no', \"x:no\" -- :no\n, x::text, $1::jsonb /* :no */",
-                vec!["t"],
-            ),
-            ("SELECT arr[1:2]", "SELECT arr[1:2]", vec![]),
-            ("SELECT 1", "SELECT 1", vec![]),
-        ];
-        for (sql, want, names) in cases {
-            let (got, got_names) = positional(sql);
-            assert_eq!(got, want, "{sql}");
-            assert_eq!(got_names, names, "{sql}");
-        }
-    }
 
     #[test]
     fn redacts_passwords() {

@@ -293,7 +293,7 @@ fn refused(sql: &str) -> Option<&'static str> {
     if sql.lines().any(|l| l.trim_start().starts_with('\\')) {
         return Some("a psql meta-command");
     }
-    let words = words(sql);
+    let words = sqlscan::words(sql);
     let pairs = [
         ("COPY", "", "COPY"),
         ("ALTER", "SYSTEM", "ALTER SYSTEM"),
@@ -344,50 +344,6 @@ fn refused(sql: &str) -> Option<&'static str> {
         }
     }
     None
-}
-
-/// The words of `sql` in upper case, and its `;`s, outside literals, quoted identifiers and
-/// comments (dollar quoted bodies included: a function body is code).
-fn words(sql: &str) -> Vec<String> {
-    let b = sql.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            q @ (b'\'' | b'"') => {
-                i += 1;
-                while i < b.len() && b[i] != q {
-                    i += 1;
-                }
-                i += 1;
-            }
-            b'-' if b.get(i + 1) == Some(&b'-') => {
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
-                }
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                i += 2;
-                while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
-                    i += 1;
-                }
-                i += 2;
-            }
-            c if c.is_ascii_alphabetic() || c == b'_' => {
-                let start = i;
-                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
-                    i += 1;
-                }
-                out.push(sql[start..i].to_ascii_uppercase());
-            }
-            b';' => {
-                out.push(";".to_string());
-                i += 1;
-            }
-            _ => i += 1,
-        }
-    }
-    out
 }
 
 #[cfg(test)]
