@@ -78,42 +78,7 @@ fn server_tokens(server: &Server) -> TokenStream {
     let instructions = opt_str(server.instructions.as_deref().map(str::trim_end));
     let file = &server.file;
     let database = match &server.database {
-        Some(db) => {
-            let env = opt_str(db.env.as_deref());
-            let linux = opt_str(db.linux.as_deref());
-            let macos = opt_str(db.macos.as_deref());
-            let windows = opt_str(db.windows.as_deref());
-            let read_only = db.read_only;
-            let schema = &db.schema;
-            let sample = opt_str(db.sample.as_deref());
-            let postgres = match &db.postgres {
-                Some(pg) => {
-                    let env = opt_str(pg.env.as_deref());
-                    let schema = &pg.schema;
-                    let sample = opt_str(pg.sample.as_deref());
-                    quote! {
-                        ::core::option::Option::Some(::mcpspec::def::PostgresDef {
-                            env: #env,
-                            schema: #schema,
-                            sample: #sample,
-                        })
-                    }
-                }
-                None => quote!(::core::option::Option::None),
-            };
-            quote! {
-                ::core::option::Option::Some(::mcpspec::def::DatabaseDef {
-                    env: #env,
-                    default_linux: #linux,
-                    default_macos: #macos,
-                    default_windows: #windows,
-                    read_only: #read_only,
-                    schema: #schema,
-                    sample: #sample,
-                    postgres: #postgres,
-                })
-            }
-        }
+        Some(db) => database_def(db),
         None => quote!(::core::option::Option::None),
     };
     let proxy = match &server.proxy {
@@ -736,6 +701,44 @@ fn statement_def(s: &Statement) -> TokenStream {
             bind: &[#(#bind),*],
             envelope: &[#(#envelope),*],
         }
+    }
+}
+
+/// The `Some(DatabaseDef { .. })` of a server with a database, its PostgreSQL side included.
+fn database_def(db: &crate::ir::Database) -> TokenStream {
+    let env = opt_str(db.env.as_deref());
+    let linux = opt_str(db.linux.as_deref());
+    let macos = opt_str(db.macos.as_deref());
+    let windows = opt_str(db.windows.as_deref());
+    let read_only = db.read_only;
+    let schema = &db.schema;
+    let sample = opt_str(db.sample.as_deref());
+    let postgres = match &db.postgres {
+        Some(pg) => {
+            let env = opt_str(pg.env.as_deref());
+            let schema = &pg.schema;
+            let sample = opt_str(pg.sample.as_deref());
+            quote! {
+                ::core::option::Option::Some(::mcpspec::def::PostgresDef {
+                    env: #env,
+                    schema: #schema,
+                    sample: #sample,
+                })
+            }
+        }
+        None => quote!(::core::option::Option::None),
+    };
+    quote! {
+        ::core::option::Option::Some(::mcpspec::def::DatabaseDef {
+            env: #env,
+            default_linux: #linux,
+            default_macos: #macos,
+            default_windows: #windows,
+            read_only: #read_only,
+            schema: #schema,
+            sample: #sample,
+            postgres: #postgres,
+        })
     }
 }
 

@@ -159,6 +159,23 @@ pub(crate) fn uri_variables(template: &str) -> Result<Vec<String>, String> {
 }
 
 impl Server {
+    /// The statements of resources and prompts, each with its owner as messages name it
+    /// (`resource `stats``).
+    #[cfg_attr(not(feature = "sql-check"), allow(dead_code))]
+    pub fn content_statements(&self) -> impl Iterator<Item = (String, &Statement)> {
+        let resources = self.resources.iter().filter_map(|r| {
+            Some((
+                format!("resource `{}`", r.name),
+                r.content.statement.as_ref()?,
+            ))
+        });
+        let prompts = self
+            .prompts
+            .iter()
+            .filter_map(|p| Some((format!("prompt `{}`", p.name), p.statement.as_ref()?)));
+        resources.chain(prompts)
+    }
+
     /// The tools bound to Rust handlers, in spec order.
     pub fn handler_tools(&self) -> impl Iterator<Item = (&Tool, &str)> {
         self.tools.iter().filter_map(|t| match &t.binding {

@@ -43,24 +43,7 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
         title: server.title.clone(),
         instructions: server.instructions.clone(),
         file: file.to_string(),
-        database: spec.database.as_ref().map(|db| {
-            let db = &db.value;
-            Database {
-                env: db.env.as_ref().map(|e| e.value.clone()),
-                linux: db.default_path.linux.clone(),
-                macos: db.default_path.macos.clone(),
-                windows: db.default_path.windows.clone(),
-                read_only: db.access.as_ref().is_some_and(|a| a.value == "read_only"),
-                schema: schema_with_fts(&db.schema.value, &db.fts),
-                schema_pos: crate::spec::pos(&db.schema),
-                sample: db.sample.as_ref().map(|s| s.value.clone()),
-                postgres: db.postgres.as_ref().map(|pg| Postgres {
-                    env: pg.value.env.as_ref().map(|e| e.value.clone()),
-                    schema: pg.value.schema.value.clone(),
-                    sample: pg.value.sample.as_ref().map(|s| s.value.clone()),
-                }),
-            }
-        }),
+        database: spec.database.as_ref().map(|db| database(&db.value)),
         proxy: spec.proxy.as_ref().map(|p| proxy(&p.value)),
         demo: spec
             .demo
@@ -146,6 +129,26 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
             .map(|(r, ty)| resource(&r.value, crate::spec::pos(r).line, ty, pg))
             .collect(),
         prompts: spec.prompts.iter().map(|p| prompt(&p.value, pg)).collect(),
+    }
+}
+
+/// The database section: where the file is, the schemas (SQLite's with its FTS tables) and the
+/// PostgreSQL side.
+fn database(db: &crate::spec::RawDatabase) -> Database {
+    Database {
+        env: db.env.as_ref().map(|e| e.value.clone()),
+        linux: db.default_path.linux.clone(),
+        macos: db.default_path.macos.clone(),
+        windows: db.default_path.windows.clone(),
+        read_only: db.access.as_ref().is_some_and(|a| a.value == "read_only"),
+        schema: schema_with_fts(&db.schema.value, &db.fts),
+        schema_pos: crate::spec::pos(&db.schema),
+        sample: db.sample.as_ref().map(|s| s.value.clone()),
+        postgres: db.postgres.as_ref().map(|pg| Postgres {
+            env: pg.value.env.as_ref().map(|e| e.value.clone()),
+            schema: pg.value.schema.value.clone(),
+            sample: pg.value.sample.as_ref().map(|s| s.value.clone()),
+        }),
     }
 }
 

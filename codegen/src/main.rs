@@ -206,7 +206,7 @@ fn check(
         let mut client = postgres::Client::connect(url, postgres::NoTls).map_err(|e| {
             anyhow::anyhow!(
                 "cannot connect to PostgreSQL at {}: {}",
-                redact(url),
+                sqlscan::redact(url),
                 e.as_db_error()
                     .map_or_else(|| e.to_string(), |d| d.message().to_string())
             )
@@ -236,18 +236,7 @@ fn check(
 
 /// Whether a `--db` value is a PostgreSQL URL rather than a SQLite file.
 fn is_url(p: &Path) -> bool {
-    p.to_str()
-        .is_some_and(|u| u.starts_with("postgres://") || u.starts_with("postgresql://"))
-}
-
-/// `url` with its password replaced by `***`.
-fn redact(url: &str) -> String {
-    let re = regex::Regex::new(r"^(\w+://[^:/@]*:)[^@]*@").expect("a valid pattern");
-    let out = re.replace(url, "${1}***@").into_owned();
-    regex::Regex::new(r"(?i)([?&]password=)[^&]*")
-        .expect("a valid pattern")
-        .replace_all(&out, "${1}***")
-        .into_owned()
+    p.to_str().is_some_and(sqlscan::is_url)
 }
 
 /// Prints the report (to stdout when it is clean, else stderr) and gives the exit code.

@@ -48,20 +48,7 @@ pub fn check_live(spec: &Spec, client: &mut Client) -> Diagnostics {
             );
         }
     }
-    let content = ir
-        .resources
-        .iter()
-        .filter_map(|r| {
-            Some((
-                format!("resource `{}`", r.name),
-                r.content.statement.as_ref()?,
-            ))
-        })
-        .chain(
-            ir.prompts
-                .iter()
-                .filter_map(|p| Some((format!("prompt `{}`", p.name), p.statement.as_ref()?))),
-        );
+    let content = ir.content_statements();
     for (owner, st) in content {
         let subject = format!("{owner}: the statement");
         check_statement(spec, client, st, None, &subject, &mut out);
@@ -197,21 +184,10 @@ fn nullable_source(client: &mut Client, table: u32, attnum: i16) -> Option<Strin
     (!not_null).then(|| format!("{}.{}", row.get::<_, String>(0), row.get::<_, String>(1)))
 }
 
-/// Whether a result column of PostgreSQL type `ty` reads as a declared `kind`.
+/// Whether a result column of PostgreSQL type `ty` reads as a declared `kind`, as the runtime
+/// reads it.
 fn column_fits(kind: ColumnKind, ty: &Type) -> bool {
-    match kind {
-        ColumnKind::Text => matches!(
-            *ty,
-            Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN
-        ),
-        ColumnKind::Integer => matches!(*ty, Type::INT2 | Type::INT4 | Type::INT8 | Type::OID),
-        ColumnKind::Real => matches!(
-            *ty,
-            Type::FLOAT4 | Type::FLOAT8 | Type::INT2 | Type::INT4 | Type::INT8
-        ),
-        ColumnKind::Boolean => matches!(*ty, Type::BOOL | Type::INT2 | Type::INT4 | Type::INT8),
-        ColumnKind::Json => matches!(*ty, Type::JSON | Type::JSONB | Type::TEXT | Type::VARCHAR),
-    }
+    sqlscan::reads_as(ty.name()).contains(&kind_name(kind))
 }
 
 fn kind_name(kind: ColumnKind) -> &'static str {

@@ -239,20 +239,7 @@ fn check_columns(
 /// prepare, return its declared columns and only read.
 fn check_content(spec: &Spec, targets: &[(&str, &Connection)], out: &mut Diagnostics) {
     let ir = &spec.ir;
-    let statements = ir
-        .resources
-        .iter()
-        .filter_map(|r| {
-            Some((
-                format!("resource `{}`", r.name),
-                r.content.statement.as_ref()?,
-            ))
-        })
-        .chain(
-            ir.prompts
-                .iter()
-                .filter_map(|p| Some((format!("prompt `{}`", p.name), p.statement.as_ref()?))),
-        );
+    let statements = ir.content_statements();
     for (owner, st) in statements {
         for (what, conn) in targets {
             let subject = format!("{owner}: the statement");

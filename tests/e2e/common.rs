@@ -57,15 +57,18 @@ macro_rules! on_both_engines {
 pub fn sample_db_on(engine: Engine, server: &str) -> Db {
     match engine {
         Engine::Sqlite => sample_db(server),
-        Engine::Postgres => {
-            let url = crate::pg::Cluster::shared().create_database();
-            let (code, _, err) = mcpspec(&["init", server, "--sample", "--db", &url], &[]);
-            assert_eq!(code, 0, "init on PostgreSQL failed: {err}");
-            Db {
-                _dir: tempfile::tempdir().expect("tempdir"),
-                path: PathBuf::from(url),
-            }
-        }
+        Engine::Postgres => sample_db_at(&crate::pg::Cluster::shared().create_database(), server),
+    }
+}
+
+/// The PostgreSQL database at `url` made a server's sample database (`mcpspec init
+/// --sample`); its URL is the `path`, passed as `--db`.
+pub fn sample_db_at(url: &str, server: &str) -> Db {
+    let (code, _, err) = mcpspec(&["init", server, "--sample", "--db", url], &[]);
+    assert_eq!(code, 0, "init on PostgreSQL failed: {err}");
+    Db {
+        _dir: tempfile::tempdir().expect("tempdir"),
+        path: PathBuf::from(url),
     }
 }
 

@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::common::{EXE, Engine, mcpspec, sample_db_on, signal, start_on};
+use crate::common::{EXE, Engine, mcpspec, sample_db_at, sample_db_on, signal, start_on};
 use crate::pg::Cluster;
 
 /// Runs `mcpspec serve` with `args` and no client; returns (exit code, stderr).
@@ -168,12 +168,7 @@ fn a_database_that_goes_away_gives_database_error_and_the_server_recovers() {
     // A cluster of its own: this test stops it.
     let cluster = Cluster::start();
     let url = cluster.create_database();
-    let (code, _, err) = mcpspec(&["init", "knowledge", "--sample", "--db", &url], &[]);
-    assert_eq!(code, 0, "{err}");
-    let db = crate::common::Db {
-        _dir: tempfile::tempdir().unwrap(),
-        path: url.clone().into(),
-    };
+    let db = sample_db_at(&url, "knowledge");
     let mut s = start_on(db, "knowledge", &[]);
     let added = s.ok(
         "kb_add",
@@ -438,12 +433,7 @@ fn sslmode_require_connects_over_tls_to_a_self_signed_server() {
         .to_string();
     let url =
         format!("postgresql://postgres:unused-secret@127.0.0.1:{port}/{name}?sslmode=require");
-    let (code, _, err) = mcpspec(&["init", "knowledge", "--sample", "--db", &url], &[]);
-    assert_eq!(code, 0, "{err}");
-    let db = crate::common::Db {
-        _dir: tempfile::tempdir().unwrap(),
-        path: url.clone().into(),
-    };
+    let db = sample_db_at(&url, "knowledge");
     let mut s = start_on(db, "knowledge", &[]);
     let found = s.ok("kb_search", json!({"query": "database"}));
     assert_eq!(

@@ -1,7 +1,9 @@
-//! PostgreSQL text scanning shared by the spec compiler (build time) and the runtime (run
-//! time), so that both read a statement the same way: which parts are code rather than quoted
-//! literals, quoted identifiers or comments, and how `:name` parameters become PostgreSQL's
-//! `$n`. A lexer, not a parser; it depends on nothing.
+//! What the spec compiler (build time) and the runtime (run time) must agree on about
+//! PostgreSQL, so that both read a statement, a URL and a column type the same way: which parts
+//! of a statement are code rather than quoted literals, quoted identifiers or comments; how
+//! `:name` parameters become PostgreSQL's `$n`; which locations are PostgreSQL URLs and how
+//! their passwords are hidden; which declared column kinds a PostgreSQL type reads as. A lexer
+//! and tables, not a parser; it depends on nothing.
 
 use std::ops::Range;
 
@@ -123,9 +125,77 @@ pub fn words(sql: &str) -> Vec<String> {
     out
 }
 
+/// Whether a database location is a PostgreSQL URL rather than a SQLite file.
+pub fn is_url(location: &str) -> bool {
+    location.starts_with("postgres://") || location.starts_with("postgresql://")
+}
+
+/// `url` with its password replaced by `***`, for messages and logs.
+pub fn redact(url: &str) -> String {
+    let mut out = url.to_string();
+    if let Some(scheme_end) = url.find("://") {
+        let rest = &url[scheme_end + 3..];
+        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        if let Some(at) = rest[..authority_end].rfind('@')
+            && let Some(colon) = rest[..at].find(':')
+        {
+            let start = scheme_end + 3 + colon + 1;
+            out.replace_range(start..scheme_end + 3 + at, "***");
+        }
+    }
+    // A password given as a query parameter.
+    if let Some(q) = out.find('?') {
+        let (head, query) = out.split_at(q + 1);
+        let query: Vec<String> = query
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                _ => kv.to_string(),
+            })
+            .collect();
+        out = format!("{head}{}", query.join("&"));
+    }
+    out
+}
+
+/// The declared column kinds (`text`, `integer`, `real`, `boolean`, `json`) a result column of
+/// the PostgreSQL type named `ty` (as `pg_type.typname` names it) reads as; none for a type
+/// mcpspec does not read.
+pub fn reads_as(ty: &str) -> &'static [&'static str] {
+    match ty {
+        "int2" | "int4" | "int8" | "oid" => &["integer", "real", "boolean"],
+        "float4" | "float8" => &["real"],
+        "bool" => &["boolean", "integer"],
+        "json" | "jsonb" => &["json"],
+        "text" | "varchar" | "bpchar" | "name" | "unknown" | "bytea" => &["text", "json"],
+        _ => &[],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redacts_passwords() {
+        for (url, want) in [
+            (
+                "postgres://u:secret@h:5432/db",
+                "postgres://u:***@h:5432/db",
+            ),
+            ("postgresql://u@h/db", "postgresql://u@h/db"),
+            (
+                "postgresql:///db?host=/tmp&password=secret&user=u",
+                "postgresql:///db?host=/tmp&password=***&user=u",
+            ),
+            (
+                "postgres://u:p%40ss@h/db?sslmode=require",
+                "postgres://u:***@h/db?sslmode=require",
+            ),
+        ] {
+            assert_eq!(redact(url), want, "{url}");
+        }
+    }
 
     #[test]
     fn numbers_named_parameters_outside_literals_comments_and_casts() {

@@ -484,6 +484,19 @@ pub enum ColumnKind {
     Json,
 }
 
+impl ColumnKind {
+    /// The kind as a spec writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ColumnKind::Text => "text",
+            ColumnKind::Integer => "integer",
+            ColumnKind::Real => "real",
+            ColumnKind::Boolean => "boolean",
+            ColumnKind::Json => "json",
+        }
+    }
+}
+
 /// Arguments that passed JSON Schema validation but do not decode into the typed struct.
 /// Validation runs first, so this signals a schema the typed struct disagrees with.
 #[derive(Debug, thiserror::Error)]

@@ -1445,13 +1445,13 @@ fn prepare_checked(
             ));
         };
         if let Some((ty, kinds)) = &found.typed
-            && !kinds.contains(&c.kind)
+            && !kinds.contains(&c.kind.name())
         {
             return Err(format!(
                 "statement `{}` returns column `{}` as {ty}, which does not read as the declared {}; cast it in the statement",
                 st.name,
                 c.name,
-                format!("{:?}", c.kind).to_lowercase()
+                c.kind.name()
             ));
         }
     }

@@ -253,8 +253,8 @@ impl Location {
 pub struct Column {
     pub name: String,
     /// The database's type, where it has one per column (PostgreSQL; SQLite's columns take
-    /// any value), and the declared kinds a value of that type reads as.
-    pub typed: Option<(String, &'static [crate::def::ColumnKind])>,
+    /// any value), and the names of the declared kinds a value of that type reads as.
+    pub typed: Option<(String, &'static [&'static str])>,
 }
 
 /// Columns known by name only.

@@ -27,38 +27,7 @@ const CHECKOUT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How much longer than the call timeout PostgreSQL's `statement_timeout` is.
 const STATEMENT_TIMEOUT_MARGIN: Duration = Duration::from_secs(1);
 
-/// Whether a database location is a PostgreSQL URL rather than a SQLite file.
-pub fn is_url(location: &str) -> bool {
-    location.starts_with("postgres://") || location.starts_with("postgresql://")
-}
-
-/// `url` with its password replaced by `***`, for messages and logs.
-pub fn redact(url: &str) -> String {
-    let mut out = url.to_string();
-    if let Some(scheme_end) = url.find("://") {
-        let rest = &url[scheme_end + 3..];
-        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-        if let Some(at) = rest[..authority_end].rfind('@')
-            && let Some(colon) = rest[..at].find(':')
-        {
-            let start = scheme_end + 3 + colon + 1;
-            out.replace_range(start..scheme_end + 3 + at, "***");
-        }
-    }
-    // A password given as a query parameter.
-    if let Some(q) = out.find('?') {
-        let (head, query) = out.split_at(q + 1);
-        let query: Vec<String> = query
-            .split('&')
-            .map(|kv| match kv.split_once('=') {
-                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
-                _ => kv.to_string(),
-            })
-            .collect();
-        out = format!("{head}{}", query.join("&"));
-    }
-    out
-}
+pub use sqlscan::{is_url, redact};
 
 /// Problems reaching a PostgreSQL server, each saying what to do, never with the password.
 #[derive(Debug, thiserror::Error)]
@@ -548,19 +517,7 @@ fn readable_as_text(ty: &Type) -> bool {
 /// Whether a result column of type `ty` can be read at all; the start-up check names the
 /// others and asks for a cast.
 pub fn readable(ty: &Type) -> bool {
-    readable_as_text(ty)
-        || matches!(
-            *ty,
-            Type::BOOL
-                | Type::INT2
-                | Type::INT4
-                | Type::INT8
-                | Type::OID
-                | Type::FLOAT4
-                | Type::FLOAT8
-                | Type::BYTEA
-                | Type::JSONB
-        )
+    !sqlscan::reads_as(ty.name()).is_empty()
 }
 
 type BoxError = Box<dyn StdError + Sync + Send>;
@@ -694,22 +651,12 @@ pub fn columns(conn: &mut Conn, sql: Sql<'_>) -> Result<Vec<super::Column>, Stri
         .iter()
         .map(|c| super::Column {
             name: c.name().to_string(),
-            typed: Some((c.type_().name().to_string(), kinds(c.type_()))),
+            typed: Some((
+                c.type_().name().to_string(),
+                sqlscan::reads_as(c.type_().name()),
+            )),
         })
         .collect())
-}
-
-/// The declared kinds a column of PostgreSQL type `ty` reads as.
-fn kinds(ty: &Type) -> &'static [crate::def::ColumnKind] {
-    use crate::def::ColumnKind as K;
-    match *ty {
-        Type::INT2 | Type::INT4 | Type::INT8 | Type::OID => &[K::Integer, K::Real, K::Boolean],
-        Type::FLOAT4 | Type::FLOAT8 => &[K::Real],
-        Type::BOOL => &[K::Boolean, K::Integer],
-        Type::JSON | Type::JSONB => &[K::Json],
-        Type::BYTEA => &[K::Text, K::Json],
-        _ => &[K::Text, K::Json],
-    }
 }
 
 /// A connection for work outside a server's pool (`pm`'s database management, `init`): TLS
@@ -885,32 +832,6 @@ fn watch_loop(weak: &std::sync::Weak<Watchdog>) {
                 std::thread::park();
             }
             last_busy = std::time::Instant::now();
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn redacts_passwords() {
-        for (url, want) in [
-            (
-                "postgres://u:secret@h:5432/db",
-                "postgres://u:***@h:5432/db",
-            ),
-            ("postgresql://u@h/db", "postgresql://u@h/db"),
-            (
-                "postgresql:///db?host=/tmp&password=secret&user=u",
-                "postgresql:///db?host=/tmp&password=***&user=u",
-            ),
-            (
-                "postgres://u:p%40ss@h/db?sslmode=require",
-                "postgres://u:***@h/db?sslmode=require",
-            ),
-        ] {
-            assert_eq!(redact(url), want, "{url}");
         }
     }
 }

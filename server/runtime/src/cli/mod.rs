@@ -262,20 +262,6 @@ fn locate(
     Ok(Location::File(path))
 }
 
-/// `mcpspec init` on a PostgreSQL URL: the spec's PostgreSQL schema, in an empty database.
-fn init_postgres(def: &crate::def::ServerDef, url: &str, sample: bool) -> Result<bool> {
-    let database = def.database.as_ref().and_then(|d| d.postgres.as_ref());
-    let pg = database.ok_or_else(|| {
-        anyhow!(
-            "the `{}` server runs on SQLite only; its spec declares no `postgres:` schema",
-            def.name
-        )
-    })?;
-    let rows = if sample { pg.sample } else { None };
-    crate::backend::postgres::init(url, pg.schema, rows)?;
-    Ok(rows.is_some())
-}
-
 /// A subcommand a binary adds to the runtime's own (the `mcpspec` binary adds `new`).
 pub struct Extra {
     /// Its name, arguments and help, as clap shows them.
@@ -370,6 +356,41 @@ fn exit_code(outcome: Result<ExitCode>) -> ExitCode {
     }
 }
 
+/// `mcpspec init`: the spec's schema (and sample rows when asked) in a new SQLite file, or in
+/// an empty PostgreSQL database when `db` is a URL.
+fn init(def: &crate::def::ServerDef, db: &std::path::Path, sample: bool) -> Result<ExitCode> {
+    let database = def.database.as_ref().ok_or_else(|| {
+        anyhow!(
+            "the `{}` server has no database; it works on the project in its working directory",
+            def.name
+        )
+    })?;
+    let (shown, with_rows) = match Location::parse(db.as_os_str()) {
+        Location::Url(url) => {
+            let pg = database.postgres.as_ref().ok_or_else(|| {
+                anyhow!(
+                    "the `{}` server runs on SQLite only; its spec declares no `postgres:` schema",
+                    def.name
+                )
+            })?;
+            let rows = if sample { pg.sample } else { None };
+            crate::backend::postgres::init(&url, pg.schema, rows)?;
+            (crate::backend::postgres::redact(&url), rows.is_some())
+        }
+        Location::File(path) => {
+            db::init(database, &path, sample)?;
+            let rows = sample && database.sample.is_some();
+            (path.display().to_string(), rows)
+        }
+    };
+    say!(
+        "created {shown} for `{}`{}",
+        def.name,
+        if with_rows { " with sample rows" } else { "" }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 fn run(cli: Cli, mut servers: Vec<Server>) -> Result<ExitCode> {
     match cli.command {
         Cmd::Serve {
@@ -428,34 +449,7 @@ fn run(cli: Cli, mut servers: Vec<Server>) -> Result<ExitCode> {
                 ExitCode::SUCCESS
             })
         }
-        Cmd::Init { server, db, sample } => {
-            let def = find(&mut servers, &server)?.def;
-            let database = def.database.as_ref().ok_or_else(|| {
-                anyhow!(
-                    "the `{}` server has no database; it works on the project in its working directory",
-                    def.name
-                )
-            })?;
-            let (shown, with_rows) = match Location::parse(db.as_os_str()) {
-                Location::Url(url) => (
-                    crate::backend::postgres::redact(&url),
-                    init_postgres(def, &url, sample)?,
-                ),
-                Location::File(path) => {
-                    db::init(database, &path, sample)?;
-                    (
-                        path.display().to_string(),
-                        sample && database.sample.is_some(),
-                    )
-                }
-            };
-            say!(
-                "created {shown} for `{}`{}",
-                def.name,
-                if with_rows { " with sample rows" } else { "" }
-            );
-            Ok(ExitCode::SUCCESS)
-        }
+        Cmd::Init { server, db, sample } => init(find(&mut servers, &server)?.def, &db, sample),
         Cmd::Demo { server } => {
             let def = find(&mut servers, &server)?.def;
             let exe = std::env::current_exe().context("locating the mcpspec binary")?;

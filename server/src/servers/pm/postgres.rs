@@ -21,11 +21,6 @@ pub(super) struct Server {
     config: postgres::Config,
 }
 
-/// `name` as a quoted identifier (names are already letters, digits and `_`).
-fn ident(name: &str) -> String {
-    format!("\"{name}\"")
-}
-
 impl Server {
     /// The server `.pm.json` names: a URL, or `env:NAME` for one in the environment.
     pub(super) fn from_config(value: &str) -> std::result::Result<Server, String> {
@@ -109,22 +104,22 @@ impl Server {
     }
 
     pub(super) fn create(&self, name: &str) -> Result<()> {
-        self.admin(&format!("CREATE DATABASE {}", ident(name)), name)
+        self.admin(&format!("CREATE DATABASE {}", quote(name)), name)
     }
 
     pub(super) fn clone_from(&self, source: &str, target: &str) -> Result<()> {
         self.admin(
             &format!(
                 "CREATE DATABASE {} TEMPLATE {}",
-                ident(target),
-                ident(source)
+                quote(target),
+                quote(source)
             ),
             target,
         )
     }
 
     pub(super) fn drop(&self, name: &str) -> Result<()> {
-        self.admin(&format!("DROP DATABASE {}", ident(name)), name)
+        self.admin(&format!("DROP DATABASE {}", quote(name)), name)
     }
 
     /// The base tables of database `name`, in the order they were created.
