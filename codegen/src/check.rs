@@ -169,7 +169,7 @@ pub fn check_schemas(spec: &Spec) -> Diagnostics {
     out
 }
 
-/// The arguments of demo calls and start-up jobs must pass the tool's input schema, as they
+/// The arguments of demo calls, start-up jobs and examples must pass the tool's input schema, as they
 /// will when the calls run (with the schema's defaults filled in first, as the runtime does).
 fn check_fixed_calls(spec: &Spec, out: &mut Diagnostics) {
     let calls = spec
@@ -183,6 +183,13 @@ fn check_fixed_calls(spec: &Spec, out: &mut Diagnostics) {
                 .startup
                 .iter()
                 .map(|j| ("start-up job", &j.tool, &j.arguments, j.pos)),
+        )
+        .chain(
+            spec.ir
+                .examples
+                .iter()
+                .filter(|e| e.expect != crate::ir::Expect::Error("INVALID_ARGUMENTS".into()))
+                .map(|e| ("example", &e.tool, &e.arguments, e.pos)),
         );
     for (what, tool_name, arguments, pos) in calls {
         let Some(tool) = spec.ir.tools.iter().find(|t| &t.name == tool_name) else {

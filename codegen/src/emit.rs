@@ -8,8 +8,8 @@ use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote};
 
 use crate::ir::{
-    ArgType, Binding, ColumnKind, Envelope, InterceptAction, MessageBody, Mode, OutStruct, OutType,
-    Prompt, Proxy, Resource, RuleKind, Server, Statement, Tool,
+    ArgType, Binding, ColumnKind, Envelope, Expect, InterceptAction, MessageBody, Mode, OutStruct,
+    OutType, Prompt, Proxy, Resource, RuleKind, Server, Statement, Tool,
 };
 
 /// The first line of every generated Rust file.
@@ -123,6 +123,19 @@ fn server_tokens(server: &Server) -> TokenStream {
     });
     let resources = server.resources.iter().map(resource_def);
     let prompts = server.prompts.iter().map(prompt_def);
+    let examples = server.examples.iter().map(|e| {
+        let (tool, at) = (&e.tool, &e.at);
+        let args = e.arguments.to_string();
+        let expect = match &e.expect {
+            Expect::Returns(v) => {
+                let v = v.to_string();
+                quote!(::mcpspec::def::ExpectDef::Returns(#v))
+            }
+            Expect::Empty => quote!(::mcpspec::def::ExpectDef::Empty),
+            Expect::Error(code) => quote!(::mcpspec::def::ExpectDef::Error(#code)),
+        };
+        quote!(::mcpspec::def::ExampleDef { tool: #tool, arguments: #args, expect: #expect, at: #at })
+    });
     let args_doc = format!(" Typed arguments of the `{name}` tools, one struct per tool.");
     let error_codes = server.error_codes.iter().map(|(k, v)| quote!((#k, #v)));
     quote! {
@@ -153,6 +166,7 @@ fn server_tokens(server: &Server) -> TokenStream {
             errors: &[#(#errors),*],
             resources: &[#(#resources),*],
             prompts: &[#(#prompts),*],
+            examples: &[#(#examples),*],
         };
     }
 }
@@ -836,7 +850,7 @@ fn tool_def(tool: &Tool) -> TokenStream {
             env_defaults: &[#(#env_defaults),*],
             binding: #binding,
             content: #content,
-            bind: #bind,
+            bind: ::mcpspec::def::Bind::Typed(#bind),
             confirm: #confirm,
         }
     }

@@ -35,6 +35,32 @@ pub(crate) struct Server {
     pub resources: Vec<Resource>,
     /// MCP prompts, in spec order.
     pub prompts: Vec<Prompt>,
+    /// Every tool's `examples:`, in spec order.
+    pub examples: Vec<Example>,
+}
+
+/// A tool call from a tool's `examples:` and what must come back.
+#[derive(Debug, Clone)]
+pub(crate) struct Example {
+    pub tool: String,
+    pub arguments: Value,
+    pub expect: Expect,
+    /// Where the example is, as `file:line:column`.
+    pub at: String,
+    /// Where the example is; read by `check`.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub pos: crate::diag::Pos,
+}
+
+/// What an example must return.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Expect {
+    /// A structured result that contains this value.
+    Returns(Value),
+    /// A result without rows.
+    Empty,
+    /// A failure with this error code.
+    Error(String),
 }
 
 /// A start-up job: a call of one of the server's tools.

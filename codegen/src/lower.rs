@@ -9,9 +9,10 @@ use serde_json::{Map, Value, json};
 
 use crate::ir::{
     Annotations, Arg, ArgType, Binding, Block, Column, ColumnKind, Confirm, Content, Database,
-    DemoCall, Downstream, Envelope, ErrorDecl, InterceptAction, InterceptRule, InterceptSql,
-    Message, MessageBody, Mode, OutField, OutStruct, OutType, PgSql, Postgres, Prompt, PromptArg,
-    Proxy, ProxyConfig, Resource, Rule, RuleKind, Server, StartupJob, Statement, Tool,
+    DemoCall, Downstream, Envelope, ErrorDecl, Example, Expect, InterceptAction, InterceptRule,
+    InterceptSql, Message, MessageBody, Mode, OutField, OutStruct, OutType, PgSql, Postgres,
+    Prompt, PromptArg, Proxy, ProxyConfig, Resource, Rule, RuleKind, Server, StartupJob, Statement,
+    Tool,
 };
 use crate::names;
 use crate::spec::{
@@ -74,6 +75,7 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
             })
             .collect(),
         docs: server.docs.clone(),
+        examples: examples(file, spec),
         tools: with_aliases(
             spec.tools
                 .iter()
@@ -923,4 +925,31 @@ fn with_aliases(mut tools: Vec<Tool>) -> Vec<Tool> {
         }
     }
     tools
+}
+
+/// Every tool's examples, in spec order; validate made sure each has exactly one expectation.
+fn examples(file: &str, spec: &RawSpec) -> Vec<Example> {
+    let mut out = Vec::new();
+    for t in &spec.tools {
+        for e in &t.value.examples {
+            let pos = crate::spec::pos(e);
+            let x = &e.value;
+            let expect = match (&x.returns, &x.error) {
+                (Some(r), _) => Expect::Returns(r.value.clone()),
+                (None, Some(code)) => Expect::Error(code.value.clone()),
+                (None, None) => Expect::Empty,
+            };
+            out.push(Example {
+                tool: t.value.name.value.clone(),
+                arguments: x
+                    .arguments
+                    .as_ref()
+                    .map_or_else(|| json!({}), |a| a.value.clone()),
+                expect,
+                at: format!("{file}:{}:{}", pos.line, pos.column),
+                pos,
+            });
+        }
+    }
+    out
 }

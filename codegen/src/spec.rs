@@ -606,6 +606,40 @@ pub(crate) struct RawTool {
     #[serde(default)]
     #[cfg_attr(feature = "editor-schema", schemars(with = "BTreeMap<String, String>"))]
     pub env_defaults: BTreeMap<String, Sp<String>>,
+    /// Calls of this tool and what must come back; `mcpspec test` runs them on the sample
+    /// database, `codegen check --db` on a live one (writes rolled back).
+    #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawExample>"))]
+    pub examples: Vec<Sp<RawExample>>,
+}
+
+/// One example of a tool: its arguments and exactly one of `returns`, `empty` or `error`.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Example"))]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawExample {
+    /// The call's arguments; unless `error` is `INVALID_ARGUMENTS` they must satisfy the
+    /// tool's input schema.
+    #[serde(default)]
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")
+    )]
+    pub arguments: Option<Sp<serde_json::Value>>,
+    /// Part of the structured result that must be there: each key listed must have the value
+    /// given, compared the same way inside; arrays element by element, of the same length.
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "Option<serde_json::Value>")
+    )]
+    pub returns: Option<Sp<serde_json::Value>>,
+    /// `true`: the call succeeds and finds no rows.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<bool>"))]
+    pub empty: Option<Sp<bool>>,
+    /// The call fails with this error code, e.g. `NOT_FOUND`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub error: Option<Sp<String>>,
 }
 
 /// One MCP content block of a `content:` binding.
@@ -1008,7 +1042,9 @@ const TOOL_KEYS: &[&str] = &[
     "handler",
     "output",
     "confirm",
+    "examples",
 ];
+const EXAMPLE_KEYS: &[&str] = &["arguments", "returns", "empty", "error"];
 const STATEMENT_KEYS: &[&str] = &[
     "name",
     "query",
@@ -1280,6 +1316,8 @@ enum Ctx {
     InterceptRule,
     Blocks,
     Block,
+    Examples,
+    Example,
     /// Free-form: JSON Schema, arguments, templates.
     Any,
 }
@@ -1317,6 +1355,7 @@ impl Ctx {
             Ctx::Intercept => ("`intercept`", INTERCEPT_KEYS),
             Ctx::InterceptRule => ("an interceptor rule", INTERCEPT_RULE_KEYS),
             Ctx::Block => ("a content block", BLOCK_KEYS),
+            Ctx::Example => ("an example", EXAMPLE_KEYS),
             _ => return None,
         })
     }
@@ -1359,6 +1398,7 @@ impl Ctx {
             (Ctx::Tool, "annotations") => Ctx::Annotations,
             (Ctx::Tool, "sql") => Ctx::Statement,
             (Ctx::Tool, "compose") => Ctx::Statements,
+            (Ctx::Tool, "examples") => Ctx::Examples,
             (Ctx::Statement, "columns") => Ctx::Columns,
             (Ctx::Columns, _) => Ctx::Column,
             _ => Ctx::Any,
@@ -1383,6 +1423,7 @@ impl Ctx {
             Ctx::Downstreams => Ctx::Downstream,
             Ctx::InterceptRules => Ctx::InterceptRule,
             Ctx::Blocks => Ctx::Block,
+            Ctx::Examples => Ctx::Example,
             _ => Ctx::Any,
         }
     }

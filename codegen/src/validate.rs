@@ -58,6 +58,7 @@ pub(crate) fn validate(file: &Path, source: &str, spec: &RawSpec) -> Diagnostics
     }
     v.errors(spec);
     v.demo(spec);
+    v.examples(spec);
     v.startup(spec);
     v.resources(spec);
     v.prompts(spec);
@@ -2132,6 +2133,50 @@ impl Validator<'_> {
         for call in &spec.demo {
             let (tool, arguments) = (&call.value.tool, call.value.arguments.as_ref());
             self.fixed_call(spec, "demo call", tool, arguments);
+        }
+    }
+
+    /// Each example gives its arguments as a mapping and exactly one of `returns`, `empty:
+    /// true` and `error`.
+    fn examples(&mut self, spec: &RawSpec) {
+        for tool in &spec.tools {
+            for e in &tool.value.examples {
+                let x = &e.value;
+                if let Some(a) = &x.arguments
+                    && !a.value.is_object()
+                {
+                    self.sink.error(
+                        pos(a),
+                        "example arguments must be a mapping",
+                        "not a mapping",
+                        "write them as `arguments: {name: value}`",
+                    );
+                }
+                if let Some(empty) = &x.empty
+                    && !empty.value
+                {
+                    self.sink.error(
+                        pos(empty),
+                        "`empty: false` says nothing",
+                        "",
+                        "write `empty: true` for a call that finds no rows, or `returns:` with what it finds",
+                    );
+                }
+                let given = usize::from(x.returns.is_some())
+                    + usize::from(x.empty.is_some())
+                    + usize::from(x.error.is_some());
+                if given != 1 {
+                    self.sink.error(
+                        pos(e),
+                        format!(
+                            "an example of `{}` must say what comes back: exactly one of `returns`, `empty` and `error`",
+                            tool.value.name.value
+                        ),
+                        if given == 0 { "no expectation" } else { "more than one expectation" },
+                        "e.g. `returns: {id: 1}`, `empty: true` or `error: NOT_FOUND`",
+                    );
+                }
+            }
         }
     }
 

@@ -261,7 +261,7 @@ fn golden_tables_are_usable_by_the_runtime() {
     let mut args = serde_json::Map::new();
     args.insert("q".into(), serde_json::json!("x"));
     args.insert("limit".into(), serde_json::json!(3));
-    let params = (t.bind)(&args).expect("bind");
+    let params = t.bind.params(&args).expect("bind");
     assert_eq!(params.len(), 2);
     // Wire names that are Rust keywords or clash after sanitising still decode: `projectId`
     // sorts first and keeps `project_id`, the later `project_id` becomes `project_id_2`.
@@ -284,6 +284,34 @@ fn golden_tables_are_usable_by_the_runtime() {
             a.project_id_2.as_str()
         ),
         ("a", "b", "c", "d")
+    );
+}
+
+/// The golden's `examples:` run through the engine on a scratch database with its sample
+/// rows and hold; the same examples judged against other rows fail and say where and why.
+#[test]
+fn golden_examples_run_on_the_sample_rows() {
+    use mcpspec::engine::{Engine, Limits};
+    let dir = tempfile::tempdir().unwrap();
+    let at = mcpspec::cli::examples::scratch_database(&basic::SERVER, dir.path()).unwrap();
+    let engine =
+        Engine::start_at(&basic::SERVER, at.as_ref(), false, Limits::default(), None).unwrap();
+    let outcomes = mcpspec::examples::run_all(&engine);
+    assert_eq!(outcomes.len(), 3);
+    for o in &outcomes {
+        assert!(o.failure.is_none(), "{o}");
+    }
+    // The delete example ran, so the search example now finds nothing: it fails, naming its
+    // place in the spec and the difference.
+    let again = mcpspec::examples::run(&engine, &basic::SERVER.examples[0]);
+    let shown = again.to_string();
+    assert!(
+        shown.starts_with("FAILED  search_notes (tests/fixtures/basic/spec.yaml:28:9)"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("result.notes has 0 elements, not 1"),
+        "{shown}"
     );
 }
 

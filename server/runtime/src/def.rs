@@ -27,6 +27,63 @@ pub type Params = Vec<(&'static str, SqlValue)>;
 /// Decodes the typed arguments of a tool and lists the SQL parameters they bind.
 pub type BindFn = fn(&Arguments) -> Result<Params, ArgsError>;
 
+/// How a tool's arguments become SQL parameters.
+#[derive(Debug, Clone, Copy)]
+pub enum Bind {
+    /// The generated binding function over the tool's typed argument struct.
+    Typed(BindFn),
+    /// By name from the validated JSON arguments, converted as the typed struct would:
+    /// `(parameter, kind)`. Definitions built at run time (`mcpspec dev`) bind this way.
+    Json(&'static [(&'static str, ParamKind)]),
+}
+
+/// The Rust type an argument decodes to, which decides how it binds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamKind {
+    Text,
+    Integer,
+    /// A JSON number bound as a real, as `f64` binds.
+    Real,
+    Boolean,
+    /// An array, bound as its JSON text.
+    Array,
+    /// Any JSON value, bound as `serde_json::Value` binds.
+    Json,
+    /// The reserved `:arguments` parameter: every argument as one JSON object.
+    Arguments,
+}
+
+impl Bind {
+    /// The tool's SQL parameters from its validated arguments.
+    pub fn params(&self, arguments: &Arguments) -> Result<Params, ArgsError> {
+        match self {
+            Bind::Typed(f) => f(arguments),
+            Bind::Json(list) => Ok(list
+                .iter()
+                .map(|(name, kind)| (*name, json_param(arguments, name, *kind)))
+                .collect()),
+        }
+    }
+}
+
+fn json_param(arguments: &Arguments, name: &str, kind: ParamKind) -> SqlValue {
+    let v = match (kind, arguments.get(name)) {
+        (ParamKind::Arguments, _) => return arguments_param(arguments),
+        (_, None | Some(Value::Null)) => return SqlValue::Null,
+        (_, Some(v)) => v,
+    };
+    match kind {
+        ParamKind::Integer => v.as_i64().map_or(SqlValue::Null, SqlValue::Integer),
+        ParamKind::Real => v.as_f64().map_or(SqlValue::Null, SqlValue::Real),
+        ParamKind::Boolean => SqlValue::Integer(i64::from(v.as_bool().unwrap_or(false))),
+        ParamKind::Text => v
+            .as_str()
+            .map_or_else(|| v.to_param(), |s| SqlValue::Text(s.into())),
+        ParamKind::Array => SqlValue::Text(v.to_string()),
+        ParamKind::Json | ParamKind::Arguments => v.to_param(),
+    }
+}
+
 /// A server compiled from one spec file.
 #[derive(Debug)]
 pub struct ServerDef {
@@ -52,6 +109,31 @@ pub struct ServerDef {
     pub resources: &'static [ResourceDef],
     /// MCP prompts, in spec order.
     pub prompts: &'static [PromptDef],
+    /// The tools' `examples:`, run by `mcpspec test` and `codegen check --db`.
+    pub examples: &'static [ExampleDef],
+}
+
+/// A tool call from the spec's `examples:` and what must come back.
+#[derive(Debug)]
+pub struct ExampleDef {
+    pub tool: &'static str,
+    /// The arguments as JSON text.
+    pub arguments: &'static str,
+    pub expect: ExpectDef,
+    /// Where the example is: `spec/x.yaml:12:9`.
+    pub at: &'static str,
+}
+
+/// What an example must return.
+#[derive(Debug, Clone, Copy)]
+pub enum ExpectDef {
+    /// A structured result containing this JSON (objects by their listed keys, arrays element
+    /// by element and of the same length).
+    Returns(&'static str),
+    /// A result with no rows.
+    Empty,
+    /// A failure with this error code.
+    Error(&'static str),
 }
 
 impl ServerDef {
@@ -365,7 +447,7 @@ pub struct ToolDef {
     /// Whether the result is MCP content blocks (a `content:` binding, or a handler with
     /// `output: content`) rather than structured JSON; such a tool has no output schema.
     pub content: bool,
-    pub bind: BindFn,
+    pub bind: Bind,
     pub confirm: Option<ConfirmDef>,
 }
 

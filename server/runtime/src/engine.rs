@@ -242,23 +242,42 @@ impl Engine {
         handlers: Option<Box<dyn Dispatch>>,
     ) -> Result<Arc<Engine>, StartError> {
         let read_only = read_only || def.database.as_ref().is_some_and(|d| d.read_only);
-        let db = match (&def.database, location) {
-            (Some(_), Some(Location::File(p))) => {
-                Some(Arc::new(Database::open_sqlite(p, read_only)?))
-            }
-            (Some(d), Some(Location::Url(u))) => {
-                if d.postgres.is_none() {
-                    return Err(StartError::NoPostgres { server: def.name });
-                }
-                Some(Arc::new(Database::open_postgres(
-                    u,
-                    read_only,
-                    limits.call_timeout,
-                )?))
-            }
-            (None, Some(_)) => return Err(StartError::NoDatabase { server: def.name }),
-            (_, None) => None,
-        };
+        let db = open_database(def, location, read_only, &limits)?.map(Arc::new);
+        Engine::assemble(def, db, location, read_only, limits, handlers)
+    }
+
+    /// [`Engine::start_at`] for a rehearsal: every write runs in a transaction that is rolled
+    /// back, so that a spec's examples can run on a live database without changing it.
+    pub fn start_rehearsal(
+        def: &'static ServerDef,
+        location: &Location,
+        limits: Limits,
+        handlers: Option<Box<dyn Dispatch>>,
+    ) -> Result<Arc<Engine>, StartError> {
+        let mut db = open_database(def, Some(location), false, &limits)?;
+        if let Some(db) = &mut db {
+            db.rehearse();
+        }
+        Engine::assemble(
+            def,
+            db.map(Arc::new),
+            Some(location),
+            false,
+            limits,
+            handlers,
+        )
+    }
+
+    /// The engine over an open database: the tools compiled, the handlers in place, and every
+    /// statement checked against the database.
+    fn assemble(
+        def: &'static ServerDef,
+        db: Option<Arc<Database>>,
+        location: Option<&Location>,
+        read_only: bool,
+        limits: Limits,
+        handlers: Option<Box<dyn Dispatch>>,
+    ) -> Result<Arc<Engine>, StartError> {
         let needs_handlers = def
             .tools
             .iter()
@@ -735,7 +754,7 @@ impl Engine {
         request: u64,
         cancel: &Arc<AtomicBool>,
     ) -> Result<Success, CallError> {
-        let mut params = (tool.def.bind)(args).map_err(|e| {
+        let mut params = tool.def.bind.params(args).map_err(|e| {
             tracing::error!(request, tool = name, error = %e, "typed arguments disagree with the schema");
             ToolError::new("INVALID_ARGUMENTS", format!("invalid arguments: {}", e.0))
         })?;
@@ -1304,6 +1323,27 @@ pub fn sanitize_arguments(v: &Value) -> Value {
 /// The name of a message template: `{tool}/{statement}/{kind}`.
 /// A tool ready to call: its parsed input schema, its defaults (environment defaults read
 /// now), and its message templates added to `templates`.
+/// Opens the server's database at `location`: SQLite for a file, PostgreSQL for a URL (when
+/// the spec declares a PostgreSQL side); `None` when there is none to open.
+fn open_database(
+    def: &'static ServerDef,
+    location: Option<&Location>,
+    read_only: bool,
+    limits: &Limits,
+) -> Result<Option<Database>, StartError> {
+    Ok(match (&def.database, location) {
+        (Some(_), Some(Location::File(p))) => Some(Database::open_sqlite(p, read_only)?),
+        (Some(d), Some(Location::Url(u))) => {
+            if d.postgres.is_none() {
+                return Err(StartError::NoPostgres { server: def.name });
+            }
+            Some(Database::open_postgres(u, read_only, limits.call_timeout)?)
+        }
+        (None, Some(_)) => return Err(StartError::NoDatabase { server: def.name }),
+        (_, None) => None,
+    })
+}
+
 fn compile_tool(
     def: &'static ServerDef,
     t: &'static ToolDef,
@@ -1760,6 +1800,7 @@ mod tests {
             errors: basic.errors,
             resources: basic.resources,
             prompts: basic.prompts,
+            examples: &[],
         }));
         let fix = super::which_side(broken, super::DbEngine::Sqlite);
         assert!(fix.starts_with("the spec is wrong"), "{fix}");

@@ -6,7 +6,8 @@
 //!   receive and return.
 //! - [`engine`]: validates arguments and runs calls; [`content`] reads resources and renders
 //!   prompts; [`templates`] names and registers their templates; [`transform`] shapes derived
-//!   parameters; [`startup`] runs a spec's start-up jobs.
+//!   parameters; [`startup`] runs a spec's start-up jobs; [`examples`] runs and judges a
+//!   spec's examples.
 //! - [`backend`]: the database seam; [`backend::sqlite`] is its embedded implementation.
 //! - [`protocol`]: the MCP surface on rmcp, with [`protocol::jsonrpc`] for messages that do
 //!   not parse; [`transport::stdio`] and [`transport::http`] carry it.
@@ -29,6 +30,7 @@ pub mod confirm;
 pub mod content;
 pub mod def;
 pub mod engine;
+pub mod examples;
 pub mod handler;
 pub mod numbers;
 pub mod protocol;

@@ -165,6 +165,15 @@ impl Database {
         postgres::Pool::open(url, read_only, timeout).map(Database::Postgres)
     }
 
+    /// Makes every later write a rehearsal: it runs in a transaction that is rolled back, so
+    /// that examples can be tried on a live database without changing it.
+    pub fn rehearse(&mut self) {
+        match self {
+            Database::Sqlite(p) => p.rehearse(),
+            Database::Postgres(p) => p.rehearse(),
+        }
+    }
+
     /// Which database this is.
     pub fn engine(&self) -> Engine {
         match self {

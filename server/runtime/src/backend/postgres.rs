@@ -207,6 +207,9 @@ pub struct Pool {
     /// When a job last found its connection dead: connections last used before then are
     /// checked before a job gets them, since they most likely died with it.
     died: Mutex<Option<std::time::Instant>>,
+    /// Every writing transaction is rolled back instead of committed (see
+    /// [`super::Database::rehearse`]).
+    rehearsal: bool,
 }
 
 impl Drop for Pool {
@@ -254,7 +257,13 @@ impl Pool {
             read_only,
             watchdog: Watchdog::start(),
             died: Mutex::new(None),
+            rehearsal: false,
         })
+    }
+
+    /// From now on every write runs in a transaction that is rolled back.
+    pub fn rehearse(&mut self) {
+        self.rehearsal = true;
     }
 
     /// Runs `f` on a pooled connection.
@@ -296,7 +305,16 @@ pub fn job<T, E>(
         conn.conflict = false;
         let out = {
             let _watch = pool.watchdog.watch(stop, &conn.cancel);
-            in_transaction(&mut conn, writes, transaction, &fail, &mut f)
+            // A rehearsal wraps every write in a transaction, so that it can be rolled back.
+            let transaction = transaction || (writes && pool.rehearsal);
+            in_transaction(
+                &mut conn,
+                writes,
+                transaction,
+                pool.rehearsal,
+                &fail,
+                &mut f,
+            )
         };
         // A serialization failure or deadlock rolled the whole transaction back: run it again,
         // a few times, before reporting the database busy.
@@ -344,11 +362,13 @@ fn checkout(pool: &Pool) -> Result<r2d2::PooledConnection<Manager>, Failure> {
     Err(unavailable("no PostgreSQL connection answers".to_string()))
 }
 
-/// Runs `f` on `conn`, inside a transaction when asked.
+/// Runs `f` on `conn`, inside a transaction when asked, which is committed when `f` succeeds
+/// unless `rehearsal`.
 fn in_transaction<T, E>(
     conn: &mut Conn,
     writes: bool,
     transaction: bool,
+    rehearsal: bool,
     fail: &impl Fn(Failure) -> E,
     f: impl FnOnce(&mut dyn Session) -> Result<T, E>,
 ) -> Result<T, E> {
@@ -366,7 +386,11 @@ fn in_transaction<T, E>(
     }
     let result = f(&mut PgSession { conn });
     if transaction {
-        let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+        let end = if result.is_ok() && !rehearsal {
+            "COMMIT"
+        } else {
+            "ROLLBACK"
+        };
         if let Err(e) = conn.client.batch_execute(end) {
             let _ = conn.client.batch_execute("ROLLBACK");
             return Err(fail(conn.failed(&e)));

@@ -333,6 +333,9 @@ pub struct Pool {
     /// Idle readers, and how many readers exist in all (idle or in use).
     readers: Mutex<(Vec<Connection>, usize)>,
     available: Condvar,
+    /// Every writing transaction is rolled back instead of committed (see
+    /// [`super::Database::rehearse`]).
+    rehearsal: bool,
 }
 
 /// How many reader connections a pool keeps.
@@ -344,6 +347,11 @@ impl Pool {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// From now on every write runs in a transaction that is rolled back.
+    pub fn rehearse(&mut self) {
+        self.rehearsal = true;
     }
 
     pub fn open(path: &Path, read_only: bool) -> Result<Pool, DbError> {
@@ -371,6 +379,7 @@ impl Pool {
             writer,
             readers: Mutex::new((vec![first], 1)),
             available: Condvar::new(),
+            rehearsal: false,
         })
     }
 
@@ -507,7 +516,9 @@ pub fn job<T, E>(
     let run = |conn: &mut Connection| {
         let watch = stop.clone();
         let _ = conn.progress_handler(1_000, Some(move || watch.now()));
-        let out = in_transaction(conn, writes, transaction, &fail, f);
+        // A rehearsal wraps every write in a transaction, so that it can be rolled back.
+        let transaction = transaction || (writes && pool.rehearsal);
+        let out = in_transaction(conn, writes, transaction, pool.rehearsal, &fail, f);
         let _ = conn.progress_handler(0, None::<fn() -> bool>);
         out
     };
@@ -518,11 +529,13 @@ pub fn job<T, E>(
     }
 }
 
-/// Runs `f` on `conn`, inside a transaction when asked.
+/// Runs `f` on `conn`, inside a transaction when asked, which is committed when `f` succeeds
+/// unless `rehearsal`.
 fn in_transaction<T, E>(
     conn: &mut Connection,
     writes: bool,
     transaction: bool,
+    rehearsal: bool,
     fail: &impl Fn(super::Failure) -> E,
     f: impl FnOnce(&mut dyn super::Session) -> Result<T, E>,
 ) -> Result<T, E> {
@@ -532,7 +545,11 @@ fn in_transaction<T, E>(
     }
     let result = f(&mut SqliteSession { conn });
     if transaction {
-        let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+        let end = if result.is_ok() && !rehearsal {
+            "COMMIT"
+        } else {
+            "ROLLBACK"
+        };
         if let Err(e) = conn.execute_batch(end) {
             let _ = conn.execute_batch("ROLLBACK");
             return Err(fail(failure(&e)));

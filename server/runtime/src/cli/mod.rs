@@ -4,6 +4,7 @@
 //! user, a crate made by `mcpspec new` another.
 
 pub mod demo;
+pub mod examples;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -98,6 +99,14 @@ enum Cmd {
     Demo { server: String },
     /// List the compiled servers and their tools.
     List,
+    /// Run the spec's `examples:`: on a scratch database with the sample rows, or with --db
+    /// on a live database, every write rolled back. Exits 1 when an example fails.
+    Test {
+        server: String,
+        /// A live database file or postgres:// URL; its data is left as it was.
+        #[arg(long)]
+        db: Option<PathBuf>,
+    },
 }
 
 /// The Streamable HTTP options of `serve`.
@@ -448,6 +457,10 @@ fn run(cli: Cli, mut servers: Vec<Server>) -> Result<ExitCode> {
             } else {
                 ExitCode::SUCCESS
             })
+        }
+        Cmd::Test { server, db } => {
+            let server = find(&mut servers, &server)?;
+            examples::run(server, db.as_deref(), &mut std::io::stdout().lock())
         }
         Cmd::Init { server, db, sample } => init(find(&mut servers, &server)?.def, &db, sample),
         Cmd::Demo { server } => {
