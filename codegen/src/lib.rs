@@ -13,6 +13,8 @@ mod docs;
 pub mod drift;
 mod emit;
 mod ir;
+#[cfg(feature = "live")]
+pub mod live;
 mod lower;
 mod names;
 #[cfg(feature = "postgres")]

@@ -60,7 +60,7 @@ pub fn command() -> Command {
 }
 
 /// Runs `mcpspec new`.
-pub fn run(m: &ArgMatches) -> Result<ExitCode> {
+pub fn run(m: &ArgMatches, _servers: Vec<mcpspec::Server>) -> Result<ExitCode> {
     let dir = PathBuf::from(m.get_one::<String>("dir").expect("dir is required"));
     let name = match m.get_one::<String>("name") {
         Some(n) => n.clone(),

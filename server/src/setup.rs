@@ -474,7 +474,7 @@ pub fn command() -> clap::Command {
 }
 
 /// Runs `mcpspec setup` on one of the seed servers.
-pub fn run(m: &clap::ArgMatches) -> Result<ExitCode> {
+pub fn run(m: &clap::ArgMatches, _servers: Vec<mcpspec::Server>) -> Result<ExitCode> {
     let c = <SetupCommand as clap::FromArgMatches>::from_arg_matches(m)?;
     let def = crate::server(&c.server)
         .filter(|d| {

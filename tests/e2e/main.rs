@@ -8,6 +8,7 @@ mod pg;
 mod cli;
 mod conformance;
 mod content;
+mod dev;
 mod goldens;
 mod http;
 mod knowledge;

@@ -4,6 +4,7 @@
 //! user, a crate made by `mcpspec new` another.
 
 pub mod demo;
+pub mod dev;
 pub mod examples;
 
 use std::path::PathBuf;
@@ -275,8 +276,8 @@ fn locate(
 pub struct Extra {
     /// Its name, arguments and help, as clap shows them.
     pub command: clap::Command,
-    /// Runs it with its parsed arguments.
-    pub run: fn(&clap::ArgMatches) -> Result<ExitCode>,
+    /// Runs it with its parsed arguments and the binary's registry.
+    pub run: fn(&clap::ArgMatches, Vec<Server>) -> Result<ExitCode>,
 }
 
 /// Runs the command line over `servers`, the binary's registry, and returns its exit code:
@@ -307,7 +308,7 @@ pub fn main_with(servers: Vec<Server>, extras: Vec<Extra>) -> ExitCode {
         && let Some(extra) = extras.iter().find(|e| e.command.get_name() == sub)
     {
         init_logging("warn");
-        return exit_code((extra.run)(args));
+        return exit_code((extra.run)(args, servers));
     }
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
@@ -583,6 +584,19 @@ fn serve_http(
 
 /// Serves until stdin closes or SIGTERM/SIGINT arrives.
 fn serve(engine: std::sync::Arc<Engine>) -> Result<()> {
+    serve_stdio(engine, crate::protocol::McpServer::with_proxy, |_, _| {})
+}
+
+/// [`serve`] with the protocol handler `make` builds over the engine and the proxy;
+/// `started` gets the handler and the client's peer once the session is up.
+fn serve_stdio(
+    engine: std::sync::Arc<Engine>,
+    make: impl FnOnce(
+        std::sync::Arc<Engine>,
+        Option<std::sync::Arc<crate::proxy::Proxy>>,
+    ) -> crate::protocol::McpServer,
+    started: impl FnOnce(&crate::protocol::McpServer, rmcp::service::Peer<rmcp::RoleServer>),
+) -> Result<()> {
     let drain = drain_timeout()?;
     // One thread runs the protocol; SQLite work goes to the blocking pool and stdio to the
     // transport's own threads, so a multi-threaded scheduler would only add wake-ups.
@@ -603,13 +617,16 @@ fn serve(engine: std::sync::Arc<Engine>) -> Result<()> {
         });
         let proxy = start_proxy(&engine).await?;
         let jobs = crate::startup::spawn(engine.clone());
-        let handler = crate::protocol::McpServer::with_proxy(engine, proxy.clone());
-        let session = match rmcp::serve_server(handler, transport).await {
-            Ok(running) => running
-                .waiting()
-                .await
-                .map(|_| ())
-                .map_err(|e| anyhow!("the MCP session ended with an error: {e}")),
+        let handler = make(engine, proxy.clone());
+        let session = match rmcp::serve_server(handler.clone(), transport).await {
+            Ok(running) => {
+                started(&handler, running.peer().clone());
+                running
+                    .waiting()
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| anyhow!("the MCP session ended with an error: {e}"))
+            }
             Err(e) => Err(anyhow!("the MCP session failed to start: {e}")),
         };
         jobs.cancel();

@@ -43,11 +43,8 @@ use crate::proxy::Proxy;
 /// Cheap to clone: each HTTP session gets a clone sharing the engine and the tool list.
 #[derive(Clone)]
 pub struct McpServer {
-    engine: Arc<Engine>,
-    tools: Arc<Vec<Tool>>,
-    resources: Vec<Resource>,
-    templates: Vec<ResourceTemplate>,
-    prompts: Vec<Prompt>,
+    /// The engine and the lists it publishes; `mcpspec dev` replaces them on each edit.
+    live: Arc<Live>,
     config: ServerConfig,
     /// The downstream servers and interceptor of a proxy spec.
     proxy: Option<Arc<Proxy>>,
@@ -73,6 +70,52 @@ impl Default for Session {
             subscriptions: Mutex::new(BTreeSet::new()),
             hints: Mutex::default(),
         }
+    }
+}
+
+/// One version of a server: its engine and the tools, resources, templates and prompts it
+/// publishes.
+pub struct Surface {
+    pub engine: Arc<Engine>,
+    tools: Vec<Tool>,
+    resources: Vec<Resource>,
+    templates: Vec<ResourceTemplate>,
+    prompts: Vec<Prompt>,
+}
+
+impl Surface {
+    fn of(engine: Arc<Engine>) -> Surface {
+        let def = engine.def;
+        Surface {
+            tools: tools(def),
+            resources: crate::content::resource_list(def),
+            templates: crate::content::template_list(def),
+            prompts: crate::content::prompt_list(def),
+            engine,
+        }
+    }
+}
+
+/// The surface a server serves now, which a newer engine can replace while sessions go on:
+/// a call keeps the surface it started with.
+pub struct Live(std::sync::RwLock<Arc<Surface>>);
+
+impl Live {
+    /// The surface now.
+    pub fn now(&self) -> Arc<Surface> {
+        self.0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Serves `engine` from the next request on.
+    pub fn replace(&self, engine: Arc<Engine>) {
+        let next = Arc::new(Surface::of(engine));
+        *self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = next;
     }
 }
 
@@ -122,7 +165,8 @@ impl McpServer {
         state: Option<&str>,
         responses: Option<&rmcp::model::InputResponses>,
     ) -> Option<Result<CallToolResponse, ErrorData>> {
-        let engine = &self.engine;
+        let now = self.now();
+        let engine = &now.engine;
         let question = engine.confirmation(name, arguments)?;
         let call = Call {
             tool: name,
@@ -193,16 +237,42 @@ impl McpServer {
             config = config.with_instructions(i);
         }
         McpServer {
-            tools: Arc::new(tools(def)),
-            resources: crate::content::resource_list(def),
-            templates: crate::content::template_list(def),
-            prompts: crate::content::prompt_list(def),
             confirmer: Arc::new(Confirmer::new(engine.limits().confirm_timeout)),
-            engine,
+            live: Arc::new(Live(std::sync::RwLock::new(Arc::new(Surface::of(engine))))),
             config,
             proxy,
             session: Arc::new(Session::default()),
         }
+    }
+
+    /// A server whose definition may change while it serves (`mcpspec dev`): it announces
+    /// every capability a spec can have, each list with `listChanged`, since an edit may add
+    /// tools, resources or prompts the first version did not have.
+    pub fn changing(engine: Arc<Engine>) -> Self {
+        let mut server = McpServer::new(engine);
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_completions()
+            .enable_logging()
+            .build();
+        let mut resources = ResourcesCapability::default();
+        resources.subscribe = Some(true);
+        resources.list_changed = Some(true);
+        capabilities.resources = Some(resources);
+        server.config.capabilities = capabilities;
+        server
+    }
+
+    /// The surface the server serves, replaceable while it serves.
+    pub fn live(&self) -> Arc<Live> {
+        self.live.clone()
+    }
+
+    fn now(&self) -> Arc<Surface> {
+        self.live.now()
     }
 
     /// The same server for another client session (Streamable HTTP serves many): it shares
@@ -380,7 +450,7 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let mut tools = self.tools.as_ref().clone();
+        let mut tools = self.now().tools.clone();
         if let Some(p) = &self.proxy {
             tools.extend(p.tools());
         }
@@ -392,7 +462,9 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        Ok(ListResourcesResult::with_all_items(self.resources.clone()))
+        Ok(ListResourcesResult::with_all_items(
+            self.now().resources.clone(),
+        ))
     }
 
     async fn list_resource_templates(
@@ -401,7 +473,7 @@ impl ServerHandler for McpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         Ok(ListResourceTemplatesResult::with_all_items(
-            self.templates.clone(),
+            self.now().templates.clone(),
         ))
     }
 
@@ -410,7 +482,7 @@ impl ServerHandler for McpServer {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let engine = self.engine.clone();
+        let engine = self.now().engine.clone();
         let uri = request.uri;
         let contents = blocking(move || crate::content::read(&engine, &uri)).await?;
         Ok(ReadResourceResult::new(vec![contents]).into())
@@ -421,7 +493,9 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        Ok(ListPromptsResult::with_all_items(self.prompts.clone()))
+        Ok(ListPromptsResult::with_all_items(
+            self.now().prompts.clone(),
+        ))
     }
 
     async fn get_prompt(
@@ -429,7 +503,7 @@ impl ServerHandler for McpServer {
         request: GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let engine = self.engine.clone();
+        let engine = self.now().engine.clone();
         let result = blocking(move || {
             crate::content::get_prompt(&engine, &request.name, request.arguments.as_ref())
         })
@@ -442,7 +516,7 @@ impl ServerHandler for McpServer {
         request: CompleteRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        let engine = self.engine.clone();
+        let engine = self.now().engine.clone();
         let info = blocking(move || {
             crate::content::complete(
                 &engine,
@@ -471,7 +545,7 @@ impl ServerHandler for McpServer {
         request: SubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        if self.engine.def.resources.is_empty() {
+        if self.now().engine.def.resources.is_empty() {
             return Err(ErrorData::new(
                 ErrorCode::METHOD_NOT_FOUND,
                 "this server has no resources",
@@ -492,7 +566,8 @@ impl ServerHandler for McpServer {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.tools
+        self.now()
+            .tools
             .iter()
             .find(|t| t.name == name)
             .cloned()
@@ -510,9 +585,10 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let now = self.now();
         // The server's own tools win a clash, so only other names reach the proxy.
         if let Some(p) = &self.proxy
-            && self.engine.def.tool(&request.name).is_none()
+            && now.engine.def.tool(&request.name).is_none()
             && p.routes(&request.name)
         {
             return p
@@ -525,7 +601,7 @@ impl ServerHandler for McpServer {
                 .await
                 .map(Into::into);
         }
-        let engine = self.engine.clone();
+        let engine = now.engine.clone();
         let responses = request.input_responses;
         let state = request.request_state;
         let name = request.name.into_owned();
@@ -567,7 +643,7 @@ impl ServerHandler for McpServer {
         .await
         .unwrap_or_else(|e| {
             tracing::error!(tool = %tool, error = %e, "a call panicked");
-            Err(self.engine.internal_error(&tool))
+            Err(now.engine.internal_error(&tool))
         });
         watcher.abort();
         // The sink is dropped with the call, which ends the forwarder once it sent the rest.
@@ -577,7 +653,7 @@ impl ServerHandler for McpServer {
         if writes && outcome.is_ok() {
             self.notify_subscribed(&context.peer).await;
         }
-        to_result(outcome, self.engine.def).map(Into::into)
+        to_result(outcome, now.engine.def).map(Into::into)
     }
 }
 

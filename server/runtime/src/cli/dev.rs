@@ -1,0 +1,279 @@
+//! `dev`: serves a spec straight from its YAML over stdio, through the same IR and engine as a
+//! compiled server, and swaps in each valid edit of the file while the client stays connected.
+//!
+//! The binary supplies the spec compiler ([`Compile`]); the runtime knows none. An edit that
+//! does not compile, or whose statements do not prepare, is reported on stderr and the last good
+//! version keeps serving. A valid one replaces the engine for the next request and the client
+//! hears `notifications/{tools,resources,prompts}/list_changed`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use anyhow::{Context as _, Result, anyhow};
+use serde_json::Value;
+
+use super::Server;
+use crate::backend::Location;
+use crate::def::{DatabaseDef, ServerDef};
+use crate::engine::Engine;
+use crate::handler::{Context, Dispatch, HandlerError, ResourceBody, ResourceVars};
+use crate::protocol::{Live, McpServer};
+
+/// Compiles a spec file into the runtime's tables, or renders its problems.
+pub type Compile = fn(&Path) -> Result<&'static ServerDef, String>;
+
+/// How often the spec file is looked at.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Serves `spec` until stdin closes, reloading it on every change. `db` is a live database
+/// (file or URL); without one, a scratch SQLite database holds the spec's schema and sample
+/// rows, made again when they change. Handler tools run the handlers of the compiled server of
+/// the same name in `servers`, when there is one.
+pub fn run(
+    spec: &Path,
+    db: Option<&Path>,
+    servers: Vec<Server>,
+    compile: Compile,
+) -> Result<ExitCode> {
+    let def = compile(spec).map_err(|problems| anyhow!("{problems}"))?;
+    let handlers: Handlers = servers
+        .into_iter()
+        .filter_map(|s| Some((s.def.name, Arc::from(s.handlers?))))
+        .collect();
+    let mut dbs = Databases {
+        flag: db.map(Path::to_path_buf),
+        scratch: tempfile::tempdir().context("creating a scratch directory")?,
+        made: None,
+    };
+    let engine = start(def, &mut dbs, &handlers)?;
+    eprintln!(
+        "mcpspec dev: serving {} ({} tools) on {}; edits to the file are served as they are saved",
+        spec.display(),
+        def.tools.len(),
+        dbs.shown(engine.as_ref())
+    );
+    let watch = Watch {
+        spec: spec.to_path_buf(),
+        compile,
+        handlers,
+        dbs,
+    };
+    super::serve_stdio(
+        engine,
+        |engine, _proxy| McpServer::changing(engine),
+        move |server, peer| {
+            let live = server.live();
+            let runtime = tokio::runtime::Handle::current();
+            std::thread::spawn(move || watch.run(&live, &peer, &runtime));
+        },
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The handlers of the binary's compiled servers, by server name.
+type Handlers = std::collections::HashMap<&'static str, Arc<dyn Dispatch>>;
+
+/// The engine for `def`, with the handlers of the compiled server of its name (shared by every
+/// version that keeps the name).
+fn start(def: &'static ServerDef, dbs: &mut Databases, handlers: &Handlers) -> Result<Arc<Engine>> {
+    let location = dbs.for_def(def)?;
+    let handlers: Box<dyn Dispatch> = match handlers.get(def.name) {
+        Some(h) => Box::new(Shared(h.clone())),
+        None => Box::new(NotCompiled(def.name)),
+    };
+    Ok(Engine::start_at(
+        def,
+        location.as_ref(),
+        false,
+        super::limits()?,
+        Some(handlers),
+    )?)
+}
+
+/// Where each version's database is.
+struct Databases {
+    /// `--db`, used by every version.
+    flag: Option<PathBuf>,
+    scratch: tempfile::TempDir,
+    /// The scratch database made last, and the schema and sample rows it was made from.
+    made: Option<(String, Location)>,
+}
+
+impl Databases {
+    fn for_def(&mut self, def: &'static ServerDef) -> Result<Option<Location>> {
+        let Some(database) = &def.database else {
+            return Ok(None);
+        };
+        if let Some(flag) = &self.flag {
+            return super::locate(def.name, database, Some(flag)).map(Some);
+        }
+        let source = scratch_source(database);
+        if let Some((made_from, at)) = &self.made
+            && *made_from == source
+        {
+            return Ok(Some(at.clone()));
+        }
+        // A new file for a changed schema: calls of the previous version may still be reading
+        // the old one.
+        let n = std::fs::read_dir(self.scratch.path()).map_or(0, Iterator::count);
+        let path = self.scratch.path().join(format!("{}-{n}.db", def.name));
+        crate::backend::sqlite::init(database, &path, true)?;
+        let at = Location::File(path);
+        self.made = Some((source, at.clone()));
+        Ok(Some(at))
+    }
+
+    fn shown(&self, engine: &Engine) -> String {
+        match (&self.made, engine.database()) {
+            (_, None) => "no database".into(),
+            (Some(_), Some(_)) if self.flag.is_none() => {
+                "a scratch database with the sample rows".into()
+            }
+            _ => self
+                .flag
+                .as_ref()
+                .map(|f| Location::parse(f.as_os_str()).display())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+fn scratch_source(database: &DatabaseDef) -> String {
+    format!("{}\n--\n{}", database.schema, database.sample.unwrap_or(""))
+}
+
+/// What the watching thread needs to make the next version.
+struct Watch {
+    spec: PathBuf,
+    compile: Compile,
+    handlers: Handlers,
+    dbs: Databases,
+}
+
+impl Watch {
+    /// Looks at the file every [`POLL`] and serves each valid change; ends with the process.
+    fn run(
+        mut self,
+        live: &Arc<Live>,
+        peer: &rmcp::service::Peer<rmcp::RoleServer>,
+        runtime: &tokio::runtime::Handle,
+    ) {
+        let mut seen = stamp(&self.spec);
+        let mut last = std::fs::read(&self.spec).ok();
+        loop {
+            std::thread::sleep(POLL);
+            let now = stamp(&self.spec);
+            if now == seen {
+                continue;
+            }
+            seen = now;
+            let text = std::fs::read(&self.spec).ok();
+            if text.is_none() || text == last {
+                continue;
+            }
+            last = text;
+            if let Some(engine) = self.next() {
+                live.replace(engine);
+                let peer = peer.clone();
+                runtime.spawn(async move {
+                    let _ = peer.notify_tool_list_changed().await;
+                    let _ = peer.notify_resource_list_changed().await;
+                    let _ = peer.notify_prompt_list_changed().await;
+                });
+            }
+        }
+    }
+
+    /// The engine of the file as it is now, or `None` (the problems printed) when it does not
+    /// compile or start.
+    fn next(&mut self) -> Option<Arc<Engine>> {
+        let shown = self.spec.display();
+        let def = match (self.compile)(&self.spec) {
+            Ok(def) => def,
+            Err(problems) => {
+                eprintln!(
+                    "{problems}\nmcpspec dev: {shown} has problems; still serving the last good version"
+                );
+                return None;
+            }
+        };
+        match start(def, &mut self.dbs, &self.handlers) {
+            Ok(engine) => {
+                eprintln!("mcpspec dev: reloaded {shown} ({} tools)", def.tools.len());
+                Some(engine)
+            }
+            Err(e) => {
+                eprintln!(
+                    "error: {e:#}\nmcpspec dev: {shown} does not start; still serving the last good version"
+                );
+                None
+            }
+        }
+    }
+}
+
+/// What tells a changed file from an unchanged one without reading it.
+fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok()?, m.len()))
+}
+
+/// The handlers of the compiled server, shared by every version the session serves.
+struct Shared(Arc<dyn Dispatch>);
+
+impl Dispatch for Shared {
+    fn call(
+        &self,
+        tool: &str,
+        ctx: &Context,
+        arguments: &crate::def::Arguments,
+    ) -> Result<Value, HandlerError> {
+        self.0.call(tool, ctx, arguments)
+    }
+
+    fn read(
+        &self,
+        resource: &str,
+        ctx: &Context,
+        uri: &str,
+        vars: &ResourceVars,
+    ) -> Result<ResourceBody, HandlerError> {
+        self.0.read(resource, ctx, uri, vars)
+    }
+}
+
+/// The handlers of a server this binary was not compiled with: every handler tool and resource
+/// answers why it cannot run.
+struct NotCompiled(&'static str);
+
+impl NotCompiled {
+    fn error(&self, what: &str) -> HandlerError {
+        HandlerError::new("HANDLER_NOT_COMPILED").message(format!(
+            "{what} runs a Rust handler, and this binary has no handlers for server `{}`; SQL tools, resources and prompts work in `dev`, handlers only in a binary built with them (`cargo build`, then serve it)",
+            self.0
+        ))
+    }
+}
+
+impl Dispatch for NotCompiled {
+    fn call(
+        &self,
+        tool: &str,
+        _: &Context,
+        _: &crate::def::Arguments,
+    ) -> Result<Value, HandlerError> {
+        Err(self.error(&format!("tool `{tool}`")))
+    }
+
+    fn read(
+        &self,
+        resource: &str,
+        _: &Context,
+        _: &str,
+        _: &ResourceVars,
+    ) -> Result<ResourceBody, HandlerError> {
+        Err(self.error(&format!("resource `{resource}`")))
+    }
+}

@@ -1,0 +1,291 @@
+//! `mcpspec dev`: a spec served straight from its YAML, each saved edit swapped in while the
+//! client stays connected; and the definitions it builds equal the compiled ones.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::Duration;
+
+use mcpspec::client::StdioClient;
+use serde_json::{Value, json};
+
+use crate::common::EXE;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// A `dev` session: the client, and the server's stderr line by line.
+struct Dev {
+    client: StdioClient,
+    stderr: Receiver<String>,
+}
+
+fn dev(dir: &Path, spec: &str) -> Dev {
+    let mut client = StdioClient::spawn(
+        Command::new(EXE)
+            .args(["dev", spec])
+            .current_dir(dir)
+            .stderr(Stdio::piped()),
+    )
+    .expect("spawn mcpspec dev");
+    let stderr = client.take_stderr().expect("piped stderr");
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let init = client.initialize().expect("initialize");
+    assert_eq!(
+        init["result"]["capabilities"]["tools"]["listChanged"],
+        json!(true),
+        "{init}"
+    );
+    Dev { client, stderr: rx }
+}
+
+impl Dev {
+    fn tool_names(&mut self) -> Vec<String> {
+        let list = self.client.request("tools/list", json!({})).unwrap();
+        list["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    fn structured(&mut self, tool: &str, args: Value) -> Value {
+        let r = self.client.call_tool(tool, args).unwrap();
+        assert_eq!(r["result"]["isError"], json!(false), "{r}");
+        r["result"]["structuredContent"].clone()
+    }
+
+    /// Waits for the server to announce a new tool list.
+    fn list_changed(&mut self) {
+        loop {
+            let msg = self
+                .client
+                .recv(WAIT)
+                .expect("notifications/tools/list_changed");
+            if msg["method"] == "notifications/tools/list_changed" {
+                return;
+            }
+        }
+    }
+
+    /// The stderr lines up to and including the first that contains `end`.
+    fn stderr_until(&self, end: &str) -> String {
+        let mut seen = String::new();
+        loop {
+            let line = self
+                .stderr
+                .recv_timeout(WAIT)
+                .unwrap_or_else(|_| panic!("no stderr line with {end:?}; saw:\n{seen}"));
+            seen.push_str(&line);
+            seen.push('\n');
+            if line.contains(end) {
+                return seen;
+            }
+        }
+    }
+}
+
+const COUNT_TOOL: &str = r#"  - name: count_notes
+    description: How many notes there are.
+    sql:
+      returns: scalar
+      key: count
+      query: SELECT count(*) AS n FROM notes
+      columns: {n: integer}
+"#;
+
+/// A SQL tool added to the file is listed and answers after the save, without a restart; a
+/// broken edit is reported with its place and the last good version keeps serving; a schema
+/// change makes a new scratch database with the new column.
+#[test]
+fn dev_swaps_in_each_valid_edit_and_keeps_serving_through_a_broken_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("notes.yaml");
+    let original =
+        std::fs::read_to_string("../tests/fixtures/basic/spec.yaml").expect("basic fixture");
+    std::fs::write(&spec, &original).unwrap();
+    let mut s = dev(dir.path(), "notes.yaml");
+    s.stderr_until("serving notes.yaml (2 tools) on a scratch database");
+    assert_eq!(s.tool_names(), ["search_notes", "delete_note"]);
+    let found = s.structured("search_notes", json!({"q": "hel"}));
+    assert_eq!(found["notes"][0]["body"], "hello", "{found}");
+
+    std::fs::write(&spec, format!("{original}{COUNT_TOOL}")).unwrap();
+    s.list_changed();
+    assert_eq!(
+        s.tool_names(),
+        ["search_notes", "delete_note", "count_notes"]
+    );
+    assert_eq!(s.structured("count_notes", json!({})), json!({"count": 1}));
+
+    // A table that does not exist: the statement does not prepare, so the edit is refused.
+    let broken = format!(
+        "{original}{}",
+        COUNT_TOOL.replace("FROM notes", "FROM nots")
+    );
+    std::fs::write(&spec, broken).unwrap();
+    let said = s.stderr_until("still serving the last good version");
+    assert!(said.contains("no such table: nots"), "{said}");
+    assert_eq!(s.structured("count_notes", json!({})), json!({"count": 1}));
+
+    // A spec error points at the file, line and column, with its help line.
+    std::fs::write(&spec, original.replace("returns: execute", "returns: exec")).unwrap();
+    let said = s.stderr_until("still serving the last good version");
+    assert!(said.contains("--> notes.yaml:"), "{said}");
+    assert!(said.contains("help:"), "{said}");
+    assert_eq!(
+        s.tool_names(),
+        ["search_notes", "delete_note", "count_notes"]
+    );
+
+    // A new column in the schema and the sample rows: a new scratch database holds it.
+    let with_author = format!("{original}{COUNT_TOOL}")
+        .replace("meta TEXT);", "meta TEXT, author TEXT);")
+        .replace(
+            "INSERT INTO notes (body, meta) VALUES ('hello', '{\"pinned\": true}');",
+            "INSERT INTO notes (body, meta, author) VALUES ('hello', '{\"pinned\": true}', 'ada');",
+        )
+        .replace(
+            "SELECT id, body, meta FROM notes",
+            "SELECT id, body, meta, author FROM notes",
+        )
+        .replace(
+            "columns: {id: integer, body: text, meta: json?}",
+            "columns: {id: integer, body: text, meta: json?, author: text?}",
+        );
+    std::fs::write(&spec, with_author).unwrap();
+    s.list_changed();
+    let found = s.structured("search_notes", json!({"q": "hel"}));
+    assert_eq!(found["notes"][0]["author"], "ada", "{found}");
+    let status = s.client.finish(WAIT);
+    assert!(status.is_some_and(|st| st.success()), "{status:?}");
+}
+
+/// Handler tools run the handlers compiled into the binary for the server of that name; a
+/// server the binary has no handlers for answers a clear error instead.
+#[test]
+fn dev_runs_compiled_handlers_and_says_when_there_are_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let git = |args: &[&str]| {
+        let ok = Command::new("git")
+            .args(args)
+            .current_dir(root)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    };
+    git(&["init", "-q", "-b", "main"]);
+    std::fs::write(
+        root.join(".pm.json"),
+        r#"{"databases_dir": ".pm/databases", "dumps_dir": ".pm/dumps", "worktrees_dir": ".pm/worktrees", "default_database": "app", "allowed_databases": ["app"]}"#,
+    )
+    .unwrap();
+    let pm = std::fs::read_to_string("../spec/pm.yaml").unwrap();
+    std::fs::write(root.join("pm.yaml"), &pm).unwrap();
+    let mut s = dev(root, "pm.yaml");
+    let info = s.structured("project.info", json!({}));
+    assert_eq!(info["config"]["default_database"], "app", "{info}");
+
+    // The same spec under another server name: this binary has no handlers for it.
+    let other = pm.replacen("name: pm", "name: pm_copy", 1);
+    assert_ne!(other, pm);
+    std::fs::write(root.join("pm.yaml"), other).unwrap();
+    s.list_changed();
+    let r = s.client.call_tool("project.info", json!({})).unwrap();
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(r["result"]["isError"], json!(true), "{r}");
+    assert!(text.contains("HANDLER_NOT_COMPILED"), "{r}");
+    assert!(
+        text.contains("this binary has no handlers for server `pm_copy`"),
+        "{r}"
+    );
+}
+
+/// What `dev` serves is what `cargo build` compiles: every seed server's definition built in
+/// memory from its YAML equals the compiled one, and both bindings give the same SQL
+/// parameters for the spec's own calls.
+#[test]
+fn definitions_built_from_yaml_equal_the_compiled_ones() {
+    for server in server::servers::seeds() {
+        let compiled = server.def();
+        let file = Path::new(compiled.spec_file);
+        let text = std::fs::read_to_string(Path::new("..").join(file)).unwrap();
+        let spec = codegen::compile(file, &text).expect("the seed spec compiles");
+        let live = codegen::live::server_def(&spec);
+        assert_eq!(
+            without_bindings(&format!("{live:#?}")),
+            without_bindings(&format!("{compiled:#?}")),
+            "{}",
+            compiled.name
+        );
+        for call in compiled
+            .demo
+            .iter()
+            .map(|d| (d.tool, d.arguments))
+            .chain(compiled.examples.iter().map(|e| (e.tool, e.arguments)))
+        {
+            same_params(compiled, live, call);
+        }
+    }
+}
+
+/// The Debug text of a definition without the `bind:` lines, the one field that differs.
+fn without_bindings(debug: &str) -> String {
+    let mut out = String::new();
+    let mut skipping = 0usize;
+    for line in debug.lines() {
+        if skipping > 0 {
+            skipping += line.matches(['(', '[', '{']).count();
+            skipping -= line.matches([')', ']', '}']).count();
+            continue;
+        }
+        if line.trim_start().starts_with("bind: Typed(")
+            || line.trim_start().starts_with("bind: Json(")
+        {
+            let open = line.matches(['(', '[', '{']).count();
+            let close = line.matches([')', ']', '}']).count();
+            skipping = open.saturating_sub(close);
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+fn same_params(
+    compiled: &mcpspec::def::ServerDef,
+    live: &mcpspec::def::ServerDef,
+    (tool, arguments): (&str, &str),
+) {
+    let (Some(a), Some(b)) = (compiled.tool(tool), live.tool(tool)) else {
+        panic!("`{tool}` is in both definitions");
+    };
+    if a.binding.statements().is_empty() {
+        return;
+    }
+    let Ok(Value::Object(mut args)) = serde_json::from_str::<Value>(arguments) else {
+        panic!("arguments of {tool}");
+    };
+    for (k, v) in a.defaults {
+        args.entry(k.to_string())
+            .or_insert_with(|| serde_json::from_str(v).unwrap());
+    }
+    match (a.bind.params(&args), b.bind.params(&args)) {
+        (Ok(x), Ok(y)) => assert_eq!(x, y, "{}: `{tool}` {arguments}", compiled.name),
+        // Arguments meant to fail do not decode into the typed struct.
+        (Err(_), _) => {}
+        (Ok(_), Err(e)) => panic!("`{tool}`: {e}"),
+    }
+}
