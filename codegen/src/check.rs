@@ -172,11 +172,20 @@ pub fn check_schemas(spec: &Spec) -> Diagnostics {
 /// The arguments of demo calls, start-up jobs and examples must pass the tool's input schema, as they
 /// will when the calls run (with the schema's defaults filled in first, as the runtime does).
 fn check_fixed_calls(spec: &Spec, out: &mut Diagnostics) {
+    // Calls meant to fail validation, under the runtime's name or this server's.
+    let invalid = spec
+        .ir
+        .error_codes
+        .iter()
+        .find(|(builtin, _)| builtin == "INVALID_ARGUMENTS")
+        .map_or("INVALID_ARGUMENTS", |(_, renamed)| renamed.as_str());
+    let meant_to_fail =
+        |code: Option<&str>| code.is_some_and(|c| c == "INVALID_ARGUMENTS" || c == invalid);
     let calls = spec
         .ir
         .demo
         .iter()
-        .filter(|d| d.error.as_deref() != Some("INVALID_ARGUMENTS"))
+        .filter(|d| !meant_to_fail(d.error.as_deref()))
         .map(|d| ("demo call", &d.tool, &d.arguments, d.pos))
         .chain(
             spec.ir
@@ -188,7 +197,10 @@ fn check_fixed_calls(spec: &Spec, out: &mut Diagnostics) {
             spec.ir
                 .examples
                 .iter()
-                .filter(|e| e.expect != crate::ir::Expect::Error("INVALID_ARGUMENTS".into()))
+                .filter(|e| match &e.expect {
+                    crate::ir::Expect::Error(code) => !meant_to_fail(Some(code)),
+                    _ => true,
+                })
                 .map(|e| ("example", &e.tool, &e.arguments, e.pos)),
         );
     for (what, tool_name, arguments, pos) in calls {
@@ -227,4 +239,56 @@ fn check_fixed_calls(spec: &Spec, out: &mut Diagnostics) {
             ));
         }
     }
+}
+
+/// Runs the examples of server `name` on its live database (`--db`), through the runtime's
+/// engine with every write rolled back: a finding at each example that does not return what
+/// it says. Examples of handler tools are left to `mcpspec test`, which has the handlers.
+#[cfg(feature = "live")]
+pub fn check_examples(root: &Path, spec_dir: &Path, name: &str, db: &Path) -> Report {
+    let mut report = Report::default();
+    let Ok(specs) = crate::load_dir(&root.join(spec_dir), spec_dir) else {
+        return report;
+    };
+    let Some(spec) = specs.iter().find(|s| s.name() == name) else {
+        return report;
+    };
+    let def = crate::live::server_def(spec);
+    let location = mcpspec::backend::Location::parse(db.as_os_str());
+    let shown = location.display();
+    let engine = match mcpspec::engine::Engine::start_rehearsal(
+        def,
+        &location,
+        mcpspec::engine::Limits::default(),
+        Some(Box::new(mcpspec::handler::NoHandlers(def.name))),
+    ) {
+        Ok(e) => e,
+        // Drift is what the statement checks above report, at each statement.
+        Err(_) => return report,
+    };
+    for (example, ir) in def.examples.iter().zip(&spec.ir.examples) {
+        let handler = def
+            .tool(example.tool)
+            .is_some_and(|t| matches!(t.binding, mcpspec::def::BindingDef::Handler));
+        if handler || example.sample_rows {
+            continue;
+        }
+        let outcome = mcpspec::examples::run(&engine, example);
+        if let Some(why) = outcome.failure {
+            report.findings.push(drift::Finding::from_diagnostic(
+                Kind::Example,
+                &Diagnostic {
+                    file: PathBuf::from(spec.file()),
+                    pos: ir.pos,
+                    message: format!("the example of `{}` does not hold on {shown}", example.tool),
+                    label: Some("this example".into()),
+                    help: Some(format!(
+                        "{}\n  (its writes were rolled back: the database is as it was)",
+                        why.trim_start().replace("\n", "\n  ")
+                    )),
+                },
+            ));
+        }
+    }
+    report
 }

@@ -28,6 +28,8 @@ pub enum Kind {
     Contract,
     /// A committed generated file differs from a fresh render.
     Stale,
+    /// An example did not return what it says, run on a live database.
+    Example,
 }
 
 /// One problem `check` found.

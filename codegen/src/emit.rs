@@ -134,7 +134,8 @@ fn server_tokens(server: &Server) -> TokenStream {
             Expect::Empty => quote!(::mcpspec::def::ExpectDef::Empty),
             Expect::Error(code) => quote!(::mcpspec::def::ExpectDef::Error(#code)),
         };
-        quote!(::mcpspec::def::ExampleDef { tool: #tool, arguments: #args, expect: #expect, at: #at })
+        let sample_rows = e.sample_rows;
+        quote!(::mcpspec::def::ExampleDef { tool: #tool, arguments: #args, expect: #expect, sample_rows: #sample_rows, at: #at })
     });
     let args_doc = format!(" Typed arguments of the `{name}` tools, one struct per tool.");
     let error_codes = server.error_codes.iter().map(|(k, v)| quote!((#k, #v)));

@@ -45,6 +45,8 @@ pub(crate) struct Example {
     pub tool: String,
     pub arguments: Value,
     pub expect: Expect,
+    /// The expectation holds on the sample rows only.
+    pub sample_rows: bool,
     /// Where the example is, as `file:line:column`.
     pub at: String,
     /// Where the example is; read by `check`.

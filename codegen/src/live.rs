@@ -78,6 +78,7 @@ fn example(e: &ir::Example) -> ExampleDef {
             ir::Expect::Empty => ExpectDef::Empty,
             ir::Expect::Error(code) => ExpectDef::Error(text(code)),
         },
+        sample_rows: e.sample_rows,
         at: text(&e.at),
     }
 }

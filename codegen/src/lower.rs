@@ -946,6 +946,7 @@ fn examples(file: &str, spec: &RawSpec) -> Vec<Example> {
                     .as_ref()
                     .map_or_else(|| json!({}), |a| a.value.clone()),
                 expect,
+                sample_rows: x.sample_rows,
                 at: format!("{file}:{}:{}", pos.line, pos.column),
                 pos,
             });

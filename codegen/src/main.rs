@@ -214,7 +214,12 @@ fn check(
         let live = server
             .as_deref()
             .map(|s| (s, codegen::check::Live::Postgres(&mut client)));
-        let report = codegen::check::check_repo_live(root, spec_dir, live);
+        let mut report = codegen::check::check_repo_live(root, spec_dir, live);
+        if let (Some(server), Some(db)) = (&server, &db) {
+            report
+                .findings
+                .extend(codegen::check::check_examples(root, spec_dir, server, db).findings);
+        }
         return finish(&report, json);
     }
     let live = match db.as_deref() {
@@ -230,7 +235,15 @@ fn check(
         }
         None => None,
     };
-    let report = codegen::check::check_repo(root, spec_dir, server.as_deref().zip(live.as_ref()));
+    let mut report =
+        codegen::check::check_repo(root, spec_dir, server.as_deref().zip(live.as_ref()));
+    // Examples run after the statement checks, on the same file, each write rolled back.
+    drop(live);
+    if let (Some(server), Some(db)) = (&server, &db) {
+        report
+            .findings
+            .extend(codegen::check::check_examples(root, spec_dir, server, db).findings);
+    }
     finish(&report, json)
 }
 

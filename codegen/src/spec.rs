@@ -640,6 +640,10 @@ pub(crate) struct RawExample {
     /// The call fails with this error code, e.g. `NOT_FOUND`.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub error: Option<Sp<String>>,
+    /// `true`: what comes back depends on the spec's sample rows, so the example runs on the
+    /// sample database only, not on a live one (`check --db`, `mcpspec test --db`).
+    #[serde(default)]
+    pub sample_rows: bool,
 }
 
 /// One MCP content block of a `content:` binding.
@@ -1044,7 +1048,7 @@ const TOOL_KEYS: &[&str] = &[
     "confirm",
     "examples",
 ];
-const EXAMPLE_KEYS: &[&str] = &["arguments", "returns", "empty", "error"];
+const EXAMPLE_KEYS: &[&str] = &["arguments", "returns", "empty", "error", "sample_rows"];
 const STATEMENT_KEYS: &[&str] = &[
     "name",
     "query",

@@ -41,6 +41,15 @@ impl Copy {
         Copy { dir }
     }
 
+    /// The line number of the first line of `rel` that starts with `text`.
+    fn line_of(&self, rel: &str, text: &str) -> usize {
+        let body = std::fs::read_to_string(self.path(rel)).unwrap();
+        1 + body
+            .lines()
+            .position(|l| l.starts_with(text))
+            .unwrap_or_else(|| panic!("{text:?} is not in {rel}"))
+    }
+
     fn path(&self, rel: &str) -> PathBuf {
         self.dir.path().join(rel)
     }
@@ -175,13 +184,21 @@ fn spec_errors_point_at_the_yaml() {
         "    titel: Get a learning\n",
     );
     copy.edit(SPEC, "      max_rows: 500\n", "      max_row: 500\n");
+    let titel = format!(
+        "error: unknown key `titel` in a tool\n  --> spec/studio.yaml:{}:5",
+        copy.line_of(SPEC, "    titel: Get a learning")
+    );
+    let max_row = format!(
+        "error: unknown key `max_row` in a statement\n  --> spec/studio.yaml:{}:7",
+        copy.line_of(SPEC, "      max_row: 500")
+    );
     let text = expect(
         &copy,
         &[Kind::Spec],
         &[
-            "error: unknown key `titel` in a tool\n  --> spec/studio.yaml:181:5",
+            &titel,
             "= help: did you mean `title`?",
-            "error: unknown key `max_row` in a statement\n  --> spec/studio.yaml:239:7",
+            &max_row,
             "= help: did you mean `max_rows`?",
             "error: check found 2 problems",
         ],
@@ -314,8 +331,10 @@ fn a_new_required_property_is_breaking() {
     );
     expect(
         &copy,
-        &[Kind::Contract, Kind::Stale],
+        &[Kind::Sql, Kind::Contract, Kind::Stale],
         &[
+            // The tool's own example no longer passes its input schema.
+            "error: the example of `capture_decision` has arguments its input schema refuses: \"why\" is a required property",
             "| breaking: tool `capture_decision`: input property `why` added as required",
             &no_bump(),
         ],
@@ -521,6 +540,52 @@ fn an_insert_that_leaves_a_not_null_column_unset_in_the_live_database() {
         "{text}"
     );
     assert!(text.contains("--> spec/studio.yaml:"), "{text}");
+}
+
+/// `check --db` runs the examples on the live database with every write rolled back: the
+/// studio examples hold on a strict Project Studio database (no column defaults) and leave it
+/// as it was; a write that leans on a default fails there, at the example, with what came back.
+#[test]
+fn examples_run_on_the_live_database_and_are_rolled_back() {
+    let copy = Copy::new();
+    let live = copy.path("live.db");
+    let conn = rusqlite::Connection::open(&live).unwrap();
+    let declared = text_between(&std::fs::read_to_string(copy.path(SPEC)).unwrap());
+    let strict = regex::Regex::new(r"(?i)\s+DEFAULT\s+(\([^()]*(\([^()]*\))?[^()]*\)|'[^']*')")
+        .unwrap()
+        .replace_all(&declared, "")
+        .into_owned();
+    conn.execute_batch(&strict).unwrap();
+    drop(conn);
+    let examples = |copy: &Copy| {
+        codegen::check::check_examples(copy.dir.path(), Path::new("spec"), "studio", &live)
+    };
+    let report = examples(&copy);
+    assert!(report.is_ok(), "{}", copy.render(&report));
+    let conn = rusqlite::Connection::open(&live).unwrap();
+    let rows: i64 = conn
+        .query_row("SELECT count(*) FROM learnings", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 0, "the write examples were rolled back");
+    drop(conn);
+    copy.edit(
+        SPEC,
+        "session_id, created_at, updated_at)\n        SELECT",
+        "session_id, updated_at)\n        SELECT",
+    )
+    .edit(
+        SPEC,
+        ":session_id,\n               strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), strftime",
+        ":session_id,\n               strftime",
+    );
+    let text = copy.render(&examples(&copy));
+    assert!(
+        text.contains("error: the example of `capture_learning` does not hold on"),
+        "{text}"
+    );
+    assert!(text.contains("--> spec/studio.yaml:"), "{text}");
+    assert!(text.contains("expected: success"), "{text}");
+    assert!(text.contains("CONSTRAINT_VIOLATION"), "{text}");
 }
 
 /// The DDL under `database.schema` of the studio spec, dedented.

@@ -296,7 +296,7 @@ fn golden_examples_run_on_the_sample_rows() {
     let at = mcpspec::cli::examples::scratch_database(&basic::SERVER, dir.path()).unwrap();
     let engine =
         Engine::start_at(&basic::SERVER, at.as_ref(), false, Limits::default(), None).unwrap();
-    let outcomes = mcpspec::examples::run_all(&engine);
+    let outcomes = mcpspec::examples::run_all(&engine, true);
     assert_eq!(outcomes.len(), 3);
     for o in &outcomes {
         assert!(o.failure.is_none(), "{o}");

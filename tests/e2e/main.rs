@@ -9,6 +9,7 @@ mod cli;
 mod conformance;
 mod content;
 mod dev;
+mod examples;
 mod goldens;
 mod http;
 mod knowledge;

@@ -120,6 +120,8 @@ pub struct ExampleDef {
     /// The arguments as JSON text.
     pub arguments: &'static str,
     pub expect: ExpectDef,
+    /// The expectation holds on the spec's sample rows only, so a live database skips it.
+    pub sample_rows: bool,
     /// Where the example is: `spec/x.yaml:12:9`.
     pub at: &'static str,
 }

@@ -26,9 +26,16 @@ impl std::fmt::Display for Outcome {
     }
 }
 
-/// Runs every example of the engine's server, in spec order.
-pub fn run_all(engine: &Engine) -> Vec<Outcome> {
-    engine.def.examples.iter().map(|e| run(engine, e)).collect()
+/// Runs the examples of the engine's server, in spec order: every one on the sample rows,
+/// else (on a live database) those that do not depend on them.
+pub fn run_all(engine: &Engine, on_sample_rows: bool) -> Vec<Outcome> {
+    engine
+        .def
+        .examples
+        .iter()
+        .filter(|e| on_sample_rows || !e.sample_rows)
+        .map(|e| run(engine, e))
+        .collect()
 }
 
 /// Runs one example and judges its outcome.

@@ -546,3 +546,32 @@ pub fn run<A: DeserializeOwned, O: Serialize>(
     let out = f(args)?;
     serde_json::to_value(out).map_err(HandlerError::internal)
 }
+
+/// The handlers of a server a binary was not built with (`mcpspec dev` of another spec, the
+/// examples `codegen check` runs): every handler tool and resource answers why it cannot run.
+pub struct NoHandlers(pub &'static str);
+
+impl NoHandlers {
+    fn error(&self, what: &str) -> HandlerError {
+        HandlerError::new("HANDLER_NOT_COMPILED").message(format!(
+            "{what} runs a Rust handler, and this binary has no handlers for server `{}`; SQL tools, resources and prompts work in `dev`, handlers only in a binary built with them (`cargo build`, then serve it)",
+            self.0
+        ))
+    }
+}
+
+impl Dispatch for NoHandlers {
+    fn call(&self, tool: &str, _: &Context, _: &Arguments) -> Result<Value, HandlerError> {
+        Err(self.error(&format!("tool `{tool}`")))
+    }
+
+    fn read(
+        &self,
+        resource: &str,
+        _: &Context,
+        _: &str,
+        _: &ResourceVars,
+    ) -> Result<ResourceBody, HandlerError> {
+        Err(self.error(&format!("resource `{resource}`")))
+    }
+}

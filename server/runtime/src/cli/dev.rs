@@ -18,7 +18,7 @@ use super::Server;
 use crate::backend::Location;
 use crate::def::{DatabaseDef, ServerDef};
 use crate::engine::Engine;
-use crate::handler::{Context, Dispatch, HandlerError, ResourceBody, ResourceVars};
+use crate::handler::{Context, Dispatch, HandlerError, NoHandlers, ResourceBody, ResourceVars};
 use crate::protocol::{Live, McpServer};
 
 /// Compiles a spec file into the runtime's tables, or renders its problems.
@@ -81,7 +81,7 @@ fn start(def: &'static ServerDef, dbs: &mut Databases, handlers: &Handlers) -> R
     let location = dbs.for_def(def)?;
     let handlers: Box<dyn Dispatch> = match handlers.get(def.name) {
         Some(h) => Box::new(Shared(h.clone())),
-        None => Box::new(NotCompiled(def.name)),
+        None => Box::new(NoHandlers(def.name)),
     };
     Ok(Engine::start_at(
         def,
@@ -241,39 +241,5 @@ impl Dispatch for Shared {
         vars: &ResourceVars,
     ) -> Result<ResourceBody, HandlerError> {
         self.0.read(resource, ctx, uri, vars)
-    }
-}
-
-/// The handlers of a server this binary was not compiled with: every handler tool and resource
-/// answers why it cannot run.
-struct NotCompiled(&'static str);
-
-impl NotCompiled {
-    fn error(&self, what: &str) -> HandlerError {
-        HandlerError::new("HANDLER_NOT_COMPILED").message(format!(
-            "{what} runs a Rust handler, and this binary has no handlers for server `{}`; SQL tools, resources and prompts work in `dev`, handlers only in a binary built with them (`cargo build`, then serve it)",
-            self.0
-        ))
-    }
-}
-
-impl Dispatch for NotCompiled {
-    fn call(
-        &self,
-        tool: &str,
-        _: &Context,
-        _: &crate::def::Arguments,
-    ) -> Result<Value, HandlerError> {
-        Err(self.error(&format!("tool `{tool}`")))
-    }
-
-    fn read(
-        &self,
-        resource: &str,
-        _: &Context,
-        _: &str,
-        _: &ResourceVars,
-    ) -> Result<ResourceBody, HandlerError> {
-        Err(self.error(&format!("resource `{resource}`")))
     }
 }

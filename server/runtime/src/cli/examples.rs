@@ -16,6 +16,7 @@ pub fn run(server: Server, db: Option<&Path>, out: &mut dyn std::io::Write) -> R
     let Server { def, handlers } = server;
     let limits = super::limits()?;
     let scratch = tempfile::tempdir().context("creating a scratch directory")?;
+    let on_sample_rows = db.is_none();
     let (engine, on) = match db {
         Some(flag) => {
             let location = super::locate(def.name, database_of(def)?, Some(flag))?;
@@ -26,13 +27,21 @@ pub fn run(server: Server, db: Option<&Path>, out: &mut dyn std::io::Write) -> R
         None => {
             let location = scratch_database(def, scratch.path())?;
             let engine = Engine::start_at(def, location.as_ref(), false, limits, handlers)?;
-            (
-                engine,
-                "a scratch database with the sample rows".to_string(),
-            )
+            let on = match location {
+                Some(_) => "a scratch database with the sample rows".to_string(),
+                None => format!("the project in {}", engine.dir().display()),
+            };
+            (engine, on)
         }
     };
-    let outcomes = crate::examples::run_all(&engine);
+    let outcomes = crate::examples::run_all(&engine, on_sample_rows);
+    let skipped = def.examples.len() - outcomes.len();
+    if skipped > 0 {
+        writeln!(
+            out,
+            "{skipped} examples need the sample rows and do not run on a live database"
+        )?;
+    }
     report(def.name, &on, &outcomes, out)?;
     Ok(if outcomes.iter().all(|o| o.failure.is_none()) {
         ExitCode::SUCCESS
