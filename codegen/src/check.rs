@@ -101,6 +101,10 @@ pub fn check_repo_live(root: &Path, spec_dir: &Path, mut live: Option<(&str, Liv
         }
     };
     let all_compiled = report.findings.iter().all(|f| f.kind != Kind::Spec);
+    #[cfg(feature = "editor-schema")]
+    let rendered = rendered
+        .into_iter()
+        .chain(crate::reference::render_checkout(root, spec_dir));
     for (path, fresh) in rendered {
         if (!all_compiled && path.starts_with("docs")) || !owns(root, &path) {
             continue;

@@ -19,6 +19,8 @@ mod lower;
 mod names;
 #[cfg(feature = "postgres")]
 mod pgcheck;
+#[cfg(feature = "editor-schema")]
+pub mod reference;
 pub mod settings;
 mod spec;
 #[cfg(feature = "sql-check")]

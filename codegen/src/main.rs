@@ -141,6 +141,9 @@ fn run() -> Result<ExitCode> {
                 }
                 write_if_changed(&root, &path, &text)?;
             }
+            if let Some((path, text)) = codegen::reference::render_checkout(&root, &spec_dir) {
+                write_if_changed(&root, &path, &text)?;
+            }
             Ok(ExitCode::SUCCESS)
         }
         "snapshot" => {

@@ -1433,6 +1433,71 @@ impl Ctx {
     }
 }
 
+impl Ctx {
+    /// The editor schema's name for mappings in this context (`Top` is its root); `None` where
+    /// the spec language does not define the keys (JSON Schema, arguments, templates).
+    #[cfg(feature = "editor-schema")]
+    fn definition(self) -> Option<&'static str> {
+        Some(match self {
+            Ctx::Top => "",
+            Ctx::Server => "Server",
+            Ctx::Database => "Database",
+            Ctx::Postgres => "Postgres",
+            Ctx::DefaultPath => "DefaultPath",
+            Ctx::Demo => "DemoCall",
+            Ctx::Startup => "StartupJob",
+            Ctx::Tool => "Tool",
+            Ctx::Input => "Input",
+            Ctx::Annotations => "Annotations",
+            Ctx::Statement => "Statement",
+            Ctx::Column => "ColumnFull",
+            Ctx::Fts => "Fts",
+            Ctx::Derive => "Derive",
+            Ctx::Error => "Error",
+            Ctx::Rule => "Rule",
+            Ctx::Confirm => "Confirm",
+            Ctx::Resource => "Resource",
+            Ctx::Prompt => "Prompt",
+            Ctx::PromptArgument => "PromptArgument",
+            Ctx::Message => "Message",
+            Ctx::Proxy => "Proxy",
+            Ctx::ProxyConfig => "ProxyConfig",
+            Ctx::Downstream => "Downstream",
+            Ctx::Extract => "Extract",
+            Ctx::Intercept => "Intercept",
+            Ctx::InterceptRule => "InterceptRule",
+            Ctx::Block => "Block",
+            Ctx::Example => "Example",
+            _ => return None,
+        })
+    }
+}
+
+/// Where each key of the spec language is written in `text`: `(definition, key, line)` for
+/// every key of a mapping the language defines, in document order (see [`Ctx::definition`]).
+#[cfg(feature = "editor-schema")]
+pub(crate) fn key_sites(text: &str) -> Vec<(&'static str, String, u32)> {
+    fn walk(node: &Node, ctx: Ctx, out: &mut Vec<(&'static str, String, u32)>) {
+        match node {
+            Node::Map(entries) => {
+                for (key, value) in entries {
+                    if let Some(def) = ctx.definition() {
+                        out.push((def, key.value.0.clone(), pos(key).line));
+                    }
+                    walk(value, ctx.child(&key.value.0), out);
+                }
+            }
+            Node::Seq(items) => items.iter().for_each(|i| walk(i, ctx.element(), out)),
+            Node::Scalar | Node::Null => {}
+        }
+    }
+    let mut out = Vec::new();
+    if let Ok(tree) = serde_saphyr::from_str::<Node>(text) {
+        walk(&tree, Ctx::Top, &mut out);
+    }
+    out
+}
+
 /// Reports every key the spec language does not know, with the closest known key.
 fn unknown_keys(sink: &mut Sink<'_>, node: &Node, ctx: Ctx) {
     match node {

@@ -29,6 +29,10 @@ mod startup {
     include!("../fixtures/startup/expected/startup.rs");
 }
 
+mod gateway {
+    include!("../fixtures/proxy/expected/gateway.rs");
+}
+
 mod on_postgres {
     include!("../fixtures/postgres/expected/notes.rs");
 }
@@ -285,6 +289,20 @@ fn golden_tables_are_usable_by_the_runtime() {
         ),
         ("a", "b", "c", "d")
     );
+}
+
+/// A proxy's own downstream servers and static interceptor rules reach the runtime's tables.
+#[test]
+fn golden_proxy_tables_carry_downstreams_and_rules() {
+    let proxy = gateway::SERVER.proxy.as_ref().expect("a proxy");
+    let files = &proxy.servers[0];
+    assert_eq!((files.name, files.command), ("files", "npx"));
+    assert_eq!(files.env, &[("NODE_OPTIONS", "--max-old-space-size=256")]);
+    let guard = &proxy.rules[0];
+    assert_eq!(guard.action, mcpspec::def::InterceptAction::Guard);
+    assert_eq!(guard.tools, &["Read"]);
+    assert_eq!(proxy.params, &["tool", "file_path"]);
+    assert_eq!(gateway::SERVER.tools[0].timeout_ms, Some(2000));
 }
 
 /// The golden's `examples:` run through the engine on a scratch database with its sample
