@@ -13,11 +13,14 @@
 //!   [--rounds N]` measures laminark's `search` at each size, through the server and in-process.
 //! - `mcpbench postgres --mcpspec BIN --toolbox BIN --url URL [--rows N] [--calls N]` measures
 //!   knowledge on PostgreSQL against MCP Toolbox's `postgres-sql` source and the driver floor.
+//! - `mcpbench dev-loop --mcpspec BIN --root DIR [--edits N]` times YAML edit to the new
+//!   tool's first answer through `mcpspec dev` and prints each time and the median as JSON.
 //! - `mcpbench transports --mcpspec BIN [--calls N]` measures Streamable HTTP against stdio and
 //!   the lessons proxy against direct calls to its downstream, and prints a Markdown table.
 
 mod client;
 mod data;
+mod devloop;
 mod floor;
 mod laminark;
 mod measure;
@@ -168,6 +171,29 @@ fn main() -> Result<()> {
                     number("rows", "10000")?,
                     number("calls", "3000")?,
                 )?
+            );
+            Ok(())
+        }
+        "dev-loop" => {
+            let edits: usize = args
+                .get("edits")
+                .unwrap_or("10")
+                .parse()
+                .context("--edits")?;
+            let mut times = devloop::run(
+                &PathBuf::from(args.need("mcpspec")?),
+                &PathBuf::from(args.need("root")?),
+                edits,
+            )?;
+            let runs: Vec<f64> = times
+                .iter()
+                .map(|t| (t * 1000.0).round() / 1000.0)
+                .collect();
+            times.sort_by(f64::total_cmp);
+            let median = stats::median(&times);
+            println!(
+                "{}",
+                json!({"median_s": (median * 1000.0).round() / 1000.0, "max_s": times.last(), "runs": runs})
             );
             Ok(())
         }

@@ -329,6 +329,20 @@ pub fn run(json_out: &PathBuf, markdown: &PathBuf, inputs: &Inputs) -> Result<()
                 .unwrap_or_default(),
             e.get("load_before").and_then(Value::as_str).unwrap_or("?")
         );
+        if let Some(dev) = e.get("dev").and_then(Value::as_object) {
+            let _ = writeln!(
+                md,
+                "Through `mcpspec dev`, from saving a YAML edit that adds a tool to that tool's first answer, as the connected client sees it (`mcpbench dev-loop`): **{:.0} ms** median of {} edits (slowest {:.0} ms); goal under 1 s.\n",
+                dev.get("median_s")
+                    .and_then(Value::as_f64)
+                    .unwrap_or(f64::NAN)
+                    * 1000.0,
+                dev.get("runs")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len),
+                dev.get("max_s").and_then(Value::as_f64).unwrap_or(f64::NAN) * 1000.0,
+            );
+        }
     }
     if let Some(p) = &inputs.profile
         && let Ok(text) = std::fs::read_to_string(p)

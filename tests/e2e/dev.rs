@@ -20,11 +20,14 @@ struct Dev {
     stderr: Receiver<String>,
 }
 
+/// `mcpspec dev SPEC` in `dir`, its temporary files under `dir/tmp`.
 fn dev(dir: &Path, spec: &str) -> Dev {
+    std::fs::create_dir_all(dir.join("tmp")).unwrap();
     let mut client = StdioClient::spawn(
         Command::new(EXE)
             .args(["dev", spec])
             .current_dir(dir)
+            .env("TMPDIR", dir.join("tmp"))
             .stderr(Stdio::piped()),
     )
     .expect("spawn mcpspec dev");
@@ -167,6 +170,9 @@ fn dev_swaps_in_each_valid_edit_and_keeps_serving_through_a_broken_one() {
     assert_eq!(found["notes"][0]["author"], "ada", "{found}");
     let status = s.client.finish(WAIT);
     assert!(status.is_some_and(|st| st.success()), "{status:?}");
+    // The scratch databases went with the session.
+    let left: Vec<_> = std::fs::read_dir(dir.path().join("tmp")).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 /// Handler tools run the handlers compiled into the binary for the server of that name; a
@@ -210,6 +216,8 @@ fn dev_runs_compiled_handlers_and_says_when_there_are_none() {
         text.contains("this binary has no handlers for server `pm_copy`"),
         "{r}"
     );
+    let status = s.client.finish(WAIT);
+    assert!(status.is_some_and(|st| st.success()), "{status:?}");
 }
 
 /// What `dev` serves is what `cargo build` compiles: every seed server's definition built in

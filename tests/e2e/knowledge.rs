@@ -67,10 +67,18 @@ pub(crate) fn big_db_on(engine: Engine, n: u32) -> Db {
     db
 }
 
+/// A knowledge database with `n` bulk entries beside the sample rows: a copy of a template
+/// kept in cargo's target directory (test processes share it, and nothing is left in the
+/// system's temporary directory), made again when the knowledge spec changes.
 pub(crate) fn big_db(n: u32) -> Db {
-    static TEMPLATE: std::sync::OnceLock<(tempfile::TempDir, std::path::PathBuf)> =
-        std::sync::OnceLock::new();
-    let (_, template) = TEMPLATE.get_or_init(|| {
+    let spec = std::fs::read("../spec/knowledge.yaml").expect("the knowledge spec");
+    // FNV-1a: stable across processes and toolchains, unlike the std hasher's seed.
+    let hash = spec.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let template =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("knowledge-{n}-{hash:016x}.db"));
+    if !template.exists() {
         let db = sample_db("knowledge");
         let conn = rusqlite::Connection::open(&db.path).unwrap();
         conn.execute_batch(&format!(
@@ -83,10 +91,14 @@ pub(crate) fn big_db(n: u32) -> Db {
         ))
         .unwrap();
         drop(conn);
-        (db._dir, db.path)
-    });
+        // Written under a name of this process's own, then renamed into place in one step, so
+        // that processes making it at once never read half a file.
+        let part = template.with_extension(format!("{}.part", std::process::id()));
+        std::fs::copy(&db.path, &part).unwrap();
+        std::fs::rename(&part, &template).unwrap();
+    }
     let copy = sample_db("knowledge");
-    std::fs::copy(template, &copy.path).unwrap();
+    std::fs::copy(&template, &copy.path).unwrap();
     copy
 }
 

@@ -42,9 +42,12 @@ pub fn run(
         .into_iter()
         .filter_map(|s| Some((s.def.name, Arc::from(s.handlers?))))
         .collect();
+    // Owned here, not by the watching thread (which the process ends without unwinding), so
+    // that the scratch databases are removed when the session ends.
+    let scratch = tempfile::tempdir().context("creating a scratch directory")?;
     let mut dbs = Databases {
         flag: db.map(Path::to_path_buf),
-        scratch: tempfile::tempdir().context("creating a scratch directory")?,
+        scratch: scratch.path().to_path_buf(),
         made: None,
     };
     let engine = start(def, &mut dbs, &handlers)?;
@@ -69,6 +72,7 @@ pub fn run(
             std::thread::spawn(move || watch.run(&live, &peer, &runtime));
         },
     )?;
+    drop(scratch);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -96,7 +100,8 @@ fn start(def: &'static ServerDef, dbs: &mut Databases, handlers: &Handlers) -> R
 struct Databases {
     /// `--db`, used by every version.
     flag: Option<PathBuf>,
-    scratch: tempfile::TempDir,
+    /// The session's scratch directory.
+    scratch: PathBuf,
     /// The scratch database made last, and the schema and sample rows it was made from.
     made: Option<(String, Location)>,
 }
@@ -117,8 +122,8 @@ impl Databases {
         }
         // A new file for a changed schema: calls of the previous version may still be reading
         // the old one.
-        let n = std::fs::read_dir(self.scratch.path()).map_or(0, Iterator::count);
-        let path = self.scratch.path().join(format!("{}-{n}.db", def.name));
+        let n = std::fs::read_dir(&self.scratch).map_or(0, Iterator::count);
+        let path = self.scratch.join(format!("{}-{n}.db", def.name));
         crate::backend::sqlite::init(database, &path, true)?;
         let at = Location::File(path);
         self.made = Some((source, at.clone()));
