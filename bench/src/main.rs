@@ -125,36 +125,7 @@ fn main() -> Result<()> {
             println!("{}", serde_json::to_string_pretty(&v)?);
             Ok(())
         }
-        "laminark" => {
-            let sizes: Vec<usize> = args
-                .get("sizes")
-                .unwrap_or("10000,100000,1000000")
-                .split(',')
-                .map(|s| s.trim().parse())
-                .collect::<Result<_, _>>()
-                .context("--sizes")?;
-            let rounds: usize = args
-                .get("rounds")
-                .unwrap_or("3")
-                .parse()
-                .context("--rounds")?;
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            let rows = runtime.block_on(laminark::run(
-                &PathBuf::from(args.need("mcpspec")?),
-                &sizes,
-                &PathBuf::from(args.need("dir")?),
-                rounds,
-            ))?;
-            let doc = json!({"benchmark": "laminark search", "rounds": rounds, "sizes": rows});
-            std::fs::write(
-                args.need("out")?,
-                serde_json::to_string_pretty(&doc)? + "\n",
-            )?;
-            print!("{}", laminark::markdown(&rows));
-            Ok(())
-        }
+        "laminark" => laminark_cmd(&args),
         "postgres" => {
             let number = |name: &str, default: &str| -> Result<usize> {
                 args.get(name)
@@ -174,29 +145,7 @@ fn main() -> Result<()> {
             );
             Ok(())
         }
-        "dev-loop" => {
-            let edits: usize = args
-                .get("edits")
-                .unwrap_or("10")
-                .parse()
-                .context("--edits")?;
-            let mut times = devloop::run(
-                &PathBuf::from(args.need("mcpspec")?),
-                &PathBuf::from(args.need("root")?),
-                edits,
-            )?;
-            let runs: Vec<f64> = times
-                .iter()
-                .map(|t| (t * 1000.0).round() / 1000.0)
-                .collect();
-            times.sort_by(f64::total_cmp);
-            let median = stats::median(&times);
-            println!(
-                "{}",
-                json!({"median_s": (median * 1000.0).round() / 1000.0, "max_s": times.last(), "runs": runs})
-            );
-            Ok(())
-        }
+        "dev-loop" => dev_loop_cmd(&args),
         "transports" => {
             let calls: usize = args
                 .get("calls")
@@ -238,6 +187,61 @@ fn launch(args: &Args) -> Result<client::Launch> {
         env: vec![("BENCH_DB".into(), db.clone())],
         log: args.get("log").map(PathBuf::from),
     })
+}
+
+/// `laminark`: measures search at each size and writes the results.
+fn laminark_cmd(args: &Args) -> Result<()> {
+    let sizes: Vec<usize> = args
+        .get("sizes")
+        .unwrap_or("10000,100000,1000000")
+        .split(',')
+        .map(|s| s.trim().parse())
+        .collect::<Result<_, _>>()
+        .context("--sizes")?;
+    let rounds: usize = args
+        .get("rounds")
+        .unwrap_or("3")
+        .parse()
+        .context("--rounds")?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let rows = runtime.block_on(laminark::run(
+        &PathBuf::from(args.need("mcpspec")?),
+        &sizes,
+        &PathBuf::from(args.need("dir")?),
+        rounds,
+    ))?;
+    let doc = json!({"benchmark": "laminark search", "rounds": rounds, "sizes": rows});
+    std::fs::write(
+        args.need("out")?,
+        serde_json::to_string_pretty(&doc)? + "\n",
+    )?;
+    print!("{}", laminark::markdown(&rows));
+    Ok(())
+}
+
+/// `dev-loop`: prints each edit's time and the median as JSON.
+fn dev_loop_cmd(args: &Args) -> Result<()> {
+    let edits: usize = args
+        .get("edits")
+        .unwrap_or("10")
+        .parse()
+        .context("--edits")?;
+    let mut times = devloop::run(
+        &PathBuf::from(args.need("mcpspec")?),
+        &PathBuf::from(args.need("root")?),
+        edits,
+    )?;
+    let ms = |t: f64| (t * 1000.0).round() / 1000.0;
+    let runs: Vec<f64> = times.iter().copied().map(ms).collect();
+    times.sort_by(f64::total_cmp);
+    let median = stats::median(&times);
+    println!(
+        "{}",
+        json!({"median_s": ms(median), "max_s": times.last().copied().map(ms), "runs": runs})
+    );
+    Ok(())
 }
 
 fn drive_cmd(args: &Args) -> Result<()> {
