@@ -23,11 +23,13 @@ pub fn run(mcpspec: &Path, root: &Path, edits: usize) -> Result<Vec<f64>> {
     let original = std::fs::read_to_string(root.join("spec/studio.yaml"))
         .context("reading spec/studio.yaml")?;
     std::fs::write(&spec, &original)?;
+    // The server's stderr goes to a file, shown when an edit does not come through.
+    let log = dir.path().join("dev.log");
     let mut client = StdioClient::spawn(
         Command::new(&mcpspec)
             .args(["dev", "studio.yaml"])
             .current_dir(dir.path())
-            .stderr(Stdio::null()),
+            .stderr(Stdio::from(std::fs::File::create(&log)?)),
     )?;
     client.initialize()?;
     let mut text = original;
@@ -39,7 +41,12 @@ pub fn run(mcpspec: &Path, root: &Path, edits: usize) -> Result<Vec<f64>> {
         ));
         let t0 = Instant::now();
         std::fs::write(&spec, &text)?;
-        wait_for_list_changed(&mut client)?;
+        wait_for_list_changed(&mut client).with_context(|| {
+            format!(
+                "edit {i}: no tools/list_changed; the server said:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            )
+        })?;
         let listed = client.request("tools/list", json!({}))?;
         if !listed.to_string().contains(&name) {
             bail!("the new tool {name} is not listed: {listed}");
