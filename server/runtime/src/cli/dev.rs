@@ -37,6 +37,8 @@ pub fn run(
     servers: Vec<Server>,
     compile: Compile,
 ) -> Result<ExitCode> {
+    // Taken before the first compile, so that a save made while the server starts is served.
+    let (seen, last) = (stamp(spec), std::fs::read(spec).ok());
     let def = compile(spec).map_err(|problems| anyhow!("{problems}"))?;
     let handlers: Handlers = servers
         .into_iter()
@@ -62,16 +64,14 @@ pub fn run(
         compile,
         handlers,
         dbs,
+        seen,
+        last,
     };
-    super::serve_stdio(
-        engine,
-        |engine, _proxy| McpServer::changing(engine),
-        move |server, peer| {
-            let live = server.live();
-            let runtime = tokio::runtime::Handle::current();
-            std::thread::spawn(move || watch.run(&live, &peer, &runtime));
-        },
-    )?;
+    super::serve_stdio(engine, McpServer::changing, move |server, peer| {
+        let live = server.live();
+        let runtime = tokio::runtime::Handle::current();
+        std::thread::spawn(move || watch.run(&live, &peer, &runtime));
+    })?;
     drop(scratch);
     Ok(ExitCode::SUCCESS)
 }
@@ -155,6 +155,9 @@ struct Watch {
     compile: Compile,
     handlers: Handlers,
     dbs: Databases,
+    /// The file's modification time and size, and its text, as last served or refused.
+    seen: Option<(SystemTime, u64)>,
+    last: Option<Vec<u8>>,
 }
 
 impl Watch {
@@ -165,20 +168,18 @@ impl Watch {
         peer: &rmcp::service::Peer<rmcp::RoleServer>,
         runtime: &tokio::runtime::Handle,
     ) {
-        let mut seen = stamp(&self.spec);
-        let mut last = std::fs::read(&self.spec).ok();
         loop {
             std::thread::sleep(POLL);
             let now = stamp(&self.spec);
-            if now == seen {
+            if now == self.seen {
                 continue;
             }
-            seen = now;
+            self.seen = now;
             let text = std::fs::read(&self.spec).ok();
-            if text.is_none() || text == last {
+            if text.is_none() || text == self.last {
                 continue;
             }
-            last = text;
+            self.last = text;
             if let Some(engine) = self.next() {
                 live.replace(engine);
                 let peer = peer.clone();

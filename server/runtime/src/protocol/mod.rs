@@ -247,9 +247,10 @@ impl McpServer {
 
     /// A server whose definition may change while it serves (`mcpspec dev`): it announces
     /// every capability a spec can have, each list with `listChanged`, since an edit may add
-    /// tools, resources or prompts the first version did not have.
-    pub fn changing(engine: Arc<Engine>) -> Self {
-        let mut server = McpServer::new(engine);
+    /// tools, resources or prompts the first version did not have. A proxy stays the one it
+    /// started with.
+    pub fn changing(engine: Arc<Engine>, proxy: Option<Arc<Proxy>>) -> Self {
+        let mut server = McpServer::with_proxy(engine, proxy);
         let mut capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
