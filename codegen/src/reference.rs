@@ -9,6 +9,18 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value};
 
+/// The specs in `spec/` the reference quotes besides the codegen fixtures: the seed servers and
+/// the test doubles, which this repository compiles and tests.
+const QUOTED_SPECS: &[&str] = &[
+    "conformance",
+    "downstream",
+    "knowledge",
+    "laminark",
+    "lessons",
+    "pm",
+    "studio",
+];
+
 /// Where the reference is committed, relative to the workspace root.
 pub const REFERENCE_PATH: &str = "docs/spec-reference.md";
 
@@ -282,8 +294,8 @@ pub fn keys_without_example(corpus: &[Source<'_>]) -> Vec<String> {
     missing
 }
 
-/// Reads the corpus of a checkout of mcpspec (the specs in `spec_dir` and the fixtures under
-/// `tests/fixtures/` that compile) and renders the reference; `None` outside mcpspec's own
+/// Reads the corpus of a checkout of mcpspec (its own specs in `spec_dir` and the fixtures
+/// under `tests/fixtures/` that compile) and renders the reference; `None` outside mcpspec's own
 /// checkout, where no reference is kept.
 pub fn render_checkout(
     root: &std::path::Path,
@@ -323,9 +335,11 @@ pub fn checkout_corpus(
         v.sort();
         v
     };
-    let mut files: Vec<std::path::PathBuf> = sorted(&root.join(spec_dir))
-        .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+    // mcpspec's own specs only: a spec someone adds to `spec/` (as docs/getting-started.md
+    // does) leaves the reference as it is.
+    let mut files: Vec<std::path::PathBuf> = QUOTED_SPECS
+        .iter()
+        .map(|name| root.join(spec_dir).join(format!("{name}.yaml")))
         .collect();
     for dir in sorted(&root.join("tests/fixtures")) {
         let name = dir
