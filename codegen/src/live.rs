@@ -314,12 +314,14 @@ pub fn dev_command() -> mcpspec::cli::Extra {
         .arg(
             clap::Arg::new("spec")
                 .required(true)
+                .value_name("SPEC")
                 .value_parser(clap::value_parser!(std::path::PathBuf))
                 .help("The spec file, e.g. spec/notes.yaml"),
         )
         .arg(
             clap::Arg::new("db")
                 .long("db")
+                .value_name("PATH|URL")
                 .value_parser(clap::value_parser!(std::path::PathBuf))
                 .help("A database file or postgres:// URL to serve instead of a scratch database with the sample rows"),
         );
