@@ -90,8 +90,10 @@ pub(crate) struct Resource {
     /// The Rust method that makes the content, when bound with `handler:`.
     pub handler: Option<String>,
     /// The PascalCase stem of the resource's handler trait, `<Type>ResourceHandler`.
+    #[cfg_attr(not(feature = "emit"), allow(dead_code))]
     pub type_name: String,
     /// The spec line that declares the resource.
+    #[cfg_attr(not(feature = "emit"), allow(dead_code))]
     pub line: u32,
     /// Completion SQL per template variable, in variable name order.
     pub complete: Vec<(String, String)>,
@@ -205,6 +207,7 @@ impl Server {
     }
 
     /// The tools bound to Rust handlers, in spec order.
+    #[cfg_attr(not(feature = "emit"), allow(dead_code))]
     pub fn handler_tools(&self) -> impl Iterator<Item = (&Tool, &str)> {
         self.tools.iter().filter_map(|t| match &t.binding {
             Binding::Handler(m) => Some((t, m.as_str())),
@@ -213,6 +216,7 @@ impl Server {
     }
 
     /// The resources bound to Rust handlers, with their method names, in spec order.
+    #[cfg_attr(not(feature = "emit"), allow(dead_code))]
     pub fn handler_resources(&self) -> impl Iterator<Item = (&Resource, &str)> {
         self.resources
             .iter()
@@ -261,6 +265,7 @@ pub(crate) struct Confirm {
 #[derive(Debug, Clone)]
 pub(crate) struct OutStruct {
     pub name: String,
+    #[cfg_attr(not(feature = "emit"), allow(dead_code))]
     pub doc: String,
     pub fields: Vec<OutField>,
     /// An earlier output struct of the same server with the same fields (a schema reused with
@@ -430,8 +435,10 @@ pub(crate) struct Tool {
     #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub pos: crate::diag::Pos,
     /// The argument struct's name.
+    #[cfg_attr(not(feature = "emit"), allow(dead_code))]
     pub type_name: String,
     /// The binding function's name.
+    #[cfg_attr(not(feature = "emit"), allow(dead_code))]
     pub fn_name: String,
     pub title: Option<String>,
     pub description: String,
@@ -474,10 +481,13 @@ pub(crate) struct Annotations {
 #[derive(Debug, Clone)]
 pub(crate) struct Arg {
     pub wire: String,
+    #[cfg_attr(not(feature = "emit"), allow(dead_code))]
     pub field: String,
     pub ty: ArgType,
     /// Always present after defaults: required or defaulted.
+    #[cfg_attr(not(feature = "emit"), allow(dead_code))]
     pub present: bool,
+    #[cfg_attr(not(feature = "emit"), allow(dead_code))]
     pub description: Option<String>,
 }
 

@@ -4,6 +4,7 @@
 //! `validate` collects every problem, `lower` builds the IR, and `emit` writes Rust. [`render`]
 //! is pure and is what the server's build script, `codegen generate` and `codegen check` call.
 
+#[cfg(feature = "emit")]
 pub mod build;
 #[cfg(feature = "sqlite")]
 pub mod check;
@@ -11,6 +12,7 @@ pub mod contract;
 mod diag;
 mod docs;
 pub mod drift;
+#[cfg(feature = "emit")]
 mod emit;
 mod ir;
 #[cfg(feature = "live")]
@@ -32,6 +34,7 @@ mod validate;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+#[cfg(feature = "emit")]
 pub use build::compile_specs;
 pub use diag::{Diagnostic, Diagnostics, Pos};
 
@@ -168,6 +171,7 @@ fn io_problem(path: &Path, e: &std::io::Error) -> Diagnostics {
 
 /// Renders one server's generated files, keyed by path relative to the output directory.
 /// Pure: no I/O, no time, no version stamps.
+#[cfg(feature = "emit")]
 pub fn render(spec: &Spec) -> BTreeMap<PathBuf, String> {
     let mut out = BTreeMap::new();
     out.insert(
@@ -213,6 +217,7 @@ pub const DOCS_COMMAND: &str = docs::DOCS_COMMAND;
 pub const SNAPSHOT_COMMAND: &str = contract::SNAPSHOT_COMMAND;
 
 /// Renders every server plus the index module that lists them.
+#[cfg(feature = "emit")]
 pub fn render_all(specs: &[Spec]) -> BTreeMap<PathBuf, String> {
     let mut out = BTreeMap::new();
     for s in specs {
