@@ -128,6 +128,9 @@ fn dev_swaps_in_each_valid_edit_and_keeps_serving_through_a_broken_one() {
         ["search_notes", "delete_note", "count_notes"]
     );
     assert_eq!(s.structured("count_notes", json!({})), json!({"count": 1}));
+    // Each call is logged as `serve` logs it, for the client's log of the server.
+    let said = s.stderr_until("tool=\"count_notes\"");
+    assert!(said.contains("outcome=\"ok\""), "{said}");
 
     // A table that does not exist: the statement does not prepare, so the edit is refused.
     let broken = format!(

@@ -307,7 +307,8 @@ pub fn main_with(servers: Vec<Server>, extras: Vec<Extra>) -> ExitCode {
     if let Some((sub, args)) = matches.subcommand()
         && let Some(extra) = extras.iter().find(|e| e.command.get_name() == sub)
     {
-        init_logging("warn");
+        // `dev` serves a session, which logs every call like `serve` does.
+        init_logging(if sub == "dev" { SESSION_LOG } else { "warn" });
         return exit_code((extra.run)(args, servers));
     }
     let cli = match Cli::from_arg_matches(&matches) {
@@ -317,11 +318,14 @@ pub fn main_with(servers: Vec<Server>, extras: Vec<Extra>) -> ExitCode {
     // A served session logs every call by default (stderr is the client's log); the one-shot
     // commands print their own output and log only warnings.
     init_logging(match cli.command {
-        Cmd::Serve { .. } => "warn,mcpspec=info,server=info",
+        Cmd::Serve { .. } => SESSION_LOG,
         _ => "warn",
     });
     exit_code(run(cli, servers))
 }
+
+/// The default log filter of a served session: every call, and warnings.
+const SESSION_LOG: &str = "warn,mcpspec=info,server=info";
 
 /// Logs to stderr, filtered by MCPSPEC_LOG (or RUST_LOG), else by `default`; JSON lines when
 /// MCPSPEC_LOG_FORMAT=json.
