@@ -184,84 +184,7 @@ pub fn run(json_out: &PathBuf, markdown: &PathBuf, inputs: &Inputs) -> Result<()
             names.push(name);
         }
     }
-    let find = |name: &str, db: &str| {
-        runs.iter()
-            .find(|r| r["contender"] == name && r["db"] == db)
-            .map(|r| &r["result"])
-    };
-
-    let mut tables = String::new();
-    for db in &dbs {
-        let rows = find(BASE, db)
-            .or_else(|| find(&names[0], db))
-            .and_then(|r| r["rows"].as_u64())
-            .unwrap_or(0);
-        let _ = writeln!(tables, "\n### {rows} learnings ({db})\n");
-        let _ = write!(tables, "| measure |");
-        for n in &names {
-            let _ = write!(tables, " {n} |");
-        }
-        let _ = write!(tables, "\n|---|");
-        for _ in &names {
-            let _ = write!(tables, "---:|");
-        }
-        tables.push('\n');
-        for (label, unit, get) in metrics() {
-            let base = find(BASE, db).and_then(get);
-            let _ = write!(tables, "| {label} |");
-            for n in &names {
-                let cell = match find(n, db).and_then(get) {
-                    None => "—".to_string(),
-                    Some(v) if n == BASE => format!("{} (1×)", fmt(unit, v)),
-                    Some(v) => match base {
-                        Some(b) if b > 0.0 => format!("{} ({:.2}×)", fmt(unit, v), v / b),
-                        _ => fmt(unit, v),
-                    },
-                };
-                let _ = write!(tables, " {cell} |");
-            }
-            tables.push('\n');
-        }
-        // Calls that failed, and whether every contender returned the same rows.
-        let mut notes = Vec::new();
-        for n in &names {
-            let Some(r) = find(n, db) else { continue };
-            if let Some(f) = r["failures"].as_object() {
-                for (phase, v) in f {
-                    if v["count"].as_u64().unwrap_or(0) > 0 {
-                        notes.push(format!(
-                            "{n}: {} failed calls in `{phase}`, first: {}",
-                            v["count"],
-                            truncate(v["first"].as_str().unwrap_or(""), 200)
-                        ));
-                    }
-                }
-            }
-            if let Some(b) = find(BASE, db)
-                && n != BASE
-            {
-                for c in ["pk", "search", "tags"] {
-                    if r["check"][c]["ids"] != b["check"][c]["ids"] {
-                        notes.push(format!(
-                            "{n}: check call `{c}` returned ids {} where mcpspec returned {}",
-                            r["check"][c], b["check"][c]["ids"]
-                        ));
-                    }
-                }
-            }
-        }
-        if notes.is_empty() {
-            let _ = writeln!(
-                tables,
-                "\nEvery call succeeded, and the fixed check calls (one lookup, one search, one tag filter) returned the same learnings in the same order from every contender."
-            );
-        } else {
-            tables.push('\n');
-            for n in notes {
-                let _ = writeln!(tables, "- {n}");
-            }
-        }
-    }
+    let tables = tables(&runs, &dbs, &names);
 
     let targets = targets(&runs, &dbs);
     print!("{tables}\n{targets}");
@@ -309,41 +232,7 @@ pub fn run(json_out: &PathBuf, markdown: &PathBuf, inputs: &Inputs) -> Result<()
     );
     md.push_str(&tables);
     let _ = writeln!(md, "\n{targets}");
-    if let Some(e) = &results["edit_loop"].as_object() {
-        let _ = writeln!(md, "## Edit loop\n");
-        let _ = writeln!(
-            md,
-            "Time from changing one tool's description in `spec/studio.yaml` to a rebuilt release binary, incremental (`bench/edit-loop`: each sample edits `get_learning`'s description and rebuilds, then restores it and rebuilds again): **{:.1} s** median of {} rebuilds (each {}; load average before: {}); goal under 20 s.\n",
-            e.get("median_s")
-                .and_then(Value::as_f64)
-                .unwrap_or(f64::NAN),
-            e.get("runs").and_then(Value::as_array).map_or(0, Vec::len),
-            e.get("runs")
-                .and_then(Value::as_array)
-                .map(|a| a
-                    .iter()
-                    .filter_map(Value::as_f64)
-                    .map(|s| format!("{s:.1} s"))
-                    .collect::<Vec<_>>()
-                    .join(", "))
-                .unwrap_or_default(),
-            e.get("load_before").and_then(Value::as_str).unwrap_or("?")
-        );
-        if let Some(dev) = e.get("dev").and_then(Value::as_object) {
-            let _ = writeln!(
-                md,
-                "Through `mcpspec dev`, from saving a YAML edit that adds a tool to that tool's first answer, as the connected client sees it (`mcpbench dev-loop`): **{:.0} ms** median of {} edits (slowest {:.0} ms); goal under 1 s.\n",
-                dev.get("median_s")
-                    .and_then(Value::as_f64)
-                    .unwrap_or(f64::NAN)
-                    * 1000.0,
-                dev.get("runs")
-                    .and_then(Value::as_array)
-                    .map_or(0, Vec::len),
-                dev.get("max_s").and_then(Value::as_f64).unwrap_or(f64::NAN) * 1000.0,
-            );
-        }
-    }
+    edit_loop_section(&mut md, &results["edit_loop"]);
     if let Some(p) = &inputs.profile
         && let Ok(text) = std::fs::read_to_string(p)
     {
@@ -351,6 +240,129 @@ pub fn run(json_out: &PathBuf, markdown: &PathBuf, inputs: &Inputs) -> Result<()
     }
     std::fs::write(markdown, md)?;
     Ok(())
+}
+
+/// The results tables, one per database: each measure by contender, with its ratio to mcpspec.
+fn tables(runs: &[Value], dbs: &[String], names: &[String]) -> String {
+    let find = |name: &str, db: &str| {
+        runs.iter()
+            .find(|r| r["contender"] == name && r["db"] == db)
+            .map(|r| &r["result"])
+    };
+
+    let mut tables = String::new();
+    for db in dbs {
+        let rows = find(BASE, db)
+            .or_else(|| find(&names[0], db))
+            .and_then(|r| r["rows"].as_u64())
+            .unwrap_or(0);
+        let _ = writeln!(tables, "\n### {rows} learnings ({db})\n");
+        let _ = write!(tables, "| measure |");
+        for n in names {
+            let _ = write!(tables, " {n} |");
+        }
+        let _ = write!(tables, "\n|---|");
+        for _ in names {
+            let _ = write!(tables, "---:|");
+        }
+        tables.push('\n');
+        for (label, unit, get) in metrics() {
+            let base = find(BASE, db).and_then(get);
+            let _ = write!(tables, "| {label} |");
+            for n in names {
+                let cell = match find(n, db).and_then(get) {
+                    None => "—".to_string(),
+                    Some(v) if n == BASE => format!("{} (1×)", fmt(unit, v)),
+                    Some(v) => match base {
+                        Some(b) if b > 0.0 => format!("{} ({:.2}×)", fmt(unit, v), v / b),
+                        _ => fmt(unit, v),
+                    },
+                };
+                let _ = write!(tables, " {cell} |");
+            }
+            tables.push('\n');
+        }
+        // Calls that failed, and whether every contender returned the same rows.
+        let mut notes = Vec::new();
+        for n in names {
+            let Some(r) = find(n, db) else { continue };
+            if let Some(f) = r["failures"].as_object() {
+                for (phase, v) in f {
+                    if v["count"].as_u64().unwrap_or(0) > 0 {
+                        notes.push(format!(
+                            "{n}: {} failed calls in `{phase}`, first: {}",
+                            v["count"],
+                            truncate(v["first"].as_str().unwrap_or(""), 200)
+                        ));
+                    }
+                }
+            }
+            if let Some(b) = find(BASE, db)
+                && n != BASE
+            {
+                for c in ["pk", "search", "tags"] {
+                    if r["check"][c]["ids"] != b["check"][c]["ids"] {
+                        notes.push(format!(
+                            "{n}: check call `{c}` returned ids {} where mcpspec returned {}",
+                            r["check"][c], b["check"][c]["ids"]
+                        ));
+                    }
+                }
+            }
+        }
+        if notes.is_empty() {
+            let _ = writeln!(
+                tables,
+                "\nEvery call succeeded, and the fixed check calls (one lookup, one search, one tag filter) returned the same learnings in the same order from every contender."
+            );
+        } else {
+            tables.push('\n');
+            for n in notes {
+                let _ = writeln!(tables, "- {n}");
+            }
+        }
+    }
+    tables
+}
+
+/// The "Edit loop" section from `bench/edit-loop`'s measurement, when there is one.
+fn edit_loop_section(md: &mut String, edit_loop: &Value) {
+    let Some(e) = edit_loop.as_object() else {
+        return;
+    };
+    let _ = writeln!(md, "## Edit loop\n");
+    let _ = writeln!(
+        md,
+        "Time from changing one tool's description in `spec/studio.yaml` to a rebuilt release binary, incremental (`bench/edit-loop`: each sample edits `get_learning`'s description and rebuilds, then restores it and rebuilds again): **{:.1} s** median of {} rebuilds (each {}; load average before: {}); goal under 20 s.\n",
+        e.get("median_s")
+            .and_then(Value::as_f64)
+            .unwrap_or(f64::NAN),
+        e.get("runs").and_then(Value::as_array).map_or(0, Vec::len),
+        e.get("runs")
+            .and_then(Value::as_array)
+            .map(|a| a
+                .iter()
+                .filter_map(Value::as_f64)
+                .map(|s| format!("{s:.1} s"))
+                .collect::<Vec<_>>()
+                .join(", "))
+            .unwrap_or_default(),
+        e.get("load_before").and_then(Value::as_str).unwrap_or("?")
+    );
+    if let Some(dev) = e.get("dev").and_then(Value::as_object) {
+        let _ = writeln!(
+            md,
+            "Through `mcpspec dev`, from saving a YAML edit that adds a tool to that tool's first answer, as the connected client sees it (`mcpbench dev-loop`): **{:.0} ms** median of {} edits (slowest {:.0} ms); goal under 1 s.\n",
+            dev.get("median_s")
+                .and_then(Value::as_f64)
+                .unwrap_or(f64::NAN)
+                * 1000.0,
+            dev.get("runs")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len),
+            dev.get("max_s").and_then(Value::as_f64).unwrap_or(f64::NAN) * 1000.0,
+        );
+    }
 }
 
 const METHOD: &str = "## Method\n

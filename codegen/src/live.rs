@@ -328,6 +328,7 @@ pub fn dev_command() -> mcpspec::cli::Extra {
     mcpspec::cli::Extra {
         command,
         run: run_dev,
+        serves: true,
     }
 }
 

@@ -977,6 +977,12 @@ use editor::{
 /// keys and a `$comment` naming the command that writes it.
 #[cfg(feature = "editor-schema")]
 pub(crate) fn editor_schema() -> String {
+    crate::contract::to_pretty(&editor_schema_value())
+}
+
+/// The editor schema as JSON, which the spec-language reference is rendered from too.
+#[cfg(feature = "editor-schema")]
+pub(crate) fn editor_schema_value() -> serde_json::Value {
     let schema = schemars::schema_for!(RawSpec);
     let mut v = schema.to_value();
     if let Some(o) = v.as_object_mut() {
@@ -988,7 +994,7 @@ pub(crate) fn editor_schema() -> String {
             )),
         );
     }
-    crate::contract::to_pretty(&v)
+    v
 }
 
 const TOP_KEYS: &[&str] = &[

@@ -526,14 +526,7 @@ fn a_live_database_that_drifted() {
 #[test]
 fn an_insert_that_leaves_a_not_null_column_unset_in_the_live_database() {
     let copy = Copy::new();
-    let conn = rusqlite::Connection::open(copy.path("live.db")).unwrap();
-    // The declared schema without any defaults, as a Project Studio database may be.
-    let declared = text_between(&std::fs::read_to_string(copy.path(SPEC)).unwrap());
-    let strict = regex::Regex::new(r"(?i)\s+DEFAULT\s+(\([^()]*(\([^()]*\))?[^()]*\)|'[^']*')")
-        .unwrap()
-        .replace_all(&declared, "")
-        .into_owned();
-    conn.execute_batch(&strict).unwrap();
+    let conn = strict_studio_db(&copy, "live.db");
     // The seed specs set every such column themselves.
     let report = copy.check_with(Some(("studio", &conn)));
     assert!(report.is_ok(), "{}", copy.render(&report));
@@ -564,14 +557,7 @@ fn an_insert_that_leaves_a_not_null_column_unset_in_the_live_database() {
 fn examples_run_on_the_live_database_and_are_rolled_back() {
     let copy = Copy::new();
     let live = copy.path("live.db");
-    let conn = rusqlite::Connection::open(&live).unwrap();
-    let declared = text_between(&std::fs::read_to_string(copy.path(SPEC)).unwrap());
-    let strict = regex::Regex::new(r"(?i)\s+DEFAULT\s+(\([^()]*(\([^()]*\))?[^()]*\)|'[^']*')")
-        .unwrap()
-        .replace_all(&declared, "")
-        .into_owned();
-    conn.execute_batch(&strict).unwrap();
-    drop(conn);
+    drop(strict_studio_db(&copy, "live.db"));
     let examples = |copy: &Copy| {
         codegen::check::check_examples(copy.dir.path(), Path::new("spec"), "studio", &live)
     };
@@ -601,6 +587,19 @@ fn examples_run_on_the_live_database_and_are_rolled_back() {
     assert!(text.contains("--> spec/studio.yaml:"), "{text}");
     assert!(text.contains("expected: success"), "{text}");
     assert!(text.contains("CONSTRAINT_VIOLATION"), "{text}");
+}
+
+/// A database `name` in the copy with the studio spec's declared schema but no column defaults,
+/// as a Project Studio database may be.
+fn strict_studio_db(copy: &Copy, name: &str) -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open(copy.path(name)).unwrap();
+    let declared = text_between(&std::fs::read_to_string(copy.path(SPEC)).unwrap());
+    let strict = regex::Regex::new(r"(?i)\s+DEFAULT\s+(\([^()]*(\([^()]*\))?[^()]*\)|'[^']*')")
+        .unwrap()
+        .replace_all(&declared, "")
+        .into_owned();
+    conn.execute_batch(&strict).unwrap();
+    conn
 }
 
 /// The DDL under `database.schema` of the studio spec, dedented.

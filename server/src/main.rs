@@ -11,10 +11,12 @@ fn main() -> std::process::ExitCode {
             mcpspec::cli::Extra {
                 command: server::new::command(),
                 run: server::new::run,
+                serves: false,
             },
             mcpspec::cli::Extra {
                 command: server::setup::command(),
                 run: server::setup::run,
+                serves: false,
             },
         ],
     )

@@ -53,9 +53,9 @@ pub fn run(engine: &Engine, example: &ExampleDef) -> Outcome {
 
 /// What differs between an expectation and a call's outcome, or `None` when it holds.
 fn judge(expect: &ExpectDef, outcome: Result<crate::engine::Success, CallError>) -> Option<String> {
-    let actual = match &outcome {
-        Ok(s) => s.structured.clone(),
-        Err(e) => failure_json(e),
+    let (succeeded, actual) = match outcome {
+        Ok(s) => (true, s.structured),
+        Err(e) => (false, failure_json(&e)),
     };
     let shown = serde_json::to_string_pretty(&actual).unwrap_or_default();
     let differs = |expected: String, why: String| {
@@ -64,25 +64,25 @@ fn judge(expect: &ExpectDef, outcome: Result<crate::engine::Success, CallError>)
             shown.replace('\n', "\n            ")
         ))
     };
-    match (expect, &outcome) {
-        (ExpectDef::Returns(text), Ok(_)) => {
+    match (expect, succeeded) {
+        (ExpectDef::Returns(text), true) => {
             let want: Value = serde_json::from_str(text).unwrap_or(Value::Null);
             let why = mismatch(&want, &actual, "result")?;
             differs(want.to_string(), why)
         }
-        (ExpectDef::Empty, Ok(_)) if has_no_rows(&actual) => None,
-        (ExpectDef::Empty, Ok(_)) => {
+        (ExpectDef::Empty, true) if has_no_rows(&actual) => None,
+        (ExpectDef::Empty, true) => {
             differs("a result without rows".into(), "rows came back".into())
         }
-        (ExpectDef::Error(code), Err(_)) if error_code(&actual) == Some(code) => None,
-        (ExpectDef::Error(code), Err(_)) => differs(
+        (ExpectDef::Error(code), false) if error_code(&actual) == Some(code) => None,
+        (ExpectDef::Error(code), false) => differs(
             format!("the error {code}"),
             format!("another error: {}", error_code(&actual).unwrap_or("?")),
         ),
-        (ExpectDef::Error(code), Ok(_)) => {
+        (ExpectDef::Error(code), true) => {
             differs(format!("the error {code}"), "the call succeeded".into())
         }
-        (ExpectDef::Returns(_) | ExpectDef::Empty, Err(_)) => {
+        (ExpectDef::Returns(_) | ExpectDef::Empty, false) => {
             differs("success".into(), "the call failed".into())
         }
     }

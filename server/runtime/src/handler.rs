@@ -536,6 +536,28 @@ pub trait Dispatch: Send + Sync {
     }
 }
 
+/// Shared handlers: `mcpspec dev` gives every version of a server the same ones.
+impl<D: Dispatch + ?Sized> Dispatch for Arc<D> {
+    fn call(
+        &self,
+        tool: &str,
+        ctx: &Context,
+        arguments: &Arguments,
+    ) -> Result<Value, HandlerError> {
+        (**self).call(tool, ctx, arguments)
+    }
+
+    fn read(
+        &self,
+        resource: &str,
+        ctx: &Context,
+        uri: &str,
+        vars: &ResourceVars,
+    ) -> Result<ResourceBody, HandlerError> {
+        (**self).read(resource, ctx, uri, vars)
+    }
+}
+
 /// The glue of one generated dispatch arm: decode the typed arguments, call the handler,
 /// serialise its typed output.
 pub fn run<A: DeserializeOwned, O: Serialize>(

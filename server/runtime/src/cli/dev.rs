@@ -12,13 +12,12 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context as _, Result, anyhow};
-use serde_json::Value;
 
 use super::Server;
 use crate::backend::Location;
 use crate::def::{DatabaseDef, ServerDef};
 use crate::engine::Engine;
-use crate::handler::{Context, Dispatch, HandlerError, NoHandlers, ResourceBody, ResourceVars};
+use crate::handler::{Dispatch, NoHandlers};
 use crate::protocol::{Live, McpServer};
 
 /// Compiles a spec file into the runtime's tables, or renders its problems.
@@ -84,7 +83,7 @@ type Handlers = std::collections::HashMap<&'static str, Arc<dyn Dispatch>>;
 fn start(def: &'static ServerDef, dbs: &mut Databases, handlers: &Handlers) -> Result<Arc<Engine>> {
     let location = dbs.for_def(def)?;
     let handlers: Box<dyn Dispatch> = match handlers.get(def.name) {
-        Some(h) => Box::new(Shared(h.clone())),
+        Some(h) => Box::new(h.clone()),
         None => Box::new(NoHandlers(def.name)),
     };
     Ok(Engine::start_at(
@@ -120,27 +119,23 @@ impl Databases {
         {
             return Ok(Some(at.clone()));
         }
-        // A new file for a changed schema: calls of the previous version may still be reading
-        // the old one.
+        // A new directory for a changed schema: calls of the previous version may still be
+        // reading the old database.
         let n = std::fs::read_dir(&self.scratch).map_or(0, Iterator::count);
-        let path = self.scratch.join(format!("{}-{n}.db", def.name));
-        crate::backend::sqlite::init(database, &path, true)?;
-        let at = Location::File(path);
-        self.made = Some((source, at.clone()));
-        Ok(Some(at))
+        let dir = self.scratch.join(n.to_string());
+        std::fs::create_dir(&dir).context("creating a scratch directory")?;
+        let at = super::examples::scratch_database(def, &dir)?;
+        if let Some(at) = &at {
+            self.made = Some((source, at.clone()));
+        }
+        Ok(at)
     }
 
     fn shown(&self, engine: &Engine) -> String {
-        match (&self.made, engine.database()) {
+        match (&self.flag, engine.database()) {
             (_, None) => "no database".into(),
-            (Some(_), Some(_)) if self.flag.is_none() => {
-                "a scratch database with the sample rows".into()
-            }
-            _ => self
-                .flag
-                .as_ref()
-                .map(|f| Location::parse(f.as_os_str()).display())
-                .unwrap_or_default(),
+            (Some(flag), Some(_)) => Location::parse(flag.as_os_str()).display(),
+            (None, Some(_)) => "a scratch database with the sample rows".into(),
         }
     }
 }
@@ -224,28 +219,4 @@ impl Watch {
 fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
     let m = std::fs::metadata(path).ok()?;
     Some((m.modified().ok()?, m.len()))
-}
-
-/// The handlers of the compiled server, shared by every version the session serves.
-struct Shared(Arc<dyn Dispatch>);
-
-impl Dispatch for Shared {
-    fn call(
-        &self,
-        tool: &str,
-        ctx: &Context,
-        arguments: &crate::def::Arguments,
-    ) -> Result<Value, HandlerError> {
-        self.0.call(tool, ctx, arguments)
-    }
-
-    fn read(
-        &self,
-        resource: &str,
-        ctx: &Context,
-        uri: &str,
-        vars: &ResourceVars,
-    ) -> Result<ResourceBody, HandlerError> {
-        self.0.read(resource, ctx, uri, vars)
-    }
 }

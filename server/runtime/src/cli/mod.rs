@@ -278,6 +278,8 @@ pub struct Extra {
     pub command: clap::Command,
     /// Runs it with its parsed arguments and the binary's registry.
     pub run: fn(&clap::ArgMatches, Vec<Server>) -> Result<ExitCode>,
+    /// Whether it serves an MCP session, whose calls are then logged as `serve` logs them.
+    pub serves: bool,
 }
 
 /// Runs the command line over `servers`, the binary's registry, and returns its exit code:
@@ -307,8 +309,7 @@ pub fn main_with(servers: Vec<Server>, extras: Vec<Extra>) -> ExitCode {
     if let Some((sub, args)) = matches.subcommand()
         && let Some(extra) = extras.iter().find(|e| e.command.get_name() == sub)
     {
-        // `dev` serves a session, which logs every call like `serve` does.
-        init_logging(if sub == "dev" { SESSION_LOG } else { "warn" });
+        init_logging(if extra.serves { SESSION_LOG } else { "warn" });
         return exit_code((extra.run)(args, servers));
     }
     let cli = match Cli::from_arg_matches(&matches) {
