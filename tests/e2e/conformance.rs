@@ -243,3 +243,292 @@ fn binary_resources_image_prompts_and_subscriptions() {
     assert!(notes.is_empty(), "{notes:?}");
     s.finish();
 }
+
+/// A handler's questions under protocol 2025-11-25: requests to the client during the call,
+/// one after the other, for the same handler code that 2026-07-28 runs in rounds.
+#[test]
+fn a_handler_s_questions_are_requests_to_a_2025_client() {
+    let mut s = session(json!({"elicitation": {}}));
+    let (_, asked, r) = exchange(
+        &mut s,
+        "tools/call",
+        json!({"name": "test_input_required_result_multi_round", "arguments": {}}),
+        |method, params| {
+            assert_eq!(method, "elicitation/create");
+            let field = if params["message"].as_str().unwrap().contains("name") {
+                json!({"name": "Ada"})
+            } else {
+                json!({"color": "blue"})
+            };
+            json!({"action": "accept", "content": field})
+        },
+    );
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert_eq!(r["result"]["content"][0]["text"], "Ada likes blue", "{r}");
+}
+
+/// Protocol 2026-07-28 over stdio: no `initialize`, each request carries the client's version
+/// and capabilities in `_meta`, and a handler asks the client through `input_required`
+/// results whose sealed `requestState` carries the answers so far.
+mod per_request {
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+
+    use mcpspec::client::StdioClient;
+    use serde_json::{Value, json};
+
+    fn server(env: &[(&str, &str)]) -> StdioClient {
+        let mut command = Command::new(crate::common::exe_for("conformance"));
+        command
+            .args(["serve", "conformance"])
+            .env("MCPSPEC_LOG", "warn")
+            .stderr(Stdio::null());
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        StdioClient::spawn(&mut command).expect("spawn server")
+    }
+
+    /// One `tools/call` of `tool` from a client with `capabilities` (and `meta` besides), with
+    /// `extra` params: the notifications before its answer, and the answer.
+    fn call(
+        c: &mut StdioClient,
+        tool: &str,
+        capabilities: Value,
+        meta: Value,
+        extra: Value,
+    ) -> (Vec<Value>, Value) {
+        let mut params = json!({"name": tool, "arguments": {}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+            "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"}
+        }});
+        for (k, v) in meta.as_object().unwrap() {
+            params["_meta"][k] = v.clone();
+        }
+        for (k, v) in extra.as_object().unwrap() {
+            params[k] = v.clone();
+        }
+        let id = json!("call");
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        c.send_line(&msg.to_string()).unwrap();
+        let mut notes = Vec::new();
+        loop {
+            let m = c.recv(Duration::from_secs(10)).expect("a message");
+            if m["id"] == id {
+                return (notes, m);
+            }
+            assert!(m.get("id").is_none(), "a request to a 2026 client: {m}");
+            notes.push(m);
+        }
+    }
+
+    fn asks(r: &Value) -> (Vec<String>, String) {
+        assert_eq!(r["result"]["resultType"], "input_required", "{r}");
+        let keys = r["result"]["inputRequests"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        let state = r["result"]["requestState"].as_str().expect("a state");
+        (keys, state.to_string())
+    }
+
+    fn text(r: &Value) -> &str {
+        r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+    }
+
+    fn refused(r: &Value) {
+        assert_eq!(r["error"]["code"], -32602, "{r}");
+        assert_eq!(r["error"]["data"]["field"], "requestState", "{r}");
+    }
+
+    const FORMS: &str = r#"{"elicitation": {}}"#;
+
+    fn answer(key: &str, content: Value, state: &str) -> Value {
+        json!({"inputResponses": {key: {"action": "accept", "content": content}},
+               "requestState": state})
+    }
+
+    #[test]
+    fn a_handler_asks_in_rounds_and_each_state_carries_the_answers_so_far() {
+        let mut c = server(&[]);
+        let forms: Value = serde_json::from_str(FORMS).unwrap();
+        let tool = "test_input_required_result_multi_round";
+        let (_, r) = call(&mut c, tool, forms.clone(), json!({}), json!({}));
+        let (keys, first) = asks(&r);
+        assert_eq!(keys, ["step1"]);
+        let step1 = answer("step1", json!({"name": "Ada"}), &first);
+        let (_, r) = call(&mut c, tool, forms.clone(), json!({}), step1);
+        let (keys, second) = asks(&r);
+        assert_eq!(keys, ["step2"], "only the new question is asked");
+        // Only step2 is answered now: step1's answer comes back from the sealed state.
+        let step2 = answer("step2", json!({"color": "blue"}), &second);
+        let (_, r) = call(&mut c, tool, forms.clone(), json!({}), step2.clone());
+        assert_eq!(r["result"]["resultType"], "complete", "{r}");
+        assert_eq!(text(&r), "Ada likes blue", "{r}");
+        // A state serves one retry.
+        refused(&call(&mut c, tool, forms.clone(), json!({}), step2).1);
+        // Several questions travel in one round, each under its key.
+        let caps = json!({"elicitation": {}, "sampling": {}, "roots": {}});
+        let (_, r) = call(
+            &mut c,
+            "test_input_required_result_multiple_inputs",
+            caps,
+            json!({}),
+            json!({}),
+        );
+        assert_eq!(asks(&r).0, ["client_roots", "greeting", "user_name"]);
+        assert_eq!(
+            r["result"]["inputRequests"]["greeting"]["method"],
+            "sampling/createMessage"
+        );
+    }
+
+    #[test]
+    fn answers_count_only_with_the_state_they_were_asked_with() {
+        let mut c = server(&[]);
+        let forms: Value = serde_json::from_str(FORMS).unwrap();
+        let tool = "test_input_required_result_elicitation";
+        let name = json!({"name": "Ada"});
+        // Answers without a state answer nothing this server asked: asked again.
+        let (_, r) = call(
+            &mut c,
+            tool,
+            forms.clone(),
+            json!({}),
+            json!({"inputResponses": {"user_name": {"action": "accept", "content": name}}}),
+        );
+        let (_, state) = asks(&r);
+        // Tampered with, made up, or issued for another tool: refused.
+        let mut forged = state.clone();
+        forged.replace_range(forged.len() - 4.., "AAAA");
+        for bad in [forged.as_str(), "made-up"] {
+            refused(
+                &call(
+                    &mut c,
+                    tool,
+                    forms.clone(),
+                    json!({}),
+                    answer("user_name", name.clone(), bad),
+                )
+                .1,
+            );
+        }
+        let other = "test_input_required_result_tampered_state";
+        refused(
+            &call(
+                &mut c,
+                other,
+                forms.clone(),
+                json!({}),
+                answer("user_name", name.clone(), &state),
+            )
+            .1,
+        );
+        // The state itself still works (the refusals did not use it), and extra keys are
+        // ignored.
+        let mut retry = answer("user_name", name.clone(), &state);
+        retry["inputResponses"]["unasked"] = json!({"action": "accept"});
+        let (_, r) = call(&mut c, tool, forms, json!({}), retry);
+        assert_eq!(text(&r), "Hello, Ada!", "{r}");
+    }
+
+    /// A state lives as long as the confirm timeout: here 1 s, so the test waits for it to
+    /// pass (the wait is the subject, not a synchronisation).
+    #[test]
+    fn an_expired_state_is_refused() {
+        let mut c = server(&[("MCPSPEC_CONFIRM_TIMEOUT_SECS", "1")]);
+        let forms: Value = serde_json::from_str(FORMS).unwrap();
+        let tool = "test_input_required_result_elicitation";
+        let (_, r) = call(&mut c, tool, forms.clone(), json!({}), json!({}));
+        let (_, state) = asks(&r);
+        std::thread::sleep(Duration::from_millis(1100));
+        let (_, r) = call(
+            &mut c,
+            tool,
+            forms,
+            json!({}),
+            answer("user_name", json!({"name": "Ada"}), &state),
+        );
+        refused(&r);
+        assert!(
+            r["error"]["message"].as_str().unwrap().contains("xpired"),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn replicas_with_one_key_accept_each_other_s_states() {
+        let key = "ab".repeat(32);
+        let env = [("MCPSPEC_REQUEST_STATE_KEY", key.as_str())];
+        let (mut one, mut two, mut own) = (server(&env), server(&env), server(&[]));
+        let forms: Value = serde_json::from_str(FORMS).unwrap();
+        let tool = "test_input_required_result_elicitation";
+        let (_, r) = call(&mut one, tool, forms.clone(), json!({}), json!({}));
+        let (_, state) = asks(&r);
+        let retry = answer("user_name", json!({"name": "Ada"}), &state);
+        refused(&call(&mut own, tool, forms.clone(), json!({}), retry.clone()).1);
+        let (_, r) = call(&mut two, tool, forms, json!({}), retry);
+        assert_eq!(text(&r), "Hello, Ada!", "{r}");
+        // A key that is not one is refused at start-up, without repeating it.
+        let (code, _, err) = crate::common::mcpspec(
+            &["serve", "studio", "--db", "/nonexistent/x.db"],
+            &[("MCPSPEC_REQUEST_STATE_KEY", "secret-but-short")],
+        );
+        assert_ne!(code, 0);
+        assert!(
+            err.contains("MCPSPEC_REQUEST_STATE_KEY is not a key"),
+            "{err}"
+        );
+        assert!(!err.contains("secret-but-short"), "{err}");
+    }
+
+    #[test]
+    fn a_question_the_client_cannot_answer_is_a_missing_capability() {
+        let mut c = server(&[]);
+        let (_, r) = call(
+            &mut c,
+            "test_missing_capability",
+            json!({}),
+            json!({}),
+            json!({}),
+        );
+        assert_eq!(r["error"]["code"], -32021, "{r}");
+        assert_eq!(
+            r["error"]["data"]["requiredCapabilities"],
+            json!({"sampling": {}}),
+            "{r}"
+        );
+        // A handler may ask only what the client declared.
+        let (_, r) = call(
+            &mut c,
+            "test_input_required_result_capabilities",
+            json!({"sampling": {}}),
+            json!({}),
+            json!({}),
+        );
+        assert_eq!(asks(&r).0, ["greeting"]);
+    }
+
+    #[test]
+    fn log_messages_follow_the_level_in_the_request_meta() {
+        let mut c = server(&[]);
+        let tool = "test_logging_tool";
+        let level = |l: &str| json!({"io.modelcontextprotocol/logLevel": l});
+        let (notes, r) = call(&mut c, tool, json!({}), json!({}), json!({}));
+        assert!(r.get("result").is_some(), "{r}");
+        assert!(notes.is_empty(), "no level, no log: {notes:?}");
+        let (notes, _) = call(&mut c, tool, json!({}), level("info"), json!({}));
+        let logs: Vec<&Value> = notes
+            .iter()
+            .filter(|n| n["method"] == "notifications/message")
+            .collect();
+        assert_eq!(logs.len(), 3, "{notes:?}");
+        let (notes, _) = call(&mut c, tool, json!({}), level("error"), json!({}));
+        assert!(notes.is_empty(), "info is below error: {notes:?}");
+    }
+}

@@ -12,7 +12,7 @@
 //! state; answers without one are a question not yet asked, and a forged, tampered, expired,
 //! replayed or foreign state is refused as invalid params.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -22,7 +22,7 @@ use rmcp::model::{
     InputRequiredResult, InputResponses, RequestStateCodec, SealOptions,
 };
 use rmcp::service::RequestContext;
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 
 /// The key of the confirmation in a 2026-07-28 `input_required` round trip.
 const CONFIRM_INPUT: &str = "confirm";
@@ -38,8 +38,6 @@ pub enum Confirmation {
     /// Protocol 2026-07-28: answer with this `input_required` result; the client asks the
     /// person and retries the call with the answer and the state.
     Ask(Box<InputRequiredResult>),
-    /// The retry's `requestState` is not one this server issued for this call.
-    Invalid(String),
 }
 
 /// The confirmation policy of one server process: the wait bound and the state seal.
@@ -54,39 +52,33 @@ impl Confirmer {
     /// A confirmer with a fresh random key; `timeout` bounds both the wait for an answer and
     /// the life of an issued state.
     pub fn new(timeout: Duration) -> Confirmer {
+        Confirmer::with_key(timeout, random_bytes::<32>().to_vec())
+    }
+
+    /// A confirmer that seals with `key` (32 bytes or more): replicas given the same key
+    /// accept each other's states. Each process still remembers only the states it redeemed,
+    /// so a state can be used once per replica within its life.
+    pub fn with_key(timeout: Duration, key: Vec<u8>) -> Confirmer {
         Confirmer {
             timeout,
-            codec: RequestStateCodec::new_unchecked(random_bytes::<32>().to_vec()),
+            codec: RequestStateCodec::new_unchecked(key),
             used: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Asks the person to confirm `tool` with `arguments`: with `elicitation/create` to a
-    /// client that declared the capability in `initialize`, or, for a client of protocol
-    /// 2026-07-28 that declares it in `_meta`, with an `input_required` result whose answer
-    /// comes back in the retried call.
+    /// Asks the person to confirm a call: with `elicitation/create` to a client of protocol
+    /// 2025-11-25 that declared the capability in `initialize`, or, for a call of protocol
+    /// 2026-07-28 (`round`) whose `_meta` declares it, with an `input_required` result whose
+    /// answer comes back in the retried call.
     pub async fn confirm(
         &self,
         context: &RequestContext<RoleServer>,
-        call: Call<'_>,
+        round: Option<&Round>,
         question: String,
     ) -> Confirmation {
-        if !context.peer.supported_elicitation_modes().is_empty() {
-            // The person may take their time, up to the timeout; a `notifications/cancelled`
-            // for the call ends the wait, with nothing changed.
-            let answer = tokio::select! {
-                a = tokio::time::timeout(self.timeout, context.peer.create_elicitation(form(question))) => a,
-                () = context.ct.cancelled() => return Confirmation::Stop("cancelled"),
-            };
-            return match answer {
-                Err(_) => Confirmation::TimedOut(self.timeout),
-                Ok(Ok(r)) => action(&r.action).map_or(Confirmation::Go, Confirmation::Stop),
-                Ok(Err(e)) => {
-                    tracing::warn!(error = %e, "the confirmation request failed");
-                    Confirmation::Stop("did not answer")
-                }
-            };
-        }
+        let Some(round) = round else {
+            return self.confirm_in_session(context, question).await;
+        };
         let declared = context
             .meta
             .client_capabilities()
@@ -95,16 +87,12 @@ impl Confirmer {
             // Clients without elicitation keep the argument rule alone.
             return Confirmation::Go;
         }
-        let bound = call.binding();
-        let Some(state) = call.request_state else {
-            // Answers that arrive without a state answer no question this server asked.
-            return self.ask(question, &bound);
-        };
-        if let Err(why) = self.redeem(state, &bound) {
-            return Confirmation::Invalid(why);
-        }
-        match call.responses.and_then(|r| r.get(CONFIRM_INPUT)) {
-            None => self.ask(question, &bound),
+        match round.answers.get(CONFIRM_INPUT) {
+            None => {
+                let request = InputRequest::Elicitation(ElicitRequest::new(form(question)));
+                let requests = [(CONFIRM_INPUT.to_string(), request)].into_iter().collect();
+                Confirmation::Ask(Box::new(self.issue(round, requests)))
+            }
             Some(answer) => {
                 match serde_json::from_value::<ElicitationAction>(answer["action"].clone()) {
                     Ok(a) => action(&a).map_or(Confirmation::Go, Confirmation::Stop),
@@ -114,39 +102,99 @@ impl Confirmer {
         }
     }
 
-    /// The `input_required` result that asks the question, with a fresh sealed state.
-    fn ask(&self, question: String, bound: &[u8]) -> Confirmation {
-        let nonce = hex(&random_bytes::<16>());
-        let state = self.codec.seal_with(
-            nonce.as_bytes(),
-            &SealOptions::new().associated_data(bound).ttl(self.timeout),
-        );
-        let request = InputRequest::Elicitation(ElicitRequest::new(form(question)));
-        let requests = [(CONFIRM_INPUT.to_string(), request)].into_iter().collect();
-        Confirmation::Ask(Box::new(InputRequiredResult::new(
-            Some(requests),
-            Some(state),
-        )))
+    /// Protocol 2025-11-25: `elicitation/create` to a client that declared the capability.
+    async fn confirm_in_session(
+        &self,
+        context: &RequestContext<RoleServer>,
+        question: String,
+    ) -> Confirmation {
+        if context.peer.supported_elicitation_modes().is_empty() {
+            // Clients without elicitation keep the argument rule alone.
+            return Confirmation::Go;
+        }
+        // The person may take their time, up to the timeout; a `notifications/cancelled`
+        // for the call ends the wait, with nothing changed.
+        let answer = tokio::select! {
+            a = tokio::time::timeout(self.timeout, context.peer.create_elicitation(form(question))) => a,
+            () = context.ct.cancelled() => return Confirmation::Stop("cancelled"),
+        };
+        match answer {
+            Err(_) => Confirmation::TimedOut(self.timeout),
+            Ok(Ok(r)) => action(&r.action).map_or(Confirmation::Go, Confirmation::Stop),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "the confirmation request failed");
+                Confirmation::Stop("did not answer")
+            }
+        }
     }
 
-    /// Opens a state for this call and marks it used; why not, when it cannot be.
-    fn redeem(&self, state: &str, bound: &[u8]) -> Result<(), String> {
-        let nonce = self
+    /// The answers a call of protocol 2026-07-28 comes with: those sealed in the state this
+    /// server issued, and the client's `inputResponses` to the questions of that state.
+    /// Responses without a state answer no question this server asked and are ignored (the
+    /// questions are asked again); why not, when the state is not one this server issued for
+    /// this call, or was used before.
+    pub fn round(&self, call: &Call<'_>) -> Result<Round, String> {
+        let bound = call.binding();
+        let Some(state) = call.request_state else {
+            return Ok(Round {
+                bound,
+                answers: Map::new(),
+            });
+        };
+        let mut answers = self.redeem(state, &bound)?;
+        for (key, answer) in call.responses.into_iter().flatten() {
+            answers.insert(key.clone(), answer.clone());
+        }
+        Ok(Round { bound, answers })
+    }
+
+    /// The `input_required` result that asks `requests`, with a fresh sealed state that
+    /// carries the round's answers so far.
+    pub fn issue(
+        &self,
+        round: &Round,
+        requests: BTreeMap<String, InputRequest>,
+    ) -> InputRequiredResult {
+        let sealed = json!({"n": hex(&random_bytes::<16>()), "a": round.answers});
+        let state = self.codec.seal_with(
+            sealed.to_string().as_bytes(),
+            &SealOptions::new()
+                .associated_data(&round.bound)
+                .ttl(self.timeout),
+        );
+        InputRequiredResult::new(Some(requests), Some(state))
+    }
+
+    /// Opens a state for this call, marks it used and returns the answers it carries; why
+    /// not, when it cannot be.
+    fn redeem(&self, state: &str, bound: &[u8]) -> Result<Map<String, Value>, String> {
+        let sealed = self
             .codec
             .open_with(state, bound)
             .map_err(|e| e.to_string())?;
-        let nonce = String::from_utf8_lossy(&nonce).into_owned();
+        let sealed: Value = serde_json::from_slice(&sealed)
+            .map_err(|_| "request state is malformed".to_string())?;
+        let (Some(nonce), Some(answers)) = (sealed["n"].as_str(), sealed["a"].as_object()) else {
+            return Err("request state is malformed".into());
+        };
         let now = Instant::now();
         let mut used = self
             .used
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         used.retain(|_, expires| *expires > now);
-        if used.insert(nonce, now + self.timeout).is_some() {
+        if used.insert(nonce.to_string(), now + self.timeout).is_some() {
             return Err("request state was already used".into());
         }
-        Ok(())
+        Ok(answers.clone())
     }
+}
+
+/// One round of a call of protocol 2026-07-28: what its states are bound to, and the answers
+/// the client gave so far (the confirmation under `confirm`, a handler's under its keys).
+pub struct Round {
+    bound: Vec<u8>,
+    pub answers: Map<String, Value>,
 }
 
 /// The call a confirmation is for, as the client sent it.
@@ -232,9 +280,12 @@ mod tests {
             responses: None,
         };
         let bound = call.binding();
-        let Confirmation::Ask(result) = c.ask("q".into(), &bound) else {
-            panic!("asks")
-        };
+        let mut first = c.round(&call).expect("no state, no answers");
+        assert!(first.answers.is_empty());
+        first
+            .answers
+            .insert("earlier".into(), json!({"action": "accept"}));
+        let result = c.issue(&first, BTreeMap::new());
         let state = result.request_state.clone().expect("a state");
         let other = json!({"database": "y", "confirm": true});
         let elsewhere = Call {
@@ -245,8 +296,17 @@ mod tests {
         let mut forged = state.clone();
         forged.push('x');
         assert!(c.redeem(&forged, &bound).is_err());
-        assert!(c.redeem(&state, &bound).is_ok());
-        assert!(c.redeem(&state, &bound).is_err(), "a state is good once");
+        // The answers sealed into the state come back with the client's responses.
+        let responses = [("confirm".to_string(), json!({"action": "decline"}))].into();
+        let retry = Call {
+            request_state: Some(&state),
+            responses: Some(&responses),
+            ..call
+        };
+        let round = c.round(&retry).expect("its own state");
+        assert_eq!(round.answers["earlier"]["action"], "accept");
+        assert_eq!(round.answers["confirm"]["action"], "decline");
+        assert!(c.round(&retry).is_err(), "a state is good once");
         // Another process (another key) does not accept it.
         assert!(
             Confirmer::new(Duration::from_secs(60))

@@ -38,6 +38,25 @@ fn no_client() -> HandlerError {
     HandlerError::new("NO_CLIENT").message("this call has no client session to ask")
 }
 
+/// The error of a question the client could not answer: `SAMPLING_FAILED`,
+/// `ELICITATION_FAILED` or `ROOTS_FAILED`.
+fn failed(capability: &str, why: &str) -> HandlerError {
+    let name = match capability {
+        "sampling" => "SAMPLING_FAILED",
+        "elicitation" => "ELICITATION_FAILED",
+        _ => "ROOTS_FAILED",
+    };
+    HandlerError::new(name).message(format!("{capability} failed: {why}"))
+}
+
+/// An `ElicitResult` as the handler sees it.
+fn elicited(answer: &Value) -> Elicited {
+    Elicited {
+        action: answer["action"].as_str().unwrap_or_default().to_string(),
+        content: answer["content"].as_object().cloned(),
+    }
+}
+
 /// One progress report: work done, the total when known, and a short message.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Progress {
@@ -149,13 +168,73 @@ pub struct Elicited {
 pub trait ClientLink: Send + Sync {
     /// Sends `notifications/message` when `level` is at or above the level the client set.
     fn log(&self, level: LogLevel, logger: Option<&str>, data: Value);
-    /// Sends `sampling/createMessage` with these params and returns the client's result.
-    fn sample(&self, params: Value) -> Result<Value, String>;
-    /// Sends `elicitation/create` with a form and returns the person's answer.
-    fn elicit(&self, message: &str, schema: Value) -> Result<Elicited, String>;
+    /// Asks the client every question and returns its results by key: under protocol
+    /// 2025-11-25 as requests to the client, one after the other; under 2026-07-28 from the
+    /// answers the retried call carries, or [`Unanswered::Later`] after recording the
+    /// questions for the call's `input_required` result.
+    fn ask(&self, questions: Vec<Question>) -> Result<Map<String, Value>, Unanswered>;
+    /// Whether the client declared a capability (`sampling`, `elicitation`, `roots`, ...):
+    /// in `initialize` (2025-11-25) or in the request's `_meta` (2026-07-28).
+    fn supports(&self, capability: &str) -> bool;
     /// Sends `notifications/resources/updated` if the client subscribed to `uri`.
     fn resource_updated(&self, uri: &str);
 }
+
+/// One question for the client, under the key its answer comes back with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Question {
+    pub key: String,
+    pub input: Input,
+}
+
+impl Question {
+    pub fn new(key: impl Into<String>, input: Input) -> Question {
+        Question {
+            key: key.into(),
+            input,
+        }
+    }
+}
+
+/// What a question asks the client for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// `elicitation/create`: the person fills a form; `schema` is a flat object schema of
+    /// primitive properties. The answer is the `ElicitResult` (`action`, `content`).
+    Elicit { message: String, schema: Value },
+    /// `sampling/createMessage` with these params; the answer is the `CreateMessageResult`.
+    Sample(Value),
+    /// `roots/list`; the answer is the `ListRootsResult` (`roots`).
+    Roots,
+}
+
+impl Input {
+    /// The client capability the question needs: `elicitation`, `sampling` or `roots`.
+    pub fn capability(&self) -> &'static str {
+        match self {
+            Input::Elicit { .. } => "elicitation",
+            Input::Sample(_) => "sampling",
+            Input::Roots => "roots",
+        }
+    }
+}
+
+/// Why the client's answers are not there.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Unanswered {
+    /// Protocol 2026-07-28: the questions go to the client in the call's `input_required`
+    /// result, and the call runs again, from the start, with the answers. The handler stops
+    /// here (it returns the error [`Context::ask`] gave it).
+    Later,
+    /// The client did not declare the capability the question needs.
+    NoCapability(&'static str),
+    /// The client was asked and the request failed (or the session ended).
+    Failed(String),
+}
+
+/// The error name of a handler stopped to wait for the client's answers (protocol
+/// 2026-07-28); the client never sees it, it gets the questions.
+pub const INPUT_REQUIRED: &str = "INPUT_REQUIRED";
 
 /// What a handler may use besides its arguments.
 #[derive(Clone)]
@@ -166,6 +245,8 @@ pub struct Context {
     progress: Option<ProgressSink>,
     client: Option<Arc<dyn ClientLink>>,
     request: u64,
+    /// Questions asked so far through `sample`, `elicit` and `roots`, for their keys.
+    asked: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl std::fmt::Debug for Context {
@@ -189,6 +270,7 @@ impl Context {
             progress: None,
             client: None,
             request: 0,
+            asked: Arc::default(),
         }
     }
 
@@ -206,6 +288,7 @@ impl Context {
             progress: link.progress,
             client: link.client,
             request,
+            asked: Arc::default(),
         }
     }
 
@@ -238,19 +321,57 @@ impl Context {
     /// Sends `sampling/createMessage` with these params and returns the client's result as
     /// JSON.
     pub fn sample_raw(&self, params: Value) -> Result<Value, HandlerError> {
-        let client = self.client.as_ref().ok_or_else(no_client)?;
-        client.sample(params).map_err(|m| {
-            HandlerError::new("SAMPLING_FAILED").message(format!("sampling failed: {m}"))
-        })
+        let key = self.next_key("sampling");
+        self.ask_one(key, Input::Sample(params))
     }
 
     /// Asks the person to fill a form (`elicitation/create`): `schema` is a flat object schema
     /// of primitive properties, with defaults and enums as MCP allows.
     pub fn elicit(&self, message: &str, schema: Value) -> Result<Elicited, HandlerError> {
+        let key = self.next_key("elicitation");
+        let input = Input::Elicit {
+            message: message.to_string(),
+            schema,
+        };
+        Ok(elicited(&self.ask_one(key, input)?))
+    }
+
+    /// The client's roots (`roots/list`): the `ListRootsResult` as JSON.
+    pub fn roots(&self) -> Result<Value, HandlerError> {
+        let key = self.next_key("roots");
+        self.ask_one(key, Input::Roots)
+    }
+
+    /// Asks the client every question at once and returns its results by key. Under protocol
+    /// 2026-07-28 the questions travel in one `input_required` result and the call runs again
+    /// from the start with the answers, so a handler asks before it changes anything, and asks
+    /// the same questions under the same keys each time it runs.
+    pub fn ask(&self, questions: Vec<Question>) -> Result<Map<String, Value>, HandlerError> {
         let client = self.client.as_ref().ok_or_else(no_client)?;
-        client.elicit(message, schema).map_err(|m| {
-            HandlerError::new("ELICITATION_FAILED").message(format!("elicitation failed: {m}"))
+        let first = questions.first().map(|q| q.input.capability());
+        client.ask(questions).map_err(|why| match why {
+            Unanswered::Later => HandlerError::new(INPUT_REQUIRED)
+                .message("the client is asked first; the call runs again with its answers"),
+            Unanswered::NoCapability(c) => failed(c, &format!("the client does not support {c}")),
+            Unanswered::Failed(m) => failed(first.unwrap_or("input"), &m),
         })
+    }
+
+    /// Whether the client declared a capability (`sampling`, `elicitation`, `roots`): a
+    /// handler asks only what the client can answer, or fails with its own error.
+    pub fn client_supports(&self, capability: &str) -> bool {
+        self.client.as_ref().is_some_and(|c| c.supports(capability))
+    }
+
+    fn ask_one(&self, key: String, input: Input) -> Result<Value, HandlerError> {
+        let mut answers = self.ask(vec![Question::new(key.clone(), input)])?;
+        Ok(answers.remove(&key).unwrap_or(Value::Null))
+    }
+
+    /// The key of the next question of a kind, the same each time the call runs.
+    fn next_key(&self, kind: &str) -> String {
+        let n = self.asked.fetch_add(1, Ordering::Relaxed) + 1;
+        format!("{kind}-{n}")
     }
 
     /// Tells clients subscribed to `uri` that the resource changed.

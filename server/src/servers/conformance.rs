@@ -1,16 +1,25 @@
 //! The handlers of the `conformance` server (spec/conformance.yaml): the fixture tools of the
 //! official MCP conformance suite that talk to the client during their call, through the
-//! [`Context`] methods for logging, progress, sampling, elicitation and resource updates.
+//! [`Context`] methods for logging, progress, sampling, elicitation and resource updates, and
+//! the fixtures of protocol 2026-07-28 that ask the client through `input_required`
+//! ([`Context::ask`] with the keys the suite expects).
 
 use serde_json::{Value, json};
 
 use crate::generated::conformance::args;
 use crate::generated::conformance::{
     TestElicitationHandler, TestElicitationSep1034DefaultsHandler,
-    TestElicitationSep1330EnumsHandler, TestErrorHandlingHandler, TestSamplingHandler,
-    TestToolWithLoggingHandler, TestToolWithProgressHandler, TestTouchWatchedResourceHandler,
+    TestElicitationSep1330EnumsHandler, TestErrorHandlingHandler,
+    TestInputRequiredResultCapabilitiesHandler, TestInputRequiredResultElicitationHandler,
+    TestInputRequiredResultListRootsHandler, TestInputRequiredResultMultiRoundHandler,
+    TestInputRequiredResultMultipleInputsHandler, TestInputRequiredResultRequestStateHandler,
+    TestInputRequiredResultSamplingHandler, TestInputRequiredResultTamperedStateHandler,
+    TestLoggingToolHandler, TestMissingCapabilityHandler, TestSamplingHandler,
+    TestStreamingElicitationHandler, TestToolWithLoggingHandler, TestToolWithProgressHandler,
+    TestTouchWatchedResourceHandler,
 };
-use mcpspec::handler::{Content, Context, Elicited, HandlerError, LogLevel};
+use mcpspec::handler::{Content, Context, Elicited, HandlerError, Input, LogLevel, Question};
+use serde_json::Map;
 
 /// The conformance fixtures; they keep no state.
 pub struct Conformance;
@@ -193,5 +202,241 @@ impl TestTouchWatchedResourceHandler for Conformance {
     ) -> Result<Vec<Content>, HandlerError> {
         ctx.resource_updated(WATCHED);
         Ok(vec![Content::text(format!("{WATCHED} updated"))])
+    }
+}
+
+impl TestLoggingToolHandler for Conformance {
+    fn logging_tool(
+        &self,
+        ctx: &Context,
+        _args: args::TestLoggingTool,
+    ) -> Result<Vec<Content>, HandlerError> {
+        for step in ["logging started", "logging going on", "logging done"] {
+            ctx.log(LogLevel::Info, step);
+        }
+        Ok(vec![Content::text("logged three messages")])
+    }
+}
+
+impl TestMissingCapabilityHandler for Conformance {
+    fn missing_capability(
+        &self,
+        ctx: &Context,
+        _args: args::TestMissingCapability,
+    ) -> Result<Vec<Content>, HandlerError> {
+        let answer = ctx.sample("Say hello.", 20)?;
+        Ok(vec![Content::text(format!("LLM response: {answer}"))])
+    }
+}
+
+impl TestStreamingElicitationHandler for Conformance {
+    fn streaming_elicitation(
+        &self,
+        ctx: &Context,
+        _args: args::TestStreamingElicitation,
+    ) -> Result<Vec<Content>, HandlerError> {
+        let e = ctx.elicit("What is your name?", text_form("name"))?;
+        Ok(answered("User response", &e))
+    }
+}
+
+/// A form of one required text field.
+fn text_form(field: &str) -> Value {
+    json!({
+        "type": "object",
+        "properties": {field: {"type": "string"}},
+        "required": [field],
+    })
+}
+
+fn elicit(message: &str, field: &str) -> Input {
+    Input::Elicit {
+        message: message.to_string(),
+        schema: text_form(field),
+    }
+}
+
+fn sample(prompt: &str, max_tokens: u32) -> Input {
+    Input::Sample(json!({
+        "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+        "maxTokens": max_tokens,
+    }))
+}
+
+/// A text field of a form's answer.
+fn field<'a>(answers: &'a Map<String, Value>, key: &str, field: &str) -> &'a str {
+    answers[key]["content"][field].as_str().unwrap_or_default()
+}
+
+/// The text of a sampling answer.
+fn said<'a>(answers: &'a Map<String, Value>, key: &str) -> &'a str {
+    answers[key]["content"]["text"].as_str().unwrap_or_default()
+}
+
+/// The URIs of a roots answer, comma-separated.
+fn roots(answers: &Map<String, Value>, key: &str) -> String {
+    let uris: Vec<&str> = answers[key]["roots"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["uri"].as_str())
+        .collect();
+    uris.join(", ")
+}
+
+impl TestInputRequiredResultElicitationHandler for Conformance {
+    fn ask_name(
+        &self,
+        ctx: &Context,
+        _args: args::TestInputRequiredResultElicitation,
+    ) -> Result<Vec<Content>, HandlerError> {
+        let a = ctx.ask(vec![Question::new(
+            "user_name",
+            elicit("What is your name?", "name"),
+        )])?;
+        let name = field(&a, "user_name", "name");
+        Ok(vec![Content::text(format!("Hello, {name}!"))])
+    }
+}
+
+impl TestInputRequiredResultSamplingHandler for Conformance {
+    fn ask_model(
+        &self,
+        ctx: &Context,
+        _args: args::TestInputRequiredResultSampling,
+    ) -> Result<Vec<Content>, HandlerError> {
+        let a = ctx.ask(vec![Question::new(
+            "capital_question",
+            sample("What is the capital of France?", 100),
+        )])?;
+        Ok(vec![Content::text(format!(
+            "The model says: {}",
+            said(&a, "capital_question")
+        ))])
+    }
+}
+
+impl TestInputRequiredResultListRootsHandler for Conformance {
+    fn ask_roots(
+        &self,
+        ctx: &Context,
+        _args: args::TestInputRequiredResultListRoots,
+    ) -> Result<Vec<Content>, HandlerError> {
+        let a = ctx.ask(vec![Question::new("client_roots", Input::Roots)])?;
+        Ok(vec![Content::text(format!(
+            "Client roots: {}",
+            roots(&a, "client_roots")
+        ))])
+    }
+}
+
+/// A yes-or-no form under `confirm`.
+fn please_confirm() -> Question {
+    Question::new(
+        "confirm",
+        Input::Elicit {
+            message: "Please confirm".into(),
+            schema: json!({
+                "type": "object",
+                "properties": {"ok": {"type": "boolean"}},
+                "required": ["ok"],
+            }),
+        },
+    )
+}
+
+impl TestInputRequiredResultRequestStateHandler for Conformance {
+    fn ask_with_state(
+        &self,
+        ctx: &Context,
+        _args: args::TestInputRequiredResultRequestState,
+    ) -> Result<Vec<Content>, HandlerError> {
+        // The runtime accepts an answer only with the sealed state it was asked with, so an
+        // answer here came back with a valid state.
+        let a = ctx.ask(vec![please_confirm()])?;
+        let ok = a["confirm"]["content"]["ok"].as_bool().unwrap_or(false);
+        Ok(vec![Content::text(format!("state-ok: confirmed={ok}"))])
+    }
+}
+
+impl TestInputRequiredResultTamperedStateHandler for Conformance {
+    fn ask_tamper_proof(
+        &self,
+        ctx: &Context,
+        _args: args::TestInputRequiredResultTamperedState,
+    ) -> Result<Vec<Content>, HandlerError> {
+        let a = ctx.ask(vec![please_confirm()])?;
+        let ok = a["confirm"]["content"]["ok"].as_bool().unwrap_or(false);
+        Ok(vec![Content::text(format!("confirmed={ok}"))])
+    }
+}
+
+impl TestInputRequiredResultMultipleInputsHandler for Conformance {
+    fn ask_three(
+        &self,
+        ctx: &Context,
+        _args: args::TestInputRequiredResultMultipleInputs,
+    ) -> Result<Vec<Content>, HandlerError> {
+        let a = ctx.ask(vec![
+            Question::new("user_name", elicit("What is your name?", "name")),
+            Question::new("greeting", sample("Generate a greeting", 50)),
+            Question::new("client_roots", Input::Roots),
+        ])?;
+        Ok(vec![Content::text(format!(
+            "{} {}; roots: {}",
+            said(&a, "greeting"),
+            field(&a, "user_name", "name"),
+            roots(&a, "client_roots")
+        ))])
+    }
+}
+
+impl TestInputRequiredResultMultiRoundHandler for Conformance {
+    fn ask_twice(
+        &self,
+        ctx: &Context,
+        _args: args::TestInputRequiredResultMultiRound,
+    ) -> Result<Vec<Content>, HandlerError> {
+        let first = ctx.ask(vec![Question::new(
+            "step1",
+            elicit("Step 1: What is your name?", "name"),
+        )])?;
+        let second = ctx.ask(vec![Question::new(
+            "step2",
+            elicit("Step 2: What is your favorite color?", "color"),
+        )])?;
+        Ok(vec![Content::text(format!(
+            "{} likes {}",
+            field(&first, "step1", "name"),
+            field(&second, "step2", "color")
+        ))])
+    }
+}
+
+impl TestInputRequiredResultCapabilitiesHandler for Conformance {
+    fn ask_what_the_client_can(
+        &self,
+        ctx: &Context,
+        _args: args::TestInputRequiredResultCapabilities,
+    ) -> Result<Vec<Content>, HandlerError> {
+        let mut questions = Vec::new();
+        if ctx.client_supports("elicitation") {
+            questions.push(Question::new(
+                "user_name",
+                elicit("What is your name?", "name"),
+            ));
+        }
+        if ctx.client_supports("sampling") {
+            questions.push(Question::new("greeting", sample("Generate a greeting", 50)));
+        }
+        if questions.is_empty() {
+            return Ok(vec![Content::text("the client can answer nothing")]);
+        }
+        let a = ctx.ask(questions)?;
+        let keys: Vec<&str> = a.keys().map(String::as_str).collect();
+        Ok(vec![Content::text(format!(
+            "answered: {}",
+            keys.join(", ")
+        ))])
     }
 }

@@ -231,6 +231,8 @@ fn start(
     read_only: bool,
 ) -> Result<std::sync::Arc<Engine>> {
     let limits = limits()?;
+    // Settings are refused before anything starts.
+    state_key()?;
     let Server { def, handlers } = server;
     let Some(database) = &def.database else {
         // The server works on the project in its working directory, without a database.
@@ -568,7 +570,10 @@ fn serve_http(
         );
         let proxy = start_proxy(&engine).await?;
         let jobs = crate::startup::spawn(engine.clone());
-        let handler = crate::protocol::McpServer::with_proxy(engine, proxy.clone());
+        let handler = shared_key(crate::protocol::McpServer::with_proxy(
+            engine,
+            proxy.clone(),
+        ))?;
         let served = crate::transport::http::serve(listener, handler, options, async {
             shutdown_signal().await;
             tracing::info!("signal received; finishing calls in flight");
@@ -585,6 +590,39 @@ fn serve_http(
     runtime.shutdown_timeout(Duration::from_secs(1));
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The server with the `requestState` key of `MCPSPEC_REQUEST_STATE_KEY`, when set.
+fn shared_key(server: crate::protocol::McpServer) -> Result<crate::protocol::McpServer> {
+    Ok(match state_key()? {
+        Some(key) => server.with_request_state_key(key),
+        None => server,
+    })
+}
+
+/// The key of `MCPSPEC_REQUEST_STATE_KEY` (hexadecimal, 32 bytes or more), with which replicas
+/// accept each other's `requestState`s; `None` when unset (each process makes its own).
+fn state_key() -> Result<Option<Vec<u8>>> {
+    const VAR: &str = "MCPSPEC_REQUEST_STATE_KEY";
+    let Ok(text) = std::env::var(VAR) else {
+        return Ok(None);
+    };
+    let text = text.trim();
+    let key: Option<Vec<u8>> = (text.len() % 2 == 0)
+        .then(|| {
+            (0..text.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+                .collect()
+        })
+        .flatten();
+    match key {
+        Some(key) if key.len() >= 32 => Ok(Some(key)),
+        // The value is a secret: the message does not repeat it.
+        _ => Err(anyhow!(
+            "{VAR} is not a key: give at least 64 hexadecimal digits (32 bytes), e.g. from `openssl rand -hex 32`"
+        )),
+    }
 }
 
 /// Serves until stdin closes or SIGTERM/SIGINT arrives.
@@ -622,7 +660,7 @@ fn serve_stdio(
         });
         let proxy = start_proxy(&engine).await?;
         let jobs = crate::startup::spawn(engine.clone());
-        let handler = make(engine, proxy.clone());
+        let handler = shared_key(make(engine, proxy.clone()))?;
         let session = match rmcp::serve_server(handler.clone(), transport).await {
             Ok(running) => {
                 started(&handler, running.peer().clone());

@@ -34,10 +34,10 @@ use rmcp::service::{NotificationContext, Peer, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 
-use crate::confirm::{Call, Confirmation, Confirmer};
+use crate::confirm::{Call, Confirmation, Confirmer, Round};
 use crate::def::ServerDef;
 use crate::engine::{CallError, Engine};
-use crate::handler::{ClientLink, Elicited, Link, LogLevel};
+use crate::handler::{ClientLink, Input, Link, LogLevel, Question, Unanswered};
 use crate::proxy::Proxy;
 
 /// Cheap to clone: each HTTP session gets a clone sharing the engine and the tool list.
@@ -155,43 +155,48 @@ pub fn tools(def: &ServerDef) -> Vec<Tool> {
 
 impl McpServer {
     /// Asks the person before a call with a confirmation rule: `None` to go ahead, or the
-    /// answer to send instead (the question, a refusal of a forged `requestState`, or the
-    /// declined or timed-out result).
+    /// answer to send instead (the question, or the declined or timed-out result).
     async fn confirm_first(
         &self,
         context: &RequestContext<RoleServer>,
         name: &str,
         arguments: Option<&Value>,
-        state: Option<&str>,
-        responses: Option<&rmcp::model::InputResponses>,
+        round: Option<&Round>,
     ) -> Option<Result<CallToolResponse, ErrorData>> {
         let now = self.now();
         let engine = &now.engine;
         let question = engine.confirmation(name, arguments)?;
-        let call = Call {
-            tool: name,
-            arguments,
-            request_state: state,
-            responses,
-        };
-        let stopped = match self.confirmer.confirm(context, call, question).await {
+        let stopped = match self.confirmer.confirm(context, round, question).await {
             Confirmation::Go => return None,
             Confirmation::Ask(input) => return Some(Ok((*input).into())),
-            Confirmation::Invalid(why) => {
-                tracing::warn!(tool = %name, reason = %why, "refused a confirmation whose requestState is not valid");
-                return Some(Err(ErrorData::invalid_params(
-                    format!(
-                        "invalid params for tools/call: `requestState` is not one this server issued for this call ({why}); call the tool again without it"
-                    ),
-                    Some(json!({"field": "requestState"})),
-                )));
-            }
             Confirmation::Stop(action) => engine.declined(name, action),
             Confirmation::TimedOut(after) => engine.unconfirmed(name, after),
         };
         tracing::info!(target: "mcpspec::call", tool = %name, outcome = "DECLINED", "call");
         Some(to_result(Err(stopped), engine.def).map(Into::into))
     }
+
+    /// Protocol 2026-07-28: the round of the call, from the `requestState` and the answers it
+    /// carries; invalid params when the state is not one this server issued for this call.
+    fn round(
+        &self,
+        context: &RequestContext<RoleServer>,
+        call: &Call<'_>,
+    ) -> Result<Option<Round>, ErrorData> {
+        if !per_request(context) {
+            return Ok(None);
+        }
+        self.confirmer.round(call).map(Some).map_err(|why| {
+            tracing::warn!(tool = %call.tool, reason = %why, "refused a requestState that is not valid");
+            ErrorData::invalid_params(
+                format!(
+                    "invalid params for tools/call: `requestState` is not one this server issued for this call ({why}); call the tool again without it"
+                ),
+                Some(json!({"field": "requestState"})),
+            )
+        })
+    }
+
     pub fn new(engine: Arc<Engine>) -> Self {
         McpServer::with_proxy(engine, None)
     }
@@ -267,6 +272,14 @@ impl McpServer {
         server
     }
 
+    /// The same server sealing its `requestState`s with `key` (32 bytes or more) instead of a
+    /// key of its own: replicas behind one address accept each other's states.
+    pub fn with_request_state_key(mut self, key: Vec<u8>) -> Self {
+        let timeout = self.now().engine.limits().confirm_timeout;
+        self.confirmer = Arc::new(Confirmer::with_key(timeout, key));
+        self
+    }
+
     /// The surface the server serves, replaceable while it serves.
     pub fn live(&self) -> Arc<Live> {
         self.live.clone()
@@ -309,6 +322,127 @@ struct SessionLink {
     peer: Peer<RoleServer>,
     runtime: tokio::runtime::Handle,
     session: Arc<Session>,
+    /// Which log messages reach the client.
+    log_level: LogGate,
+    /// Protocol 2026-07-28: the answers the call came with and the questions it asks.
+    asked: Option<Asked>,
+}
+
+/// A call of protocol 2026-07-28 asks the client by answering `input_required`: the answers
+/// so far, the client's capabilities from the request's `_meta`, and what the handler asked
+/// that has no answer yet.
+struct Asked {
+    round: Round,
+    capabilities: Value,
+    questions: Mutex<std::collections::BTreeMap<String, rmcp::model::InputRequest>>,
+    missing: Mutex<Option<&'static str>>,
+}
+
+impl Asked {
+    fn new(round: Round, context: &RequestContext<RoleServer>) -> Asked {
+        let capabilities = context
+            .meta
+            .client_capabilities()
+            .and_then(|c| serde_json::to_value(c).ok())
+            .unwrap_or_default();
+        Asked {
+            round,
+            capabilities,
+            questions: Mutex::default(),
+            missing: Mutex::default(),
+        }
+    }
+
+    /// The answers to `questions` when the call has them all; otherwise records the others
+    /// for the `input_required` result.
+    fn ask(&self, questions: Vec<Question>) -> Result<Map<String, Value>, Unanswered> {
+        let mut answers = Map::new();
+        let mut open = Vec::new();
+        for q in questions {
+            match self.round.answers.get(&q.key) {
+                Some(a) => {
+                    answers.insert(q.key, a.clone());
+                }
+                None => open.push(q),
+            }
+        }
+        if open.is_empty() {
+            return Ok(answers);
+        }
+        for q in &open {
+            let capability = q.input.capability();
+            if self.capabilities.get(capability).is_none() {
+                *lock(&self.missing) = Some(capability);
+                return Err(Unanswered::NoCapability(capability));
+            }
+        }
+        let mut asked = lock(&self.questions);
+        for q in open {
+            let request = input_request(&q.input).map_err(Unanswered::Failed)?;
+            asked.insert(q.key, request);
+        }
+        Err(Unanswered::Later)
+    }
+
+    /// What the call answers instead of its result, if the handler asked: -32021 for a
+    /// capability the client did not declare, or the questions with a sealed state.
+    fn answer(&self, confirmer: &Confirmer) -> Option<Result<CallToolResponse, ErrorData>> {
+        if let Some(capability) = *lock(&self.missing) {
+            let required = serde_json::from_value(json!({ capability: {} })).unwrap_or_default();
+            return Some(Err(ErrorData::missing_required_client_capability(required)));
+        }
+        let questions = std::mem::take(&mut *lock(&self.questions));
+        if questions.is_empty() {
+            return None;
+        }
+        Some(Ok(confirmer.issue(&self.round, questions).into()))
+    }
+}
+
+/// A question as the request MCP sends for it.
+fn input_request(input: &Input) -> Result<rmcp::model::InputRequest, String> {
+    let request = match input {
+        Input::Elicit { message, schema } => json!({
+            "method": "elicitation/create",
+            "params": {"mode": "form", "message": message, "requestedSchema": schema},
+        }),
+        Input::Sample(params) => json!({"method": "sampling/createMessage", "params": params}),
+        Input::Roots => json!({"method": "roots/list"}),
+    };
+    serde_json::from_value(request).map_err(|e| format!("invalid request: {e}"))
+}
+
+/// Whether a request is of protocol 2026-07-28 or later, where each request carries the
+/// client's version, capabilities and log level in `_meta` and the server asks the client
+/// only through `input_required` results.
+fn per_request(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .meta
+        .protocol_version()
+        .is_some_and(|v| v.to_string().as_str() >= "2026-07-28")
+}
+
+/// Which log messages of a call reach the client.
+enum LogGate {
+    /// Protocol 2025-11-25: the level the session set with `logging/setLevel` (`info` before).
+    Session,
+    /// Protocol 2026-07-28: the level the request carries in `_meta`
+    /// (`io.modelcontextprotocol/logLevel`); a request without one gets no log messages.
+    Request(Option<LogLevel>),
+}
+
+impl LogGate {
+    fn of(context: &RequestContext<RoleServer>) -> LogGate {
+        if !per_request(context) {
+            return LogGate::Session;
+        }
+        LogGate::Request(
+            context
+                .meta
+                .log_level()
+                .and_then(|l| serde_json::from_value(json!(l)).ok()),
+        )
+    }
 }
 
 impl SessionLink {
@@ -324,9 +458,72 @@ impl SessionLink {
     }
 }
 
+/// Protocol 2025-11-25: requests to the client over the session, each answer as JSON.
+impl SessionLink {
+    fn declared(&self, capability: &str) -> bool {
+        self.peer.peer_info().is_some_and(|i| {
+            serde_json::to_value(&i.capabilities).is_ok_and(|c| c.get(capability).is_some())
+        })
+    }
+
+    fn sample(&self, params: Value) -> Result<Value, Unanswered> {
+        if !self.declared("sampling") {
+            return Err(Unanswered::NoCapability("sampling"));
+        }
+        let params: rmcp::model::CreateMessageRequestParams = serde_json::from_value(params)
+            .map_err(|e| Unanswered::Failed(format!("invalid request: {e}")))?;
+        let peer = self.peer.clone();
+        let result = self
+            .wait(async move { peer.create_message(params).await })
+            .ok_or_else(ended)?
+            .map_err(|e| Unanswered::Failed(e.to_string()))?;
+        serde_json::to_value(result).map_err(|e| Unanswered::Failed(e.to_string()))
+    }
+
+    fn elicit(&self, message: &str, schema: Value) -> Result<Value, Unanswered> {
+        if self.peer.supported_elicitation_modes().is_empty() {
+            return Err(Unanswered::NoCapability("elicitation"));
+        }
+        let schema: ElicitationSchema = serde_json::from_value(schema)
+            .map_err(|e| Unanswered::Failed(format!("invalid form schema: {e}")))?;
+        let params = ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: message.to_string(),
+            requested_schema: schema,
+        };
+        let peer = self.peer.clone();
+        let result = self
+            .wait(async move { peer.create_elicitation(params).await })
+            .ok_or_else(ended)?
+            .map_err(|e| Unanswered::Failed(e.to_string()))?;
+        serde_json::to_value(result).map_err(|e| Unanswered::Failed(e.to_string()))
+    }
+
+    fn roots(&self) -> Result<Value, Unanswered> {
+        if !self.declared("roots") {
+            return Err(Unanswered::NoCapability("roots"));
+        }
+        let peer = self.peer.clone();
+        let result = self
+            .wait(async move { peer.list_roots().await })
+            .ok_or_else(ended)?
+            .map_err(|e| Unanswered::Failed(e.to_string()))?;
+        serde_json::to_value(result).map_err(|e| Unanswered::Failed(e.to_string()))
+    }
+}
+
+fn ended() -> Unanswered {
+    Unanswered::Failed("the session ended".into())
+}
+
 impl ClientLink for SessionLink {
     fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
-        if level < *lock(&self.session.level) {
+        let least = match self.log_level {
+            LogGate::Session => *lock(&self.session.level),
+            LogGate::Request(Some(least)) => least,
+            LogGate::Request(None) => return,
+        };
+        if level < least {
             return;
         }
         let Ok(level) = serde_json::from_value(json!(level)) else {
@@ -338,49 +535,30 @@ impl ClientLink for SessionLink {
         let _ = self.wait(async move { peer.notify_logging_message(param).await });
     }
 
-    fn sample(&self, params: Value) -> Result<Value, String> {
-        let supported = self
-            .peer
-            .peer_info()
-            .is_some_and(|i| i.capabilities.sampling.is_some());
-        if !supported {
-            return Err("the client does not support sampling".into());
+    fn ask(&self, questions: Vec<Question>) -> Result<Map<String, Value>, Unanswered> {
+        if let Some(asked) = &self.asked {
+            return asked.ask(questions);
         }
-        let params: rmcp::model::CreateMessageRequestParams =
-            serde_json::from_value(params).map_err(|e| format!("invalid request: {e}"))?;
-        let peer = self.peer.clone();
-        let result = self
-            .wait(async move { peer.create_message(params).await })
-            .ok_or("the session ended")?
-            .map_err(|e| e.to_string())?;
-        serde_json::to_value(result).map_err(|e| e.to_string())
+        let mut answers = Map::new();
+        for q in questions {
+            let answer = match q.input {
+                Input::Sample(params) => self.sample(params)?,
+                Input::Elicit { message, schema } => self.elicit(&message, schema)?,
+                Input::Roots => self.roots()?,
+            };
+            answers.insert(q.key, answer);
+        }
+        Ok(answers)
     }
 
-    fn elicit(&self, message: &str, schema: Value) -> Result<Elicited, String> {
-        if self.peer.supported_elicitation_modes().is_empty() {
-            return Err("the client does not support elicitation".into());
+    fn supports(&self, capability: &str) -> bool {
+        match &self.asked {
+            Some(asked) => asked.capabilities.get(capability).is_some(),
+            None if capability == "elicitation" => {
+                !self.peer.supported_elicitation_modes().is_empty()
+            }
+            None => self.declared(capability),
         }
-        let schema: ElicitationSchema =
-            serde_json::from_value(schema).map_err(|e| format!("invalid form schema: {e}"))?;
-        let params = ElicitRequestParams::FormElicitationParams {
-            meta: None,
-            message: message.to_string(),
-            requested_schema: schema,
-        };
-        let peer = self.peer.clone();
-        let result = self
-            .wait(async move { peer.create_elicitation(params).await })
-            .ok_or("the session ended")?
-            .map_err(|e| e.to_string())?;
-        let action = serde_json::to_value(&result.action)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
-        let content = match result.content {
-            Some(Value::Object(m)) => Some(m),
-            _ => None,
-        };
-        Ok(Elicited { action, content })
     }
 
     fn resource_updated(&self, uri: &str) {
@@ -603,22 +781,21 @@ impl ServerHandler for McpServer {
                 .map(Into::into);
         }
         let engine = now.engine.clone();
-        let responses = request.input_responses;
-        let state = request.request_state;
         let name = request.name.into_owned();
         let tool = name.clone();
         let arguments = request.arguments.map(Value::Object);
+        let call = Call {
+            tool: &name,
+            arguments: arguments.as_ref(),
+            request_state: request.request_state.as_deref(),
+            responses: request.input_responses.as_ref(),
+        };
+        let round = self.round(&context, &call)?;
         // `notifications/cancelled` cancels the request's token; the flag interrupts SQLite.
         let cancel = Arc::new(AtomicBool::new(false));
         let flag = cancel.clone();
         if let Some(stopped) = self
-            .confirm_first(
-                &context,
-                &name,
-                arguments.as_ref(),
-                state.as_deref(),
-                responses.as_ref(),
-            )
+            .confirm_first(&context, &name, arguments.as_ref(), round.as_ref())
             .await
         {
             return stopped;
@@ -629,13 +806,16 @@ impl ServerHandler for McpServer {
             flag.store(true, Ordering::Relaxed);
         });
         let (progress, forwarder) = progress_forwarder(&context);
+        let session_link = Arc::new(SessionLink {
+            peer: context.peer.clone(),
+            runtime: tokio::runtime::Handle::current(),
+            session: self.session.clone(),
+            log_level: LogGate::of(&context),
+            asked: round.map(|round| Asked::new(round, &context)),
+        });
         let link = Link {
             progress,
-            client: Some(Arc::new(SessionLink {
-                peer: context.peer.clone(),
-                runtime: tokio::runtime::Handle::current(),
-                session: self.session.clone(),
-            }) as Arc<dyn ClientLink>),
+            client: Some(session_link.clone() as Arc<dyn ClientLink>),
         };
         let writes = engine.def.tool(&name).is_some_and(|t| t.writes);
         let outcome = tokio::task::spawn_blocking(move || {
@@ -650,6 +830,13 @@ impl ServerHandler for McpServer {
         // The sink is dropped with the call, which ends the forwarder once it sent the rest.
         if let Some(f) = forwarder {
             let _ = f.await;
+        }
+        // A handler that asked the client (protocol 2026-07-28) stopped for the answers,
+        // whatever it returned.
+        if let Some(asked) = &session_link.asked
+            && let Some(answer) = asked.answer(&self.confirmer)
+        {
+            return answer;
         }
         if writes && outcome.is_ok() {
             self.notify_subscribed(&context.peer).await;
