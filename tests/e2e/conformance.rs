@@ -530,5 +530,129 @@ mod per_request {
         assert_eq!(logs.len(), 3, "{notes:?}");
         let (notes, _) = call(&mut c, tool, json!({}), level("error"), json!({}));
         assert!(notes.is_empty(), "info is below error: {notes:?}");
+        // The session-wide level is gone from 2026-07-28; 2025-11-25 sessions keep it.
+        let r = c
+            .request(
+                "logging/setLevel",
+                json!({"level": "debug", "_meta": meta()}),
+            )
+            .unwrap();
+        assert_eq!(r["error"]["code"], -32601, "{r}");
+    }
+
+    fn meta() -> Value {
+        json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        })
+    }
+
+    /// Opens a `subscriptions/listen` stream with request id `id` and returns its
+    /// acknowledgement.
+    fn listen(c: &mut StdioClient, id: &str, notifications: Value) -> Value {
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+            "params": {"_meta": meta(), "notifications": notifications}});
+        c.send_line(&msg.to_string()).unwrap();
+        c.recv(Duration::from_secs(10))
+            .expect("the acknowledgement")
+    }
+
+    /// Reads until a notification `method` for the stream `id` arrives; every message read.
+    fn until(c: &mut StdioClient, method: &str, id: &str) -> Vec<Value> {
+        let mut seen = Vec::new();
+        loop {
+            let m = c.recv(Duration::from_secs(10)).expect("the notification");
+            let done = m["method"] == method
+                && m["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == id;
+            seen.push(m);
+            if done {
+                return seen;
+            }
+        }
+    }
+
+    fn tagged<'a>(seen: &'a [Value], id: &str) -> Vec<&'a Value> {
+        seen.iter()
+            .filter(|m| m["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == id)
+            .collect()
+    }
+
+    #[test]
+    fn listen_streams_hear_of_the_resources_they_asked_for() {
+        let mut c = server(&[]);
+        let watched = "test://watched-resource";
+        let ack = listen(&mut c, "watch", json!({"resourceSubscriptions": [watched]}));
+        assert_eq!(
+            ack["method"], "notifications/subscriptions/acknowledged",
+            "{ack}"
+        );
+        assert_eq!(
+            ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "watch",
+            "{ack}"
+        );
+        let ack = listen(&mut c, "prompts", json!({"promptsListChanged": true}));
+        assert_eq!(
+            ack["method"], "notifications/subscriptions/acknowledged",
+            "{ack}"
+        );
+        let (notes, r) = call(
+            &mut c,
+            "test_touch_watched_resource",
+            json!({}),
+            json!({}),
+            json!({}),
+        );
+        assert!(r.get("result").is_some(), "{r}");
+        let mut seen = notes;
+        if tagged(&seen, "watch").is_empty() {
+            seen.extend(until(&mut c, "notifications/resources/updated", "watch"));
+        }
+        let heard = tagged(&seen, "watch");
+        assert_eq!(heard.len(), 1, "{seen:?}");
+        assert_eq!(heard[0]["method"], "notifications/resources/updated");
+        assert_eq!(heard[0]["params"]["uri"], watched);
+        assert!(
+            tagged(&seen, "prompts").is_empty(),
+            "outside its filter: {seen:?}"
+        );
+        for id in ["watch", "prompts"] {
+            c.notify("notifications/cancelled", json!({"requestId": id}))
+                .unwrap();
+        }
+        assert!(
+            c.finish(Duration::from_secs(10))
+                .is_some_and(|s| s.success())
+        );
+    }
+
+    #[test]
+    fn a_write_is_heard_by_streams_listening_to_the_server_s_resources() {
+        let db = crate::common::sample_db("knowledge");
+        let mut c = StdioClient::spawn(
+            Command::new(crate::common::exe_for("knowledge"))
+                .args(["serve", "knowledge", "--db"])
+                .arg(&db.path)
+                .env("MCPSPEC_LOG", "warn")
+                .stderr(Stdio::null()),
+        )
+        .unwrap();
+        let stats = "knowledge://stats";
+        let ack = listen(&mut c, "stats", json!({"resourceSubscriptions": [stats]}));
+        assert_eq!(
+            ack["method"], "notifications/subscriptions/acknowledged",
+            "{ack}"
+        );
+        let args = json!({"arguments": {"content": "Use WAL.", "role": "dev"}});
+        let (notes, r) = call(&mut c, "kb_add", json!({}), json!({}), args);
+        assert_eq!(r["result"]["isError"], json!(false), "{r}");
+        let mut seen = notes;
+        if tagged(&seen, "stats").is_empty() {
+            seen.extend(until(&mut c, "notifications/resources/updated", "stats"));
+        }
+        assert_eq!(
+            tagged(&seen, "stats")[0]["params"]["uri"],
+            stats,
+            "{seen:?}"
+        );
     }
 }

@@ -28,9 +28,10 @@ use rmcp::model::{
     ProgressNotificationParam, Prompt, PromptsCapability, ReadResourceRequestParams,
     ReadResourceResponse, ReadResourceResult, Resource, ResourceTemplate,
     ResourceUpdatedNotificationParam, ResourcesCapability, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, SubscribeRequestParams, Tool, ToolAnnotations, UnsubscribeRequestParams,
+    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool, ToolAnnotations,
+    UnsubscribeRequestParams,
 };
-use rmcp::service::{NotificationContext, Peer, RequestContext};
+use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 
@@ -97,13 +98,36 @@ impl Surface {
 }
 
 /// The surface a server serves now, which a newer engine can replace while sessions go on:
-/// a call keeps the surface it started with.
-pub struct Live(std::sync::RwLock<Arc<Surface>>);
+/// a call keeps the surface it started with. It also tells every `subscriptions/listen`
+/// stream of the process (protocol 2026-07-28) what changed.
+pub struct Live {
+    surface: std::sync::RwLock<Arc<Surface>>,
+    changes: tokio::sync::broadcast::Sender<Change>,
+}
+
+/// What a listen stream hears of.
+#[derive(Debug, Clone, PartialEq)]
+enum Change {
+    /// A new version of the server: its tools, resources and prompts may differ.
+    Lists,
+    /// A call wrote to the database: any resource may read differently.
+    Written,
+    /// A handler said that this resource changed.
+    Updated(String),
+}
 
 impl Live {
+    fn new(surface: Surface) -> Live {
+        Live {
+            surface: std::sync::RwLock::new(Arc::new(surface)),
+            // A stream more than this many changes behind skips to the newest.
+            changes: tokio::sync::broadcast::channel(64).0,
+        }
+    }
+
     /// The surface now.
     pub fn now(&self) -> Arc<Surface> {
-        self.0
+        self.surface
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
@@ -113,9 +137,15 @@ impl Live {
     pub fn replace(&self, engine: Arc<Engine>) {
         let next = Arc::new(Surface::of(engine));
         *self
-            .0
+            .surface
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = next;
+        self.changed(Change::Lists);
+    }
+
+    /// Tells the listen streams; none listening is fine.
+    fn changed(&self, change: Change) {
+        let _ = self.changes.send(change);
     }
 }
 
@@ -243,7 +273,7 @@ impl McpServer {
         }
         McpServer {
             confirmer: Arc::new(Confirmer::new(engine.limits().confirm_timeout)),
-            live: Arc::new(Live(std::sync::RwLock::new(Arc::new(Surface::of(engine))))),
+            live: Arc::new(Live::new(Surface::of(engine))),
             config,
             proxy,
             session: Arc::new(Session::default()),
@@ -324,6 +354,8 @@ struct SessionLink {
     session: Arc<Session>,
     /// Which log messages reach the client.
     log_level: LogGate,
+    /// Where changes go to the listen streams.
+    live: Arc<Live>,
     /// Protocol 2026-07-28: the answers the call came with and the questions it asks.
     asked: Option<Asked>,
 }
@@ -420,6 +452,19 @@ fn per_request(context: &RequestContext<RoleServer>) -> bool {
         .meta
         .protocol_version()
         .is_some_and(|v| v.to_string().as_str() >= "2026-07-28")
+}
+
+/// Method not found for a method protocol 2026-07-28 removed, asked by a request of that
+/// protocol (on any transport); requests of 2025-11-25 sessions are served as before.
+fn removed_in_2026(method: &str, context: &RequestContext<RoleServer>) -> Result<(), ErrorData> {
+    if per_request(context) {
+        return Err(ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("method not found: {method} was removed in protocol 2026-07-28"),
+            Some(json!({"method": method})),
+        ));
+    }
+    Ok(())
 }
 
 /// Which log messages of a call reach the client.
@@ -562,6 +607,7 @@ impl ClientLink for SessionLink {
     }
 
     fn resource_updated(&self, uri: &str) {
+        self.live.changed(Change::Updated(uri.to_string()));
         if !lock(&self.session.subscriptions).contains(uri) {
             return;
         }
@@ -711,8 +757,9 @@ impl ServerHandler for McpServer {
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        removed_in_2026("logging/setLevel", &context)?;
         let level: LogLevel = serde_json::from_value(json!(request.level))
             .map_err(|e| ErrorData::invalid_params(format!("unknown log level: {e}"), None))?;
         *lock(&self.session.level) = level;
@@ -722,8 +769,9 @@ impl ServerHandler for McpServer {
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        removed_in_2026("resources/subscribe", &context)?;
         if self.now().engine.def.resources.is_empty() {
             return Err(ErrorData::new(
                 ErrorCode::METHOD_NOT_FOUND,
@@ -738,10 +786,39 @@ impl ServerHandler for McpServer {
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        removed_in_2026("resources/unsubscribe", &context)?;
         lock(&self.session.subscriptions).remove(&request.uri);
         Ok(())
+    }
+
+    /// Protocol 2026-07-28: a listen stream gets what it asked for of what the server
+    /// announces (rmcp intersects the two).
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(requested.clone())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let mut changes = self.live.changes.subscribe();
+        loop {
+            let change = tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                c = changes.recv() => c,
+            };
+            let change = match change {
+                Ok(c) => c,
+                // Behind: the changes missed are told as a new version would be.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => Change::Lists,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
+            };
+            if tell(context.sink(), change).await.is_err() {
+                return Ok(());
+            }
+        }
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -811,6 +888,7 @@ impl ServerHandler for McpServer {
             runtime: tokio::runtime::Handle::current(),
             session: self.session.clone(),
             log_level: LogGate::of(&context),
+            live: self.live.clone(),
             asked: round.map(|round| Asked::new(round, &context)),
         });
         let link = Link {
@@ -839,9 +917,51 @@ impl ServerHandler for McpServer {
             return answer;
         }
         if writes && outcome.is_ok() {
+            self.live.changed(Change::Written);
             self.notify_subscribed(&context.peer).await;
         }
         to_result(outcome, now.engine.def).map(Into::into)
+    }
+}
+
+/// Sends one change to a listen stream, as the notifications its filter accepts; an error
+/// only when the stream is gone.
+async fn tell(
+    sink: &rmcp::service::SubscriptionSink,
+    change: Change,
+) -> Result<(), rmcp::service::SubscriptionSendError> {
+    let accepted = sink.accepted().clone();
+    let mut sent = Vec::new();
+    match change {
+        Change::Lists => {
+            if accepted.tools_list_changed == Some(true) {
+                sent.push(sink.notify_tool_list_changed().await);
+            }
+            if accepted.prompts_list_changed == Some(true) {
+                sent.push(sink.notify_prompt_list_changed().await);
+            }
+            if accepted.resources_list_changed == Some(true) {
+                sent.push(sink.notify_resource_list_changed().await);
+            }
+        }
+        Change::Written => {
+            for uri in accepted.resource_subscriptions.unwrap_or_default() {
+                sent.push(sink.notify_resource_updated(uri).await);
+            }
+        }
+        Change::Updated(uri) => {
+            if accepted
+                .resource_subscriptions
+                .is_some_and(|uris| uris.contains(&uri))
+            {
+                sent.push(sink.notify_resource_updated(uri).await);
+            }
+        }
+    }
+    match sent.into_iter().find_map(Result::err) {
+        Some(e @ rmcp::service::SubscriptionSendError::SubscriptionClosed)
+        | Some(e @ rmcp::service::SubscriptionSendError::Service(_)) => Err(e),
+        _ => Ok(()),
     }
 }
 
