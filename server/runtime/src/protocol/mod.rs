@@ -206,6 +206,18 @@ impl McpServer {
         Some(to_result(Err(stopped), engine.def).map(Into::into))
     }
 
+    /// The way a call's handler reaches its client.
+    fn link(&self, context: &RequestContext<RoleServer>, round: Option<Round>) -> Arc<SessionLink> {
+        Arc::new(SessionLink {
+            peer: context.peer.clone(),
+            runtime: tokio::runtime::Handle::current(),
+            session: self.session.clone(),
+            log_level: LogGate::of(context),
+            live: self.live.clone(),
+            asked: round.map(|round| Asked::new(round, context)),
+        })
+    }
+
     /// Protocol 2026-07-28: the round of the call, from the `requestState` and the answers it
     /// carries; invalid params when the state is not one this server issued for this call.
     fn round(
@@ -868,29 +880,15 @@ impl ServerHandler for McpServer {
             responses: request.input_responses.as_ref(),
         };
         let round = self.round(&context, &call)?;
-        // `notifications/cancelled` cancels the request's token; the flag interrupts SQLite.
-        let cancel = Arc::new(AtomicBool::new(false));
-        let flag = cancel.clone();
         if let Some(stopped) = self
             .confirm_first(&context, &name, arguments.as_ref(), round.as_ref())
             .await
         {
             return stopped;
         }
-        let ct = context.ct.clone();
-        let watcher = tokio::spawn(async move {
-            ct.cancelled().await;
-            flag.store(true, Ordering::Relaxed);
-        });
+        let (cancel, watcher) = cancel_flag(&context);
         let (progress, forwarder) = progress_forwarder(&context);
-        let session_link = Arc::new(SessionLink {
-            peer: context.peer.clone(),
-            runtime: tokio::runtime::Handle::current(),
-            session: self.session.clone(),
-            log_level: LogGate::of(&context),
-            live: self.live.clone(),
-            asked: round.map(|round| Asked::new(round, &context)),
-        });
+        let session_link = self.link(&context, round);
         let link = Link {
             progress,
             client: Some(session_link.clone() as Arc<dyn ClientLink>),
@@ -922,6 +920,21 @@ impl ServerHandler for McpServer {
         }
         to_result(outcome, now.engine.def).map(Into::into)
     }
+}
+
+/// The flag that interrupts a call's SQLite work, set when `notifications/cancelled` cancels
+/// the request's token, and the task that watches the token.
+fn cancel_flag(
+    context: &RequestContext<RoleServer>,
+) -> (Arc<AtomicBool>, tokio::task::JoinHandle<()>) {
+    let cancel = Arc::new(AtomicBool::new(false));
+    let flag = cancel.clone();
+    let ct = context.ct.clone();
+    let watcher = tokio::spawn(async move {
+        ct.cancelled().await;
+        flag.store(true, Ordering::Relaxed);
+    });
+    (cancel, watcher)
 }
 
 /// Sends one change to a listen stream, as the notifications its filter accepts; an error
