@@ -330,19 +330,18 @@ impl TestInputRequiredResultListRootsHandler for Conformance {
     }
 }
 
-/// A yes-or-no form under `confirm`.
-fn please_confirm() -> Question {
-    Question::new(
-        "confirm",
-        Input::Elicit {
-            message: "Please confirm".into(),
-            schema: json!({
-                "type": "object",
-                "properties": {"ok": {"type": "boolean"}},
-                "required": ["ok"],
-            }),
-        },
-    )
+/// Asks a yes-or-no form under `confirm`; whether the person said yes.
+fn confirmed(ctx: &Context) -> Result<bool, HandlerError> {
+    let form = Input::Elicit {
+        message: "Please confirm".into(),
+        schema: json!({
+            "type": "object",
+            "properties": {"ok": {"type": "boolean"}},
+            "required": ["ok"],
+        }),
+    };
+    let a = ctx.ask(vec![Question::new("confirm", form)])?;
+    Ok(a["confirm"]["content"]["ok"].as_bool().unwrap_or(false))
 }
 
 impl TestInputRequiredResultRequestStateHandler for Conformance {
@@ -353,8 +352,7 @@ impl TestInputRequiredResultRequestStateHandler for Conformance {
     ) -> Result<Vec<Content>, HandlerError> {
         // The runtime accepts an answer only with the sealed state it was asked with, so an
         // answer here came back with a valid state.
-        let a = ctx.ask(vec![please_confirm()])?;
-        let ok = a["confirm"]["content"]["ok"].as_bool().unwrap_or(false);
+        let ok = confirmed(ctx)?;
         Ok(vec![Content::text(format!("state-ok: confirmed={ok}"))])
     }
 }
@@ -365,8 +363,7 @@ impl TestInputRequiredResultTamperedStateHandler for Conformance {
         ctx: &Context,
         _args: args::TestInputRequiredResultTamperedState,
     ) -> Result<Vec<Content>, HandlerError> {
-        let a = ctx.ask(vec![please_confirm()])?;
-        let ok = a["confirm"]["content"]["ok"].as_bool().unwrap_or(false);
+        let ok = confirmed(ctx)?;
         Ok(vec![Content::text(format!("confirmed={ok}"))])
     }
 }

@@ -212,7 +212,8 @@ impl McpServer {
             peer: context.peer.clone(),
             runtime: tokio::runtime::Handle::current(),
             session: self.session.clone(),
-            log_level: LogGate::of(context),
+            // A call has a round exactly when it is of protocol 2026-07-28.
+            log_level: LogGate::of(context, round.is_some()),
             live: self.live.clone(),
             asked: round.map(|round| Asked::new(round, context)),
         })
@@ -373,25 +374,20 @@ struct SessionLink {
 }
 
 /// A call of protocol 2026-07-28 asks the client by answering `input_required`: the answers
-/// so far, the client's capabilities from the request's `_meta`, and what the handler asked
-/// that has no answer yet.
+/// so far, the capabilities the request's `_meta` declares, and what the handler asked that
+/// has no answer yet.
 struct Asked {
     round: Round,
-    capabilities: Value,
+    capabilities: rmcp::model::ClientCapabilities,
     questions: Mutex<std::collections::BTreeMap<String, rmcp::model::InputRequest>>,
     missing: Mutex<Option<&'static str>>,
 }
 
 impl Asked {
     fn new(round: Round, context: &RequestContext<RoleServer>) -> Asked {
-        let capabilities = context
-            .meta
-            .client_capabilities()
-            .and_then(|c| serde_json::to_value(c).ok())
-            .unwrap_or_default();
         Asked {
             round,
-            capabilities,
+            capabilities: context.meta.client_capabilities().unwrap_or_default(),
             questions: Mutex::default(),
             missing: Mutex::default(),
         }
@@ -415,7 +411,7 @@ impl Asked {
         }
         for q in &open {
             let capability = q.input.capability();
-            if self.capabilities.get(capability).is_none() {
+            if !declares(&self.capabilities, capability) {
                 *lock(&self.missing) = Some(capability);
                 return Err(Unanswered::NoCapability(capability));
             }
@@ -489,8 +485,9 @@ enum LogGate {
 }
 
 impl LogGate {
-    fn of(context: &RequestContext<RoleServer>) -> LogGate {
-        if !per_request(context) {
+    /// The gate of a call; `per_request` for a call of protocol 2026-07-28.
+    fn of(context: &RequestContext<RoleServer>, per_request: bool) -> LogGate {
+        if !per_request {
             return LogGate::Session;
         }
         LogGate::Request(
@@ -517,14 +514,24 @@ impl SessionLink {
 
 /// Protocol 2025-11-25: requests to the client over the session, each answer as JSON.
 impl SessionLink {
-    fn declared(&self, capability: &str) -> bool {
-        self.peer.peer_info().is_some_and(|i| {
-            serde_json::to_value(&i.capabilities).is_ok_and(|c| c.get(capability).is_some())
-        })
+    /// Whether the client declared `capability`: in the request's `_meta` (2026-07-28) or
+    /// in `initialize`.
+    fn can(&self, capability: &str) -> bool {
+        match &self.asked {
+            Some(asked) => declares(&asked.capabilities, capability),
+            // A 2025-11-25 client may offer URL elicitation only; a handler's forms need forms.
+            None if capability == "elicitation" => {
+                !self.peer.supported_elicitation_modes().is_empty()
+            }
+            None => self
+                .peer
+                .peer_info()
+                .is_some_and(|i| declares(&i.capabilities, capability)),
+        }
     }
 
     fn sample(&self, params: Value) -> Result<Value, Unanswered> {
-        if !self.declared("sampling") {
+        if !self.can("sampling") {
             return Err(Unanswered::NoCapability("sampling"));
         }
         let params: rmcp::model::CreateMessageRequestParams = serde_json::from_value(params)
@@ -538,7 +545,7 @@ impl SessionLink {
     }
 
     fn elicit(&self, message: &str, schema: Value) -> Result<Value, Unanswered> {
-        if self.peer.supported_elicitation_modes().is_empty() {
+        if !self.can("elicitation") {
             return Err(Unanswered::NoCapability("elicitation"));
         }
         let schema: ElicitationSchema = serde_json::from_value(schema)
@@ -557,7 +564,7 @@ impl SessionLink {
     }
 
     fn roots(&self) -> Result<Value, Unanswered> {
-        if !self.declared("roots") {
+        if !self.can("roots") {
             return Err(Unanswered::NoCapability("roots"));
         }
         let peer = self.peer.clone();
@@ -566,6 +573,16 @@ impl SessionLink {
             .ok_or_else(ended)?
             .map_err(|e| Unanswered::Failed(e.to_string()))?;
         serde_json::to_value(result).map_err(|e| Unanswered::Failed(e.to_string()))
+    }
+}
+
+/// Whether `c` declares `capability` (`sampling`, `elicitation`, `roots`, or any other key).
+fn declares(c: &rmcp::model::ClientCapabilities, capability: &str) -> bool {
+    match capability {
+        "elicitation" => c.elicitation.is_some(),
+        "sampling" => c.sampling.is_some(),
+        "roots" => c.roots.is_some(),
+        other => serde_json::to_value(c).is_ok_and(|c| c.get(other).is_some()),
     }
 }
 
@@ -609,13 +626,7 @@ impl ClientLink for SessionLink {
     }
 
     fn supports(&self, capability: &str) -> bool {
-        match &self.asked {
-            Some(asked) => asked.capabilities.get(capability).is_some(),
-            None if capability == "elicitation" => {
-                !self.peer.supported_elicitation_modes().is_empty()
-            }
-            None => self.declared(capability),
-        }
+        self.can(capability)
     }
 
     fn resource_updated(&self, uri: &str) {
@@ -781,9 +792,8 @@ impl ServerHandler for McpServer {
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
-        context: RequestContext<RoleServer>,
+        _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        removed_in_2026("resources/subscribe", &context)?;
         if self.now().engine.def.resources.is_empty() {
             return Err(ErrorData::new(
                 ErrorCode::METHOD_NOT_FOUND,
@@ -798,9 +808,8 @@ impl ServerHandler for McpServer {
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
-        context: RequestContext<RoleServer>,
+        _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        removed_in_2026("resources/unsubscribe", &context)?;
         lock(&self.session.subscriptions).remove(&request.uri);
         Ok(())
     }
