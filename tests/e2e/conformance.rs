@@ -389,19 +389,36 @@ mod per_request {
     }
 
     #[test]
-    fn answers_count_only_with_the_state_they_were_asked_with() {
+    fn a_state_counts_only_for_the_call_it_was_issued_for() {
         let mut c = server(&[]);
         let forms: Value = serde_json::from_str(FORMS).unwrap();
         let tool = "test_input_required_result_elicitation";
         let name = json!({"name": "Ada"});
-        // Answers without a state answer nothing this server asked: asked again.
+        // A handler's question may be answered without a state (SEP-2322), and responses to
+        // questions nobody asked are ignored.
         let (_, r) = call(
             &mut c,
             tool,
             forms.clone(),
             json!({}),
-            json!({"inputResponses": {"user_name": {"action": "accept", "content": name}}}),
+            json!({"inputResponses": {"user_name": {"action": "accept", "content": name},
+                                      "unasked": {"action": "accept", "content": {"x": 1}}}}),
         );
+        assert_eq!(text(&r), "Hello, Ada!", "{r}");
+        // A response that is not a client's result is invalid params, naming it.
+        let (_, r) = call(
+            &mut c,
+            tool,
+            forms.clone(),
+            json!({}),
+            json!({"inputResponses": {"user_name": 12345}}),
+        );
+        assert_eq!(r["error"]["code"], -32602, "{r}");
+        assert_eq!(
+            r["error"]["data"]["field"], "inputResponses.user_name",
+            "{r}"
+        );
+        let (_, r) = call(&mut c, tool, forms.clone(), json!({}), json!({}));
         let (_, state) = asks(&r);
         // Tampered with, made up, or issued for another tool: refused.
         let mut forged = state.clone();

@@ -8,11 +8,13 @@
 //! Protocol 2026-07-28: the server answers `input_required` with a `requestState` that only it
 //! can have issued: sealed with HMAC-SHA256 under a key made at start-up (rmcp's
 //! [`RequestStateCodec`]), bound to the tool and its exact arguments, expiring with the confirm
-//! timeout, and good for one retry. A retry is confirmed only by answers that come with such a
-//! state; answers without one are a question not yet asked, and a forged, tampered, expired,
-//! replayed or foreign state is refused as invalid params.
+//! timeout, and good for one retry. A retry is confirmed only by an answer that comes with a
+//! state that asked for it; a confirmation without one is a question not yet asked, and a
+//! forged, tampered, expired, replayed or foreign state is refused as invalid params. A
+//! handler's own questions may be answered without a state (SEP-2322 lets a client answer
+//! what it knows the tool asks), but never with an answer to a question the state did not ask.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -129,20 +131,22 @@ impl Confirmer {
     }
 
     /// The answers a call of protocol 2026-07-28 comes with: those sealed in the state this
-    /// server issued, and the client's `inputResponses` to the questions of that state.
-    /// Responses without a state answer no question this server asked and are ignored (the
-    /// questions are asked again); why not, when the state is not one this server issued for
-    /// this call, or was used before.
+    /// server issued plus the client's `inputResponses` to the questions that state asked; or,
+    /// without a state, the client's responses to a handler's questions (not the confirmation,
+    /// which counts only with the state that asked it). Other responses are ignored. Why not,
+    /// when the state is not one this server issued for this call, or was used before.
     pub fn round(&self, call: &Call<'_>) -> Result<Round, String> {
         let bound = call.binding();
+        let responses = call.responses.into_iter().flatten();
         let Some(state) = call.request_state else {
-            return Ok(Round {
-                bound,
-                answers: Map::new(),
-            });
+            let answers = responses
+                .filter(|(key, _)| key.as_str() != CONFIRM_INPUT)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            return Ok(Round { bound, answers });
         };
-        let mut answers = self.redeem(state, &bound)?;
-        for (key, answer) in call.responses.into_iter().flatten() {
+        let (mut answers, asked) = self.redeem(state, &bound)?;
+        for (key, answer) in responses.filter(|(key, _)| asked.contains(key.as_str())) {
             answers.insert(key.clone(), answer.clone());
         }
         Ok(Round { bound, answers })
@@ -155,7 +159,8 @@ impl Confirmer {
         round: &Round,
         requests: BTreeMap<String, InputRequest>,
     ) -> InputRequiredResult {
-        let sealed = json!({"n": hex(&random_bytes::<16>()), "a": round.answers});
+        let asked: Vec<&String> = requests.keys().collect();
+        let sealed = json!({"n": hex(&random_bytes::<16>()), "a": round.answers, "q": asked});
         let state = self.codec.seal_with(
             sealed.to_string().as_bytes(),
             &SealOptions::new()
@@ -165,18 +170,30 @@ impl Confirmer {
         InputRequiredResult::new(Some(requests), Some(state))
     }
 
-    /// Opens a state for this call, marks it used and returns the answers it carries; why
-    /// not, when it cannot be.
-    fn redeem(&self, state: &str, bound: &[u8]) -> Result<Map<String, Value>, String> {
+    /// Opens a state for this call, marks it used and returns the answers it carries and the
+    /// keys of the questions it asked; why not, when it cannot be.
+    fn redeem(
+        &self,
+        state: &str,
+        bound: &[u8],
+    ) -> Result<(Map<String, Value>, BTreeSet<String>), String> {
         let sealed = self
             .codec
             .open_with(state, bound)
             .map_err(|e| e.to_string())?;
         let sealed: Value = serde_json::from_slice(&sealed)
             .map_err(|_| "request state is malformed".to_string())?;
-        let (Some(nonce), Some(answers)) = (sealed["n"].as_str(), sealed["a"].as_object()) else {
+        let (Some(nonce), Some(answers), Some(asked)) = (
+            sealed["n"].as_str(),
+            sealed["a"].as_object(),
+            sealed["q"].as_array(),
+        ) else {
             return Err("request state is malformed".into());
         };
+        let asked = asked
+            .iter()
+            .filter_map(|k| k.as_str().map(str::to_string))
+            .collect();
         let now = Instant::now();
         let mut used = self
             .used
@@ -186,7 +203,7 @@ impl Confirmer {
         if used.insert(nonce.to_string(), now + self.timeout).is_some() {
             return Err("request state was already used".into());
         }
-        Ok(answers.clone())
+        Ok((answers.clone(), asked))
     }
 }
 
@@ -285,7 +302,8 @@ mod tests {
         first
             .answers
             .insert("earlier".into(), json!({"action": "accept"}));
-        let result = c.issue(&first, BTreeMap::new());
+        let ask = InputRequest::Elicitation(ElicitRequest::new(form("drop it?".into())));
+        let result = c.issue(&first, [("confirm".to_string(), ask)].into());
         let state = result.request_state.clone().expect("a state");
         let other = json!({"database": "y", "confirm": true});
         let elsewhere = Call {
@@ -296,8 +314,13 @@ mod tests {
         let mut forged = state.clone();
         forged.push('x');
         assert!(c.redeem(&forged, &bound).is_err());
-        // The answers sealed into the state come back with the client's responses.
-        let responses = [("confirm".to_string(), json!({"action": "decline"}))].into();
+        // The answers sealed into the state come back with the client's responses to what
+        // it asked; a response to a question it did not ask is ignored.
+        let responses = [
+            ("confirm".to_string(), json!({"action": "decline"})),
+            ("unasked".to_string(), json!({"action": "accept"})),
+        ]
+        .into();
         let retry = Call {
             request_state: Some(&state),
             responses: Some(&responses),
@@ -306,12 +329,35 @@ mod tests {
         let round = c.round(&retry).expect("its own state");
         assert_eq!(round.answers["earlier"]["action"], "accept");
         assert_eq!(round.answers["confirm"]["action"], "decline");
+        assert!(!round.answers.contains_key("unasked"));
         assert!(c.round(&retry).is_err(), "a state is good once");
         // Another process (another key) does not accept it.
         assert!(
             Confirmer::new(Duration::from_secs(60))
                 .redeem(&state, &bound)
                 .is_err()
+        );
+    }
+
+    #[test]
+    fn without_a_state_only_a_handler_s_questions_are_answered() {
+        let c = Confirmer::new(Duration::from_secs(60));
+        let responses = [
+            ("confirm".to_string(), json!({"action": "accept"})),
+            ("user_name".to_string(), json!({"action": "accept"})),
+        ]
+        .into();
+        let call = Call {
+            tool: "db.drop",
+            arguments: None,
+            request_state: None,
+            responses: Some(&responses),
+        };
+        let round = c.round(&call).expect("no state to check");
+        assert!(round.answers.contains_key("user_name"));
+        assert!(
+            !round.answers.contains_key("confirm"),
+            "a confirmation needs its state"
         );
     }
 

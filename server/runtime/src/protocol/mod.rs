@@ -229,6 +229,16 @@ impl McpServer {
         if !per_request(context) {
             return Ok(None);
         }
+        // Each response is a client's result (to elicitation, sampling or roots): an object.
+        let malformed = call.responses.into_iter().flatten();
+        if let Some((key, _)) = malformed.into_iter().find(|(_, r)| !r.is_object()) {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "invalid params for tools/call: `inputResponses.{key}` must be an object (the client's result to the request under that key)"
+                ),
+                Some(json!({"field": format!("inputResponses.{key}")})),
+            ));
+        }
         self.confirmer.round(call).map(Some).map_err(|why| {
             tracing::warn!(tool = %call.tool, reason = %why, "refused a requestState that is not valid");
             ErrorData::invalid_params(
