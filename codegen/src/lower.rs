@@ -441,6 +441,10 @@ fn empty_input() -> RawInput {
         any_of: None,
         one_of: None,
         all_of: None,
+        not: None,
+        if_: None,
+        then: None,
+        else_: None,
     }
 }
 
@@ -729,11 +733,9 @@ fn input_schema(input: &RawInput) -> Value {
         "additionalProperties".into(),
         json!(input.additional_properties.unwrap_or(false)),
     );
-    for (key, value) in [
-        ("anyOf", &input.any_of),
-        ("oneOf", &input.one_of),
-        ("allOf", &input.all_of),
-    ] {
+    // Kept whole (JSON Schema 2020-12, SEP-2106); the runtime leaves them out of what it
+    // lists to clients of protocol 2025-11-25.
+    for (key, value) in input.composition() {
         if let Some(v) = value {
             o.insert(key.into(), v.value.clone());
         }

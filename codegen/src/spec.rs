@@ -716,27 +716,84 @@ pub(crate) struct RawInput {
         schemars(with = "BTreeMap<String, serde_json::Map<String, serde_json::Value>>")
     )]
     pub defs: BTreeMap<String, Sp<serde_json::Value>>,
-    /// Refused: clients reject a top-level `anyOf`; use `requiredAny`.
+    /// At least one of these subschemas must hold. Top-level composition is published to protocol 2026-07-28 requests only
+    /// (clients of 2025-11-25, Claude Code among them, reject it); the server enforces it for
+    /// every call. `requiredAny` says "at least one of" portably.
     #[serde(rename = "anyOf")]
     #[cfg_attr(
         feature = "editor-schema",
         schemars(with = "Option<serde_json::Value>")
     )]
     pub any_of: Option<Sp<serde_json::Value>>,
-    /// Refused: clients reject a top-level `oneOf`.
+    /// Exactly one of these subschemas must hold. Top-level composition is published to protocol 2026-07-28 requests only
+    /// (clients of 2025-11-25, Claude Code among them, reject it); the server enforces it for
+    /// every call. `requiredAny` says "at least one of" portably.
     #[serde(rename = "oneOf")]
     #[cfg_attr(
         feature = "editor-schema",
         schemars(with = "Option<serde_json::Value>")
     )]
     pub one_of: Option<Sp<serde_json::Value>>,
-    /// Refused: clients reject a top-level `allOf`.
+    /// Every one of these subschemas must hold. Top-level composition is published to protocol 2026-07-28 requests only
+    /// (clients of 2025-11-25, Claude Code among them, reject it); the server enforces it for
+    /// every call. `requiredAny` says "at least one of" portably.
     #[serde(rename = "allOf")]
     #[cfg_attr(
         feature = "editor-schema",
         schemars(with = "Option<serde_json::Value>")
     )]
     pub all_of: Option<Sp<serde_json::Value>>,
+    /// This subschema must not hold. Top-level composition is published to protocol 2026-07-28 requests only
+    /// (clients of 2025-11-25, Claude Code among them, reject it); the server enforces it for
+    /// every call. `requiredAny` says "at least one of" portably.
+    #[serde(rename = "not")]
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "Option<serde_json::Value>")
+    )]
+    pub not: Option<Sp<serde_json::Value>>,
+    /// When the arguments match this subschema, `then` must hold, else `else`. Top-level composition is published to protocol 2026-07-28 requests only
+    /// (clients of 2025-11-25, Claude Code among them, reject it); the server enforces it for
+    /// every call. `requiredAny` says "at least one of" portably.
+    #[serde(rename = "if")]
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "Option<serde_json::Value>")
+    )]
+    pub if_: Option<Sp<serde_json::Value>>,
+    /// What must hold when `if` matches. Top-level composition is published to protocol 2026-07-28 requests only
+    /// (clients of 2025-11-25, Claude Code among them, reject it); the server enforces it for
+    /// every call. `requiredAny` says "at least one of" portably.
+    #[serde(rename = "then")]
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "Option<serde_json::Value>")
+    )]
+    pub then: Option<Sp<serde_json::Value>>,
+    /// What must hold when `if` does not match. Top-level composition is published to protocol 2026-07-28 requests only
+    /// (clients of 2025-11-25, Claude Code among them, reject it); the server enforces it for
+    /// every call. `requiredAny` says "at least one of" portably.
+    #[serde(rename = "else")]
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "Option<serde_json::Value>")
+    )]
+    pub else_: Option<Sp<serde_json::Value>>,
+}
+
+impl RawInput {
+    /// The top-level composition and conditional keywords, by wire name, in published order.
+    pub(crate) fn composition(&self) -> [(&'static str, &Option<Sp<serde_json::Value>>); 7] {
+        [
+            ("anyOf", &self.any_of),
+            ("oneOf", &self.one_of),
+            ("allOf", &self.all_of),
+            ("not", &self.not),
+            ("if", &self.if_),
+            ("then", &self.then),
+            ("else", &self.else_),
+        ]
+    }
 }
 
 /// MCP tool annotations; each one omitted is derived from what the SQL does.
@@ -1198,6 +1255,10 @@ const INPUT_KEYS: &[&str] = &[
     "anyOf",
     "oneOf",
     "allOf",
+    "not",
+    "if",
+    "then",
+    "else",
 ];
 
 /// Parses one spec file's text; `file` is used only for positions in diagnostics.

@@ -548,17 +548,13 @@ impl Validator<'_> {
                     "list two or more, or put the property under `required`",
                 );
             }
-            for (key, value) in [
-                ("anyOf", &input.any_of),
-                ("oneOf", &input.one_of),
-                ("allOf", &input.all_of),
-            ] {
-                if let Some(v) = value {
+            for (key, value) in [("then", &input.then), ("else", &input.else_)] {
+                if let (Some(v), None) = (value, &input.if_) {
                     self.sink.error(
                         pos(v),
-                        format!("`{key}` at the top of an input schema is not portable"),
-                        "rejected by clients",
-                        "the Anthropic API and Claude Code reject tools whose input schema combines schemas at the top level; use `requiredAny: [a, b]` for \"at least one of\", or put the combinator inside a property",
+                        format!("`{key}` without `if` has no effect"),
+                        "never applied",
+                        "add the `if` subschema that selects it, or move these rules under `allOf`",
                     );
                 }
             }

@@ -454,6 +454,65 @@ mod per_request {
         assert_eq!(text(&r), "Hello, Ada!", "{r}");
     }
 
+    /// JSON Schema 2020-12 kept whole (SEP-2106): top-level composition and conditionals are
+    /// listed to 2026-07-28 requests, left out for a 2025-11-25 session (whose clients reject
+    /// them), and enforced for both.
+    #[test]
+    fn top_level_composition_is_listed_to_2026_clients_and_enforced_for_all() {
+        let mut c = server(&[]);
+        let tool = "json_schema_2020_12_tool";
+        let meta = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"}
+        });
+        let listed = |r: Value| {
+            let tools = r["result"]["tools"].as_array().expect("tools").clone();
+            let t = tools.into_iter().find(|t| t["name"] == tool).expect(tool);
+            t["inputSchema"].clone()
+        };
+        let whole = listed(c.request("tools/list", json!({"_meta": meta})).unwrap());
+        for key in ["allOf", "if", "then", "else"] {
+            assert!(whole.get(key).is_some(), "{key} kept: {whole}");
+        }
+        assert_eq!(whole["$defs"]["address"]["$anchor"], "addressDef");
+        // Protocol 2026-07-28: the conditional holds (phone chosen, no phone given).
+        let args = json!({"contactMethod": "phone", "email": "a@b.c"});
+        let (_, r) = call(
+            &mut c,
+            tool,
+            json!({}),
+            json!({}),
+            json!({"arguments": args.clone()}),
+        );
+        assert_eq!(r["result"]["isError"], true, "{r}");
+        assert!(text(&r).contains(r#""field":"phone""#), "{r}");
+        let (_, r) = call(
+            &mut c,
+            tool,
+            json!({}),
+            json!({}),
+            json!({"arguments": {"contactMethod": "phone", "phone": "1"}}),
+        );
+        assert_eq!(r["result"]["isError"], json!(false), "{r}");
+
+        let mut old = server(&[]);
+        old.initialize().unwrap();
+        let portable = listed(old.request("tools/list", json!({})).unwrap());
+        for key in ["allOf", "anyOf", "oneOf", "not", "if", "then", "else"] {
+            assert!(portable.get(key).is_none(), "{key} left out: {portable}");
+        }
+        assert_eq!(portable["properties"], whole["properties"]);
+        assert_eq!(portable["$defs"], whole["$defs"]);
+        // Left out of the listing, still enforced: neither phone nor email.
+        let r = old
+            .call_tool(tool, json!({"contactMethod": "email"}))
+            .unwrap();
+        assert_eq!(r["result"]["isError"], true, "{r}");
+        let r = old.call_tool(tool, args).unwrap();
+        assert_eq!(r["result"]["isError"], true, "{r}");
+    }
+
     /// A state lives as long as the confirm timeout: here 1 s, so the test waits for it to
     /// pass (the wait is the subject, not a synchronisation).
     #[test]

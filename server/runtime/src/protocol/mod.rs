@@ -79,6 +79,8 @@ impl Default for Session {
 pub struct Surface {
     pub engine: Arc<Engine>,
     tools: Vec<Tool>,
+    /// The tools as listed to clients of protocol 2025-11-25: without top-level composition.
+    portable: Vec<Tool>,
     resources: Vec<Resource>,
     templates: Vec<ResourceTemplate>,
     prompts: Vec<Prompt>,
@@ -87,8 +89,10 @@ pub struct Surface {
 impl Surface {
     fn of(engine: Arc<Engine>) -> Surface {
         let def = engine.def;
+        let tools = tools(def);
         Surface {
-            tools: tools(def),
+            portable: tools.iter().cloned().map(portable).collect(),
+            tools,
             resources: crate::content::resource_list(def),
             templates: crate::content::template_list(def),
             prompts: crate::content::prompt_list(def),
@@ -154,6 +158,25 @@ fn schema_object(text: &str) -> Arc<Map<String, Value>> {
         Ok(Value::Object(o)) => Arc::new(o),
         _ => Arc::new(Map::new()),
     }
+}
+
+/// Input-schema keywords that combine or condition subschemas at the top level.
+const COMPOSITION: [&str; 7] = ["anyOf", "oneOf", "allOf", "not", "if", "then", "else"];
+
+/// A tool as listed to a client of protocol 2025-11-25: the Anthropic API and Claude Code
+/// reject an input schema with top-level composition, so it is left out (the server still
+/// enforces it when the tool is called). Protocol 2026-07-28 keeps JSON Schema 2020-12 whole
+/// (SEP-2106).
+fn portable(mut tool: Tool) -> Tool {
+    if COMPOSITION
+        .iter()
+        .any(|k| tool.input_schema.contains_key(*k))
+    {
+        let mut schema = (*tool.input_schema).clone();
+        schema.retain(|k, _| !COMPOSITION.contains(&k.as_str()));
+        tool.input_schema = Arc::new(schema);
+    }
+    tool
 }
 
 /// The tools of a server as MCP publishes them.
@@ -706,9 +729,14 @@ impl ServerHandler for McpServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let mut tools = self.now().tools.clone();
+        let now = self.now();
+        let mut tools = if per_request(&context) {
+            now.tools.clone()
+        } else {
+            now.portable.clone()
+        };
         if let Some(p) = &self.proxy {
             tools.extend(p.tools());
         }
