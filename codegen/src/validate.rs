@@ -515,6 +515,7 @@ impl Validator<'_> {
                 props.insert(pname.clone(), pos(schema));
                 self.property(&name.value, pname, schema, &input.defs);
             }
+            self.header_params(&name.value, input);
             for r in &input.required {
                 if !input.properties.contains_key(&r.value) {
                     let names: Vec<&str> = input.properties.keys().map(String::as_str).collect();
@@ -1152,6 +1153,80 @@ impl Validator<'_> {
                     "use trim, lower, fts5, fts5_prefix or truncate:N",
                 );
             }
+        }
+    }
+
+    /// `x-mcp-header` (SEP-2243): a top-level string, integer or boolean property whose value
+    /// a client of protocol 2026-07-28 mirrors into an `Mcp-Param-NAME` HTTP header, NAME an
+    /// HTTP token unique in the tool regardless of case. Clients drop a tool whose annotation
+    /// breaks these rules, so each is a build error here.
+    fn header_params(&mut self, tool: &str, input: &crate::spec::RawInput) {
+        let mut seen: BTreeMap<String, &str> = BTreeMap::new();
+        for (pname, schema) in &input.properties {
+            let at = pos(schema);
+            if let Some(obj) = schema.value.as_object()
+                && obj.values().any(holds_header)
+            {
+                self.sink.error(
+                    at,
+                    format!("`x-mcp-header` below property `{pname}` of `{tool}`"),
+                    "not a top-level property",
+                    "put `x-mcp-header` on a property directly under `input.properties`",
+                );
+            }
+            let Some(header) = schema.value.get(HEADER_KEY) else {
+                continue;
+            };
+            let Some(header) = header.as_str().filter(|h| !h.is_empty()) else {
+                self.sink.error(
+                    at,
+                    format!("the `x-mcp-header` of `{pname}` in `{tool}` is not a header name"),
+                    "",
+                    "give a non-empty name such as `Region`; clients send it as `Mcp-Param-Region`",
+                );
+                continue;
+            };
+            if !header.chars().all(is_token_char) {
+                self.sink.error(
+                    at,
+                    format!("the `x-mcp-header` `{header}` of `{pname}` in `{tool}` is not an HTTP token"),
+                    "",
+                    "use ASCII letters, digits and ! # $ % & ' * + - . ^ _ ` | ~ only (no spaces or colons)",
+                );
+            }
+            let ty = schema.value.get("type").and_then(Value::as_str);
+            if !matches!(ty, Some("string" | "integer" | "boolean")) {
+                self.sink.error(
+                    at,
+                    format!("`x-mcp-header` on `{pname}` of `{tool}`, which is not a string, integer or boolean"),
+                    "",
+                    "mirror a string, integer or boolean argument; a number's text is not exact, and objects and arrays have none",
+                );
+            }
+            if let Some(other) = seen.insert(header.to_ascii_lowercase(), pname) {
+                self.sink.error(
+                    at,
+                    format!(
+                        "`{pname}` and `{other}` of `{tool}` both use `x-mcp-header` `{header}`"
+                    ),
+                    "",
+                    "header names are compared without case; give each property its own",
+                );
+            }
+        }
+        let elsewhere = input.defs.values().chain(
+            input
+                .composition()
+                .into_iter()
+                .filter_map(|(_, v)| v.as_ref()),
+        );
+        for v in elsewhere.filter(|v| holds_header(&v.value)) {
+            self.sink.error(
+                pos(v),
+                format!("`x-mcp-header` in `$defs` or a combinator of `{tool}`"),
+                "not a top-level property",
+                "put `x-mcp-header` on a property directly under `input.properties`",
+            );
         }
     }
 
@@ -2345,4 +2420,21 @@ fn default_problem(schema: &Value, default: &Value) -> Option<String> {
         return Some(format!("{default} is not one of the `enum` values"));
     }
     None
+}
+
+/// The schema keyword that mirrors an argument into an HTTP header (SEP-2243).
+const HEADER_KEY: &str = "x-mcp-header";
+
+/// Whether `x-mcp-header` appears anywhere in a JSON value.
+fn holds_header(v: &Value) -> bool {
+    match v {
+        Value::Object(o) => o.contains_key(HEADER_KEY) || o.values().any(holds_header),
+        Value::Array(a) => a.iter().any(holds_header),
+        _ => false,
+    }
+}
+
+/// A character of an HTTP token (RFC 9110 `tchar`).
+fn is_token_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
 }

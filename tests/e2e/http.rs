@@ -706,3 +706,89 @@ fn a_request_reusing_an_id_in_flight_in_a_session_never_runs() {
     );
     assert!(server.terminate().success());
 }
+
+/// One 2026-07-28 `tools/call` of the conformance server's `test_custom_headers` with `args`
+/// and the extra `headers`: the HTTP status and the JSON-RPC message.
+fn custom_headers_call(c: &mut HttpClient, args: Value, headers: &[(&str, &str)]) -> (u16, Value) {
+    let tool = "test_custom_headers";
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": tool, "arguments": args, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"}}}});
+    let mut all = vec![
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", tool),
+    ];
+    all.extend_from_slice(headers);
+    let r = c
+        .exchange("POST", &all, body.to_string().as_bytes())
+        .expect("an answer");
+    let message = r.messages().into_iter().next().unwrap_or(Value::Null);
+    (r.status, message)
+}
+
+/// `x-mcp-header` (SEP-2243): a 2026-07-28 call over HTTP must carry each annotated argument as
+/// its `Mcp-Param-*` header, equal to the body (plain or `=?base64?...?=`), or it is refused
+/// with HTTP 400 and -32020 before the tool runs. 2025-11-25 sessions never see the keyword.
+#[test]
+fn annotated_arguments_must_match_their_mcp_param_headers() {
+    let server = HttpServer::serve(&["conformance"], &[]);
+    let mut c = server.client(None);
+    let args = json!({"region": "eu-west", "priority": 3});
+    let (status, m) = custom_headers_call(
+        &mut c,
+        args.clone(),
+        &[("Mcp-Param-Region", "eu-west"), ("Mcp-Param-Priority", "3")],
+    );
+    assert_eq!(
+        (status, &m["result"]["isError"]),
+        (200, &json!(false)),
+        "{m}"
+    );
+    // The same value Base64-wrapped is accepted too.
+    let (status, m) = custom_headers_call(
+        &mut c,
+        args.clone(),
+        &[
+            ("Mcp-Param-Region", "=?base64?ZXUtd2VzdA==?="),
+            ("Mcp-Param-Priority", "3"),
+        ],
+    );
+    assert_eq!(status, 200, "{m}");
+    let refused = [
+        vec![("Mcp-Param-Region", "us-east"), ("Mcp-Param-Priority", "3")],
+        vec![("Mcp-Param-Priority", "3")],
+        vec![
+            ("Mcp-Param-Region", "=?base64?ZXUtd2VzdA?="),
+            ("Mcp-Param-Priority", "3"),
+        ],
+        vec![
+            ("Mcp-Param-Region", "eu-west"),
+            ("Mcp-Param-Priority", "3"),
+            ("Mcp-Param-Verbose", "true"),
+        ],
+    ];
+    for headers in refused {
+        let (status, m) = custom_headers_call(&mut c, args.clone(), &headers);
+        assert_eq!(
+            (status, &m["error"]["code"]),
+            (400, &json!(-32020)),
+            "{headers:?}: {m}"
+        );
+    }
+    // A 2025-11-25 session lists the tool without the annotation, and calls need no headers.
+    let mut old = server.session(None);
+    let tools = old.request("tools/list", json!({})).unwrap();
+    let tool = tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "test_custom_headers")
+        .expect("listed")
+        .clone();
+    assert!(!tool.to_string().contains("x-mcp-header"), "{tool}");
+    let r = old.call_tool("test_custom_headers", args).unwrap();
+    assert_eq!(r["result"]["isError"], json!(false), "{r}");
+}

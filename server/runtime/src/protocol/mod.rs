@@ -163,17 +163,28 @@ fn schema_object(text: &str) -> Arc<Map<String, Value>> {
 /// Input-schema keywords that combine or condition subschemas at the top level.
 const COMPOSITION: [&str; 7] = ["anyOf", "oneOf", "allOf", "not", "if", "then", "else"];
 
+/// The property keyword that mirrors an argument into an `Mcp-Param-*` HTTP header.
+const HEADER_KEY: &str = "x-mcp-header";
+
 /// A tool as listed to a client of protocol 2025-11-25: the Anthropic API and Claude Code
 /// reject an input schema with top-level composition, so it is left out (the server still
-/// enforces it when the tool is called). Protocol 2026-07-28 keeps JSON Schema 2020-12 whole
-/// (SEP-2106).
+/// enforces it when the tool is called), and so is `x-mcp-header`, which only 2026-07-28
+/// clients act on. Protocol 2026-07-28 keeps JSON Schema 2020-12 whole (SEP-2106).
 fn portable(mut tool: Tool) -> Tool {
-    if COMPOSITION
-        .iter()
-        .any(|k| tool.input_schema.contains_key(*k))
-    {
-        let mut schema = (*tool.input_schema).clone();
+    let headers = |s: &Map<String, Value>| {
+        s.get("properties")
+            .and_then(Value::as_object)
+            .is_some_and(|p| p.values().any(|p| p.get(HEADER_KEY).is_some()))
+    };
+    let schema = &tool.input_schema;
+    if COMPOSITION.iter().any(|k| schema.contains_key(*k)) || headers(schema) {
+        let mut schema = (**schema).clone();
         schema.retain(|k, _| !COMPOSITION.contains(&k.as_str()));
+        if let Some(Value::Object(props)) = schema.get_mut("properties") {
+            for p in props.values_mut().filter_map(Value::as_object_mut) {
+                p.remove(HEADER_KEY);
+            }
+        }
         tool.input_schema = Arc::new(schema);
     }
     tool
