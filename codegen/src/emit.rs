@@ -814,6 +814,19 @@ fn tool_def(tool: &Tool) -> TokenStream {
         }
         None => quote!(::core::option::Option::None),
     };
+    let task = match tool.task {
+        Some(crate::ir::TaskSupport::Optional) => {
+            quote!(::core::option::Option::Some(
+                ::mcpspec::def::TaskSupport::Optional
+            ))
+        }
+        Some(crate::ir::TaskSupport::Required) => {
+            quote!(::core::option::Option::Some(
+                ::mcpspec::def::TaskSupport::Required
+            ))
+        }
+        None => quote!(::core::option::Option::None),
+    };
     let bind = format_ident!("bind_{}", tool.fn_name);
     let required_any = &tool.required_any;
     let transforms = tool
@@ -853,6 +866,7 @@ fn tool_def(tool: &Tool) -> TokenStream {
             content: #content,
             bind: ::mcpspec::def::Bind::Typed(#bind),
             confirm: #confirm,
+            task: #task,
         }
     }
 }

@@ -254,6 +254,15 @@ impl RuleKind {
     pub const NAMES: &'static [&'static str] = &["invalid", "constraint", "no_row", "no_change"];
 }
 
+/// Whether a tool's calls run as tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskSupport {
+    /// As a task when the client declared the tasks extension.
+    Optional,
+    /// Only as a task.
+    Required,
+}
+
 /// A confirmation rule: the boolean argument that must be true, and the elicitation message.
 #[derive(Debug, Clone)]
 pub(crate) struct Confirm {
@@ -463,6 +472,8 @@ pub(crate) struct Tool {
     /// Argument defaults to apply before validation, as `(wire name, value)`.
     pub defaults: Vec<(String, Value)>,
     pub confirm: Option<Confirm>,
+    /// Whether calls run as tasks (the tasks extension): `None`, never.
+    pub task: Option<TaskSupport>,
     /// For handler tools: the output structs, the tool's own first.
     pub outputs: Vec<OutStruct>,
     /// Whether the result is MCP content blocks (a `content:` binding or `output: content`);

@@ -302,6 +302,10 @@ fn tool(t: &ir::Tool) -> ToolDef {
             argument: text(&c.argument),
             message: text(&c.message),
         }),
+        task: t.task.map(|t| match t {
+            ir::TaskSupport::Optional => mcpspec::def::TaskSupport::Optional,
+            ir::TaskSupport::Required => mcpspec::def::TaskSupport::Required,
+        }),
     }
 }
 

@@ -341,6 +341,10 @@ fn tool(t: &RawTool, pos: crate::diag::Pos, fn_name: String, type_name: String, 
             Some(o) if handler && !content => outputs(t, &type_name, &o.value),
             _ => Vec::new(),
         },
+        task: t.task.as_ref().map(|t| match t.value.as_str() {
+            "required" => crate::ir::TaskSupport::Required,
+            _ => crate::ir::TaskSupport::Optional,
+        }),
         confirm: t.confirm.as_ref().map(|c| Confirm {
             argument: c.value.argument.value.clone(),
             message: c.value.message.value.trim_end().to_string(),

@@ -586,6 +586,12 @@ pub(crate) struct RawTool {
     /// How long one call may run before its query is interrupted.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<u64>"))]
     pub timeout_ms: Option<Sp<u64>>,
+    /// The tasks extension (`io.modelcontextprotocol/tasks`): `optional`, the call runs as a
+    /// task when the client declared the extension; `required`, it runs only as one and a
+    /// client without the extension gets -32021. A handler's call becomes a task when it
+    /// calls `ctx.background()`, so it may ask the client first.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<TaskSupport>"))]
+    pub task: Option<Sp<String>>,
     /// Transforms applied to string arguments after validation and before binding, in order:
     /// `trim`, `lower`, `fts5` (each word quoted, all required), `fts5_prefix` (the same, each
     /// word a prefix) and `truncate:N`.
@@ -919,6 +925,16 @@ mod editor {
         Object,
     }
 
+    /// Whether a tool's calls run as tasks.
+    #[derive(JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub(crate) enum TaskSupport {
+        /// As a task when the client declared the tasks extension, else synchronously.
+        Optional,
+        /// Only as a task; a client without the tasks extension gets -32021.
+        Required,
+    }
+
     /// How a statement's rows become the result.
     #[derive(JsonSchema)]
     #[serde(rename_all = "snake_case")]
@@ -1027,7 +1043,7 @@ mod editor {
 #[cfg(feature = "editor-schema")]
 use editor::{
     AccessMode, BlockType, ColumnKindName, ColumnType, InterceptAction, MessageRole, ObjectType,
-    ReturnMode, RuleKind,
+    ReturnMode, RuleKind, TaskSupport,
 };
 
 /// The JSON Schema of the spec language, for YAML language servers: pretty JSON with sorted
@@ -1109,6 +1125,7 @@ const TOOL_KEYS: &[&str] = &[
     "handler",
     "output",
     "confirm",
+    "task",
     "examples",
 ];
 const EXAMPLE_KEYS: &[&str] = &["arguments", "returns", "empty", "error", "sample_rows"];

@@ -688,6 +688,16 @@ impl Validator<'_> {
             self.sink
                 .error(pos(t), "`timeout_ms` must be at least 1", "", "");
         }
+        if let Some(t) = &tool.task
+            && !matches!(t.value.as_str(), "optional" | "required")
+        {
+            self.sink.error(
+                pos(t),
+                format!("unknown task support `{}`", t.value),
+                "not a task support",
+                "use `optional` (a task when the client can take one) or `required` (only as a task)",
+            );
+        }
     }
 
     /// A SQL tool's statements, and every required property used by one of them.

@@ -92,11 +92,11 @@ fn content_tools_return_blocks_and_publish_no_output_schema() {
     let (_, r) = call(
         &mut s,
         "json_schema_2020_12_tool",
-        json!({"name": "a", "address": {"city": "b"}}),
+        json!({"name": "a", "address": {"city": "b"}, "email": "a@b.c"}),
     );
     assert_eq!(
         r["content"][0]["text"],
-        r#"JSON Schema 2020-12 tool called with: {"address": {"city": "b"}, "name": "a"}"#
+        r#"JSON Schema 2020-12 tool called with: {"address": {"city": "b"}, "email": "a@b.c", "name": "a"}"#
     );
     let (_, r) = call(&mut s, "json_schema_2020_12_tool", json!({"address": 1}));
     assert_eq!(r["isError"], true, "{r}");
@@ -277,7 +277,7 @@ mod per_request {
     use mcpspec::client::StdioClient;
     use serde_json::{Value, json};
 
-    fn server(env: &[(&str, &str)]) -> StdioClient {
+    pub(super) fn server(env: &[(&str, &str)]) -> StdioClient {
         let mut command = Command::new(crate::common::exe_for("conformance"));
         command
             .args(["serve", "conformance"])
@@ -291,7 +291,7 @@ mod per_request {
 
     /// One `tools/call` of `tool` from a client with `capabilities` (and `meta` besides), with
     /// `extra` params: the notifications before its answer, and the answer.
-    fn call(
+    pub(super) fn call(
         c: &mut StdioClient,
         tool: &str,
         capabilities: Value,
@@ -323,7 +323,7 @@ mod per_request {
         }
     }
 
-    fn asks(r: &Value) -> (Vec<String>, String) {
+    pub(super) fn asks(r: &Value) -> (Vec<String>, String) {
         assert_eq!(r["result"]["resultType"], "input_required", "{r}");
         let keys = r["result"]["inputRequests"]
             .as_object()
@@ -730,5 +730,175 @@ mod per_request {
             stats,
             "{seen:?}"
         );
+    }
+}
+
+/// The tasks extension (`io.modelcontextprotocol/tasks`) over stdio with raw JSON-RPC: tools
+/// whose spec says `task:` answer with a task id, and `tasks/get`, `tasks/update` and
+/// `tasks/cancel` drive it.
+mod tasks {
+    use std::time::{Duration, Instant};
+
+    use mcpspec::client::StdioClient;
+    use serde_json::{Value, json};
+
+    use super::per_request::{asks, call, server};
+
+    const TASKS: &str = "io.modelcontextprotocol/tasks";
+
+    /// A 2026-07-28 client that declares the tasks extension and elicitation.
+    fn caps() -> Value {
+        json!({"elicitation": {}, "extensions": {TASKS: {}}})
+    }
+
+    /// One 2026-07-28 request of a tasks method with the extension declared.
+    fn rpc(c: &mut StdioClient, method: &str, mut params: Value) -> Value {
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": caps(),
+            "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"}
+        });
+        c.request(method, params).unwrap()
+    }
+
+    /// The task id of a `CreateTaskResult`.
+    fn created(r: &Value) -> String {
+        assert_eq!(r["result"]["resultType"], "task", "{r}");
+        assert!(r["result"]["ttlMs"].is_u64(), "{r}");
+        r["result"]["taskId"]
+            .as_str()
+            .expect("a task id")
+            .to_string()
+    }
+
+    /// Polls `tasks/get` (the extension's own way to wait, at a short interval) until the task
+    /// reaches `status`; panics after 10 s.
+    fn until(c: &mut StdioClient, id: &str, status: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let r = rpc(c, "tasks/get", json!({"taskId": id}));
+            assert_eq!(r["result"]["resultType"], "complete", "{r}");
+            if r["result"]["status"] == status {
+                return r["result"].clone();
+            }
+            assert!(Instant::now() < deadline, "never {status}: {r}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn a_task_tool_answers_with_a_task_whose_result_tasks_get_inlines() {
+        let mut c = server(&[]);
+        let args = json!({"arguments": {"seconds": 0.2, "label": "e2e"}});
+        let (_, r) = call(&mut c, "slow_compute", caps(), json!({}), args.clone());
+        let id = created(&r);
+        assert!(r["result"].get("requestState").is_none(), "{r}");
+        let done = until(&mut c, &id, "completed");
+        assert_eq!(
+            done["result"]["content"][0]["text"],
+            "Computed e2e after 0.2 seconds"
+        );
+        // Without the extension the same tool answers synchronously.
+        let (_, r) = call(&mut c, "slow_compute", json!({}), json!({}), args);
+        assert_eq!(r["result"]["resultType"], "complete", "{r}");
+        assert!(r["result"].get("taskId").is_none(), "{r}");
+        // An unknown task is invalid params.
+        let r = rpc(&mut c, "tasks/get", json!({"taskId": "no-such-task"}));
+        assert_eq!(r["error"]["code"], -32602, "{r}");
+    }
+
+    #[test]
+    fn a_tool_that_runs_only_as_a_task_is_32021_to_a_client_without_the_extension() {
+        let mut c = server(&[]);
+        let (_, r) = call(&mut c, "failing_job", json!({}), json!({}), json!({}));
+        assert_eq!(r["error"]["code"], -32021, "{r}");
+        assert!(
+            r["error"]["data"]["requiredCapabilities"]["extensions"][TASKS].is_object(),
+            "{r}"
+        );
+        // With it: a tool error settles as completed with isError, a protocol error as failed.
+        let (_, r) = call(&mut c, "failing_job", caps(), json!({}), json!({}));
+        let failing = created(&r);
+        let (_, r) = call(&mut c, "protocol_error_job", caps(), json!({}), json!({}));
+        let crashed = created(&r);
+        let done = until(&mut c, &failing, "completed");
+        assert_eq!(done["result"]["isError"], true, "{done}");
+        let failed = until(&mut c, &crashed, "failed");
+        assert_eq!(failed["error"]["code"], -32010, "{failed}");
+        assert!(failed.get("result").is_none(), "{failed}");
+    }
+
+    #[test]
+    fn tasks_cancel_stops_a_running_task() {
+        let mut c = server(&[]);
+        let args = json!({"arguments": {"seconds": 60}});
+        let (_, r) = call(&mut c, "slow_compute", caps(), json!({}), args);
+        let id = created(&r);
+        assert_eq!(until(&mut c, &id, "working")["status"], "working");
+        let r = rpc(&mut c, "tasks/cancel", json!({"taskId": id}));
+        assert_eq!(r["result"], json!({"resultType": "complete"}), "{r}");
+        until(&mut c, &id, "cancelled");
+        // Cancelling a finished task is acknowledged the same way.
+        let r = rpc(&mut c, "tasks/cancel", json!({"taskId": id}));
+        assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    }
+
+    #[test]
+    fn a_task_s_questions_are_answered_with_tasks_update() {
+        let mut c = server(&[]);
+        let args = json!({"arguments": {"filename": "notes.txt"}});
+        let (_, r) = call(&mut c, "confirm_delete", caps(), json!({}), args);
+        let id = created(&r);
+        let waiting = until(&mut c, &id, "input_required");
+        let asked = &waiting["inputRequests"]["confirm_delete"];
+        assert_eq!(asked["method"], "elicitation/create", "{waiting}");
+        let answer = json!({"confirm_delete": {"action": "accept", "content": {"confirm": true}}});
+        let r = rpc(
+            &mut c,
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": answer}),
+        );
+        assert_eq!(r["result"]["resultType"], "complete", "{r}");
+        let done = until(&mut c, &id, "completed");
+        assert_eq!(done["result"]["content"][0]["text"], "Deleted notes.txt");
+    }
+
+    #[test]
+    fn a_handler_asks_in_rounds_then_goes_on_as_a_task() {
+        let mut c = server(&[]);
+        let tool = "test_tool_with_task";
+        let (_, r) = call(&mut c, tool, caps(), json!({}), json!({}));
+        let (keys, state) = asks(&r);
+        assert_eq!(keys, ["user_name"]);
+        let answer = json!({"inputResponses": {"user_name": {"action": "accept",
+            "content": {"name": "Ada"}}}, "requestState": state});
+        let (_, r) = call(&mut c, tool, caps(), json!({}), answer);
+        let id = created(&r);
+        assert!(r["result"].get("requestState").is_none(), "{r}");
+        let done = until(&mut c, &id, "completed");
+        assert_eq!(done["result"]["content"][0]["text"], "Hello, Ada!");
+    }
+
+    /// A 2025-11-25 session that declared the extension in `initialize` gets tasks too.
+    #[test]
+    fn a_session_that_declared_the_extension_gets_tasks() {
+        let mut c = server(&[]);
+        let init = c
+            .request(
+                "initialize",
+                json!({"protocolVersion": "2025-11-25",
+                       "capabilities": {"extensions": {TASKS: {}}},
+                       "clientInfo": {"name": "e2e", "version": "1"}}),
+            )
+            .unwrap();
+        assert!(
+            init["result"]["capabilities"]["extensions"][TASKS].is_object(),
+            "{init}"
+        );
+        c.notify("notifications/initialized", json!({})).unwrap();
+        let r = c.call_tool("slow_compute", json!({"seconds": 0})).unwrap();
+        let id = created(&r);
+        let r = c.request("tasks/get", json!({"taskId": id})).unwrap();
+        assert!(r["result"]["status"].is_string(), "{r}");
     }
 }

@@ -116,8 +116,11 @@ fn dev_swaps_in_each_valid_edit_and_keeps_serving_through_a_broken_one() {
         std::fs::read_to_string("../tests/fixtures/basic/spec.yaml").expect("basic fixture");
     std::fs::write(&spec, &original).unwrap();
     let mut s = dev(dir.path(), "notes.yaml");
-    s.stderr_until("serving notes.yaml (2 tools) on a scratch database");
-    assert_eq!(s.tool_names(), ["search_notes", "delete_note"]);
+    s.stderr_until("serving notes.yaml (4 tools) on a scratch database");
+    assert_eq!(
+        s.tool_names(),
+        ["search_notes", "delete_note", "find_note", "notes_between"]
+    );
     let found = s.structured("search_notes", json!({"q": "hel"}));
     assert_eq!(found["notes"][0]["body"], "hello", "{found}");
 
@@ -125,7 +128,13 @@ fn dev_swaps_in_each_valid_edit_and_keeps_serving_through_a_broken_one() {
     s.list_changed();
     assert_eq!(
         s.tool_names(),
-        ["search_notes", "delete_note", "count_notes"]
+        [
+            "search_notes",
+            "delete_note",
+            "find_note",
+            "notes_between",
+            "count_notes"
+        ]
     );
     assert_eq!(s.structured("count_notes", json!({})), json!({"count": 1}));
     // Each call is logged as `serve` logs it, for the client's log of the server.
@@ -149,7 +158,13 @@ fn dev_swaps_in_each_valid_edit_and_keeps_serving_through_a_broken_one() {
     assert!(said.contains("help:"), "{said}");
     assert_eq!(
         s.tool_names(),
-        ["search_notes", "delete_note", "count_notes"]
+        [
+            "search_notes",
+            "delete_note",
+            "find_note",
+            "notes_between",
+            "count_notes"
+        ]
     );
 
     // A new column in the schema and the sample rows: a new scratch database holds it.

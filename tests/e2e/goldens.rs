@@ -260,7 +260,13 @@ fn golden_handler_dispatcher_decodes_calls_and_serialises() {
 #[test]
 fn golden_tables_are_usable_by_the_runtime() {
     assert_eq!(basic::SERVER.name, "basic");
-    assert_eq!(basic::SERVER.tools.len(), 2);
+    assert_eq!(basic::SERVER.tools.len(), 4);
+    // Top-level composition reaches the generated table whole (the runtime decides per
+    // protocol revision what to list).
+    let find = &basic::SERVER.tools[2];
+    assert_eq!(find.name, "find_note");
+    let schema: serde_json::Value = serde_json::from_str(find.input_schema).unwrap();
+    assert_eq!(schema["oneOf"][1]["required"][0], "body", "{schema}");
     let t = &basic::SERVER.tools[0];
     let mut args = serde_json::Map::new();
     args.insert("q".into(), serde_json::json!("x"));
@@ -315,7 +321,7 @@ fn golden_examples_run_on_the_sample_rows() {
     let engine =
         Engine::start_at(&basic::SERVER, at.as_ref(), false, Limits::default(), None).unwrap();
     let outcomes = mcpspec::examples::run_all(&engine, true);
-    assert_eq!(outcomes.len(), 3);
+    assert_eq!(outcomes.len(), 5);
     for o in &outcomes {
         assert!(o.failure.is_none(), "{o}");
     }

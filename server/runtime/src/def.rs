@@ -451,6 +451,17 @@ pub struct ToolDef {
     pub content: bool,
     pub bind: Bind,
     pub confirm: Option<ConfirmDef>,
+    /// Whether calls run as tasks (the tasks extension); `None`, never.
+    pub task: Option<TaskSupport>,
+}
+
+/// Whether a tool's calls run as tasks (`io.modelcontextprotocol/tasks`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskSupport {
+    /// As a task when the client declared the extension, else synchronously.
+    Optional,
+    /// Only as a task; a client without the extension gets -32021.
+    Required,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -178,6 +178,11 @@ pub trait ClientLink: Send + Sync {
     fn supports(&self, capability: &str) -> bool;
     /// Sends `notifications/resources/updated` if the client subscribed to `uri`.
     fn resource_updated(&self, uri: &str);
+    /// Makes the call a task (the tasks extension) if its tool may run as one and the client
+    /// declared the extension; whether the call now runs as a task.
+    fn background(&self) -> bool {
+        false
+    }
 }
 
 /// One question for the client, under the key its answer comes back with.
@@ -355,6 +360,15 @@ impl Context {
             Unanswered::NoCapability(c) => failed(c, &format!("the client does not support {c}")),
             Unanswered::Failed(m) => failed(first.unwrap_or("input"), &m),
         })
+    }
+
+    /// Goes on as a task (the tasks extension) when the tool's spec says `task:` and the
+    /// client declared the extension: the call answers the client at once with a task id, and
+    /// the handler's result becomes the task's. Questions asked after this wait for the
+    /// client's `tasks/update`; ask what a retry round needs before calling it. Returns whether
+    /// the call now runs as a task; when it does not, the handler simply goes on.
+    pub fn background(&self) -> bool {
+        self.client.as_ref().is_some_and(|c| c.background())
     }
 
     /// Whether the client declared a capability (`sampling`, `elicitation`, `roots`): a

@@ -4,11 +4,14 @@
 //! the fixtures of protocol 2026-07-28 that ask the client through `input_required`
 //! ([`Context::ask`] with the keys the suite expects).
 
+use std::time::{Duration, Instant};
+
 use serde_json::{Value, json};
 
 use crate::generated::conformance::args;
 use crate::generated::conformance::{
-    TestElicitationHandler, TestElicitationSep1034DefaultsHandler,
+    ConfirmDeleteHandler, FailingJobHandler, MultiInputHandler, ProtocolErrorJobHandler,
+    SlowComputeHandler, TestElicitationHandler, TestElicitationSep1034DefaultsHandler,
     TestElicitationSep1330EnumsHandler, TestErrorHandlingHandler,
     TestInputRequiredResultCapabilitiesHandler, TestInputRequiredResultElicitationHandler,
     TestInputRequiredResultListRootsHandler, TestInputRequiredResultMultiRoundHandler,
@@ -16,7 +19,7 @@ use crate::generated::conformance::{
     TestInputRequiredResultSamplingHandler, TestInputRequiredResultTamperedStateHandler,
     TestLoggingToolHandler, TestMissingCapabilityHandler, TestSamplingHandler,
     TestStreamingElicitationHandler, TestToolWithLoggingHandler, TestToolWithProgressHandler,
-    TestTouchWatchedResourceHandler,
+    TestToolWithTaskHandler, TestTouchWatchedResourceHandler,
 };
 use mcpspec::handler::{Content, Context, Elicited, HandlerError, Input, LogLevel, Question};
 use serde_json::Map;
@@ -434,6 +437,128 @@ impl TestInputRequiredResultCapabilitiesHandler for Conformance {
         Ok(vec![Content::text(format!(
             "answered: {}",
             keys.join(", ")
+        ))])
+    }
+}
+
+/// Works for `seconds`, in short steps so that a cancellation (of the request, or of the task
+/// with `tasks/cancel`) stops it within a step.
+fn work(ctx: &Context, seconds: f64) -> Result<(), HandlerError> {
+    let until = Instant::now() + Duration::from_secs_f64(seconds.max(0.0));
+    loop {
+        if ctx.is_cancelled() {
+            return Err(HandlerError::new("CANCELLED").message("the work was cancelled"));
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(());
+        }
+        std::thread::sleep(left.min(Duration::from_millis(20)));
+    }
+}
+
+impl SlowComputeHandler for Conformance {
+    fn slow_compute(
+        &self,
+        ctx: &Context,
+        args: args::SlowCompute,
+    ) -> Result<Vec<Content>, HandlerError> {
+        ctx.background();
+        work(ctx, args.seconds)?;
+        let label = args.label.as_deref().unwrap_or("work");
+        Ok(vec![Content::text(format!(
+            "Computed {label} after {} seconds",
+            args.seconds
+        ))])
+    }
+}
+
+impl FailingJobHandler for Conformance {
+    fn failing_job(
+        &self,
+        ctx: &Context,
+        _args: args::FailingJob,
+    ) -> Result<Vec<Content>, HandlerError> {
+        ctx.background();
+        work(ctx, 1.0)?;
+        Err(HandlerError::new("JOB_FAILED").message("the job failed, as this fixture always does"))
+    }
+}
+
+impl ProtocolErrorJobHandler for Conformance {
+    fn protocol_error_job(
+        &self,
+        ctx: &Context,
+        _args: args::ProtocolErrorJob,
+    ) -> Result<Vec<Content>, HandlerError> {
+        ctx.background();
+        Err(HandlerError::new("JOB_CRASHED").with("reason", "this fixture always crashes"))
+    }
+}
+
+impl ConfirmDeleteHandler for Conformance {
+    fn confirm_delete(
+        &self,
+        ctx: &Context,
+        args: args::ConfirmDelete,
+    ) -> Result<Vec<Content>, HandlerError> {
+        ctx.background();
+        let question = Input::Elicit {
+            message: format!("Delete {}?", args.filename),
+            schema: json!({"type": "object", "properties": {"confirm": {"type": "boolean"}}}),
+        };
+        let a = ctx.ask(vec![Question::new("confirm_delete", question)])?;
+        let accepted = a.get("confirm_delete").and_then(|r| r["action"].as_str()) == Some("accept");
+        Ok(vec![Content::text(match accepted {
+            true => format!("Deleted {}", args.filename),
+            false => format!("Kept {}", args.filename),
+        })])
+    }
+}
+
+impl MultiInputHandler for Conformance {
+    fn multi_input(
+        &self,
+        ctx: &Context,
+        _args: args::MultiInput,
+    ) -> Result<Vec<Content>, HandlerError> {
+        ctx.background();
+        let a = ctx.ask(vec![
+            Question::new("first_name", elicit("What is your first name?", "name")),
+            Question::new(
+                "favourite_colour",
+                elicit("What is your favourite colour?", "colour"),
+            ),
+        ])?;
+        let answer = |key: &str, field: &str| {
+            a.get(key)
+                .and_then(|r| r["content"][field].as_str())
+                .unwrap_or_default()
+                .to_string()
+        };
+        Ok(vec![Content::text(format!(
+            "{} likes {}",
+            answer("first_name", "name"),
+            answer("favourite_colour", "colour")
+        ))])
+    }
+}
+
+impl TestToolWithTaskHandler for Conformance {
+    fn greet_later(
+        &self,
+        ctx: &Context,
+        _args: args::TestToolWithTask,
+    ) -> Result<Vec<Content>, HandlerError> {
+        // Asked in input_required rounds first; only the answered call becomes a task.
+        let a = ctx.ask(vec![Question::new(
+            "user_name",
+            elicit("What is your name?", "name"),
+        )])?;
+        ctx.background();
+        Ok(vec![Content::text(format!(
+            "Hello, {}!",
+            field(&a, "user_name", "name")
         ))])
     }
 }

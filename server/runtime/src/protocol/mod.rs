@@ -15,28 +15,30 @@
 #![allow(deprecated)]
 
 pub mod jsonrpc;
+mod tasks;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    ContentBlock, ElicitRequestParams, ElicitationSchema, ErrorCode, ErrorData,
-    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, Prompt, PromptsCapability, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Resource, ResourceTemplate,
-    ResourceUpdatedNotificationParam, ResourcesCapability, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool, ToolAnnotations,
-    UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+    CompleteRequestParams, CompleteResult, ContentBlock, ElicitRequestParams, ElicitationSchema,
+    ErrorCode, ErrorData, GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult,
+    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, Prompt, PromptsCapability,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceTemplate, ResourceUpdatedNotificationParam, ResourcesCapability, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
+    ToolAnnotations, UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
+use rmcp::task_manager::TaskManager;
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 
 use crate::confirm::{Call, Confirmation, Confirmer, Round};
-use crate::def::ServerDef;
+use crate::def::{ServerDef, TaskSupport};
 use crate::engine::{CallError, Engine};
 use crate::handler::{ClientLink, Input, Link, LogLevel, Question, Unanswered};
 use crate::proxy::Proxy;
@@ -53,6 +55,8 @@ pub struct McpServer {
     session: Arc<Session>,
     /// Asks the person before destructive calls; shared by every session of the process.
     confirmer: Arc<Confirmer>,
+    /// The calls running as tasks (the tasks extension); shared by every session.
+    tasks: TaskManager,
 }
 
 /// What one client session set: its log level and its resource subscriptions, and the proxy's
@@ -241,8 +245,14 @@ impl McpServer {
     }
 
     /// The way a call's handler reaches its client.
-    fn link(&self, context: &RequestContext<RoleServer>, round: Option<Round>) -> Arc<SessionLink> {
+    fn link(
+        &self,
+        context: &RequestContext<RoleServer>,
+        round: Option<Round>,
+        task: Option<Arc<tasks::TaskSlot>>,
+    ) -> Arc<SessionLink> {
         Arc::new(SessionLink {
+            task,
             peer: context.peer.clone(),
             runtime: tokio::runtime::Handle::current(),
             session: self.session.clone(),
@@ -324,12 +334,16 @@ impl McpServer {
         if crate::content::has_completions(def) {
             capabilities.completions = Some(Map::new());
         }
+        if def.tools.iter().any(|t| t.task.is_some()) {
+            enable_tasks(&mut capabilities);
+        }
         let mut config = ServerConfig::new(capabilities).with_server_info(implementation);
         if let Some(i) = def.instructions {
             config = config.with_instructions(i);
         }
         McpServer {
             confirmer: Arc::new(Confirmer::new(engine.limits().confirm_timeout)),
+            tasks: TaskManager::new(),
             live: Arc::new(Live::new(Surface::of(engine))),
             config,
             proxy,
@@ -355,6 +369,7 @@ impl McpServer {
         resources.subscribe = Some(true);
         resources.list_changed = Some(true);
         capabilities.resources = Some(resources);
+        enable_tasks(&mut capabilities);
         server.config.capabilities = capabilities;
         server
     }
@@ -385,17 +400,14 @@ impl McpServer {
             ..self.clone()
         }
     }
+}
 
-    /// Tells the client of every subscribed resource that it may have changed: after a call
-    /// that wrote to the database.
-    async fn notify_subscribed(&self, peer: &Peer<RoleServer>) {
-        let uris: Vec<String> = lock(&self.session.subscriptions).iter().cloned().collect();
-        for uri in uris {
-            let _ = peer
-                .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
-                .await;
-        }
-    }
+/// Advertises the tasks extension (`io.modelcontextprotocol/tasks`).
+fn enable_tasks(capabilities: &mut ServerCapabilities) {
+    capabilities
+        .extensions
+        .get_or_insert_with(Default::default)
+        .insert(rmcp::model::TASKS_EXTENSION_ID.to_string(), Map::new());
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -415,6 +427,8 @@ struct SessionLink {
     live: Arc<Live>,
     /// Protocol 2026-07-28: the answers the call came with and the questions it asks.
     asked: Option<Asked>,
+    /// How the call becomes a task, when its tool may run as one for this client.
+    task: Option<Arc<tasks::TaskSlot>>,
 }
 
 /// A call of protocol 2026-07-28 asks the client by answering `input_required`: the answers
@@ -654,6 +668,13 @@ impl ClientLink for SessionLink {
     }
 
     fn ask(&self, questions: Vec<Question>) -> Result<Map<String, Value>, Unanswered> {
+        if let Some(task) = self.task.as_ref().and_then(|t| t.context()) {
+            if let Some(q) = questions.iter().find(|q| !self.can(q.input.capability())) {
+                return Err(Unanswered::NoCapability(q.input.capability()));
+            }
+            let (task, requests) = (task.clone(), tasks::requests(questions)?);
+            return self.wait(tasks::ask(task, requests)).ok_or_else(ended)?;
+        }
         if let Some(asked) = &self.asked {
             return asked.ask(questions);
         }
@@ -671,6 +692,10 @@ impl ClientLink for SessionLink {
 
     fn supports(&self, capability: &str) -> bool {
         self.can(capability)
+    }
+
+    fn background(&self) -> bool {
+        self.task.as_ref().is_some_and(|t| t.background())
     }
 
     fn resource_updated(&self, uri: &str) {
@@ -929,7 +954,11 @@ impl ServerHandler for McpServer {
         }
         let engine = now.engine.clone();
         let name = request.name.into_owned();
-        let tool = name.clone();
+        let def = engine.def.tool(&name);
+        let support = def.and_then(|t| t.task);
+        let as_task = tasks::eligible(support, &context)?;
+        let handler = def.is_some_and(|t| matches!(t.binding, crate::def::BindingDef::Handler));
+        let writes = def.is_some_and(|t| t.writes);
         let arguments = request.arguments.map(Value::Object);
         let call = Call {
             tool: &name,
@@ -946,37 +975,148 @@ impl ServerHandler for McpServer {
         }
         let (cancel, watcher) = cancel_flag(&context);
         let (progress, forwarder) = progress_forwarder(&context);
-        let session_link = self.link(&context, round);
+        // A handler's call becomes a task when the handler asks to; any other, at once.
+        let (slot, minted) = match as_task && handler {
+            true => {
+                let (slot, minted) = tasks::TaskSlot::new();
+                (Some(slot), Some(minted))
+            }
+            false => (None, None),
+        };
+        let session_link = self.link(&context, round, slot);
         let link = Link {
             progress,
             client: Some(session_link.clone() as Arc<dyn ClientLink>),
         };
-        let writes = engine.def.tool(&name).is_some_and(|t| t.writes);
-        let outcome = tokio::task::spawn_blocking(move || {
-            engine.call_full(&name, arguments.as_ref(), Some(cancel), link)
-        })
-        .await
-        .unwrap_or_else(|e| {
-            tracing::error!(tool = %tool, error = %e, "a call panicked");
-            Err(now.engine.internal_error(&tool))
+        let flag = cancel.clone();
+        let (job_engine, tool) = (engine.clone(), name.clone());
+        let mut job = tokio::task::spawn_blocking(move || {
+            job_engine.call_full(&name, arguments.as_ref(), Some(flag), link)
         });
-        watcher.abort();
+        let mut ending = Ending {
+            watcher,
+            forwarder,
+            link: session_link,
+            writes,
+            engine,
+            tool,
+            confirmer: self.confirmer.clone(),
+            session: self.session.clone(),
+        };
+        if as_task && !handler {
+            ending.detach();
+            let finish = async move { ending.answer(job.await).await };
+            return Ok(tasks::mint(&self.tasks, None, cancel, finish));
+        }
+        let outcome = match minted {
+            Some(mut minted) => tokio::select! {
+                outcome = &mut job => outcome,
+                Ok(reply) = &mut minted => {
+                    ending.detach();
+                    let finish = async move { ending.answer(job.await).await };
+                    return Ok(tasks::mint(&self.tasks, Some(reply), cancel, finish));
+                }
+            },
+            None => job.await,
+        };
+        let answer = ending.answer(outcome).await;
+        // A tool that runs only as a task answers with one even when its handler finished
+        // without going to the background (its questions, if it asked, come first).
+        match answer {
+            Ok(CallToolResponse::Complete(_)) if support == Some(TaskSupport::Required) => Ok(
+                tasks::mint(&self.tasks, None, cancel, async move { answer }),
+            ),
+            answer => answer,
+        }
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.tasks
+            .get_task(&request.task_id)
+            .map(GetTaskResult::new)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks
+            .update_task(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.cancel_task(&request.task_id)
+    }
+}
+
+/// What answering a call needs once its work on the blocking pool ended: in the request, or
+/// in the task it became.
+struct Ending {
+    /// Interrupts the call when the request is cancelled; stopped when the call becomes a
+    /// task, which `tasks/cancel` interrupts instead.
+    watcher: tokio::task::JoinHandle<()>,
+    forwarder: Option<tokio::task::JoinHandle<()>>,
+    link: Arc<SessionLink>,
+    writes: bool,
+    engine: Arc<Engine>,
+    tool: String,
+    confirmer: Arc<Confirmer>,
+    session: Arc<Session>,
+}
+
+impl Ending {
+    /// The call leaves its request (it became a task): the request's cancellation no longer
+    /// reaches it.
+    fn detach(&mut self) {
+        self.watcher.abort();
+    }
+
+    /// The call's answer from its outcome: the questions of a handler that asked (protocol
+    /// 2026-07-28), or its result; subscribers hear of a write.
+    async fn answer(
+        self,
+        outcome: Result<Result<crate::engine::Success, CallError>, tokio::task::JoinError>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let outcome = outcome.unwrap_or_else(|e| {
+            tracing::error!(tool = %self.tool, error = %e, "a call panicked");
+            Err(self.engine.internal_error(&self.tool))
+        });
+        self.watcher.abort();
         // The sink is dropped with the call, which ends the forwarder once it sent the rest.
-        if let Some(f) = forwarder {
+        if let Some(f) = self.forwarder {
             let _ = f.await;
         }
         // A handler that asked the client (protocol 2026-07-28) stopped for the answers,
         // whatever it returned.
-        if let Some(asked) = &session_link.asked
+        if let Some(asked) = &self.link.asked
             && let Some(answer) = asked.answer(&self.confirmer)
         {
             return answer;
         }
-        if writes && outcome.is_ok() {
-            self.live.changed(Change::Written);
-            self.notify_subscribed(&context.peer).await;
+        if self.writes && outcome.is_ok() {
+            self.link.live.changed(Change::Written);
+            notify_subscribed(&self.session, &self.link.peer).await;
         }
-        to_result(outcome, now.engine.def).map(Into::into)
+        to_result(outcome, self.engine.def).map(Into::into)
+    }
+}
+
+/// Tells the session's peer that every resource it subscribed to may have changed.
+async fn notify_subscribed(session: &Session, peer: &Peer<RoleServer>) {
+    let uris: Vec<String> = lock(&session.subscriptions).iter().cloned().collect();
+    for uri in uris {
+        let _ = peer
+            .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+            .await;
     }
 }
 
