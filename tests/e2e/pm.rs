@@ -1833,3 +1833,60 @@ fn database_errors_on_a_postgresql_server_carry_their_data() {
     assert_eq!(left, db);
     s.finish();
 }
+
+/// `workflow.create` says `task: optional`: a client of protocol 2026-07-28 that declares the
+/// tasks extension gets a task once the arguments are checked, and the worktree and database
+/// copy are there when `tasks/get` says it completed; bad arguments are still refused in the
+/// call itself.
+#[test]
+fn workflow_create_runs_as_a_task_for_a_client_that_takes_tasks() {
+    let dir = project();
+    let mut c = mcpspec::client::StdioClient::spawn(
+        Command::new(crate::common::EXE)
+            .args(["serve", "pm"])
+            .current_dir(dir.path())
+            .stderr(std::process::Stdio::null()),
+    )
+    .unwrap();
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities":
+            {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"}
+    });
+    let request = |c: &mut mcpspec::client::StdioClient, method: &str, mut params: Value| {
+        params["_meta"] = meta.clone();
+        c.request(method, params).unwrap()
+    };
+    let r = request(
+        &mut c,
+        "tools/call",
+        json!({"name": "workflow.create", "arguments": {"branch": "..", "new_branch": true}}),
+    );
+    assert_eq!(r["error"]["data"]["code"], "PATH_TRAVERSAL", "{r}");
+    let r = request(
+        &mut c,
+        "tools/call",
+        json!({"name": "workflow.create", "arguments": {"branch": "feature-x", "new_branch": true}}),
+    );
+    assert_eq!(r["result"]["resultType"], "task", "{r}");
+    let id = r["result"]["taskId"].as_str().unwrap().to_string();
+    // Polling is the extension's own way to wait; at most 10 s.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let done = loop {
+        let r = request(&mut c, "tasks/get", json!({"taskId": id}));
+        if r["result"]["status"] != "working" {
+            break r;
+        }
+        assert!(std::time::Instant::now() < deadline, "still working: {r}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+    assert_eq!(done["result"]["result"]["isError"], json!(false), "{done}");
+    assert_eq!(
+        done["result"]["result"]["structuredContent"]["database"],
+        "app_feature_x"
+    );
+    assert!(dir.path().join(".pm/databases/app_feature_x.db").exists());
+    assert!(git(dir.path(), &["worktree", "list"]).contains("feature-x"));
+}

@@ -1303,6 +1303,8 @@ impl LessonsScanHandler for Lessons {
             .read(|conn| read_config(conn))
             .map_err(db_error)?;
         let dir = sessions_dir(ctx, a.dir.as_deref(), &config)?;
+        // The directory is good: a client that takes tasks gets one for the reading.
+        ctx.background();
         let files = session_files(&dir, usize::try_from(config.max_files).unwrap_or(500));
         let mut out = outputs::LessonsScan {
             files: 0,

@@ -1061,6 +1061,8 @@ impl WorkflowCreateHandler for Pm {
         branch_name(&p.root, &args.branch)?;
         let database = workflow_db(&p.config.default_database, &args.branch);
         p.allowed("database", &database)?;
+        // The arguments are good: a client that takes tasks gets one from here on.
+        ctx.background();
         // Step one: the worktree. Step two: the database copy; when it fails, step one is
         // undone (and the branch deleted if this call created it), so nothing is left behind.
         let worktree = p.create_worktree(&args.branch, args.new_branch)?;
