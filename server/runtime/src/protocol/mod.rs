@@ -990,10 +990,10 @@ impl ServerHandler for McpServer {
         };
         let flag = cancel.clone();
         let (job_engine, tool) = (engine.clone(), name.clone());
-        let mut job = tokio::task::spawn_blocking(move || {
+        let job = tokio::task::spawn_blocking(move || {
             job_engine.call_full(&name, arguments.as_ref(), Some(flag), link)
         });
-        let mut ending = Ending {
+        let ending = Ending {
             watcher,
             forwarder,
             link: session_link,
@@ -1002,32 +1002,10 @@ impl ServerHandler for McpServer {
             tool,
             confirmer: self.confirmer.clone(),
             session: self.session.clone(),
+            cancel,
         };
-        if as_task && !handler {
-            ending.detach();
-            let finish = async move { ending.answer(job.await).await };
-            return Ok(tasks::mint(&self.tasks, None, cancel, finish));
-        }
-        let outcome = match minted {
-            Some(mut minted) => tokio::select! {
-                outcome = &mut job => outcome,
-                Ok(reply) = &mut minted => {
-                    ending.detach();
-                    let finish = async move { ending.answer(job.await).await };
-                    return Ok(tasks::mint(&self.tasks, Some(reply), cancel, finish));
-                }
-            },
-            None => job.await,
-        };
-        let answer = ending.answer(outcome).await;
-        // A tool that runs only as a task answers with one even when its handler finished
-        // without going to the background (its questions, if it asked, come first).
-        match answer {
-            Ok(CallToolResponse::Complete(_)) if support == Some(TaskSupport::Required) => Ok(
-                tasks::mint(&self.tasks, None, cancel, async move { answer }),
-            ),
-            answer => answer,
-        }
+        self.conclude(job, ending, minted, as_task && !handler, support)
+            .await
     }
 
     async fn get_task(
@@ -1058,6 +1036,48 @@ impl ServerHandler for McpServer {
     }
 }
 
+type Job = tokio::task::JoinHandle<Result<crate::engine::Success, CallError>>;
+
+impl McpServer {
+    /// Answers a running call: as a task at once (`at_once`), as a task when its handler asks
+    /// to (`minted`), or with its result; a tool that runs only as a task answers with one
+    /// even when its handler finished without going to the background (its questions, if it
+    /// asked in input_required rounds, come first).
+    async fn conclude(
+        &self,
+        mut job: Job,
+        mut ending: Ending,
+        minted: Option<tasks::MintRequest>,
+        at_once: bool,
+        support: Option<TaskSupport>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let cancel = ending.cancel.clone();
+        if at_once {
+            ending.detach();
+            let finish = async move { ending.answer(job.await).await };
+            return Ok(tasks::mint(&self.tasks, None, cancel, finish));
+        }
+        let outcome = match minted {
+            Some(mut minted) => tokio::select! {
+                outcome = &mut job => outcome,
+                Ok(reply) = &mut minted => {
+                    ending.detach();
+                    let finish = async move { ending.answer(job.await).await };
+                    return Ok(tasks::mint(&self.tasks, Some(reply), cancel, finish));
+                }
+            },
+            None => job.await,
+        };
+        let answer = ending.answer(outcome).await;
+        match answer {
+            Ok(CallToolResponse::Complete(_)) if support == Some(TaskSupport::Required) => Ok(
+                tasks::mint(&self.tasks, None, cancel, async move { answer }),
+            ),
+            answer => answer,
+        }
+    }
+}
+
 /// What answering a call needs once its work on the blocking pool ended: in the request, or
 /// in the task it became.
 struct Ending {
@@ -1071,6 +1091,8 @@ struct Ending {
     tool: String,
     confirmer: Arc<Confirmer>,
     session: Arc<Session>,
+    /// The call's cancellation flag, which `tasks/cancel` sets once it is a task.
+    cancel: Arc<AtomicBool>,
 }
 
 impl Ending {
