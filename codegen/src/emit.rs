@@ -24,8 +24,13 @@ fn ident(s: &str) -> Ident {
 }
 
 fn opt_str(s: Option<&str>) -> TokenStream {
-    match s {
-        Some(s) => quote!(::core::option::Option::Some(#s)),
+    opt(s.map(|s| quote!(#s)))
+}
+
+/// `Some(value)` or `None` as tokens.
+fn opt(value: Option<TokenStream>) -> TokenStream {
+    match value {
+        Some(v) => quote!(::core::option::Option::Some(#v)),
         None => quote!(::core::option::Option::None),
     }
 }
@@ -770,7 +775,66 @@ fn tool_def(tool: &Tool) -> TokenStream {
         let v = v.to_string();
         quote!((#k, #v))
     });
-    let binding = match &tool.binding {
+    let binding = binding_def(&tool.binding);
+    let content = tool.content;
+    let confirm = opt(tool.confirm.as_ref().map(|c| {
+        let (a, m) = (&c.argument, &c.message);
+        quote!(::mcpspec::def::ConfirmDef { argument: #a, message: #m })
+    }));
+    let task = opt(tool.task.map(|t| {
+        let support = format_ident!(
+            "{}",
+            match t {
+                crate::ir::TaskSupport::Optional => "Optional",
+                crate::ir::TaskSupport::Required => "Required",
+            }
+        );
+        quote!(::mcpspec::def::TaskSupport::#support)
+    }));
+    let bind = format_ident!("bind_{}", tool.fn_name);
+    let required_any = &tool.required_any;
+    let transforms = tool
+        .transforms
+        .iter()
+        .map(|(arg, list)| quote!((#arg, &[#(#list),*])));
+    let derive = tool
+        .derive
+        .iter()
+        .map(|(name, from, list)| quote!((#name, #from, &[#(#list),*])));
+    let env_defaults = tool.env_defaults.iter().map(|(a, v)| quote!((#a, #v)));
+    let timeout = opt(tool.timeout_ms.map(|t| quote!(#t)));
+    quote! {
+        ::mcpspec::def::ToolDef {
+            name: #name,
+            title: #title,
+            description: #description,
+            input_schema: #input,
+            output_schema: #output,
+            annotations: ::mcpspec::def::AnnotationsDef {
+                read_only: #ro,
+                destructive: #de,
+                idempotent: #id,
+                open_world: #ow,
+            },
+            writes: #writes,
+            defaults: &[#(#defaults),*],
+            required_any: &[#(#required_any),*],
+            transforms: &[#(#transforms),*],
+            timeout_ms: #timeout,
+            derive: &[#(#derive),*],
+            env_defaults: &[#(#env_defaults),*],
+            binding: #binding,
+            content: #content,
+            bind: ::mcpspec::def::Bind::Typed(#bind),
+            confirm: #confirm,
+            task: #task,
+        }
+    }
+}
+
+/// How a tool's calls run, as the runtime's `BindingDef`.
+fn binding_def(binding: &Binding) -> TokenStream {
+    match binding {
         Binding::Single(s) => {
             let s = statement_def(s);
             quote!(::mcpspec::def::BindingDef::Single(#s))
@@ -804,69 +868,6 @@ fn tool_def(tool: &Tool) -> TokenStream {
                 })
             });
             quote!(::mcpspec::def::BindingDef::Content(&[#(#blocks),*]))
-        }
-    };
-    let content = tool.content;
-    let confirm = match &tool.confirm {
-        Some(c) => {
-            let (a, m) = (&c.argument, &c.message);
-            quote!(::core::option::Option::Some(::mcpspec::def::ConfirmDef { argument: #a, message: #m }))
-        }
-        None => quote!(::core::option::Option::None),
-    };
-    let task = match tool.task {
-        Some(crate::ir::TaskSupport::Optional) => {
-            quote!(::core::option::Option::Some(
-                ::mcpspec::def::TaskSupport::Optional
-            ))
-        }
-        Some(crate::ir::TaskSupport::Required) => {
-            quote!(::core::option::Option::Some(
-                ::mcpspec::def::TaskSupport::Required
-            ))
-        }
-        None => quote!(::core::option::Option::None),
-    };
-    let bind = format_ident!("bind_{}", tool.fn_name);
-    let required_any = &tool.required_any;
-    let transforms = tool
-        .transforms
-        .iter()
-        .map(|(arg, list)| quote!((#arg, &[#(#list),*])));
-    let derive = tool
-        .derive
-        .iter()
-        .map(|(name, from, list)| quote!((#name, #from, &[#(#list),*])));
-    let env_defaults = tool.env_defaults.iter().map(|(a, v)| quote!((#a, #v)));
-    let timeout = match tool.timeout_ms {
-        Some(t) => quote!(::core::option::Option::Some(#t)),
-        None => quote!(::core::option::Option::None),
-    };
-    quote! {
-        ::mcpspec::def::ToolDef {
-            name: #name,
-            title: #title,
-            description: #description,
-            input_schema: #input,
-            output_schema: #output,
-            annotations: ::mcpspec::def::AnnotationsDef {
-                read_only: #ro,
-                destructive: #de,
-                idempotent: #id,
-                open_world: #ow,
-            },
-            writes: #writes,
-            defaults: &[#(#defaults),*],
-            required_any: &[#(#required_any),*],
-            transforms: &[#(#transforms),*],
-            timeout_ms: #timeout,
-            derive: &[#(#derive),*],
-            env_defaults: &[#(#env_defaults),*],
-            binding: #binding,
-            content: #content,
-            bind: ::mcpspec::def::Bind::Typed(#bind),
-            confirm: #confirm,
-            task: #task,
         }
     }
 }

@@ -268,7 +268,10 @@ fn sample(prompt: &str, max_tokens: u32) -> Input {
 
 /// A text field of a form's answer.
 fn field<'a>(answers: &'a Map<String, Value>, key: &str, field: &str) -> &'a str {
-    answers[key]["content"][field].as_str().unwrap_or_default()
+    answers
+        .get(key)
+        .and_then(|a| a["content"][field].as_str())
+        .unwrap_or_default()
 }
 
 /// The text of a sampling answer.
@@ -530,16 +533,10 @@ impl MultiInputHandler for Conformance {
                 elicit("What is your favourite colour?", "colour"),
             ),
         ])?;
-        let answer = |key: &str, field: &str| {
-            a.get(key)
-                .and_then(|r| r["content"][field].as_str())
-                .unwrap_or_default()
-                .to_string()
-        };
         Ok(vec![Content::text(format!(
             "{} likes {}",
-            answer("first_name", "name"),
-            answer("favourite_colour", "colour")
+            field(&a, "first_name", "name"),
+            field(&a, "favourite_colour", "colour")
         ))])
     }
 }

@@ -474,11 +474,7 @@ impl Asked {
                 return Err(Unanswered::NoCapability(capability));
             }
         }
-        let mut asked = lock(&self.questions);
-        for q in open {
-            let request = input_request(&q.input).map_err(Unanswered::Failed)?;
-            asked.insert(q.key, request);
-        }
+        lock(&self.questions).extend(input_requests(open)?);
         Err(Unanswered::Later)
     }
 
@@ -508,6 +504,16 @@ fn input_request(input: &Input) -> Result<rmcp::model::InputRequest, String> {
         Input::Roots => json!({"method": "roots/list"}),
     };
     serde_json::from_value(request).map_err(|e| format!("invalid request: {e}"))
+}
+
+/// The questions as the input requests MCP sends for them, under their keys.
+fn input_requests(
+    questions: Vec<Question>,
+) -> Result<Vec<(String, rmcp::model::InputRequest)>, Unanswered> {
+    questions
+        .into_iter()
+        .map(|q| Ok((q.key, input_request(&q.input).map_err(Unanswered::Failed)?)))
+        .collect()
 }
 
 /// Whether a request is of protocol 2026-07-28 or later, where each request carries the
@@ -595,11 +601,7 @@ impl SessionLink {
         let params: rmcp::model::CreateMessageRequestParams = serde_json::from_value(params)
             .map_err(|e| Unanswered::Failed(format!("invalid request: {e}")))?;
         let peer = self.peer.clone();
-        let result = self
-            .wait(async move { peer.create_message(params).await })
-            .ok_or_else(ended)?
-            .map_err(|e| Unanswered::Failed(e.to_string()))?;
-        serde_json::to_value(result).map_err(|e| Unanswered::Failed(e.to_string()))
+        answered(self.wait(async move { peer.create_message(params).await }))
     }
 
     fn elicit(&self, message: &str, schema: Value) -> Result<Value, Unanswered> {
@@ -614,11 +616,7 @@ impl SessionLink {
             requested_schema: schema,
         };
         let peer = self.peer.clone();
-        let result = self
-            .wait(async move { peer.create_elicitation(params).await })
-            .ok_or_else(ended)?
-            .map_err(|e| Unanswered::Failed(e.to_string()))?;
-        serde_json::to_value(result).map_err(|e| Unanswered::Failed(e.to_string()))
+        answered(self.wait(async move { peer.create_elicitation(params).await }))
     }
 
     fn roots(&self) -> Result<Value, Unanswered> {
@@ -626,11 +624,7 @@ impl SessionLink {
             return Err(Unanswered::NoCapability("roots"));
         }
         let peer = self.peer.clone();
-        let result = self
-            .wait(async move { peer.list_roots().await })
-            .ok_or_else(ended)?
-            .map_err(|e| Unanswered::Failed(e.to_string()))?;
-        serde_json::to_value(result).map_err(|e| Unanswered::Failed(e.to_string()))
+        answered(self.wait(async move { peer.list_roots().await }))
     }
 }
 
@@ -642,6 +636,17 @@ fn declares(c: &rmcp::model::ClientCapabilities, capability: &str) -> bool {
         "roots" => c.roots.is_some(),
         other => serde_json::to_value(c).is_ok_and(|c| c.get(other).is_some()),
     }
+}
+
+/// A client's answer to a request as JSON: why not, when the request failed or the session
+/// ended first.
+fn answered<T: serde::Serialize>(
+    result: Option<Result<T, rmcp::ServiceError>>,
+) -> Result<Value, Unanswered> {
+    let result = result
+        .ok_or_else(ended)?
+        .map_err(|e| Unanswered::Failed(e.to_string()))?;
+    serde_json::to_value(result).map_err(|e| Unanswered::Failed(e.to_string()))
 }
 
 fn ended() -> Unanswered {
@@ -672,7 +677,7 @@ impl ClientLink for SessionLink {
             if let Some(q) = questions.iter().find(|q| !self.can(q.input.capability())) {
                 return Err(Unanswered::NoCapability(q.input.capability()));
             }
-            let (task, requests) = (task.clone(), tasks::requests(questions)?);
+            let (task, requests) = (task.clone(), input_requests(questions)?);
             return self.wait(tasks::ask(task, requests)).ok_or_else(ended)?;
         }
         if let Some(asked) = &self.asked {
@@ -1001,7 +1006,6 @@ impl ServerHandler for McpServer {
             engine,
             tool,
             confirmer: self.confirmer.clone(),
-            session: self.session.clone(),
             cancel,
         };
         self.conclude(job, ending, minted, as_task && !handler, support)
@@ -1051,28 +1055,41 @@ impl McpServer {
         at_once: bool,
         support: Option<TaskSupport>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let cancel = ending.cancel.clone();
-        if at_once {
-            ending.detach();
-            let finish = async move { ending.answer(job.await).await };
-            return Ok(tasks::mint(&self.tasks, None, cancel, finish));
-        }
-        let outcome = match minted {
-            Some(mut minted) => tokio::select! {
-                outcome = &mut job => outcome,
-                Ok(reply) = &mut minted => {
-                    ending.detach();
-                    let finish = async move { ending.answer(job.await).await };
-                    return Ok(tasks::mint(&self.tasks, Some(reply), cancel, finish));
-                }
+        // The call becomes a task at once, when its handler asks to, or not at all.
+        let reply = match (at_once, minted) {
+            (true, _) => None,
+            (false, Some(mut minted)) => tokio::select! {
+                outcome = &mut job => return self.answer(ending, outcome, support).await,
+                Ok(reply) = &mut minted => Some(reply),
             },
-            None => job.await,
+            (false, None) => return self.answer(ending, job.await, support).await,
         };
-        let answer = ending.answer(outcome).await;
-        match answer {
-            Ok(CallToolResponse::Complete(_)) if support == Some(TaskSupport::Required) => Ok(
-                tasks::mint(&self.tasks, None, cancel, async move { answer }),
-            ),
+        ending.detach();
+        let cancel = ending.cancel.clone();
+        let finish = async move { ending.answer(job.await).await };
+        Ok(tasks::mint(&self.tasks, reply, cancel, finish))
+    }
+
+    /// The answer of a call that did not become a task while it ran; a tool that runs only as
+    /// a task answers with one that has already completed.
+    async fn answer(
+        &self,
+        ending: Ending,
+        outcome: Result<Result<crate::engine::Success, CallError>, tokio::task::JoinError>,
+        support: Option<TaskSupport>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let cancel = ending.cancel.clone();
+        match ending.answer(outcome).await {
+            answer @ Ok(CallToolResponse::Complete(_))
+                if support == Some(TaskSupport::Required) =>
+            {
+                Ok(tasks::mint(
+                    &self.tasks,
+                    None,
+                    cancel,
+                    async move { answer },
+                ))
+            }
             answer => answer,
         }
     }
@@ -1090,7 +1107,6 @@ struct Ending {
     engine: Arc<Engine>,
     tool: String,
     confirmer: Arc<Confirmer>,
-    session: Arc<Session>,
     /// The call's cancellation flag, which `tasks/cancel` sets once it is a task.
     cancel: Arc<AtomicBool>,
 }
@@ -1126,7 +1142,7 @@ impl Ending {
         }
         if self.writes && outcome.is_ok() {
             self.link.live.changed(Change::Written);
-            notify_subscribed(&self.session, &self.link.peer).await;
+            notify_subscribed(&self.link.session, &self.link.peer).await;
         }
         to_result(outcome, self.engine.def).map(Into::into)
     }

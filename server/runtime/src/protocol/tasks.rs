@@ -20,7 +20,7 @@ use rmcp::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions};
 use serde_json::{Map, Value};
 
 use crate::def::TaskSupport;
-use crate::handler::{Question, Unanswered};
+use crate::handler::Unanswered;
 use rmcp::ErrorData;
 
 /// Whether a call of a tool with `support` runs as a task: only when the request (or the
@@ -166,17 +166,4 @@ fn settle(
         Err(_) if cancel_requested => Err(TaskExit::Cancelled),
         Err(e) => Err(TaskExit::Error(e)),
     }
-}
-
-/// The questions as the input requests a task lists.
-pub(super) fn requests(
-    questions: Vec<Question>,
-) -> Result<Vec<(String, rmcp::model::InputRequest)>, Unanswered> {
-    questions
-        .into_iter()
-        .map(|q| {
-            let request = super::input_request(&q.input).map_err(Unanswered::Failed)?;
-            Ok((q.key, request))
-        })
-        .collect()
 }
