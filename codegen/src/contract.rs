@@ -133,6 +133,10 @@ pub(crate) fn snapshot(server: &ir::Server) -> Value {
                 })
                 .collect();
             let mut v = json!({"arguments": arguments});
+            if !p.ask.is_empty() {
+                let asks: Vec<&str> = p.ask.iter().map(|a| a.key.as_str()).collect();
+                v["asks"] = json!(asks);
+            }
             for (k, x) in [("title", &p.title), ("description", &p.description)] {
                 if let Some(x) = x {
                     v[k] = json!(x);
@@ -303,6 +307,22 @@ fn content_changes(old: &Value, new: &Value, out: &mut Vec<Change>) {
                     };
                     push(level, name, format!("argument `{arg}` added"));
                 }
+            }
+            // A question is never required: a client that cannot ask renders without it.
+            let keys = |v: &Value| -> BTreeSet<String> {
+                v["asks"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|k| k.as_str().map(str::to_string))
+                    .collect()
+            };
+            let (oq, nq) = (keys(o), keys(n));
+            for q in oq.difference(&nq) {
+                push(Level::Minor, name, format!("question `{q}` removed"));
+            }
+            for q in nq.difference(&oq) {
+                push(Level::Minor, name, format!("question `{q}` added"));
             }
         }
         for name in news.keys() {

@@ -75,6 +75,12 @@ fn prompt_ctx(p: &ir::Prompt) -> PromptCtx {
             s
         })
         .collect();
+    let mut arguments = args.join(", ");
+    if !p.ask.is_empty() {
+        let asks: Vec<String> = p.ask.iter().map(|a| format!("`{}`", a.key)).collect();
+        let sep = if arguments.is_empty() { "" } else { "; " };
+        arguments = format!("{arguments}{sep}asks {}", asks.join(", "));
+    }
     PromptCtx {
         name: p.name.clone(),
         description: cell(
@@ -83,7 +89,7 @@ fn prompt_ctx(p: &ir::Prompt) -> PromptCtx {
                 .or(p.title.as_deref())
                 .unwrap_or_default(),
         ),
-        arguments: args.join(", "),
+        arguments,
     }
 }
 

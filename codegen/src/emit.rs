@@ -220,6 +220,10 @@ fn prompt_def(p: &Prompt) -> TokenStream {
         let c = opt_str(a.complete.as_deref());
         quote!(::mcpspec::def::PromptArgumentDef { name: #n, description: #d, required: #required, complete: #c })
     });
+    let ask = p.ask.iter().map(|a| {
+        let (key, message, schema) = (&a.key, &a.message, &a.schema);
+        quote!(::mcpspec::def::AskDef { key: #key, message: #message, schema: #schema })
+    });
     let statement = opt_statement(p.statement.as_ref());
     let messages = p.messages.iter().map(|m| {
         let assistant = m.assistant;
@@ -236,6 +240,7 @@ fn prompt_def(p: &Prompt) -> TokenStream {
             title: #title,
             description: #description,
             arguments: &[#(#arguments),*],
+            ask: &[#(#ask),*],
             statement: #statement,
             messages: &[#(#messages),*],
         }

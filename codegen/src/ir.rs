@@ -116,8 +116,18 @@ pub(crate) struct Prompt {
     pub title: Option<String>,
     pub description: Option<String>,
     pub arguments: Vec<PromptArg>,
+    pub ask: Vec<Ask>,
     pub statement: Option<Statement>,
     pub messages: Vec<Message>,
+}
+
+/// A question a prompt asks the person before it renders.
+#[derive(Debug, Clone)]
+pub(crate) struct Ask {
+    pub key: String,
+    pub message: String,
+    /// The form's JSON Schema as compact JSON text.
+    pub schema: String,
 }
 
 #[derive(Debug, Clone)]

@@ -7,9 +7,9 @@
 //! a few kilobytes per spec, once per compile (a `dev` session recompiles on every edit).
 
 use mcpspec::def::{
-    AnnotationsDef, Bind, BindingDef, BlockDef, BlockKind, ColumnDef, ConfirmDef, ContentDef,
-    DatabaseDef, DemoCallDef, DownstreamDef, EnvelopeDef, ErrorDef, ExampleDef, ExpectDef,
-    InterceptRuleDef, MessageBodyDef, MessageDef, ParamKind, PgSqlDef, PostgresDef,
+    AnnotationsDef, AskDef, Bind, BindingDef, BlockDef, BlockKind, ColumnDef, ConfirmDef,
+    ContentDef, DatabaseDef, DemoCallDef, DownstreamDef, EnvelopeDef, ErrorDef, ExampleDef,
+    ExpectDef, InterceptRuleDef, MessageBodyDef, MessageDef, ParamKind, PgSqlDef, PostgresDef,
     PromptArgumentDef, PromptDef, ProxyConfigDef, ProxyDef, ResourceDef, RuleDef, RuleKindDef,
     ServerDef, StartupJobDef, StatementDef, ToolDef,
 };
@@ -179,6 +179,11 @@ fn prompt(p: &ir::Prompt) -> PromptDef {
             description: opt(a.description.as_deref()),
             required: a.required,
             complete: opt(a.complete.as_deref()),
+        }),
+        ask: list(&p.ask, |a| AskDef {
+            key: text(&a.key),
+            message: text(&a.message),
+            schema: text(&a.schema),
         }),
         statement: p.statement.as_ref().map(statement),
         messages: list(&p.messages, |m| MessageDef {

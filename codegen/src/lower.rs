@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use crate::ir::{
-    Annotations, Arg, ArgType, Binding, Block, Column, ColumnKind, Confirm, Content, Database,
+    Annotations, Arg, ArgType, Ask, Binding, Block, Column, ColumnKind, Confirm, Content, Database,
     DemoCall, Downstream, Envelope, ErrorDecl, Example, Expect, InterceptAction, InterceptRule,
     InterceptSql, Message, MessageBody, Mode, OutField, OutStruct, OutType, PgSql, Postgres,
     Prompt, PromptArg, Proxy, ProxyConfig, Resource, Rule, RuleKind, Server, StartupJob, Statement,
@@ -216,6 +216,15 @@ fn prompt(p: &RawPrompt, pg: bool) -> Prompt {
                     .complete
                     .as_ref()
                     .map(|c| c.value.trim_end().to_string()),
+            })
+            .collect(),
+        ask: p
+            .ask
+            .iter()
+            .map(|a| Ask {
+                key: a.value.key.value.clone(),
+                message: a.value.message.value.trim_end().to_string(),
+                schema: a.value.schema.value.to_string(),
             })
             .collect(),
         statement: p

@@ -140,6 +140,11 @@ pub(crate) struct RawPrompt {
     #[serde(default)]
     #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawPromptArgument>"))]
     pub arguments: Vec<Sp<RawPromptArgument>>,
+    /// Questions for the person, asked before the messages render; each answer is
+    /// `answers.<key>` in the messages.
+    #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawAsk>"))]
+    pub ask: Vec<Sp<RawAsk>>,
     /// A read-only statement like a tool's `sql`; the arguments bind as its parameters and its
     /// result is `data` in the messages.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawStatement>"))]
@@ -166,6 +171,26 @@ pub(crate) struct RawPromptArgument {
     /// Completion SQL: `:value` is the partial text, the first column of each row a candidate.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub complete: Option<Sp<String>>,
+}
+
+/// A question a prompt asks the person (a form, `elicitation/create`) before it renders.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Ask"))]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAsk {
+    /// The answer's name: the messages read the accepted form as `answers.<key>`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
+    pub key: Sp<String>,
+    /// What the client shows the person.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
+    pub message: Sp<String>,
+    /// The form: an object schema of string, number, integer or boolean properties.
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "serde_json::Map<String, serde_json::Value>")
+    )]
+    pub schema: Sp<serde_json::Value>,
 }
 
 /// A message of a prompt: exactly one of `text`, `resource` and `image`.
@@ -1100,9 +1125,11 @@ const PROMPT_KEYS: &[&str] = &[
     "title",
     "description",
     "arguments",
+    "ask",
     "sql",
     "messages",
 ];
+const ASK_KEYS: &[&str] = &["key", "message", "schema"];
 const PROMPT_ARGUMENT_KEYS: &[&str] = &["name", "description", "required", "complete"];
 const MESSAGE_KEYS: &[&str] = &["role", "text", "resource", "image", "mime_type"];
 const BLOCK_KEYS: &[&str] = &["type", "text", "data", "mime_type", "uri"];
@@ -1392,6 +1419,8 @@ enum Ctx {
     Prompt,
     PromptArguments,
     PromptArgument,
+    Asks,
+    Ask,
     Messages,
     Message,
     Proxy,
@@ -1435,6 +1464,7 @@ impl Ctx {
             Ctx::Resource => ("a resource", RESOURCE_KEYS),
             Ctx::Prompt => ("a prompt", PROMPT_KEYS),
             Ctx::PromptArgument => ("a prompt argument", PROMPT_ARGUMENT_KEYS),
+            Ctx::Ask => ("a prompt question", ASK_KEYS),
             Ctx::Message => ("a prompt message", MESSAGE_KEYS),
             Ctx::Proxy => ("`proxy`", PROXY_KEYS),
             Ctx::ProxyConfig => ("`proxy.config`", PROXY_CONFIG_KEYS),
@@ -1474,6 +1504,8 @@ impl Ctx {
             (Ctx::Resource | Ctx::Prompt, "sql") => Ctx::Statement,
             (Ctx::Prompt, "arguments") => Ctx::PromptArguments,
             (Ctx::Prompt, "messages") => Ctx::Messages,
+            (Ctx::Prompt, "ask") => Ctx::Asks,
+            (Ctx::Ask, "schema") => Ctx::Schema,
             (Ctx::Error, "rules") => Ctx::Rules,
             (Ctx::Tool, "confirm") => Ctx::Confirm,
             (Ctx::Tool, "content") => Ctx::Blocks,
@@ -1507,6 +1539,7 @@ impl Ctx {
             Ctx::Resources => Ctx::Resource,
             Ctx::Prompts => Ctx::Prompt,
             Ctx::PromptArguments => Ctx::PromptArgument,
+            Ctx::Asks => Ctx::Ask,
             Ctx::Messages => Ctx::Message,
             Ctx::Downstreams => Ctx::Downstream,
             Ctx::InterceptRules => Ctx::InterceptRule,
@@ -1543,6 +1576,7 @@ impl Ctx {
             Ctx::Resource => "Resource",
             Ctx::Prompt => "Prompt",
             Ctx::PromptArgument => "PromptArgument",
+            Ctx::Ask => "Ask",
             Ctx::Message => "Message",
             Ctx::Proxy => "Proxy",
             Ctx::ProxyConfig => "ProxyConfig",

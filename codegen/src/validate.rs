@@ -1959,9 +1959,111 @@ impl Validator<'_> {
                     "add `messages:` with at least one `{role: user, text: ...}`",
                 );
             }
+            let asked = self.prompt_asks(p);
             for m in &p.messages {
-                self.prompt_message(spec, &name.value, &m.value);
+                self.prompt_message(spec, &name.value, &m.value, &asked);
             }
+        }
+    }
+
+    /// A prompt's questions: keys usable as template names, none twice and not `confirm`
+    /// (the key of tool confirmations); a message; a form schema clients can show. Returns
+    /// the keys.
+    fn prompt_asks(&mut self, p: &RawPrompt) -> BTreeSet<String> {
+        let mut keys = BTreeSet::new();
+        for a in &p.ask {
+            let key = &a.value.key;
+            if !is_ident(&key.value) {
+                self.sink.error(
+                    pos(key),
+                    format!("invalid question key `{}` in prompt `{}`", key.value, p.name.value),
+                    "",
+                    "use letters, digits and `_`, starting with a letter, so the messages can read `answers.<key>`",
+                );
+            } else if key.value == "confirm" {
+                self.sink.error(
+                    pos(key),
+                    format!(
+                        "question key `confirm` in prompt `{}` is reserved",
+                        p.name.value
+                    ),
+                    "",
+                    "`confirm` is the key of a tool's confirmation; choose another name",
+                );
+            }
+            if !keys.insert(key.value.clone()) {
+                self.sink.error(
+                    pos(key),
+                    format!(
+                        "duplicate question `{}` in prompt `{}`",
+                        key.value, p.name.value
+                    ),
+                    "",
+                    "give each question its own key",
+                );
+            }
+            if a.value.message.value.trim().is_empty() {
+                self.sink.error(
+                    pos(&a.value.message),
+                    format!("question `{}` has an empty message", key.value),
+                    "",
+                    "say what the person is asked, e.g. `message: What context should the prompt use?`",
+                );
+            }
+            self.form_schema(&a.value.schema, &key.value);
+        }
+        keys
+    }
+
+    /// A question's form: what MCP elicitation allows, an object whose properties are each a
+    /// string, number, integer or boolean, and whose `required` names some of them.
+    fn form_schema(&mut self, schema: &Sp<serde_json::Value>, key: &str) {
+        let at = pos(schema);
+        let s = &schema.value;
+        let help =
+            "write `schema: {type: object, properties: {name: {type: string}}, required: [name]}`";
+        if s["type"] != "object" || !s["properties"].is_object() {
+            self.sink.error(
+                at,
+                format!("the form of question `{key}` is not an object schema with `properties`"),
+                "",
+                help,
+            );
+            return;
+        }
+        let props = s["properties"].as_object().into_iter().flatten();
+        for (name, p) in props {
+            let primitive = p["type"]
+                .as_str()
+                .is_some_and(|t| matches!(t, "string" | "number" | "integer" | "boolean"));
+            if !primitive {
+                self.sink.error(
+                    at,
+                    format!("property `{name}` of the form of question `{key}` is not a string, number, integer or boolean"),
+                    "",
+                    "clients show forms of primitive fields only; split nested data into fields",
+                );
+            }
+        }
+        let required = s.get("required").map(|r| r.as_array());
+        for r in required.into_iter().flatten().flatten() {
+            let r = r.as_str().map_or_else(|| r.to_string(), str::to_string);
+            if s["properties"].get(&r).is_none() {
+                self.sink.error(
+                    at,
+                    format!("the form of question `{key}` requires `{r}`, which is not one of its properties"),
+                    "",
+                    "list only names from `properties` in `required`",
+                );
+            }
+        }
+        if matches!(required, Some(None)) {
+            self.sink.error(
+                at,
+                format!("`required` of the form of question `{key}` is not a list"),
+                "",
+                help,
+            );
         }
     }
 
@@ -1972,13 +2074,15 @@ impl Validator<'_> {
         let mut props: BTreeMap<String, Pos> = BTreeMap::new();
         for a in &p.arguments {
             let n = &a.value.name;
-            let ident = !n.value.is_empty()
-                && n.value
-                    .starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-                && n.value
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !ident {
+            if matches!(n.value.as_str(), "data" | "answers") {
+                self.sink.error(
+                    pos(n),
+                    format!("argument `{}` of prompt `{}` is reserved", n.value, name.value),
+                    "",
+                    "the messages read the statement's result as `data` and the person's answers as `answers`; rename the argument",
+                );
+            }
+            if !is_ident(&n.value) {
                 self.sink.error(
                         pos(n),
                         format!("invalid argument name `{}` in prompt `{}`", n.value, name.value),
@@ -2003,7 +2107,13 @@ impl Validator<'_> {
 
     /// One prompt message: a known role, and exactly one of text, a declared resource, or an
     /// image with its type.
-    fn prompt_message(&mut self, spec: &RawSpec, prompt: &str, m: &RawMessage) {
+    fn prompt_message(
+        &mut self,
+        spec: &RawSpec,
+        prompt: &str,
+        m: &RawMessage,
+        asked: &BTreeSet<String>,
+    ) {
         if !matches!(m.role.value.as_str(), "user" | "assistant") {
             self.sink.error(
                 pos(&m.role),
@@ -2046,6 +2156,7 @@ impl Validator<'_> {
         match (&m.text, &m.resource) {
             (Some(t), None) => {
                 self.template_vars(t, "a prompt message");
+                self.answers_read(t, prompt, asked);
             }
             (None, Some(r)) => {
                 self.template_vars(r, "the resource of a prompt message");
@@ -2070,6 +2181,28 @@ impl Validator<'_> {
                 "",
                 "add `text:`, `resource:` or `image:`",
             ),
+        }
+    }
+
+    /// Each `answers.<key>` a message reads names a question of its prompt.
+    fn answers_read(&mut self, t: &Sp<String>, prompt: &str, asked: &BTreeSet<String>) {
+        let env = minijinja::Environment::new();
+        let Ok(tmpl) = env.template_from_str(&t.value) else {
+            return;
+        };
+        for var in tmpl.undeclared_variables(true) {
+            let mut path = var.split('.');
+            let (Some("answers"), Some(key)) = (path.next(), path.next()) else {
+                continue;
+            };
+            if !asked.contains(key) {
+                self.sink.error(
+                    pos(t),
+                    format!("a message of prompt `{prompt}` reads `answers.{key}`, but the prompt asks no question `{key}`"),
+                    "",
+                    "add it under the prompt's `ask:`, or read one of the keys it asks",
+                );
+            }
         }
     }
 
@@ -2303,6 +2436,12 @@ impl Validator<'_> {
         }
         found
     }
+}
+
+/// Whether `s` is a name of letters, digits and `_` that starts with a letter or `_`.
+fn is_ident(s: &str) -> bool {
+    s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// Whether a prompt message's resource URI, with each `{{ ... }}` standing for some text,

@@ -742,6 +742,26 @@ fn a_removed_resource_or_a_new_required_prompt_argument_is_breaking() {
     );
 }
 
+/// A prompt's question is never required (a client that cannot ask renders without it), so
+/// adding one is compatible.
+#[test]
+fn a_new_prompt_question_is_compatible() {
+    let copy = Copy::new();
+    copy.edit(
+        KNOWLEDGE,
+        "    sql:\n      returns: one\n      query: SELECT role FROM knowledge_entries",
+        "    ask:\n      - key: audience\n        message: Who reads the entry?\n        schema: {type: object, properties: {who: {type: string}}}\n    sql:\n      returns: one\n      query: SELECT role FROM knowledge_entries",
+    );
+    expect(
+        &copy,
+        &[Kind::Contract, Kind::Stale],
+        &[
+            "changed (1 compatible)",
+            "| compatible: prompt `review_entry`: question `audience` added",
+        ],
+    );
+}
+
 #[test]
 fn a_resource_statement_or_completion_that_does_not_prepare() {
     let copy = Copy::new();

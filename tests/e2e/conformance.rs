@@ -267,6 +267,34 @@ fn a_handler_s_questions_are_requests_to_a_2025_client() {
     assert_eq!(r["result"]["content"][0]["text"], "Ada likes blue", "{r}");
 }
 
+/// A prompt's question under protocol 2025-11-25: an `elicitation/create` request during
+/// `prompts/get`; declined, or to a client without forms, the prompt renders without it.
+#[test]
+fn a_prompt_s_question_is_a_request_to_a_2025_client() {
+    let get = json!({"name": "test_input_required_result_prompt"});
+    let said = |r: &Value| r["result"]["messages"][0]["content"]["text"].clone();
+    let mut s = session(json!({"elicitation": {}}));
+    let (_, asked, r) = exchange(&mut s, "prompts/get", get.clone(), |method, params| {
+        assert_eq!(method, "elicitation/create");
+        assert_eq!(params["requestedSchema"]["required"], json!(["context"]));
+        json!({"action": "accept", "content": {"context": "the changelog"}})
+    });
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(said(&r), "Use this context: the changelog", "{r}");
+    let (_, _, r) = exchange(
+        &mut s,
+        "prompts/get",
+        get.clone(),
+        |_, _| json!({"action": "decline"}),
+    );
+    assert_eq!(said(&r), "No context was given.", "{r}");
+    s.finish();
+    let mut s = session(json!({}));
+    let (_, _, r) = exchange(&mut s, "prompts/get", get, no_answer);
+    assert_eq!(said(&r), "No context was given.", "{r}");
+    s.finish();
+}
+
 /// Protocol 2026-07-28 over stdio: no `initialize`, each request carries the client's version
 /// and capabilities in `_meta`, and a handler asks the client through `input_required`
 /// results whose sealed `requestState` carries the answers so far.
@@ -298,7 +326,19 @@ mod per_request {
         meta: Value,
         extra: Value,
     ) -> (Vec<Value>, Value) {
-        let mut params = json!({"name": tool, "arguments": {}, "_meta": {
+        named(c, "tools/call", tool, capabilities, meta, extra)
+    }
+
+    /// One request of `method` (`tools/call` or `prompts/get`) for `name`, as [`call`].
+    fn named(
+        c: &mut StdioClient,
+        method: &str,
+        name: &str,
+        capabilities: Value,
+        meta: Value,
+        extra: Value,
+    ) -> (Vec<Value>, Value) {
+        let mut params = json!({"name": name, "arguments": {}, "_meta": {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientCapabilities": capabilities,
             "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"}
@@ -310,7 +350,7 @@ mod per_request {
             params[k] = v.clone();
         }
         let id = json!("call");
-        let msg = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         c.send_line(&msg.to_string()).unwrap();
         let mut notes = Vec::new();
         loop {
@@ -452,6 +492,97 @@ mod per_request {
         retry["inputResponses"]["unasked"] = json!({"action": "accept"});
         let (_, r) = call(&mut c, tool, forms, json!({}), retry);
         assert_eq!(text(&r), "Hello, Ada!", "{r}");
+    }
+
+    /// The message `test_input_required_result_prompt` renders.
+    fn said(r: &Value) -> &str {
+        r["result"]["messages"][0]["content"]["text"]
+            .as_str()
+            .unwrap_or_default()
+    }
+
+    /// A prompt's question (SEP-2322 for a request other than a tool call): asked in an
+    /// `input_required` result whose state is bound to the prompt and its arguments, the
+    /// answer checked against the form, and left empty for a client that cannot ask.
+    #[test]
+    fn a_prompt_asks_first_with_a_state_bound_to_it() {
+        let mut c = server(&[]);
+        let forms: Value = serde_json::from_str(FORMS).unwrap();
+        let prompt = "test_input_required_result_prompt";
+        let get = |c: &mut StdioClient, caps: &Value, extra: Value| {
+            named(c, "prompts/get", prompt, caps.clone(), json!({}), extra).1
+        };
+        let r = get(&mut c, &forms, json!({}));
+        let (keys, state) = asks(&r);
+        assert_eq!(keys, ["user_context"]);
+        let asked = &r["result"]["inputRequests"]["user_context"];
+        assert_eq!(asked["method"], "elicitation/create", "{r}");
+        assert_eq!(
+            asked["params"]["message"],
+            "What context should the prompt use?"
+        );
+        assert_eq!(
+            asked["params"]["requestedSchema"],
+            json!({"type": "object", "properties": {"context": {"type": "string"}},
+                   "required": ["context"]})
+        );
+        // Not for a tool call, nor for another prompt.
+        let context = json!({"context": "release notes"});
+        let bad = answer("user_context", context.clone(), &state);
+        let (_, r) = call(&mut c, prompt, forms.clone(), json!({}), bad.clone());
+        refused(&r);
+        refused(
+            &named(
+                &mut c,
+                "prompts/get",
+                "test_simple_prompt",
+                forms.clone(),
+                json!({}),
+                bad.clone(),
+            )
+            .1,
+        );
+        // An answer that does not fit the form is invalid params, naming it; the state was
+        // not used up by the refusals, and the retry renders with the answer.
+        let r = get(
+            &mut c,
+            &forms,
+            answer("user_context", json!({"context": 5}), &state),
+        );
+        assert_eq!(r["error"]["code"], -32602, "{r}");
+        assert_eq!(
+            r["error"]["data"]["field"], "inputResponses.user_context.content",
+            "{r}"
+        );
+        let (_, state) = asks(&get(&mut c, &forms, json!({})));
+        let r = get(
+            &mut c,
+            &forms,
+            answer("user_context", context.clone(), &state),
+        );
+        assert_eq!(r["result"]["resultType"], "complete", "{r}");
+        assert_eq!(said(&r), "Use this context: release notes", "{r}");
+        refused(&get(
+            &mut c,
+            &forms,
+            answer("user_context", context.clone(), &state),
+        ));
+        // Answered without a state, declined, or from a client that cannot ask.
+        let stateless = json!({"inputResponses": {"user_context":
+            {"action": "accept", "content": context}}});
+        assert_eq!(
+            said(&get(&mut c, &forms, stateless)),
+            "Use this context: release notes"
+        );
+        let declined = json!({"inputResponses": {"user_context": {"action": "decline"}}});
+        assert_eq!(
+            said(&get(&mut c, &forms, declined)),
+            "No context was given."
+        );
+        assert_eq!(
+            said(&get(&mut c, &json!({}), json!({}))),
+            "No context was given."
+        );
     }
 
     /// JSON Schema 2020-12 kept whole (SEP-2106): top-level composition and conditionals are

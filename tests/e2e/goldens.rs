@@ -510,7 +510,9 @@ fn golden_resources_and_prompts_render_through_the_runtime() {
     );
     let mut args = serde_json::Map::new();
     args.insert("id".into(), serde_json::json!("1"));
-    let prompt = mcpspec::content::get_prompt(&engine, "summarize", Some(&args)).unwrap();
+    let summarize = mcpspec::content::prompt(engine.def, "summarize").unwrap();
+    let no_answers = serde_json::Map::new();
+    let prompt = mcpspec::content::get_prompt(&engine, summarize, Some(&args), no_answers).unwrap();
     let messages = serde_json::to_value(&prompt.messages).unwrap();
     assert_eq!(messages[0]["content"]["text"], "Summarize this note.");
     assert_eq!(messages[1]["content"]["resource"]["text"], "# One\n\nfirst");

@@ -214,20 +214,23 @@ pub struct Round {
     pub answers: Map<String, Value>,
 }
 
-/// The call a confirmation is for, as the client sent it.
+/// The request a round is for, as the client sent it: a tool's call or a prompt's get.
 pub struct Call<'a> {
-    pub tool: &'a str,
+    /// `tools/call` or `prompts/get`.
+    pub method: &'a str,
+    /// The tool's or the prompt's name.
+    pub name: &'a str,
     pub arguments: Option<&'a Value>,
     pub request_state: Option<&'a str>,
     pub responses: Option<&'a InputResponses>,
 }
 
 impl Call<'_> {
-    /// What a state is bound to: the method, the tool and the arguments in canonical form
-    /// (object keys sorted), so that it confirms this call and no other.
+    /// What a state is bound to: the method, the name and the arguments in canonical form
+    /// (object keys sorted), so that it answers this request and no other.
     fn binding(&self) -> Vec<u8> {
         let args = self.arguments.map(canonical).unwrap_or_default();
-        format!("tools/call\0{}\0{args}", self.tool).into_bytes()
+        format!("{}\0{}\0{args}", self.method, self.name).into_bytes()
     }
 }
 
@@ -291,7 +294,8 @@ mod tests {
         let c = Confirmer::new(Duration::from_secs(60));
         let args = json!({"database": "x", "confirm": true});
         let call = Call {
-            tool: "db.drop",
+            method: "tools/call",
+            name: "db.drop",
             arguments: Some(&args),
             request_state: None,
             responses: None,
@@ -311,6 +315,12 @@ mod tests {
             ..call
         };
         assert!(c.redeem(&state, &elsewhere.binding()).is_err());
+        // Nor for a prompt of the same name with the same arguments.
+        let as_prompt = Call {
+            method: "prompts/get",
+            ..call
+        };
+        assert!(c.redeem(&state, &as_prompt.binding()).is_err());
         let mut forged = state.clone();
         forged.push('x');
         assert!(c.redeem(&forged, &bound).is_err());
@@ -348,7 +358,8 @@ mod tests {
         ]
         .into();
         let call = Call {
-            tool: "db.drop",
+            method: "tools/call",
+            name: "db.drop",
             arguments: None,
             request_state: None,
             responses: Some(&responses),

@@ -309,21 +309,26 @@ fn template_failure(template: &str, e: &minijinja::Error) -> Failure {
     ))
 }
 
-/// Renders a prompt's messages with its arguments; a resource message embeds that resource.
-pub fn get_prompt(
-    engine: &Engine,
-    name: &str,
-    arguments: Option<&Arguments>,
-) -> Result<GetPromptResult, ContentError> {
-    let def = engine.def;
-    let Some(p) = def.prompts.iter().find(|p| p.name == name) else {
+/// The prompt called `name`; invalid params naming the prompts there are, when none is.
+pub fn prompt(def: &'static ServerDef, name: &str) -> Result<&'static PromptDef, ContentError> {
+    def.prompts.iter().find(|p| p.name == name).ok_or_else(|| {
         let available: Vec<&str> = def.prompts.iter().map(|p| p.name).collect();
-        return Err(ContentError::InvalidParams(
+        ContentError::InvalidParams(
             format!("unknown prompt: {name}"),
             json!({"prompt": name, "available": available}),
-        ));
-    };
-    let args = prompt_arguments(p, arguments)?;
+        )
+    })
+}
+
+/// Renders a prompt's messages with its arguments and the person's `answers` to its
+/// questions ([`crate::questions::answers`]); a resource message embeds that resource.
+pub fn get_prompt(
+    engine: &Engine,
+    p: &'static PromptDef,
+    arguments: Option<&Arguments>,
+    answers: Map<String, Value>,
+) -> Result<GetPromptResult, ContentError> {
+    let mut args = prompt_arguments(p, arguments)?;
     let data = match &p.statement {
         Some(st) => run(engine, PROMPT, p.name, st, &args).map_err(|e| match e {
             Failure::NoRow(m) => ContentError::InvalidParams(m, json!({"prompt": p.name})),
@@ -331,6 +336,8 @@ pub fn get_prompt(
         })?,
         None => Value::Null,
     };
+    // After the statement ran: the answers are for the messages, never SQL parameters.
+    args.insert("answers".into(), Value::Object(answers));
     let key = content_key(PROMPT, p.name);
     let mut messages = Vec::with_capacity(p.messages.len());
     for (i, m) in p.messages.iter().enumerate() {

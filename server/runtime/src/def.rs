@@ -210,9 +210,21 @@ pub struct PromptDef {
     pub title: Option<&'static str>,
     pub description: Option<&'static str>,
     pub arguments: &'static [PromptArgumentDef],
+    /// Questions for the person, asked before the messages render.
+    pub ask: &'static [AskDef],
     /// A statement over the arguments whose result is `data` in the messages.
     pub statement: Option<StatementDef>,
     pub messages: &'static [MessageDef],
+}
+
+/// A question a prompt asks the person (a form): the messages read the accepted answer's
+/// content as `answers.<key>`.
+#[derive(Debug)]
+pub struct AskDef {
+    pub key: &'static str,
+    pub message: &'static str,
+    /// The form's JSON Schema as JSON text: an object of primitive properties.
+    pub schema: &'static str,
 }
 
 #[derive(Debug)]

@@ -1636,7 +1636,10 @@ fn column_json(v: ValueRef<'_>, col: &ColumnDef) -> Value {
 }
 
 /// Validates arguments, naming every failing field.
-fn validate(validator: &jsonschema::Validator, instance: &Value) -> Result<(), ToolError> {
+pub(crate) fn validate(
+    validator: &jsonschema::Validator,
+    instance: &Value,
+) -> Result<(), ToolError> {
     if validator.is_valid(instance) {
         return Ok(());
     }

@@ -35,6 +35,7 @@ pub mod handler;
 pub mod numbers;
 pub mod protocol;
 pub mod proxy;
+pub mod questions;
 pub mod startup;
 pub mod templates;
 pub mod transform;

@@ -25,12 +25,12 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
     CompleteRequestParams, CompleteResult, ContentBlock, ElicitRequestParams, ElicitationSchema,
     ErrorCode, ErrorData, GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult,
-    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, Prompt, PromptsCapability,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceTemplate, ResourceUpdatedNotificationParam, ResourcesCapability, ServerCapabilities,
-    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
-    ToolAnnotations, UnsubscribeRequestParams, UpdateTaskParams,
+    Implementation, InputRequiredResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    Prompt, PromptsCapability, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Resource, ResourceTemplate, ResourceUpdatedNotificationParam, ResourcesCapability,
+    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
+    SubscriptionFilter, Tool, ToolAnnotations, UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::task_manager::TaskManager;
@@ -278,16 +278,18 @@ impl McpServer {
         if let Some((key, _)) = malformed.into_iter().find(|(_, r)| !r.is_object()) {
             return Err(ErrorData::invalid_params(
                 format!(
-                    "invalid params for tools/call: `inputResponses.{key}` must be an object (the client's result to the request under that key)"
+                    "invalid params for {}: `inputResponses.{key}` must be an object (the client's result to the request under that key)",
+                    call.method
                 ),
                 Some(json!({"field": format!("inputResponses.{key}")})),
             ));
         }
         self.confirmer.round(call).map(Some).map_err(|why| {
-            tracing::warn!(tool = %call.tool, reason = %why, "refused a requestState that is not valid");
+            tracing::warn!(method = %call.method, name = %call.name, reason = %why, "refused a requestState that is not valid");
             ErrorData::invalid_params(
                 format!(
-                    "invalid params for tools/call: `requestState` is not one this server issued for this call ({why}); call the tool again without it"
+                    "invalid params for {}: `requestState` is not one this server issued for this request ({why}); send the request again without it",
+                    call.method
                 ),
                 Some(json!({"field": "requestState"})),
             )
@@ -480,7 +482,7 @@ impl Asked {
 
     /// What the call answers instead of its result, if the handler asked: -32021 for a
     /// capability the client did not declare, or the questions with a sealed state.
-    fn answer(&self, confirmer: &Confirmer) -> Option<Result<CallToolResponse, ErrorData>> {
+    fn answer(&self, confirmer: &Confirmer) -> Option<Result<InputRequiredResult, ErrorData>> {
         if let Some(capability) = *lock(&self.missing) {
             let required = serde_json::from_value(json!({ capability: {} })).unwrap_or_default();
             return Some(Err(ErrorData::missing_required_client_capability(required)));
@@ -489,7 +491,7 @@ impl Asked {
         if questions.is_empty() {
             return None;
         }
-        Some(Ok(confirmer.issue(&self.round, questions).into()))
+        Some(Ok(confirmer.issue(&self.round, questions)))
     }
 }
 
@@ -825,17 +827,44 @@ impl ServerHandler for McpServer {
         ))
     }
 
+    /// Renders a prompt; one that asks the person first does so the way a handler's
+    /// questions are asked (protocol 2026-07-28: an `input_required` result, then the retry).
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let engine = self.now().engine.clone();
-        let result = blocking(move || {
-            crate::content::get_prompt(&engine, &request.name, request.arguments.as_ref())
+        let prompt = crate::content::prompt(engine.def, &request.name)?;
+        let arguments = request.arguments.map(Value::Object);
+        let call = Call {
+            method: "prompts/get",
+            name: prompt.name,
+            arguments: arguments.as_ref(),
+            request_state: request.request_state.as_deref(),
+            responses: request.input_responses.as_ref(),
+        };
+        let round = self.round(&context, &call)?;
+        let link = self.link(&context, round, None);
+        let asker = link.clone();
+        let rendered = blocking(move || {
+            let Some(answers) = crate::questions::answers(prompt, asker.as_ref())? else {
+                return Ok(None);
+            };
+            let arguments = arguments.as_ref().and_then(Value::as_object);
+            crate::content::get_prompt(&engine, prompt, arguments, answers).map(Some)
         })
         .await?;
-        Ok(result.into())
+        match rendered {
+            Some(result) => Ok(result.into()),
+            None => match link.asked.as_ref().and_then(|a| a.answer(&self.confirmer)) {
+                Some(asked) => asked.map(Into::into),
+                None => Err(ErrorData::internal_error(
+                    "the prompt's questions were not recorded",
+                    None,
+                )),
+            },
+        }
     }
 
     async fn complete(
@@ -966,7 +995,8 @@ impl ServerHandler for McpServer {
         let writes = def.is_some_and(|t| t.writes);
         let arguments = request.arguments.map(Value::Object);
         let call = Call {
-            tool: &name,
+            method: "tools/call",
+            name: &name,
             arguments: arguments.as_ref(),
             request_state: request.request_state.as_deref(),
             responses: request.input_responses.as_ref(),
@@ -1138,7 +1168,7 @@ impl Ending {
         if let Some(asked) = &self.link.asked
             && let Some(answer) = asked.answer(&self.confirmer)
         {
-            return answer;
+            return answer.map(Into::into);
         }
         if self.writes && outcome.is_ok() {
             self.link.live.changed(Change::Written);
