@@ -89,6 +89,12 @@ pub(crate) fn snapshot(server: &ir::Server) -> Value {
         if let Some(title) = &t.title {
             tool["title"] = json!(title);
         }
+        // Recorded only when set, so that the snapshots of tools without it stay as they were.
+        match t.task {
+            Some(ir::TaskSupport::Optional) => tool["task"] = json!("optional"),
+            Some(ir::TaskSupport::Required) => tool["task"] = json!("required"),
+            None => {}
+        }
         tools.insert(t.name.clone(), tool);
     }
     let mut out = json!({
@@ -204,6 +210,23 @@ pub fn compare(old: &Value, new: &Value) -> Vec<Change> {
             }
         }
         annotations(&o["annotations"], &n["annotations"], &mut push);
+        if o["task"] != n["task"] {
+            // Only `required` turns clients away (those without the tasks extension).
+            let level = if n["task"] == "required" {
+                Level::Major
+            } else {
+                Level::Minor
+            };
+            let said = |v: &Value| v.as_str().unwrap_or("never").to_string();
+            push(
+                level,
+                format!(
+                    "task support changed from {} to {}",
+                    said(&o["task"]),
+                    said(&n["task"])
+                ),
+            );
+        }
         let mut found = Vec::new();
         schema(
             Side::Input,

@@ -41,6 +41,14 @@ pub const CONFIRM_TIMEOUT_SECS: Setting = Setting {
     shown: "300 s",
 };
 
+/// How long a SQL or content call of a `task:` tool may run before it becomes a task, in
+/// milliseconds; 0 makes every such call a task at once.
+pub const TASK_AFTER_MS: Setting = Setting {
+    var: "MCPSPEC_TASK_AFTER_MS",
+    default: 1000,
+    shown: "1 s",
+};
+
 impl Setting {
     /// "`VAR` (DEFAULT by default)", as the docs write it.
     pub fn cited(&self) -> String {

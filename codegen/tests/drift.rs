@@ -762,6 +762,28 @@ fn a_new_prompt_question_is_compatible() {
     );
 }
 
+/// Task support is part of a tool's contract: `required` turns away clients without the tasks
+/// extension, so it breaks them; `optional` does not.
+#[test]
+fn a_tool_that_must_run_as_a_task_is_breaking() {
+    let copy = Copy::new();
+    copy.edit(KNOWLEDGE, "    task: optional\n", "    task: required\n");
+    copy.edit(
+        KNOWLEDGE,
+        "  - name: kb_list\n",
+        "  - name: kb_list\n    task: optional\n",
+    );
+    expect(
+        &copy,
+        &[Kind::Contract],
+        &[
+            "changed (1 breaking, 1 compatible)",
+            "| breaking: tool `kb_search`: task support changed from optional to required",
+            "| compatible: tool `kb_list`: task support changed from never to optional",
+        ],
+    );
+}
+
 #[test]
 fn a_resource_statement_or_completion_that_does_not_prepare() {
     let copy = Copy::new();

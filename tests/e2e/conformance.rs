@@ -867,7 +867,7 @@ mod per_request {
 /// The tasks extension (`io.modelcontextprotocol/tasks`) over stdio with raw JSON-RPC: tools
 /// whose spec says `task:` answer with a task id, and `tasks/get`, `tasks/update` and
 /// `tasks/cancel` drive it.
-mod tasks {
+pub(crate) mod tasks {
     use std::time::{Duration, Instant};
 
     use mcpspec::client::StdioClient;
@@ -878,12 +878,12 @@ mod tasks {
     const TASKS: &str = "io.modelcontextprotocol/tasks";
 
     /// A 2026-07-28 client that declares the tasks extension and elicitation.
-    fn caps() -> Value {
+    pub(crate) fn caps() -> Value {
         json!({"elicitation": {}, "extensions": {TASKS: {}}})
     }
 
     /// One 2026-07-28 request of a tasks method with the extension declared.
-    fn rpc(c: &mut StdioClient, method: &str, mut params: Value) -> Value {
+    pub(crate) fn rpc(c: &mut StdioClient, method: &str, mut params: Value) -> Value {
         params["_meta"] = json!({
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientCapabilities": caps(),
@@ -893,7 +893,7 @@ mod tasks {
     }
 
     /// The task id of a `CreateTaskResult`.
-    fn created(r: &Value) -> String {
+    pub(crate) fn created(r: &Value) -> String {
         assert_eq!(r["result"]["resultType"], "task", "{r}");
         assert!(r["result"]["ttlMs"].is_u64(), "{r}");
         r["result"]["taskId"]
@@ -904,7 +904,7 @@ mod tasks {
 
     /// Polls `tasks/get` (the extension's own way to wait, at a short interval) until the task
     /// reaches `status`; panics after 10 s.
-    fn until(c: &mut StdioClient, id: &str, status: &str) -> Value {
+    pub(crate) fn until(c: &mut StdioClient, id: &str, status: &str) -> Value {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let r = rpc(c, "tasks/get", json!({"taskId": id}));

@@ -31,6 +31,7 @@ on_both_engines!(
     a_slow_call_does_not_block_fast_ones,
     limits_stop_slow_calls_and_flag_cut_results,
     malformed_settings_fail_start_up_with_the_fix,
+    a_long_search_runs_as_a_task_that_tasks_cancel_interrupts,
 );
 
 fn spawn(db: &Path, env: &[(&str, &str)], stderr: Stdio) -> StdioClient {
@@ -540,6 +541,53 @@ fn cancellation_interrupts_a_running_query(engine: Engine) {
         .map(|v| v["fields"]["outcome"].as_str().unwrap_or("").to_string())
         .collect();
     assert_eq!(outcomes, ["CANCELLED"], "{text}");
+}
+
+/// kb_search may run as a task (`task: optional`): for a client that takes tasks, a search
+/// answers as usual within MCPSPEC_TASK_AFTER_MS and becomes a task past it (0: at once), whose
+/// result `tasks/get` inlines and whose query `tasks/cancel` interrupts.
+fn a_long_search_runs_as_a_task_that_tasks_cancel_interrupts(engine: Engine) {
+    use crate::conformance::tasks::{created, rpc, until};
+    let search =
+        |query: &str| json!({"name": "kb_search", "arguments": {"query": query, "limit": 50}});
+    // Within the grace period: the result, not a task.
+    let db = sample_db_on(engine, "knowledge");
+    let mut c = spawn_bare(&db.path, &[("MCPSPEC_TASK_AFTER_MS", "60000")]);
+    let r = rpc(&mut c, "tools/call", search("database"));
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    let direct = r["result"]["structuredContent"].clone();
+    assert!(!direct["results"].as_array().unwrap().is_empty(), "{r}");
+    drop(c);
+    // Past it: a task whose result is the same search's.
+    let mut c = spawn_bare(&db.path, &[("MCPSPEC_TASK_AFTER_MS", "0")]);
+    let id = created(&rpc(&mut c, "tools/call", search("database")));
+    let done = until(&mut c, &id, "completed");
+    assert_eq!(done["result"]["structuredContent"], direct, "{done}");
+    // A long one stops when its task is cancelled, and the server goes on serving.
+    let big = big_db_on(engine, 300_000);
+    let mut c = spawn_bare(&big.path, &[("MCPSPEC_TASK_AFTER_MS", "0")]);
+    let id = created(&rpc(&mut c, "tools/call", search("common")));
+    let r = rpc(&mut c, "tasks/cancel", json!({"taskId": id}));
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    until(&mut c, &id, "cancelled");
+    let r = rpc(
+        &mut c,
+        "tools/call",
+        json!({"name": "kb_list", "arguments": {"limit": 1}}),
+    );
+    assert_eq!(r["result"]["isError"], json!(false), "{r}");
+}
+
+/// A knowledge server on `db` for requests of protocol 2026-07-28 (no `initialize`).
+fn spawn_bare(db: &Path, env: &[(&str, &str)]) -> StdioClient {
+    let mut c = Command::new(EXE);
+    c.args(["serve", "knowledge", "--db"])
+        .arg(db)
+        .stderr(Stdio::null());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    StdioClient::spawn(&mut c).expect("spawn")
 }
 
 fn every_call_is_logged_with_sanitised_arguments(engine: Engine) {

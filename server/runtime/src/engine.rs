@@ -38,6 +38,9 @@ pub struct Limits {
     /// How long a destructive call waits for the person's confirmation, and how long a
     /// confirmation question of protocol 2026-07-28 stays answerable.
     pub confirm_timeout: Duration,
+    /// How long a SQL or content call of a tool that may run as a task answers as usual
+    /// before it becomes one (for a client that takes tasks); zero: a task at once.
+    pub task_after: Duration,
 }
 
 impl Default for Limits {
@@ -47,6 +50,7 @@ impl Default for Limits {
             call_timeout: Duration::from_secs(30),
             max_result_bytes: 8 * 1024 * 1024,
             confirm_timeout: Duration::from_secs(300),
+            task_after: Duration::from_secs(1),
         }
     }
 }
@@ -1829,6 +1833,10 @@ mod tests {
         assert_eq!(
             l.confirm_timeout.as_secs(),
             settings::CONFIRM_TIMEOUT_SECS.default
+        );
+        assert_eq!(
+            l.task_after.as_millis() as u64,
+            settings::TASK_AFTER_MS.default
         );
     }
 }

@@ -195,14 +195,23 @@ fn find(servers: &mut Vec<Server>, name: &str) -> Result<Server> {
 /// A positive whole number from the environment; a malformed value is a start-up error that
 /// names the variable, never silently ignored.
 fn env_number(name: &str) -> Result<Option<u64>> {
+    env_whole(name, 1)
+}
+
+/// A whole number of at least `least` from the environment, refused as [`env_number`]
+/// refuses.
+fn env_whole(name: &str, least: u64) -> Result<Option<u64>> {
+    let kind = if least > 0 {
+        "positive whole number"
+    } else {
+        "whole number"
+    };
     match std::env::var(name) {
         Err(std::env::VarError::NotPresent) => Ok(None),
         Ok(v) if v.trim().is_empty() => Ok(None),
         Ok(v) => match v.trim().parse::<u64>() {
-            Ok(n) if n > 0 => Ok(Some(n)),
-            _ => Err(anyhow!(
-                "{name}={v:?} is not a positive whole number; fix or unset it"
-            )),
+            Ok(n) if n >= least => Ok(Some(n)),
+            _ => Err(anyhow!("{name}={v:?} is not a {kind}; fix or unset it")),
         },
         Err(e) => Err(anyhow!("{name} is not valid text: {e}")),
     }
@@ -221,6 +230,9 @@ fn limits() -> Result<Limits> {
     }
     if let Some(secs) = env_number("MCPSPEC_CONFIRM_TIMEOUT_SECS")? {
         l.confirm_timeout = Duration::from_secs(secs);
+    }
+    if let Some(ms) = env_whole("MCPSPEC_TASK_AFTER_MS", 0)? {
+        l.task_after = Duration::from_millis(ms);
     }
     Ok(l)
 }

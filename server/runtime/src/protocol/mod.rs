@@ -1038,8 +1038,9 @@ impl ServerHandler for McpServer {
             confirmer: self.confirmer.clone(),
             cancel,
         };
-        self.conclude(job, ending, minted, as_task && !handler, support)
-            .await
+        // A SQL or content call answers as usual unless it runs past the grace period.
+        let after = (as_task && !handler).then(|| ending.engine.limits().task_after);
+        self.conclude(job, ending, minted, after, support).await
     }
 
     async fn get_task(
@@ -1073,26 +1074,31 @@ impl ServerHandler for McpServer {
 type Job = tokio::task::JoinHandle<Result<crate::engine::Success, CallError>>;
 
 impl McpServer {
-    /// Answers a running call: as a task at once (`at_once`), as a task when its handler asks
-    /// to (`minted`), or with its result; a tool that runs only as a task answers with one
-    /// even when its handler finished without going to the background (its questions, if it
+    /// Answers a running call: as a task once it ran `after` (at once when zero), as a task
+    /// when its handler asks to (`minted`), or with its result; a tool that runs only as a
+    /// task answers with one even when its call finished first (a handler's questions, if it
     /// asked in input_required rounds, come first).
     async fn conclude(
         &self,
         mut job: Job,
         mut ending: Ending,
         minted: Option<tasks::MintRequest>,
-        at_once: bool,
+        after: Option<std::time::Duration>,
         support: Option<TaskSupport>,
     ) -> Result<CallToolResponse, ErrorData> {
-        // The call becomes a task at once, when its handler asks to, or not at all.
-        let reply = match (at_once, minted) {
-            (true, _) => None,
-            (false, Some(mut minted)) => tokio::select! {
+        // The call becomes a task after a while, when its handler asks to, or not at all.
+        let reply = match (after, minted) {
+            (Some(after), _) if after.is_zero() => None,
+            (Some(after), _) => tokio::select! {
+                biased;
+                outcome = &mut job => return self.answer(ending, outcome, support).await,
+                () = tokio::time::sleep(after) => None,
+            },
+            (None, Some(mut minted)) => tokio::select! {
                 outcome = &mut job => return self.answer(ending, outcome, support).await,
                 Ok(reply) = &mut minted => Some(reply),
             },
-            (false, None) => return self.answer(ending, job.await, support).await,
+            (None, None) => return self.answer(ending, job.await, support).await,
         };
         ending.detach();
         let cancel = ending.cancel.clone();
