@@ -455,3 +455,39 @@ fn a_failing_start_up_job_is_logged_and_the_server_keeps_serving() {
             .is_some_and(|s| s.success())
     );
 }
+
+/// lessons_scan may run as a task (`task: optional`): for a client that takes tasks it checks
+/// the directory first (a bad one is answered at once, no task made), then reads the sessions
+/// in a task whose result `tasks/get` inlines.
+#[test]
+fn a_scan_runs_as_a_task_for_a_client_that_takes_tasks() {
+    use crate::conformance::tasks::{created, rpc, until};
+    let db = sample_db("lessons");
+    let mut c = StdioClient::spawn(
+        Command::new(EXE)
+            .args(["serve", "lessons", "--db"])
+            .arg(&db.path)
+            .env("LESSONS_PROXY_CONFIG", db.path.with_extension("none.json"))
+            .env_remove("MCPSPEC_STARTUP_JOBS")
+            .stderr(Stdio::null()),
+    )
+    .expect("spawn");
+    let scan = |dir: &str| json!({"name": "lessons_scan", "arguments": {"dir": dir}});
+    let r = rpc(&mut c, "tools/call", scan("/nonexistent/sessions"));
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert_eq!(r["result"]["isError"], json!(true), "{r}");
+    let sessions = tempfile::tempdir().unwrap();
+    write(sessions.path(), "correct.jsonl", &correction_session());
+    let id = created(&rpc(
+        &mut c,
+        "tools/call",
+        scan(sessions.path().to_str().unwrap()),
+    ));
+    let done = until(&mut c, &id, "completed");
+    let result = &done["result"]["structuredContent"];
+    assert_eq!(
+        suggested(result),
+        [("correction".to_string(), "s-correct".to_string())],
+        "{done}"
+    );
+}

@@ -672,16 +672,22 @@ mod misbehaving {
         }
     }
 
-    fn fake(mode: &str, env: &[(&str, &str)]) -> Fake {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let config = dir.path().join("proxy-config.json");
+    /// A proxy config in `dir` with one misbehaving downstream in `mode`.
+    fn config(dir: &Path, mode: &str) -> std::path::PathBuf {
+        let config = dir.join("proxy-config.json");
         let server = json!({"name": mode, "command": "python3", "args": [SCRIPT, mode],
-                            "env": {"FAKE_LOG": dir.path().join("received.jsonl")}});
+                            "env": {"FAKE_LOG": dir.join("received.jsonl")}});
         std::fs::write(
             &config,
             json!({"version": 1, "proxyServers": [server]}).to_string(),
         )
         .expect("write config");
+        config
+    }
+
+    fn fake(mode: &str, env: &[(&str, &str)]) -> Fake {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = config(dir.path(), mode);
         let db = sample_db("lessons");
         let stderr = std::fs::File::create(dir.path().join("stderr.log")).expect("stderr");
         let s = start_command(
@@ -779,6 +785,42 @@ mod misbehaving {
         assert!(names.contains(&"lessons_list"), "{names:?}");
         assert!(!names.contains(&"silent_tool"));
         f.s.finish();
+    }
+
+    /// Protocol 2026-07-28 has no session to tell: a listen stream that asked for tool list
+    /// changes hears that the slow downstream's tools arrived.
+    #[test]
+    fn a_listen_stream_hears_when_a_slow_downstream_s_tools_arrive() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = sample_db("lessons");
+        let mut c = mcpspec::client::StdioClient::spawn(
+            Command::new(EXE)
+                .args(["serve", "lessons", "--db"])
+                .arg(&db.path)
+                .env("LESSONS_PROXY_CONFIG", config(dir.path(), "slow"))
+                .stderr(Stdio::null()),
+        )
+        .expect("spawn");
+        let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                          "io.modelcontextprotocol/clientCapabilities": {}});
+        let listen = json!({"jsonrpc": "2.0", "id": "tools", "method": "subscriptions/listen",
+            "params": {"_meta": meta, "notifications": {"toolsListChanged": true}}});
+        c.send_line(&listen.to_string()).unwrap();
+        let ack = c
+            .recv(Duration::from_secs(10))
+            .expect("the acknowledgement");
+        assert_eq!(
+            ack["method"], "notifications/subscriptions/acknowledged",
+            "{ack}"
+        );
+        let note = c.recv(Duration::from_secs(20)).expect("a notification");
+        assert_eq!(note["method"], "notifications/tools/list_changed", "{note}");
+        assert_eq!(
+            note["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "tools",
+            "{note}"
+        );
+        let list = c.request("tools/list", json!({"_meta": meta})).unwrap();
+        assert!(list.to_string().contains("\"slow_tool\""), "{list}");
     }
 
     #[test]

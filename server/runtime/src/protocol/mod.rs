@@ -118,6 +118,8 @@ pub struct Live {
 enum Change {
     /// A new version of the server: its tools, resources and prompts may differ.
     Lists,
+    /// The proxy's downstream tools changed.
+    Tools,
     /// A call wrote to the database: any resource may read differently.
     Written,
     /// A handler said that this resource changed.
@@ -343,10 +345,15 @@ impl McpServer {
         if let Some(i) = def.instructions {
             config = config.with_instructions(i);
         }
+        let confirmer = Arc::new(Confirmer::new(engine.limits().confirm_timeout));
+        let live = Arc::new(Live::new(Surface::of(engine)));
+        if let Some(p) = &proxy {
+            forward_tool_changes(p, &live);
+        }
         McpServer {
-            confirmer: Arc::new(Confirmer::new(engine.limits().confirm_timeout)),
+            confirmer,
             tasks: TaskManager::new(),
-            live: Arc::new(Live::new(Surface::of(engine))),
+            live,
             config,
             proxy,
             session: Arc::new(Session::default()),
@@ -402,6 +409,25 @@ impl McpServer {
             ..self.clone()
         }
     }
+}
+
+/// Tells the listen streams of each change of the proxy's tools, as long as the server lives.
+fn forward_tool_changes(proxy: &Proxy, live: &Arc<Live>) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let mut changes = proxy.changes();
+    let live = Arc::downgrade(live);
+    runtime.spawn(async move {
+        loop {
+            match changes.recv().await {
+                Ok(()) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            }
+            let Some(live) = live.upgrade() else { return };
+            live.changed(Change::Tools);
+        }
+    });
 }
 
 /// Advertises the tasks extension (`io.modelcontextprotocol/tasks`).
@@ -1227,6 +1253,11 @@ async fn tell(
             }
             if accepted.resources_list_changed == Some(true) {
                 sent.push(sink.notify_resource_list_changed().await);
+            }
+        }
+        Change::Tools => {
+            if accepted.tools_list_changed == Some(true) {
+                sent.push(sink.notify_tool_list_changed().await);
             }
         }
         Change::Written => {

@@ -220,6 +220,9 @@ pub struct Proxy {
     rules: Vec<Rule>,
     /// The client sessions that sent `notifications/initialized`, told of `list_changed`.
     clients: Mutex<Vec<Peer<RoleServer>>>,
+    /// Each change of the tools the clients see, for the listen streams of protocol
+    /// 2026-07-28 (which have no session to be told in).
+    changes: tokio::sync::broadcast::Sender<()>,
     /// Clashes already logged.
     clashes: Mutex<HashSet<String>>,
     shutdown: CancellationToken,
@@ -290,6 +293,7 @@ impl Proxy {
             routes: RwLock::new(Routes::default()),
             rules,
             clients: Mutex::new(Vec::new()),
+            changes: tokio::sync::broadcast::channel(16).0,
             clashes: Mutex::new(HashSet::new()),
             shutdown: CancellationToken::new(),
             stop_by: Mutex::new(None),
@@ -474,6 +478,7 @@ impl Proxy {
         *lock(&self.downstreams[index].tools) = tools;
         let changed = self.rebuild();
         if changed {
+            let _ = self.changes.send(());
             let clients: Vec<Peer<RoleServer>> = {
                 let mut clients = lock(&self.clients);
                 clients.retain(|p| !p.is_transport_closed());
@@ -485,6 +490,12 @@ impl Proxy {
                 }
             }
         }
+    }
+
+    /// Hears of each change of the tools the clients see (a downstream that started late, or
+    /// came back with other tools).
+    pub fn changes(&self) -> tokio::sync::broadcast::Receiver<()> {
+        self.changes.subscribe()
     }
 
     /// Settles name clashes and recomputes the routes; true when the tools changed.
