@@ -613,8 +613,9 @@ pub(crate) struct RawTool {
     pub timeout_ms: Option<Sp<u64>>,
     /// The tasks extension (`io.modelcontextprotocol/tasks`): `optional`, the call runs as a
     /// task when the client declared the extension; `required`, it runs only as one and a
-    /// client without the extension gets -32021. A handler's call becomes a task when it
-    /// calls `ctx.background()`, so it may ask the client first.
+    /// client without the extension gets -32021. A SQL or content call becomes a task when it
+    /// runs past `MCPSPEC_TASK_AFTER_MS` (1 s by default); a handler's call, when it calls
+    /// `ctx.background()`, so it may ask the client first.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<TaskSupport>"))]
     pub task: Option<Sp<String>>,
     /// Transforms applied to string arguments after validation and before binding, in order:

@@ -28,13 +28,25 @@ pub fn answers(
     if prompt.ask.is_empty() || !link.supports("elicitation") {
         return Ok(Some(out));
     }
+    // Each form once: asked with it, and each answer checked against it.
+    let forms: Vec<Value> = prompt
+        .ask
+        .iter()
+        .map(|a| serde_json::from_str(a.schema).unwrap_or_else(|_| json!({})))
+        .collect();
     let questions = prompt
         .ask
         .iter()
-        .map(|a| {
-            let schema = serde_json::from_str(a.schema).unwrap_or_else(|_| json!({}));
+        .zip(&forms)
+        .map(|(a, form)| {
             let message = a.message.to_string();
-            Question::new(a.key, Input::Elicit { message, schema })
+            Question::new(
+                a.key,
+                Input::Elicit {
+                    message,
+                    schema: form.clone(),
+                },
+            )
         })
         .collect();
     let given = match link.ask(questions) {
@@ -46,8 +58,8 @@ pub fn answers(
             return Ok(Some(out));
         }
     };
-    for a in prompt.ask {
-        if let Some(content) = accepted(prompt, a.key, a.schema, given.get(a.key))? {
+    for (a, form) in prompt.ask.iter().zip(&forms) {
+        if let Some(content) = accepted(prompt, a.key, form, given.get(a.key))? {
             out.insert(a.key.to_string(), content);
         }
     }
@@ -59,15 +71,14 @@ pub fn answers(
 fn accepted(
     prompt: &PromptDef,
     key: &str,
-    schema: &str,
+    form: &Value,
     answer: Option<&Value>,
 ) -> Result<Option<Value>, ContentError> {
     let Some(answer) = answer.filter(|a| a["action"] == "accept") else {
         return Ok(None);
     };
     let content = answer.get("content").cloned().unwrap_or_else(|| json!({}));
-    let schema: Value = serde_json::from_str(schema).unwrap_or_else(|_| json!({}));
-    let checked = jsonschema::validator_for(&schema)
+    let checked = jsonschema::validator_for(form)
         .map_err(|e| e.to_string())
         .and_then(|v| crate::engine::validate(&v, &content).map_err(|e| e.message));
     match checked {

@@ -276,8 +276,8 @@ impl McpServer {
             return Ok(None);
         }
         // Each response is a client's result (to elicitation, sampling or roots): an object.
-        let malformed = call.responses.into_iter().flatten();
-        if let Some((key, _)) = malformed.into_iter().find(|(_, r)| !r.is_object()) {
+        let mut responses = call.responses.into_iter().flatten();
+        if let Some((key, _)) = responses.find(|(_, r)| !r.is_object()) {
             return Err(ErrorData::invalid_params(
                 format!(
                     "invalid params for {}: `inputResponses.{key}` must be an object (the client's result to the request under that key)",
@@ -1036,7 +1036,7 @@ impl ServerHandler for McpServer {
         }
         let (cancel, watcher) = cancel_flag(&context);
         let (progress, forwarder) = progress_forwarder(&context);
-        // A handler's call becomes a task when the handler asks to; any other, at once.
+        // A handler's call becomes a task when the handler asks to; any other, after a while.
         let (slot, minted) = match as_task && handler {
             true => {
                 let (slot, minted) = tasks::TaskSlot::new();

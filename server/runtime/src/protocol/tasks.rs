@@ -1,10 +1,10 @@
 //! The tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663): a call of a tool whose spec
-//! says `task:` answers at once with a task id when the client declared the extension; the
+//! says `task:` may answer with a task id when the client declared the extension; the
 //! client polls `tasks/get` for the state and the inlined result, answers the task's questions
 //! with `tasks/update` and may stop it with `tasks/cancel`.
 //!
-//! A SQL or content tool's call is a task from the start (after its confirmation, which is
-//! asked first). A handler's call becomes one when the handler calls `ctx.background()`, so it
+//! A SQL or content tool's call becomes a task when it runs past `MCPSPEC_TASK_AFTER_MS`
+//! (after its confirmation, which is asked first). A handler's call becomes one when the handler calls `ctx.background()`, so it
 //! can ask the client through `input_required` rounds first and then go on in the background;
 //! its questions after that wait for `tasks/update`. Tasks live in the memory of the process
 //! that minted them (rmcp's [`TaskManager`]), for five minutes after creation and as long
