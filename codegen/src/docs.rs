@@ -276,6 +276,7 @@ fn server_ctx(s: &ir::Server) -> ServerCtx {
         read_only: false,
         schema: String::new(),
         schema_pos: crate::diag::Pos::default(),
+        derived: String::new(),
         sample: None,
         postgres: None,
     };

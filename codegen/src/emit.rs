@@ -737,6 +737,7 @@ fn database_def(db: &crate::ir::Database) -> TokenStream {
     let windows = opt_str(db.windows.as_deref());
     let read_only = db.read_only;
     let schema = &db.schema;
+    let derived = &db.derived;
     let sample = opt_str(db.sample.as_deref());
     let postgres = match &db.postgres {
         Some(pg) => {
@@ -761,6 +762,7 @@ fn database_def(db: &crate::ir::Database) -> TokenStream {
             default_windows: #windows,
             read_only: #read_only,
             schema: #schema,
+            derived: #derived,
             sample: #sample,
             postgres: #postgres,
         })

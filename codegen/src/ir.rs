@@ -325,6 +325,9 @@ pub(crate) struct Database {
     /// Where the schema is written, for findings about the live database.
     #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub schema_pos: crate::diag::Pos,
+    /// Idempotent DDL applied at start-up to every writable database (and by `init`): the
+    /// spec's `derived` and its full-text indexes.
+    pub derived: String,
     pub sample: Option<String>,
     /// The server also runs on PostgreSQL.
     pub postgres: Option<Postgres>,

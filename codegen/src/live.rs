@@ -109,6 +109,7 @@ fn database(db: &ir::Database) -> DatabaseDef {
         default_windows: opt(db.windows.as_deref()),
         read_only: db.read_only,
         schema: text(&db.schema),
+        derived: text(&db.derived),
         sample: opt(db.sample.as_deref()),
         postgres: db.postgres.as_ref().map(|pg| PostgresDef {
             env: opt(pg.env.as_deref()),

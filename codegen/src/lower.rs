@@ -143,8 +143,9 @@ fn database(db: &crate::spec::RawDatabase) -> Database {
         macos: db.default_path.macos.clone(),
         windows: db.default_path.windows.clone(),
         read_only: db.access.as_ref().is_some_and(|a| a.value == "read_only"),
-        schema: schema_with_fts(&db.schema.value, &db.fts),
+        schema: db.schema.value.clone(),
         schema_pos: crate::spec::pos(&db.schema),
+        derived: derived_ddl(db.derived.as_ref().map(|d| d.value.as_str()), &db.fts),
         sample: db.sample.as_ref().map(|s| s.value.clone()),
         postgres: db.postgres.as_ref().map(|pg| Postgres {
             env: pg.value.env.as_ref().map(|e| e.value.clone()),
@@ -664,10 +665,11 @@ fn statement(s: &RawStatement, tool: &str, pg: bool) -> Statement {
     }
 }
 
-/// The declared DDL followed by each full-text index: an external-content FTS5 table over its
-/// source's rowid and the three triggers that keep it in step.
-fn schema_with_fts(schema: &str, fts: &[crate::spec::Sp<crate::spec::RawFts>]) -> String {
-    let mut out = schema.trim_end().to_string();
+/// The DDL the server applies at start-up: the spec's `derived` statements, then each
+/// full-text index with its triggers and, when the index is new on a table that has rows, the
+/// `rebuild` that fills it. Every statement is idempotent, so applying it again changes nothing.
+fn derived_ddl(derived: Option<&str>, fts: &[crate::spec::Sp<crate::spec::RawFts>]) -> String {
+    let mut out = derived.map(str::trim_end).unwrap_or_default().to_string();
     for f in fts {
         let f = &f.value;
         let (t, src) = (&f.table, &f.source);
@@ -680,9 +682,14 @@ fn schema_with_fts(schema: &str, fts: &[crate::spec::Sp<crate::spec::RawFts>]) -
             .as_ref()
             .map(|k| format!(", tokenize = '{}'", k.replace('\'', "''")))
             .unwrap_or_default();
+        if !out.is_empty() {
+            out.push('\n');
+        }
         out.push_str(&format!(
-            "\n-- Full-text index `{t}` over `{src}`, generated from `database.fts`.\n\
+            "-- Full-text index `{t}` over `{src}`, generated from `database.fts`.\n\
              CREATE VIRTUAL TABLE IF NOT EXISTS {t} USING fts5({cols}, content = '{src}', content_rowid = 'rowid'{tokenize});\n\
+             INSERT INTO {t} ({t}) SELECT 'rebuild'\n  \
+             WHERE NOT EXISTS (SELECT 1 FROM {t}_docsize) AND EXISTS (SELECT 1 FROM {src});\n\
              CREATE TRIGGER IF NOT EXISTS {t}_ai AFTER INSERT ON {src} BEGIN\n  \
              INSERT INTO {t} (rowid, {cols}) VALUES (new.rowid, {new_cols});\nEND;\n\
              CREATE TRIGGER IF NOT EXISTS {t}_ad AFTER DELETE ON {src} BEGIN\n  \
@@ -692,7 +699,9 @@ fn schema_with_fts(schema: &str, fts: &[crate::spec::Sp<crate::spec::RawFts>]) -
              INSERT INTO {t} (rowid, {cols}) VALUES (new.rowid, {new_cols});\nEND;"
         ));
     }
-    out.push('\n');
+    if !out.is_empty() {
+        out.push('\n');
+    }
     out
 }
 

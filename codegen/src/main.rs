@@ -227,12 +227,21 @@ fn check(
     }
     let live = match db.as_deref() {
         Some(p) => {
-            // Opening read-only never creates the file, so a wrong path is an error here.
+            // Opening without CREATE never makes the file, so a wrong path is an error here.
+            // Writable, so that the check can build the derived structures in a savepoint
+            // that it rolls back; a read-only file is opened read-only.
             let conn = rusqlite::Connection::open_with_flags(
                 p,
-                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
                     | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
             )
+            .or_else(|_| {
+                rusqlite::Connection::open_with_flags(
+                    p,
+                    rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+                        | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                )
+            })
             .with_context(|| format!("opening {}", p.display()))?;
             Some(conn)
         }

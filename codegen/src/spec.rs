@@ -324,7 +324,14 @@ pub(crate) struct RawDatabase {
     /// Sample rows as SQL, loaded by `mcpspec init --sample` and the demo.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub sample: Option<Sp<String>>,
-    /// Full-text indexes: FTS5 tables kept in sync with their source tables by triggers.
+    /// Structures derived from the data that the queries use (indexes, side tables, counters
+    /// and the triggers that keep them current), as idempotent SQLite DDL. Unlike `schema`, the
+    /// server applies them at start-up to every writable database it serves, after `init`'s
+    /// schema, so that a database made by another program gains them too.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub derived: Option<Sp<String>>,
+    /// Full-text indexes: FTS5 tables kept in sync with their source tables by triggers; built
+    /// at start-up like `derived`, and filled from the source table when first made.
     #[serde(default)]
     #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawFts>"))]
     pub fts: Vec<Sp<RawFts>>,
@@ -1176,6 +1183,7 @@ const DATABASE_KEYS: &[&str] = &[
     "access",
     "schema",
     "sample",
+    "derived",
     "fts",
     "postgres",
 ];

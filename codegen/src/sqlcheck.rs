@@ -42,11 +42,27 @@ pub fn check_sql(spec: &Spec, live: Option<&Connection>) -> Diagnostics {
     let Some(db) = &spec.ir.database else {
         return out;
     };
-    if !load_declared(spec, db, &declared, live, &mut out) {
+    let Some(schema_tables) = load_declared(spec, db, &declared, live, &mut out) else {
         return out;
-    }
+    };
     if let Some(live) = live {
-        out.extend(compare_tables(spec, &declared, live));
+        out.extend(compare_tables(spec, &declared, live, &schema_tables));
+    }
+    // The server builds the derived structures when it serves the file, and the statements
+    // need them: they are built here too, inside a savepoint that is rolled back afterwards.
+    let savepoint = live.filter(|l| l.execute_batch("SAVEPOINT mcpspec_derived").is_ok());
+    if let Some(live) = savepoint
+        && let Err(e) = live.execute_batch(&db.derived)
+    {
+        out.items.push(finding(
+            spec,
+            db.schema_pos,
+            format!(
+                "the derived structures do not build on the live database: {}",
+                lower(&e.to_string())
+            ),
+            "make the file writable and match it to `database.schema`: the server builds them when it serves the file",
+        ));
     }
     let targets: Vec<(&str, &Connection)> = std::iter::once(("the declared schema", &declared))
         .chain(live.map(|c| ("the live database", c)))
@@ -56,18 +72,22 @@ pub fn check_sql(spec: &Spec, live: Option<&Connection>) -> Diagnostics {
         check_intercept(spec, q, &targets, &mut out);
     }
     check_content(spec, &targets, &mut out);
+    if let Some(live) = savepoint {
+        let _ = live.execute_batch("ROLLBACK TO mcpspec_derived; RELEASE mcpspec_derived;");
+    }
     out
 }
 
-/// Registers `regexp()` on every connection and loads the declared schema and sample rows into
-/// `declared`; `false` when the schema does not run, which leaves nothing to prepare against.
+/// Registers `regexp()` on every connection and loads the declared schema, the derived
+/// structures and the sample rows into `declared`; returns the tables the schema itself makes,
+/// or `None` when the schema does not run, which leaves nothing to prepare against.
 fn load_declared(
     spec: &Spec,
     db: &crate::ir::Database,
     declared: &Connection,
     live: Option<&Connection>,
     out: &mut Diagnostics,
-) -> bool {
+) -> Option<Vec<String>> {
     // The runtime registers `regexp(pattern, text)` on every connection; an interceptor query
     // that uses it must prepare here too.
     for conn in std::iter::once(declared).chain(live) {
@@ -90,7 +110,20 @@ fn load_declared(
             ),
             "fix the DDL under `database.schema`",
         ));
-        return false;
+        return None;
+    }
+    let schema_tables = tables(declared).unwrap_or_default();
+    if let Err(e) = declared.execute_batch(&db.derived) {
+        out.items.push(finding(
+            spec,
+            Pos::default(),
+            format!(
+                "the derived structures do not build: {}",
+                lower(&e.to_string())
+            ),
+            "fix the DDL under `database.derived` or `database.fts`",
+        ));
+        return None;
     }
     if let Some(sample) = &db.sample
         && let Err(e) = declared.execute_batch(sample)
@@ -102,7 +135,7 @@ fn load_declared(
             "fix the SQL under `database.sample`",
         ));
     }
-    true
+    Some(schema_tables)
 }
 
 /// Every tool statement, prepared on each target: its declared columns, its INSERTs' NOT NULL
@@ -403,7 +436,12 @@ fn table_info(conn: &Connection, table: &str) -> rusqlite::Result<Vec<ColumnInfo
 
 /// Reports every declared table or column the live database lacks or has with another type.
 /// Extra tables and columns in the live file are fine: the tools do not read them.
-fn compare_tables(spec: &Spec, declared: &Connection, live: &Connection) -> Diagnostics {
+fn compare_tables(
+    spec: &Spec,
+    declared: &Connection,
+    live: &Connection,
+    schema_tables: &[String],
+) -> Diagnostics {
     let mut out = Diagnostics::default();
     let at = spec
         .ir
@@ -413,7 +451,10 @@ fn compare_tables(spec: &Spec, declared: &Connection, live: &Connection) -> Diag
     let help = "migrate the database, or change `database.schema` and the queries to match it";
     let result = (|| -> rusqlite::Result<()> {
         let live_tables = tables(live)?;
-        for table in tables(declared)? {
+        for table in tables(declared)?
+            .into_iter()
+            .filter(|t| schema_tables.contains(t))
+        {
             let Some(live_name) = live_tables.iter().find(|t| t.eq_ignore_ascii_case(&table))
             else {
                 out.items.push(finding(

@@ -110,7 +110,12 @@ fn tokens(sql: &str) -> Vec<Tok> {
                 while i < b.len() && ident(b[i]) {
                     i += 1;
                 }
-                out.push(Tok::Word(sql[start..i].to_string()));
+                // A word followed by `(` is a function call, such as `replace(x, 'a', 'b')`,
+                // never one of the statement keywords.
+                let next = b[i..].iter().find(|c| !c.is_ascii_whitespace());
+                if next != Some(&b'(') {
+                    out.push(Tok::Word(sql[start..i].to_string()));
+                }
             }
             _ => i += 1,
         }
@@ -136,6 +141,8 @@ mod tests {
             ("select 'delete' from t", false, false),
             ("INSERT INTO t VALUES (1) RETURNING id", true, false),
             ("WITH x AS (SELECT 1) UPDATE t SET a = 1", true, true),
+            ("SELECT replace(a, 'x', 'y') FROM t", false, false),
+            ("INSERT OR REPLACE INTO t (a) VALUES (1)", true, true),
             ("DELETE FROM t", true, true),
         ] {
             assert_eq!((writes(sql), destroys(sql)), (w, d), "{sql}");

@@ -341,8 +341,8 @@ fn a_new_required_property_is_breaking() {
     );
     copy.edit(
         SPEC,
-        "        SELECT printf('D-%03d', n), :project_id, :title, :decision,",
-        "        SELECT printf('D-%03d', n), :project_id, :title, :decision || :why,",
+        "        SELECT printf('D-%03d', last + 1), :project_id, :title, :decision,",
+        "        SELECT printf('D-%03d', last + 1), :project_id, :title, :decision || :why,",
     );
     expect(
         &copy,
@@ -605,8 +605,13 @@ fn strict_studio_db(copy: &Copy, name: &str) -> rusqlite::Connection {
 /// The DDL under `database.schema` of the studio spec, dedented.
 fn text_between(spec: &str) -> String {
     let start = spec.find("  schema: |\n").unwrap() + "  schema: |\n".len();
-    let end = spec.find("  sample: |\n").unwrap();
-    spec[start..end]
+    // The block ends at the next key (or comment) of the `database` section.
+    let end: usize = spec[start..]
+        .lines()
+        .take_while(|l| l.is_empty() || l.starts_with("    "))
+        .map(|l| l.len() + 1)
+        .sum();
+    spec[start..start + end]
         .lines()
         .map(|l| l.strip_prefix("    ").unwrap_or(l))
         .collect::<Vec<_>>()

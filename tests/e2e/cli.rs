@@ -19,7 +19,7 @@ fn init_creates_a_database_and_never_overwrites_one() {
     assert_eq!(
         err.trim(),
         format!(
-            "error: {db_s} already holds tables (cycles, decisions, learnings, projects); mcpspec init never changes an existing database"
+            "error: {db_s} already holds tables (cycles, decisions, id_counters, learning_tags, learnings, learnings_fts, learnings_fts_config, learnings_fts_data, learnings_fts_docsize, learnings_fts_idx, projects); mcpspec init never changes an existing database"
         )
     );
     assert_eq!(count_rows(&db, "learnings"), 0);
@@ -147,12 +147,14 @@ fn start_up_fails_clearly_on_a_file_that_is_not_the_expected_database() {
     assert_eq!(code, 2);
     let expected = format!(
         "error: the database at {} does not match what spec/studio.yaml expects:
-  tool `query_learnings`: statement `query_learnings` does not prepare: no such column: l.tags
+  tool `query_learnings`: statement `query_learnings` does not prepare: no such table: learning_tags
   tool `get_learning`: statement `get_learning` does not prepare: no such column: l.tags
   tool `list_tags`: statement `list_tags` does not prepare: no such column: l.tags
   tool `get_project_context`: statement `recent_learnings` does not prepare: no such column: tags
   tool `capture_learning`: statement `capture_learning` does not prepare: table learnings has no column named tags
-the database differs from the schema the spec declares: migrate it, or point --db at the right file",
+  tool `capture_decision`: statement `capture_decision` does not prepare: no such table: id_counters
+the database differs from the schema the spec declares: migrate it, or point --db at the right file
+the structures under `database.derived` could not be built: no such column: l.tags",
         drift.display()
     );
     assert_eq!(err.trim(), expected);

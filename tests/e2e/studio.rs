@@ -455,3 +455,212 @@ fn writes_work_on_a_database_without_the_declared_defaults() {
     assert!(d["created_at"].is_string(), "{d}");
     s.finish();
 }
+
+/// `query_learnings` as it was before the indexes: every learning checked with `instr`, newest
+/// first. The indexed query must return exactly what this returns.
+const PLAIN_QUERY: &str = "SELECT l.id FROM learnings l
+WHERE (:project_id IS NULL OR l.project_id = :project_id)
+  AND (:tags IS NULL OR json_array_length(:tags) = 0 OR EXISTS (
+        SELECT 1 FROM json_each(CASE WHEN json_valid(l.tags) THEN l.tags ELSE '[]' END) t
+        WHERE t.value IN (SELECT value FROM json_each(:tags))))
+  AND (:search IS NULL
+       OR instr(lower(l.title), lower(:search)) > 0
+       OR instr(lower(l.problem), lower(:search)) > 0
+       OR instr(lower(l.solution), lower(:search)) > 0)
+ORDER BY l.created_at DESC, l.id DESC
+LIMIT :limit";
+
+/// A studio database as another program makes it: the declared tables only (no indexes, no
+/// full-text table, no counters), with `n` learnings whose words, tags and projects repeat at
+/// different rates, so that some searches match many recent rows and others a few old ones.
+fn plain_studio_db(n: usize) -> crate::common::Db {
+    let def = server::server("studio").expect("studio");
+    let db = def.database.as_ref().expect("a database");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("studio.db");
+    let mut conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(db.schema).unwrap();
+    conn.execute_batch("INSERT INTO projects (id, name) VALUES ('p1', 'One'), ('p2', 'Two');")
+        .unwrap();
+    let words = [
+        "Timeout",
+        "deadlock",
+        "Stale Data",
+        "WAL mode",
+        "Équipe",
+        "say \"hi\"",
+        "50% off",
+        "snake_case",
+        "rare-token-zq",
+    ];
+    let tags = ["rust", "sqlite", "ci", "Deploy", "x"];
+    let tx = conn.transaction().unwrap();
+    for i in 1..=n {
+        // Rare words only in the oldest learnings; common ones everywhere.
+        let word = if i % 997 == 0 { words[8] } else { words[i % 8] };
+        let tag_list = match i % 7 {
+            0 => format!(r#"["{}","{}"]"#, tags[i % 5], tags[(i / 5) % 5]),
+            1 => format!(r#"["{0}","{0}"]"#, tags[i % 5]),
+            2 => "[]".into(),
+            _ => format!(r#"["{}"]"#, tags[(i / 3) % 5]),
+        };
+        tx.execute(
+            "INSERT INTO learnings (id, title, problem, solution, tags, project_id, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
+            rusqlite::params![
+                format!("L-{i:03}"),
+                format!("Learning {i} about {word}"),
+                format!("problem {} text", words[(i * 3) % 8]),
+                if i % 11 == 0 { "ÉQUIPE upper".to_string() } else { format!("fix {}", i % 13) },
+                tag_list,
+                if i % 3 == 0 { "p2" } else { "p1" },
+                // Not in id order: created_at repeats and runs backwards in places.
+                format!("2024-{:02}-{:02}T00:00:00Z", 1 + (i * 7) % 12, 1 + (i % 28)),
+            ],
+        )
+        .unwrap();
+    }
+    tx.commit().unwrap();
+    crate::common::Db { _dir: dir, path }
+}
+
+/// The ids [`PLAIN_QUERY`] returns for `args` on `db`.
+fn plain_ids(db: &std::path::Path, args: &Value) -> Vec<String> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let text = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_string);
+    let tags = args.get("tags").map(Value::to_string);
+    let limit = args.get("limit").and_then(Value::as_i64).unwrap_or(10);
+    let mut st = conn.prepare(PLAIN_QUERY).unwrap();
+    st.query_map(
+        rusqlite::named_params! {":project_id": text("project_id"), ":tags": tags,
+        ":search": text("search"), ":limit": limit},
+        |r| r.get(0),
+    )
+    .unwrap()
+    .collect::<Result<_, _>>()
+    .unwrap()
+}
+
+#[test]
+fn the_indexed_search_returns_what_the_plain_scan_returns_on_a_database_init_did_not_make() {
+    let db = plain_studio_db(3000);
+    let reference = db._dir.path().join("reference.db");
+    std::fs::copy(&db.path, &reference).unwrap();
+    // The server builds the indexes at start-up on a database that lacks them.
+    let mut s = crate::common::start_on(db, "studio", &[]);
+    let searches = [
+        None,
+        Some("Timeout"),
+        Some("timeout"),
+        Some("STALE data"),
+        Some("rare-token-zq"),
+        Some("Équipe"),
+        Some("équipe"),
+        Some("ÉQUIPE"),
+        Some("say \"hi\""),
+        Some("\""),
+        Some("50%"),
+        Some("%"),
+        Some("_c"),
+        Some("e_"),
+        Some("ab"),
+        Some("q"),
+        Some("no such words"),
+        Some("learning 29"),
+        Some("fix 12"),
+    ];
+    let filters = [
+        json!({}),
+        json!({"tags": ["rust"]}),
+        json!({"tags": ["Deploy", "x"]}),
+        json!({"tags": ["no-such-tag"]}),
+        json!({"tags": []}),
+        json!({"project_id": "p2"}),
+        json!({"project_id": "p1", "tags": ["ci"], "limit": 50}),
+        json!({"limit": 1}),
+    ];
+    let mut checked = 0;
+    for search in searches {
+        for filter in &filters {
+            let mut args = filter.clone();
+            if let Some(q) = search {
+                args["search"] = json!(q);
+            }
+            let got = s.ok("query_learnings", args.clone());
+            let got: Vec<String> = ids(&got["learnings"])
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            assert_eq!(got, plain_ids(&reference, &args), "query_learnings {args}");
+            checked += usize::from(!got.is_empty());
+        }
+    }
+    assert!(
+        checked > 60,
+        "too few searches found anything to compare: {checked}"
+    );
+    s.finish();
+}
+
+#[test]
+fn rows_written_by_another_program_are_found_and_numbered_after() {
+    let db = plain_studio_db(500);
+    let path = db.path.clone();
+    let mut s = crate::common::start_on(db, "studio", &[]);
+    // Another program writes while the server runs: the triggers keep the indexes current.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute(
+        "INSERT INTO learnings (id, title, problem, solution, tags, created_at, updated_at)
+         VALUES ('L-900', 'Zebra crossing', 'p', 's', '[\"outside\"]', '2020-01-01T00:00:00Z', '2020-01-01T00:00:00Z')",
+        [],
+    )
+    .unwrap();
+    let found = s.ok("query_learnings", json!({"search": "zebra"}));
+    assert_eq!(ids(&found["learnings"]), ["L-900"]);
+    let found = s.ok("query_learnings", json!({"tags": ["outside"]}));
+    assert_eq!(ids(&found["learnings"]), ["L-900"]);
+    conn.execute(
+        "UPDATE learnings SET title = 'Horse', tags = '[\"inside\"]' WHERE id = 'L-900'",
+        [],
+    )
+    .unwrap();
+    let gone = s.ok("query_learnings", json!({"search": "zebra"}));
+    assert_eq!(ids(&gone["learnings"]), Vec::<&str>::new());
+    let gone = s.ok("query_learnings", json!({"tags": ["outside"]}));
+    assert_eq!(ids(&gone["learnings"]), Vec::<&str>::new());
+    // The next id follows the highest one, whoever wrote it.
+    let l = s.ok(
+        "capture_learning",
+        json!({"title": "Counters follow outside writes", "problem": "ppp", "solution": "sss", "tags": ["ids"]}),
+    );
+    assert_eq!(l["id"], "L-901", "{l}");
+    conn.execute("DELETE FROM learnings WHERE id = 'L-901'", [])
+        .unwrap();
+    let l = s.ok(
+        "capture_learning",
+        json!({"title": "Ids are not reused", "problem": "ppp", "solution": "sss", "tags": ["ids"]}),
+    );
+    assert_eq!(l["id"], "L-902", "{l}");
+    let found = s.ok(
+        "query_learnings",
+        json!({"search": "not reused", "tags": ["ids"]}),
+    );
+    assert_eq!(ids(&found["learnings"]), ["L-902"]);
+    drop(conn);
+    s.finish();
+}
+
+#[test]
+fn a_read_only_database_without_the_indexes_is_refused_with_the_way_to_build_them() {
+    let db = plain_studio_db(10);
+    let path = db.path.to_str().unwrap();
+    let (code, _, err) =
+        crate::common::mcpspec(&["serve", "studio", "--db", path, "--read-only"], &[]);
+    assert_eq!(code, 2, "{err}");
+    for want in [
+        "statement `query_learnings` does not prepare: no such table: learning_tags",
+        "a read-only database gains the structures under `database.derived` when served writable once",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in:\n{err}");
+    }
+}

@@ -318,6 +318,10 @@ pub struct DatabaseDef {
     pub read_only: bool,
     /// The DDL run by `mcpspec init`.
     pub schema: &'static str,
+    /// Idempotent DDL for structures derived from the data (indexes, full-text tables, side
+    /// tables and their triggers), applied by `init` after the schema and at start-up to every
+    /// writable database; empty when the spec declares none.
+    pub derived: &'static str,
     /// Sample rows loaded by `mcpspec init --sample` and `mcpspec demo`.
     pub sample: Option<&'static str>,
     /// The server also runs on PostgreSQL: its schema and sample rows there.

@@ -246,8 +246,9 @@ impl Engine {
         handlers: Option<Box<dyn Dispatch>>,
     ) -> Result<Arc<Engine>, StartError> {
         let read_only = read_only || def.database.as_ref().is_some_and(|d| d.read_only);
-        let db = open_database(def, location, read_only, &limits)?.map(Arc::new);
-        Engine::assemble(def, db, location, read_only, limits, handlers)
+        let (db, derive_failed) = open_database(def, location, read_only, &limits)?.unzip();
+        let opened = db.map(|db| (Arc::new(db), derive_failed.flatten()));
+        Engine::assemble(def, opened, location, read_only, limits, handlers)
     }
 
     /// [`Engine::start_at`] for a rehearsal: every write runs in a transaction that is rolled
@@ -258,13 +259,13 @@ impl Engine {
         limits: Limits,
         handlers: Option<Box<dyn Dispatch>>,
     ) -> Result<Arc<Engine>, StartError> {
-        let mut db = open_database(def, Some(location), false, &limits)?;
-        if let Some(db) = &mut db {
+        let mut opened = open_database(def, Some(location), false, &limits)?;
+        if let Some((db, _)) = &mut opened {
             db.rehearse();
         }
         Engine::assemble(
             def,
-            db.map(Arc::new),
+            opened.map(|(db, failed)| (Arc::new(db), failed)),
             Some(location),
             false,
             limits,
@@ -276,7 +277,7 @@ impl Engine {
     /// statement checked against the database.
     fn assemble(
         def: &'static ServerDef,
-        db: Option<Arc<Database>>,
+        opened: Option<(Arc<Database>, Option<String>)>,
         location: Option<&Location>,
         read_only: bool,
         limits: Limits,
@@ -302,15 +303,32 @@ impl Engine {
         // Every statement must prepare against the real database, and return the declared
         // columns, before the server accepts a call: drift is a start-up error listing every
         // affected tool, not a failure of some later call.
+        let (db, derive_failed) = opened.unzip();
         if let (Some(db), Some(path)) = (&db, location) {
             let drift = drift(def, db.engine(), &|sql| db.columns(sql));
+            let derive_failed = derive_failed.flatten();
             if !drift.is_empty() {
+                let mut fix = which_side(def, db.engine());
+                let derived = def
+                    .database
+                    .as_ref()
+                    .is_some_and(|d| !d.derived.trim().is_empty());
+                if let Some(reason) = derive_failed {
+                    fix.push_str(&format!(
+                        "\nthe structures under `database.derived` could not be built: {reason}"
+                    ));
+                } else if derived && db.sqlite().is_some_and(|p| p.is_read_only()) {
+                    fix.push_str("\na read-only database gains the structures under `database.derived` when served writable once");
+                }
                 return Err(StartError::Drift {
                     path: path.display(),
                     spec: def.spec_file,
                     problems: drift.join("\n  "),
-                    fix: which_side(def, db.engine()),
+                    fix,
                 });
+            }
+            if let Some(reason) = derive_failed {
+                tracing::warn!(%reason, "could not build the structures under `database.derived`; the statements still prepare");
             }
         }
         Ok(Arc::new(Engine {
@@ -1334,14 +1352,21 @@ fn open_database(
     location: Option<&Location>,
     read_only: bool,
     limits: &Limits,
-) -> Result<Option<Database>, StartError> {
+) -> Result<Option<(Database, Option<String>)>, StartError> {
     Ok(match (&def.database, location) {
-        (Some(_), Some(Location::File(p))) => Some(Database::open_sqlite(p, read_only)?),
+        (Some(d), Some(Location::File(p))) => {
+            let db = Database::open_sqlite(p, read_only)?;
+            let failed = db.derive(d.derived);
+            Some((db, failed))
+        }
         (Some(d), Some(Location::Url(u))) => {
             if d.postgres.is_none() {
                 return Err(StartError::NoPostgres { server: def.name });
             }
-            Some(Database::open_postgres(u, read_only, limits.call_timeout)?)
+            Some((
+                Database::open_postgres(u, read_only, limits.call_timeout)?,
+                None,
+            ))
         }
         (None, Some(_)) => return Err(StartError::NoDatabase { server: def.name }),
         (_, None) => None,
@@ -1510,7 +1535,8 @@ fn which_side(def: &'static ServerDef, engine: DbEngine) -> String {
         return "the database differs from the schema the spec declares for PostgreSQL: migrate it, or point --db at the right database (`cargo run -p codegen -- check` checks the spec itself)".into();
     }
     let declared = def.database.as_ref().and_then(|db| {
-        let columns = crate::backend::scratch_columns(db.schema)?;
+        let ddl = format!("{}\n{}", db.schema, db.derived);
+        let columns = crate::backend::scratch_columns(&ddl)?;
         Some(drift(def, DbEngine::Sqlite, &|sql| columns(sql.text)))
     });
     match declared {
@@ -1796,6 +1822,7 @@ mod tests {
                 read_only: db.read_only,
                 // A declared schema the statements do not fit: the spec is what is wrong.
                 schema: "CREATE TABLE notes (id TEXT);",
+                derived: "",
                 sample: None,
                 postgres: None,
             }),

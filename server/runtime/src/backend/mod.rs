@@ -174,6 +174,16 @@ impl Database {
         }
     }
 
+    /// Applies the derived DDL on a writable SQLite database (see [`sqlite::Pool::derive`]);
+    /// why it could not, if it could not. Not fatal by itself: the statements that need what
+    /// is missing fail the start-up drift check, which then gives this reason too.
+    pub fn derive(&self, ddl: &str) -> Option<String> {
+        match self {
+            Database::Sqlite(p) => p.derive(ddl).err(),
+            Database::Postgres(_) => None,
+        }
+    }
+
     /// Which database this is.
     pub fn engine(&self) -> Engine {
         match self {

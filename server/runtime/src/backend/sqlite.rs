@@ -316,6 +316,8 @@ pub fn init(def: &DatabaseDef, path: &Path, sample: bool) -> Result<(), DbError>
     }
     let mut script = String::from("BEGIN;\n");
     script.push_str(def.schema);
+    script.push('\n');
+    script.push_str(def.derived);
     if sample && let Some(s) = def.sample {
         script.push('\n');
         script.push_str(s);
@@ -434,6 +436,25 @@ impl Pool {
 
     pub fn is_read_only(&self) -> bool {
         self.writer.is_none()
+    }
+
+    /// Applies the spec's derived DDL (see [`crate::def::DatabaseDef::derived`]) in one
+    /// transaction on the writer, so that a database another program made gains the indexes
+    /// and side tables the queries use. Does nothing on a read-only pool; on failure nothing
+    /// is applied and the reason is returned, with SQLite's wording.
+    pub fn derive(&self, ddl: &str) -> Result<(), String> {
+        if ddl.trim().is_empty() {
+            return Ok(());
+        }
+        // BEGIN (deferred): when every structure exists, nothing is written.
+        let applied = self.write(|conn| {
+            conn.execute_batch(&format!("BEGIN;\n{ddl}\nCOMMIT;"))
+                .map_err(|e| {
+                    let _ = conn.execute_batch("ROLLBACK");
+                    sqlite_message(&e)
+                })
+        });
+        applied.unwrap_or(Ok(()))
     }
 }
 

@@ -141,7 +141,12 @@ impl Databases {
 }
 
 fn scratch_source(database: &DatabaseDef) -> String {
-    format!("{}\n--\n{}", database.schema, database.sample.unwrap_or(""))
+    format!(
+        "{}\n--\n{}\n--\n{}",
+        database.schema,
+        database.derived,
+        database.sample.unwrap_or("")
+    )
 }
 
 /// What the watching thread needs to make the next version.
