@@ -496,6 +496,25 @@ fn stdin_closing_also_drains_calls_in_flight(engine: Engine) {
 }
 
 fn cancellation_interrupts_a_running_query(engine: Engine) {
+    cancel_while_running(
+        engine,
+        json!({"name": "kb_search", "arguments": {"query": "common", "limit": 50}}),
+    );
+}
+
+/// A read that takes the stdio lane (a plain SQL tool, answered on the thread that read it)
+/// is interrupted the same way: another thread reads the cancellation meanwhile.
+#[test]
+fn cancellation_interrupts_a_read_answered_on_the_reading_thread() {
+    cancel_while_running(
+        Engine::Sqlite,
+        json!({"name": "kb_list", "arguments": {"tags": ["no-such-tag"], "limit": 100}}),
+    );
+}
+
+/// Sends the tool call `params` on a big database with its cancellation right behind it: the
+/// server stays free for the next call, and the call stops as cancelled.
+fn cancel_while_running(engine: Engine, params: Value) {
     let db = big_db_on(engine, 300_000);
     let log = db._dir.path().join("server.log");
     let file = std::fs::File::create(&log).unwrap();
@@ -505,10 +524,9 @@ fn cancellation_interrupts_a_running_query(engine: Engine) {
         Stdio::from(file),
     );
     // The cancellation follows the request at once: the server registers the request before it
-    // reads the next message, so the search is stopped before or while it runs, never after.
-    let search = json!({"jsonrpc": "2.0", "id": 79, "method": "tools/call",
-        "params": {"name": "kb_search", "arguments": {"query": "common", "limit": 50}}});
-    c.send_line(&search.to_string()).unwrap();
+    // reads the next message, so the call is stopped before or while it runs, never after.
+    let call = json!({"jsonrpc": "2.0", "id": 79, "method": "tools/call", "params": params});
+    c.send_line(&call.to_string()).unwrap();
     c.notify(
         "notifications/cancelled",
         json!({"requestId": 79, "reason": "user pressed escape"}),
@@ -532,12 +550,12 @@ fn cancellation_interrupts_a_running_query(engine: Engine) {
             "a cancelled call answered with: {text}"
         );
     }
-    // The server's call log shows the search stopped as cancelled.
+    // The server's call log shows the call stopped as cancelled.
     let text = std::fs::read_to_string(&log).unwrap();
     let outcomes: Vec<String> = text
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["target"] == "mcpspec::call" && v["fields"]["tool"] == "kb_search")
+        .filter(|v| v["target"] == "mcpspec::call" && v["fields"]["tool"] == params["name"])
         .map(|v| v["fields"]["outcome"].as_str().unwrap_or("").to_string())
         .collect();
     assert_eq!(outcomes, ["CANCELLED"], "{text}");

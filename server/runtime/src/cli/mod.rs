@@ -659,8 +659,13 @@ fn serve_stdio(
         .max_blocking_threads(8)
         .enable_all()
         .build()?;
-    let (transport, writer) = crate::transport::stdio::StdioTransport::stdio();
-    runtime.block_on(async move {
+    let (session, writer) = runtime.block_on(async move {
+        let proxy = start_proxy(&engine).await?;
+        let jobs = crate::startup::spawn(engine.clone());
+        let handler = shared_key(make(engine, proxy.clone()))?;
+        // Plain SQL tool calls are answered on the thread that read them (zero hops).
+        let lane = crate::transport::lane::Lane::new(handler.live());
+        let (transport, writer) = crate::transport::stdio::StdioTransport::stdio(Some(lane));
         let transport = transport.with_drain_timeout(drain);
         // On SIGTERM or SIGINT the transport stops reading and waits for the calls in flight,
         // as when stdin closes, so their answers still reach the client.
@@ -670,9 +675,6 @@ fn serve_stdio(
             tracing::info!("signal received; finishing calls in flight");
             stop.stop();
         });
-        let proxy = start_proxy(&engine).await?;
-        let jobs = crate::startup::spawn(engine.clone());
-        let handler = shared_key(make(engine, proxy.clone()))?;
         let session = match rmcp::serve_server(handler.clone(), transport).await {
             Ok(running) => {
                 started(&handler, running.peer().clone());
@@ -689,8 +691,9 @@ fn serve_stdio(
         if let Some(p) = proxy {
             p.shutdown(drain).await;
         }
-        session
+        Ok::<_, anyhow::Error>((session, writer))
     })?;
+    session?;
     // Calls still running after the drain timeout are abandoned rather than awaited forever;
     // the database closes when the engine is dropped.
     runtime.shutdown_timeout(Duration::from_secs(1));

@@ -2,4 +2,5 @@
 //! as a subprocess, [`http`] for Streamable HTTP.
 
 pub mod http;
+pub mod lane;
 pub mod stdio;

@@ -5,13 +5,18 @@
 //! request for a method MCP does not define gets -32601 (even before `initialize`), and an
 //! oversized line is discarded without being buffered and answered with -32600.
 //!
-//! One OS thread reads stdin and one writes stdout, joined to the async side by channels.
-//! tokio's own stdin and stdout hand every read and write to its blocking pool, which cost
-//! several thread switches per call (see BENCHMARKS.md); the writer also batches responses
-//! that are ready together into one flush.
+//! A few OS threads take turns reading stdin and one writes stdout, joined to the async side
+//! by channels. tokio's own stdin and stdout hand every read and write to its blocking pool,
+//! which cost several thread switches per call (see BENCHMARKS.md); the writer also batches
+//! responses that are ready together into one flush.
+//!
+//! With a [`Lane`], a reading thread answers a plain SQL tool call itself while another
+//! thread waits to read the next message (see [`super::lane`]); only when no other thread is
+//! free to read does such a call go to rmcp, so cancellations are always read.
 
 use std::io::{BufRead, Write};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use rmcp::RoleServer;
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, RequestId};
@@ -19,6 +24,8 @@ use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::Value;
 use tokio::sync::mpsc;
+
+use super::lane::{Call, Lane};
 
 /// Request methods MCP defines (through 2026-07-28); any other method is not found.
 const MCP_METHODS: &[&str] = &[
@@ -156,6 +163,8 @@ enum Input {
 
 pub struct StdioTransport {
     lines: mpsc::UnboundedReceiver<Input>,
+    /// Set when the client sends `notifications/initialized`: lane calls may start.
+    ready: Arc<AtomicBool>,
     out: std::sync::mpsc::Sender<Vec<u8>>,
     max_line: usize,
     requests: Arc<InFlight>,
@@ -165,59 +174,75 @@ pub struct StdioTransport {
     drain_deadline: Option<tokio::time::Instant>,
 }
 
-/// Reads `read` line by line on the current thread, never buffering more than `max` bytes of
-/// one line, until end of input or until the receiving side is gone.
-fn read_lines(read: impl std::io::Read, max: usize, tx: &mpsc::UnboundedSender<Input>) {
-    let mut read = std::io::BufReader::with_capacity(64 * 1024, read);
-    let mut line = Vec::with_capacity(4096);
-    let mut discarding = false;
-    loop {
-        let available = match read.fill_buf() {
-            Ok(a) => a,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                tracing::error!(error = %e, "reading stdin failed");
-                return;
+/// Reads a stream line by line, never buffering more than `max` bytes of one line.
+struct LineReader {
+    read: std::io::BufReader<Box<dyn std::io::Read + Send>>,
+    max: usize,
+    line: Vec<u8>,
+    discarding: bool,
+    ended: bool,
+}
+
+impl LineReader {
+    /// The next line or oversize notice; `None` at end of input, and ever after.
+    fn next(&mut self) -> Option<Input> {
+        while !self.ended {
+            let available = match self.read.fill_buf() {
+                Ok(a) => a,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    tracing::error!(error = %e, "reading stdin failed");
+                    self.ended = true;
+                    return None;
+                }
+            };
+            if available.is_empty() {
+                self.ended = true;
+                // The last message may end at end of input without a newline; it still counts.
+                let last = std::mem::take(&mut self.line);
+                return (!self.discarding && !last.is_empty()).then_some(Input::Line(last));
             }
-        };
-        if available.is_empty() {
-            // The last message may end at end of input without a newline; it still counts.
-            if !discarding && !line.is_empty() {
-                let _ = tx.send(Input::Line(line));
+            let newline = available.iter().position(|b| *b == b'\n');
+            let take = newline.map_or(available.len(), |i| i + 1);
+            let mut event = None;
+            if self.discarding {
+                self.discarding = newline.is_none();
+            } else if self.line.len() + take > self.max {
+                self.line.clear();
+                self.discarding = newline.is_none();
+                event = Some(Input::Oversized);
+            } else {
+                self.line.extend_from_slice(&available[..take]);
+                if newline.is_some() {
+                    event = Some(Input::Line(std::mem::replace(
+                        &mut self.line,
+                        Vec::with_capacity(4096),
+                    )));
+                }
             }
-            return;
-        }
-        let newline = available.iter().position(|b| *b == b'\n');
-        let take = newline.map_or(available.len(), |i| i + 1);
-        let mut event = None;
-        if discarding {
-            discarding = newline.is_none();
-        } else if line.len() + take > max {
-            line.clear();
-            discarding = newline.is_none();
-            event = Some(Input::Oversized);
-        } else {
-            line.extend_from_slice(&available[..take]);
-            if newline.is_some() {
-                event = Some(Input::Line(std::mem::replace(
-                    &mut line,
-                    Vec::with_capacity(4096),
-                )));
+            self.read.consume(take);
+            if event.is_some() {
+                return event;
             }
         }
-        read.consume(take);
-        if let Some(e) = event
-            && tx.send(e).is_err()
-        {
-            return;
-        }
+        None
     }
 }
 
+/// stdout, shared by the writer thread and the threads that answer lane calls.
+type Out = Arc<std::sync::Mutex<std::io::BufWriter<Box<dyn std::io::Write + Send>>>>;
+
+fn lock_out(
+    out: &Out,
+) -> std::sync::MutexGuard<'_, std::io::BufWriter<Box<dyn std::io::Write + Send>>> {
+    out.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Writes each message, flushing once no more are waiting, until every sender is gone.
-fn write_messages(write: impl std::io::Write, rx: &std::sync::mpsc::Receiver<Vec<u8>>) {
-    let mut write = std::io::BufWriter::with_capacity(64 * 1024, write);
+fn write_messages(out: &Out, rx: &std::sync::mpsc::Receiver<Vec<u8>>) {
     while let Ok(first) = rx.recv() {
+        let mut write = lock_out(out);
         let mut result = write.write_all(&first);
         while let (Ok(()), Ok(more)) = (&result, rx.try_recv()) {
             result = write.write_all(&more);
@@ -227,37 +252,189 @@ fn write_messages(write: impl std::io::Write, rx: &std::sync::mpsc::Receiver<Vec
             return;
         }
     }
+    // A lane answer being written now is finished before the process may exit.
+    let _ = lock_out(out).flush();
+}
+
+/// A lane call a reading thread took on.
+struct Claimed<'l> {
+    call: Call<'l>,
+    id: RequestId,
+    /// The id as JSON text, the key of its cancellation flag.
+    key: String,
+    cancel: Arc<AtomicBool>,
+}
+
+/// What the reading threads share.
+struct Readers {
+    reader: std::sync::Mutex<LineReader>,
+    /// Threads reading or waiting to read: a lane call runs only while another is.
+    waiting: AtomicUsize,
+    tx: mpsc::UnboundedSender<Input>,
+    lane: Option<Lane>,
+    /// Set once the client sent `notifications/initialized`.
+    ready: Arc<AtomicBool>,
+    out: Out,
+    requests: Arc<InFlight>,
+    /// The cancellation flags of lane calls running, by request id as JSON text.
+    running: std::sync::Mutex<std::collections::HashMap<String, Arc<AtomicBool>>>,
+}
+
+impl Readers {
+    /// One reading thread: takes its turn at stdin, then answers a lane call itself or hands
+    /// the message to rmcp, until end of input.
+    fn work(&self) {
+        loop {
+            self.waiting.fetch_add(1, Ordering::SeqCst);
+            let mut reader = self
+                .reader
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let input = reader.next();
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+            let Some(input) = input else { return };
+            // A lane call is claimed before the next message is read, so that a cancellation
+            // that follows it finds it running.
+            let claimed = match &input {
+                Input::Line(line) => self.claim(line),
+                Input::Oversized => None,
+            };
+            drop(reader);
+            if let Some(claimed) = claimed {
+                self.answer(claimed);
+                continue;
+            }
+            if let Input::Line(line) = &input {
+                self.cancel_lane_call(line);
+            }
+            if self.tx.send(input).is_err() {
+                return;
+            }
+        }
+    }
+
+    /// `line` as a lane call this thread answers: when it is one, the session is initialised
+    /// and another thread is free to read meanwhile. Registers it as in flight and
+    /// cancellable; `None` leaves the line to rmcp.
+    fn claim<'l>(&self, line: &'l [u8]) -> Option<Claimed<'l>> {
+        let lane = self.lane.as_ref()?;
+        if !self.ready.load(Ordering::SeqCst) || self.waiting.load(Ordering::SeqCst) == 0 {
+            return None;
+        }
+        let call = Call::parse(line).filter(|c| lane.takes(c))?;
+        let id = call.request_id()?;
+        // A duplicate id goes to rmcp, which refuses it.
+        if !self.requests.start(&id) {
+            return None;
+        }
+        let key = call.id.get().to_string();
+        let cancel = Arc::new(AtomicBool::new(false));
+        self.lock_running().insert(key.clone(), cancel.clone());
+        Some(Claimed {
+            call,
+            id,
+            key,
+            cancel,
+        })
+    }
+
+    /// Runs a claimed lane call on this thread and writes its answer.
+    fn answer(&self, claimed: Claimed<'_>) {
+        let Some(lane) = &self.lane else { return };
+        let answer = lane.answer(claimed.call, claimed.cancel);
+        self.lock_running().remove(&claimed.key);
+        let mut out = lock_out(&self.out);
+        // Finished before it is written, as rmcp's answers are: a client that reuses the id
+        // as soon as it reads the answer is not refused.
+        self.requests.finish(&claimed.id);
+        if let Err(e) = out.write_all(&answer).and_then(|()| out.flush()) {
+            tracing::error!(error = %e, "writing stdout failed");
+        }
+    }
+
+    /// Sets the flag of the lane call a `notifications/cancelled` names, if one is running.
+    fn cancel_lane_call(&self, line: &[u8]) {
+        if self.lane.is_none() || !line.windows(23).any(|w| w == b"notifications/cancelled") {
+            return;
+        }
+        let Ok(v) = serde_json::from_slice::<Value>(line) else {
+            return;
+        };
+        if let Some(id) = v.pointer("/params/requestId")
+            && let Some(flag) = self.lock_running().get(&id.to_string())
+        {
+            flag.store(true, Ordering::SeqCst);
+        }
+    }
+
+    fn lock_running(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Arc<AtomicBool>>> {
+        self.running
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 impl StdioTransport {
-    /// A transport over this process's stdin and stdout. The returned handle finishes once
-    /// the transport is dropped and everything it was given has been written; join it before
+    /// A transport over this process's stdin and stdout; with `lane`, plain SQL tool calls
+    /// are answered on the thread that read them. The returned handle finishes once the
+    /// transport is dropped and everything it was given has been written; join it before
     /// exiting so that no answer is lost.
-    pub fn stdio() -> (StdioTransport, std::thread::JoinHandle<()>) {
-        Self::over(std::io::stdin(), std::io::stdout(), MAX_LINE_BYTES)
+    pub fn stdio(lane: Option<Lane>) -> (StdioTransport, std::thread::JoinHandle<()>) {
+        Self::over(std::io::stdin(), std::io::stdout(), MAX_LINE_BYTES, lane)
     }
 
-    /// A transport over any reader and writer, each served by a thread of its own.
+    /// A transport over any reader and writer: one thread reads (three take turns with a
+    /// lane, so that two may answer calls while one reads) and one writes.
     pub fn over(
         read: impl std::io::Read + Send + 'static,
         write: impl std::io::Write + Send + 'static,
         max_line: usize,
+        lane: Option<Lane>,
     ) -> (StdioTransport, std::thread::JoinHandle<()>) {
         let (tx, lines) = mpsc::unbounded_channel();
-        std::thread::Builder::new()
-            .name("mcpspec-stdin".into())
-            .spawn(move || read_lines(read, max_line, &tx))
-            .expect("spawn the stdin thread");
-        let (out, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+        let out: Out = Arc::new(std::sync::Mutex::new(std::io::BufWriter::with_capacity(
+            64 * 1024,
+            Box::new(write),
+        )));
+        let requests: Arc<InFlight> = Arc::default();
+        let ready = Arc::new(AtomicBool::new(false));
+        let threads = if lane.is_some() { 3 } else { 1 };
+        let readers = Arc::new(Readers {
+            reader: std::sync::Mutex::new(LineReader {
+                read: std::io::BufReader::with_capacity(64 * 1024, Box::new(read)),
+                max: max_line,
+                line: Vec::with_capacity(4096),
+                discarding: false,
+                ended: false,
+            }),
+            waiting: AtomicUsize::new(0),
+            tx,
+            lane,
+            ready: ready.clone(),
+            out: out.clone(),
+            requests: requests.clone(),
+            running: std::sync::Mutex::default(),
+        });
+        for i in 0..threads {
+            let readers = readers.clone();
+            std::thread::Builder::new()
+                .name(format!("mcpspec-stdin-{i}"))
+                .spawn(move || readers.work())
+                .expect("spawn a stdin thread");
+        }
+        let (sender, rx) = std::sync::mpsc::channel::<Vec<u8>>();
         let writer = std::thread::Builder::new()
             .name("mcpspec-stdout".into())
-            .spawn(move || write_messages(write, &rx))
+            .spawn(move || write_messages(&out, &rx))
             .expect("spawn the stdout thread");
         let transport = StdioTransport {
             lines,
-            out,
+            ready,
+            out: sender,
             max_line,
-            requests: Arc::default(),
+            requests,
             asked: Arc::new(Asked::new()),
             stop: StopHandle::default(),
             drain_timeout: std::time::Duration::from_secs(30),
@@ -455,14 +632,17 @@ impl Transport<RoleServer> for StdioTransport {
                     }
                 }
                 // A cancelled request may never be answered; shutdown need not wait for it.
-                JsonRpcMessage::Notification(n) => {
-                    if let rmcp::model::ClientNotification::CancelledNotification(c) =
-                        &n.notification
-                        && let Some(id) = &c.params.request_id
-                    {
-                        self.requests.finish(id);
+                JsonRpcMessage::Notification(n) => match &n.notification {
+                    rmcp::model::ClientNotification::CancelledNotification(c) => {
+                        if let Some(id) = &c.params.request_id {
+                            self.requests.finish(id);
+                        }
                     }
-                }
+                    rmcp::model::ClientNotification::InitializedNotification(_) => {
+                        self.ready.store(true, Ordering::SeqCst);
+                    }
+                    _ => {}
+                },
             }
             return Some(msg);
         }

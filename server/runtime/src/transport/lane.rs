@@ -1,0 +1,204 @@
+//! The zero-hop lane of the stdio transport: a `tools/call` of a tool that only reads through
+//! SQL is answered on the thread that read it from stdin, which also writes the answer. The
+//! call never crosses to the async runtime, the blocking pool or the writer thread, each of
+//! which can cost a sleeping core's wake-up (see `bench/PROFILE.md`).
+//!
+//! Only what needs nothing of the session takes the lane: a plain request (`name` and
+//! `arguments`, no `_meta`, no task, no `requestState`) for a tool of the server's own that
+//! reads, has no handler, asks no confirmation and never becomes a task. Everything else,
+//! and every request that arrives before the client said `notifications/initialized`, goes
+//! to rmcp as before. The answer is what rmcp would send: the same [`to_result`] serialised
+//! in the same envelope.
+//!
+//! [`to_result`]: crate::protocol::to_result
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use crate::def::{BindingDef, ToolDef};
+use crate::handler::Link;
+use crate::protocol::Live;
+
+/// A request the lane may answer, decoded once from its line.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Call<'a> {
+    jsonrpc: &'a str,
+    #[serde(borrow)]
+    pub id: &'a RawValue,
+    method: &'a str,
+    #[serde(borrow)]
+    params: Params<'a>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Params<'a> {
+    #[serde(borrow)]
+    name: std::borrow::Cow<'a, str>,
+    #[serde(default)]
+    arguments: Option<Map<String, Value>>,
+}
+
+impl<'a> Call<'a> {
+    /// The line as a lane request; `None` for anything else (rmcp then decodes it): another
+    /// method, extra keys, an id that is neither a number nor a string.
+    pub fn parse(line: &'a [u8]) -> Option<Call<'a>> {
+        // Cheap refusals first: most other messages never reach the decoder.
+        if !contains(line, b"\"tools/call\"") {
+            return None;
+        }
+        let call: Call<'a> = serde_json::from_slice(line).ok()?;
+        let id = call.id.get().as_bytes();
+        let plain_id = id
+            .first()
+            .is_some_and(|b| *b == b'"' || b.is_ascii_digit() || *b == b'-');
+        (call.jsonrpc == "2.0" && call.method == "tools/call" && plain_id).then_some(call)
+    }
+
+    /// The request id as rmcp's type, for the in-flight bookkeeping.
+    pub fn request_id(&self) -> Option<rmcp::model::RequestId> {
+        serde_json::from_str(self.id.get()).ok()
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Whether a call of `tool` can be answered without the session: see the module comment.
+fn takes_lane(tool: &ToolDef) -> bool {
+    !tool.writes
+        && tool.confirm.is_none()
+        && tool.task.is_none()
+        && !matches!(tool.binding, BindingDef::Handler)
+}
+
+/// The lane over the server's current surface.
+pub struct Lane {
+    live: Arc<Live>,
+}
+
+#[derive(Serialize)]
+struct Answer<'a, T: Serialize> {
+    jsonrpc: &'static str,
+    id: &'a RawValue,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<T>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<rmcp::model::ErrorData>,
+}
+
+impl Lane {
+    pub fn new(live: Arc<Live>) -> Lane {
+        Lane { live }
+    }
+
+    /// Whether the lane answers `call`.
+    pub fn takes(&self, call: &Call<'_>) -> bool {
+        let surface = self.live.now();
+        surface
+            .engine
+            .def
+            .tool(&call.params.name)
+            .is_some_and(takes_lane)
+    }
+
+    /// Runs `call` on this thread and returns its answer line, newline included. `cancel`
+    /// interrupts the statement when the client cancels the request.
+    pub fn answer(&self, call: Call<'_>, cancel: Arc<AtomicBool>) -> Vec<u8> {
+        let engine = self.live.now().engine.clone();
+        let name = call.params.name;
+        let arguments = call.params.arguments.map(Value::Object);
+        let link = Link {
+            progress: None,
+            client: None,
+        };
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            engine.call_full(&name, arguments.as_ref(), Some(cancel), link)
+        }))
+        .unwrap_or_else(|_| {
+            tracing::error!(tool = %name, "a call panicked");
+            Err(engine.internal_error(&name))
+        });
+        let (result, error) = match crate::protocol::to_result(outcome, engine.def) {
+            Ok(r) => (Some(r), None),
+            Err(e) => (None, Some(e)),
+        };
+        let answer = Answer {
+            jsonrpc: "2.0",
+            id: call.id,
+            result,
+            error,
+        };
+        let mut bytes = serde_json::to_vec(&answer).unwrap_or_default();
+        bytes.push(b'\n');
+        bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_tool_calls_are_lane_requests() {
+        // (line, a lane request)
+        let cases: &[(&str, bool)] = &[
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"a":1}}}"#,
+                true,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":"x-1","method":"tools/call","params":{"name":"t"}}"#,
+                true,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"progressToken":1}}}"#,
+                false,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","task":{}}}"#,
+                false,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"t"}}"#,
+                false,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1.5e0,"method":"tools/call","params":{"name":"t"}}"#,
+                false,
+            ),
+            (
+                r#"{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{"name":"t"}}"#,
+                false,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"name":"tools/call"}}"#,
+                false,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"t"}}"#,
+                false,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":[1]}}"#,
+                false,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"},"extra":1}"#,
+                false,
+            ),
+            ("not json \"tools/call\"", false),
+        ];
+        for (line, lane) in cases {
+            let call = Call::parse(line.as_bytes());
+            let usable = call.as_ref().is_some_and(|c| c.request_id().is_some());
+            assert_eq!(usable, *lane, "{line}");
+        }
+    }
+}
