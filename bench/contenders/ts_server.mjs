@@ -20,27 +20,61 @@ const getLearning = db.prepare(`
   WHERE l.id = :id`);
 
 const queryLearnings = db.prepare(`
+  WITH recent AS (
+        SELECT rowid AS r FROM learnings ORDER BY created_at DESC, id DESC LIMIT 300),
+      recent_hits AS (
+        SELECT l.rowid AS r FROM recent JOIN learnings l ON l.rowid = recent.r
+        WHERE (:project_id IS NULL OR l.project_id = :project_id)
+          AND (:tags IS NULL OR json_array_length(:tags) = 0 OR EXISTS (
+                SELECT 1 FROM json_each(CASE WHEN json_valid(l.tags) THEN l.tags ELSE '[]' END) t
+                WHERE t.value IN (SELECT value FROM json_each(:tags))))
+          AND (:search IS NULL
+               OR instr(lower(l.title), lower(:search)) > 0
+               OR instr(lower(l.problem), lower(:search)) > 0
+               OR instr(lower(l.solution), lower(:search)) > 0)),
+      enough AS (
+        SELECT count(*) >= :limit AS yes FROM (SELECT 1 FROM recent_hits LIMIT :limit)),
+      tagged AS (
+        SELECT l.rowid AS r
+        FROM enough CROSS JOIN learning_tags t JOIN learnings l ON l.id = t.learning_id
+        WHERE NOT enough.yes AND t.tag IN (SELECT value FROM json_each(:tags))),
+      older AS (
+        SELECT f.rowid AS r FROM enough CROSS JOIN learnings_fts f
+        WHERE NOT enough.yes AND length(:search) >= 3
+          AND f.learnings_fts MATCH '"' || replace(:search, '"', '""') || '"'
+          AND (:tags IS NULL OR json_array_length(:tags) = 0 OR f.rowid IN (SELECT r FROM tagged))
+        UNION ALL
+        SELECT r FROM tagged WHERE :search IS NULL OR length(:search) < 3
+        UNION ALL
+        SELECT l.rowid FROM enough CROSS JOIN learnings l
+        WHERE NOT enough.yes AND (:search IS NULL OR length(:search) < 3)
+          AND (:tags IS NULL OR json_array_length(:tags) = 0)),
+      older_hits AS (
+        SELECT l.rowid AS r FROM learnings l
+        WHERE l.rowid IN (SELECT r FROM older) AND l.rowid NOT IN (SELECT r FROM recent)
+          AND (:project_id IS NULL OR l.project_id = :project_id)
+          AND (:tags IS NULL OR json_array_length(:tags) = 0 OR EXISTS (
+                SELECT 1 FROM json_each(CASE WHEN json_valid(l.tags) THEN l.tags ELSE '[]' END) t
+                WHERE t.value IN (SELECT value FROM json_each(:tags))))
+          AND (:search IS NULL
+               OR instr(lower(l.title), lower(:search)) > 0
+               OR instr(lower(l.problem), lower(:search)) > 0
+               OR instr(lower(l.solution), lower(:search)) > 0))
   SELECT l.id, l.title, l.problem, l.solution, l.tags, l.project_id,
          p.name AS project_name, l.created_at
   FROM learnings l
   LEFT JOIN projects p ON l.project_id = p.id
-  WHERE (:project_id IS NULL OR l.project_id = :project_id)
-    AND (:tags IS NULL OR json_array_length(:tags) = 0 OR EXISTS (
-          SELECT 1 FROM json_each(CASE WHEN json_valid(l.tags) THEN l.tags ELSE '[]' END) t
-          WHERE t.value IN (SELECT value FROM json_each(:tags))))
-    AND (:search IS NULL
-         OR instr(lower(l.title), lower(:search)) > 0
-         OR instr(lower(l.problem), lower(:search)) > 0
-         OR instr(lower(l.solution), lower(:search)) > 0)
+  WHERE l.rowid IN (SELECT r FROM recent_hits UNION ALL SELECT r FROM older_hits)
   ORDER BY l.created_at DESC, l.id DESC
   LIMIT :limit`);
 
 const captureLearning = db.prepare(`
-  INSERT INTO learnings (id, title, problem, solution, tags, project_id, cycle_id, session_id)
-  SELECT printf('L-%03d', n), :title, :problem, :solution, json(:tags), :project_id, :cycle_id, :session_id
-  FROM (SELECT COALESCE(MAX(CAST(substr(id, 3) AS INTEGER)), 0) + 1 AS n
-        FROM learnings WHERE id GLOB 'L-[0-9]*')
-  WHERE (:project_id IS NULL OR EXISTS (SELECT 1 FROM projects WHERE id = :project_id))
+  INSERT INTO learnings (id, title, problem, solution, tags, project_id, cycle_id, session_id, created_at, updated_at)
+  SELECT printf('L-%03d', last + 1), :title, :problem, :solution, json(:tags), :project_id, :cycle_id, :session_id,
+         strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), strftime('%Y-%m-%dT%H:%M:%SZ', 'now')
+  FROM id_counters
+  WHERE prefix = 'L-'
+    AND (:project_id IS NULL OR EXISTS (SELECT 1 FROM projects WHERE id = :project_id))
     AND (:cycle_id IS NULL OR EXISTS (SELECT 1 FROM cycles WHERE id = :cycle_id))
   RETURNING id, title, tags, project_id, created_at`);
 

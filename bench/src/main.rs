@@ -28,6 +28,7 @@ mod postgres;
 mod report;
 mod rng;
 mod stats;
+mod sync;
 mod transports;
 mod workload;
 

@@ -232,7 +232,10 @@ pub async fn run(launch: &Launch, dialect: Dialect, rows: usize, plan: &Plan) ->
     let rss = s.peak_rss_kib();
     let cpu = s.cpu_ms();
     s.close(Duration::from_secs(3)).await;
+    // The synchronous client last, in a session of its own, with its echo floor just before.
+    let sync = crate::sync::run(launch, dialect, rows, plan)?;
     Ok(json!({
+        "sync": sync,
         "rows": rows,
         "cold_start": {"initialize": init.to_json(), "tools_list": list.to_json()},
         "sequential": seq,

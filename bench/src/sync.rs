@@ -1,0 +1,167 @@
+//! A synchronous client, calling the way the Python SDK and Claude Code do: write one request,
+//! block reading until its answer arrives, then send the next. Its echo floor is the same
+//! client against `cat`, which answers each line with itself: what a round trip costs in
+//! pipes, wake-ups and JSON on the client's side alone, measured in the same run. Round trip
+//! minus the floor is the server's share.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Map, Value, json};
+
+use crate::client::{Launch, PROTOCOL_VERSION};
+use crate::measure::Plan;
+use crate::stats::Summary;
+use crate::workload::{Dialect, Kind, Workload};
+
+/// A process spoken to with blocking reads and writes.
+struct Blocking {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    line: String,
+    next_id: u64,
+}
+
+impl Blocking {
+    fn spawn(program: &str, args: &[String], env: &[(String, String)]) -> Result<Blocking> {
+        let mut child = Command::new(program)
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("starting {program}"))?;
+        let stdin = child.stdin.take().context("no stdin pipe")?;
+        let stdout = BufReader::new(child.stdout.take().context("no stdout pipe")?);
+        Ok(Blocking {
+            child,
+            stdin,
+            stdout,
+            line: String::new(),
+            next_id: 1,
+        })
+    }
+
+    /// Writes `line` (with its newline) in one write and blocks until a line comes back.
+    fn round_trip(&mut self, line: &[u8]) -> Result<Duration> {
+        let t0 = Instant::now();
+        self.stdin
+            .write_all(line)
+            .context("writing to the process")?;
+        self.line.clear();
+        if self.stdout.read_line(&mut self.line)? == 0 {
+            bail!("the process closed its output");
+        }
+        Ok(t0.elapsed())
+    }
+
+    /// One request and its answer, which must be a success.
+    fn request(&mut self, method: &str, params: Value) -> Result<Duration> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let mut bytes = serde_json::to_vec(&msg)?;
+        bytes.push(b'\n');
+        let took = self.round_trip(&bytes)?;
+        let answer: Value =
+            serde_json::from_str(&self.line).context("an answer that is not JSON")?;
+        if answer["id"] != json!(id) || answer.get("error").is_some() {
+            bail!("request {id} was answered with {answer}");
+        }
+        Ok(took)
+    }
+
+    fn notify(&mut self, method: &str) -> Result<()> {
+        let msg = json!({"jsonrpc": "2.0", "method": method, "params": {}});
+        writeln!(self.stdin, "{msg}").context("writing to the process")
+    }
+
+    fn close(mut self) {
+        drop(self.stdin);
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// Calls of `kind`, one at a time within the plan's budget; round trips in µs.
+fn calls(
+    s: &mut Blocking,
+    kind: Kind,
+    dialect: Dialect,
+    rows: usize,
+    plan: &Plan,
+) -> Result<Vec<f64>> {
+    let mut w = Workload::new(kind, dialect, rows);
+    for _ in 0..plan.warmup_calls / 4 {
+        s.request("tools/call", w.next_params())?;
+    }
+    let start = Instant::now();
+    let mut out = Vec::new();
+    while out.len() < plan.max_calls
+        && (out.len() < plan.min_calls || start.elapsed() < plan.budget)
+    {
+        out.push(micros(s.request("tools/call", w.next_params())?));
+    }
+    Ok(out)
+}
+
+/// The echo floor: the primary-key requests of the workload, each echoed back by `cat`.
+fn floor(dialect: Dialect, rows: usize, plan: &Plan) -> Result<Vec<f64>> {
+    let mut cat = Blocking::spawn("cat", &[], &[])?;
+    let mut w = Workload::new(Kind::Pk, dialect, rows);
+    let start = Instant::now();
+    let mut out = Vec::new();
+    let mut id = 0u64;
+    while out.len() < plan.max_calls
+        && (out.len() < plan.min_calls || start.elapsed() < plan.budget)
+    {
+        id += 1;
+        let msg =
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": w.next_params()});
+        let mut bytes = serde_json::to_vec(&msg)?;
+        bytes.push(b'\n');
+        out.push(micros(cat.round_trip(&bytes)?));
+        // The client decodes what came back, as it would an answer.
+        let _: Value = serde_json::from_str(&cat.line)?;
+    }
+    cat.close();
+    Ok(out)
+}
+
+/// The echo floor, then a session of the synchronous client against the server: round trips
+/// per kind of call. The server's share is computed by the report.
+pub fn run(launch: &Launch, dialect: Dialect, rows: usize, plan: &Plan) -> Result<Value> {
+    let mut out = Map::new();
+    out.insert(
+        "floor".into(),
+        Summary::of(&floor(dialect, rows, plan)?).to_json(),
+    );
+    let mut s = Blocking::spawn(&launch.program, &launch.args, &launch.env)?;
+    s.request(
+        "initialize",
+        json!({"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
+               "clientInfo": {"name": "mcpbench-sync", "version": env!("CARGO_PKG_VERSION")}}),
+    )?;
+    s.notify("notifications/initialized")?;
+    for kind in [Kind::Pk, Kind::Search, Kind::Tags, Kind::Insert] {
+        let lat = calls(&mut s, kind, dialect, rows, plan)?;
+        out.insert(kind.name().into(), Summary::of(&lat).to_json());
+    }
+    s.close();
+    Ok(Value::Object(out))
+}
