@@ -299,16 +299,23 @@ impl Readers {
                 Input::Line(line) => self.claim(line),
                 Input::Oversized => None,
             };
-            drop(reader);
-            if let Some(claimed) = claimed {
-                self.answer(claimed);
-                continue;
-            }
-            if let Input::Line(line) = &input {
-                self.cancel_lane_call(line);
-            }
-            if self.tx.send(input).is_err() {
-                return;
+            match claimed {
+                Some(claimed) => {
+                    drop(reader);
+                    self.answer(claimed);
+                }
+                None => {
+                    if let Input::Line(line) = &input {
+                        self.cancel_lane_call(line);
+                    }
+                    // Handed over before the next message is read, so that rmcp sees the
+                    // messages in stdin's order (a cancellation after its request).
+                    let sent = self.tx.send(input).is_ok();
+                    drop(reader);
+                    if !sent {
+                        return;
+                    }
+                }
             }
         }
     }
