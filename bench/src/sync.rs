@@ -110,12 +110,20 @@ fn calls(
     for _ in 0..plan.warmup_calls / 4 {
         s.request("tools/call", w.next_params())?;
     }
+    within_budget(plan, || {
+        Ok(micros(s.request("tools/call", w.next_params())?))
+    })
+}
+
+/// Samples of `one` (µs each) until the plan's call count or its time budget runs out, but
+/// never fewer than its minimum.
+fn within_budget(plan: &Plan, mut one: impl FnMut() -> Result<f64>) -> Result<Vec<f64>> {
     let start = Instant::now();
     let mut out = Vec::new();
     while out.len() < plan.max_calls
         && (out.len() < plan.min_calls || start.elapsed() < plan.budget)
     {
-        out.push(micros(s.request("tools/call", w.next_params())?));
+        out.push(one()?);
     }
     Ok(out)
 }
@@ -124,21 +132,18 @@ fn calls(
 fn floor(dialect: Dialect, rows: usize, plan: &Plan) -> Result<Vec<f64>> {
     let mut cat = Blocking::spawn("cat", &[], &[])?;
     let mut w = Workload::new(Kind::Pk, dialect, rows);
-    let start = Instant::now();
-    let mut out = Vec::new();
     let mut id = 0u64;
-    while out.len() < plan.max_calls
-        && (out.len() < plan.min_calls || start.elapsed() < plan.budget)
-    {
+    let out = within_budget(plan, || {
         id += 1;
         let msg =
             json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": w.next_params()});
         let mut bytes = serde_json::to_vec(&msg)?;
         bytes.push(b'\n');
-        out.push(micros(cat.round_trip(&bytes)?));
+        let took = micros(cat.round_trip(&bytes)?);
         // The client decodes what came back, as it would an answer.
         let _: Value = serde_json::from_str(&cat.line)?;
-    }
+        Ok(took)
+    })?;
     cat.close();
     Ok(out)
 }

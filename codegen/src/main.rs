@@ -225,28 +225,7 @@ fn check(
         }
         return finish(&report, json);
     }
-    let live = match db.as_deref() {
-        Some(p) => {
-            // Opening without CREATE never makes the file, so a wrong path is an error here.
-            // Writable, so that the check can build the derived structures in a savepoint
-            // that it rolls back; a read-only file is opened read-only.
-            let conn = rusqlite::Connection::open_with_flags(
-                p,
-                rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
-                    | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-            )
-            .or_else(|_| {
-                rusqlite::Connection::open_with_flags(
-                    p,
-                    rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
-                        | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-                )
-            })
-            .with_context(|| format!("opening {}", p.display()))?;
-            Some(conn)
-        }
-        None => None,
-    };
+    let live = db.as_deref().map(open_live).transpose()?;
     let mut report =
         codegen::check::check_repo(root, spec_dir, server.as_deref().zip(live.as_ref()));
     // Examples run after the statement checks, on the same file, each write rolled back.
@@ -257,6 +236,19 @@ fn check(
             .extend(codegen::check::check_examples(root, spec_dir, server, db).findings);
     }
     finish(&report, json)
+}
+
+/// The live SQLite file of `check --db`. Opening without CREATE never makes the file, so a
+/// wrong path is an error here. Writable, so that the check can build the derived structures
+/// in a savepoint that it rolls back; a read-only file is opened read-only.
+fn open_live(p: &Path) -> Result<rusqlite::Connection> {
+    use rusqlite::OpenFlags;
+    let open = |mode: OpenFlags| {
+        rusqlite::Connection::open_with_flags(p, mode | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+    };
+    open(OpenFlags::SQLITE_OPEN_READ_WRITE)
+        .or_else(|_| open(OpenFlags::SQLITE_OPEN_READ_ONLY))
+        .with_context(|| format!("opening {}", p.display()))
 }
 
 /// Whether a `--db` value is a PostgreSQL URL rather than a SQLite file.

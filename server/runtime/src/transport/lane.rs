@@ -20,6 +20,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::def::{BindingDef, ToolDef};
+use crate::engine::Engine;
 use crate::handler::Link;
 use crate::protocol::Live;
 
@@ -66,7 +67,8 @@ impl<'a> Call<'a> {
     }
 }
 
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+/// Whether `needle` occurs in `haystack`: a cheap look at a line before decoding it.
+pub(super) fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
 
@@ -98,20 +100,19 @@ impl Lane {
         Lane { live }
     }
 
-    /// Whether the lane answers `call`.
-    pub fn takes(&self, call: &Call<'_>) -> bool {
-        let surface = self.live.now();
-        surface
-            .engine
+    /// The engine that answers `call` on the lane, when the lane takes it.
+    pub fn takes(&self, call: &Call<'_>) -> Option<Arc<Engine>> {
+        let engine = self.live.now().engine.clone();
+        engine
             .def
             .tool(&call.params.name)
             .is_some_and(takes_lane)
+            .then_some(engine)
     }
 
     /// Runs `call` on this thread and returns its answer line, newline included. `cancel`
     /// interrupts the statement when the client cancels the request.
-    pub fn answer(&self, call: Call<'_>, cancel: Arc<AtomicBool>) -> Vec<u8> {
-        let engine = self.live.now().engine.clone();
+    pub fn answer(&self, call: Call<'_>, engine: &Engine, cancel: Arc<AtomicBool>) -> Vec<u8> {
         let name = call.params.name;
         let arguments = call.params.arguments.map(Value::Object);
         let link = Link {

@@ -259,6 +259,8 @@ fn write_messages(out: &Out, rx: &std::sync::mpsc::Receiver<Vec<u8>>) {
 /// A lane call a reading thread took on.
 struct Claimed<'l> {
     call: Call<'l>,
+    /// The engine of the surface the call was claimed on; it runs there.
+    engine: Arc<crate::engine::Engine>,
     id: RequestId,
     /// The id as JSON text, the key of its cancellation flag.
     key: String,
@@ -328,7 +330,8 @@ impl Readers {
         if !self.ready.load(Ordering::SeqCst) || self.waiting.load(Ordering::SeqCst) == 0 {
             return None;
         }
-        let call = Call::parse(line).filter(|c| lane.takes(c))?;
+        let call = Call::parse(line)?;
+        let engine = lane.takes(&call)?;
         let id = call.request_id()?;
         // A duplicate id goes to rmcp, which refuses it.
         if !self.requests.start(&id) {
@@ -339,6 +342,7 @@ impl Readers {
         self.lock_running().insert(key.clone(), cancel.clone());
         Some(Claimed {
             call,
+            engine,
             id,
             key,
             cancel,
@@ -348,7 +352,7 @@ impl Readers {
     /// Runs a claimed lane call on this thread and writes its answer.
     fn answer(&self, claimed: Claimed<'_>) {
         let Some(lane) = &self.lane else { return };
-        let answer = lane.answer(claimed.call, claimed.cancel);
+        let answer = lane.answer(claimed.call, &claimed.engine, claimed.cancel);
         self.lock_running().remove(&claimed.key);
         let mut out = lock_out(&self.out);
         // Finished before it is written, as rmcp's answers are: a client that reuses the id
@@ -361,7 +365,7 @@ impl Readers {
 
     /// Sets the flag of the lane call a `notifications/cancelled` names, if one is running.
     fn cancel_lane_call(&self, line: &[u8]) {
-        if self.lane.is_none() || !line.windows(23).any(|w| w == b"notifications/cancelled") {
+        if self.lane.is_none() || !super::lane::contains(line, b"notifications/cancelled") {
             return;
         }
         let Ok(v) = serde_json::from_slice::<Value>(line) else {
@@ -505,6 +509,85 @@ impl StdioTransport {
             self.send_value(&answer);
         }
     }
+
+    /// Answers a request rmcp could only decode as a custom one: a method MCP does not define
+    /// (-32601), or a known method whose params do not parse (-32602); `true` when answered.
+    fn refuse_custom(&mut self, msg: &ClientJsonRpcMessage) -> bool {
+        if let JsonRpcMessage::Request(r) = msg
+            && let ClientRequest::CustomRequest(c) = &r.request
+        {
+            // rmcp falls back to a custom request both for unknown methods and for known
+            // ones whose params do not parse; tell the two apart.
+            let (code, message) = if MCP_METHODS.contains(&c.method.as_str()) {
+                (
+                    -32602,
+                    format!(
+                        "invalid params for {}: the params do not match the method's schema",
+                        c.method
+                    ),
+                )
+            } else {
+                (-32601, format!("method not found: {}", c.method))
+            };
+            self.reply(Some(id_json(&r.id)), code, message);
+            return true;
+        }
+        false
+    }
+
+    /// The bookkeeping of a message before rmcp gets it: answers are matched back to the
+    /// server's own requests, a request with an id in flight is refused, cancellations and
+    /// `notifications/initialized` are noted. `false` when the message is not passed on.
+    fn admit(&mut self, msg: &mut ClientJsonRpcMessage) -> bool {
+        match msg {
+            JsonRpcMessage::Response(r) => match self.asked.answered(&r.id) {
+                Some(id) => r.id = id,
+                None => {
+                    tracing::warn!(id = %id_json(&r.id), "ignoring an answer to a request this server did not send");
+                    return false;
+                }
+            },
+            JsonRpcMessage::Error(e) => {
+                match e.id.as_ref().and_then(|id| self.asked.answered(id)) {
+                    Some(id) => e.id = Some(id),
+                    None => {
+                        tracing::warn!(
+                            "ignoring an error answer to a request this server did not send"
+                        );
+                        return false;
+                    }
+                }
+            }
+            JsonRpcMessage::Request(r) => {
+                // Answers are matched to requests by id alone: a second request with the
+                // id of one still in flight could never be told apart, so it never runs.
+                if !self.requests.start(&r.id) {
+                    self.reply(
+                        Some(id_json(&r.id)),
+                        -32600,
+                        format!(
+                            "invalid request: request id {} is already in flight; use a new id for each request",
+                            id_json(&r.id)
+                        ),
+                    );
+                    return false;
+                }
+            }
+            // A cancelled request may never be answered; shutdown need not wait for it.
+            JsonRpcMessage::Notification(n) => match &n.notification {
+                rmcp::model::ClientNotification::CancelledNotification(c) => {
+                    if let Some(id) = &c.params.request_id {
+                        self.requests.finish(id);
+                    }
+                }
+                rmcp::model::ClientNotification::InitializedNotification(_) => {
+                    self.ready.store(true, Ordering::SeqCst);
+                }
+                _ => {}
+            },
+        }
+        true
+    }
 }
 
 fn id_json(id: &RequestId) -> Value {
@@ -584,74 +667,13 @@ impl Transport<RoleServer> for StdioTransport {
                     continue;
                 }
             };
-            if let JsonRpcMessage::Request(r) = &msg
-                && let ClientRequest::CustomRequest(c) = &r.request
-            {
-                // rmcp falls back to a custom request both for unknown methods and for known
-                // ones whose params do not parse; tell the two apart.
-                let (code, message) = if MCP_METHODS.contains(&c.method.as_str()) {
-                    (
-                        -32602,
-                        format!(
-                            "invalid params for {}: the params do not match the method's schema",
-                            c.method
-                        ),
-                    )
-                } else {
-                    (-32601, format!("method not found: {}", c.method))
-                };
-                self.reply(Some(id_json(&r.id)), code, message);
+            if self.refuse_custom(&msg) {
                 continue;
             }
             let mut msg = msg;
-            match &mut msg {
-                JsonRpcMessage::Response(r) => match self.asked.answered(&r.id) {
-                    Some(id) => r.id = id,
-                    None => {
-                        tracing::warn!(id = %id_json(&r.id), "ignoring an answer to a request this server did not send");
-                        continue;
-                    }
-                },
-                JsonRpcMessage::Error(e) => {
-                    match e.id.as_ref().and_then(|id| self.asked.answered(id)) {
-                        Some(id) => e.id = Some(id),
-                        None => {
-                            tracing::warn!(
-                                "ignoring an error answer to a request this server did not send"
-                            );
-                            continue;
-                        }
-                    }
-                }
-                JsonRpcMessage::Request(r) => {
-                    // Answers are matched to requests by id alone: a second request with the
-                    // id of one still in flight could never be told apart, so it never runs.
-                    if !self.requests.start(&r.id) {
-                        self.reply(
-                            Some(id_json(&r.id)),
-                            -32600,
-                            format!(
-                                "invalid request: request id {} is already in flight; use a new id for each request",
-                                id_json(&r.id)
-                            ),
-                        );
-                        continue;
-                    }
-                }
-                // A cancelled request may never be answered; shutdown need not wait for it.
-                JsonRpcMessage::Notification(n) => match &n.notification {
-                    rmcp::model::ClientNotification::CancelledNotification(c) => {
-                        if let Some(id) = &c.params.request_id {
-                            self.requests.finish(id);
-                        }
-                    }
-                    rmcp::model::ClientNotification::InitializedNotification(_) => {
-                        self.ready.store(true, Ordering::SeqCst);
-                    }
-                    _ => {}
-                },
+            if self.admit(&mut msg) {
+                return Some(msg);
             }
-            return Some(msg);
         }
     }
 
