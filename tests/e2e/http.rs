@@ -1,7 +1,8 @@
 //! `mcpspec serve --http`: the built binary on a loopback port, driven by the small HTTP/1.1
 //! client in `mcpspec::client`. Covers the bearer token, the Host and Origin allow-lists, the
 //! body limit, the refusal of an unprotected public bind, session isolation and DELETE, a
-//! stdio and an HTTP session sharing one database, and draining on SIGTERM.
+//! stdio and an HTTP session sharing one database, draining on SIGTERM, and the lane that
+//! answers plain SQL reads as JSON.
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
@@ -22,7 +23,7 @@ pub(crate) struct HttpServer {
     pub(crate) child: Child,
     pub(crate) addr: SocketAddr,
     /// The rest of the server's stderr, line by line.
-    _stderr: Receiver<String>,
+    stderr: Receiver<String>,
 }
 
 impl HttpServer {
@@ -72,7 +73,7 @@ impl HttpServer {
         HttpServer {
             child,
             addr,
-            _stderr: rx,
+            stderr: rx,
         }
     }
 
@@ -791,4 +792,100 @@ fn annotated_arguments_must_match_their_mcp_param_headers() {
     assert!(!tool.to_string().contains("x-mcp-header"), "{tool}");
     let r = old.call_tool("test_custom_headers", args).unwrap();
     assert_eq!(r["result"]["isError"], json!(false), "{r}");
+}
+
+/// A plain SQL read is answered by the worker that read it (the lane) as one JSON body, the
+/// same result rmcp gives; a tool that may become a task keeps rmcp's SSE answer. A lane call
+/// is interrupted by `notifications/cancelled` sent on another connection, and the session
+/// goes on serving.
+#[test]
+fn plain_reads_answer_as_json_and_stop_when_cancelled() {
+    let db = big_db(300_000);
+    let env = [("MCPSPEC_LOG", "info"), ("MCPSPEC_LOG_FORMAT", "json")];
+    let mut server = HttpServer::start(&db.path, &[], &env);
+    let log = std::mem::replace(&mut server.stderr, std::sync::mpsc::channel().1);
+    let mut c = server.session(None);
+    let post = |c: &mut HttpClient, id: u32, params: Value| {
+        let version = [("MCP-Protocol-Version", "2025-11-25")];
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        c.exchange("POST", &version, body.to_string().as_bytes())
+            .expect("an answer")
+    };
+    let list = json!({"name": "kb_list", "arguments": {"limit": 2}});
+    let r = post(&mut c, 1, list.clone());
+    assert_eq!(
+        r.header("content-type"),
+        Some("application/json"),
+        "{}",
+        r.text()
+    );
+    let direct: Value = serde_json::from_slice(&r.body).expect("one JSON message");
+    assert_eq!(direct["id"], 1);
+    assert_eq!(direct["result"]["isError"], json!(false), "{direct}");
+    assert_eq!(
+        direct["result"]["structuredContent"]["entries"]
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
+    // The shape of 2025-11-25: no `resultType`, as rmcp answers that revision.
+    assert!(direct["result"].get("resultType").is_none(), "{direct}");
+    // The same read in a stdio session gives the same result.
+    let mut stdio = crate::knowledge::spawn(&db.path, &[], Stdio::null());
+    let same = stdio.call_tool("kb_list", json!({"limit": 2})).unwrap();
+    assert_eq!(same["result"], direct["result"]);
+    drop(stdio);
+    let r = post(
+        &mut c,
+        2,
+        json!({"name": "kb_search", "arguments": {"query": "common", "limit": 1}}),
+    );
+    assert_eq!(
+        r.header("content-type"),
+        Some("text/event-stream"),
+        "{}",
+        r.text()
+    );
+
+    // A long lane read on a connection of its own, cancelled from the session's connection
+    // until its answer comes (the server may read the cancellation before the request).
+    let mut slow = server.client(None);
+    slow.session = c.session.clone();
+    let slow_call = std::thread::spawn(move || {
+        post(
+            &mut slow,
+            79,
+            json!({"name": "kb_list", "arguments": {"tags": ["no-such-tag"], "limit": 100}}),
+        )
+    });
+    let start = std::time::Instant::now();
+    while !slow_call.is_finished() {
+        c.notify(
+            "notifications/cancelled",
+            json!({"requestId": 79, "reason": "user pressed escape"}),
+        )
+        .unwrap();
+        assert!(
+            start.elapsed() < RESPONSE_TIMEOUT,
+            "the cancelled read did not stop"
+        );
+    }
+    let answer: Value = serde_json::from_slice(&slow_call.join().unwrap().body).expect("JSON");
+    let text = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        text.contains("CANCELLED"),
+        "a cancelled call answered with: {answer}"
+    );
+    // The session goes on serving, and the call log shows the read stopped as cancelled.
+    assert_eq!(post(&mut c, 80, list).status, 200);
+    assert!(server.terminate().success());
+    let outcomes: Vec<String> = log
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(&l).ok())
+        .filter(|v| v["target"] == "mcpspec::call" && v["fields"]["tool"] == "kb_list")
+        .map(|v| v["fields"]["outcome"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(outcomes, ["ok", "CANCELLED", "ok"]);
 }

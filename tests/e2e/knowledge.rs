@@ -34,7 +34,7 @@ on_both_engines!(
     a_long_search_runs_as_a_task_that_tasks_cancel_interrupts,
 );
 
-fn spawn(db: &Path, env: &[(&str, &str)], stderr: Stdio) -> StdioClient {
+pub(crate) fn spawn(db: &Path, env: &[(&str, &str)], stderr: Stdio) -> StdioClient {
     let mut c = Command::new(EXE);
     c.args(["serve", "knowledge", "--db"])
         .arg(db)

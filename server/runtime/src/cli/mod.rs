@@ -531,6 +531,8 @@ fn http_options(args: &HttpArgs) -> Result<crate::transport::http::HttpOptions> 
         allow_origins: args.allow_origin.clone(),
         max_body_bytes,
         drain_timeout: drain_timeout()?,
+        // One worker per core, and at least two, so that one reads while another answers.
+        workers: std::thread::available_parallelism().map_or(2, |n| n.get().max(2)),
     };
     if let Some(addr) = args.http
         && options.token.is_none()
@@ -567,8 +569,10 @@ fn serve_http(
     addr: std::net::SocketAddr,
     options: crate::transport::http::HttpOptions,
 ) -> Result<()> {
-    // As for stdio, one thread runs the protocol and SQLite work goes to the blocking pool.
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    // A fixed set of workers reads requests and answers plain SQL reads itself (the lane);
+    // every other call's SQLite work goes to the blocking pool.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(options.workers)
         .max_blocking_threads(8)
         .enable_all()
         .build()?;

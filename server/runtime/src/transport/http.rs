@@ -40,6 +40,8 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use super::http_lane::{HttpLane, is_initialized, session_of};
+use super::lane::Lane;
 use crate::protocol::McpServer;
 
 /// The path of the MCP endpoint.
@@ -63,6 +65,9 @@ pub struct HttpOptions {
     pub max_body_bytes: usize,
     /// How long shutdown waits for calls in flight.
     pub drain_timeout: Duration,
+    /// The runtime's worker threads: all but one may answer lane calls at once (see
+    /// [`super::http_lane`]); 0 or 1 keeps every call on rmcp's path.
+    pub workers: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -187,6 +192,8 @@ struct Gate {
     open: Open,
     sessions: Arc<LocalSessionManager>,
     service: StreamableHttpService<McpServer, LocalSessionManager>,
+    /// Plain SQL reads answered without rmcp, when the runtime has workers to spare.
+    lane: Option<HttpLane>,
 }
 
 /// A short JSON error body; it never echoes what the client sent.
@@ -216,6 +223,8 @@ impl Gate {
         origins.extend(options.allow_origins.iter().cloned());
         let lower = |v: Vec<String>| v.into_iter().map(|s| s.to_ascii_lowercase()).collect();
         let sessions = Arc::new(LocalSessionManager::default());
+        let lane = (options.workers > 1)
+            .then(|| HttpLane::new(Lane::new(server.live()), sessions.clone(), options.workers));
         let service = StreamableHttpService::new(
             move || Ok(server.for_new_session()),
             sessions.clone(),
@@ -230,6 +239,7 @@ impl Gate {
             open: Open::default(),
             sessions,
             service,
+            lane,
         }
     }
 
@@ -342,15 +352,18 @@ impl Gate {
         // A POST counts as in flight from now until its answer has been sent, so that shutdown
         // can wait for it; the guard travels with the response body.
         let guard = self.in_flight.enter();
-        let (req, id) = match self.one_message(req).await {
+        let (parts, body, id) = match self.one_message(req).await {
             Ok(r) => r,
             Err(answer) => return answer,
         };
-        let open = match self.claim(&req, id) {
+        let open = match self.claim(&parts.headers, id) {
             Ok(open) => open,
             Err(refusal) => return json_answer(StatusCode::OK, &refusal),
         };
-        let response = self.service.handle(req).await;
+        let response = match self.lane_answer(&parts.headers, &body).await {
+            Some(answer) => answer,
+            None => self.to_rmcp(parts, body).await,
+        };
         response.map(|inner| {
             Tracked {
                 inner,
@@ -366,14 +379,10 @@ impl Gate {
     /// since answers are matched to requests by id alone. The refusal is the JSON-RPC error.
     fn claim(
         &self,
-        req: &Request<Full<Bytes>>,
+        headers: &http::HeaderMap,
         id: Option<serde_json::Value>,
     ) -> Result<Option<OpenGuard>, serde_json::Value> {
-        let session = req
-            .headers()
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok());
-        let (Some(session), Some(id)) = (session, id) else {
+        let (Some(session), Some(id)) = (session_of(headers), id) else {
             return Ok(None);
         };
         let key = (session.to_string(), id.to_string());
@@ -396,6 +405,47 @@ impl Gate {
             key,
         }))
     }
+
+    /// The lane's answer to a POST, when it takes the request.
+    async fn lane_answer(
+        &self,
+        headers: &http::HeaderMap,
+        body: &Bytes,
+    ) -> Option<Response<HttpBody>> {
+        let answer = self.lane.as_ref()?.answer(headers, body).await?;
+        let mut response = Response::new(Full::new(Bytes::from(answer)).boxed());
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/json"),
+        );
+        Some(response)
+    }
+
+    /// Hands a POST to rmcp; the lane notes the cancellations and initialised sessions it sees
+    /// on the way.
+    async fn to_rmcp(&self, parts: http::request::Parts, body: Bytes) -> Response<HttpBody> {
+        let Some(lane) = &self.lane else {
+            return self
+                .service
+                .handle(Request::from_parts(parts, Full::new(body)))
+                .await;
+        };
+        lane.cancel(&parts.headers, &body);
+        let initialized = is_initialized(&body).then(|| {
+            let session = session_of(&parts.headers).map(str::to_string);
+            (session, parts.headers.get("mcp-protocol-version").cloned())
+        });
+        let response = self
+            .service
+            .handle(Request::from_parts(parts, Full::new(body)))
+            .await;
+        if let Some((Some(session), version)) = initialized
+            && response.status() == StatusCode::ACCEPTED
+        {
+            lane.initialized(&session, version.as_ref());
+        }
+        response
+    }
 }
 
 /// A JSON body with a status.
@@ -416,7 +466,7 @@ impl Gate {
     async fn one_message(
         &self,
         req: Request<Incoming>,
-    ) -> Result<(Request<Full<Bytes>>, Option<serde_json::Value>), Response<HttpBody>> {
+    ) -> Result<(http::request::Parts, Bytes, Option<serde_json::Value>), Response<HttpBody>> {
         let (parts, body) = req.into_parts();
         let bytes = match http_body_util::Limited::new(body, self.max_body_bytes)
             .collect()
@@ -446,7 +496,7 @@ impl Gate {
                     .and(v.get("id"))
                     .filter(|id| id.is_string() || id.is_number())
                     .cloned();
-                return Ok((Request::from_parts(parts, Full::new(bytes)), id));
+                return Ok((parts, bytes, id));
             }
             Ok(_) => crate::protocol::jsonrpc::answer_unparsable(&bytes, &"not a message"),
             Err(e) => crate::protocol::jsonrpc::answer_unparsable(&bytes, &e),
@@ -487,6 +537,11 @@ impl Gate {
             );
         }
         let mut response = self.service.handle(req).await;
+        if let (Some(lane), Some(id)) = (&self.lane, &id)
+            && response.status() == StatusCode::ACCEPTED
+        {
+            lane.ended(id);
+        }
         if response.status() == StatusCode::ACCEPTED {
             *response.status_mut() = StatusCode::NO_CONTENT;
             *response.body_mut() = Full::new(Bytes::new()).boxed();

@@ -1,14 +1,16 @@
-//! The zero-hop lane of the stdio transport: a `tools/call` of a tool that only reads through
-//! SQL is answered on the thread that read it from stdin, which also writes the answer. The
-//! call never crosses to the async runtime, the blocking pool or the writer thread, each of
-//! which can cost a sleeping core's wake-up (see `bench/PROFILE.md`).
+//! The zero-hop lane: a `tools/call` of a tool that only reads through SQL is answered on
+//! the thread that read it, which also sends the answer. Over stdio that is a reading thread
+//! (see [`super::stdio`]); over HTTP, the runtime worker that read the request (see
+//! [`super::http_lane`]). The call never crosses to rmcp's tasks, the blocking pool or a
+//! writer thread, each of which can cost a sleeping core's wake-up (see `bench/PROFILE.md`).
 //!
 //! Only what needs nothing of the session takes the lane: a plain request (`name` and
 //! `arguments`, no `_meta`, no task, no `requestState`) for a tool of the server's own that
-//! reads, has no handler, asks no confirmation and never becomes a task. Everything else,
-//! and every request that arrives before the client said `notifications/initialized`, goes
-//! to rmcp as before. The answer is what rmcp would send: the same [`to_result`] serialised
-//! in the same envelope.
+//! reads, has no handler, asks no confirmation and never becomes a task, in a session of a
+//! revision before 2026-07-28. Everything else, and every request that arrives before the
+//! client said `notifications/initialized`, goes to rmcp as before. The answer is what rmcp
+//! would send: the same [`to_result`], in the shape rmcp gives those revisions, in the same
+//! envelope.
 //!
 //! [`to_result`]: crate::protocol::to_result
 
@@ -67,6 +69,12 @@ impl<'a> Call<'a> {
     }
 }
 
+/// Whether protocol `version` is 2026-07-28 or later, whose results the lane does not shape.
+/// Revisions are dates, so their order is the order of their text.
+pub fn is_modern(version: &str) -> bool {
+    version >= "2026-07-28"
+}
+
 /// Whether `needle` occurs in `haystack`: a cheap look at a line before decoding it.
 pub(super) fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
@@ -81,6 +89,7 @@ fn takes_lane(tool: &ToolDef) -> bool {
 }
 
 /// The lane over the server's current surface.
+#[derive(Clone)]
 pub struct Lane {
     live: Arc<Live>,
 }
@@ -110,7 +119,7 @@ impl Lane {
             .then_some(engine)
     }
 
-    /// Runs `call` on this thread and returns its answer line, newline included. `cancel`
+    /// Runs `call` on this thread and returns its answer, the JSON-RPC message. `cancel`
     /// interrupts the statement when the client cancels the request.
     pub fn answer(&self, call: Call<'_>, engine: &Engine, cancel: Arc<AtomicBool>) -> Vec<u8> {
         let name = call.params.name;
@@ -127,7 +136,14 @@ impl Lane {
             Err(engine.internal_error(&name))
         });
         let (result, error) = match crate::protocol::to_result(outcome, engine.def) {
-            Ok(r) => (Some(r), None),
+            Ok(r) => {
+                // The shape rmcp gives peers of earlier revisions: no `resultType: complete`
+                // and no structured content that is not an object.
+                let mut r = rmcp::model::ServerResult::CallToolResult(r);
+                r.strip_result_type_for_legacy_peer();
+                r.strip_non_object_output_for_legacy_peer();
+                (Some(r), None)
+            }
             Err(e) => (None, Some(e)),
         };
         let answer = Answer {
@@ -136,9 +152,7 @@ impl Lane {
             result,
             error,
         };
-        let mut bytes = serde_json::to_vec(&answer).unwrap_or_default();
-        bytes.push(b'\n');
-        bytes
+        serde_json::to_vec(&answer).unwrap_or_default()
     }
 }
 

@@ -2,5 +2,6 @@
 //! as a subprocess, [`http`] for Streamable HTTP.
 
 pub mod http;
+mod http_lane;
 pub mod lane;
 pub mod stdio;

@@ -165,6 +165,9 @@ pub struct StdioTransport {
     lines: mpsc::UnboundedReceiver<Input>,
     /// Set when the client sends `notifications/initialized`: lane calls may start.
     ready: Arc<AtomicBool>,
+    /// The client asked for protocol 2026-07-28 or later in `initialize`: the lane, which
+    /// answers in the shape of earlier revisions, stays off.
+    modern: bool,
     out: std::sync::mpsc::Sender<Vec<u8>>,
     max_line: usize,
     requests: Arc<InFlight>,
@@ -352,7 +355,8 @@ impl Readers {
     /// Runs a claimed lane call on this thread and writes its answer.
     fn answer(&self, claimed: Claimed<'_>) {
         let Some(lane) = &self.lane else { return };
-        let answer = lane.answer(claimed.call, &claimed.engine, claimed.cancel);
+        let mut answer = lane.answer(claimed.call, &claimed.engine, claimed.cancel);
+        answer.push(b'\n');
         self.lock_running().remove(&claimed.key);
         let mut out = lock_out(&self.out);
         // Finished before it is written, as rmcp's answers are: a client that reuses the id
@@ -443,6 +447,7 @@ impl StdioTransport {
         let transport = StdioTransport {
             lines,
             ready,
+            modern: false,
             out: sender,
             max_line,
             requests,
@@ -559,6 +564,9 @@ impl StdioTransport {
                 }
             }
             JsonRpcMessage::Request(r) => {
+                if let rmcp::model::ClientRequest::InitializeRequest(init) = &r.request {
+                    self.modern = super::lane::is_modern(&init.params.protocol_version.to_string());
+                }
                 // Answers are matched to requests by id alone: a second request with the
                 // id of one still in flight could never be told apart, so it never runs.
                 if !self.requests.start(&r.id) {
@@ -581,7 +589,7 @@ impl StdioTransport {
                     }
                 }
                 rmcp::model::ClientNotification::InitializedNotification(_) => {
-                    self.ready.store(true, Ordering::SeqCst);
+                    self.ready.store(!self.modern, Ordering::SeqCst);
                 }
                 _ => {}
             },

@@ -1,0 +1,216 @@
+//! The zero-hop lane of the Streamable HTTP transport: a plain `tools/call` of a tool that
+//! only reads through SQL (the calls [`Lane`] takes) is answered by the runtime worker that
+//! read the request, as one `application/json` body, without rmcp's session worker, its
+//! channels, the blocking pool or an SSE stream of three chunks.
+//!
+//! The lane takes a POST only when rmcp has already accepted the same session with the same
+//! headers, so that every refusal stays rmcp's: the session exists and its client sent
+//! `notifications/initialized`, which rmcp answered 202 with the `MCP-Protocol-Version` the
+//! call carries (a revision before 2026-07-28); `Accept` names JSON and SSE and the body is
+//! JSON. Anything else goes to rmcp.
+//!
+//! - **Workers.** The HTTP runtime has a fixed set of workers; at most all but one run lane
+//!   calls at once, so one is always free to read the next request (a cancellation among
+//!   them). A lane call that finds them all busy runs on the blocking pool instead.
+//! - **Cancellation.** `notifications/cancelled` naming a lane call of the same session sets
+//!   its flag, which interrupts the statement; the notification then goes on to rmcp.
+//! - **Idle sessions.** rmcp drops a session after five minutes without an event. A session
+//!   served only by the lane is kept alive by a no-op event (a request channel opened and
+//!   closed) at most once a minute.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, header};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use serde_json::Value;
+
+use super::lane::{Call, Lane, contains};
+
+/// How often a session served only by the lane is kept alive.
+const TOUCH_EVERY: Duration = Duration::from_secs(60);
+
+/// A session rmcp accepted `notifications/initialized` on.
+struct Ready {
+    /// The `MCP-Protocol-Version` header that notification carried.
+    version: Option<HeaderValue>,
+    /// When rmcp last saw an event of the session because of the lane.
+    touched: Instant,
+}
+
+/// The lane, with what it knows of the sessions.
+pub(super) struct HttpLane {
+    lane: Lane,
+    sessions: Arc<LocalSessionManager>,
+    ready: Mutex<HashMap<String, Ready>>,
+    /// Cancellation flags of the lane calls running, by session and request id (as JSON).
+    running: Mutex<HashMap<(String, String), Arc<AtomicBool>>>,
+    /// How many more lane calls may run on a runtime worker now.
+    spare: AtomicUsize,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The session id a request names.
+pub(super) fn session_of(headers: &HeaderMap) -> Option<&str> {
+    headers.get("mcp-session-id").and_then(|v| v.to_str().ok())
+}
+
+/// Whether `body` is a `notifications/initialized`.
+pub(super) fn is_initialized(body: &[u8]) -> bool {
+    contains(body, b"notifications/initialized")
+        && serde_json::from_slice::<Value>(body)
+            .is_ok_and(|v| v["method"] == "notifications/initialized" && v.get("id").is_none())
+}
+
+/// Whether a POST's headers are those rmcp accepts a request with; the lane never answers
+/// what rmcp would refuse.
+fn plain_post(headers: &HeaderMap) -> bool {
+    let accept = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect::<Vec<_>>()
+        .join(",");
+    let json_body = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("application/json"));
+    json_body && accept.contains("application/json") && accept.contains("text/event-stream")
+}
+
+impl HttpLane {
+    /// A lane that runs at most `workers - 1` calls on the runtime's workers at once.
+    pub(super) fn new(lane: Lane, sessions: Arc<LocalSessionManager>, workers: usize) -> Self {
+        HttpLane {
+            lane,
+            sessions,
+            ready: Mutex::default(),
+            running: Mutex::default(),
+            spare: AtomicUsize::new(workers.saturating_sub(1)),
+        }
+    }
+
+    /// Notes that rmcp accepted `notifications/initialized` on `session`.
+    pub(super) fn initialized(&self, session: &str, version: Option<&HeaderValue>) {
+        if version.is_some_and(|v| v.to_str().map_or(true, super::lane::is_modern)) {
+            return;
+        }
+        let mut ready = lock(&self.ready);
+        // Sessions that idled out are forgotten now and then.
+        if ready.len() % 1024 == 1023
+            && let Ok(live) = self.sessions.sessions.try_read()
+        {
+            ready.retain(|id, _| live.contains_key(id.as_str()));
+        }
+        ready.insert(
+            session.to_string(),
+            Ready {
+                version: version.cloned(),
+                touched: Instant::now(),
+            },
+        );
+    }
+
+    /// Forgets a session that ended.
+    pub(super) fn ended(&self, session: &str) {
+        lock(&self.ready).remove(session);
+    }
+
+    /// Sets the flag of the lane call a `notifications/cancelled` in `body` names, if one of
+    /// `headers`' session is running.
+    pub(super) fn cancel(&self, headers: &HeaderMap, body: &[u8]) {
+        if !contains(body, b"notifications/cancelled") {
+            return;
+        }
+        let (Some(session), Ok(v)) = (session_of(headers), serde_json::from_slice::<Value>(body))
+        else {
+            return;
+        };
+        if let Some(id) = v.pointer("/params/requestId")
+            && let Some(flag) = lock(&self.running).get(&(session.to_string(), id.to_string()))
+        {
+            flag.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// The answer to the POST of `headers` and `body`, when the lane takes it: the JSON-RPC
+    /// response as its body's bytes. `None` leaves the request to rmcp.
+    pub(super) async fn answer(&self, headers: &HeaderMap, body: &Bytes) -> Option<Vec<u8>> {
+        let session = session_of(headers)?;
+        if !self.accepted(session, headers) || !plain_post(headers) {
+            return None;
+        }
+        let call = Call::parse(body)?;
+        let engine = self.lane.takes(&call)?;
+        let id: Value = serde_json::from_str(call.id.get()).ok()?;
+        if !self.alive(session).await {
+            return None;
+        }
+        let key = (session.to_string(), id.to_string());
+        let cancel = Arc::new(AtomicBool::new(false));
+        lock(&self.running).insert(key.clone(), cancel.clone());
+        let answer = if self.take_spare() {
+            let answer = self.lane.answer(call, &engine, cancel);
+            self.spare.fetch_add(1, Ordering::SeqCst);
+            answer
+        } else {
+            // Every spare worker is answering a call: this one waits on the blocking pool,
+            // where it needs its own copy of the request.
+            let (lane, body) = (self.lane.clone(), body.clone());
+            tokio::task::spawn_blocking(move || {
+                Call::parse(&body).map(|call| lane.answer(call, &engine, cancel))
+            })
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+        };
+        lock(&self.running).remove(&key);
+        (!answer.is_empty()).then_some(answer)
+    }
+
+    /// Whether `session` is ready for the lane with the protocol version `headers` carry.
+    fn accepted(&self, session: &str, headers: &HeaderMap) -> bool {
+        lock(&self.ready)
+            .get(session)
+            .is_some_and(|r| r.version.as_ref() == headers.get("mcp-protocol-version"))
+    }
+
+    /// Whether rmcp still has `session`; keeps it from idling out while the lane serves it.
+    async fn alive(&self, session: &str) -> bool {
+        let handle = self.sessions.sessions.read().await.get(session).cloned();
+        let Some(handle) = handle else {
+            self.ended(session);
+            return false;
+        };
+        let touch = lock(&self.ready).get_mut(session).is_some_and(|r| {
+            let due = r.touched.elapsed() >= TOUCH_EVERY;
+            if due {
+                r.touched = Instant::now();
+            }
+            due
+        });
+        if touch {
+            tokio::spawn(async move {
+                if let Ok(channel) = handle.establish_request_wise_channel().await
+                    && let Some(id) = channel.http_request_id
+                {
+                    let _ = handle.close_request_wise_channel(id).await;
+                }
+            });
+        }
+        true
+    }
+
+    fn take_spare(&self) -> bool {
+        self.spare
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+}
