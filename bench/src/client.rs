@@ -186,14 +186,7 @@ impl Server {
 
     /// CPU time the server has used so far (user plus system), in milliseconds.
     pub fn cpu_ms(&self) -> Option<f64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).ok()?;
-        // Fields after the command name, which is in parentheses and may contain spaces.
-        let rest = &stat[stat.rfind(')')? + 2..];
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let utime: f64 = fields.get(11)?.parse().ok()?;
-        let stime: f64 = fields.get(12)?.parse().ok()?;
-        // Clock ticks are 100 per second on Linux for every architecture this runs on.
-        Some((utime + stime) * 10.0)
+        proc_cpu_ms(self.pid)
     }
 
     /// Closes stdin and waits for the server to exit, killing it after `grace`.
@@ -251,4 +244,16 @@ pub fn proc_status_kib(pid: u32, key: &str) -> Option<u64> {
         .nth(1)?
         .parse()
         .ok()
+}
+
+/// CPU time process `pid` has used so far (user plus system), in milliseconds.
+pub fn proc_cpu_ms(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses and may contain spaces.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    // Clock ticks are 100 per second on Linux for every architecture this runs on.
+    Some((utime + stime) * 10.0)
 }

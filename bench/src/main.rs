@@ -7,6 +7,9 @@
 //! - `mcpbench drive --kind pk|search|tags|insert --calls N --db DB --rows N -- CMD...` only
 //!   drives the server (handshake, then N sequential calls), for running it under a profiler.
 //! - `mcpbench floor --db DB --rows N` times `get_learning`'s SQL straight through rusqlite.
+//! - `mcpbench http --name NAME --db DB --rows N [--dialect studio|toolbox] [--clients 1,16,64]
+//!   [--seconds S] --out FILE -- CMD...` starts the Streamable HTTP server CMD (`{port}` and
+//!   `{db}` in its arguments) and measures calls/s and p99 with each number of concurrent clients.
 //! - `mcpbench report --json OUT --markdown BENCHMARKS.md RUN...` assembles measurements into
 //!   the results file and the markdown report, and prints the table.
 //! - `mcpbench laminark --mcpspec BIN --sizes 10000,100000,1000000 --dir DIR --out FILE
@@ -22,6 +25,7 @@ mod client;
 mod data;
 mod devloop;
 mod floor;
+mod http;
 mod laminark;
 mod measure;
 mod postgres;
@@ -114,6 +118,7 @@ fn main() -> Result<()> {
             Ok(())
         }
         "measure" => measure_cmd(&args),
+        "http" => http_cmd(&args),
         "drive" => drive_cmd(&args),
         "floor" => {
             let rows: usize = args.need("rows")?.parse().context("--rows")?;
@@ -171,7 +176,7 @@ fn main() -> Result<()> {
             },
         ),
         _ => bail!(
-            "usage: mcpbench gen|measure|drive|floor|laminark|transports|report ... (see the module docs in bench/src/main.rs)"
+            "usage: mcpbench gen|measure|http|drive|floor|laminark|transports|report ... (see the module docs in bench/src/main.rs)"
         ),
     }
 }
@@ -282,14 +287,56 @@ fn drive_cmd(args: &Args) -> Result<()> {
     })
 }
 
+fn dialect(args: &Args) -> Result<workload::Dialect> {
+    match args.get("dialect").unwrap_or("studio") {
+        "studio" => Ok(workload::Dialect::Studio),
+        "toolbox" => Ok(workload::Dialect::Toolbox),
+        other => bail!("unknown dialect {other}"),
+    }
+}
+
+/// `http`: measures the HTTP server after `--` at each client count and writes the result.
+fn http_cmd(args: &Args) -> Result<()> {
+    let db = args.need("db")?.to_string();
+    let rows: usize = args.need("rows")?.parse().context("--rows")?;
+    let clients: Vec<usize> = args
+        .get("clients")
+        .unwrap_or("1,16,64")
+        .split(',')
+        .map(|s| s.trim().parse())
+        .collect::<Result<_, _>>()
+        .context("--clients")?;
+    let quick = args.has("--quick");
+    let plan = http::Plan {
+        clients,
+        seconds: match args.get("seconds") {
+            Some(s) => s.parse().context("--seconds")?,
+            None if quick => 0.3,
+            None => 3.0,
+        },
+        warmup_calls: if quick { 5 } else { 50 },
+    };
+    let log = args.get("log").map(PathBuf::from);
+    let result = http::run(&args.rest, &db, rows, dialect(args)?, &plan, log.as_deref())?;
+    let out = json!({
+        "kind": "http",
+        "contender": args.need("name")?,
+        "version": args.get("version"),
+        "command": args.rest,
+        "db": args.get("label").unwrap_or(&db),
+        "quick": quick,
+        "result": result,
+    });
+    let path = args.need("out")?;
+    std::fs::write(path, serde_json::to_string_pretty(&out)?)
+        .with_context(|| format!("writing {path}"))?;
+    Ok(())
+}
+
 fn measure_cmd(args: &Args) -> Result<()> {
     let db = args.need("db")?.to_string();
     let rows: usize = args.need("rows")?.parse().context("--rows")?;
-    let dialect = match args.get("dialect").unwrap_or("studio") {
-        "studio" => workload::Dialect::Studio,
-        "toolbox" => workload::Dialect::Toolbox,
-        other => bail!("unknown dialect {other}"),
-    };
+    let dialect = dialect(args)?;
     let launch = launch(args)?;
     let mut plan = measure::Plan::default();
     if args.has("--quick") {

@@ -186,7 +186,8 @@ pub fn today() -> String {
 }
 
 pub fn run(json_out: &PathBuf, markdown: &PathBuf, inputs: &Inputs) -> Result<()> {
-    let runs: Vec<Value> = inputs.runs.iter().map(|p| load(p)).collect::<Result<_>>()?;
+    let all: Vec<Value> = inputs.runs.iter().map(|p| load(p)).collect::<Result<_>>()?;
+    let (http, runs): (Vec<Value>, Vec<Value>) = all.into_iter().partition(|r| r["kind"] == "http");
     let edit_loop = match &inputs.edit_loop {
         Some(p) if p.exists() => Some(load(p)?),
         _ => None,
@@ -199,6 +200,7 @@ pub fn run(json_out: &PathBuf, markdown: &PathBuf, inputs: &Inputs) -> Result<()
         "skipped": inputs.skipped,
         "edit_loop": edit_loop,
         "runs": runs,
+        "http": http,
     });
     if let Some(dir) = json_out.parent() {
         std::fs::create_dir_all(dir)?;
@@ -219,8 +221,9 @@ pub fn run(json_out: &PathBuf, markdown: &PathBuf, inputs: &Inputs) -> Result<()
     }
     let tables = tables(&runs, &dbs, &names);
 
-    let targets = targets(&runs, &dbs);
-    print!("{tables}\n{targets}");
+    let http_tables = http_tables(&http);
+    let targets = targets(&runs, &dbs) + &http_targets(&http);
+    print!("{tables}\n{http_tables}\n{targets}");
 
     let m = &results["machine"];
     let mut md = String::new();
@@ -264,6 +267,9 @@ pub fn run(json_out: &PathBuf, markdown: &PathBuf, inputs: &Inputs) -> Result<()
         "## Results\n\nEach cell is the figure and, in brackets, that figure divided by mcpspec's. For times and memory a ratio above 1 means the contender is slower or larger; for calls/s a ratio below 1 means it is slower."
     );
     md.push_str(&tables);
+    if !http.is_empty() {
+        let _ = writeln!(md, "\n{HTTP_METHOD}{http_tables}");
+    }
     let _ = writeln!(md, "\n{targets}");
     edit_loop_section(&mut md, &results["edit_loop"]);
     if let Some(p) = &inputs.profile
@@ -404,6 +410,79 @@ const METHOD: &str = "## Method\n
 - The driver (`mcpbench measure`, Rust, one thread) speaks newline-delimited JSON-RPC over the server's stdio. Cold start: the median over 10 fresh processes of spawn → `initialize` response and spawn → first `tools/list` response. Sequential: after a warm-up, up to 5,000 `tools/call`s one at a time (a phase stops early after 2.5 s, but never before 30 calls), round trip = request written → response line read; arguments come from fixed seeds (random primary keys; ten search terms of mixed case, one matching nothing; one or two tags; inserts with two tags). Pipelined: N requests kept in flight, N = 1, 8, 64, primary-key lookups, calls completed per second. Peak RSS: `VmHWM` of the server process from `/proc/PID/status` at the end of the session, before stdin is closed (after every phase, including N = 64 and the inserts).
 - Synchronous client (`bench/src/sync.rs`), after the async session, in a session of its own: one request written, a blocking read of its answer, then the next, as the Python SDK and Claude Code call; the same plan per kind (PK, search, tag filter, insert). Just before it, the same client against `cat` gives the echo floor, the cost of a round trip with no server work. Server-side = round-trip median − floor median of the same contender's run. These calls come after the async inserts, so the newest learnings are the benchmark's own.
 ";
+
+const HTTP_METHOD: &str = "## Throughput for teams: Streamable HTTP\n
+`mcpbench http` (`bench/src/http.rs`) starts each server on a loopback port (mcpspec with `serve studio --http`, Toolbox in its default HTTP mode on the same tools.yaml and a fresh copy of the same database) and runs 1, 16 and 64 concurrent clients, each a thread with its own session and kept-alive connection, calling `get_learning` by random primary key as fast as answers come (request, blocking read, next request) for 3 s per level after a warm-up. Calls/s counts every call of the level; p99 is over every call's round trip; server CPU per call is the server process's user + system time over the level (`/proc/PID/stat`) divided by its calls. The clients run on the same two cores as the server, and their cost is the same for both contenders.
+";
+
+/// The HTTP throughput tables, one per database: each client count, mcpspec against Toolbox.
+fn http_tables(http: &[Value]) -> String {
+    let mut dbs: Vec<&str> = Vec::new();
+    for r in http {
+        if let Some(db) = r["db"].as_str().filter(|db| !dbs.contains(db)) {
+            dbs.push(db);
+        }
+    }
+    let mut out = String::new();
+    for db in dbs {
+        let level = |name: &str, n: &str| {
+            http.iter()
+                .find(|r| r["contender"] == name && r["db"] == db)
+                .map(|r| r["result"]["levels"][n].clone())
+                .filter(|l| !l.is_null())
+        };
+        let _ = writeln!(
+            out,
+            "\n### {db}\n\n| clients | mcpspec calls/s | mcpspec p99 | mcpspec CPU/call | toolbox calls/s | toolbox p99 | toolbox CPU/call |\n|---:|---:|---:|---:|---:|---:|---:|"
+        );
+        for n in ["1", "16", "64"] {
+            let (Some(m), t) = (level(BASE, n), level("toolbox", n)) else {
+                continue;
+            };
+            let per_s = |l: &Value| l["calls_per_s"].as_f64().unwrap_or(f64::NAN);
+            // Calls/s, with its ratio to mcpspec's for the contender; p99; CPU per call.
+            let figures = |l: &Value, ratio: Option<f64>| {
+                let ratio = ratio.map(|r| format!(" ({r:.2})")).unwrap_or_default();
+                format!(
+                    "{:.0}{ratio} | {} | {}",
+                    per_s(l),
+                    fmt(Unit::Us, l["p99_us"].as_f64().unwrap_or(f64::NAN)),
+                    fmt(
+                        Unit::Us,
+                        l["server_cpu_us_per_call"].as_f64().unwrap_or(f64::NAN)
+                    ),
+                )
+            };
+            let theirs = match &t {
+                Some(t) => figures(t, Some(per_s(t) / per_s(&m))),
+                None => "— | — | —".to_string(),
+            };
+            let _ = writeln!(out, "| {n} | {} | {theirs} |", figures(&m, None));
+        }
+    }
+    out
+}
+
+/// The HTTP target, judged on this run's figures.
+fn http_targets(http: &[Value]) -> String {
+    let mut out = String::new();
+    for r in http.iter().filter(|r| r["contender"] == BASE) {
+        let db = r["db"].as_str().unwrap_or("?");
+        let theirs = http
+            .iter()
+            .find(|t| t["contender"] == "toolbox" && t["db"] == r["db"]);
+        let per_s = |r: &Value| r["result"]["levels"]["64"]["calls_per_s"].as_f64();
+        if let (Some(m), Some(t)) = (per_s(r), theirs.and_then(per_s)) {
+            let ratio = m / t;
+            let met = if ratio >= 5.0 { "yes" } else { "**no**" };
+            let _ = writeln!(
+                out,
+                "| HTTP calls/s at 64 clients ≥ 5× Toolbox | {db} | {ratio:.1}× ({m:.0}/s vs {t:.0}/s) | {met} |"
+            );
+        }
+    }
+    out
+}
 
 /// A contender's command as a reader would type it from the repository root: paths relative to
 /// the working directory, the per-run database copy shown as `{db}`.

@@ -1,0 +1,280 @@
+//! Throughput for teams: N concurrent clients, each its own Streamable HTTP session on its own
+//! kept-alive connection, calling `get_learning` by primary key as fast as answers come back
+//! (request, blocking read, next request), for a fixed time at each client count.
+//!
+//! The server under test is started by this module with `{port}` and `{db}` in its command
+//! replaced, and `BENCH_DB` set. Each level reports calls per second over the whole level, the
+//! median and p99 latency of every call in it, and the server's CPU time per call (from
+//! `/proc/PID/stat`), so a contender that burns more CPU for the same throughput shows it.
+//!
+//! The clients keep their own cost low and equal for every contender: the request body is
+//! written from a pre-serialised `params` text, and an answer is checked by its bytes (a
+//! `result` that is not `isError`) after the first answer of each session was parsed whole.
+
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail, ensure};
+use mcpspec::client::HttpClient;
+use serde_json::{Value, json};
+
+use crate::client::proc_cpu_ms;
+use crate::stats::Summary;
+use crate::workload::{Dialect, Kind, Workload};
+
+/// What one run measures.
+pub struct Plan {
+    /// Client counts, one level each, in order.
+    pub clients: Vec<usize>,
+    /// How long each level calls.
+    pub seconds: f64,
+    /// Calls each session makes before the level's clock starts.
+    pub warmup_calls: usize,
+}
+
+/// The server process, killed when dropped.
+struct Served {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A free loopback port: bound, read, released.
+fn free_port() -> Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// Starts `program args` with `{port}` and `{db}` replaced and waits until a session can be
+/// initialised on it (polling, for at most 20 s).
+fn serve(
+    program: &str,
+    args: &[String],
+    db: &str,
+    log: Option<&std::path::Path>,
+) -> Result<Served> {
+    let port = free_port()?;
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.replace("{port}", &port.to_string()).replace("{db}", db))
+        .collect();
+    let stderr = match log {
+        Some(p) => Stdio::from(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .with_context(|| format!("opening {}", p.display()))?,
+        ),
+        None => Stdio::null(),
+    };
+    let child = Command::new(program)
+        .args(&args)
+        .env("BENCH_DB", db)
+        .env("MCPSPEC_LOG", "warn")
+        .env_remove("MCPSPEC_HTTP_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .with_context(|| format!("starting {program}"))?;
+    let mut served = Served {
+        child,
+        addr: SocketAddr::from(([127, 0, 0, 1], port)),
+    };
+    let start = Instant::now();
+    loop {
+        if let Some(status) = served.child.try_wait()? {
+            bail!("the server exited before listening: {status}");
+        }
+        if HttpClient::new(served.addr, None).initialize().is_ok() {
+            return Ok(served);
+        }
+        ensure!(
+            start.elapsed() < Duration::from_secs(20),
+            "the server did not answer initialize on {} within 20 s",
+            served.addr
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether an answer's bytes hold a successful tool result (JSON or one SSE event).
+fn succeeded(body: &[u8]) -> bool {
+    let has = |needle: &[u8]| body.windows(needle.len()).any(|w| w == needle);
+    has(b"\"result\"") && !has(b"\"isError\":true")
+}
+
+/// One session's calls in one level.
+struct Session {
+    client: HttpClient,
+    /// Pre-serialised `params` of the calls, used in turn.
+    params: Vec<String>,
+    next: usize,
+    id: u64,
+}
+
+impl Session {
+    fn open(addr: SocketAddr, index: usize, rows: usize, dialect: Dialect) -> Result<Session> {
+        let mut client = HttpClient::new(addr, None);
+        client.initialize()?;
+        let mut w = Workload::new(Kind::Pk, dialect, rows);
+        // Sessions start at different points of the same sequence.
+        for _ in 0..index * 37 {
+            w.next_params();
+        }
+        let params = (0..256).map(|_| w.next_params().to_string()).collect();
+        let mut s = Session {
+            client,
+            params,
+            next: 0,
+            id: 0,
+        };
+        let first = s.call_bytes()?;
+        let answer: Vec<Value> = first.messages();
+        let result = answer
+            .iter()
+            .find_map(|m| m.get("result"))
+            .ok_or_else(|| anyhow!("the first call got no result: {}", first.text()))?;
+        ensure!(
+            result.get("isError") != Some(&json!(true)) && result["content"].is_array(),
+            "the first call failed: {result}"
+        );
+        Ok(s)
+    }
+
+    fn call_bytes(&mut self) -> Result<mcpspec::client::HttpResponse> {
+        self.id += 1;
+        let params = &self.params[self.next % self.params.len()];
+        self.next += 1;
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{params}}}"#,
+            self.id
+        );
+        let r = self.client.exchange("POST", &[], body.as_bytes())?;
+        ensure!(r.status == 200, "HTTP {}: {}", r.status, r.text());
+        Ok(r)
+    }
+
+    /// One checked call and its latency in microseconds.
+    fn call(&mut self) -> Result<f64> {
+        let t = Instant::now();
+        let r = self.call_bytes()?;
+        let us = t.elapsed().as_secs_f64() * 1e6;
+        ensure!(succeeded(&r.body), "a call failed: {}", r.text());
+        Ok(us)
+    }
+}
+
+/// One level: `n` sessions calling for `seconds`; returns its figures.
+fn level(served: &Served, n: usize, rows: usize, dialect: Dialect, plan: &Plan) -> Result<Value> {
+    let barrier = Arc::new(Barrier::new(n + 1));
+    let budget = Duration::from_secs_f64(plan.seconds);
+    let warmup = plan.warmup_calls;
+    let addr = served.addr;
+    let workers: Vec<_> = (0..n)
+        .map(|i| {
+            let barrier = barrier.clone();
+            std::thread::spawn(move || -> Result<(Vec<f64>, Instant)> {
+                let opened = Session::open(addr, i, rows, dialect).and_then(|mut s| {
+                    (0..warmup).try_for_each(|_| s.call().map(drop))?;
+                    Ok(s)
+                });
+                barrier.wait();
+                let mut s = opened?;
+                let start = Instant::now();
+                let mut samples = Vec::new();
+                while start.elapsed() < budget {
+                    samples.push(s.call()?);
+                }
+                Ok((samples, Instant::now()))
+            })
+        })
+        .collect();
+    barrier.wait();
+    let start = Instant::now();
+    let cpu_before = proc_cpu_ms(served.child.id());
+    let mut samples = Vec::new();
+    let mut end = start;
+    for w in workers {
+        let (s, finished) = w
+            .join()
+            .map_err(|_| anyhow!("a client thread panicked"))??;
+        samples.extend(s);
+        end = end.max(finished);
+    }
+    let cpu = proc_cpu_ms(served.child.id())
+        .zip(cpu_before)
+        .map(|(a, b)| a - b);
+    let elapsed = (end - start).as_secs_f64();
+    let calls = samples.len();
+    let s = Summary::of(&samples);
+    Ok(json!({
+        "clients": n,
+        "calls": calls,
+        "seconds": crate::stats::round(elapsed),
+        "calls_per_s": (calls as f64 / elapsed).round(),
+        "median_us": crate::stats::round(s.median),
+        "p99_us": crate::stats::round(s.p99),
+        "server_cpu_us_per_call": cpu.map(|ms| crate::stats::round(ms * 1000.0 / calls.max(1) as f64)),
+    }))
+}
+
+/// Starts the server and measures every level of `plan` on one server process.
+pub fn run(
+    command: &[String],
+    db: &str,
+    rows: usize,
+    dialect: Dialect,
+    plan: &Plan,
+    log: Option<&std::path::Path>,
+) -> Result<Value> {
+    let Some((program, args)) = command.split_first() else {
+        bail!("give the server command after --");
+    };
+    ensure!(
+        args.iter().any(|a| a.contains("{port}")),
+        "the server command must take the port as {{port}}"
+    );
+    let served = serve(program, args, db, log)?;
+    let mut levels = serde_json::Map::new();
+    for &n in &plan.clients {
+        let figures = level(&served, n, rows, dialect, plan)
+            .with_context(|| format!("{n} concurrent clients"))?;
+        eprintln!(
+            "  http {n:>2} clients: {} calls/s, p99 {} µs",
+            figures["calls_per_s"], figures["p99_us"]
+        );
+        levels.insert(n.to_string(), figures);
+    }
+    Ok(json!({
+        "tool": "get_learning",
+        "seconds_per_level": plan.seconds,
+        "levels": levels,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::succeeded;
+
+    #[test]
+    fn an_answer_is_judged_by_its_bytes() {
+        assert!(succeeded(
+            br#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#
+        ));
+        assert!(succeeded(
+            b"event: message\ndata: {\"id\":1,\"result\":{\"isError\":false}}\n\n"
+        ));
+        assert!(!succeeded(br#"{"id":1,"result":{"isError":true}}"#));
+        assert!(!succeeded(br#"{"id":1,"error":{"code":-32602}}"#));
+    }
+}
