@@ -17,6 +17,10 @@
 //! rules, so rmcp's own host and origin checks are switched off rather than kept with
 //! different matching rules.
 //!
+//! Behind the gate, a plain SQL read in a session rmcp already accepted is answered by the
+//! runtime worker that read it, as one JSON body ([`super::http_lane`]); everything else goes
+//! to rmcp.
+//!
 //! hyper's HTTP/1.1 server drives the connections. On shutdown the listener closes, the calls
 //! in flight are answered (up to the drain timeout), then every session and SSE stream is
 //! closed, as the stdio transport drains at end of input.
