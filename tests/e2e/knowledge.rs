@@ -92,9 +92,12 @@ pub(crate) fn big_db(n: u32) -> Db {
         ))
         .unwrap();
         drop(conn);
-        // Written under a name of this process's own, then renamed into place in one step, so
-        // that processes making it at once never read half a file.
-        let part = template.with_extension(format!("{}.part", std::process::id()));
+        // Written under a name of this process's and this thread's own, then renamed into
+        // place in one step, so that processes and test threads making it at once never read
+        // half a file nor rename each other's.
+        static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let nth = MADE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let part = template.with_extension(format!("{}-{nth}.part", std::process::id()));
         std::fs::copy(&db.path, &part).unwrap();
         std::fs::rename(&part, &template).unwrap();
     }
