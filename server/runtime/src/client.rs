@@ -101,13 +101,18 @@ impl StdioClient {
         }
     }
 
-    /// Waits for the response with `id`, keeping anything else in [`StdioClient::other`].
+    /// The response with `id`: one kept aside earlier (it came while another response was
+    /// awaited), else the next one to arrive. Anything else is kept in [`StdioClient::other`].
     pub fn recv_response(&mut self, id: &Value) -> Result<Value, ClientError> {
+        let is_response = |msg: &Value| msg.get("id") == Some(id) && msg.get("method").is_none();
+        if let Some(at) = self.other.iter().position(is_response) {
+            return Ok(self.other.remove(at));
+        }
         let deadline = Instant::now() + RESPONSE_TIMEOUT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let msg = self.recv(left)?;
-            if msg.get("id") == Some(id) && msg.get("method").is_none() {
+            if is_response(&msg) {
                 return Ok(msg);
             }
             self.other.push(msg);
@@ -569,5 +574,29 @@ impl HttpClient {
             headers,
             conn,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_response_kept_aside_is_the_one_returned_when_awaited_later() {
+        // The server answers request 2 before request 1: awaiting 1 keeps 2 aside, and
+        // awaiting 2 then returns it at once instead of waiting for a second copy.
+        let mut c = StdioClient::spawn(Command::new("sh").args([
+            "-c",
+            r#"printf '%s\n' '{"jsonrpc":"2.0","id":2,"result":{"n":2}}' '{"jsonrpc":"2.0","id":1,"result":{"n":1}}'; cat >/dev/null"#,
+        ]))
+        .unwrap();
+        assert_eq!(c.recv_response(&json!(1)).unwrap()["result"]["n"], 1);
+        assert_eq!(c.other.len(), 1);
+        assert_eq!(c.recv_response(&json!(2)).unwrap()["result"]["n"], 2);
+        assert!(c.other.is_empty());
+        assert!(
+            c.finish(Duration::from_secs(5))
+                .is_some_and(|s| s.success())
+        );
     }
 }
