@@ -393,7 +393,7 @@ impl Pool {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
         };
-        let mut conn = {
+        let conn = {
             let mut guard = lock();
             loop {
                 if let Some(c) = guard.0.pop() {
@@ -419,10 +419,24 @@ impl Pool {
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
             }
         };
-        let out = f(&mut conn);
-        lock().0.push(conn);
+        // Handed back when `f` returns and also when it panics (the lane catches panics), so
+        // that a panicking call never costs the pool a reader and later reads never wait for
+        // one that is gone.
+        let mut lent = Lent {
+            pool: self,
+            conn: Some(conn),
+        };
+        f(lent.conn.as_mut().expect("lent until dropped"))
+    }
+
+    /// Puts a reader back among the idle ones and wakes one waiting call.
+    fn give_back(&self, conn: Connection) {
+        self.readers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .0
+            .push(conn);
         self.available.notify_one();
-        out
     }
 
     /// Runs `f` on the writer connection, or returns `None` when the pool is read-only.
@@ -455,6 +469,20 @@ impl Pool {
                 })
         });
         applied.unwrap_or(Ok(()))
+    }
+}
+
+/// A reader lent to one call; dropping it gives the connection back to the pool.
+struct Lent<'p> {
+    pool: &'p Pool,
+    conn: Option<Connection>,
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.pool.give_back(conn);
+        }
     }
 }
 
@@ -692,6 +720,31 @@ mod tests {
                 .unwrap();
             assert_eq!(got, want, "regexp({p:?}, {t:?})");
         }
+    }
+
+    #[test]
+    fn a_panicking_read_gives_its_reader_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.db");
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (7);")
+            .unwrap();
+        let pool = Pool::open(&path, false).unwrap();
+        // More panics than the pool has readers: each one's reader comes back.
+        for _ in 0..=READERS {
+            let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                pool.read(|_| -> () { panic!("a call panicked") })
+            }));
+            assert!(caught.is_err());
+        }
+        let (idle, open) = {
+            let readers = pool.readers.lock().unwrap();
+            (readers.0.len(), readers.1)
+        };
+        assert_eq!((idle, open), (1, 1), "(idle, open) readers");
+        let x: i64 = pool.read(|c| c.query_row("SELECT x FROM t", [], |r| r.get(0)).unwrap());
+        assert_eq!(x, 7);
     }
 
     #[test]
