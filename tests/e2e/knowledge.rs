@@ -515,6 +515,32 @@ fn cancellation_interrupts_a_read_answered_on_the_reading_thread() {
     );
 }
 
+/// A lane call keeps its thread's turn at stdin only while it is quick: one that turns out
+/// slow gives the turn to another thread, so a request sent after it is answered first. (The
+/// call may be read alone or together with the ping; either way the ping must not wait.)
+#[test]
+fn a_lane_read_that_turns_out_slow_does_not_hold_up_the_next_message() {
+    let db = big_db(300_000);
+    let mut c = spawn(&db.path, &[], Stdio::null());
+    for id in [81, 82, 83] {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "kb_list", "arguments": {"tags": ["no-such-tag"], "limit": 100}}});
+        c.send_bytes(format!("{call}\n").as_bytes()).unwrap();
+        let ping = c.request("ping", json!({})).unwrap();
+        assert!(ping.get("result").is_some(), "{ping}");
+        assert!(
+            !c.other.iter().any(|m| m["id"] == id),
+            "the ping waited for the slow call {id}"
+        );
+        let slow = c.recv_response(&json!(id)).unwrap();
+        assert_eq!(slow["result"]["isError"], json!(false), "{slow}");
+    }
+    assert!(
+        c.finish(Duration::from_secs(30))
+            .is_some_and(|s| s.success())
+    );
+}
+
 /// Sends the tool call `params` on a big database with its cancellation right behind it: the
 /// server stays free for the next call, and the call stops as cancelled.
 fn cancel_while_running(engine: Engine, params: Value) {

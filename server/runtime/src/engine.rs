@@ -663,7 +663,14 @@ impl Engine {
         if let BindingDef::Content(blocks) = &tool.def.binding {
             return self.render_blocks(tool.def, blocks, &args);
         }
-        self.run_sql(tool, name, &args, shown.as_ref(), request, cancel)
+        let stop = Stop::after(self.timeout(tool.def), cancel.clone()).with_slow(link.slow);
+        self.run_sql(tool, name, &args, shown.as_ref(), request, &stop)
+    }
+
+    /// How long a call of `tool` may run.
+    fn timeout(&self, tool: &ToolDef) -> Duration {
+        tool.timeout_ms
+            .map_or(self.limits.call_timeout, Duration::from_millis)
     }
 
     /// The call's arguments as an object within the size limit, with the spec's defaults
@@ -774,7 +781,7 @@ impl Engine {
         args: &Arguments,
         shown: Option<&Arguments>,
         request: u64,
-        cancel: &Arc<AtomicBool>,
+        stop: &Stop,
     ) -> Result<Success, CallError> {
         let mut params = tool.def.bind.params(args).map_err(|e| {
             tracing::error!(request, tool = name, error = %e, "typed arguments disagree with the schema");
@@ -789,10 +796,6 @@ impl Engine {
             crate::transform::apply(&mut v, transforms);
             params.push((name, crate::def::ToParam::to_param(&v)));
         }
-        let timeout = tool
-            .def
-            .timeout_ms
-            .map_or(self.limits.call_timeout, Duration::from_millis);
         if tool.def.writes && self.read_only {
             return Err(ToolError::new(
                 "READ_ONLY",
@@ -802,7 +805,6 @@ impl Engine {
             )
             .into());
         }
-        let stop = Stop::after(timeout, cancel.clone());
         let job = Job::of(tool.def);
         let out = self
             .run(
@@ -810,10 +812,10 @@ impl Engine {
                 job,
                 &params,
                 shown.unwrap_or(args),
-                &stop,
+                stop,
                 request,
             )
-            .map_err(|e| self.interrupted(job, e, cancel, timeout));
+            .map_err(|e| self.interrupted(job, e, &stop.cancel, self.timeout(tool.def)));
         let out = out.map_err(CallError::Tool)?;
         // A single `execute` that changed no rows fails only when a `no_change` rule maps it.
         if let BindingDef::Single(st) = &tool.def.binding

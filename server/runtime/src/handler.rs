@@ -32,6 +32,8 @@ pub const RESOURCE_NOT_FOUND: &str = "RESOURCE_NOT_FOUND";
 pub struct Link {
     pub progress: Option<ProgressSink>,
     pub client: Option<Arc<dyn ClientLink>>,
+    /// What to do once a SQL call turns out slow (see [`crate::backend::Slow`]).
+    pub slow: Option<crate::backend::Slow>,
 }
 
 fn no_client() -> HandlerError {

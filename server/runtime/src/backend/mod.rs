@@ -68,6 +68,8 @@ pub struct Failure {
 pub struct Stop {
     pub deadline: Instant,
     pub cancel: Arc<AtomicBool>,
+    /// What to do once the job turns out slow, if anything.
+    pub slow: Option<Slow>,
 }
 
 impl Stop {
@@ -76,12 +78,87 @@ impl Stop {
         Stop {
             deadline: Instant::now() + timeout,
             cancel,
+            slow: None,
         }
     }
 
-    /// Whether the job must stop now.
+    /// The same job, which runs `slow`'s action once it turns out slow.
+    #[must_use]
+    pub fn with_slow(mut self, slow: Option<Slow>) -> Stop {
+        self.slow = slow;
+        self
+    }
+
+    /// Whether the job must stop now. The backends ask while a statement runs (SQLite every
+    /// thousand virtual-machine steps), which is also when a slow job is noticed.
     pub fn now(&self) -> bool {
-        self.cancel.load(Ordering::Relaxed) || Instant::now() > self.deadline
+        let now = Instant::now();
+        if let Some(slow) = &self.slow
+            && now >= slow.after
+        {
+            slow.fire();
+        }
+        self.cancel.load(Ordering::Relaxed) || now > self.deadline
+    }
+
+    /// The job is about to wait (for a connection, say): that makes it slow at once.
+    pub fn waits(&self) {
+        if let Some(slow) = &self.slow {
+            slow.fire();
+        }
+    }
+}
+
+/// An action run at most once, when a job has run for longer than a set time or is about to
+/// wait. The stdio lane uses it to keep its turn at stdin through a quick call and to give it
+/// to another thread, which then reads a cancellation, once the call turns out slow.
+#[derive(Clone)]
+pub struct Slow {
+    after: Instant,
+    once: Arc<SlowAction>,
+}
+
+struct SlowAction {
+    fired: AtomicBool,
+    action: Box<dyn Fn() + Send + Sync>,
+}
+
+impl Slow {
+    /// `action` runs once the job has run for `after` from now, or waits.
+    pub fn new(after: Duration, action: impl Fn() + Send + Sync + 'static) -> Slow {
+        Slow {
+            after: Instant::now() + after,
+            once: Arc::new(SlowAction {
+                fired: AtomicBool::new(false),
+                action: Box::new(action),
+            }),
+        }
+    }
+
+    /// Runs the action, unless it has run.
+    pub fn fire(&self) {
+        if !self.once.fired.swap(true, Ordering::SeqCst) {
+            (self.once.action)();
+        }
+    }
+
+    /// Whether the action has run.
+    pub fn fired(&self) -> bool {
+        self.once.fired.load(Ordering::SeqCst)
+    }
+
+    /// Keeps the action from ever running (the job is over); whether it had run.
+    pub fn disarm(&self) -> bool {
+        self.once.fired.swap(true, Ordering::SeqCst)
+    }
+}
+
+impl std::fmt::Debug for Slow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slow")
+            .field("after", &self.after)
+            .field("fired", &self.fired())
+            .finish()
     }
 }
 

@@ -388,6 +388,12 @@ impl Pool {
     /// Runs `f` on a reader connection: an idle one, a new one while fewer than [`READERS`]
     /// exist, or the next one to come free.
     pub fn read<T>(&self, f: impl FnOnce(&mut Connection) -> T) -> T {
+        self.read_or_wait(|| {}, f)
+    }
+
+    /// [`Pool::read`], calling `waits` first when it must wait for a reader to come free.
+    pub fn read_or_wait<T>(&self, waits: impl FnOnce(), f: impl FnOnce(&mut Connection) -> T) -> T {
+        let mut waits = Some(waits);
         let lock = || {
             self.readers
                 .lock()
@@ -412,6 +418,12 @@ impl Pool {
                             continue;
                         }
                     }
+                }
+                if let Some(waits) = waits.take() {
+                    drop(guard);
+                    waits();
+                    guard = lock();
+                    continue;
                 }
                 guard = self
                     .available
@@ -574,7 +586,7 @@ pub fn job<T, E>(
     if writes {
         pool.write(run)
     } else {
-        Some(pool.read(run))
+        Some(pool.read_or_wait(|| stop.waits(), run))
     }
 }
 

@@ -1048,6 +1048,7 @@ impl ServerHandler for McpServer {
         let link = Link {
             progress,
             client: Some(session_link.clone() as Arc<dyn ClientLink>),
+            slow: None,
         };
         let flag = cancel.clone();
         let (job_engine, tool) = (engine.clone(), name.clone());

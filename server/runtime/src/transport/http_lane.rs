@@ -156,7 +156,7 @@ impl HttpLane {
         let cancel = Arc::new(AtomicBool::new(false));
         lock(&self.running).insert(key.clone(), cancel.clone());
         let answer = if self.take_spare() {
-            let answer = self.lane.answer(call, &engine, cancel);
+            let answer = self.lane.answer(call, &engine, cancel, None);
             self.spare.fetch_add(1, Ordering::SeqCst);
             answer
         } else {
@@ -164,7 +164,7 @@ impl HttpLane {
             // where it needs its own copy of the request.
             let (lane, body) = (self.lane.clone(), body.clone());
             tokio::task::spawn_blocking(move || {
-                Call::parse(&body).map(|call| lane.answer(call, &engine, cancel))
+                Call::parse(&body).map(|call| lane.answer(call, &engine, cancel, None))
             })
             .await
             .ok()

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use crate::backend::Slow;
 use crate::def::{BindingDef, ToolDef};
 use crate::engine::Engine;
 use crate::handler::Link;
@@ -120,13 +121,21 @@ impl Lane {
     }
 
     /// Runs `call` on this thread and returns its answer, the JSON-RPC message. `cancel`
-    /// interrupts the statement when the client cancels the request.
-    pub fn answer(&self, call: Call<'_>, engine: &Engine, cancel: Arc<AtomicBool>) -> Vec<u8> {
+    /// interrupts the statement when the client cancels the request; `slow` acts once the
+    /// call turns out slow.
+    pub fn answer(
+        &self,
+        call: Call<'_>,
+        engine: &Engine,
+        cancel: Arc<AtomicBool>,
+        slow: Option<Slow>,
+    ) -> Vec<u8> {
         let name = call.params.name;
         let arguments = call.params.arguments.map(Value::Object);
         let link = Link {
             progress: None,
             client: None,
+            slow,
         };
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             engine.call_full(&name, arguments.as_ref(), Some(cancel), link)

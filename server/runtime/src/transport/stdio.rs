@@ -10,13 +10,16 @@
 //! which cost several thread switches per call (see BENCHMARKS.md); the writer also batches
 //! responses that are ready together into one flush.
 //!
-//! With a [`Lane`], a reading thread answers a plain SQL tool call itself while another
-//! thread waits to read the next message (see [`super::lane`]); only when no other thread is
-//! free to read does such a call go to rmcp, so cancellations are always read.
+//! With a [`Lane`], a reading thread answers a plain SQL tool call itself (see
+//! [`super::lane`]). It keeps its turn at stdin while the call is quick, so that a client that
+//! waits for each answer costs no thread switch, and gives the turn to a waiting thread when
+//! more input is already buffered or once the call turns out slow (SQLite's progress handler
+//! notices); only when no other thread is free to read does such a call go to rmcp, so
+//! cancellations are always read.
 
 use std::io::{BufRead, Write};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rmcp::RoleServer;
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, RequestId};
@@ -26,6 +29,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::lane::{Call, Lane};
+use crate::backend::Slow;
 
 /// Request methods MCP defines (through 2026-07-28); any other method is not found.
 const MCP_METHODS: &[&str] = &[
@@ -272,9 +276,11 @@ struct Claimed<'l> {
 
 /// What the reading threads share.
 struct Readers {
+    /// stdin; only the thread whose turn it is reads.
     reader: std::sync::Mutex<LineReader>,
-    /// Threads reading or waiting to read: a lane call runs only while another is.
-    waiting: AtomicUsize,
+    turn: std::sync::Mutex<Turn>,
+    /// Signalled when the turn is given up while a thread waits for it.
+    turn_free: std::sync::Condvar,
     tx: mpsc::UnboundedSender<Input>,
     lane: Option<Lane>,
     /// Set once the client sent `notifications/initialized`.
@@ -285,44 +291,94 @@ struct Readers {
     running: std::sync::Mutex<std::collections::HashMap<String, Arc<AtomicBool>>>,
 }
 
+/// The turn at stdin: whether a thread has it, and how many wait for it. A thread keeps its
+/// turn through a quick lane call, so that a client that waits for each answer before it
+/// sends the next request costs no thread switch; a call that turns out slow, or that comes
+/// while more input is already buffered, gives the turn to a waiting thread, which then reads
+/// the next message (a cancellation, say) while the call runs.
+#[derive(Default)]
+struct Turn {
+    taken: bool,
+    waiting: usize,
+}
+
+/// How long a lane call runs with its thread's turn at stdin before giving it up.
+const KEEP_TURN: std::time::Duration = std::time::Duration::from_millis(1);
+
 impl Readers {
     /// One reading thread: takes its turn at stdin, then answers a lane call itself or hands
     /// the message to rmcp, until end of input.
-    fn work(&self) {
+    fn work(self: &Arc<Self>) {
+        let mut has_turn = false;
         loop {
-            self.waiting.fetch_add(1, Ordering::SeqCst);
-            let mut reader = self
-                .reader
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let input = reader.next();
-            self.waiting.fetch_sub(1, Ordering::SeqCst);
-            let Some(input) = input else { return };
+            if !has_turn {
+                self.take_turn();
+                has_turn = true;
+            }
+            let (input, buffered) = {
+                let mut reader = self
+                    .reader
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let input = reader.next();
+                (input, !reader.read.buffer().is_empty())
+            };
+            let Some(input) = input else {
+                // Every other thread, in its turn, finds the end too.
+                self.give_turn();
+                return;
+            };
             // A lane call is claimed before the next message is read, so that a cancellation
             // that follows it finds it running.
             let claimed = match &input {
                 Input::Line(line) => self.claim(line),
                 Input::Oversized => None,
             };
-            match claimed {
-                Some(claimed) => {
-                    drop(reader);
-                    self.answer(claimed);
-                }
-                None => {
-                    if let Input::Line(line) = &input {
-                        self.cancel_lane_call(line);
-                    }
-                    // Handed over before the next message is read, so that rmcp sees the
-                    // messages in stdin's order (a cancellation after its request).
-                    let sent = self.tx.send(input).is_ok();
-                    drop(reader);
-                    if !sent {
-                        return;
-                    }
-                }
+            if let Some(claimed) = claimed {
+                has_turn = self.answer(claimed, buffered);
+                continue;
+            }
+            if let Input::Line(line) = &input {
+                self.cancel_lane_call(line);
+            }
+            // Handed over before the next message is read, so that rmcp sees the messages
+            // in stdin's order (a cancellation after its request).
+            if self.tx.send(input).is_err() {
+                self.give_turn();
+                return;
             }
         }
+    }
+
+    /// Waits until no other thread has the turn at stdin, and takes it.
+    fn take_turn(&self) {
+        let mut turn = self.lock_turn();
+        while turn.taken {
+            turn.waiting += 1;
+            turn = self
+                .turn_free
+                .wait(turn)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            turn.waiting -= 1;
+        }
+        turn.taken = true;
+    }
+
+    /// Gives up the turn at stdin, waking a thread that waits for it.
+    fn give_turn(&self) {
+        let mut turn = self.lock_turn();
+        turn.taken = false;
+        let wake = turn.waiting > 0;
+        drop(turn);
+        if wake {
+            self.turn_free.notify_one();
+        }
+    }
+
+    fn lock_turn(&self) -> std::sync::MutexGuard<'_, Turn> {
+        self.turn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// `line` as a lane call this thread answers: when it is one, the session is initialised
@@ -330,7 +386,7 @@ impl Readers {
     /// cancellable; `None` leaves the line to rmcp.
     fn claim<'l>(&self, line: &'l [u8]) -> Option<Claimed<'l>> {
         let lane = self.lane.as_ref()?;
-        if !self.ready.load(Ordering::SeqCst) || self.waiting.load(Ordering::SeqCst) == 0 {
+        if !self.ready.load(Ordering::SeqCst) || self.lock_turn().waiting == 0 {
             return None;
         }
         let call = Call::parse(line)?;
@@ -352,10 +408,32 @@ impl Readers {
         })
     }
 
-    /// Runs a claimed lane call on this thread and writes its answer.
-    fn answer(&self, claimed: Claimed<'_>) {
-        let Some(lane) = &self.lane else { return };
-        let mut answer = lane.answer(claimed.call, &claimed.engine, claimed.cancel);
+    /// Runs a claimed lane call on this thread, which has the turn at stdin, and writes its
+    /// answer; whether the thread still has the turn. The turn is given up at once when more
+    /// input is `buffered` or the database is not SQLite (whose statements say when they
+    /// turn out slow), else once the call turns out slow.
+    fn answer(self: &Arc<Self>, claimed: Claimed<'_>, buffered: bool) -> bool {
+        let Some(lane) = &self.lane else {
+            self.give_turn();
+            return false;
+        };
+        let sqlite = matches!(
+            claimed.engine.database().map(|d| &**d),
+            Some(crate::backend::Database::Sqlite(_))
+        );
+        let slow = if buffered || !sqlite {
+            self.give_turn();
+            None
+        } else {
+            let readers = Arc::downgrade(self);
+            Some(Slow::new(KEEP_TURN, move || {
+                if let Some(r) = readers.upgrade() {
+                    r.give_turn();
+                }
+            }))
+        };
+        let mut answer = lane.answer(claimed.call, &claimed.engine, claimed.cancel, slow.clone());
+        let has_turn = slow.is_some_and(|s| !s.disarm());
         answer.push(b'\n');
         self.lock_running().remove(&claimed.key);
         let mut out = lock_out(&self.out);
@@ -365,6 +443,7 @@ impl Readers {
         if let Err(e) = out.write_all(&answer).and_then(|()| out.flush()) {
             tracing::error!(error = %e, "writing stdout failed");
         }
+        has_turn
     }
 
     /// Sets the flag of the lane call a `notifications/cancelled` names, if one is running.
@@ -424,7 +503,8 @@ impl StdioTransport {
                 discarding: false,
                 ended: false,
             }),
-            waiting: AtomicUsize::new(0),
+            turn: std::sync::Mutex::default(),
+            turn_free: std::sync::Condvar::new(),
             tx,
             lane,
             ready: ready.clone(),
