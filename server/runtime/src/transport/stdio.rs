@@ -188,9 +188,64 @@ struct LineReader {
     line: Vec<u8>,
     discarding: bool,
     ended: bool,
+    fd: Pollable,
+    /// Whether the last request came within [`LOOK`] of the answer before it: the client
+    /// calls back to back.
+    brisk: bool,
 }
 
+/// A stream's descriptor, where it can be polled (stdin on Unix).
+#[derive(Clone, Copy, Default)]
+struct Pollable(#[cfg(unix)] Option<std::os::fd::BorrowedFd<'static>>);
+
+impl Pollable {
+    /// stdin, on a machine where looking for the next request leaves a core to the client:
+    /// with one core, the look would only keep the client from running.
+    fn stdin() -> Pollable {
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        #[cfg(unix)]
+        return Pollable((cores > 1).then(rustix::stdio::stdin));
+        #[cfg(not(unix))]
+        {
+            let _ = cores;
+            Pollable()
+        }
+    }
+}
+
+/// How long the thread with the turn at stdin looks for the next request after a lane answer,
+/// when the client calls back to back, before it blocks on stdin.
+const LOOK: std::time::Duration = std::time::Duration::from_micros(50);
+
 impl LineReader {
+    /// Looks for the next request for up to [`LOOK`] after the answer written at `answered`,
+    /// when the client calls back to back and nothing is buffered. A thread blocked on stdin
+    /// lets its core sleep, and on a virtual machine waking a sleeping core costs tens of
+    /// microseconds (see `bench/PROFILE.md`), more than the look; a client that pauses makes
+    /// the next request late, and the thread blocks at once until it calls briskly again.
+    fn look_for_next(&mut self, answered: std::time::Instant) {
+        #[cfg(unix)]
+        if let Some(fd) = self.fd.0
+            && self.brisk
+            && self.read.buffer().is_empty()
+        {
+            use rustix::event::{PollFd, PollFlags, Timespec, poll};
+            let now = Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            while answered.elapsed() < LOOK {
+                let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+                if poll(&mut fds, Some(&now)).map_or(true, |n| n > 0) {
+                    return;
+                }
+                std::hint::spin_loop();
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = answered;
+    }
+
     /// The next line or oversize notice; `None` at end of input, and ever after.
     fn next(&mut self) -> Option<Input> {
         while !self.ended {
@@ -310,17 +365,26 @@ impl Readers {
     /// the message to rmcp, until end of input.
     fn work(self: &Arc<Self>) {
         let mut has_turn = false;
+        // When this thread last wrote a lane answer and kept its turn.
+        let mut answered: Option<std::time::Instant> = None;
         loop {
             if !has_turn {
                 self.take_turn();
                 has_turn = true;
+                answered = None;
             }
             let (input, buffered) = {
                 let mut reader = self
                     .reader
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if let Some(at) = answered {
+                    reader.look_for_next(at);
+                }
                 let input = reader.next();
+                if let Some(at) = answered {
+                    reader.brisk = at.elapsed() <= LOOK;
+                }
                 (input, !reader.read.buffer().is_empty())
             };
             let Some(input) = input else {
@@ -336,8 +400,10 @@ impl Readers {
             };
             if let Some(claimed) = claimed {
                 has_turn = self.answer(claimed, buffered);
+                answered = has_turn.then(std::time::Instant::now);
                 continue;
             }
+            answered = None;
             if let Input::Line(line) = &input {
                 self.cancel_lane_call(line);
             }
@@ -476,7 +542,13 @@ impl StdioTransport {
     /// transport is dropped and everything it was given has been written; join it before
     /// exiting so that no answer is lost.
     pub fn stdio(lane: Option<Lane>) -> (StdioTransport, std::thread::JoinHandle<()>) {
-        Self::over(std::io::stdin(), std::io::stdout(), MAX_LINE_BYTES, lane)
+        Self::over_polled(
+            std::io::stdin(),
+            std::io::stdout(),
+            MAX_LINE_BYTES,
+            lane,
+            Pollable::stdin(),
+        )
     }
 
     /// A transport over any reader and writer: one thread reads (three take turns with a
@@ -486,6 +558,17 @@ impl StdioTransport {
         write: impl std::io::Write + Send + 'static,
         max_line: usize,
         lane: Option<Lane>,
+    ) -> (StdioTransport, std::thread::JoinHandle<()>) {
+        Self::over_polled(read, write, max_line, lane, Pollable::default())
+    }
+
+    /// [`StdioTransport::over`], where `fd` is `read`'s descriptor when it can be polled.
+    fn over_polled(
+        read: impl std::io::Read + Send + 'static,
+        write: impl std::io::Write + Send + 'static,
+        max_line: usize,
+        lane: Option<Lane>,
+        fd: Pollable,
     ) -> (StdioTransport, std::thread::JoinHandle<()>) {
         let (tx, lines) = mpsc::unbounded_channel();
         let out: Out = Arc::new(std::sync::Mutex::new(std::io::BufWriter::with_capacity(
@@ -502,6 +585,8 @@ impl StdioTransport {
                 line: Vec::with_capacity(4096),
                 discarding: false,
                 ended: false,
+                fd,
+                brisk: false,
             }),
             turn: std::sync::Mutex::default(),
             turn_free: std::sync::Condvar::new(),
