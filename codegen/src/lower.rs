@@ -668,6 +668,9 @@ fn statement(s: &RawStatement, tool: &str, pg: bool) -> Statement {
 /// The DDL the server applies at start-up: the spec's `derived` statements, then each
 /// full-text index with its triggers and, when the index is new on a table that has rows, the
 /// `rebuild` that fills it. Every statement is idempotent, so applying it again changes nothing.
+/// The `rebuild`'s guard asks for one row with scalar subqueries, not `EXISTS`: SQLite 3.54
+/// plans `EXISTS (SELECT 1 FROM source)` in that `WHERE` so that it costs milliseconds on a large
+/// table (2.2 ms of a 5 ms start on 100,000 learnings), at every start.
 fn derived_ddl(derived: Option<&str>, fts: &[crate::spec::Sp<crate::spec::RawFts>]) -> String {
     let mut out = derived.map(str::trim_end).unwrap_or_default().to_string();
     for f in fts {
@@ -689,7 +692,7 @@ fn derived_ddl(derived: Option<&str>, fts: &[crate::spec::Sp<crate::spec::RawFts
             "-- Full-text index `{t}` over `{src}`, generated from `database.fts`.\n\
              CREATE VIRTUAL TABLE IF NOT EXISTS {t} USING fts5({cols}, content = '{src}', content_rowid = 'rowid'{tokenize});\n\
              INSERT INTO {t} ({t}) SELECT 'rebuild'\n  \
-             WHERE NOT EXISTS (SELECT 1 FROM {t}_docsize) AND EXISTS (SELECT 1 FROM {src});\n\
+             WHERE (SELECT 1 FROM {t}_docsize LIMIT 1) IS NULL AND (SELECT 1 FROM {src} LIMIT 1) IS NOT NULL;\n\
              CREATE TRIGGER IF NOT EXISTS {t}_ai AFTER INSERT ON {src} BEGIN\n  \
              INSERT INTO {t} (rowid, {cols}) VALUES (new.rowid, {new_cols});\nEND;\n\
              CREATE TRIGGER IF NOT EXISTS {t}_ad AFTER DELETE ON {src} BEGIN\n  \
