@@ -1120,18 +1120,20 @@ impl Engine {
                     }
                     v
                 }
-                Mode::One | Mode::Optional => match first_row(session, st, &bind).map_err(fail)? {
-                    Some((obj, raw)) => {
-                        raw_rows.insert(st.name, raw);
-                        Value::Object(obj)
+                Mode::One | Mode::Optional => {
+                    match first_row(session, st, &bind, !job.single).map_err(fail)? {
+                        Some((obj, raw)) => {
+                            raw_rows.insert(st.name, raw);
+                            Value::Object(obj)
+                        }
+                        None if st.mode == Mode::One => {
+                            let message = self.message(job, st, "not_found", args);
+                            return Err(ToolError::new("NOT_FOUND", message));
+                        }
+                        None if job.single => json!({}),
+                        None => Value::Null,
                     }
-                    None if st.mode == Mode::One => {
-                        let message = self.message(job, st, "not_found", args);
-                        return Err(ToolError::new("NOT_FOUND", message));
-                    }
-                    None if job.single => json!({}),
-                    None => Value::Null,
-                },
+                }
             };
             if job.single {
                 return Ok(part);
@@ -1592,24 +1594,30 @@ fn scalar(
     Ok(v)
 }
 
-/// The first row of a `one` or `optional` statement: its declared columns as JSON, and every
-/// column's raw value for the binds of later statements.
+/// The first row of a `one` or `optional` statement: its declared columns as JSON, and, when
+/// `keep_raw`, every column's raw value for the binds of later statements.
 #[allow(clippy::type_complexity)]
 fn first_row(
     session: &mut dyn Session,
     st: &'static StatementDef,
     bind: Bind<'_>,
+    keep_raw: bool,
 ) -> Result<Option<(Map<String, Value>, HashMap<String, SqlValue>)>, Failure> {
     let mut out = None;
     session.query(
         statement_sql(st, session.engine()),
         bind,
         &mut |names, row| {
-            let raw = names
-                .iter()
-                .enumerate()
-                .map(|(i, n)| (n.to_string(), row.value(i).to_owned()))
-                .collect();
+            // The raw values feed later statements' binds; a lone statement has none.
+            let raw = if keep_raw {
+                names
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| (n.to_string(), row.value(i).to_owned()))
+                    .collect()
+            } else {
+                HashMap::new()
+            };
             out = Some((row_json(row, &column_order(names, st)), raw));
             false
         },
