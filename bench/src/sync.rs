@@ -128,8 +128,32 @@ fn within_budget(plan: &Plan, mut one: impl FnMut() -> Result<f64>) -> Result<Ve
     Ok(out)
 }
 
-/// The echo floor: the primary-key requests of the workload, each echoed back by `cat`.
-fn floor(dialect: Dialect, rows: usize, plan: &Plan) -> Result<Vec<f64>> {
+/// How many fresh `cat` processes the echo floor is taken from.
+const FLOOR_SESSIONS: usize = 3;
+
+/// The echo floor: of [`FLOOR_SESSIONS`] sessions against a fresh `cat` each, the one with the
+/// lowest median, and every session's median. The lowest, because where the scheduler puts
+/// `cat` is luck: on the client's core the two take turns and a round trip costs a few
+/// microseconds; on the other core, on a virtual machine whose idle cores halt, every message
+/// wakes a halted core and the same round trip costs several times more (see
+/// `bench/PROFILE.md`). One session can land either way, which made the floor, and the
+/// server-side figures taken from it, swing between runs.
+fn floor(dialect: Dialect, rows: usize, plan: &Plan) -> Result<(Vec<f64>, Vec<f64>)> {
+    let mut best: Option<(f64, Vec<f64>)> = None;
+    let mut medians = Vec::new();
+    for _ in 0..FLOOR_SESSIONS {
+        let lat = floor_session(dialect, rows, plan)?;
+        let median = Summary::of(&lat).median;
+        medians.push(median);
+        if best.as_ref().is_none_or(|(m, _)| median < *m) {
+            best = Some((median, lat));
+        }
+    }
+    Ok((best.map(|(_, lat)| lat).unwrap_or_default(), medians))
+}
+
+/// One floor session: the primary-key requests of the workload, each echoed back by `cat`.
+fn floor_session(dialect: Dialect, rows: usize, plan: &Plan) -> Result<Vec<f64>> {
     let mut cat = Blocking::spawn("cat", &[], &[])?;
     let mut w = Workload::new(Kind::Pk, dialect, rows);
     let mut id = 0u64;
@@ -152,10 +176,9 @@ fn floor(dialect: Dialect, rows: usize, plan: &Plan) -> Result<Vec<f64>> {
 /// per kind of call. The server's share is computed by the report.
 pub fn run(launch: &Launch, dialect: Dialect, rows: usize, plan: &Plan) -> Result<Value> {
     let mut out = Map::new();
-    out.insert(
-        "floor".into(),
-        Summary::of(&floor(dialect, rows, plan)?).to_json(),
-    );
+    let (floor, sessions) = floor(dialect, rows, plan)?;
+    out.insert("floor".into(), Summary::of(&floor).to_json());
+    out.insert("floor_session_medians_us".into(), json!(sessions));
     let mut s = Blocking::spawn(&launch.program, &launch.args, &launch.env)?;
     s.request(
         "initialize",
