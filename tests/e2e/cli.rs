@@ -147,7 +147,7 @@ fn start_up_fails_clearly_on_a_file_that_is_not_the_expected_database() {
     assert_eq!(code, 2);
     let expected = format!(
         "error: the database at {} does not match what spec/studio.yaml expects:
-  tool `query_learnings`: statement `query_learnings` does not prepare: no such table: learning_tags
+  tool `query_learnings`: statement `query_learnings` does not prepare: no such table: learnings_fts
   tool `get_learning`: statement `get_learning` does not prepare: no such column: l.tags
   tool `list_tags`: statement `list_tags` does not prepare: no such column: l.tags
   tool `get_project_context`: statement `recent_learnings` does not prepare: no such column: tags

@@ -546,6 +546,7 @@ fn the_indexed_search_returns_what_the_plain_scan_returns_on_a_database_init_did
     let db = plain_studio_db(3000);
     let reference = db._dir.path().join("reference.db");
     std::fs::copy(&db.path, &reference).unwrap();
+    let path = db.path.clone();
     // The server builds the indexes at start-up on a database that lacks them.
     let mut s = crate::common::start_on(db, "studio", &[]);
     let searches = [
@@ -579,27 +580,56 @@ fn the_indexed_search_returns_what_the_plain_scan_returns_on_a_database_init_did
         json!({"project_id": "p1", "tags": ["ci"], "limit": 50}),
         json!({"limit": 1}),
     ];
-    let mut checked = 0;
-    for search in searches {
-        for filter in &filters {
-            let mut args = filter.clone();
-            if let Some(q) = search {
-                args["search"] = json!(q);
+    let mut compare = |s: &mut crate::common::Session| {
+        let mut checked = 0;
+        for search in searches {
+            for filter in &filters {
+                let mut args = filter.clone();
+                if let Some(q) = search {
+                    args["search"] = json!(q);
+                }
+                let got = s.ok("query_learnings", args.clone());
+                let got: Vec<String> = ids(&got["learnings"])
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect();
+                assert_eq!(got, plain_ids(&reference, &args), "query_learnings {args}");
+                checked += usize::from(!got.is_empty());
             }
-            let got = s.ok("query_learnings", args.clone());
-            let got: Vec<String> = ids(&got["learnings"])
-                .iter()
-                .map(|s| s.to_string())
-                .collect();
-            assert_eq!(got, plain_ids(&reference, &args), "query_learnings {args}");
-            checked += usize::from(!got.is_empty());
         }
+        assert!(
+            checked > 60,
+            "too few searches found anything to compare: {checked}"
+        );
+    };
+    compare(&mut s);
+    // Then 400 newer learnings that hold none of the words, written by another program to both
+    // files: the newest 300 no longer answer a search, so the trigram index's newest matches
+    // bound the answer (or, past the bound's limit, name the candidates).
+    for path in [&path, &reference] {
+        add_filler(path, 400);
     }
-    assert!(
-        checked > 60,
-        "too few searches found anything to compare: {checked}"
-    );
+    compare(&mut s);
     s.finish();
+}
+
+/// Adds `n` learnings newer than any [`plain_studio_db`] makes, none holding its words or tags.
+fn add_filler(db: &std::path::Path, n: usize) {
+    let mut conn = rusqlite::Connection::open(db).unwrap();
+    let tx = conn.transaction().unwrap();
+    for i in 0..n {
+        tx.execute(
+            "INSERT INTO learnings (id, title, problem, solution, tags, project_id, created_at, updated_at)
+             VALUES (?1, ?2, 'nothing', 'nothing', '[\"filler\"]', 'p1', ?3, ?3)",
+            rusqlite::params![
+                format!("L-F{i:03}"),
+                format!("Filler {i}"),
+                format!("2025-06-{:02}T00:00:00Z", 1 + i % 28),
+            ],
+        )
+        .unwrap();
+    }
+    tx.commit().unwrap();
 }
 
 #[test]
@@ -658,7 +688,8 @@ fn a_read_only_database_without_the_indexes_is_refused_with_the_way_to_build_the
         crate::common::mcpspec(&["serve", "studio", "--db", path, "--read-only"], &[]);
     assert_eq!(code, 2, "{err}");
     for want in [
-        "statement `query_learnings` does not prepare: no such table: learning_tags",
+        "statement `query_learnings` does not prepare: no such table: learnings_fts",
+        "statement `capture_learning` does not prepare: no such table: id_counters",
         "a read-only database gains the structures under `database.derived` when served writable once",
     ] {
         assert!(err.contains(want), "missing {want:?} in:\n{err}");
