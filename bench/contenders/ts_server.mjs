@@ -34,13 +34,42 @@ const queryLearnings = db.prepare(`
                OR instr(lower(l.solution), lower(:search)) > 0)),
       enough AS (
         SELECT count(*) >= :limit AS yes FROM (SELECT 1 FROM recent_hits LIMIT :limit)),
+      probe AS (
+        SELECT l.created_at AS c FROM learnings_fts f JOIN learnings l ON l.rowid = f.rowid
+        WHERE length(:search) >= 3
+          AND f.learnings_fts MATCH '"' || replace(:search, '"', '""') || '"'
+          AND (:project_id IS NULL OR l.project_id = :project_id)
+          AND (:tags IS NULL OR json_array_length(:tags) = 0 OR EXISTS (
+                SELECT 1 FROM json_each(CASE WHEN json_valid(l.tags) THEN l.tags ELSE '[]' END) t
+                WHERE t.value IN (SELECT value FROM json_each(:tags))))
+          AND (instr(lower(l.title), lower(:search)) > 0
+               OR instr(lower(l.problem), lower(:search)) > 0
+               OR instr(lower(l.solution), lower(:search)) > 0)
+        ORDER BY f.rowid DESC LIMIT (SELECT CASE WHEN yes THEN 0 ELSE :limit END FROM enough)),
+      since AS (
+        SELECT oldest FROM (
+          SELECT CASE WHEN count(*) >= :limit THEN min(c) END AS oldest FROM probe)
+        WHERE oldest IS NOT NULL
+          AND (SELECT count(*) FROM (
+                SELECT 1 FROM learnings WHERE created_at >= oldest LIMIT 20000)) < 20000),
+      windowed AS (
+        SELECT l.rowid AS r FROM since CROSS JOIN learnings l
+        WHERE l.created_at >= since.oldest
+          AND (:project_id IS NULL OR l.project_id = :project_id)
+          AND (:tags IS NULL OR json_array_length(:tags) = 0 OR EXISTS (
+                SELECT 1 FROM json_each(CASE WHEN json_valid(l.tags) THEN l.tags ELSE '[]' END) t
+                WHERE t.value IN (SELECT value FROM json_each(:tags))))
+          AND (instr(lower(l.title), lower(:search)) > 0
+               OR instr(lower(l.problem), lower(:search)) > 0
+               OR instr(lower(l.solution), lower(:search)) > 0)
+        ORDER BY l.created_at DESC, l.id DESC LIMIT :limit),
       tagged AS (
         SELECT l.rowid AS r
         FROM enough CROSS JOIN learning_tags t JOIN learnings l ON l.id = t.learning_id
         WHERE NOT enough.yes AND t.tag IN (SELECT value FROM json_each(:tags))),
       older AS (
         SELECT f.rowid AS r FROM enough CROSS JOIN learnings_fts f
-        WHERE NOT enough.yes AND length(:search) >= 3
+        WHERE NOT enough.yes AND length(:search) >= 3 AND NOT EXISTS (SELECT 1 FROM since)
           AND f.learnings_fts MATCH '"' || replace(:search, '"', '""') || '"'
           AND (:tags IS NULL OR json_array_length(:tags) = 0 OR f.rowid IN (SELECT r FROM tagged))
         UNION ALL
@@ -64,7 +93,7 @@ const queryLearnings = db.prepare(`
          p.name AS project_name, l.created_at
   FROM learnings l
   LEFT JOIN projects p ON l.project_id = p.id
-  WHERE l.rowid IN (SELECT r FROM recent_hits UNION ALL SELECT r FROM older_hits)
+  WHERE l.rowid IN (SELECT r FROM recent_hits UNION ALL SELECT r FROM older_hits UNION ALL SELECT r FROM windowed)
   ORDER BY l.created_at DESC, l.id DESC
   LIMIT :limit`);
 
