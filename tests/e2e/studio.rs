@@ -580,7 +580,7 @@ fn the_indexed_search_returns_what_the_plain_scan_returns_on_a_database_init_did
         json!({"project_id": "p1", "tags": ["ci"], "limit": 50}),
         json!({"limit": 1}),
     ];
-    let mut compare = |s: &mut crate::common::Session| {
+    let compare = |s: &mut crate::common::Session| {
         let mut checked = 0;
         for search in searches {
             for filter in &filters {
