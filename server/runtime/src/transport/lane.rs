@@ -144,30 +144,68 @@ impl Lane {
             tracing::error!(tool = %name, "a call panicked");
             Err(engine.internal_error(&name))
         });
-        let (result, error) = match crate::protocol::to_result(outcome, engine.def) {
-            Ok(r) => {
-                // The shape rmcp gives peers of earlier revisions: no `resultType: complete`
-                // and no structured content that is not an object.
-                let mut r = rmcp::model::ServerResult::CallToolResult(r);
-                r.strip_result_type_for_legacy_peer();
-                r.strip_non_object_output_for_legacy_peer();
-                (Some(r), None)
+        let text = match &outcome {
+            Ok(s) if !s.content && s.structured.is_object() => {
+                serde_json::to_string(&s.structured).ok()
             }
-            Err(e) => (None, Some(e)),
+            _ => None,
         };
-        let answer = Answer {
-            jsonrpc: "2.0",
-            id: call.id,
-            result,
-            error,
-        };
-        serde_json::to_vec(&answer).unwrap_or_default()
+        match text {
+            Some(text) => structured_answer(call.id, &text),
+            None => rmcp_answer(call.id, crate::protocol::to_result(outcome, engine.def)),
+        }
     }
+}
+
+/// The answer to a call whose result is a structured object, written directly from `text`, the
+/// result's JSON. It is what [`rmcp_answer`] sends for it, byte for byte (a test holds them to
+/// that), but the result is serialised once: `text` is copied as `structuredContent` and
+/// escaped once into the text block, where rmcp would serialise the result twice more.
+fn structured_answer(id: &RawValue, text: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(2 * text.len() + 128);
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    out.extend_from_slice(id.get().as_bytes());
+    out.extend_from_slice(br#","result":{"content":[{"type":"text","text":"#);
+    // Writing a `str` into a `Vec` cannot fail.
+    let _ = serde_json::to_writer(&mut out, text);
+    out.extend_from_slice(br#"}],"structuredContent":"#);
+    out.extend_from_slice(text.as_bytes());
+    out.extend_from_slice(br#","isError":false}}"#);
+    out
+}
+
+/// The answer rmcp would send for `outcome`, a call's result from [`to_result`]: in the shape
+/// rmcp gives revisions before 2026-07-28, in the same envelope.
+///
+/// [`to_result`]: crate::protocol::to_result
+fn rmcp_answer(
+    id: &RawValue,
+    outcome: Result<rmcp::model::CallToolResult, rmcp::model::ErrorData>,
+) -> Vec<u8> {
+    let (result, error) = match outcome {
+        Ok(r) => {
+            // The shape rmcp gives peers of earlier revisions: no `resultType: complete`
+            // and no structured content that is not an object.
+            let mut r = rmcp::model::ServerResult::CallToolResult(r);
+            r.strip_result_type_for_legacy_peer();
+            r.strip_non_object_output_for_legacy_peer();
+            (Some(r), None)
+        }
+        Err(e) => (None, Some(e)),
+    };
+    let answer = Answer {
+        jsonrpc: "2.0",
+        id,
+        result,
+        error,
+    };
+    serde_json::to_vec(&answer).unwrap_or_default()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn only_plain_tool_calls_are_lane_requests() {
@@ -223,6 +261,26 @@ mod tests {
             let call = Call::parse(line.as_bytes());
             let usable = call.as_ref().is_some_and(|c| c.request_id().is_some());
             assert_eq!(usable, *lane, "{line}");
+        }
+    }
+
+    #[test]
+    fn a_structured_answer_is_what_rmcp_sends() {
+        let results = [
+            json!({}),
+            json!({"id": "L-001", "tags": ["a", "b"], "n": 3, "x": 1.5, "none": null, "ok": true}),
+            json!({"quote": "say \"hi\"\\ \n\t\u{1}\u{7f}", "unicode": "é ☃ 😀 \u{2028}"}),
+            json!({"nested": {"deep": [{"a": [1, -2, 3.25e-10]}, {}], "big": u64::MAX}}),
+            json!({"z": 1, "a": 2, "m": {"y": 1, "b": 2}}),
+        ];
+        for id in [r#"7"#, r#""req-1""#, r#""é\"x""#, r#"-3"#] {
+            let id = RawValue::from_string(id.into()).unwrap();
+            for v in &results {
+                let text = serde_json::to_string(v).unwrap();
+                let ours = String::from_utf8(structured_answer(&id, &text)).unwrap();
+                let rmcp = rmcp_answer(&id, Ok(rmcp::model::CallToolResult::structured(v.clone())));
+                assert_eq!(ours, String::from_utf8(rmcp).unwrap(), "{v}");
+            }
         }
     }
 }
