@@ -477,7 +477,7 @@ pub fn complete(
     };
     let mut values = Vec::new();
     let mut more = false;
-    let outcome = engine.read_rows(sql, &bind, &mut |_, row| {
+    let outcome = engine.read_rows(sql, &bind, &mut |row| {
         let v = match row.value(0) {
             ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
             ValueRef::Integer(i) => i.to_string(),

@@ -373,12 +373,12 @@ impl Engine {
     }
 
     /// Runs a read-only query on a pooled reader under the call timeout, calling `each` with
-    /// the column names and each row; `None` without a database.
+    /// each row; `None` without a database.
     pub fn read_rows(
         &self,
         sql: &str,
         bind: crate::backend::Bind<'_>,
-        each: &mut dyn FnMut(&[&str], &dyn crate::backend::Row) -> bool,
+        each: &mut dyn FnMut(&dyn crate::backend::Row) -> bool,
     ) -> Option<Result<(), crate::backend::Failure>> {
         let stop = Stop::after(self.limits.call_timeout, Arc::default());
         self.db.as_deref()?.job(
@@ -1158,25 +1158,21 @@ impl Engine {
         let budget = self.limits.max_result_bytes.saturating_sub(4096);
         let mut size = 0;
         let mut order = None;
-        session.query(
-            statement_sql(st, session.engine()),
-            bind,
-            &mut |names, row| {
-                if out.len() >= st.max_rows as usize {
-                    truncated = true;
-                    return false;
-                }
-                let order = order.get_or_insert_with(|| column_order(names, st));
-                let row = Value::Object(row_json(row, order));
-                size += approx_json_size(&row) + 1;
-                if size > budget {
-                    truncated = true;
-                    return false;
-                }
-                out.push(row);
-                true
-            },
-        )?;
+        session.query(statement_sql(st, session.engine()), bind, &mut |row| {
+            if out.len() >= st.max_rows as usize {
+                truncated = true;
+                return false;
+            }
+            let order = order.get_or_insert_with(|| column_order(&row.names(), st));
+            let row = Value::Object(row_json(row, order));
+            size += approx_json_size(&row) + 1;
+            if size > budget {
+                truncated = true;
+                return false;
+            }
+            out.push(row);
+            true
+        })?;
         Ok((out, truncated))
     }
 
@@ -1581,16 +1577,12 @@ fn scalar(
     bind: Bind<'_>,
 ) -> Result<Value, Failure> {
     let mut v = Value::Null;
-    session.query(
-        statement_sql(st, session.engine()),
-        bind,
-        &mut |names, row| {
-            if let Some(&(idx, col)) = column_order(names, st).first() {
-                v = column_json(row.value(idx), col);
-            }
-            false
-        },
-    )?;
+    session.query(statement_sql(st, session.engine()), bind, &mut |row| {
+        if let Some(&(idx, col)) = column_order(&row.names(), st).first() {
+            v = column_json(row.value(idx), col);
+        }
+        false
+    })?;
     Ok(v)
 }
 
@@ -1604,24 +1596,21 @@ fn first_row(
     keep_raw: bool,
 ) -> Result<Option<(Map<String, Value>, HashMap<String, SqlValue>)>, Failure> {
     let mut out = None;
-    session.query(
-        statement_sql(st, session.engine()),
-        bind,
-        &mut |names, row| {
-            // The raw values feed later statements' binds; a lone statement has none.
-            let raw = if keep_raw {
-                names
-                    .iter()
-                    .enumerate()
-                    .map(|(i, n)| (n.to_string(), row.value(i).to_owned()))
-                    .collect()
-            } else {
-                HashMap::new()
-            };
-            out = Some((row_json(row, &column_order(names, st)), raw));
-            false
-        },
-    )?;
+    session.query(statement_sql(st, session.engine()), bind, &mut |row| {
+        let names = row.names();
+        // The raw values feed later statements' binds; a lone statement has none.
+        let raw = if keep_raw {
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.to_string(), row.value(i).to_owned()))
+                .collect()
+        } else {
+            HashMap::new()
+        };
+        out = Some((row_json(row, &column_order(&names, st)), raw));
+        false
+    })?;
     Ok(out)
 }
 
@@ -1654,7 +1643,7 @@ fn column_json(v: ValueRef<'_>, col: &ColumnDef) -> Value {
                 column = col.name,
                 "column holds text that is not JSON; returned as a string"
             );
-            Value::String(String::from_utf8_lossy(t).into_owned())
+            Value::String(text(t))
         }),
         (ColumnKind::Boolean, ValueRef::Integer(i)) => Value::Bool(i != 0),
         (ColumnKind::Integer, ValueRef::Real(f)) if f.fract() == 0.0 => json!(f as i64),
@@ -1670,8 +1659,17 @@ fn column_json(v: ValueRef<'_>, col: &ColumnDef) -> Value {
         (ColumnKind::Text, ValueRef::Real(f)) => Value::String(f.to_string()),
         (_, ValueRef::Integer(i)) => json!(i),
         (_, ValueRef::Real(f)) => json!(f),
-        (_, ValueRef::Text(t)) => Value::String(String::from_utf8_lossy(t).into_owned()),
+        (_, ValueRef::Text(t)) => Value::String(text(t)),
         (_, ValueRef::Blob(_)) => Value::Null,
+    }
+}
+
+/// A text value as a string. SQLite does not check that text is UTF-8; invalid bytes become
+/// U+FFFD. Valid text, nearly all of it, is copied without the lossy decoder's per-chunk work.
+fn text(t: &[u8]) -> String {
+    match std::str::from_utf8(t) {
+        Ok(s) => s.to_owned(),
+        Err(_) => String::from_utf8_lossy(t).into_owned(),
     }
 }
 

@@ -174,6 +174,10 @@ pub struct Changes {
 pub trait Row {
     /// The value of column `i` (in the statement's column order).
     fn value(&self, i: usize) -> ValueRef<'_>;
+
+    /// The statement's column names, in order. They are the same for every row of a query:
+    /// callers that need them ask once, on the first row.
+    fn names(&self) -> Vec<&str>;
 }
 
 /// The value bound to a named parameter (the name without its sigil).
@@ -210,13 +214,12 @@ pub trait Session {
     /// Runs a statement that returns no rows.
     fn execute(&mut self, sql: Sql<'_>, bind: Bind<'_>) -> Result<Changes, Failure>;
 
-    /// Runs a query, calling `each` with the column names and each row until it returns
-    /// `false` or the rows run out.
+    /// Runs a query, calling `each` with each row until it returns `false` or the rows run out.
     fn query(
         &mut self,
         sql: Sql<'_>,
         bind: Bind<'_>,
-        each: &mut dyn FnMut(&[&str], &dyn Row) -> bool,
+        each: &mut dyn FnMut(&dyn Row) -> bool,
     ) -> Result<(), Failure>;
 }
 

@@ -466,19 +466,18 @@ impl Session for PgSession<'_> {
         &mut self,
         sql: Sql<'_>,
         bind: Bind<'_>,
-        each: &mut dyn FnMut(&[&str], &dyn Row) -> bool,
+        each: &mut dyn FnMut(&dyn Row) -> bool,
     ) -> Result<(), Failure> {
         let mut run = || -> Result<(), postgres::Error> {
             let (st, names) = self.conn.prepare(sql)?;
             let vals = values(&names, bind);
-            let columns: Vec<&str> = st.columns().iter().map(|c| c.name()).collect();
             let mut rows = self
                 .conn
                 .client
                 .query_raw(&st, vals.iter().map(|v| v as &dyn ToSql))?;
             let mut wanted = true;
             while let Some(row) = postgres::fallible_iterator::FallibleIterator::next(&mut rows)? {
-                if wanted && !each(&columns, &PgRow(row)) {
+                if wanted && !each(&PgRow(row)) {
                     // The rest of the rows are read and dropped, so the connection is clean.
                     wanted = false;
                 }
@@ -527,6 +526,10 @@ impl Row for PgRow {
             _ => return ValueRef::Null,
         };
         decoded.unwrap_or(ValueRef::Null)
+    }
+
+    fn names(&self) -> Vec<&str> {
+        self.0.columns().iter().map(|c| c.name()).collect()
     }
 }
 

@@ -646,6 +646,10 @@ impl super::Row for rusqlite::Row<'_> {
             V::Blob(b) => super::ValueRef::Blob(b),
         }
     }
+
+    fn names(&self) -> Vec<&str> {
+        self.as_ref().column_names().collect()
+    }
 }
 
 impl super::Session for SqliteSession<'_> {
@@ -674,16 +678,14 @@ impl super::Session for SqliteSession<'_> {
         &mut self,
         sql: super::Sql<'_>,
         bind: super::Bind<'_>,
-        each: &mut dyn FnMut(&[&str], &dyn super::Row) -> bool,
+        each: &mut dyn FnMut(&dyn super::Row) -> bool,
     ) -> Result<(), super::Failure> {
         let mut run = || -> rusqlite::Result<()> {
             let mut stmt = self.conn.prepare_cached(sql.text)?;
             bind_all(&mut stmt, bind)?;
-            let names: Vec<String> = stmt.column_names().map(String::from).collect();
-            let names: Vec<&str> = names.iter().map(String::as_str).collect();
             let mut rows = stmt.raw_query();
             while let Some(row) = rows.next()? {
-                if !each(&names, row) {
+                if !each(row) {
                     break;
                 }
             }

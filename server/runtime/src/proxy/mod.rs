@@ -858,7 +858,8 @@ fn run_query(
         &stop,
         |f| f,
         |session| {
-            session.query(sql.into(), &bind, &mut |names, row| {
+            session.query(sql.into(), &bind, &mut |row| {
+                let names = row.names();
                 let at = |c: &str| names.iter().position(|n| *n == c);
                 let (Some(key), Some(action), Some(message)) = (
                     text(row, at("key")),
