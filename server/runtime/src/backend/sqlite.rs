@@ -332,8 +332,8 @@ pub fn init(def: &DatabaseDef, path: &Path, sample: bool) -> Result<(), DbError>
 pub struct Pool {
     path: std::path::PathBuf,
     writer: Option<Mutex<Connection>>,
-    /// Idle readers, and how many readers exist in all (idle or in use).
-    readers: Mutex<(Vec<Connection>, usize)>,
+    readers: Mutex<Readers>,
+    /// Signalled when a reader comes back while a call waits for one.
     available: Condvar,
     /// Every writing transaction is rolled back instead of committed (see
     /// [`super::Database::rehearse`]).
@@ -343,9 +343,17 @@ pub struct Pool {
 /// How many reader connections a pool keeps.
 pub const READERS: usize = 4;
 
+/// The pool's readers.
+struct Readers {
+    idle: Vec<Connection>,
+    /// How many readers exist in all, idle or in use.
+    open: usize,
+    /// How many calls wait for a reader to come free. A reader that comes back wakes one only
+    /// when there is one: a wake-up is a system call even when nobody waits.
+    waiting: usize,
+}
+
 impl Pool {
-    /// Opens the pool. In read-write mode the file is switched to WAL so that readers and the
-    /// writer do not block each other.
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
@@ -356,6 +364,8 @@ impl Pool {
         self.rehearsal = true;
     }
 
+    /// Opens the pool. In read-write mode the file is switched to WAL so that readers and the
+    /// writer do not block each other.
     pub fn open(path: &Path, read_only: bool) -> Result<Pool, DbError> {
         let writer = if read_only {
             None
@@ -379,7 +389,11 @@ impl Pool {
         Ok(Pool {
             path: path.to_path_buf(),
             writer,
-            readers: Mutex::new((vec![first], 1)),
+            readers: Mutex::new(Readers {
+                idle: vec![first],
+                open: 1,
+                waiting: 0,
+            }),
             available: Condvar::new(),
             rehearsal: false,
         })
@@ -402,11 +416,11 @@ impl Pool {
         let conn = {
             let mut guard = lock();
             loop {
-                if let Some(c) = guard.0.pop() {
+                if let Some(c) = guard.idle.pop() {
                     break c;
                 }
-                if guard.1 < READERS {
-                    guard.1 += 1;
+                if guard.open < READERS {
+                    guard.open += 1;
                     drop(guard);
                     match open(&self.path, true) {
                         Ok(c) => break c,
@@ -414,7 +428,7 @@ impl Pool {
                             // Fall back to waiting for one of the readers that exist.
                             tracing::warn!(error = %e, "could not open another reader");
                             guard = lock();
-                            guard.1 -= 1;
+                            guard.open -= 1;
                             continue;
                         }
                     }
@@ -425,10 +439,12 @@ impl Pool {
                     guard = lock();
                     continue;
                 }
+                guard.waiting += 1;
                 guard = self
                     .available
                     .wait(guard)
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
+                guard.waiting -= 1;
             }
         };
         // Handed back when `f` returns and also when it panics (the lane catches panics), so
@@ -441,14 +457,19 @@ impl Pool {
         f(lent.conn.as_mut().expect("lent until dropped"))
     }
 
-    /// Puts a reader back among the idle ones and wakes one waiting call.
+    /// Puts a reader back among the idle ones and wakes one waiting call, if one waits.
     fn give_back(&self, conn: Connection) {
-        self.readers
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .0
-            .push(conn);
-        self.available.notify_one();
+        let someone_waits = {
+            let mut readers = self
+                .readers
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            readers.idle.push(conn);
+            readers.waiting > 0
+        };
+        if someone_waits {
+            self.available.notify_one();
+        }
     }
 
     /// Runs `f` on the writer connection, or returns `None` when the pool is read-only.
@@ -712,6 +733,7 @@ pub fn scratch(schema: &str) -> Option<impl Fn(&str) -> Result<Vec<String>, Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     #[test]
     fn regexp_matches_and_survives_bad_patterns() {
@@ -737,6 +759,56 @@ mod tests {
     }
 
     #[test]
+    fn a_read_that_waits_for_a_reader_gets_the_next_one_back() {
+        use std::sync::mpsc::channel;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.db");
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (7);")
+            .unwrap();
+        // Threads of their own rather than scoped ones, so that a read that is never woken
+        // fails the test instead of hanging it.
+        let pool = Arc::new(Pool::open(&path, false).unwrap());
+        // Every reader busy until its holder is released.
+        let (held, all_held) = channel();
+        let mut releases = Vec::new();
+        for _ in 0..READERS {
+            let (release, released) = channel::<()>();
+            releases.push(release);
+            let (held, pool) = (held.clone(), pool.clone());
+            std::thread::spawn(move || {
+                pool.read(|_| {
+                    held.send(()).unwrap();
+                    let _ = released.recv();
+                })
+            });
+        }
+        for _ in 0..READERS {
+            all_held.recv().unwrap();
+        }
+        let (done, finished) = channel();
+        let reader = pool.clone();
+        std::thread::spawn(move || {
+            let x: i64 = reader.read(|c| c.query_row("SELECT x FROM t", [], |r| r.get(0)).unwrap());
+            done.send(x).unwrap();
+        });
+        // Release one holder only once the fifth read is asleep on the pool.
+        while pool.readers.lock().unwrap().waiting == 0 {
+            std::thread::yield_now();
+        }
+        releases.pop().unwrap().send(()).unwrap();
+        let x = finished
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the waiting read was never woken");
+        assert_eq!(x, 7);
+        for r in releases {
+            r.send(()).unwrap();
+        }
+        assert_eq!(pool.readers.lock().unwrap().waiting, 0);
+    }
+
+    #[test]
     fn a_panicking_read_gives_its_reader_back() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.db");
@@ -754,7 +826,7 @@ mod tests {
         }
         let (idle, open) = {
             let readers = pool.readers.lock().unwrap();
-            (readers.0.len(), readers.1)
+            (readers.idle.len(), readers.open)
         };
         assert_eq!((idle, open), (1, 1), "(idle, open) readers");
         let x: i64 = pool.read(|c| c.query_row("SELECT x FROM t", [], |r| r.get(0)).unwrap());
