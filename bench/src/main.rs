@@ -4,6 +4,10 @@
 //! - `mcpbench measure --name NAME --db DB --rows N [--dialect studio|toolbox] --out FILE -- CMD...`
 //!   spawns the stdio MCP server CMD (with `{db}` in its arguments, and `BENCH_DB` in its
 //!   environment, set to DB) and measures it; the result is written to FILE as JSON.
+//!   It then runs the synchronous client again in a process of its own (`mcpbench sync`),
+//!   pinned with `taskset` to one CPU together with the echo floor and the server.
+//! - `mcpbench sync --db DB --rows N [--dialect studio|toolbox] -- CMD...` runs the
+//!   synchronous client and its echo floor alone and prints the result as JSON.
 //! - `mcpbench drive --kind pk|search|tags|insert --calls N --db DB --rows N -- CMD...` only
 //!   drives the server (handshake, then N sequential calls), for running it under a profiler.
 //! - `mcpbench floor --db DB --rows N` times `get_learning`'s SQL straight through rusqlite.
@@ -118,6 +122,7 @@ fn main() -> Result<()> {
             Ok(())
         }
         "measure" => measure_cmd(&args),
+        "sync" => sync_cmd(&args),
         "http" => http_cmd(&args),
         "drive" => drive_cmd(&args),
         "floor" => {
@@ -333,11 +338,8 @@ fn http_cmd(args: &Args) -> Result<()> {
     Ok(())
 }
 
-fn measure_cmd(args: &Args) -> Result<()> {
-    let db = args.need("db")?.to_string();
-    let rows: usize = args.need("rows")?.parse().context("--rows")?;
-    let dialect = dialect(args)?;
-    let launch = launch(args)?;
+/// The measuring plan: the default, or tiny budgets with `--quick`.
+fn plan(args: &Args) -> measure::Plan {
     let mut plan = measure::Plan::default();
     if args.has("--quick") {
         plan.cold_runs = 3;
@@ -346,11 +348,30 @@ fn measure_cmd(args: &Args) -> Result<()> {
         plan.min_calls = 10;
         plan.budget = Duration::from_millis(400);
     }
+    plan
+}
+
+/// `sync`: the synchronous client and its echo floor alone; prints the result as JSON.
+fn sync_cmd(args: &Args) -> Result<()> {
+    let rows: usize = args.need("rows")?.parse().context("--rows")?;
+    let result = sync::run(&launch(args)?, dialect(args)?, rows, &plan(args))?;
+    println!("{}", serde_json::to_string(&result)?);
+    Ok(())
+}
+
+fn measure_cmd(args: &Args) -> Result<()> {
+    let db = args.need("db")?.to_string();
+    let rows: usize = args.need("rows")?.parse().context("--rows")?;
+    let dialect = dialect(args)?;
+    let launch = launch(args)?;
+    let plan = plan(args);
     let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let result = runtime.block_on(measure::run(&launch, dialect, rows, &plan))?;
+    let mut result = runtime.block_on(measure::run(&launch, dialect, rows, &plan))?;
+    // This process's arguments after `measure` serve `mcpbench sync` as they are.
+    result["pinned"] = sync::pinned(std::env::args().skip(2))?;
     let out = json!({
         "contender": args.need("name")?,
         "version": args.get("version"),

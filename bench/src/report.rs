@@ -101,6 +101,21 @@ fn metrics() -> Vec<(&'static str, Unit, Getter)> {
         ("sync client: insert server-side (median)", Unit::Us, |r| {
             server_side(r, "insert")
         }),
+        (
+            "sync client pinned to one CPU: echo floor (median)",
+            Unit::Us,
+            |r| r["pinned"]["floor"]["median_us"].as_f64(),
+        ),
+        (
+            "sync client pinned to one CPU: PK round trip (median)",
+            Unit::Us,
+            |r| r["pinned"]["pk"]["median_us"].as_f64(),
+        ),
+        (
+            "sync client pinned to one CPU: PK server-side (median)",
+            Unit::Us,
+            |r| pinned_server_side(r, "pk"),
+        ),
         ("peak RSS (VmHWM)", Unit::Mib, |r| {
             r["peak_rss_kib"].as_f64()
         }),
@@ -115,8 +130,18 @@ fn metrics() -> Vec<(&'static str, Unit, Getter)> {
 /// A synchronous call's median round trip less the echo floor's median from the same run: the
 /// server's share (never below zero).
 fn server_side(r: &Value, kind: &str) -> Option<f64> {
-    let trip = r["sync"][kind]["median_us"].as_f64()?;
-    let floor = r["sync"]["floor"]["median_us"].as_f64()?;
+    share(&r["sync"], kind)
+}
+
+/// [`server_side`] with the client, the floor and the server pinned to one CPU.
+fn pinned_server_side(r: &Value, kind: &str) -> Option<f64> {
+    share(&r["pinned"], kind)
+}
+
+/// The median round trip of `kind` less the floor's, from one synchronous client's results.
+fn share(sync: &Value, kind: &str) -> Option<f64> {
+    let trip = sync[kind]["median_us"].as_f64()?;
+    let floor = sync["floor"]["median_us"].as_f64()?;
     Some((trip - floor).max(0.0))
 }
 
@@ -409,6 +434,7 @@ const METHOD: &str = "## Method\n
 - Every contender runs the same SQL, copied from `spec/studio.yaml`. MCP Toolbox cannot bind array parameters on SQLite, so its `tools.yaml` takes the tag list as JSON text and has one tool per filter (`search_learnings`, `learnings_by_tags`); the SDK servers take the same arguments as mcpspec.
 - The driver (`mcpbench measure`, Rust, one thread) speaks newline-delimited JSON-RPC over the server's stdio. Cold start: the median over 10 fresh processes of spawn → `initialize` response and spawn → first `tools/list` response. Sequential: after a warm-up, up to 5,000 `tools/call`s one at a time (a phase stops early after 2.5 s, but never before 30 calls), round trip = request written → response line read; arguments come from fixed seeds (random primary keys; ten search terms of mixed case, one matching nothing; one or two tags; inserts with two tags). Pipelined: N requests kept in flight, N = 1, 8, 64, primary-key lookups, calls completed per second. Peak RSS: `VmHWM` of the server process from `/proc/PID/status` at the end of the session, before stdin is closed (after every phase, including N = 64 and the inserts).
 - Synchronous client (`bench/src/sync.rs`), after the async session, in a session of its own: one request written, a blocking read of its answer, then the next, as the Python SDK and Claude Code call; the same plan per kind (PK, search, tag filter, insert). Just before it, the same client against `cat` gives the echo floor, the cost of a round trip with no server work: the lowest median of three sessions, each against a fresh `cat`, because the scheduler puts `cat` on the client's core in some sessions (a few µs) and on the other core in others (several times more on this virtual machine, see `bench/PROFILE.md`). Server-side = round-trip median − floor median of the same contender's run. These calls come after the async inserts, so the newest learnings are the benchmark's own.
+- The same synchronous client again, pinned (a diagnostic): `mcpbench sync` in a process of its own, started with `taskset -c CPU` (the lowest CPU the driver may use), so that the client, `cat` and the server share one CPU and take turns. No message then wakes a halted CPU, which on this virtual machine costs tens of µs (see `bench/PROFILE.md`); the pinned figures show each server's own work, but no client calls that way. Each contender's own threads share that CPU too (Go's scheduler, for one, then runs on one CPU).
 ";
 
 const HTTP_METHOD: &str = "## Throughput for teams: Streamable HTTP\n
@@ -542,11 +568,29 @@ fn targets(runs: &[Value], dbs: &[String]) -> String {
                 ratio >= 8.0,
             );
         }
+        let pk = |r: &Value| pinned_server_side(r, "pk");
+        if let (Some(m), Some(t)) = (mine(&pk), theirs(&pk)) {
+            let ratio = t / m.max(1.0);
+            row(
+                "the same, all pinned to one CPU (a diagnostic: no wake-ups across CPUs)",
+                format!("{ratio:.1}× ({m:.0} µs vs {t:.0} µs)"),
+                ratio >= 8.0,
+            );
+        }
         let trip = |r: &Value| r["sync"]["pk"]["median_us"].as_f64();
         let floor = |r: &Value| r["sync"]["floor"]["median_us"].as_f64();
         if let (Some(m), Some(f)) = (mine(&trip), mine(&floor)) {
             row(
                 "PK round trip within 1.5× of the echo floor",
+                format!("{:.2}× ({m:.0} µs vs {f:.0} µs)", m / f),
+                m <= 1.5 * f,
+            );
+        }
+        let trip = |r: &Value| r["pinned"]["pk"]["median_us"].as_f64();
+        let floor = |r: &Value| r["pinned"]["floor"]["median_us"].as_f64();
+        if let (Some(m), Some(f)) = (mine(&trip), mine(&floor)) {
+            row(
+                "the same, pinned to one CPU (a diagnostic)",
                 format!("{:.2}× ({m:.0} µs vs {f:.0} µs)", m / f),
                 m <= 1.5 * f,
             );
@@ -588,4 +632,44 @@ fn targets(runs: &[Value], dbs: &[String]) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run of `contender` on `db` whose synchronous clients measured `pk` over `floor`,
+    /// unpinned and pinned.
+    fn run(contender: &str, db: &str, (floor, pk): (f64, f64), pinned: (f64, f64)) -> Value {
+        let sync = |(floor, pk): (f64, f64)| json!({"floor": {"median_us": floor}, "pk": {"median_us": pk}});
+        json!({"contender": contender, "db": db,
+               "result": {"sync": sync((floor, pk)), "pinned": sync(pinned)}})
+    }
+
+    #[test]
+    fn pinned_figures_are_judged_beside_the_unpinned_ones() {
+        let runs = [
+            run("mcpspec", "100k", (4.0, 30.0), (4.0, 16.0)),
+            run("toolbox", "100k", (4.0, 134.0), (4.0, 100.0)),
+        ];
+        let table = targets(&runs, &["100k".to_string()]);
+        let line = |start: &str| {
+            table
+                .lines()
+                .find(|l| l.starts_with(start))
+                .unwrap_or_else(|| panic!("no line {start:?} in\n{table}"))
+        };
+        assert_eq!(
+            line("| server-side PK time"),
+            "| server-side PK time ≥ 8× smaller than Toolbox's (sync client) | 100k | 5.0× (26 µs vs 130 µs) | **no** |"
+        );
+        assert_eq!(
+            line("| the same, all pinned"),
+            "| the same, all pinned to one CPU (a diagnostic: no wake-ups across CPUs) | 100k | 8.0× (12 µs vs 96 µs) | yes |"
+        );
+        assert_eq!(
+            line("| the same, pinned to one CPU"),
+            "| the same, pinned to one CPU (a diagnostic) | 100k | 4.00× (16 µs vs 4 µs) | **no** |"
+        );
+    }
 }

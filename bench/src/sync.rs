@@ -193,3 +193,62 @@ pub fn run(launch: &Launch, dialect: Dialect, rows: usize, plan: &Plan) -> Resul
     s.close();
     Ok(Value::Object(out))
 }
+
+/// [`run`] again in a process of its own (`mcpbench sync` with `args`), pinned with `taskset` to
+/// one CPU that it shares with `cat` and the server it spawns. No message then wakes a halted
+/// CPU, so the round trips show each server's own work without the wake-ups between CPUs that
+/// a virtual machine charges for (see `bench/PROFILE.md`). A diagnostic beside [`run`], which
+/// measures the way clients call.
+pub fn pinned(args: impl Iterator<Item = String>) -> Result<Value> {
+    let cpu = first_allowed_cpu()?;
+    let exe = std::env::current_exe().context("finding mcpbench itself")?;
+    let out = Command::new("taskset")
+        .arg("-c")
+        .arg(cpu.to_string())
+        .arg(exe)
+        .arg("sync")
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running taskset to pin the synchronous client; it comes with util-linux")?;
+    if !out.status.success() {
+        bail!("the pinned synchronous client failed ({})", out.status);
+    }
+    let mut v: Value =
+        serde_json::from_slice(&out.stdout).context("the pinned client's result is not JSON")?;
+    v["cpu"] = json!(cpu);
+    Ok(v)
+}
+
+/// The lowest CPU this process may run on, from `Cpus_allowed_list` in `/proc/self/status`.
+fn first_allowed_cpu() -> Result<usize> {
+    let status =
+        std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .context("no Cpus_allowed_list in /proc/self/status")?;
+    first_cpu(list).with_context(|| format!("cannot read a CPU from Cpus_allowed_list {list:?}"))
+}
+
+/// The first CPU of a kernel CPU list such as `0-1` or `2,4-7`, which lists them in order.
+fn first_cpu(list: &str) -> Option<usize> {
+    list.trim().split([',', '-']).next()?.trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_cpu;
+
+    #[test]
+    fn the_first_cpu_of_a_list_is_its_lowest() {
+        for (list, first) in [
+            ("0-1", Some(0)),
+            ("2,4-7", Some(2)),
+            (" 3\n", Some(3)),
+            ("", None),
+        ] {
+            assert_eq!(first_cpu(list), first, "{list:?}");
+        }
+    }
+}
