@@ -1342,9 +1342,6 @@ pub fn sanitize_arguments(v: &Value) -> Value {
     }
 }
 
-/// The name of a message template: `{tool}/{statement}/{kind}`.
-/// A tool ready to call: its parsed input schema, its defaults (environment defaults read
-/// now), and its message templates added to `templates`.
 /// Opens the server's database at `location`: SQLite for a file, PostgreSQL for a URL (when
 /// the spec declares a PostgreSQL side); `None` when there is none to open.
 fn open_database(
@@ -1373,6 +1370,8 @@ fn open_database(
     })
 }
 
+/// A tool ready to call: its parsed input schema, its defaults (environment defaults read
+/// now), and its message templates added to `templates`.
 fn compile_tool(
     def: &'static ServerDef,
     t: &'static ToolDef,
