@@ -165,13 +165,28 @@ fn structured_answer(id: &RawValue, text: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(2 * text.len() + 128);
     out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     out.extend_from_slice(id.get().as_bytes());
-    out.extend_from_slice(br#","result":{"content":[{"type":"text","text":"#);
-    // Writing a `str` into a `Vec` cannot fail.
-    let _ = serde_json::to_writer(&mut out, text);
-    out.extend_from_slice(br#"}],"structuredContent":"#);
+    out.extend_from_slice(br#","result":{"content":[{"type":"text","text":""#);
+    quote_json(text, &mut out);
+    out.extend_from_slice(br#""}],"structuredContent":"#);
     out.extend_from_slice(text.as_bytes());
     out.extend_from_slice(br#","isError":false}}"#);
     out
+}
+
+/// Writes `json`, compact JSON text, as the inside of a JSON string: `"` and `\` escaped.
+/// Nothing else in compact JSON needs escaping, since it holds no raw control characters
+/// (strings carry them escaped, and there is no whitespace between tokens). The quotes are
+/// dense in JSON, so this runs from quote to quote rather than byte by byte, as a general
+/// string escaper must.
+fn quote_json(json: &str, out: &mut Vec<u8>) {
+    let bytes = json.as_bytes();
+    let mut from = 0;
+    for at in memchr::memchr2_iter(b'"', b'\\', bytes) {
+        out.extend_from_slice(&bytes[from..at]);
+        out.extend_from_slice(&[b'\\', bytes[at]]);
+        from = at + 1;
+    }
+    out.extend_from_slice(&bytes[from..]);
 }
 
 /// The answer rmcp would send for `outcome`, a call's result from [`to_result`]: in the shape
