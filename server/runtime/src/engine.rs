@@ -1,9 +1,10 @@
 //! The call engine: runs one `tools/call` against a compiled [`ServerDef`].
 //!
 //! Per call: look the tool up, apply schema defaults, validate the arguments with a validator
-//! compiled once at start-up, decode them through the generated typed binding, run the
-//! statements on a pooled connection, and shape rows into the declared JSON. Failures become
-//! [`CallError`]s that the MCP layer maps to tool results or protocol errors.
+//! compiled once, on the tool's first call, decode them through the generated typed binding,
+//! run the statements on a pooled connection, and shape rows into the declared JSON (see
+//! [`crate::rows`]). Failures become [`CallError`]s that the MCP layer maps to tool results or
+//! protocol errors.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -15,14 +16,15 @@ use serde_json::{Map, Value, json};
 
 use crate::backend::sqlite::DbError;
 use crate::backend::{
-    Bind, Column, Database, Engine as DbEngine, Failure, Location, Row, Session, Sql, Stop,
-    Value as SqlValue, ValueRef, statement_sql,
+    Bind, Column, Database, Engine as DbEngine, Failure, Location, Session, Sql, Stop,
+    Value as SqlValue, statement_sql,
 };
 use crate::def::{
-    Arguments, BindingDef, ColumnDef, ColumnKind, EnvelopeDef, Mode, RuleKindDef, ServerDef,
-    StatementDef, ToolDef,
+    Arguments, BindingDef, EnvelopeDef, Mode, RuleKindDef, ServerDef, StatementDef, ToolDef,
 };
 use crate::handler::{Context, Dispatch, HandlerError, Link};
+pub use crate::rows::{approx_json_size, approx_map_size};
+use crate::rows::{column_json, column_order, row_json, row_text};
 use crate::templates::template_name;
 
 /// Limits applied to every call.
@@ -125,6 +127,46 @@ pub struct Success {
     pub content: bool,
 }
 
+/// A successful call as the lanes take it (see [`Engine::call_json`]): a [`Success`], or a
+/// structured result that is one row, already written as compact JSON text.
+pub(crate) enum Reply {
+    Done(Success),
+    /// A JSON object, and its [`approx_json_size`].
+    Json {
+        text: String,
+        size: usize,
+    },
+}
+
+impl Reply {
+    /// The reply as a [`Success`]: the text read back into a value.
+    fn into_success(self) -> Result<Success, CallError> {
+        match self {
+            Reply::Done(s) => Ok(s),
+            Reply::Json { text, .. } => serde_json::from_str(&text)
+                .map(|structured| Success {
+                    structured,
+                    content: false,
+                })
+                .map_err(|e| {
+                    tracing::error!(error = %e, "a row written as JSON does not read back");
+                    CallError::Tool(ToolError::new(
+                        "INTERNAL_ERROR",
+                        "the result could not be read; details are in the server log",
+                    ))
+                }),
+        }
+    }
+
+    /// The approximate size of the result as JSON, for the call log.
+    fn size(&self) -> usize {
+        match self {
+            Reply::Done(s) => approx_json_size(&s.structured),
+            Reply::Json { size, .. } => *size,
+        }
+    }
+}
+
 struct CompiledTool {
     def: &'static ToolDef,
     /// The input schema, compiled into `validator` on the tool's first call: compiling every
@@ -168,6 +210,15 @@ impl Job {
             statements: tool.binding.statements(),
             single: matches!(tool.binding, BindingDef::Single(_)),
             writes: tool.writes,
+        }
+    }
+
+    /// The statement of a job that is one `one` or `optional` statement, whose row is the
+    /// whole result.
+    fn lone_row(&self) -> Option<&'static StatementDef> {
+        match self.statements {
+            [st] if self.single && matches!(st.mode, Mode::One | Mode::Optional) => Some(st),
+            _ => None,
         }
     }
 }
@@ -429,16 +480,41 @@ impl Engine {
         cancel: Option<Arc<AtomicBool>>,
         link: Link,
     ) -> Result<Success, CallError> {
+        self.call_as(name, arguments, cancel, link, false)
+            .and_then(Reply::into_success)
+    }
+
+    /// [`Engine::call_full`] for the lanes, which send a structured result as JSON text: a
+    /// result that is one row comes back already written, without a `Value` in between.
+    pub(crate) fn call_json(
+        &self,
+        name: &str,
+        arguments: Option<&Value>,
+        cancel: Option<Arc<AtomicBool>>,
+        link: Link,
+    ) -> Result<Reply, CallError> {
+        self.call_as(name, arguments, cancel, link, true)
+    }
+
+    /// Runs one call and logs it; `json` lets a lone row come back as JSON text.
+    fn call_as(
+        &self,
+        name: &str,
+        arguments: Option<&Value>,
+        cancel: Option<Arc<AtomicBool>>,
+        link: Link,
+        json: bool,
+    ) -> Result<Reply, CallError> {
         let request = self.next_id.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         let cancel = cancel.unwrap_or_default();
         let result = self
-            .call_inner(name, arguments, request, &cancel, link)
+            .call_inner(name, arguments, request, &cancel, link, json)
             .map_err(|e| self.declared(name, arguments, e))
             .map_err(|e| self.rename(e));
         if tracing::enabled!(target: "mcpspec::call", tracing::Level::INFO) {
             let (outcome, size) = match &result {
-                Ok(s) => ("ok", approx_json_size(&s.structured)),
+                Ok(r) => ("ok", r.size()),
                 Err(CallError::Tool(e)) => (e.code, e.message.len()),
                 Err(CallError::Rpc(e)) => (
                     e.data
@@ -640,7 +716,8 @@ impl Engine {
         request: u64,
         cancel: &Arc<AtomicBool>,
         link: Link,
-    ) -> Result<Success, CallError> {
+        json: bool,
+    ) -> Result<Reply, CallError> {
         let tool = self
             .tools
             .get(name)
@@ -658,13 +735,15 @@ impl Engine {
             }
         }
         if matches!(tool.def.binding, BindingDef::Handler) {
-            return self.run_handler(tool.def, &args, request, cancel, link);
+            return self
+                .run_handler(tool.def, &args, request, cancel, link)
+                .map(Reply::Done);
         }
         if let BindingDef::Content(blocks) = &tool.def.binding {
-            return self.render_blocks(tool.def, blocks, &args);
+            return self.render_blocks(tool.def, blocks, &args).map(Reply::Done);
         }
         let stop = Stop::after(self.timeout(tool.def), cancel.clone()).with_slow(link.slow);
-        self.run_sql(tool, name, &args, shown.as_ref(), request, &stop)
+        self.run_sql(tool, &args, shown.as_ref(), request, &stop, json)
     }
 
     /// How long a call of `tool` may run.
@@ -773,16 +852,18 @@ impl Engine {
     }
 
     /// Runs a SQL tool: binds the typed parameters and the derived ones, runs its statements
-    /// under its timeout, and applies a `no_change` rule.
+    /// under its timeout, and applies a `no_change` rule. With `json`, a result that is one
+    /// row comes back as JSON text.
     fn run_sql(
         &self,
         tool: &CompiledTool,
-        name: &str,
         args: &Arguments,
         shown: Option<&Arguments>,
         request: u64,
         stop: &Stop,
-    ) -> Result<Success, CallError> {
+        json: bool,
+    ) -> Result<Reply, CallError> {
+        let name = tool.def.name;
         let mut params = tool.def.bind.params(args).map_err(|e| {
             tracing::error!(request, tool = name, error = %e, "typed arguments disagree with the schema");
             ToolError::new("INVALID_ARGUMENTS", format!("invalid arguments: {}", e.0))
@@ -806,6 +887,20 @@ impl Engine {
             .into());
         }
         let job = Job::of(tool.def);
+        let interrupted = |e| self.interrupted(job, e, &stop.cancel, self.timeout(tool.def));
+        if json && job.lone_row().is_some() {
+            let (text, size) = self
+                .run_lone_row(
+                    self.db()?,
+                    job,
+                    &params,
+                    shown.unwrap_or(args),
+                    stop,
+                    request,
+                )
+                .map_err(interrupted)?;
+            return Ok(Reply::Json { text, size });
+        }
         let out = self
             .run(
                 self.db()?,
@@ -815,8 +910,7 @@ impl Engine {
                 stop,
                 request,
             )
-            .map_err(|e| self.interrupted(job, e, &stop.cancel, self.timeout(tool.def)));
-        let out = out.map_err(CallError::Tool)?;
+            .map_err(interrupted)?;
         // A single `execute` that changed no rows fails only when a `no_change` rule maps it.
         if let BindingDef::Single(st) = &tool.def.binding
             && st.mode == Mode::Execute
@@ -829,10 +923,10 @@ impl Engine {
         {
             return Err(ToolError::new("NO_CHANGE", format!("`{name}` changed no rows")).into());
         }
-        Ok(Success {
+        Ok(Reply::Done(Success {
             structured: out,
             content: false,
-        })
+        }))
     }
 
     /// Renders the blocks of a `content:` binding with the arguments (and `arguments`, all of
@@ -1043,28 +1137,72 @@ impl Engine {
         stop: &Stop,
         request: u64,
     ) -> Result<Value, ToolError> {
+        self.in_session(db, job, stop, request, |session| {
+            let v = self.run_statements(job, session, params, args, request)?;
+            self.within_result_limit(job, approx_json_size(&v))?;
+            Ok(v)
+        })
+    }
+
+    /// [`Engine::run`] for a job of one `one` or `optional` statement (see [`Job::lone_row`]):
+    /// its row written straight to JSON text (see [`row_text`]), with its approximate size.
+    fn run_lone_row(
+        &self,
+        db: &Database,
+        job: Job,
+        params: &[(&'static str, SqlValue)],
+        args: &Arguments,
+        stop: &Stop,
+        request: u64,
+    ) -> Result<(String, usize), ToolError> {
+        let Some(st) = job.lone_row() else {
+            return Err(ToolError::new("INTERNAL_ERROR", "not a job of one row"));
+        };
+        self.in_session(db, job, stop, request, |session| {
+            let bind = |name: &str| bound(st, name, params, &HashMap::new());
+            let row =
+                first_row_text(session, st, &bind).map_err(|f| self.db_error(job, f, request))?;
+            let (text, size) = match row {
+                Some(row) => row,
+                None if st.mode == Mode::One => {
+                    let message = self.message(job, st, "not_found", args);
+                    return Err(ToolError::new("NOT_FOUND", message));
+                }
+                None => ("{}".to_string(), 2),
+            };
+            self.within_result_limit(job, size)?;
+            Ok((text, size))
+        })
+    }
+
+    /// Runs `f` on one session of `db`, in a transaction when the job writes or has several
+    /// statements; `READ_ONLY` when the job writes and the server is read-only.
+    fn in_session<T>(
+        &self,
+        db: &Database,
+        job: Job,
+        stop: &Stop,
+        request: u64,
+        f: impl FnMut(&mut dyn Session) -> Result<T, ToolError>,
+    ) -> Result<T, ToolError> {
         if stop.cancel.load(Ordering::Relaxed) {
             return Err(ToolError::new("TIMEOUT", "cancelled before it started"));
         }
         let transaction = job.writes || job.statements.len() > 1;
         let fail = |f: Failure| self.db_error(job, f, request);
-        db.job(job.writes, transaction, stop, fail, |session| {
-            let v = self.run_statements(job, session, params, args, request)?;
-            self.within_result_limit(job, v)
-        })
-        .unwrap_or_else(|| {
-            Err(ToolError::new(
-                "READ_ONLY",
-                "this server is running read-only",
-            ))
-        })
+        db.job(job.writes, transaction, stop, fail, f)
+            .unwrap_or_else(|| {
+                Err(ToolError::new(
+                    "READ_ONLY",
+                    "this server is running read-only",
+                ))
+            })
     }
 
-    /// `v`, or `RESULT_TOO_LARGE` when it is larger than the result limit.
-    fn within_result_limit(&self, job: Job, v: Value) -> Result<Value, ToolError> {
-        let size = approx_json_size(&v);
+    /// `RESULT_TOO_LARGE` when a result of about `size` bytes is larger than the result limit.
+    fn within_result_limit(&self, job: Job, size: usize) -> Result<(), ToolError> {
         if size <= self.limits.max_result_bytes {
-            return Ok(v);
+            return Ok(());
         }
         Err(ToolError {
             code: "RESULT_TOO_LARGE",
@@ -1613,63 +1751,18 @@ fn first_row(
     Ok(out)
 }
 
-/// Pairs each declared column with its index in the statement's result.
-fn column_order(names: &[&str], st: &'static StatementDef) -> Vec<(usize, &'static ColumnDef)> {
-    st.columns
-        .iter()
-        .filter_map(|c| names.iter().position(|n| *n == c.name).map(|i| (i, c)))
-        .collect()
-}
-
-fn row_json(row: &dyn Row, order: &[(usize, &ColumnDef)]) -> Map<String, Value> {
-    let mut o = Map::new();
-    for (idx, col) in order {
-        let v = column_json(row.value(*idx), col);
-        if !v.is_null() {
-            o.insert(col.name.to_string(), v);
-        }
-    }
-    o
-}
-
-/// Converts one SQLite value to the column's declared JSON type. NULL becomes JSON null,
-/// which callers omit from rows.
-fn column_json(v: ValueRef<'_>, col: &ColumnDef) -> Value {
-    match (col.kind, v) {
-        (_, ValueRef::Null) => Value::Null,
-        (ColumnKind::Json, ValueRef::Text(t)) => serde_json::from_slice(t).unwrap_or_else(|_| {
-            tracing::warn!(
-                column = col.name,
-                "column holds text that is not JSON; returned as a string"
-            );
-            Value::String(text(t))
-        }),
-        (ColumnKind::Boolean, ValueRef::Integer(i)) => Value::Bool(i != 0),
-        (ColumnKind::Integer, ValueRef::Real(f)) if f.fract() == 0.0 => json!(f as i64),
-        (ColumnKind::Integer, ValueRef::Text(t)) => std::str::from_utf8(t)
-            .ok()
-            .and_then(|s| s.trim().parse::<i64>().ok())
-            .map_or(Value::Null, |i| json!(i)),
-        (ColumnKind::Real, ValueRef::Text(t)) => std::str::from_utf8(t)
-            .ok()
-            .and_then(|s| s.trim().parse::<f64>().ok())
-            .map_or(Value::Null, |f| json!(f)),
-        (ColumnKind::Text, ValueRef::Integer(i)) => Value::String(i.to_string()),
-        (ColumnKind::Text, ValueRef::Real(f)) => Value::String(f.to_string()),
-        (_, ValueRef::Integer(i)) => json!(i),
-        (_, ValueRef::Real(f)) => json!(f),
-        (_, ValueRef::Text(t)) => Value::String(text(t)),
-        (_, ValueRef::Blob(_)) => Value::Null,
-    }
-}
-
-/// A text value as a string. SQLite does not check that text is UTF-8; invalid bytes become
-/// U+FFFD. Valid text, nearly all of it, is copied without the lossy decoder's per-chunk work.
-fn text(t: &[u8]) -> String {
-    match std::str::from_utf8(t) {
-        Ok(s) => s.to_owned(),
-        Err(_) => String::from_utf8_lossy(t).into_owned(),
-    }
+/// [`first_row`] for a lone statement: the row written as JSON text, with its size.
+fn first_row_text(
+    session: &mut dyn Session,
+    st: &'static StatementDef,
+    bind: Bind<'_>,
+) -> Result<Option<(String, usize)>, Failure> {
+    let mut out = None;
+    session.query(statement_sql(st, session.engine()), bind, &mut |row| {
+        out = Some(row_text(row, &column_order(&row.names(), st)));
+        false
+    })?;
+    Ok(out)
 }
 
 /// Validates arguments, naming every failing field.
@@ -1772,26 +1865,6 @@ fn json_type(v: &Value) -> &'static str {
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
     }
-}
-
-/// The size of a value as compact JSON text, without serializing it.
-pub fn approx_json_size(v: &Value) -> usize {
-    match v {
-        Value::Null => 4,
-        Value::Bool(_) => 5,
-        Value::Number(_) => 20,
-        Value::String(s) => s.len() + 2,
-        Value::Array(a) => 2 + a.iter().map(|x| approx_json_size(x) + 1).sum::<usize>(),
-        Value::Object(o) => approx_map_size(o),
-    }
-}
-
-/// The size of an object as compact JSON text, without serializing it.
-pub fn approx_map_size(o: &Map<String, Value>) -> usize {
-    2 + o
-        .iter()
-        .map(|(k, x)| k.len() + 4 + approx_json_size(x))
-        .sum::<usize>()
 }
 
 #[cfg(test)]

@@ -36,6 +36,7 @@ pub mod numbers;
 pub mod protocol;
 pub mod proxy;
 pub mod questions;
+mod rows;
 pub mod startup;
 pub mod templates;
 pub mod transform;

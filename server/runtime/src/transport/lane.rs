@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 
 use crate::backend::Slow;
 use crate::def::{BindingDef, ToolDef};
-use crate::engine::Engine;
+use crate::engine::{Engine, Reply};
 use crate::handler::Link;
 use crate::protocol::Live;
 
@@ -138,12 +138,18 @@ impl Lane {
             slow,
         };
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            engine.call_full(&name, arguments.as_ref(), Some(cancel), link)
+            engine.call_json(&name, arguments.as_ref(), Some(cancel), link)
         }))
         .unwrap_or_else(|_| {
             tracing::error!(tool = %name, "a call panicked");
             Err(engine.internal_error(&name))
         });
+        let outcome = match outcome {
+            // A row, already written as a JSON object.
+            Ok(Reply::Json { text, .. }) => return structured_answer(call.id, &text),
+            Ok(Reply::Done(s)) => Ok(s),
+            Err(e) => Err(e),
+        };
         let text = match &outcome {
             Ok(s) if !s.content && s.structured.is_object() => {
                 serde_json::to_string(&s.structured).ok()

@@ -1,0 +1,277 @@
+//! Rows as JSON: each column converted to its declared JSON type, as `serde_json` values for
+//! the engine, or written straight to compact JSON text for the lanes, which send a lone row
+//! as it is (see [`row_text`]). Both give the same JSON, and the same approximate size, which
+//! the result limit and the call log use.
+
+use serde_json::{Map, Value, json};
+
+use crate::backend::{Row, ValueRef};
+use crate::def::{ColumnDef, ColumnKind, StatementDef};
+
+/// Pairs each declared column with its index in the statement's result.
+pub(crate) fn column_order(
+    names: &[&str],
+    st: &'static StatementDef,
+) -> Vec<(usize, &'static ColumnDef)> {
+    st.columns
+        .iter()
+        .filter_map(|c| names.iter().position(|n| *n == c.name).map(|i| (i, c)))
+        .collect()
+}
+
+/// A row of `order`'s columns as a JSON object; columns that are null are left out.
+pub(crate) fn row_json(row: &dyn Row, order: &[(usize, &ColumnDef)]) -> Map<String, Value> {
+    let mut o = Map::new();
+    for (idx, col) in order {
+        let v = column_json(row.value(*idx), col);
+        if !v.is_null() {
+            o.insert(col.name.to_string(), v);
+        }
+    }
+    o
+}
+
+/// Converts one SQLite value to the column's declared JSON type. NULL becomes JSON null,
+/// which callers omit from rows.
+pub(crate) fn column_json(v: ValueRef<'_>, col: &ColumnDef) -> Value {
+    match (col.kind, v) {
+        (_, ValueRef::Null) => Value::Null,
+        (ColumnKind::Json, ValueRef::Text(t)) => serde_json::from_slice(t).unwrap_or_else(|_| {
+            tracing::warn!(
+                column = col.name,
+                "column holds text that is not JSON; returned as a string"
+            );
+            Value::String(text(t))
+        }),
+        (ColumnKind::Boolean, ValueRef::Integer(i)) => Value::Bool(i != 0),
+        (ColumnKind::Integer, ValueRef::Real(f)) if f.fract() == 0.0 => json!(f as i64),
+        (ColumnKind::Integer, ValueRef::Text(t)) => std::str::from_utf8(t)
+            .ok()
+            .and_then(|s| s.trim().parse::<i64>().ok())
+            .map_or(Value::Null, |i| json!(i)),
+        (ColumnKind::Real, ValueRef::Text(t)) => std::str::from_utf8(t)
+            .ok()
+            .and_then(|s| s.trim().parse::<f64>().ok())
+            .map_or(Value::Null, |f| json!(f)),
+        (ColumnKind::Text, ValueRef::Integer(i)) => Value::String(i.to_string()),
+        (ColumnKind::Text, ValueRef::Real(f)) => Value::String(f.to_string()),
+        (_, ValueRef::Integer(i)) => json!(i),
+        (_, ValueRef::Real(f)) => json!(f),
+        (_, ValueRef::Text(t)) => Value::String(text(t)),
+        (_, ValueRef::Blob(_)) => Value::Null,
+    }
+}
+
+/// A text value as a string. SQLite does not check that text is UTF-8; invalid bytes become
+/// U+FFFD. Valid text, nearly all of it, is copied without the lossy decoder's per-chunk work.
+fn text(t: &[u8]) -> String {
+    match std::str::from_utf8(t) {
+        Ok(s) => s.to_owned(),
+        Err(_) => String::from_utf8_lossy(t).into_owned(),
+    }
+}
+
+/// [`row_json`]'s object written as compact JSON text, byte for byte what serialising it
+/// gives, with its [`approx_map_size`]. Text and integer columns, nearly all of them, are
+/// written without a `Value` in between; the rest go through [`column_json`].
+pub(crate) fn row_text(row: &dyn Row, order: &[(usize, &ColumnDef)]) -> (String, usize) {
+    // An object's keys come out in order. A spec's columns have distinct names (they are the
+    // keys of a map), and the IR lists them in order already.
+    let mut sorted: Vec<&(usize, &ColumnDef)> = order.iter().collect();
+    sorted.sort_by_key(|(_, c)| c.name);
+    let mut out = Vec::with_capacity(256);
+    let mut size = 2;
+    out.push(b'{');
+    for (idx, col) in sorted {
+        let start = out.len();
+        if start > 1 {
+            out.push(b',');
+        }
+        write_str(&mut out, col.name);
+        out.push(b':');
+        match write_column(&mut out, row.value(*idx), col) {
+            Some(n) => size += col.name.len() + 4 + n,
+            // A null column is left out, as the object leaves it out.
+            None => out.truncate(start),
+        }
+    }
+    out.push(b'}');
+    let text = String::from_utf8(out)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    (text, size)
+}
+
+/// Writes one column's value as [`column_json`] converts it and returns its
+/// [`approx_json_size`]; `None`, writing nothing of its own, for a value that converts to
+/// null.
+fn write_column(out: &mut Vec<u8>, v: ValueRef<'_>, col: &ColumnDef) -> Option<usize> {
+    match (col.kind, v) {
+        (_, ValueRef::Null | ValueRef::Blob(_)) => None,
+        // Text as a string, for text and boolean columns.
+        (ColumnKind::Text | ColumnKind::Boolean, ValueRef::Text(t)) => {
+            let s = match std::str::from_utf8(t) {
+                Ok(s) => std::borrow::Cow::Borrowed(s),
+                Err(_) => String::from_utf8_lossy(t),
+            };
+            write_str(out, &s);
+            Some(s.len() + 2)
+        }
+        // An integer as a number, for integer, real and JSON columns.
+        (ColumnKind::Integer | ColumnKind::Real | ColumnKind::Json, ValueRef::Integer(i)) => {
+            let _ = serde_json::to_writer(&mut *out, &i);
+            Some(20)
+        }
+        // The rest (JSON text, numbers in text, reals, integers as booleans or text) as the
+        // engine converts them.
+        _ => {
+            let v = column_json(v, col);
+            if v.is_null() {
+                return None;
+            }
+            let _ = serde_json::to_writer(&mut *out, &v);
+            Some(approx_json_size(&v))
+        }
+    }
+}
+
+/// Writes `s` as a JSON string, escaped as `serde_json` escapes it.
+fn write_str(out: &mut Vec<u8>, s: &str) {
+    // Writing into a `Vec` cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+/// The size of a value as compact JSON text, without serializing it.
+pub fn approx_json_size(v: &Value) -> usize {
+    match v {
+        Value::Null => 4,
+        Value::Bool(_) => 5,
+        Value::Number(_) => 20,
+        Value::String(s) => s.len() + 2,
+        Value::Array(a) => 2 + a.iter().map(|x| approx_json_size(x) + 1).sum::<usize>(),
+        Value::Object(o) => approx_map_size(o),
+    }
+}
+
+/// The size of an object as compact JSON text, without serializing it.
+pub fn approx_map_size(o: &Map<String, Value>) -> usize {
+    2 + o
+        .iter()
+        .map(|(k, x)| k.len() + 4 + approx_json_size(x))
+        .sum::<usize>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A row of owned cells.
+    #[derive(Clone, Copy)]
+    enum Cell {
+        Null,
+        Int(i64),
+        Real(f64),
+        Text(&'static [u8]),
+        Blob(&'static [u8]),
+    }
+
+    struct Cells(Vec<Cell>);
+
+    impl Row for Cells {
+        fn value(&self, i: usize) -> ValueRef<'_> {
+            match self.0[i] {
+                Cell::Null => ValueRef::Null,
+                Cell::Int(n) => ValueRef::Integer(n),
+                Cell::Real(f) => ValueRef::Real(f),
+                Cell::Text(t) => ValueRef::Text(t),
+                Cell::Blob(b) => ValueRef::Blob(b),
+            }
+        }
+
+        fn names(&self) -> Vec<&str> {
+            Vec::new()
+        }
+    }
+
+    fn cells() -> Vec<Cell> {
+        use Cell::*;
+        vec![
+            Null,
+            Int(0),
+            Int(1),
+            Int(-7),
+            Int(i64::MAX),
+            Int(i64::MIN),
+            Real(0.0),
+            Real(-0.0),
+            Real(3.0),
+            Real(2.5),
+            Real(1e300),
+            Real(-1.5e-300),
+            Real(f64::NAN),
+            Real(f64::INFINITY),
+            Real(9.3e18),
+            Text(b""),
+            Text(b"plain"),
+            Text(b"say \"hi\"\\ \n\t\x01\x7f"),
+            Text("é ☃ 😀 \u{2028}".as_bytes()),
+            Text(b"bad \xff\xfe utf-8"),
+            Text(b" 42 "),
+            Text(b"4.5e3"),
+            Text(b"nope"),
+            Text(br#"{"z":1,"a":[true,null,"x"],"m":{"b":2,"a":1}}"#),
+            Text(b"null"),
+            Text(b"[1, 2 ,3]"),
+            Text(b"{broken"),
+            Blob(b"\x00\x01"),
+        ]
+    }
+
+    #[test]
+    fn a_row_written_as_text_is_its_object_serialised() {
+        const KINDS: [ColumnKind; 5] = [
+            ColumnKind::Text,
+            ColumnKind::Integer,
+            ColumnKind::Real,
+            ColumnKind::Boolean,
+            ColumnKind::Json,
+        ];
+        // Every kind against every cell, one column at a time and all in one row, whose
+        // columns come in an order that is not their names' order.
+        const NAMES: [&str; 5] = ["e_text", "d_int", "c_real", "b_bool", "a_json"];
+        let cols: Vec<ColumnDef> = KINDS
+            .iter()
+            .zip(NAMES)
+            .map(|(&kind, name)| ColumnDef {
+                name,
+                kind,
+                nullable: true,
+            })
+            .collect();
+        let all = cells();
+        let check = |row: &Cells, order: &[(usize, &ColumnDef)]| {
+            let (text, size) = row_text(row, order);
+            let map = row_json(row, order);
+            let label = format!("{order:?} in {text}");
+            assert_eq!(text, serde_json::to_string(&map).unwrap(), "{label}");
+            assert_eq!(size, approx_map_size(&map), "{label}");
+        };
+        for i in 0..all.len() {
+            for col in &cols {
+                let row = Cells(vec![all[i]]);
+                check(&row, &[(0, col)]);
+            }
+            // One row of five columns: cells i.. (wrapping), a kind each.
+            let row = Cells(
+                all.iter()
+                    .cycle()
+                    .skip(i)
+                    .take(cols.len())
+                    .copied()
+                    .collect(),
+            );
+            let order: Vec<(usize, &ColumnDef)> = cols.iter().enumerate().collect();
+            check(&row, &order);
+        }
+        check(&Cells(Vec::new()), &[]);
+    }
+}
