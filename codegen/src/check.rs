@@ -5,7 +5,7 @@
 //! SQLite reports. Input schemas are checked against the JSON Schema meta-schema and their
 //! defaults against the schemas themselves. With a live database, its tables and columns are
 //! compared with the declared ones. [`check_repo`] is the whole of `codegen check`: it adds the
-//! contract and staleness comparisons of [`drift`](crate::drift) and reads the committed files.
+//! contract and staleness comparisons of [`drift`] and reads the committed files.
 
 use std::path::{Path, PathBuf};
 

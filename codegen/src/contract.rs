@@ -1,6 +1,6 @@
 //! Contract snapshots: what MCP clients rely on, recorded per server and compared on change.
 //!
-//! [`snapshot`] is a pure function of the IR: each tool's name, title, description, input and
+//! `snapshot` is a pure function of the IR: each tool's name, title, description, input and
 //! output schemas and annotations, plus the server's version, as canonical (key-sorted) pretty
 //! JSON. [`compare`] reads two snapshots and classifies every difference as breaking, a
 //! compatible addition or a documentation change; [`bump_level`] and [`required_version`]

@@ -1,6 +1,6 @@
 //! mcpspec's spec compiler: YAML tool specs in, Rust tables and glue out.
 //!
-//! The pipeline runs one stage per module: [`spec`](crate::spec) parses YAML with positions,
+//! The pipeline runs one stage per module: `spec` parses YAML with positions,
 //! `validate` collects every problem, `lower` builds the IR, and `emit` writes Rust. [`render`]
 //! is pure and is what the server's build script, `codegen generate` and `codegen check` call.
 

@@ -3,7 +3,7 @@
 //! Per call: look the tool up, apply schema defaults, validate the arguments with a validator
 //! compiled once, on the tool's first call, decode them through the generated typed binding,
 //! run the statements on a pooled connection, and shape rows into the declared JSON (see
-//! [`crate::rows`]). Failures become [`CallError`]s that the MCP layer maps to tool results or
+//! the `rows` module). Failures become [`CallError`]s that the MCP layer maps to tool results or
 //! protocol errors.
 
 use std::collections::HashMap;

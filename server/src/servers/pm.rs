@@ -12,7 +12,7 @@
 //! `db.import` runs its SQL under an authorizer that refuses anything reaching another file.
 //! Git runs as a child process with an argument list, never through a shell. When `.pm.json`
 //! names a PostgreSQL server (`"postgres"`), the databases are that server's, managed by
-//! [`postgres`] with the same tools, names, rules and errors.
+//! `postgres` with the same tools, names, rules and errors.
 //!
 //! Two resources are read through handlers too: `pm://config`, the validated config, and
 //! `pm://database/{name}`, one database's tables and row counts. A missing config or database

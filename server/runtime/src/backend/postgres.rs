@@ -283,7 +283,7 @@ const CONFLICT_RETRIES: u32 = 3;
 /// [`super::Database::job`] on PostgreSQL. A read that fails because its connection died (the
 /// server restarted, say) runs once more on another connection; a write never runs twice, since
 /// its commit may have landed before the connection went. A transaction PostgreSQL rolled back
-/// for a serialization failure or deadlock runs again, up to [`CONFLICT_RETRIES`] times.
+/// for a serialization failure or deadlock runs again, up to `CONFLICT_RETRIES` times.
 pub fn job<T, E>(
     pool: &Pool,
     writes: bool,

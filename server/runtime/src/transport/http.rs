@@ -8,7 +8,7 @@
 //! connections. A DELETE ends a session at once and an idle session is dropped after five
 //! minutes.
 //!
-//! In front of it a [`Gate`] checks every request, in this order: exactly one `Host` header
+//! In front of it a `Gate` checks every request, in this order: exactly one `Host` header
 //! (400), the `Host` and `Origin` headers against allow-lists (403, against DNS rebinding),
 //! the bearer token when one is configured (401), the path (404) and the body size (413). A
 //! POST body must be one JSON-RPC message: an empty or invalid body, bad UTF-8 or a batch is
@@ -18,7 +18,7 @@
 //! different matching rules.
 //!
 //! Behind the gate, a plain SQL read in a session rmcp already accepted is answered by the
-//! runtime worker that read it, as one JSON body ([`super::http_lane`]); everything else goes
+//! runtime worker that read it, as one JSON body (`transport::http_lane`); everything else goes
 //! to rmcp.
 //!
 //! hyper's HTTP/1.1 server drives the connections. On shutdown the listener closes, the calls
@@ -70,7 +70,7 @@ pub struct HttpOptions {
     /// How long shutdown waits for calls in flight.
     pub drain_timeout: Duration,
     /// The runtime's worker threads: all but one may answer lane calls at once (see
-    /// [`super::http_lane`]); 0 or 1 keeps every call on rmcp's path.
+    /// `transport::http_lane`); 0 or 1 keeps every call on rmcp's path.
     pub workers: usize,
 }
 

@@ -1,7 +1,7 @@
 //! The zero-hop lane: a `tools/call` of a tool that only reads through SQL is answered on
 //! the thread that read it, which also sends the answer. Over stdio that is a reading thread
 //! (see [`super::stdio`]); over HTTP, the runtime worker that read the request (see
-//! [`super::http_lane`]). The call never crosses to rmcp's tasks, the blocking pool or a
+//! `transport::http_lane`). The call never crosses to rmcp's tasks, the blocking pool or a
 //! writer thread, each of which can cost a sleeping core's wake-up (see `bench/PROFILE.md`).
 //!
 //! Only what needs nothing of the session takes the lane: a plain request (`name` and
