@@ -887,29 +887,16 @@ impl Engine {
             .into());
         }
         let job = Job::of(tool.def);
+        let (db, shown) = (self.db()?, shown.unwrap_or(args));
         let interrupted = |e| self.interrupted(job, e, &stop.cancel, self.timeout(tool.def));
         if json && job.lone_row().is_some() {
             let (text, size) = self
-                .run_lone_row(
-                    self.db()?,
-                    job,
-                    &params,
-                    shown.unwrap_or(args),
-                    stop,
-                    request,
-                )
+                .run_lone_row(db, job, &params, shown, stop, request)
                 .map_err(interrupted)?;
             return Ok(Reply::Json { text, size });
         }
         let out = self
-            .run(
-                self.db()?,
-                job,
-                &params,
-                shown.unwrap_or(args),
-                stop,
-                request,
-            )
+            .run(db, job, &params, shown, stop, request)
             .map_err(interrupted)?;
         // A single `execute` that changed no rows fails only when a `no_change` rule maps it.
         if let BindingDef::Single(st) = &tool.def.binding
