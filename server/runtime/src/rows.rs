@@ -76,13 +76,20 @@ fn text(t: &[u8]) -> String {
 /// written without a `Value` in between; the rest go through [`column_json`].
 pub(crate) fn row_text(row: &dyn Row, order: &[(usize, &ColumnDef)]) -> (String, usize) {
     // An object's keys come out in order. A spec's columns have distinct names (they are the
-    // keys of a map), and the IR lists them in order already.
-    let mut sorted: Vec<&(usize, &ColumnDef)> = order.iter().collect();
-    sorted.sort_by_key(|(_, c)| c.name);
+    // keys of a map), and the IR lists them in order already, so this copy is only a fallback.
+    let resorted;
+    let order = if order.is_sorted_by_key(|(_, c)| c.name) {
+        order
+    } else {
+        let mut copy = order.to_vec();
+        copy.sort_by_key(|(_, c)| c.name);
+        resorted = copy;
+        &resorted
+    };
     let mut out = Vec::with_capacity(256);
     let mut size = 2;
     out.push(b'{');
-    for (idx, col) in sorted {
+    for (idx, col) in order {
         let start = out.len();
         if start > 1 {
             out.push(b',');
