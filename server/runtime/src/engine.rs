@@ -19,6 +19,8 @@ use crate::backend::{
     Bind, Column, Database, Engine as DbEngine, Failure, Location, Session, Sql, Stop,
     Value as SqlValue, statement_sql,
 };
+use crate::calllog;
+pub use crate::calllog::sanitize_arguments;
 use crate::def::{
     Arguments, BindingDef, EnvelopeDef, Mode, RuleKindDef, ServerDef, StatementDef, ToolDef,
 };
@@ -512,7 +514,7 @@ impl Engine {
             .call_inner(name, arguments, request, &cancel, link, json)
             .map_err(|e| self.declared(name, arguments, e))
             .map_err(|e| self.rename(e));
-        if tracing::enabled!(target: "mcpspec::call", tracing::Level::INFO) {
+        if calllog::enabled() {
             let (outcome, size) = match &result {
                 Ok(r) => ("ok", r.size()),
                 Err(CallError::Tool(e)) => (e.code, e.message.len()),
@@ -525,17 +527,14 @@ impl Engine {
                 ),
                 Err(_) => ("protocol_error", 0),
             };
-            let logged = arguments.map_or(Value::Null, sanitize_arguments);
-            tracing::info!(
-                target: "mcpspec::call",
+            calllog::log(&calllog::Call {
                 request,
-                tool = name,
+                tool: name,
                 outcome,
-                duration_ms = (started.elapsed().as_secs_f64() * 1e6).round() / 1e3,
-                result_bytes = size,
-                arguments = %logged,
-                "call"
-            );
+                duration_ms: (started.elapsed().as_secs_f64() * 1e6).round() / 1e3,
+                result_bytes: size,
+                arguments,
+            });
         }
         result
     }
@@ -1416,54 +1415,6 @@ impl Engine {
                 data: Some(json!({"request": request})),
             },
         }
-    }
-}
-
-/// Arguments as logged: long text truncated, secret-looking values redacted.
-pub fn sanitize_arguments(v: &Value) -> Value {
-    const SECRET_KEYS: &[&str] = &[
-        "password",
-        "passwd",
-        "secret",
-        "token",
-        "api_key",
-        "apikey",
-        "authorization",
-        "credential",
-        "private_key",
-    ];
-    const SECRET_PREFIXES: &[&str] = &[
-        "sk-",
-        "ghp_",
-        "gho_",
-        "github_pat_",
-        "xoxb-",
-        "xoxp-",
-        "AKIA",
-        "Bearer ",
-    ];
-    match v {
-        Value::String(s) if SECRET_PREFIXES.iter().any(|p| s.starts_with(p)) => {
-            Value::from("[redacted]")
-        }
-        Value::String(s) if s.chars().count() > 200 => {
-            let head: String = s.chars().take(200).collect();
-            Value::from(format!("{head}…({} chars)", s.chars().count()))
-        }
-        Value::Array(a) => Value::Array(a.iter().map(sanitize_arguments).collect()),
-        Value::Object(o) => Value::Object(
-            o.iter()
-                .map(|(k, v)| {
-                    let lower = k.to_ascii_lowercase();
-                    if SECRET_KEYS.iter().any(|s| lower.contains(s)) {
-                        (k.clone(), Value::from("[redacted]"))
-                    } else {
-                        (k.clone(), sanitize_arguments(v))
-                    }
-                })
-                .collect(),
-        ),
-        other => other.clone(),
     }
 }
 

@@ -12,6 +12,7 @@
 //! - [`protocol`]: the MCP surface on rmcp, with [`protocol::jsonrpc`] for messages that do
 //!   not parse; [`transport::stdio`] and [`transport::http`] carry it.
 //! - [`proxy`]: downstream servers (each over a [`proxy::downlink`]) and a spec's interceptor.
+//! - [`calllog`] writes the line each call leaves in the log.
 //! - [`confine`] keeps handlers' paths inside their project; [`confirm`] asks the person before
 //!   destructive calls; [`numbers`] refuses integers that do not fit `i64`.
 //! - [`client`]: a small MCP client over stdio and HTTP, for demos, tests and benchmarks.
@@ -23,6 +24,7 @@
 extern crate self as mcpspec;
 
 pub mod backend;
+pub mod calllog;
 pub mod cli;
 pub mod client;
 pub mod confine;

@@ -354,8 +354,10 @@ fn init_logging(default: &str) {
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter));
     if std::env::var("MCPSPEC_LOG_FORMAT").as_deref() == Ok("json") {
         subscriber.json().init();
+        crate::calllog::install(crate::calllog::Format::Json);
     } else {
         subscriber.init();
+        crate::calllog::install(crate::calllog::Format::Text);
     }
 }
 
