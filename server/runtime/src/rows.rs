@@ -86,32 +86,32 @@ pub(crate) fn row_text(row: &dyn Row, order: &[(usize, &ColumnDef)]) -> (String,
         resorted = copy;
         &resorted
     };
-    let mut out = Vec::with_capacity(256);
+    // Most rows fit; a bigger one grows once or twice.
+    let mut out = String::with_capacity(1024);
     let mut size = 2;
-    out.push(b'{');
+    out.push('{');
     for (idx, col) in order {
         let start = out.len();
         if start > 1 {
-            out.push(b',');
+            out.push(',');
         }
         write_str(&mut out, col.name);
-        out.push(b':');
+        out.push(':');
         match write_column(&mut out, row.value(*idx), col) {
             Some(n) => size += col.name.len() + 4 + n,
             // A null column is left out, as the object leaves it out.
             None => out.truncate(start),
         }
     }
-    out.push(b'}');
-    let text = String::from_utf8(out)
-        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-    (text, size)
+    out.push('}');
+    (out, size)
 }
 
 /// Writes one column's value as [`column_json`] converts it and returns its
 /// [`approx_json_size`]; `None`, writing nothing of its own, for a value that converts to
 /// null.
-fn write_column(out: &mut Vec<u8>, v: ValueRef<'_>, col: &ColumnDef) -> Option<usize> {
+fn write_column(out: &mut String, v: ValueRef<'_>, col: &ColumnDef) -> Option<usize> {
+    use std::fmt::Write as _;
     match (col.kind, v) {
         (_, ValueRef::Null | ValueRef::Blob(_)) => None,
         // Text as a string, for text and boolean columns.
@@ -125,7 +125,8 @@ fn write_column(out: &mut Vec<u8>, v: ValueRef<'_>, col: &ColumnDef) -> Option<u
         }
         // An integer as a number, for integer, real and JSON columns.
         (ColumnKind::Integer | ColumnKind::Real | ColumnKind::Json, ValueRef::Integer(i)) => {
-            let _ = serde_json::to_writer(&mut *out, &i);
+            // Writing to a String cannot fail.
+            let _ = write!(out, "{i}");
             Some(20)
         }
         // The rest (JSON text, numbers in text, reals, integers as booleans or text) as the
@@ -135,16 +136,78 @@ fn write_column(out: &mut Vec<u8>, v: ValueRef<'_>, col: &ColumnDef) -> Option<u
             if v.is_null() {
                 return None;
             }
-            let _ = serde_json::to_writer(&mut *out, &v);
+            // A value always serialises.
+            out.push_str(&serde_json::to_string(&v).unwrap_or_default());
             Some(approx_json_size(&v))
         }
     }
 }
 
-/// Writes `s` as a JSON string, escaped as `serde_json` escapes it.
-fn write_str(out: &mut Vec<u8>, s: &str) {
-    // Writing into a `Vec` cannot fail.
-    let _ = serde_json::to_writer(&mut *out, s);
+/// Writes `s` as a JSON string, escaped as `serde_json` escapes it: `"` and `\`, and control
+/// characters, as `\n` and the like or `\u00XX`. Eight bytes at a time are looked at
+/// together, and runs that need no escape are copied whole.
+fn write_str(out: &mut String, s: &str) {
+    out.push('"');
+    let (words, tail) = s.as_bytes().as_chunks::<8>();
+    // Nearly every string needs no escape: look for one in a tight loop first.
+    let plain = !words.iter().any(|w| needs_escape(u64::from_le_bytes(*w)))
+        && !tail.iter().any(|&b| escape(b).is_some());
+    if plain {
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
+    let mut copied = 0;
+    // Escapes the byte at `at` when it needs one, after the run before it.
+    let mut escape_at = |out: &mut String, at: usize, b: u8| {
+        if let Some(escaped) = escape(b) {
+            // `at` is an ASCII byte, so both slices end on character boundaries.
+            out.push_str(&s[copied..at]);
+            out.push_str(escaped);
+            copied = at + 1;
+        }
+    };
+    for (n, word) in words.iter().enumerate() {
+        if needs_escape(u64::from_le_bytes(*word)) {
+            for (i, &b) in word.iter().enumerate() {
+                escape_at(out, n * 8 + i, b);
+            }
+        }
+    }
+    for (i, &b) in tail.iter().enumerate() {
+        escape_at(out, words.len() * 8 + i, b);
+    }
+    out.push_str(&s[copied..]);
+    out.push('"');
+}
+
+/// Whether any of the eight bytes in `word` is below 0x20, `"` or `\`. Each test is exact
+/// about whether some byte matches (the classic "has a byte less than" trick).
+fn needs_escape(word: u64) -> bool {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
+    let below = |w: u64, n: u8| w.wrapping_sub(ONES * u64::from(n)) & !w;
+    let control = below(word, 0x20);
+    let quote = below(word ^ (ONES * u64::from(b'"')), 1);
+    let backslash = below(word ^ (ONES * u64::from(b'\\')), 1);
+    (control | quote | backslash) & HIGHS != 0
+}
+
+/// A byte's escape in a JSON string, as `serde_json` writes it; `None` for a byte that stands
+/// as it is.
+fn escape(b: u8) -> Option<&'static str> {
+    const CONTROLS: [&str; 32] = [
+        "\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005", "\\u0006", "\\u0007",
+        "\\b", "\\t", "\\n", "\\u000b", "\\f", "\\r", "\\u000e", "\\u000f", "\\u0010", "\\u0011",
+        "\\u0012", "\\u0013", "\\u0014", "\\u0015", "\\u0016", "\\u0017", "\\u0018", "\\u0019",
+        "\\u001a", "\\u001b", "\\u001c", "\\u001d", "\\u001e", "\\u001f",
+    ];
+    match b {
+        b'"' => Some("\\\""),
+        b'\\' => Some("\\\\"),
+        0x00..0x20 => Some(CONTROLS[usize::from(b)]),
+        _ => None,
+    }
 }
 
 /// The size of a value as compact JSON text, without serializing it.
@@ -231,6 +294,27 @@ mod tests {
             Text(b"{broken"),
             Blob(b"\x00\x01"),
         ]
+    }
+
+    #[test]
+    fn a_string_is_escaped_as_serde_json_escapes_it() {
+        // Every ASCII byte, and characters of two to four bytes, at every offset in and
+        // around a word, in strings shorter and longer than one.
+        let mut specials: Vec<String> = (0u8..0x80).map(|b| char::from(b).to_string()).collect();
+        specials.extend(["é", "\u{2028}", "😀", "\u{7f}", "\"\\", "\n\u{1}é"].map(String::from));
+        for special in &specials {
+            for before in 0..18 {
+                for after in [0, 1, 7, 8, 9] {
+                    let s = format!("{}{special}{}", "a".repeat(before), "ü".repeat(after));
+                    let mut out = String::from("x");
+                    write_str(&mut out, &s);
+                    assert_eq!(out[1..], serde_json::to_string(&s).unwrap(), "{s:?}");
+                }
+            }
+        }
+        let mut empty = String::new();
+        write_str(&mut empty, "");
+        assert_eq!(empty, "\"\"");
     }
 
     #[test]
