@@ -78,7 +78,7 @@ pub fn is_modern(version: &str) -> bool {
 
 /// Whether `needle` occurs in `haystack`: a cheap look at a line before decoding it.
 pub(super) fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
+    memchr::memmem::find(haystack, needle).is_some()
 }
 
 /// Whether a call of `tool` can be answered without the session: see the module comment.
