@@ -72,6 +72,10 @@ pub fn log(call: &Call<'_>) {
                 // As tracing-subscriber does: a log that cannot be written is not the call's
                 // failure.
                 let _ = std::io::stderr().lock().write_all(line);
+                // A huge line (a long list of arguments) is not kept for the thread's life.
+                if line.capacity() > KEPT_LINE {
+                    *line = Vec::new();
+                }
             });
         }
         _ => tracing::info!(
@@ -86,6 +90,9 @@ pub fn log(call: &Call<'_>) {
         ),
     }
 }
+
+/// The most room a thread's line keeps between calls.
+const KEPT_LINE: usize = 64 * 1024;
 
 thread_local! {
     /// A thread's line, kept between calls.
@@ -277,26 +284,30 @@ impl serde::Serialize for Sanitized<'_> {
             },
             Value::Array(items) => s.collect_seq(items.iter().map(Sanitized)),
             Value::Object(fields) => s.collect_map(fields.iter().map(|(k, v)| {
-                let shown = if is_secret_key(k) {
-                    Err(REDACTED)
+                let field = if is_secret_key(k) {
+                    Field::Redacted
                 } else {
-                    Ok(Sanitized(v))
+                    Field::Shown(Sanitized(v))
                 };
-                (k, Shown(shown))
+                (k, field)
             })),
             other => other.serialize(s),
         }
     }
 }
 
-/// A field's value in the log, or what stands in for it.
-struct Shown<'a>(Result<Sanitized<'a>, &'static str>);
+/// A field's value in the log.
+enum Field<'a> {
+    Shown(Sanitized<'a>),
+    /// Under a secret's key: never shown.
+    Redacted,
+}
 
-impl serde::Serialize for Shown<'_> {
+impl serde::Serialize for Field<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self.0 {
-            Ok(v) => v.serialize(s),
-            Err(stand_in) => s.serialize_str(stand_in),
+        match self {
+            Field::Shown(v) => v.serialize(s),
+            Field::Redacted => s.serialize_str(REDACTED),
         }
     }
 }
