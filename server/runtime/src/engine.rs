@@ -26,7 +26,7 @@ use crate::def::{
 };
 use crate::handler::{Context, Dispatch, HandlerError, Link};
 pub use crate::rows::{approx_json_size, approx_map_size};
-use crate::rows::{column_json, column_order, row_json, row_text};
+use crate::rows::{column_json, row_json, row_order, row_text};
 use crate::templates::template_name;
 
 /// Limits applied to every call.
@@ -1287,8 +1287,8 @@ impl Engine {
                 truncated = true;
                 return false;
             }
-            let order = order.get_or_insert_with(|| column_order(&row.names(), st));
-            let row = Value::Object(row_json(row, order));
+            let order = order.get_or_insert_with(|| row_order(row, st));
+            let row = Value::Object(row_json(row, &order.columns));
             size += approx_json_size(&row) + 1;
             if size > budget {
                 truncated = true;
@@ -1653,7 +1653,7 @@ fn scalar(
 ) -> Result<Value, Failure> {
     let mut v = Value::Null;
     session.query(statement_sql(st, session.engine()), bind, &mut |row| {
-        if let Some(&(idx, col)) = column_order(&row.names(), st).first() {
+        if let Some(&(idx, col)) = row_order(row, st).columns.first() {
             v = column_json(row.value(idx), col);
         }
         false
@@ -1672,10 +1672,9 @@ fn first_row(
 ) -> Result<Option<(Map<String, Value>, HashMap<String, SqlValue>)>, Failure> {
     let mut out = None;
     session.query(statement_sql(st, session.engine()), bind, &mut |row| {
-        let names = row.names();
         // The raw values feed later statements' binds; a lone statement has none.
         let raw = if keep_raw {
-            names
+            row.names()
                 .iter()
                 .enumerate()
                 .map(|(i, n)| (n.to_string(), row.value(i).to_owned()))
@@ -1683,7 +1682,7 @@ fn first_row(
         } else {
             HashMap::new()
         };
-        out = Some((row_json(row, &column_order(&names, st)), raw));
+        out = Some((row_json(row, &row_order(row, st).columns), raw));
         false
     })?;
     Ok(out)
@@ -1697,7 +1696,7 @@ fn first_row_text(
 ) -> Result<Option<(String, usize)>, Failure> {
     let mut out = None;
     session.query(statement_sql(st, session.engine()), bind, &mut |row| {
-        out = Some(row_text(row, &column_order(&row.names(), st)));
+        out = Some(row_text(row, &row_order(row, st).columns));
         false
     })?;
     Ok(out)

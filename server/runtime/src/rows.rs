@@ -3,20 +3,50 @@
 //! as it is (see [`row_text`]). Both give the same JSON, and the same approximate size, which
 //! the result limit and the call log use.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value, json};
 
 use crate::backend::{Row, ValueRef};
 use crate::def::{ColumnDef, ColumnKind, StatementDef};
+
+/// Where a statement's declared columns are in its result.
+pub(crate) struct Order {
+    st: &'static StatementDef,
+    /// Each declared column with its index in the result; missing columns are left out.
+    pub columns: Vec<(usize, &'static ColumnDef)>,
+}
+
+/// `st`'s [`Order`] in `row`'s statement: the backend's memo of it when it keeps one for this
+/// statement (see [`Row::memo`]), else worked out from the column names.
+pub(crate) fn row_order(row: &dyn Row, st: &'static StatementDef) -> Arc<Order> {
+    let make = || {
+        Arc::new(Order {
+            st,
+            columns: column_order(&row.names(), st),
+        })
+    };
+    match row.memo(&|| make()).downcast::<Order>() {
+        Ok(order) if std::ptr::eq(order.st, st) => order,
+        // Two statements with the same text and different declared columns: the memo is the
+        // other one's.
+        _ => make(),
+    }
+}
 
 /// Pairs each declared column with its index in the statement's result.
 pub(crate) fn column_order(
     names: &[&str],
     st: &'static StatementDef,
 ) -> Vec<(usize, &'static ColumnDef)> {
-    st.columns
-        .iter()
-        .filter_map(|c| names.iter().position(|n| *n == c.name).map(|i| (i, c)))
-        .collect()
+    // Room for every declared column at once: a filtered iterator would start small and grow.
+    let mut order = Vec::with_capacity(st.columns.len());
+    order.extend(
+        st.columns
+            .iter()
+            .filter_map(|c| names.iter().position(|n| *n == c.name).map(|i| (i, c))),
+    );
+    order
 }
 
 /// A row of `order`'s columns as a JSON object; columns that are null are left out.

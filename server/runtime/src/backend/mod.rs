@@ -178,7 +178,18 @@ pub trait Row {
     /// The statement's column names, in order. They are the same for every row of a query:
     /// callers that need them ask once, on the first row.
     fn names(&self) -> Vec<&str>;
+
+    /// What the caller derives from the statement's columns (such as where its declared
+    /// columns are), made by `make`. A backend may keep it with the prepared statement and
+    /// give it back to later queries of the same statement, without `make`, for as long as
+    /// the statement's columns stay the same; by default it keeps nothing.
+    fn memo(&self, make: &dyn Fn() -> Memo) -> Memo {
+        make()
+    }
 }
+
+/// See [`Row::memo`].
+pub type Memo = Arc<dyn std::any::Any + Send + Sync>;
 
 /// The value bound to a named parameter (the name without its sigil).
 pub type Bind<'a> = &'a dyn Fn(&str) -> Value;

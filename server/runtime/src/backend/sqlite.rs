@@ -331,7 +331,8 @@ pub fn init(def: &DatabaseDef, path: &Path, sample: bool) -> Result<(), DbError>
 /// One writer connection and a few reader connections, handed out one call at a time.
 pub struct Pool {
     path: std::path::PathBuf,
-    writer: Option<Mutex<Connection>>,
+    // Boxed: the pool sits in `Database` beside PostgreSQL's much smaller one.
+    writer: Option<Box<Mutex<Pooled>>>,
     readers: Mutex<Readers>,
     /// Signalled when a reader comes back while a call waits for one.
     available: Condvar,
@@ -343,9 +344,87 @@ pub struct Pool {
 /// How many reader connections a pool keeps.
 pub const READERS: usize = 4;
 
+/// A pooled connection, with what its queries learned of its statements' columns.
+struct Pooled {
+    conn: Connection,
+    shapes: Shapes,
+}
+
+impl From<Connection> for Pooled {
+    fn from(conn: Connection) -> Pooled {
+        Pooled {
+            conn,
+            shapes: Shapes::default(),
+        }
+    }
+}
+
+/// The [`Row::memo`](super::Row::memo)s of one connection's statements, by SQL text.
+///
+/// A memo stands while SQLite's counters say that the statement is the same one, with the
+/// same columns, that it was made for. SQLite counts for each prepared statement how often
+/// it was run and re-prepared (after a schema change, which may change its columns). A
+/// memo's statement must have been re-prepared as often as when it was made, and run exactly
+/// once since it was last asked for. A statement that was dropped from the connection's
+/// cache and prepared again starts counting from zero, so its first query does not match a
+/// memo, which counts at least one run before; a run that did not ask for the memo (another
+/// call's `prepare_cached` of the same text) makes the count one too many.
+#[derive(Default)]
+struct Shapes(std::collections::HashMap<Box<str>, Shape>);
+
+/// The most statements whose memos one connection keeps.
+const MAX_SHAPES: usize = 512;
+
+/// One statement's memo and the counts it stands for.
+struct Shape {
+    reprepares: i32,
+    /// The run count that the statement's next query must show.
+    next_run: i32,
+    memo: super::Memo,
+}
+
+impl Shapes {
+    /// The memo of `sql`, whose statement `stmt` is being run now, or `make`'s.
+    fn memo(
+        &mut self,
+        sql: &str,
+        stmt: &rusqlite::Statement<'_>,
+        make: &dyn Fn() -> super::Memo,
+    ) -> super::Memo {
+        use rusqlite::StatementStatus as S;
+        let reprepares = stmt.get_status(S::RePrepare);
+        let run = stmt.get_status(S::Run);
+        let next_run = run.wrapping_add(1);
+        if let Some(shape) = self.0.get_mut(sql) {
+            if shape.reprepares == reprepares && shape.next_run == run {
+                shape.next_run = next_run;
+                return shape.memo.clone();
+            }
+            *shape = Shape {
+                reprepares,
+                next_run,
+                memo: make(),
+            };
+            return shape.memo.clone();
+        }
+        // Texts that are no longer run (a spec reloaded by `mcpspec dev`) are not kept forever.
+        if self.0.len() >= MAX_SHAPES {
+            self.0.clear();
+        }
+        let memo = make();
+        let shape = Shape {
+            reprepares,
+            next_run,
+            memo: memo.clone(),
+        };
+        self.0.insert(sql.into(), shape);
+        memo
+    }
+}
+
 /// The pool's readers.
 struct Readers {
-    idle: Vec<Connection>,
+    idle: Vec<Pooled>,
     /// How many readers exist in all, idle or in use.
     open: usize,
     /// How many calls wait for a reader to come free. A reader that comes back wakes one only
@@ -382,7 +461,7 @@ impl Pool {
                     path: path.display().to_string(),
                     source,
                 })?;
-            Some(Mutex::new(w))
+            Some(Box::new(Mutex::new(Pooled::from(w))))
         };
         // One reader now, for the start-up checks; more are opened when calls overlap.
         let first = open(path, true)?;
@@ -390,7 +469,7 @@ impl Pool {
             path: path.to_path_buf(),
             writer,
             readers: Mutex::new(Readers {
-                idle: vec![first],
+                idle: vec![Pooled::from(first)],
                 open: 1,
                 waiting: 0,
             }),
@@ -407,6 +486,11 @@ impl Pool {
 
     /// [`Pool::read`], calling `waits` first when it must wait for a reader to come free.
     pub fn read_or_wait<T>(&self, waits: impl FnOnce(), f: impl FnOnce(&mut Connection) -> T) -> T {
+        self.lend_reader(waits, |pooled| f(&mut pooled.conn))
+    }
+
+    /// [`Pool::read_or_wait`], lending the reader with its memos.
+    fn lend_reader<T>(&self, waits: impl FnOnce(), f: impl FnOnce(&mut Pooled) -> T) -> T {
         let mut waits = Some(waits);
         let lock = || {
             self.readers
@@ -423,7 +507,7 @@ impl Pool {
                     guard.open += 1;
                     drop(guard);
                     match open(&self.path, true) {
-                        Ok(c) => break c,
+                        Ok(c) => break Pooled::from(c),
                         Err(e) => {
                             // Fall back to waiting for one of the readers that exist.
                             tracing::warn!(error = %e, "could not open another reader");
@@ -458,7 +542,7 @@ impl Pool {
     }
 
     /// Puts a reader back among the idle ones and wakes one waiting call, if one waits.
-    fn give_back(&self, conn: Connection) {
+    fn give_back(&self, conn: Pooled) {
         let someone_waits = {
             let mut readers = self
                 .readers
@@ -474,11 +558,16 @@ impl Pool {
 
     /// Runs `f` on the writer connection, or returns `None` when the pool is read-only.
     pub fn write<T>(&self, f: impl FnOnce(&mut Connection) -> T) -> Option<T> {
+        self.lend_writer(|pooled| f(&mut pooled.conn))
+    }
+
+    /// [`Pool::write`], lending the writer with its memos.
+    fn lend_writer<T>(&self, f: impl FnOnce(&mut Pooled) -> T) -> Option<T> {
         let writer = self.writer.as_ref()?;
-        let mut conn = writer
+        let mut pooled = writer
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        Some(f(&mut conn))
+        Some(f(&mut pooled))
     }
 
     pub fn is_read_only(&self) -> bool {
@@ -508,7 +597,7 @@ impl Pool {
 /// A reader lent to one call; dropping it gives the connection back to the pool.
 struct Lent<'p> {
     pool: &'p Pool,
-    conn: Option<Connection>,
+    conn: Option<Pooled>,
 }
 
 impl Drop for Lent<'_> {
@@ -595,37 +684,39 @@ pub fn job<T, E>(
     fail: impl Fn(super::Failure) -> E,
     f: impl FnOnce(&mut dyn super::Session) -> Result<T, E>,
 ) -> Option<Result<T, E>> {
-    let run = |conn: &mut Connection| {
+    let run = |pooled: &mut Pooled| {
         let watch = stop.clone();
+        let conn = &mut pooled.conn;
         let _ = conn.progress_handler(1_000, Some(move || watch.now()));
         // A rehearsal wraps every write in a transaction, so that it can be rolled back.
         let transaction = transaction || (writes && pool.rehearsal);
-        let out = in_transaction(conn, writes, transaction, pool.rehearsal, &fail, f);
-        let _ = conn.progress_handler(0, None::<fn() -> bool>);
+        let out = in_transaction(pooled, writes, transaction, pool.rehearsal, &fail, f);
+        let _ = pooled.conn.progress_handler(0, None::<fn() -> bool>);
         out
     };
     if writes {
-        pool.write(run)
+        pool.lend_writer(run)
     } else {
-        Some(pool.read_or_wait(|| stop.waits(), run))
+        Some(pool.lend_reader(|| stop.waits(), run))
     }
 }
 
 /// Runs `f` on `conn`, inside a transaction when asked, which is committed when `f` succeeds
 /// unless `rehearsal`.
 fn in_transaction<T, E>(
-    conn: &mut Connection,
+    pooled: &mut Pooled,
     writes: bool,
     transaction: bool,
     rehearsal: bool,
     fail: &impl Fn(super::Failure) -> E,
     f: impl FnOnce(&mut dyn super::Session) -> Result<T, E>,
 ) -> Result<T, E> {
+    let Pooled { conn, shapes } = pooled;
     if transaction {
         let begin = if writes { "BEGIN IMMEDIATE" } else { "BEGIN" };
         conn.execute_batch(begin).map_err(|e| fail(failure(&e)))?;
     }
-    let result = f(&mut SqliteSession { conn });
+    let result = f(&mut SqliteSession { conn, shapes });
     if transaction {
         let end = if result.is_ok() && !rehearsal {
             "COMMIT"
@@ -643,6 +734,14 @@ fn in_transaction<T, E>(
 /// A job's connection.
 struct SqliteSession<'c> {
     conn: &'c Connection,
+    shapes: &'c mut Shapes,
+}
+
+/// A row of a session's query, which keeps its statement's memo with the connection.
+struct SqliteRow<'r, 's> {
+    row: &'r rusqlite::Row<'r>,
+    sql: &'s str,
+    shapes: &'s std::cell::RefCell<&'s mut Shapes>,
 }
 
 /// Binds each named parameter of `stmt` to what `bind` gives for its name.
@@ -656,10 +755,10 @@ fn bind_all(stmt: &mut rusqlite::Statement<'_>, bind: super::Bind<'_>) -> rusqli
     Ok(())
 }
 
-impl super::Row for rusqlite::Row<'_> {
+impl super::Row for SqliteRow<'_, '_> {
     fn value(&self, i: usize) -> super::ValueRef<'_> {
         use rusqlite::types::ValueRef as V;
-        match self.get_ref(i).unwrap_or(V::Null) {
+        match self.row.get_ref(i).unwrap_or(V::Null) {
             V::Null => super::ValueRef::Null,
             V::Integer(n) => super::ValueRef::Integer(n),
             V::Real(f) => super::ValueRef::Real(f),
@@ -669,7 +768,13 @@ impl super::Row for rusqlite::Row<'_> {
     }
 
     fn names(&self) -> Vec<&str> {
-        self.as_ref().column_names().collect()
+        self.row.as_ref().column_names().collect()
+    }
+
+    fn memo(&self, make: &dyn Fn() -> super::Memo) -> super::Memo {
+        self.shapes
+            .borrow_mut()
+            .memo(self.sql, self.row.as_ref(), make)
     }
 }
 
@@ -705,8 +810,14 @@ impl super::Session for SqliteSession<'_> {
             let mut stmt = self.conn.prepare_cached(sql.text)?;
             bind_all(&mut stmt, bind)?;
             let mut rows = stmt.raw_query();
+            let shapes = std::cell::RefCell::new(&mut *self.shapes);
             while let Some(row) = rows.next()? {
-                if !each(row) {
+                let row = SqliteRow {
+                    row,
+                    sql: sql.text,
+                    shapes: &shapes,
+                };
+                if !each(&row) {
                     break;
                 }
             }
@@ -806,6 +917,118 @@ mod tests {
             r.send(()).unwrap();
         }
         assert_eq!(pool.readers.lock().unwrap().waiting, 0);
+    }
+
+    /// What one step of [`a_memo_stands_while_its_statement_keeps_its_columns`] does before
+    /// it queries `sql` on the pool's only reader.
+    enum Before {
+        Nothing,
+        /// Changes the schema through the writer.
+        Alter(&'static str),
+        /// Runs `sql` on the reader without asking for the memo.
+        RunAside,
+        /// Keeps one statement in the reader's cache.
+        CacheOne,
+    }
+
+    /// Queries `sql` through a session and asks for its memo, counting in `made` the memos
+    /// made. Returns the memo's column names and the statement's.
+    fn memo_and_names(
+        pool: &Pool,
+        sql: &str,
+        made: &std::cell::Cell<u32>,
+    ) -> (Vec<String>, Vec<String>) {
+        let stop = super::super::Stop::after(Duration::from_secs(20), Arc::default());
+        let mut out = None;
+        job(
+            pool,
+            false,
+            false,
+            &stop,
+            |f| f,
+            |session| {
+                session.query(sql.into(), &|_| super::super::Value::Null, &mut |row| {
+                    let names = || {
+                        row.names()
+                            .iter()
+                            .map(|n| n.to_string())
+                            .collect::<Vec<_>>()
+                    };
+                    let memo = row.memo(&|| {
+                        made.set(made.get() + 1);
+                        Arc::new(names())
+                    });
+                    let memo = memo.downcast::<Vec<String>>().unwrap();
+                    out = Some(((*memo).clone(), names()));
+                    false
+                })
+            },
+        )
+        .unwrap()
+        .unwrap();
+        out.expect("a row")
+    }
+
+    #[test]
+    fn a_memo_stands_while_its_statement_keeps_its_columns() {
+        const ALL: &str = "SELECT * FROM t";
+        const X: &str = "SELECT x FROM t";
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.db");
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (7);")
+            .unwrap();
+        let pool = Pool::open(&path, false).unwrap();
+        let (all, x) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
+        // (what comes first, the statement queried, memos made for `ALL` and `X` after it).
+        // A schema change re-prepares the statement, which SQLite also counts as a run.
+        let steps = [
+            (Before::Nothing, ALL, (1, 0)),
+            (Before::Nothing, ALL, (1, 0)),
+            (Before::Nothing, ALL, (1, 0)),
+            (
+                Before::Alter("ALTER TABLE t ADD COLUMN c TEXT"),
+                ALL,
+                (2, 0),
+            ),
+            (Before::Nothing, ALL, (2, 0)),
+            (
+                Before::Alter("ALTER TABLE t RENAME COLUMN c TO d"),
+                ALL,
+                (3, 0),
+            ),
+            (Before::RunAside, ALL, (4, 0)),
+            (Before::Nothing, ALL, (4, 0)),
+            (Before::Nothing, X, (4, 1)),
+            (Before::Nothing, X, (4, 1)),
+            // One statement in the cache: each query prepares its statement again.
+            (Before::CacheOne, ALL, (5, 1)),
+            (Before::Nothing, X, (5, 2)),
+            (Before::Nothing, ALL, (6, 2)),
+        ];
+        for (i, (before, sql, counts)) in steps.into_iter().enumerate() {
+            match before {
+                Before::Nothing => {}
+                Before::Alter(ddl) => {
+                    pool.write(|c| c.execute_batch(ddl).unwrap()).unwrap();
+                }
+                Before::RunAside => pool.read(|c| {
+                    let mut st = c.prepare_cached(sql).unwrap();
+                    st.query_row([], |_| Ok(())).unwrap();
+                }),
+                Before::CacheOne => pool.read(|c| c.set_prepared_statement_cache_capacity(1)),
+            }
+            let made = if sql == ALL { &all } else { &x };
+            let (memo, names) = memo_and_names(&pool, sql, made);
+            assert_eq!(memo, names, "step {i}: a memo for other columns");
+            assert_eq!((all.get(), x.get()), counts, "step {i}: memos made");
+        }
+        assert_eq!(
+            pool.readers.lock().unwrap().open,
+            1,
+            "one reader throughout"
+        );
     }
 
     #[test]
