@@ -78,17 +78,22 @@ pub fn log(call: &Call<'_>) {
                 }
             });
         }
-        _ => tracing::info!(
-            target: "mcpspec::call",
-            request = call.request,
-            tool = call.tool,
-            outcome = call.outcome,
-            duration_ms = call.duration_ms,
-            result_bytes = call.result_bytes,
-            arguments = %call.logged_arguments(),
-            "call"
-        ),
+        _ => event(call),
     }
+}
+
+/// `call` as a `tracing` event, to whatever subscriber there is.
+fn event(call: &Call<'_>) {
+    tracing::info!(
+        target: "mcpspec::call",
+        request = call.request,
+        tool = call.tool,
+        outcome = call.outcome,
+        duration_ms = call.duration_ms,
+        result_bytes = call.result_bytes,
+        arguments = %call.logged_arguments(),
+        "call"
+    );
 }
 
 /// The most room a thread's line keeps between calls.
@@ -340,7 +345,8 @@ mod tests {
 
     use super::*;
 
-    /// What tracing-subscriber itself writes for `call` in `format`, as `cli` configures it.
+    /// What tracing-subscriber itself writes for `call`'s event in `format`, as `cli`
+    /// configures it.
     fn subscriber_line(format: Format, call: &Call<'_>) -> String {
         let sink = Arc::new(Mutex::new(Vec::<u8>::new()));
         let writer = {
@@ -351,18 +357,7 @@ mod tests {
             .with_writer(writer)
             .with_ansi(false)
             .with_env_filter(tracing_subscriber::EnvFilter::new("info"));
-        let emit = || {
-            tracing::info!(
-                target: "mcpspec::call",
-                request = call.request,
-                tool = call.tool,
-                outcome = call.outcome,
-                duration_ms = call.duration_ms,
-                result_bytes = call.result_bytes,
-                arguments = %call.logged_arguments(),
-                "call"
-            )
-        };
+        let emit = || event(call);
         match format {
             Format::Text => tracing::subscriber::with_default(builder.finish(), emit),
             Format::Json => tracing::subscriber::with_default(builder.json().finish(), emit),

@@ -869,15 +869,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_read_that_waits_for_a_reader_gets_the_next_one_back() {
-        use std::sync::mpsc::channel;
+    /// A database file in a directory of its own, with one table `t` of one row, `x` = 7.
+    fn one_row() -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("w.db");
+        let path = dir.path().join("t.db");
         Connection::open(&path)
             .unwrap()
             .execute_batch("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (7);")
             .unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn a_read_that_waits_for_a_reader_gets_the_next_one_back() {
+        use std::sync::mpsc::channel;
+        let (_dir, path) = one_row();
         // Threads of their own rather than scoped ones, so that a read that is never woken
         // fails the test instead of hanging it.
         let pool = Arc::new(Pool::open(&path, false).unwrap());
@@ -973,12 +979,7 @@ mod tests {
     fn a_memo_stands_while_its_statement_keeps_its_columns() {
         const ALL: &str = "SELECT * FROM t";
         const X: &str = "SELECT x FROM t";
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("m.db");
-        Connection::open(&path)
-            .unwrap()
-            .execute_batch("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (7);")
-            .unwrap();
+        let (_dir, path) = one_row();
         let pool = Pool::open(&path, false).unwrap();
         let (all, x) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
         // (what comes first, the statement queried, memos made for `ALL` and `X` after it).
@@ -1033,12 +1034,7 @@ mod tests {
 
     #[test]
     fn a_panicking_read_gives_its_reader_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("p.db");
-        Connection::open(&path)
-            .unwrap()
-            .execute_batch("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (7);")
-            .unwrap();
+        let (_dir, path) = one_row();
         let pool = Pool::open(&path, false).unwrap();
         // More panics than the pool has readers: each one's reader comes back.
         for _ in 0..=READERS {
