@@ -395,16 +395,11 @@ impl Shapes {
         let reprepares = stmt.get_status(S::RePrepare);
         let run = stmt.get_status(S::Run);
         let next_run = run.wrapping_add(1);
-        if let Some(shape) = self.0.get_mut(sql) {
-            if shape.reprepares == reprepares && shape.next_run == run {
-                shape.next_run = next_run;
-                return shape.memo.clone();
-            }
-            *shape = Shape {
-                reprepares,
-                next_run,
-                memo: make(),
-            };
+        if let Some(shape) = self.0.get_mut(sql)
+            && shape.reprepares == reprepares
+            && shape.next_run == run
+        {
+            shape.next_run = next_run;
             return shape.memo.clone();
         }
         // Texts that are no longer run (a spec reloaded by `mcpspec dev`) are not kept forever.
