@@ -359,7 +359,9 @@ impl From<Connection> for Pooled {
     }
 }
 
-/// The [`Row::memo`](super::Row::memo)s of one connection's statements, by SQL text.
+/// The [`Row::memo`](super::Row::memo)s of one connection's statements, by SQL text. The
+/// text is found by where it lies and its length, which costs less to hash than a statement,
+/// and compared whole.
 ///
 /// A memo stands while SQLite's counters say that the statement is the same one, with the
 /// same columns, that it was made for. SQLite counts for each prepared statement how often
@@ -370,13 +372,14 @@ impl From<Connection> for Pooled {
 /// memo, which counts at least one run before; a run that did not ask for the memo (another
 /// call's `prepare_cached` of the same text) makes the count one too many.
 #[derive(Default)]
-struct Shapes(std::collections::HashMap<Box<str>, Shape>);
+struct Shapes(std::collections::HashMap<(usize, usize), Shape>);
 
 /// The most statements whose memos one connection keeps.
 const MAX_SHAPES: usize = 512;
 
 /// One statement's memo and the counts it stands for.
 struct Shape {
+    sql: Box<str>,
     reprepares: i32,
     /// The run count that the statement's next query must show.
     next_run: i32,
@@ -395,7 +398,9 @@ impl Shapes {
         let reprepares = stmt.get_status(S::RePrepare);
         let run = stmt.get_status(S::Run);
         let next_run = run.wrapping_add(1);
-        if let Some(shape) = self.0.get_mut(sql)
+        let key = (sql.as_ptr() as usize, sql.len());
+        if let Some(shape) = self.0.get_mut(&key)
+            && *shape.sql == *sql
             && shape.reprepares == reprepares
             && shape.next_run == run
         {
@@ -408,11 +413,12 @@ impl Shapes {
         }
         let memo = make();
         let shape = Shape {
+            sql: sql.into(),
             reprepares,
             next_run,
             memo: memo.clone(),
         };
-        self.0.insert(sql.into(), shape);
+        self.0.insert(key, shape);
         memo
     }
 }
