@@ -888,9 +888,11 @@ impl Engine {
         let job = Job::of(tool.def);
         let (db, shown) = (self.db()?, shown.unwrap_or(args));
         let interrupted = |e| self.interrupted(job, e, &stop.cancel, self.timeout(tool.def));
-        if json && job.lone_row().is_some() {
+        if json && let Some(st) = job.lone_row() {
             let (text, size) = self
-                .run_lone_row(db, job, &params, shown, stop, request)
+                .in_session(db, job, stop, request, |session| {
+                    self.lone_row_text(session, job, st, &params, shown, request)
+                })
                 .map_err(interrupted)?;
             return Ok(Reply::Json { text, size });
         }
@@ -1130,35 +1132,30 @@ impl Engine {
         })
     }
 
-    /// [`Engine::run`] for a job of one `one` or `optional` statement (see [`Job::lone_row`]):
-    /// its row written straight to JSON text (see [`row_text`]), with its approximate size.
-    fn run_lone_row(
+    /// [`Engine::run`]'s work in `session` for a job that is the one `one` or `optional`
+    /// statement `st` (see [`Job::lone_row`]): its row written straight to JSON text (see
+    /// [`row_text`]), with its approximate size.
+    fn lone_row_text(
         &self,
-        db: &Database,
+        session: &mut dyn Session,
         job: Job,
+        st: &'static StatementDef,
         params: &[(&'static str, SqlValue)],
         args: &Arguments,
-        stop: &Stop,
         request: u64,
     ) -> Result<(String, usize), ToolError> {
-        let Some(st) = job.lone_row() else {
-            return Err(ToolError::new("INTERNAL_ERROR", "not a job of one row"));
+        let bind = |name: &str| bound(st, name, params, &HashMap::new());
+        let row = first_row_text(session, st, &bind).map_err(|f| self.db_error(job, f, request))?;
+        let (text, size) = match row {
+            Some(row) => row,
+            None if st.mode == Mode::One => {
+                let message = self.message(job, st, "not_found", args);
+                return Err(ToolError::new("NOT_FOUND", message));
+            }
+            None => ("{}".to_string(), 2),
         };
-        self.in_session(db, job, stop, request, |session| {
-            let bind = |name: &str| bound(st, name, params, &HashMap::new());
-            let row =
-                first_row_text(session, st, &bind).map_err(|f| self.db_error(job, f, request))?;
-            let (text, size) = match row {
-                Some(row) => row,
-                None if st.mode == Mode::One => {
-                    let message = self.message(job, st, "not_found", args);
-                    return Err(ToolError::new("NOT_FOUND", message));
-                }
-                None => ("{}".to_string(), 2),
-            };
-            self.within_result_limit(job, size)?;
-            Ok((text, size))
-        })
+        self.within_result_limit(job, size)?;
+        Ok((text, size))
     }
 
     /// Runs `f` on one session of `db`, in a transaction when the job writes or has several

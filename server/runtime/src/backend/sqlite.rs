@@ -687,8 +687,9 @@ pub fn job<T, E>(
 ) -> Option<Result<T, E>> {
     let run = |pooled: &mut Pooled| {
         let watch = stop.clone();
-        let conn = &mut pooled.conn;
-        let _ = conn.progress_handler(1_000, Some(move || watch.now()));
+        let _ = pooled
+            .conn
+            .progress_handler(1_000, Some(move || watch.now()));
         // A rehearsal wraps every write in a transaction, so that it can be rolled back.
         let transaction = transaction || (writes && pool.rehearsal);
         let out = in_transaction(pooled, writes, transaction, pool.rehearsal, &fail, f);
