@@ -6,7 +6,7 @@
 //!   environment, set to DB) and measures it; the result is written to FILE as JSON.
 //!   It then runs the synchronous client again in a process of its own (`mcpbench sync`),
 //!   pinned with `taskset` to one CPU together with the echo floor and the server.
-//! - `mcpbench sync --db DB --rows N [--dialect studio|toolbox] -- CMD...` runs the
+//! - `mcpbench sync --db DB --rows N [--dialect studio|toolbox] [--pk-only] -- CMD...` runs the
 //!   synchronous client and its echo floor alone and prints the result as JSON.
 //! - `mcpbench drive --kind pk|search|tags|insert --calls N --db DB --rows N -- CMD...` only
 //!   drives the server (handshake, then N sequential calls), for running it under a profiler.
@@ -54,7 +54,7 @@ struct Args {
     rest: Vec<String>,
 }
 
-const SWITCHES: &[&str] = &["--quick"];
+const SWITCHES: &[&str] = &["--quick", "--pk-only"];
 
 impl Args {
     fn parse(raw: impl Iterator<Item = String>) -> Result<Args> {
@@ -354,7 +354,13 @@ fn plan(args: &Args) -> measure::Plan {
 /// `sync`: the synchronous client and its echo floor alone; prints the result as JSON.
 fn sync_cmd(args: &Args) -> Result<()> {
     let rows: usize = args.need("rows")?.parse().context("--rows")?;
-    let result = sync::run(&launch(args)?, dialect(args)?, rows, &plan(args))?;
+    // `--pk-only` keeps to primary-key lookups, the calls `bench/placement` studies.
+    let kinds: &[workload::Kind] = if args.has("--pk-only") {
+        &[workload::Kind::Pk]
+    } else {
+        &workload::Kind::ALL
+    };
+    let result = sync::run(&launch(args)?, dialect(args)?, rows, &plan(args), kinds)?;
     println!("{}", serde_json::to_string(&result)?);
     Ok(())
 }

@@ -173,8 +173,14 @@ fn floor_session(dialect: Dialect, rows: usize, plan: &Plan) -> Result<Vec<f64>>
 }
 
 /// The echo floor, then a session of the synchronous client against the server: round trips
-/// per kind of call. The server's share is computed by the report.
-pub fn run(launch: &Launch, dialect: Dialect, rows: usize, plan: &Plan) -> Result<Value> {
+/// per kind of call (`kinds`). The server's share is computed by the report.
+pub fn run(
+    launch: &Launch,
+    dialect: Dialect,
+    rows: usize,
+    plan: &Plan,
+    kinds: &[Kind],
+) -> Result<Value> {
     let mut out = Map::new();
     let (floor, sessions) = floor(dialect, rows, plan)?;
     out.insert("floor".into(), Summary::of(&floor).to_json());
@@ -186,7 +192,7 @@ pub fn run(launch: &Launch, dialect: Dialect, rows: usize, plan: &Plan) -> Resul
                "clientInfo": {"name": "mcpbench-sync", "version": env!("CARGO_PKG_VERSION")}}),
     )?;
     s.notify("notifications/initialized")?;
-    for kind in [Kind::Pk, Kind::Search, Kind::Tags, Kind::Insert] {
+    for &kind in kinds {
         let lat = calls(&mut s, kind, dialect, rows, plan)?;
         out.insert(kind.name().into(), Summary::of(&lat).to_json());
     }

@@ -32,6 +32,9 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Every kind, in the order a session calls them.
+    pub const ALL: [Kind; 4] = [Kind::Pk, Kind::Search, Kind::Tags, Kind::Insert];
+
     pub fn name(self) -> &'static str {
         match self {
             Kind::Pk => "pk",
