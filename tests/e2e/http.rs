@@ -889,3 +889,78 @@ fn plain_reads_answer_as_json_and_stop_when_cancelled() {
         .collect();
     assert_eq!(outcomes, ["ok", "CANCELLED", "ok"]);
 }
+
+/// With every runtime worker but one answering a long lane read, the next long read starts
+/// on the last worker and gives way to the blocking pool within about a millisecond, so that
+/// the cancellations of all of them are read while they run. Each call has one line in the
+/// call log, however it ran, and giving way is no error.
+#[test]
+fn a_read_on_the_last_free_worker_gives_way_and_every_read_can_be_cancelled() {
+    // The server runs one worker per core, and at least two.
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
+    let db = big_db(300_000);
+    let env = [("MCPSPEC_LOG", "info"), ("MCPSPEC_LOG_FORMAT", "json")];
+    let mut server = HttpServer::start(&db.path, &[], &env);
+    let log = std::mem::replace(&mut server.stderr, std::sync::mpsc::channel().1);
+    let mut c = server.session(None);
+    let post = |c: &mut HttpClient, id: usize, params: Value| {
+        let version = [("MCP-Protocol-Version", "2025-11-25")];
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        c.exchange("POST", &version, body.to_string().as_bytes())
+            .expect("an answer")
+    };
+    let slow_reads: Vec<_> = (0..workers)
+        .map(|i| {
+            let mut slow = server.client(None);
+            slow.session = c.session.clone();
+            let args =
+                json!({"name": "kb_list", "arguments": {"tags": ["no-such-tag"], "limit": 100}});
+            std::thread::spawn(move || post(&mut slow, 100 + i, args))
+        })
+        .collect();
+    let start = std::time::Instant::now();
+    while slow_reads.iter().any(|t| !t.is_finished()) {
+        for i in 0..workers {
+            c.notify(
+                "notifications/cancelled",
+                json!({"requestId": 100 + i, "reason": "user pressed escape"}),
+            )
+            .unwrap();
+        }
+        assert!(
+            start.elapsed() < RESPONSE_TIMEOUT,
+            "the cancelled reads did not stop"
+        );
+    }
+    for read in slow_reads {
+        let answer: Value = serde_json::from_slice(&read.join().unwrap().body).expect("JSON");
+        let text = answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or("");
+        assert!(
+            text.contains("CANCELLED"),
+            "a cancelled read answered with: {answer}"
+        );
+    }
+    let list = json!({"name": "kb_list", "arguments": {"limit": 2}});
+    let r: Value = serde_json::from_slice(&post(&mut c, 1, list).body).expect("JSON");
+    assert_eq!(r["result"]["isError"], json!(false), "{r}");
+    assert!(server.terminate().success());
+    let lines: Vec<Value> = log
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(&l).ok())
+        .collect();
+    let mut outcomes: Vec<&str> = lines
+        .iter()
+        .filter(|v| v["target"] == "mcpspec::call" && v["fields"]["tool"] == "kb_list")
+        .map(|v| v["fields"]["outcome"].as_str().unwrap_or(""))
+        .collect();
+    outcomes.sort_unstable();
+    let mut expected = vec!["CANCELLED"; workers];
+    expected.push("ok");
+    assert_eq!(outcomes, expected);
+    assert!(
+        !lines.iter().any(|v| v.to_string().contains("gave way")),
+        "giving way was logged"
+    );
+}

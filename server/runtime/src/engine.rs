@@ -510,11 +510,14 @@ impl Engine {
         let request = self.next_id.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         let cancel = cancel.unwrap_or_default();
+        let slow = link.slow.clone();
         let result = self
             .call_inner(name, arguments, request, &cancel, link, json)
             .map_err(|e| self.declared(name, arguments, e))
             .map_err(|e| self.rename(e));
-        if calllog::enabled() {
+        // A call that gave way runs again, and is logged then.
+        let gave_way = slow.is_some_and(|s| s.gave_way());
+        if calllog::enabled() && !gave_way {
             let (outcome, size) = match &result {
                 Ok(r) => ("ok", r.size()),
                 Err(CallError::Tool(e)) => (e.code, e.message.len()),
@@ -1172,7 +1175,13 @@ impl Engine {
             return Err(ToolError::new("TIMEOUT", "cancelled before it started"));
         }
         let transaction = job.writes || job.statements.len() > 1;
-        let fail = |f: Failure| self.db_error(job, f, request);
+        let fail = |f: Failure| {
+            // A job that gave way is run again elsewhere: its stop is no error.
+            if f.kind == crate::backend::ErrorKind::Interrupted && stop.gave_way() {
+                return ToolError::new("TIMEOUT", "gave way");
+            }
+            self.db_error(job, f, request)
+        };
         db.job(job.writes, transaction, stop, fail, f)
             .unwrap_or_else(|| {
                 Err(ToolError::new(

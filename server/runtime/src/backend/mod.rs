@@ -22,7 +22,7 @@ pub enum ErrorKind {
     Busy,
     /// The database or the connection does not accept writes.
     ReadOnly,
-    /// The statement was stopped by the deadline or a cancellation.
+    /// The statement was stopped by the deadline, a cancellation, or to give way.
     Interrupted,
     /// Anything else.
     Other,
@@ -93,25 +93,38 @@ impl Stop {
     /// thousand virtual-machine steps), which is also when a slow job is noticed.
     pub fn now(&self) -> bool {
         let now = Instant::now();
-        if let Some(slow) = &self.slow
-            && now >= slow.after
-        {
-            slow.fire();
+        if let Some(slow) = &self.slow {
+            if now >= slow.after {
+                slow.fire();
+            }
+            if slow.gave_way() {
+                return true;
+            }
         }
         self.cancel.load(Ordering::Relaxed) || now > self.deadline
     }
 
-    /// The job is about to wait (for a connection, say): that makes it slow at once.
-    pub fn waits(&self) {
-        if let Some(slow) = &self.slow {
-            slow.fire();
-        }
+    /// The job is about to wait (for a connection, say): that makes it slow at once. Whether
+    /// it waits: a job that gives way stops instead.
+    pub fn waits(&self) -> bool {
+        let Some(slow) = &self.slow else {
+            return true;
+        };
+        slow.fire();
+        !slow.gave_way()
+    }
+
+    /// Whether the job stopped to give way (see [`Slow::giving_way`]).
+    pub fn gave_way(&self) -> bool {
+        self.slow.as_ref().is_some_and(Slow::gave_way)
     }
 }
 
 /// An action run at most once, when a job has run for longer than a set time or is about to
 /// wait. The stdio lane uses it to keep its turn at stdin through a quick call and to give it
-/// to another thread, which then reads a cancellation, once the call turns out slow.
+/// to another thread, which then reads a cancellation, once the call turns out slow. A job
+/// may instead give way once it turns out slow: it stops, so that it can run again where it
+/// holds nothing up (see [`Slow::giving_way`]).
 #[derive(Clone)]
 pub struct Slow {
     after: Instant,
@@ -121,23 +134,51 @@ pub struct Slow {
 struct SlowAction {
     fired: AtomicBool,
     action: Box<dyn Fn() + Send + Sync>,
+    /// Whether the job stops once the action has run.
+    gives_way: bool,
+    /// Whether it has run and the job stopped because of that.
+    gave_way: AtomicBool,
 }
 
 impl Slow {
     /// `action` runs once the job has run for `after` from now, or waits.
     pub fn new(after: Duration, action: impl Fn() + Send + Sync + 'static) -> Slow {
+        Slow::with(after, Box::new(action), false)
+    }
+
+    /// A job that gives way once it has run for `after` from now, or would wait: its statement
+    /// stops as if interrupted, and the job ends without a line in the call log or an error
+    /// in the log, so that its caller can run it again elsewhere. Only jobs that change
+    /// nothing may give way. The HTTP lane starts a call on the last free runtime worker this
+    /// way, so that the worker is free again soon whatever the call turns out to be.
+    pub fn giving_way(after: Duration) -> Slow {
+        Slow::with(after, Box::new(|| {}), true)
+    }
+
+    fn with(after: Duration, action: Box<dyn Fn() + Send + Sync>, gives_way: bool) -> Slow {
         Slow {
             after: Instant::now() + after,
             once: Arc::new(SlowAction {
                 fired: AtomicBool::new(false),
-                action: Box::new(action),
+                action,
+                gives_way,
+                gave_way: AtomicBool::new(false),
             }),
         }
+    }
+
+    /// Whether the job stopped to give way.
+    pub fn gave_way(&self) -> bool {
+        self.once.gave_way.load(Ordering::SeqCst)
     }
 
     /// Runs the action, unless it has run.
     pub fn fire(&self) {
         if !self.once.fired.swap(true, Ordering::SeqCst) {
+            // `Stop` fires it only where the job then stops, if it gives way.
+            self.once
+                .gave_way
+                .store(self.once.gives_way, Ordering::SeqCst);
             (self.once.action)();
         }
     }
@@ -158,6 +199,8 @@ impl std::fmt::Debug for Slow {
         f.debug_struct("Slow")
             .field("after", &self.after)
             .field("fired", &self.fired())
+            .field("gives_way", &self.once.gives_way)
+            .field("gave_way", &self.gave_way())
             .finish()
     }
 }
@@ -380,4 +423,61 @@ fn untyped(names: Vec<String>) -> Vec<Column> {
 pub fn scratch_columns(schema: &str) -> Option<impl Fn(&str) -> Result<Vec<Column>, String>> {
     let columns = sqlite::scratch(schema)?;
     Some(move |sql: &str| columns(sql).map(untyped))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A job with `slow`, asked whether it stops before and after `slow` comes due, and
+    /// whether it waits for a connection.
+    fn asked(slow: &Slow) -> (bool, bool, bool) {
+        let stop =
+            Stop::after(Duration::from_secs(60), Arc::default()).with_slow(Some(slow.clone()));
+        let early = stop.now();
+        std::thread::sleep(Duration::from_millis(2));
+        (early, stop.now(), stop.waits())
+    }
+
+    #[test]
+    fn a_slow_job_acts_once_and_stops_only_when_it_gives_way() {
+        let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let acting = |after| {
+            let counted = runs.clone();
+            Slow::new(after, move || {
+                counted.fetch_add(1, Ordering::SeqCst);
+            })
+        };
+        let (due, later) = (Duration::from_millis(1), Duration::from_secs(60));
+        // (gives way, after, stops early, stops once due, waits for a connection, gave way)
+        let cases = [
+            (false, due, false, false, true, false),
+            (true, due, false, true, false, true),
+            (true, later, false, false, false, true),
+        ];
+        for (i, (gives_way, after, early, stops, waits, gave_way)) in cases.into_iter().enumerate()
+        {
+            let slow = if gives_way {
+                Slow::giving_way(after)
+            } else {
+                acting(after)
+            };
+            let (e, d, w) = asked(&slow);
+            assert_eq!(
+                (e, d, w, slow.gave_way()),
+                (early, stops, waits, gave_way),
+                "case {i}"
+            );
+        }
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "the action runs once");
+        // A job that was never slow never gave way, and a disarmed one never will.
+        let quick = Slow::giving_way(later);
+        assert!(!quick.disarm());
+        assert!(
+            !Stop::after(later, Arc::default())
+                .with_slow(Some(quick.clone()))
+                .now()
+        );
+        assert!(!quick.gave_way());
+    }
 }

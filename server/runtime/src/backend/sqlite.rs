@@ -487,11 +487,23 @@ impl Pool {
 
     /// [`Pool::read`], calling `waits` first when it must wait for a reader to come free.
     pub fn read_or_wait<T>(&self, waits: impl FnOnce(), f: impl FnOnce(&mut Connection) -> T) -> T {
-        self.lend_reader(waits, |pooled| f(&mut pooled.conn))
+        let waits = || {
+            waits();
+            true
+        };
+        match self.lend_reader(waits, |pooled| f(&mut pooled.conn)) {
+            Some(t) => t,
+            None => unreachable!("a read that waits always gets a reader"),
+        }
     }
 
-    /// [`Pool::read_or_wait`], lending the reader with its memos.
-    fn lend_reader<T>(&self, waits: impl FnOnce(), f: impl FnOnce(&mut Pooled) -> T) -> T {
+    /// [`Pool::read_or_wait`], lending the reader with its memos; `waits` also says whether
+    /// to wait at all, and `None` is the answer when it says not to.
+    fn lend_reader<T>(
+        &self,
+        waits: impl FnOnce() -> bool,
+        f: impl FnOnce(&mut Pooled) -> T,
+    ) -> Option<T> {
         let mut waits = Some(waits);
         let lock = || {
             self.readers
@@ -520,7 +532,9 @@ impl Pool {
                 }
                 if let Some(waits) = waits.take() {
                     drop(guard);
-                    waits();
+                    if !waits() {
+                        return None;
+                    }
                     guard = lock();
                     continue;
                 }
@@ -539,7 +553,7 @@ impl Pool {
             pool: self,
             conn: Some(conn),
         };
-        f(lent.conn.as_mut().expect("lent until dropped"))
+        Some(f(lent.conn.as_mut().expect("lent until dropped")))
     }
 
     /// Puts a reader back among the idle ones and wakes one waiting call, if one waits.
@@ -699,7 +713,18 @@ pub fn job<T, E>(
     if writes {
         pool.lend_writer(run)
     } else {
-        Some(pool.lend_reader(|| stop.waits(), run))
+        // A job that gives way rather than wait stops as if interrupted.
+        let gave_way = || {
+            Err(fail(super::Failure {
+                kind: super::ErrorKind::Interrupted,
+                message: "gave way rather than wait for a reader".into(),
+                constraint: String::new(),
+            }))
+        };
+        Some(
+            pool.lend_reader(|| stop.waits(), run)
+                .unwrap_or_else(gave_way),
+        )
     }
 }
 

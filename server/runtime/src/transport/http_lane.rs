@@ -9,9 +9,11 @@
 //! call carries (a revision before 2026-07-28); `Accept` names JSON and SSE and the body is
 //! JSON. Anything else goes to rmcp.
 //!
-//! - **Workers.** The HTTP runtime has a fixed set of workers; at most all but one run lane
-//!   calls at once, so one is always free to read the next request (a cancellation among
-//!   them). A lane call that finds them all busy runs on the blocking pool instead.
+//! - **Workers.** The HTTP runtime has a fixed set of workers; all but one may run lane calls
+//!   to the end, so that one is free to read the next request (a cancellation among them). A
+//!   lane call that finds no other free starts on that last one, and on SQLite gives way to
+//!   the blocking pool once it has run for a millisecond: quick calls, most of them, need no
+//!   hand-off between threads, and the last worker is free again within about a millisecond.
 //! - **Cancellation.** `notifications/cancelled` naming a lane call of the same session sets
 //!   its flag, which interrupts the statement; the notification then goes on to rmcp.
 //! - **Idle sessions.** rmcp drops a session after five minutes without an event. A session
@@ -28,7 +30,12 @@ use http::{HeaderMap, HeaderValue, header};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde_json::Value;
 
-use super::lane::{Call, Lane, contains};
+use super::lane::{Call, Lane, contains, notices_slow};
+use crate::backend::Slow;
+use crate::engine::Engine;
+
+/// How long a call runs on the last free worker before it gives way to the blocking pool.
+const GIVE_WAY_AFTER: Duration = Duration::from_millis(1);
 
 /// How often a session served only by the lane is kept alive.
 const TOUCH_EVERY: Duration = Duration::from_secs(60);
@@ -160,19 +167,43 @@ impl HttpLane {
             self.spare.fetch_add(1, Ordering::SeqCst);
             answer
         } else {
-            // Every spare worker is answering a call: this one waits on the blocking pool,
-            // where it needs its own copy of the request.
-            let (lane, body) = (self.lane.clone(), body.clone());
-            tokio::task::spawn_blocking(move || {
-                Call::parse(&body).map(|call| lane.answer(call, &engine, cancel, None))
-            })
-            .await
-            .ok()
-            .flatten()
-            .unwrap_or_default()
+            self.on_last_worker(call, body, engine, cancel).await
         };
         lock(&self.running).remove(&key);
         (!answer.is_empty()).then_some(answer)
+    }
+
+    /// Answers a call that finds every spare worker answering one. It starts on this worker,
+    /// the last free one, when the database says when a statement turns out slow, and gives
+    /// way once it has run for [`GIVE_WAY_AFTER`] or would wait for a connection: the
+    /// statement stops and the call runs again on the blocking pool, so that a worker is free
+    /// again soon to read the next request (a cancellation among them). A quick call, most of
+    /// them, is answered here without a hand-off to another thread and back.
+    async fn on_last_worker(
+        &self,
+        call: Call<'_>,
+        body: &Bytes,
+        engine: Arc<Engine>,
+        cancel: Arc<AtomicBool>,
+    ) -> Vec<u8> {
+        if notices_slow(&engine) {
+            let slow = Slow::giving_way(GIVE_WAY_AFTER);
+            let answer = self
+                .lane
+                .answer(call, &engine, cancel.clone(), Some(slow.clone()));
+            if !slow.gave_way() {
+                return answer;
+            }
+        }
+        // On the blocking pool, the call needs its own copy of the request.
+        let (lane, body) = (self.lane.clone(), body.clone());
+        tokio::task::spawn_blocking(move || {
+            Call::parse(&body).map(|call| lane.answer(call, &engine, cancel, None))
+        })
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_default()
     }
 
     /// Whether `session` is ready for the lane with the protocol version `headers` carry.

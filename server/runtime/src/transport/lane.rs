@@ -81,6 +81,15 @@ pub(super) fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     memchr::memmem::find(haystack, needle).is_some()
 }
 
+/// Whether `engine`'s statements say when they turn out slow (SQLite's progress handler
+/// does), so that a lane call can act on it while it runs.
+pub(super) fn notices_slow(engine: &Engine) -> bool {
+    matches!(
+        engine.database().map(|d| &**d),
+        Some(crate::backend::Database::Sqlite(_))
+    )
+}
+
 /// Whether a call of `tool` can be answered without the session: see the module comment.
 fn takes_lane(tool: &ToolDef) -> bool {
     !tool.writes

@@ -483,11 +483,7 @@ impl Readers {
             self.give_turn();
             return false;
         };
-        let sqlite = matches!(
-            claimed.engine.database().map(|d| &**d),
-            Some(crate::backend::Database::Sqlite(_))
-        );
-        let slow = if buffered || !sqlite {
+        let slow = if buffered || !super::lane::notices_slow(&claimed.engine) {
             self.give_turn();
             None
         } else {
