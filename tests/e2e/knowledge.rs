@@ -848,3 +848,86 @@ fn malformed_settings_fail_start_up_with_the_fix(engine: Engine) {
         "error: MCPSPEC_CALL_TIMEOUT_MS=\"soon\" is not a positive whole number; fix or unset it"
     );
 }
+
+/// Reads of protocol 2026-07-28 over stdio (no `initialize`, each request with its `_meta`)
+/// take the lane once a request has made rmcp choose that lifecycle, and answer what rmcp
+/// answers: each call below goes once as the lane takes it and once with a `_meta` key more,
+/// which leaves it to rmcp. Such a read is cancelled like any other, and a call without
+/// `_meta` stays rmcp's, which refuses it in this lifecycle.
+#[test]
+fn reads_of_2026_07_28_over_stdio_answer_what_rmcp_answers() {
+    let db = big_db(300_000);
+    let mut c = spawn_bare(&db.path, &[]);
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"roots": {}},
+        "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"}
+    });
+    let mut to_rmcp = meta.clone();
+    to_rmcp["x-e2e"] = json!(1);
+    let mut next = 0;
+    let mut call = |c: &mut StdioClient, name: &str, arguments: &Value, meta: &Value| {
+        next += 1;
+        let params = json!({"name": name, "arguments": arguments, "_meta": meta});
+        let m = json!({"jsonrpc": "2.0", "id": next, "method": "tools/call", "params": params});
+        c.send_line(&m.to_string()).unwrap();
+        let mut answer = c.recv_response(&json!(next)).expect("an answer");
+        answer.as_object_mut().unwrap().remove("id");
+        answer
+    };
+    let calls = [
+        ("kb_list", json!({"limit": 2})),
+        (
+            "kb_get",
+            json!({"id": "0b6f9e2a-5c1d-4e8f-9a3b-1c2d3e4f5a6b"}),
+        ),
+        ("kb_get", json!({"id": "nope"})),
+        ("kb_list", json!({"limit": "two"})),
+        ("kb_list", json!({"limit": 2, "colour": "red"})),
+        ("kb_search", json!({"query": "common", "limit": 1})),
+    ];
+    // The first round's first call chooses the lifecycle; every later one may take the lane.
+    for _ in 0..2 {
+        for (name, arguments) in &calls {
+            let lane = call(&mut c, name, arguments, &meta);
+            let rmcp = call(&mut c, name, arguments, &to_rmcp);
+            assert_eq!(lane, rmcp, "{name} {arguments}");
+        }
+    }
+    let ok = call(&mut c, "kb_list", &json!({"limit": 2}), &meta);
+    assert_eq!(ok["result"]["resultType"], "complete", "{ok}");
+    assert_eq!(ok["result"]["isError"], json!(false), "{ok}");
+
+    // A long read, cancelled right behind it, stops as cancelled.
+    let slow = json!({"name": "kb_list", "arguments": {"tags": ["no-such-tag"], "limit": 100}, "_meta": meta});
+    let m = json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call", "params": slow});
+    c.send_line(&m.to_string()).unwrap();
+    c.notify(
+        "notifications/cancelled",
+        json!({"requestId": "slow", "reason": "user pressed escape", "_meta": meta}),
+    )
+    .unwrap();
+    let again = call(&mut c, "kb_list", &json!({"limit": 2}), &meta);
+    assert_eq!(again, ok);
+
+    // Without `_meta`, rmcp refuses the call in this lifecycle.
+    let plain = c
+        .request(
+            "tools/call",
+            json!({"name": "kb_list", "arguments": {"limit": 2}}),
+        )
+        .unwrap();
+    assert_eq!(plain["error"]["code"], -32602, "{plain}");
+    let (status, rest) = c.finish_keep_reading(Duration::from_secs(30));
+    assert!(status.is_some_and(|s| s.success()));
+    // The lane answers a cancelled read, as cancelled (rmcp would stay silent).
+    let answers: Vec<_> = rest.iter().filter(|m| m["id"] == "slow").collect();
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    let text = answers[0]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        text.contains("CANCELLED"),
+        "a cancelled read answered: {text}"
+    );
+}

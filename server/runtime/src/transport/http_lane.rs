@@ -154,6 +154,10 @@ impl HttpLane {
             return None;
         }
         let call = Call::parse(body)?;
+        // Requests of 2026-07-28 over HTTP are rmcp's.
+        if call.per_request() {
+            return None;
+        }
         let engine = self.lane.takes(&call)?;
         let id: Value = serde_json::from_str(call.id.get()).ok()?;
         if !self.alive(session).await {

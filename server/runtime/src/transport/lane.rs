@@ -5,12 +5,14 @@
 //! writer thread, each of which can cost a sleeping core's wake-up (see `bench/PROFILE.md`).
 //!
 //! Only what needs nothing of the session takes the lane: a plain request (`name` and
-//! `arguments`, no `_meta`, no task, no `requestState`) for a tool of the server's own that
-//! reads, has no handler, asks no confirmation and never becomes a task, in a session of a
-//! revision before 2026-07-28. Everything else, and every request that arrives before the
-//! client said `notifications/initialized`, goes to rmcp as before. The answer is what rmcp
-//! would send: the same [`to_result`], in the shape rmcp gives those revisions, in the same
-//! envelope.
+//! `arguments`, no task, no `requestState`) for a tool of the server's own that reads, has no
+//! handler, asks no confirmation and never becomes a task. Over stdio that is a request
+//! without `_meta` in a session that began with `initialize` on a revision before
+//! 2026-07-28, once the client said `notifications/initialized`; or a request of 2026-07-28,
+//! whose `_meta` holds its version, the client's capabilities and name and nothing else, once
+//! such a request has made rmcp choose that lifecycle. Over HTTP, only the first kind.
+//! Everything else goes to rmcp as before. The answer is what rmcp would send: the same
+//! [`to_result`], in the shape rmcp gives the request's revision, in the same envelope.
 //!
 //! [`to_result`]: crate::protocol::to_result
 
@@ -46,7 +48,33 @@ struct Params<'a> {
     name: std::borrow::Cow<'a, str>,
     #[serde(default)]
     arguments: Option<Map<String, Value>>,
+    /// A request of protocol 2026-07-28 carries the client's version and capabilities.
+    #[serde(default, rename = "_meta", borrow, deserialize_with = "present")]
+    meta: Option<Meta<'a>>,
 }
+
+/// A `_meta` that is there, which must then be one the lane takes (`null` is not).
+fn present<'de: 'a, 'a, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Meta<'a>>, D::Error> {
+    Meta::deserialize(d).map(Some)
+}
+
+/// The `_meta` of a 2026-07-28 request the lane answers: what that revision requires and the
+/// client's name, each of the type rmcp reads it as, and nothing else (a progress token, a
+/// log level and the like go to rmcp).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Meta<'a> {
+    #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow)]
+    version: std::borrow::Cow<'a, str>,
+    #[serde(rename = "io.modelcontextprotocol/clientCapabilities")]
+    _capabilities: rmcp::model::ClientCapabilities,
+    #[serde(rename = "io.modelcontextprotocol/clientInfo", default)]
+    _client: Option<rmcp::model::Implementation>,
+}
+
+/// The revision whose requests carry their version in `_meta`, and the only one of them the
+/// lane answers.
+pub const PER_REQUEST: &str = "2026-07-28";
 
 impl<'a> Call<'a> {
     /// The line as a lane request; `None` for anything else (rmcp then decodes it): another
@@ -61,7 +89,20 @@ impl<'a> Call<'a> {
         let plain_id = id
             .first()
             .is_some_and(|b| *b == b'"' || b.is_ascii_digit() || *b == b'-');
-        (call.jsonrpc == "2.0" && call.method == "tools/call" && plain_id).then_some(call)
+        let revision = call
+            .params
+            .meta
+            .as_ref()
+            .is_none_or(|m| m.version == PER_REQUEST);
+        (call.jsonrpc == "2.0" && call.method == "tools/call" && plain_id && revision)
+            .then_some(call)
+    }
+
+    /// Whether the request is of protocol 2026-07-28, which carries its version in `_meta`
+    /// and is answered in that revision's shape; else it is a request of a session that
+    /// began with `initialize` on an earlier revision.
+    pub fn per_request(&self) -> bool {
+        self.params.meta.is_some()
     }
 
     /// The request id as rmcp's type, for the in-flight bookkeeping.
@@ -139,6 +180,7 @@ impl Lane {
         cancel: Arc<AtomicBool>,
         slow: Option<Slow>,
     ) -> Vec<u8> {
+        let modern = call.per_request();
         let name = call.params.name;
         let arguments = call.params.arguments.map(Value::Object);
         let link = Link {
@@ -155,7 +197,7 @@ impl Lane {
         });
         let outcome = match outcome {
             // A row, already written as a JSON object.
-            Ok(Reply::Json { text, .. }) => return structured_answer(call.id, &text),
+            Ok(Reply::Json { text, .. }) => return structured_answer(call.id, &text, modern),
             Ok(Reply::Done(s)) => Ok(s),
             Err(e) => Err(e),
         };
@@ -166,8 +208,12 @@ impl Lane {
             _ => None,
         };
         match text {
-            Some(text) => structured_answer(call.id, &text),
-            None => rmcp_answer(call.id, crate::protocol::to_result(outcome, engine.def)),
+            Some(text) => structured_answer(call.id, &text, modern),
+            None => rmcp_answer(
+                call.id,
+                crate::protocol::to_result(outcome, engine.def),
+                modern,
+            ),
         }
     }
 }
@@ -175,12 +221,17 @@ impl Lane {
 /// The answer to a call whose result is a structured object, written directly from `text`, the
 /// result's JSON. It is what [`rmcp_answer`] sends for it, byte for byte (a test holds them to
 /// that), but the result is serialised once: `text` is copied as `structuredContent` and
-/// escaped once into the text block, where rmcp would serialise the result twice more.
-fn structured_answer(id: &RawValue, text: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(2 * text.len() + 128);
+/// escaped once into the text block, where rmcp would serialise the result twice more. A
+/// `modern` (2026-07-28) result starts with `resultType`, as rmcp gives that revision.
+fn structured_answer(id: &RawValue, text: &str, modern: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(2 * text.len() + 160);
     out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     out.extend_from_slice(id.get().as_bytes());
-    out.extend_from_slice(br#","result":{"content":[{"type":"text","text":""#);
+    out.extend_from_slice(br#","result":{"#);
+    if modern {
+        out.extend_from_slice(br#""resultType":"complete","#);
+    }
+    out.extend_from_slice(br#""content":[{"type":"text","text":""#);
     quote_json(text, &mut out);
     out.extend_from_slice(br#""}],"structuredContent":"#);
     out.extend_from_slice(text.as_bytes());
@@ -204,22 +255,33 @@ fn quote_json(json: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(&bytes[from..]);
 }
 
-/// The answer rmcp would send for `outcome`, a call's result from [`to_result`]: in the shape
-/// rmcp gives revisions before 2026-07-28, in the same envelope.
+/// The answer rmcp would send for `outcome`, a call's result from [`to_result`], in the same
+/// envelope: in the shape rmcp gives revisions before 2026-07-28, or that revision's when
+/// `modern`.
 ///
 /// [`to_result`]: crate::protocol::to_result
 fn rmcp_answer(
     id: &RawValue,
     outcome: Result<rmcp::model::CallToolResult, rmcp::model::ErrorData>,
+    modern: bool,
 ) -> Vec<u8> {
     let (result, error) = match outcome {
         Ok(r) => {
-            // The shape rmcp gives peers of earlier revisions: no `resultType: complete`
-            // and no structured content that is not an object.
             let mut r = rmcp::model::ServerResult::CallToolResult(r);
-            r.strip_result_type_for_legacy_peer();
-            r.strip_non_object_output_for_legacy_peer();
+            if modern {
+                r.fill_missing_cache_hints();
+            } else {
+                // Earlier revisions: no `resultType: complete` and no structured content
+                // that is not an object.
+                r.strip_result_type_for_legacy_peer();
+                r.strip_non_object_output_for_legacy_peer();
+            }
             (Some(r), None)
+        }
+        // 2026-07-28 has no code of its own for a resource not found.
+        Err(mut e) if modern && e.code == rmcp::model::ErrorCode::RESOURCE_NOT_FOUND => {
+            e.code = rmcp::model::ErrorCode::INVALID_PARAMS;
+            (None, Some(e))
         }
         Err(e) => (None, Some(e)),
     };
@@ -291,6 +353,64 @@ mod tests {
             let call = Call::parse(line.as_bytes());
             let usable = call.as_ref().is_some_and(|c| c.request_id().is_some());
             assert_eq!(usable, *lane, "{line}");
+            assert!(call.is_none_or(|c| !c.per_request()), "{line}");
+        }
+    }
+
+    #[test]
+    fn a_request_of_2026_07_28_is_a_lane_request_with_only_what_that_revision_requires() {
+        let version = r#""io.modelcontextprotocol/protocolVersion""#;
+        let caps = r#""io.modelcontextprotocol/clientCapabilities""#;
+        let info = r#""io.modelcontextprotocol/clientInfo""#;
+        // (the `_meta`, a lane request)
+        let cases = [
+            (format!(r#"{{{version}:"2026-07-28",{caps}:{{}}}}"#), true),
+            (
+                format!(
+                    r#"{{{version}:"2026-07-28",{caps}:{{"elicitation":{{}},"roots":{{"listChanged":true}}}},{info}:{{"name":"c","version":"1"}}}}"#
+                ),
+                true,
+            ),
+            (
+                format!(r#"{{{caps}:{{}},{version}:"2026-07-28",{info}:null}}"#),
+                true,
+            ),
+            // Another revision, or what 2026-07-28 requires missing or of the wrong type.
+            (format!(r#"{{{version}:"2025-11-25",{caps}:{{}}}}"#), false),
+            (format!(r#"{{{version}:"2026-12-01",{caps}:{{}}}}"#), false),
+            (format!(r#"{{{version}:"2026-07-28"}}"#), false),
+            (format!(r#"{{{caps}:{{}}}}"#), false),
+            (format!(r#"{{{version}:"2026-07-28",{caps}:5}}"#), false),
+            (format!(r#"{{{version}:2026,{caps}:{{}}}}"#), false),
+            (
+                format!(r#"{{{version}:"2026-07-28",{caps}:{{}},{info}:{{"name":1}}}}"#),
+                false,
+            ),
+            // Anything more is rmcp's: a progress token, a log level, a key of another kind.
+            (
+                format!(r#"{{{version}:"2026-07-28",{caps}:{{}},"progressToken":1}}"#),
+                false,
+            ),
+            (
+                format!(
+                    r#"{{{version}:"2026-07-28",{caps}:{{}},"io.modelcontextprotocol/logLevel":"info"}}"#
+                ),
+                false,
+            ),
+            (
+                format!(r#"{{{version}:"2026-07-28",{caps}:{{}},"x":1}}"#),
+                false,
+            ),
+            ("{}".to_string(), false),
+            ("null".to_string(), false),
+        ];
+        for (meta, lane) in cases {
+            let line = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"t","arguments":{{}},"_meta":{meta}}}}}"#
+            );
+            let call = Call::parse(line.as_bytes());
+            assert_eq!(call.is_some(), lane, "{meta}");
+            assert!(call.is_none_or(|c| c.per_request()), "{meta}");
         }
     }
 
@@ -307,9 +427,12 @@ mod tests {
             let id = RawValue::from_string(id.into()).unwrap();
             for v in &results {
                 let text = serde_json::to_string(v).unwrap();
-                let ours = String::from_utf8(structured_answer(&id, &text)).unwrap();
-                let rmcp = rmcp_answer(&id, Ok(rmcp::model::CallToolResult::structured(v.clone())));
-                assert_eq!(ours, String::from_utf8(rmcp).unwrap(), "{v}");
+                for modern in [false, true] {
+                    let ours = String::from_utf8(structured_answer(&id, &text, modern)).unwrap();
+                    let result = rmcp::model::CallToolResult::structured(v.clone());
+                    let rmcp = rmcp_answer(&id, Ok(result), modern);
+                    assert_eq!(ours, String::from_utf8(rmcp).unwrap(), "{v} {modern}");
+                }
             }
         }
     }

@@ -167,11 +167,11 @@ enum Input {
 
 pub struct StdioTransport {
     lines: mpsc::UnboundedReceiver<Input>,
-    /// Set when the client sends `notifications/initialized`: lane calls may start.
-    ready: Arc<AtomicBool>,
-    /// The client asked for protocol 2026-07-28 or later in `initialize`: the lane, which
-    /// answers in the shape of earlier revisions, stays off.
-    modern: bool,
+    /// Which calls the lane may take, from the messages rmcp is handed.
+    lifecycle: Lifecycle,
+    /// The session began with an `initialize` of a revision before 2026-07-28 whose
+    /// `notifications/initialized` has not come.
+    began: bool,
     out: std::sync::mpsc::Sender<Vec<u8>>,
     max_line: usize,
     requests: Arc<InFlight>,
@@ -179,6 +179,53 @@ pub struct StdioTransport {
     stop: StopHandle,
     drain_timeout: std::time::Duration,
     drain_deadline: Option<tokio::time::Instant>,
+}
+
+/// Which calls the lane may take, as the session's lifecycle stands: rmcp chooses it from
+/// the first request, and the transport follows that choice from the messages it hands rmcp.
+/// A thread that reads a call before the transport has seen the choice leaves it to rmcp.
+#[derive(Clone, Default)]
+struct Lifecycle(Arc<std::sync::atomic::AtomicU8>);
+
+impl Lifecycle {
+    /// No request has chosen yet, or `initialize` came and `notifications/initialized` not.
+    const UNDECIDED: u8 = 0;
+    /// A session that began with `initialize` on a revision before 2026-07-28: plain calls.
+    const SESSION: u8 = 1;
+    /// Requests of 2026-07-28 without `initialize`, each with its `_meta`: such calls.
+    const PER_REQUEST: u8 = 2;
+    /// Neither, for good (an `initialize` asking for 2026-07-28, or one after requests).
+    const NEITHER: u8 = 3;
+
+    fn set(&self, state: u8) {
+        self.0.store(state, Ordering::SeqCst);
+    }
+
+    fn get(&self) -> u8 {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// Whether the lane may take `call` now.
+    fn takes(&self, call: &Call<'_>) -> bool {
+        match self.get() {
+            Self::SESSION => !call.per_request(),
+            Self::PER_REQUEST => call.per_request(),
+            _ => false,
+        }
+    }
+}
+
+/// Whether a request other than `initialize`, `ping` and `server/discover` makes rmcp choose
+/// the per-request lifecycle: its `_meta` names a version rmcp supports, with the client's
+/// capabilities.
+fn chooses_per_request(request: &ClientRequest) -> bool {
+    use rmcp::model::{GetMeta, ProtocolVersion};
+    let meta = request.get_meta();
+    meta.protocol_version()
+        .is_some_and(|v| ProtocolVersion::KNOWN_VERSIONS.contains(&v))
+        && meta
+            .missing_required_keys(&ProtocolVersion::V_2026_07_28)
+            .is_empty()
 }
 
 /// Reads a stream line by line, never buffering more than `max` bytes of one line.
@@ -338,8 +385,7 @@ struct Readers {
     turn_free: std::sync::Condvar,
     tx: mpsc::UnboundedSender<Input>,
     lane: Option<Lane>,
-    /// Set once the client sent `notifications/initialized`.
-    ready: Arc<AtomicBool>,
+    lifecycle: Lifecycle,
     out: Out,
     requests: Arc<InFlight>,
     /// The cancellation flags of lane calls running, by request id as JSON text.
@@ -447,15 +493,18 @@ impl Readers {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// `line` as a lane call this thread answers: when it is one, the session is initialised
-    /// and another thread is free to read meanwhile. Registers it as in flight and
-    /// cancellable; `None` leaves the line to rmcp.
+    /// `line` as a lane call this thread answers: when it is one, the session's lifecycle
+    /// lets the lane take it and another thread is free to read meanwhile. Registers it as
+    /// in flight and cancellable; `None` leaves the line to rmcp.
     fn claim<'l>(&self, line: &'l [u8]) -> Option<Claimed<'l>> {
         let lane = self.lane.as_ref()?;
-        if !self.ready.load(Ordering::SeqCst) || self.lock_turn().waiting == 0 {
+        if self.lifecycle.get() == Lifecycle::UNDECIDED || self.lock_turn().waiting == 0 {
             return None;
         }
         let call = Call::parse(line)?;
+        if !self.lifecycle.takes(&call) {
+            return None;
+        }
         let engine = lane.takes(&call)?;
         let id = call.request_id()?;
         // A duplicate id goes to rmcp, which refuses it.
@@ -572,7 +621,7 @@ impl StdioTransport {
             Box::new(write),
         )));
         let requests: Arc<InFlight> = Arc::default();
-        let ready = Arc::new(AtomicBool::new(false));
+        let lifecycle = Lifecycle::default();
         let threads = if lane.is_some() { 3 } else { 1 };
         let readers = Arc::new(Readers {
             reader: std::sync::Mutex::new(LineReader {
@@ -588,7 +637,7 @@ impl StdioTransport {
             turn_free: std::sync::Condvar::new(),
             tx,
             lane,
-            ready: ready.clone(),
+            lifecycle: lifecycle.clone(),
             out: out.clone(),
             requests: requests.clone(),
             running: std::sync::Mutex::default(),
@@ -607,8 +656,8 @@ impl StdioTransport {
             .expect("spawn the stdout thread");
         let transport = StdioTransport {
             lines,
-            ready,
-            modern: false,
+            lifecycle,
+            began: false,
             out: sender,
             max_line,
             requests,
@@ -701,6 +750,36 @@ impl StdioTransport {
         false
     }
 
+    /// Notes the lifecycle `request` chooses, if it is the first to choose one.
+    fn follow_lifecycle(&mut self, request: &ClientRequest) {
+        let undecided = self.lifecycle.get() == Lifecycle::UNDECIDED;
+        match request {
+            ClientRequest::InitializeRequest(init) => {
+                // An `initialize` asking for 2026-07-28, or one that is not the session's
+                // first request, leaves every call to rmcp.
+                let modern = super::lane::is_modern(&init.params.protocol_version.to_string());
+                self.began = undecided && !self.began && !modern;
+                if !self.began {
+                    self.lifecycle.set(Lifecycle::NEITHER);
+                }
+            }
+            ClientRequest::PingRequest(_) | ClientRequest::DiscoverRequest(_) => {}
+            other => {
+                if undecided && !self.began && chooses_per_request(other) {
+                    self.lifecycle.set(Lifecycle::PER_REQUEST);
+                }
+            }
+        }
+    }
+
+    /// `notifications/initialized`: a session that began with `initialize` of an earlier
+    /// revision now takes the lane.
+    fn initialized(&mut self) {
+        if std::mem::take(&mut self.began) {
+            self.lifecycle.set(Lifecycle::SESSION);
+        }
+    }
+
     /// The bookkeeping of a message before rmcp gets it: answers are matched back to the
     /// server's own requests, a request with an id in flight is refused, cancellations and
     /// `notifications/initialized` are noted. `false` when the message is not passed on.
@@ -725,9 +804,7 @@ impl StdioTransport {
                 }
             }
             JsonRpcMessage::Request(r) => {
-                if let rmcp::model::ClientRequest::InitializeRequest(init) = &r.request {
-                    self.modern = super::lane::is_modern(&init.params.protocol_version.to_string());
-                }
+                self.follow_lifecycle(&r.request);
                 // Answers are matched to requests by id alone: a second request with the
                 // id of one still in flight could never be told apart, so it never runs.
                 if !self.requests.start(&r.id) {
@@ -750,7 +827,7 @@ impl StdioTransport {
                     }
                 }
                 rmcp::model::ClientNotification::InitializedNotification(_) => {
-                    self.ready.store(!self.modern, Ordering::SeqCst);
+                    self.initialized();
                 }
                 _ => {}
             },
