@@ -5,9 +5,12 @@
 //!   spawns the stdio MCP server CMD (with `{db}` in its arguments, and `BENCH_DB` in its
 //!   environment, set to DB) and measures it; the result is written to FILE as JSON.
 //!   It then runs the synchronous client again in a process of its own (`mcpbench sync`),
-//!   pinned with `taskset` to one CPU together with the echo floor and the server.
-//! - `mcpbench sync --db DB --rows N [--dialect studio|toolbox] [--pk-only] -- CMD...` runs the
-//!   synchronous client and its echo floor alone and prints the result as JSON.
+//!   pinned with `taskset` to one CPU together with the echo floor and the server, and its
+//!   primary-key lookups as requests of protocol 2026-07-28, unpinned and pinned.
+//! - `mcpbench sync --db DB --rows N [--dialect studio|toolbox] [--pk-only] [--per-request]
+//!   -- CMD...` runs the synchronous client and its echo floor alone and prints the result as
+//!   JSON; `--per-request` sends requests of protocol 2026-07-28 (no `initialize`, each with
+//!   its `_meta`).
 //! - `mcpbench drive --kind pk|search|tags|insert --calls N --db DB --rows N -- CMD...` only
 //!   drives the server (handshake, then N sequential calls), for running it under a profiler.
 //! - `mcpbench floor --db DB --rows N` times `get_learning`'s SQL straight through rusqlite.
@@ -54,7 +57,7 @@ struct Args {
     rest: Vec<String>,
 }
 
-const SWITCHES: &[&str] = &["--quick", "--pk-only"];
+const SWITCHES: &[&str] = &["--quick", "--pk-only", "--per-request"];
 
 impl Args {
     fn parse(raw: impl Iterator<Item = String>) -> Result<Args> {
@@ -360,7 +363,19 @@ fn sync_cmd(args: &Args) -> Result<()> {
     } else {
         &workload::Kind::ALL
     };
-    let result = sync::run(&launch(args)?, dialect(args)?, rows, &plan(args), kinds)?;
+    // `--per-request` sends requests of protocol 2026-07-28, each with its `_meta`.
+    let revision = if args.has("--per-request") {
+        sync::Revision::PerRequest
+    } else {
+        sync::Revision::Session
+    };
+    let result = sync::run(
+        &launch(args)?,
+        (dialect(args)?, rows),
+        &plan(args),
+        kinds,
+        revision,
+    )?;
     println!("{}", serde_json::to_string(&result)?);
     Ok(())
 }
@@ -377,7 +392,27 @@ fn measure_cmd(args: &Args) -> Result<()> {
         .build()?;
     let mut result = runtime.block_on(measure::run(&launch, dialect, rows, &plan))?;
     // This process's arguments after `measure` serve `mcpbench sync` as they are.
-    result["pinned"] = sync::pinned(std::env::args().skip(2))?;
+    let sync_args: Vec<String> = std::env::args().skip(2).collect();
+    result["pinned"] = sync::pinned(sync_args.clone())?;
+    // Primary-key lookups of protocol 2026-07-28, unpinned and pinned; a contender that does
+    // not serve that revision gets its error instead.
+    let per_request = |pinned: bool| {
+        let mut args = vec!["--per-request".to_string(), "--pk-only".to_string()];
+        args.extend(sync_args.iter().cloned());
+        let run = if pinned {
+            sync::pinned(args)
+        } else {
+            sync::run(
+                &launch,
+                (dialect, rows),
+                &plan,
+                &[workload::Kind::Pk],
+                sync::Revision::PerRequest,
+            )
+        };
+        run.unwrap_or_else(|e| json!({"error": format!("{e:#}")}))
+    };
+    result["per_request"] = json!({"sync": per_request(false), "pinned": per_request(true)});
     let out = json!({
         "contender": args.need("name")?,
         "version": args.get("version"),

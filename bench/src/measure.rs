@@ -233,7 +233,13 @@ pub async fn run(launch: &Launch, dialect: Dialect, rows: usize, plan: &Plan) ->
     let cpu = s.cpu_ms();
     s.close(Duration::from_secs(3)).await;
     // The synchronous client last, in a session of its own, with its echo floor just before.
-    let sync = crate::sync::run(launch, dialect, rows, plan, &Kind::ALL)?;
+    let sync = crate::sync::run(
+        launch,
+        (dialect, rows),
+        plan,
+        &Kind::ALL,
+        crate::sync::Revision::Session,
+    )?;
     Ok(json!({
         "sync": sync,
         "rows": rows,

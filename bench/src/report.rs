@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 /// What the report is made of.
@@ -115,6 +115,16 @@ fn metrics() -> Vec<(&'static str, Unit, Getter)> {
             "sync client pinned to one CPU: PK server-side (median)",
             Unit::Us,
             |r| pinned_server_side(r, "pk"),
+        ),
+        (
+            "sync client, requests of protocol 2026-07-28: PK server-side (median)",
+            Unit::Us,
+            |r| share(&r["per_request"]["sync"], "pk"),
+        ),
+        (
+            "the same, pinned to one CPU (a diagnostic)",
+            Unit::Us,
+            |r| share(&r["per_request"]["pinned"], "pk"),
         ),
         ("peak RSS (VmHWM)", Unit::Mib, |r| {
             r["peak_rss_kib"].as_f64()
@@ -232,6 +242,14 @@ pub fn run(json_out: &PathBuf, markdown: &PathBuf, inputs: &Inputs) -> Result<()
     }
     std::fs::write(json_out, serde_json::to_string_pretty(&results)?)?;
 
+    // mcpspec serves both revisions: a failure there is a failure of the run.
+    for r in runs.iter().filter(|r| r["contender"] == BASE) {
+        for how in ["sync", "pinned"] {
+            if let Some(e) = r["result"]["per_request"][how]["error"].as_str() {
+                bail!("mcpspec failed requests of protocol 2026-07-28 ({how}): {e}");
+            }
+        }
+    }
     let mut dbs: Vec<String> = Vec::new();
     let mut names: Vec<String> = Vec::new();
     for r in &runs {
@@ -350,6 +368,12 @@ fn tables(runs: &[Value], dbs: &[String], names: &[String]) -> String {
         let mut notes = Vec::new();
         for n in names {
             let Some(r) = find(n, db) else { continue };
+            if let Some(e) = r["per_request"]["sync"]["error"].as_str() {
+                notes.push(format!(
+                    "{n} does not serve requests of protocol 2026-07-28 (—): {}",
+                    truncate(e, 200)
+                ));
+            }
             if let Some(f) = r["failures"].as_object() {
                 for (phase, v) in f {
                     if v["count"].as_u64().unwrap_or(0) > 0 {
@@ -435,6 +459,7 @@ const METHOD: &str = "## Method\n
 - The driver (`mcpbench measure`, Rust, one thread) speaks newline-delimited JSON-RPC over the server's stdio. Cold start: the median over 10 fresh processes of spawn → `initialize` response and spawn → first `tools/list` response. Sequential: after a warm-up, up to 5,000 `tools/call`s one at a time (a phase stops early after 2.5 s, but never before 30 calls), round trip = request written → response line read; arguments come from fixed seeds (random primary keys; ten search terms of mixed case, one matching nothing; one or two tags; inserts with two tags). Pipelined: N requests kept in flight, N = 1, 8, 64, primary-key lookups, calls completed per second. Peak RSS: `VmHWM` of the server process from `/proc/PID/status` at the end of the session, before stdin is closed (after every phase, including N = 64 and the inserts).
 - Synchronous client (`bench/src/sync.rs`), after the async session, in a session of its own: one request written, a blocking read of its answer, then the next, as the Python SDK and Claude Code call; the same plan per kind (PK, search, tag filter, insert). Just before it, the same client against `cat` gives the echo floor, the cost of a round trip with no server work: the lowest median of three sessions, each against a fresh `cat`, because the scheduler puts `cat` on the client's core in some sessions (a few µs) and on the other core in others (several times more on this virtual machine, see `bench/PROFILE.md`). Server-side = round-trip median − floor median of the same contender's run. These calls come after the async inserts, so the newest learnings are the benchmark's own.
 - The same synchronous client again, pinned (a diagnostic): `mcpbench sync` in a process of its own, started with `taskset -c CPU` (the lowest CPU the driver may use), so that the client, `cat` and the server share one CPU and take turns. No message then wakes a halted CPU, which on this virtual machine costs tens of µs (see `bench/PROFILE.md`); the pinned figures show each server's own work, but no client calls that way. Each contender's own threads share that CPU too (Go's scheduler, for one, then runs on one CPU).
+- Requests of protocol 2026-07-28: the synchronous client's primary-key lookups once more, in a session without `initialize` whose every request carries the protocol version and the client's capabilities and name in `_meta` (as clients of that revision, the Python SDK 2.x among them, send them), with an echo floor of the same messages; unpinned and pinned as above. A contender that answers such a request with an error gets a dash and a note.
 ";
 
 const HTTP_METHOD: &str = "## Throughput for teams: Streamable HTTP\n

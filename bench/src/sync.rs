@@ -16,6 +16,31 @@ use crate::measure::Plan;
 use crate::stats::Summary;
 use crate::workload::{Dialect, Kind, Workload};
 
+/// How a session's requests name their protocol revision.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Revision {
+    /// `initialize` with 2025-11-25, then requests without `_meta`.
+    Session,
+    /// No `initialize`: each request carries protocol 2026-07-28 and the client's capabilities
+    /// and name in `_meta`, as clients of that revision (the Python SDK 2.x among them) send.
+    PerRequest,
+}
+
+impl Revision {
+    /// `params` of a request of this revision.
+    fn params(self, mut params: Value) -> Value {
+        if self == Revision::PerRequest {
+            params["_meta"] = json!({
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo":
+                    {"name": "mcpbench-sync", "version": env!("CARGO_PKG_VERSION")}
+            });
+        }
+        params
+    }
+}
+
 /// A process spoken to with blocking reads and writes.
 struct Blocking {
     child: Child,
@@ -98,20 +123,22 @@ fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
-/// Calls of `kind`, one at a time within the plan's budget; round trips in µs.
+/// Calls of `kind` of `revision`, one at a time within the plan's budget; round trips in µs.
 fn calls(
     s: &mut Blocking,
-    kind: Kind,
+    (kind, revision): (Kind, Revision),
     dialect: Dialect,
     rows: usize,
     plan: &Plan,
 ) -> Result<Vec<f64>> {
     let mut w = Workload::new(kind, dialect, rows);
     for _ in 0..plan.warmup_calls / 4 {
-        s.request("tools/call", w.next_params())?;
+        s.request("tools/call", revision.params(w.next_params()))?;
     }
     within_budget(plan, || {
-        Ok(micros(s.request("tools/call", w.next_params())?))
+        Ok(micros(
+            s.request("tools/call", revision.params(w.next_params()))?,
+        ))
     })
 }
 
@@ -138,11 +165,16 @@ const FLOOR_SESSIONS: usize = 3;
 /// wakes a halted core and the same round trip costs several times more (see
 /// `bench/PROFILE.md`). One session can land either way, which made the floor, and the
 /// server-side figures taken from it, swing between runs.
-fn floor(dialect: Dialect, rows: usize, plan: &Plan) -> Result<(Vec<f64>, Vec<f64>)> {
+fn floor(
+    dialect: Dialect,
+    rows: usize,
+    plan: &Plan,
+    revision: Revision,
+) -> Result<(Vec<f64>, Vec<f64>)> {
     let mut best: Option<(f64, Vec<f64>)> = None;
     let mut medians = Vec::new();
     for _ in 0..FLOOR_SESSIONS {
-        let lat = floor_session(dialect, rows, plan)?;
+        let lat = floor_session(dialect, rows, plan, revision)?;
         let median = Summary::of(&lat).median;
         medians.push(median);
         if best.as_ref().is_none_or(|(m, _)| median < *m) {
@@ -153,14 +185,19 @@ fn floor(dialect: Dialect, rows: usize, plan: &Plan) -> Result<(Vec<f64>, Vec<f6
 }
 
 /// One floor session: the primary-key requests of the workload, each echoed back by `cat`.
-fn floor_session(dialect: Dialect, rows: usize, plan: &Plan) -> Result<Vec<f64>> {
+fn floor_session(
+    dialect: Dialect,
+    rows: usize,
+    plan: &Plan,
+    revision: Revision,
+) -> Result<Vec<f64>> {
     let mut cat = Blocking::spawn("cat", &[], &[])?;
     let mut w = Workload::new(Kind::Pk, dialect, rows);
     let mut id = 0u64;
     let out = within_budget(plan, || {
         id += 1;
-        let msg =
-            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": w.next_params()});
+        let params = revision.params(w.next_params());
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
         let mut bytes = serde_json::to_vec(&msg)?;
         bytes.push(b'\n');
         let took = micros(cat.round_trip(&bytes)?);
@@ -173,27 +210,30 @@ fn floor_session(dialect: Dialect, rows: usize, plan: &Plan) -> Result<Vec<f64>>
 }
 
 /// The echo floor, then a session of the synchronous client against the server: round trips
-/// per kind of call (`kinds`). The server's share is computed by the report.
+/// per kind of call (`kinds`), with requests of `revision`. The server's share is computed by
+/// the report.
 pub fn run(
     launch: &Launch,
-    dialect: Dialect,
-    rows: usize,
+    (dialect, rows): (Dialect, usize),
     plan: &Plan,
     kinds: &[Kind],
+    revision: Revision,
 ) -> Result<Value> {
     let mut out = Map::new();
-    let (floor, sessions) = floor(dialect, rows, plan)?;
+    let (floor, sessions) = floor(dialect, rows, plan, revision)?;
     out.insert("floor".into(), Summary::of(&floor).to_json());
     out.insert("floor_session_medians_us".into(), json!(sessions));
     let mut s = Blocking::spawn(&launch.program, &launch.args, &launch.env)?;
-    s.request(
-        "initialize",
-        json!({"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
-               "clientInfo": {"name": "mcpbench-sync", "version": env!("CARGO_PKG_VERSION")}}),
-    )?;
-    s.notify("notifications/initialized")?;
+    if revision == Revision::Session {
+        s.request(
+            "initialize",
+            json!({"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
+                   "clientInfo": {"name": "mcpbench-sync", "version": env!("CARGO_PKG_VERSION")}}),
+        )?;
+        s.notify("notifications/initialized")?;
+    }
     for &kind in kinds {
-        let lat = calls(&mut s, kind, dialect, rows, plan)?;
+        let lat = calls(&mut s, (kind, revision), dialect, rows, plan)?;
         out.insert(kind.name().into(), Summary::of(&lat).to_json());
     }
     s.close();
@@ -205,7 +245,7 @@ pub fn run(
 /// CPU, so the round trips show each server's own work without the wake-ups between CPUs that
 /// a virtual machine charges for (see `bench/PROFILE.md`). A diagnostic beside [`run`], which
 /// measures the way clients call.
-pub fn pinned(args: impl Iterator<Item = String>) -> Result<Value> {
+pub fn pinned(args: impl IntoIterator<Item = String>) -> Result<Value> {
     let cpu = first_allowed_cpu()?;
     let exe = std::env::current_exe().context("finding mcpbench itself")?;
     let out = Command::new("taskset")
