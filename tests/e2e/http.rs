@@ -794,6 +794,14 @@ fn annotated_arguments_must_match_their_mcp_param_headers() {
     assert_eq!(r["result"]["isError"], json!(false), "{r}");
 }
 
+/// A `tools/call` POST of a 2025-11-25 session with request `id`, and its response.
+fn post_call(c: &mut HttpClient, id: usize, params: Value) -> HttpResponse {
+    let version = [("MCP-Protocol-Version", "2025-11-25")];
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+    c.exchange("POST", &version, body.to_string().as_bytes())
+        .expect("an answer")
+}
+
 /// A plain SQL read is answered by the worker that read it (the lane) as one JSON body, the
 /// same result rmcp gives; a tool that may become a task keeps rmcp's SSE answer. A lane call
 /// is interrupted by `notifications/cancelled` sent on another connection, and the session
@@ -805,14 +813,8 @@ fn plain_reads_answer_as_json_and_stop_when_cancelled() {
     let mut server = HttpServer::start(&db.path, &[], &env);
     let log = std::mem::replace(&mut server.stderr, std::sync::mpsc::channel().1);
     let mut c = server.session(None);
-    let post = |c: &mut HttpClient, id: u32, params: Value| {
-        let version = [("MCP-Protocol-Version", "2025-11-25")];
-        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
-        c.exchange("POST", &version, body.to_string().as_bytes())
-            .expect("an answer")
-    };
     let list = json!({"name": "kb_list", "arguments": {"limit": 2}});
-    let r = post(&mut c, 1, list.clone());
+    let r = post_call(&mut c, 1, list.clone());
     assert_eq!(
         r.header("content-type"),
         Some("application/json"),
@@ -835,7 +837,7 @@ fn plain_reads_answer_as_json_and_stop_when_cancelled() {
     let same = stdio.call_tool("kb_list", json!({"limit": 2})).unwrap();
     assert_eq!(same["result"], direct["result"]);
     drop(stdio);
-    let r = post(
+    let r = post_call(
         &mut c,
         2,
         json!({"name": "kb_search", "arguments": {"query": "common", "limit": 1}}),
@@ -852,7 +854,7 @@ fn plain_reads_answer_as_json_and_stop_when_cancelled() {
     let mut slow = server.client(None);
     slow.session = c.session.clone();
     let slow_call = std::thread::spawn(move || {
-        post(
+        post_call(
             &mut slow,
             79,
             json!({"name": "kb_list", "arguments": {"tags": ["no-such-tag"], "limit": 100}}),
@@ -879,7 +881,7 @@ fn plain_reads_answer_as_json_and_stop_when_cancelled() {
         "a cancelled call answered with: {answer}"
     );
     // The session goes on serving, and the call log shows the read stopped as cancelled.
-    assert_eq!(post(&mut c, 80, list).status, 200);
+    assert_eq!(post_call(&mut c, 80, list).status, 200);
     assert!(server.terminate().success());
     let outcomes: Vec<String> = log
         .iter()
@@ -903,19 +905,13 @@ fn a_read_on_the_last_free_worker_gives_way_and_every_read_can_be_cancelled() {
     let mut server = HttpServer::start(&db.path, &[], &env);
     let log = std::mem::replace(&mut server.stderr, std::sync::mpsc::channel().1);
     let mut c = server.session(None);
-    let post = |c: &mut HttpClient, id: usize, params: Value| {
-        let version = [("MCP-Protocol-Version", "2025-11-25")];
-        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
-        c.exchange("POST", &version, body.to_string().as_bytes())
-            .expect("an answer")
-    };
     let slow_reads: Vec<_> = (0..workers)
         .map(|i| {
             let mut slow = server.client(None);
             slow.session = c.session.clone();
             let args =
                 json!({"name": "kb_list", "arguments": {"tags": ["no-such-tag"], "limit": 100}});
-            std::thread::spawn(move || post(&mut slow, 100 + i, args))
+            std::thread::spawn(move || post_call(&mut slow, 100 + i, args))
         })
         .collect();
     let start = std::time::Instant::now();
@@ -943,7 +939,7 @@ fn a_read_on_the_last_free_worker_gives_way_and_every_read_can_be_cancelled() {
         );
     }
     let list = json!({"name": "kb_list", "arguments": {"limit": 2}});
-    let r: Value = serde_json::from_slice(&post(&mut c, 1, list).body).expect("JSON");
+    let r: Value = serde_json::from_slice(&post_call(&mut c, 1, list).body).expect("JSON");
     assert_eq!(r["result"]["isError"], json!(false), "{r}");
     assert!(server.terminate().success());
     let lines: Vec<Value> = log
