@@ -802,6 +802,18 @@ fn post_call(c: &mut HttpClient, id: usize, params: Value) -> HttpResponse {
         .expect("an answer")
 }
 
+/// Asserts that `r` answers a call as cancelled.
+fn assert_cancelled(r: &HttpResponse) {
+    let answer: Value = serde_json::from_slice(&r.body).expect("JSON");
+    let text = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        text.contains("CANCELLED"),
+        "a cancelled call answered with: {answer}"
+    );
+}
+
 /// A plain SQL read is answered by the worker that read it (the lane) as one JSON body, the
 /// same result rmcp gives; a tool that may become a task keeps rmcp's SSE answer. A lane call
 /// is interrupted by `notifications/cancelled` sent on another connection, and the session
@@ -872,14 +884,7 @@ fn plain_reads_answer_as_json_and_stop_when_cancelled() {
             "the cancelled read did not stop"
         );
     }
-    let answer: Value = serde_json::from_slice(&slow_call.join().unwrap().body).expect("JSON");
-    let text = answer["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or("");
-    assert!(
-        text.contains("CANCELLED"),
-        "a cancelled call answered with: {answer}"
-    );
+    assert_cancelled(&slow_call.join().unwrap());
     // The session goes on serving, and the call log shows the read stopped as cancelled.
     assert_eq!(post_call(&mut c, 80, list).status, 200);
     assert!(server.terminate().success());
@@ -929,14 +934,7 @@ fn a_read_on_the_last_free_worker_gives_way_and_every_read_can_be_cancelled() {
         );
     }
     for read in slow_reads {
-        let answer: Value = serde_json::from_slice(&read.join().unwrap().body).expect("JSON");
-        let text = answer["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap_or("");
-        assert!(
-            text.contains("CANCELLED"),
-            "a cancelled read answered with: {answer}"
-        );
+        assert_cancelled(&read.join().unwrap());
     }
     let list = json!({"name": "kb_list", "arguments": {"limit": 2}});
     let r: Value = serde_json::from_slice(&post_call(&mut c, 1, list).body).expect("JSON");
