@@ -155,6 +155,12 @@ fn share(sync: &Value, kind: &str) -> Option<f64> {
     Some((trip - floor).max(0.0))
 }
 
+/// A ratio judged against a goal, cut (not rounded) to two decimals, so that one short of the
+/// goal never reads as reaching it (4.98× is not "5.0×", nor 4.999× "5.00×").
+fn times(ratio: f64) -> String {
+    format!("{:.2}×", (ratio * 100.0).floor() / 100.0)
+}
+
 fn fmt(unit: Unit, v: f64) -> String {
     match unit {
         Unit::Ms => format!("{:.1} ms", v / 1000.0),
@@ -528,7 +534,8 @@ fn http_targets(http: &[Value]) -> String {
             let met = if ratio >= 5.0 { "yes" } else { "**no**" };
             let _ = writeln!(
                 out,
-                "| HTTP calls/s at 64 clients ≥ 5× Toolbox | {db} | {ratio:.1}× ({m:.0}/s vs {t:.0}/s) | {met} |"
+                "| HTTP calls/s at 64 clients ≥ 5× Toolbox | {db} | {} ({m:.0}/s vs {t:.0}/s) | {met} |",
+                times(ratio)
             );
         }
     }
@@ -599,7 +606,7 @@ fn targets(runs: &[Value], dbs: &[String]) -> String {
             let pk = |r: &Value| share(&r[section], "pk");
             if let (Some(m), Some(t)) = (mine(&pk), theirs(&pk)) {
                 let ratio = t / m.max(1.0);
-                let figure = format!("{ratio:.1}× ({m:.0} µs vs {t:.0} µs)");
+                let figure = format!("{} ({m:.0} µs vs {t:.0} µs)", times(ratio));
                 row(target, figure, ratio >= 8.0);
             }
         }
@@ -634,7 +641,7 @@ fn targets(runs: &[Value], dbs: &[String]) -> String {
         if let (Some(m), Some(t)) = (mine(&tp), theirs(&tp)) {
             row(
                 "pipelined stdio N = 64 ≥ 5× Toolbox",
-                format!("{:.1}× ({m:.0}/s vs {t:.0}/s)", m / t),
+                format!("{} ({m:.0}/s vs {t:.0}/s)", times(m / t)),
                 m / t >= 5.0,
             );
         }
@@ -666,6 +673,19 @@ mod tests {
     }
 
     #[test]
+    fn a_ratio_just_short_of_its_goal_does_not_read_as_reaching_it() {
+        // (ratio, as shown)
+        for (ratio, shown) in [
+            (4.982, "4.98×"),
+            (4.999, "4.99×"),
+            (7.96, "7.96×"),
+            (8.0, "8.00×"),
+        ] {
+            assert_eq!(times(ratio), shown);
+        }
+    }
+
+    #[test]
     fn pinned_figures_are_judged_beside_the_unpinned_ones() {
         let runs = [
             run("mcpspec", "100k", (4.0, 30.0), (4.0, 16.0)),
@@ -680,11 +700,11 @@ mod tests {
         };
         assert_eq!(
             line("| server-side PK time"),
-            "| server-side PK time ≥ 8× smaller than Toolbox's (sync client) | 100k | 5.0× (26 µs vs 130 µs) | **no** |"
+            "| server-side PK time ≥ 8× smaller than Toolbox's (sync client) | 100k | 5.00× (26 µs vs 130 µs) | **no** |"
         );
         assert_eq!(
             line("| the same, all pinned"),
-            "| the same, all pinned to one CPU (a diagnostic: no wake-ups across CPUs) | 100k | 8.0× (12 µs vs 96 µs) | yes |"
+            "| the same, all pinned to one CPU (a diagnostic: no wake-ups across CPUs) | 100k | 8.00× (12 µs vs 96 µs) | yes |"
         );
         assert_eq!(
             line("| the same, pinned to one CPU"),
