@@ -47,6 +47,25 @@ function parse(argv) {
 // The person behind the client: answers forms by their fields, accepts or declines.
 const person = { action: 'accept', asked: [] };
 const logs = [];
+// Called on each log message, so that a check can wait for the ones it expects.
+const onLog = [];
+
+// Resolves once `n` log messages have come, or after `ms`. Over Streamable HTTP rmcp sends a
+// 2025-11-25 session's log messages on the standalone GET stream, not on the stream of the
+// call that logged them, so they may come after the call's own answer.
+function logsArrive(n, ms) {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    const check = () => {
+      if (logs.length >= n) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    onLog.push(check);
+    check();
+  });
+}
 
 function connect(ns) {
   const client = new Client(
@@ -70,6 +89,7 @@ function connect(ns) {
   }));
   client.setNotificationHandler('notifications/message', (n) => {
     logs.push(n.params.data);
+    for (const check of onLog) check();
   });
   const transport = ns.url
     ? new StreamableHTTPClientTransport(new URL(ns.url))
@@ -112,6 +132,7 @@ async function conformance(client, era) {
   if (era === 'legacy') await client.setLoggingLevel('info');
   await client.callTool({ name: 'test_logging_tool', arguments: {}, _meta: meta });
   const want = ['logging started', 'logging going on', 'logging done'];
+  await logsArrive(want.length, 5000);
   check('logging', JSON.stringify(logs) === JSON.stringify(want), logs);
 }
 

@@ -89,6 +89,13 @@ async def conformance(client, person, era, logs):
     if era == "legacy":
         await client.set_logging_level("info")
     r = await client.call_tool("test_logging_tool", {})
+    # Over Streamable HTTP rmcp sends a 2025-11-25 session's log messages on the standalone
+    # GET stream, not on the stream of the call that logged them: they may come after its
+    # answer, so wait for them (at most 5 s).
+    try:
+        await asyncio.wait_for(logs.arrived(3), 5)
+    except TimeoutError:
+        pass
     seen = [m.data for m in logs]
     check("logging", seen == ["logging started", "logging going on", "logging done"], seen)
 
@@ -107,11 +114,28 @@ async def pm(client, person, _era, _logs):
     check("the person was asked each time", len(person.asked) == 2, person.asked)
 
 
+class Logs(list):
+    """The log messages received, which a check can wait for."""
+
+    def __init__(self):
+        super().__init__()
+        self.changed = asyncio.Condition()
+
+    async def add(self, params):
+        async with self.changed:
+            self.append(params)
+            self.changed.notify_all()
+
+    async def arrived(self, n):
+        async with self.changed:
+            await self.changed.wait_for(lambda: len(self) >= n)
+
+
 async def run(ns, server):
-    person, logs = Person(), []
+    person, logs = Person(), Logs()
 
     async def log(params):
-        logs.append(params)
+        await logs.add(params)
 
     async with Client(
         server,
