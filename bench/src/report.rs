@@ -248,14 +248,7 @@ pub fn run(json_out: &PathBuf, markdown: &PathBuf, inputs: &Inputs) -> Result<()
     }
     std::fs::write(json_out, serde_json::to_string_pretty(&results)?)?;
 
-    // mcpspec serves both revisions: a failure there is a failure of the run.
-    for r in runs.iter().filter(|r| r["contender"] == BASE) {
-        for how in ["sync", "pinned"] {
-            if let Some(e) = r["result"]["per_request"][how]["error"].as_str() {
-                bail!("mcpspec failed requests of protocol 2026-07-28 ({how}): {e}");
-            }
-        }
-    }
+    both_revisions_served(&runs)?;
     let mut dbs: Vec<String> = Vec::new();
     let mut names: Vec<String> = Vec::new();
     for r in &runs {
@@ -327,6 +320,19 @@ pub fn run(json_out: &PathBuf, markdown: &PathBuf, inputs: &Inputs) -> Result<()
         md.push_str(&text);
     }
     std::fs::write(markdown, md)?;
+    Ok(())
+}
+
+/// mcpspec serves both protocol revisions: its failing requests of 2026-07-28 fail the run
+/// (another contender's only get a note).
+fn both_revisions_served(runs: &[Value]) -> Result<()> {
+    for r in runs.iter().filter(|r| r["contender"] == BASE) {
+        for how in ["sync", "pinned"] {
+            if let Some(e) = r["result"]["per_request"][how]["error"].as_str() {
+                bail!("mcpspec failed requests of protocol 2026-07-28 ({how}): {e}");
+            }
+        }
+    }
     Ok(())
 }
 

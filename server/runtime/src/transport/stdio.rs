@@ -169,9 +169,6 @@ pub struct StdioTransport {
     lines: mpsc::UnboundedReceiver<Input>,
     /// Which calls the lane may take, from the messages rmcp is handed.
     lifecycle: Lifecycle,
-    /// The session began with an `initialize` of a revision before 2026-07-28 whose
-    /// `notifications/initialized` has not come.
-    began: bool,
     out: std::sync::mpsc::Sender<Vec<u8>>,
     max_line: usize,
     requests: Arc<InFlight>,
@@ -188,14 +185,17 @@ pub struct StdioTransport {
 struct Lifecycle(Arc<std::sync::atomic::AtomicU8>);
 
 impl Lifecycle {
-    /// No request has chosen yet, or `initialize` came and `notifications/initialized` not.
+    /// No request has chosen yet.
     const UNDECIDED: u8 = 0;
+    /// The first request was an `initialize` of a revision before 2026-07-28, and
+    /// `notifications/initialized` has not come yet.
+    const INITIALIZING: u8 = 1;
     /// A session that began with `initialize` on a revision before 2026-07-28: plain calls.
-    const SESSION: u8 = 1;
+    const SESSION: u8 = 2;
     /// Requests of 2026-07-28 without `initialize`, each with its `_meta`: such calls.
-    const PER_REQUEST: u8 = 2;
+    const PER_REQUEST: u8 = 3;
     /// Neither, for good (an `initialize` asking for 2026-07-28, or one after requests).
-    const NEITHER: u8 = 3;
+    const NEITHER: u8 = 4;
 
     fn set(&self, state: u8) {
         self.0.store(state, Ordering::SeqCst);
@@ -203,6 +203,11 @@ impl Lifecycle {
 
     fn get(&self) -> u8 {
         self.0.load(Ordering::SeqCst)
+    }
+
+    /// Whether the lane may take some calls now.
+    fn open(&self) -> bool {
+        matches!(self.get(), Self::SESSION | Self::PER_REQUEST)
     }
 
     /// Whether the lane may take `call` now.
@@ -498,7 +503,7 @@ impl Readers {
     /// in flight and cancellable; `None` leaves the line to rmcp.
     fn claim<'l>(&self, line: &'l [u8]) -> Option<Claimed<'l>> {
         let lane = self.lane.as_ref()?;
-        if self.lifecycle.get() == Lifecycle::UNDECIDED || self.lock_turn().waiting == 0 {
+        if !self.lifecycle.open() || self.lock_turn().waiting == 0 {
             return None;
         }
         let call = Call::parse(line)?;
@@ -657,7 +662,6 @@ impl StdioTransport {
         let transport = StdioTransport {
             lines,
             lifecycle,
-            began: false,
             out: sender,
             max_line,
             requests,
@@ -758,14 +762,15 @@ impl StdioTransport {
                 // An `initialize` asking for 2026-07-28, or one that is not the session's
                 // first request, leaves every call to rmcp.
                 let modern = super::lane::is_modern(&init.params.protocol_version.to_string());
-                self.began = undecided && !self.began && !modern;
-                if !self.began {
-                    self.lifecycle.set(Lifecycle::NEITHER);
-                }
+                self.lifecycle.set(if undecided && !modern {
+                    Lifecycle::INITIALIZING
+                } else {
+                    Lifecycle::NEITHER
+                });
             }
             ClientRequest::PingRequest(_) | ClientRequest::DiscoverRequest(_) => {}
             other => {
-                if undecided && !self.began && chooses_per_request(other) {
+                if undecided && chooses_per_request(other) {
                     self.lifecycle.set(Lifecycle::PER_REQUEST);
                 }
             }
@@ -774,8 +779,8 @@ impl StdioTransport {
 
     /// `notifications/initialized`: a session that began with `initialize` of an earlier
     /// revision now takes the lane.
-    fn initialized(&mut self) {
-        if std::mem::take(&mut self.began) {
+    fn initialized(&self) {
+        if self.lifecycle.get() == Lifecycle::INITIALIZING {
             self.lifecycle.set(Lifecycle::SESSION);
         }
     }
