@@ -1250,6 +1250,15 @@ mod hostile {
                 format!("ATTACH DATABASE '{o}/x.db' AS x; CREATE TABLE x.t(a);"),
                 "ATTACH",
             ),
+            // A file name that is an expression reaches SQLite's authorizer without a name.
+            (
+                format!("ATTACH (SELECT '{o}/e.db') AS e; CREATE TABLE e.t(a);"),
+                "ATTACH",
+            ),
+            (
+                format!("ATTACH '{o}' || '/c.db' AS c; CREATE TABLE c.t(a);"),
+                "ATTACH",
+            ),
             (
                 format!("CREATE TABLE IF NOT EXISTS v(a); VACUUM INTO '{o}/v.db';"),
                 "VACUUM",

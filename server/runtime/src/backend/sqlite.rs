@@ -68,22 +68,34 @@ pub fn sqlite_message(e: &rusqlite::Error) -> String {
     }
 }
 
+const ATTACH_REFUSED: &str = "ATTACH DATABASE or VACUUM INTO (it opens another database file)";
+const DETACH_REFUSED: &str = "DETACH DATABASE";
+
 /// A statement kind that [`confine_statements`] refused, for the error message.
 pub type Refused = std::sync::Arc<Mutex<Option<&'static str>>>;
 
 /// Makes `conn` refuse every statement that could reach a file other than its own database
 /// or step out of the caller's transaction: `ATTACH` and `DETACH` (which `VACUUM INTO` uses
-/// too), `load_extension()`, the pragmas that name directories, and transaction control.
-/// SQLite's authorizer decides at prepare and run time, so no spelling or nesting of a
-/// statement gets past it. The returned cell names the first kind refused.
+/// too), whatever form their argument takes, `load_extension()`, the pragmas that name
+/// directories, and transaction control. Anything the authorizer reports that rusqlite
+/// cannot classify is refused too: SQLite reports an `ATTACH` whose file name is an
+/// expression (`ATTACH (SELECT '...')`, `'a' || 'b'`, `char(...)`) with no file name, which
+/// rusqlite then gives as an unknown action. SQLite's authorizer decides at prepare and run
+/// time, so no spelling or nesting of a statement gets past it. The returned cell names the
+/// first kind refused.
 pub fn confine_statements(conn: &mut Connection) -> rusqlite::Result<Refused> {
     use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
     let refused: Refused = std::sync::Arc::default();
     let cell = refused.clone();
     conn.authorizer(Some(move |ctx: AuthContext<'_>| {
         let kind = match ctx.action {
-            AuthAction::Attach { .. } => Some("ATTACH DATABASE or VACUUM INTO (it opens another database file)"),
-            AuthAction::Detach { .. } => Some("DETACH DATABASE"),
+            AuthAction::Attach { .. } => Some(ATTACH_REFUSED),
+            AuthAction::Detach { .. } => Some(DETACH_REFUSED),
+            AuthAction::Unknown { code, .. } => Some(match code {
+                rusqlite::ffi::SQLITE_ATTACH => ATTACH_REFUSED,
+                rusqlite::ffi::SQLITE_DETACH => DETACH_REFUSED,
+                _ => "a statement SQLite's authorizer could not classify",
+            }),
             AuthAction::Function { function_name } if function_name.eq_ignore_ascii_case("load_extension") => {
                 Some("load_extension() (it loads code from a file)")
             }
@@ -894,6 +906,68 @@ mod tests {
                 .unwrap();
             assert_eq!(got, want, "regexp({p:?}, {t:?})");
         }
+    }
+
+    /// Every form of `ATTACH` (a literal, an expression, a parameter, a function of text),
+    /// `DETACH` and `VACUUM INTO` is refused before it opens anything: no file appears in the
+    /// directory, and an outside database is neither read nor written.
+    #[test]
+    fn confined_statements_refuse_every_form_of_attach() {
+        let out = tempfile::tempdir().unwrap();
+        let outside = out.path().join("outside.db");
+        Connection::open(&outside)
+            .unwrap()
+            .execute_batch("CREATE TABLE secret(s); INSERT INTO secret VALUES ('k');")
+            .unwrap();
+        let o = out.path().display().to_string();
+        let hex: String = format!("{o}/h.db").bytes().map(|b| format!("{b:02x}")).collect();
+        let chars: Vec<String> = format!("{o}/c.db").bytes().map(|b| b.to_string()).collect();
+        let forms = [
+            format!("ATTACH DATABASE '{o}/lit.db' AS x"),
+            format!("ATTACH (SELECT '{o}/sub.db') AS x"),
+            format!("ATTACH '{o}' || '/cat.db' AS x"),
+            format!("ATTACH char({}) AS x", chars.join(",")),
+            format!("ATTACH CAST(X'{hex}' AS TEXT) AS x"),
+            format!("ATTACH printf('%s/p.db', '{o}') AS x"),
+            format!("ATTACH replace('{o}/r.dbX', 'X', '') AS x"),
+            format!("ATTACH (SELECT '{o}/outside.db') AS x"),
+            "ATTACH :file AS x".to_string(),
+            format!("ATTACH lower('{o}/L.DB') AS x KEY 'k'"),
+            "DETACH main".to_string(),
+            "DETACH (SELECT 'main')".to_string(),
+            format!("VACUUM INTO '{o}/v.db'"),
+            format!("VACUUM INTO (SELECT '{o}/vs.db')"),
+        ];
+        let mut conn = Connection::open_in_memory().unwrap();
+        let refused = confine_statements(&mut conn).unwrap();
+        for sql in &forms {
+            *refused.lock().unwrap() = None;
+            let ran = conn.prepare(sql).and_then(|mut st| {
+                if st.parameter_count() > 0 {
+                    st.raw_bind_parameter(1, format!("{o}/param.db"))?;
+                }
+                st.raw_execute()
+            });
+            assert!(ran.is_err(), "{sql} ran");
+            let kind = refused
+                .lock()
+                .unwrap()
+                .unwrap_or_else(|| panic!("{sql}: not refused by the authorizer: {ran:?}"));
+            assert!(
+                kind.contains("ATTACH") || kind.contains("DETACH"),
+                "{sql}: {kind}"
+            );
+        }
+        let left: Vec<_> = std::fs::read_dir(out.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["outside.db"], "nothing else was created");
+        let outside_rows: i64 = Connection::open(&outside)
+            .unwrap()
+            .query_row("SELECT count(*) FROM secret", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(outside_rows, 1);
     }
 
     /// A database file in a directory of its own, with one table `t` of one row, `x` = 7.
