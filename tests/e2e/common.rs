@@ -34,6 +34,53 @@ pub enum Engine {
     Postgres,
 }
 
+/// How a test's client reaches the server: stdio, or Streamable HTTP in a session of protocol
+/// 2025-11-25 (what Claude Code and the TypeScript SDK 1.x negotiate) or with requests of
+/// protocol 2026-07-28 (no session, each request carrying its version).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Stdio,
+    Http,
+    HttpPerRequest,
+}
+
+/// Generates, for each named `fn name(engine: Engine, transport: Transport)`, a module `name`
+/// with one test per engine and transport (`name::sqlite_stdio`, `name::postgres_http`,
+/// `name::postgres_http_2026`, ...), so that no engine × transport × protocol revision goes
+/// untested.
+#[macro_export]
+macro_rules! on_every_engine_and_transport {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            use $crate::common::{Engine, Transport};
+            #[test]
+            fn sqlite_stdio() {
+                super::$name(Engine::Sqlite, Transport::Stdio)
+            }
+            #[test]
+            fn sqlite_http() {
+                super::$name(Engine::Sqlite, Transport::Http)
+            }
+            #[test]
+            fn sqlite_http_2026() {
+                super::$name(Engine::Sqlite, Transport::HttpPerRequest)
+            }
+            #[test]
+            fn postgres_stdio() {
+                super::$name(Engine::Postgres, Transport::Stdio)
+            }
+            #[test]
+            fn postgres_http() {
+                super::$name(Engine::Postgres, Transport::Http)
+            }
+            #[test]
+            fn postgres_http_2026() {
+                super::$name(Engine::Postgres, Transport::HttpPerRequest)
+            }
+        }
+    )*};
+}
+
 /// Generates, for each named `fn name(engine: Engine)`, a module `name` with one test per
 /// engine (`name::sqlite`, `name::postgres`).
 #[macro_export]
@@ -77,6 +124,46 @@ pub fn start_engine(engine: Engine, server: &str, extra: &[&str]) -> Session {
     start_on(sample_db_on(engine, server), server, extra)
 }
 
+/// [`start_on`] over `transport`.
+pub fn start_over(transport: Transport, db: Db, server: &str, extra: &[&str]) -> Session {
+    let per_request = match transport {
+        Transport::Stdio => return start_on(db, server, extra),
+        Transport::Http => false,
+        Transport::HttpPerRequest => true,
+    };
+    let mut args = vec![server, "--db", db.path.to_str().expect("a UTF-8 path")];
+    args.extend_from_slice(extra);
+    let server = crate::http::HttpServer::serve(&args, &[("MCPSPEC_STARTUP_JOBS", "off")]);
+    let mut client = if per_request {
+        mcpspec::client::HttpClient::per_request(server.addr, None)
+    } else {
+        let mut c = mcpspec::client::HttpClient::new(server.addr, None);
+        let init = c.initialize().expect("initialize");
+        assert!(init.get("result").is_some(), "initialize failed: {init}");
+        c
+    };
+    let list = client.request("tools/list", json!({})).expect("tools/list");
+    let tools = list["result"]["tools"]
+        .as_array()
+        .cloned()
+        .unwrap_or_else(|| panic!("tools array: {list}"));
+    Session {
+        client: Client::Http { server, client },
+        db,
+        tools,
+    }
+}
+
+/// A server with `server`'s sample rows on `engine`, reached over `transport`.
+pub fn start_engine_over(
+    engine: Engine,
+    transport: Transport,
+    server: &str,
+    extra: &[&str],
+) -> Session {
+    start_over(transport, sample_db_on(engine, server), server, extra)
+}
+
 pub fn sample_db(server: &str) -> Db {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join(format!("{server}.db"));
@@ -95,9 +182,41 @@ pub fn sample_db(server: &str) -> Db {
 
 /// A running server with an initialized MCP session.
 pub struct Session {
-    pub client: StdioClient,
+    pub client: Client,
     pub db: Db,
     tools: Vec<Value>,
+}
+
+/// A session's client: over the server's stdio, or over HTTP to a server it started.
+pub enum Client {
+    Stdio(StdioClient),
+    Http {
+        server: crate::http::HttpServer,
+        client: mcpspec::client::HttpClient,
+    },
+}
+
+impl Client {
+    /// Sends a request and returns its response message.
+    pub fn request(
+        &mut self,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, mcpspec::client::ClientError> {
+        match self {
+            Client::Stdio(c) => c.request(method, params),
+            Client::Http { client, .. } => client.request(method, params),
+        }
+    }
+
+    /// `tools/call`, returning the whole response message.
+    pub fn call_tool(
+        &mut self,
+        name: &str,
+        arguments: Value,
+    ) -> Result<Value, mcpspec::client::ClientError> {
+        self.request("tools/call", json!({"name": name, "arguments": arguments}))
+    }
 }
 
 pub fn start(server: &str, extra: &[&str]) -> Session {
@@ -130,7 +249,11 @@ pub fn start_command(command: &mut Command, db: Db) -> Session {
         .as_array()
         .cloned()
         .expect("tools array");
-    Session { client, db, tools }
+    Session {
+        client: Client::Stdio(client),
+        db,
+        tools,
+    }
 }
 
 /// A server without a database, working on the project in `dir`, whose client declares
@@ -165,7 +288,7 @@ pub fn start_project(server: &str, dir: tempfile::TempDir, capabilities: Value) 
         .expect("tools array");
     let path = dir.path().to_path_buf();
     Session {
-        client,
+        client: Client::Stdio(client),
         db: Db { _dir: dir, path },
         tools,
     }
@@ -201,6 +324,14 @@ impl Session {
         assert_eq!(names, compiled);
         let in_order: Vec<&str> = names.iter().copied().filter(|n| seed.contains(n)).collect();
         assert_eq!(in_order, seed);
+    }
+
+    /// The stdio client, for what only stdio has (raw lines, the process).
+    pub fn stdio(&mut self) -> &mut StdioClient {
+        match &mut self.client {
+            Client::Stdio(c) => c,
+            Client::Http { .. } => panic!("this session is over HTTP"),
+        }
     }
 
     /// The raw response to `tools/call`.
@@ -285,15 +416,24 @@ impl Session {
 
     /// A protocol error in answer to a raw line: returns the whole response.
     pub fn raw(&mut self, line: &str) -> Value {
-        self.client.send_line(line).expect("send");
-        self.client
-            .recv(Duration::from_secs(10))
+        let c = self.stdio();
+        c.send_line(line).expect("send");
+        c.recv(Duration::from_secs(10))
             .expect("a response to every line")
     }
 
-    /// Ends the session by closing stdin; the server must exit 0.
+    /// Ends the session, by closing stdin or (over HTTP) ending the session and sending
+    /// SIGTERM; the server must exit 0.
     pub fn finish(self) -> Db {
-        let status = self.client.finish(Duration::from_secs(10));
+        let status = match self.client {
+            Client::Stdio(c) => c.finish(Duration::from_secs(10)),
+            Client::Http { server, mut client } => {
+                if client.session.is_some() {
+                    assert_eq!(client.delete_session().expect("DELETE"), 204);
+                }
+                Some(server.terminate())
+            }
+        };
         assert!(
             status.is_some_and(|s| s.success()),
             "server exit: {status:?}"

@@ -23,10 +23,10 @@ fn exchange(
 ) -> (Vec<Value>, Vec<Value>, Value) {
     let id = json!("x-1");
     let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-    s.client.send_line(&msg.to_string()).unwrap();
+    s.stdio().send_line(&msg.to_string()).unwrap();
     let (mut notes, mut asked) = (Vec::new(), Vec::new());
     loop {
-        let m = s.client.recv(Duration::from_secs(10)).expect("a message");
+        let m = s.stdio().recv(Duration::from_secs(10)).expect("a message");
         if m["id"] == id && m.get("method").is_none() {
             return (notes, asked, m);
         }
@@ -34,7 +34,7 @@ fn exchange(
             (Some(rid), Some(meth)) => {
                 let reply =
                     json!({"jsonrpc": "2.0", "id": rid, "result": answer(meth, &m["params"])});
-                s.client.send_line(&reply.to_string()).unwrap();
+                s.stdio().send_line(&reply.to_string()).unwrap();
                 asked.push(m);
             }
             _ => notes.push(m),

@@ -37,7 +37,7 @@ impl HttpServer {
     }
 
     /// `mcpspec serve ARGS --http 127.0.0.1:0`, once it announced its address.
-    fn serve(args: &[&str], env: &[(&str, &str)]) -> HttpServer {
+    pub(crate) fn serve(args: &[&str], env: &[(&str, &str)]) -> HttpServer {
         let mut c = Command::new(exe_for(args[0]));
         c.arg("serve")
             .args(args)
@@ -91,7 +91,7 @@ impl HttpServer {
     }
 
     /// Sends SIGTERM and waits for the exit status.
-    fn terminate(self) -> std::process::ExitStatus {
+    pub(crate) fn terminate(self) -> std::process::ExitStatus {
         signal(self.child.id(), "-TERM");
         self.wait()
     }

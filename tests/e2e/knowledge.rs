@@ -11,19 +11,26 @@ use mcpspec::client::StdioClient;
 use serde_json::{Value, json};
 
 use crate::common::{
-    Db, EXE, Engine, count_rows, sample_db, sample_db_on, signal, start_engine, start_on,
+    Db, EXE, Engine, Transport, count_rows, sample_db, sample_db_on, signal, start_engine_over,
+    start_over,
 };
-use crate::on_both_engines;
+use crate::{on_both_engines, on_every_engine_and_transport};
 
-on_both_engines!(
+// The tool contract: the same on every engine, over stdio and over HTTP in both protocol
+// revisions.
+on_every_engine_and_transport!(
     crud_round_trip,
     list_filters_and_orders_stably,
     search_ranks_and_treats_operators_as_text,
     validation_errors_name_field_and_constraint,
     large_content_round_trips_intact,
+    errors_never_leak_sql_paths_or_traces,
+);
+
+// What the runtime guarantees of a process, over stdio.
+on_both_engines!(
     a_hundred_concurrent_writes_all_land,
     acknowledged_writes_survive_kill_9,
-    errors_never_leak_sql_paths_or_traces,
     cancellation_interrupts_a_running_query,
     sigterm_lets_calls_in_flight_finish_then_exits_0,
     stdin_closing_also_drains_calls_in_flight,
@@ -106,8 +113,8 @@ pub(crate) fn big_db(n: u32) -> Db {
     copy
 }
 
-fn crud_round_trip(engine: Engine) {
-    let mut s = start_engine(engine, "knowledge", &[]);
+fn crud_round_trip(engine: Engine, transport: Transport) {
+    let mut s = start_engine_over(engine, transport, "knowledge", &[]);
     let added = s.ok(
         "kb_add",
         json!({"content": "Use WAL for concurrent readers.", "role": "dev", "tags": ["sqlite"]}),
@@ -163,8 +170,8 @@ fn crud_round_trip(engine: Engine) {
     s.finish();
 }
 
-fn list_filters_and_orders_stably(engine: Engine) {
-    let mut s = start_engine(engine, "knowledge", &[]);
+fn list_filters_and_orders_stably(engine: Engine, transport: Transport) {
+    let mut s = start_engine_over(engine, transport, "knowledge", &[]);
     let ids = |v: &Value| -> Vec<String> {
         v["entries"]
             .as_array()
@@ -193,8 +200,8 @@ fn list_filters_and_orders_stably(engine: Engine) {
     s.finish();
 }
 
-fn search_ranks_and_treats_operators_as_text(engine: Engine) {
-    let mut s = start_engine(engine, "knowledge", &[]);
+fn search_ranks_and_treats_operators_as_text(engine: Engine, transport: Transport) {
+    let mut s = start_engine_over(engine, transport, "knowledge", &[]);
     let found = s.ok("kb_search", json!({"query": "database"}));
     let ids: Vec<&str> = found["results"]
         .as_array()
@@ -235,8 +242,8 @@ fn search_ranks_and_treats_operators_as_text(engine: Engine) {
     s.finish();
 }
 
-fn validation_errors_name_field_and_constraint(engine: Engine) {
-    let mut s = start_engine(engine, "knowledge", &[]);
+fn validation_errors_name_field_and_constraint(engine: Engine, transport: Transport) {
+    let mut s = start_engine_over(engine, transport, "knowledge", &[]);
     // (tool, arguments, field, constraint)
     let cases = [
         (
@@ -304,8 +311,8 @@ fn validation_errors_name_field_and_constraint(engine: Engine) {
     s.finish();
 }
 
-fn large_content_round_trips_intact(engine: Engine) {
-    let mut s = start_engine(engine, "knowledge", &[]);
+fn large_content_round_trips_intact(engine: Engine, transport: Transport) {
+    let mut s = start_engine_over(engine, transport, "knowledge", &[]);
     for size in [10 * 1024, 1024 * 1024] {
         let content: String = (0..size)
             .map(|i| char::from(b'a' + (i % 26) as u8))
@@ -691,10 +698,10 @@ fn every_call_is_logged_with_sanitised_arguments(engine: Engine) {
     );
 }
 
-fn errors_never_leak_sql_paths_or_traces(engine: Engine) {
+fn errors_never_leak_sql_paths_or_traces(engine: Engine, transport: Transport) {
     let db = sample_db_on(engine, "knowledge");
     let path = db.path.clone();
-    let mut s = start_on(db, "knowledge", &[]);
+    let mut s = start_over(transport, db, "knowledge", &[]);
     let mut texts = Vec::new();
     let mut collect = |r: &Value| texts.push(r.to_string());
     collect(&s.call("kb_get", json!({"id": "missing"})));

@@ -707,15 +707,15 @@ mod elicitation {
         let id = json!("call-1");
         let msg = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
                          "params": {"name": tool, "arguments": args}});
-        s.client.send_line(&msg.to_string()).unwrap();
+        s.stdio().send_line(&msg.to_string()).unwrap();
         let request = s
-            .client
+            .stdio()
             .recv(Duration::from_secs(10))
             .expect("elicitation request");
         assert_eq!(request["method"], "elicitation/create", "{request}");
         let reply = json!({"jsonrpc": "2.0", "id": request["id"], "result": answer});
-        s.client.send_line(&reply.to_string()).unwrap();
-        let response = s.client.recv_response(&id).expect("call response");
+        s.stdio().send_line(&reply.to_string()).unwrap();
+        let response = s.stdio().recv_response(&id).expect("call response");
         (request["params"].clone(), response)
     }
 
@@ -880,13 +880,13 @@ mod elicitation {
         s.ok("db.create", json!({"database": "scratch"}));
         let msg = json!({"jsonrpc": "2.0", "id": "drop-1", "method": "tools/call",
                          "params": {"name": "db.drop", "arguments": {"database": "scratch", "confirm": true}}});
-        s.client.send_line(&msg.to_string()).unwrap();
+        s.stdio().send_line(&msg.to_string()).unwrap();
         let request = s
-            .client
+            .stdio()
             .recv(Duration::from_secs(10))
             .expect("elicitation request");
         assert_eq!(request["method"], "elicitation/create");
-        s.client
+        s.stdio()
             .notify("notifications/cancelled", json!({"requestId": "drop-1"}))
             .unwrap();
         // The server stays responsive, and an answer that arrives after the cancellation
@@ -894,15 +894,15 @@ mod elicitation {
         let list = s.ok("db.list", json!({}));
         assert_eq!(list["databases"].as_array().unwrap().len(), 2);
         let reply = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"action": "accept"}});
-        s.client.send_line(&reply.to_string()).unwrap();
+        s.stdio().send_line(&reply.to_string()).unwrap();
         s.ok("db.list", json!({}));
         assert!(db.exists());
         let answered = s
-            .client
+            .stdio()
             .other
             .iter()
             .any(|m| m["id"] == "drop-1" && m["result"]["isError"] == json!(false));
-        assert!(!answered, "{:?}", s.client.other);
+        assert!(!answered, "{:?}", s.stdio().other);
         s.finish();
     }
 
@@ -916,9 +916,9 @@ mod elicitation {
         let e = s.rpc_error("db.drop", json!({"database": "bad name", "confirm": true}));
         assert_eq!(e["data"]["code"], "INVALID_NAME");
         assert!(
-            s.client.other.is_empty(),
+            s.stdio().other.is_empty(),
             "unexpected: {:?}",
-            s.client.other
+            s.stdio().other
         );
         s.finish();
     }
@@ -938,7 +938,7 @@ fn a_workflow_reports_progress_when_asked() {
     assert_eq!(response["result"]["isError"], json!(false), "{response}");
     // The notifications arrive before the response, which the client kept aside.
     let progress: Vec<(f64, String)> = s
-        .client
+        .stdio()
         .other
         .iter()
         .filter(|m| m["method"] == "notifications/progress")

@@ -396,10 +396,15 @@ fn the_last_line_without_a_newline_is_run_and_answered() {
     let before = crate::common::count_rows(&db, "knowledge_entries");
     let call = json!({"jsonrpc": "2.0", "id": "last", "method": "tools/call",
                       "params": {"name": "kb_add", "arguments": {"content": "the last word", "role": "dev"}}});
-    s.client.send_bytes(call.to_string().as_bytes()).unwrap();
+    s.stdio().send_bytes(call.to_string().as_bytes()).unwrap();
     let Session {
-        client, db: keep, ..
-    } = s;
+        client: crate::common::Client::Stdio(client),
+        db: keep,
+        ..
+    } = s
+    else {
+        unreachable!("a stdio session")
+    };
     let (status, messages) = client.finish_keep_reading(std::time::Duration::from_secs(10));
     assert!(status.is_some_and(|s| s.success()), "{status:?}");
     let answer = messages
@@ -424,13 +429,13 @@ fn a_request_reusing_an_id_in_flight_never_runs() {
     // All three in one write, so the later ones arrive while the first is in flight or after
     // it was answered; either way each row written has exactly one answer.
     let line = call.to_string();
-    s.client
+    s.stdio()
         .send_bytes(format!("{line}\n{line}\n{line}\n").as_bytes())
         .unwrap();
     let mut answers = Vec::new();
     while answers.len() < 3 {
         answers.push(
-            s.client
+            s.stdio()
                 .recv(std::time::Duration::from_secs(10))
                 .expect("an answer per line"),
         );

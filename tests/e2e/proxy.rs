@@ -620,12 +620,12 @@ fn shutdown_leaves_no_downstream_processes() {
     for terminate in [false, true] {
         let mut p = proxied(&[("a", &[]), ("b", &[])]);
         passed(&mut p, "echo", json!({"text": "x"}));
-        let kids = children(p.s.client.pid());
+        let kids = children(p.s.stdio().pid());
         assert_eq!(kids.len(), 2, "one process per downstream: {kids:?}");
         if terminate {
-            crate::common::signal(p.s.client.pid(), "-TERM");
+            crate::common::signal(p.s.stdio().pid(), "-TERM");
             // The server's stdout closes when it exits.
-            while p.s.client.recv(Duration::from_secs(20)).is_ok() {}
+            while p.s.stdio().recv(Duration::from_secs(20)).is_ok() {}
         }
         p.finish();
         for k in kids {
@@ -731,7 +731,7 @@ mod misbehaving {
         );
         // The downstream ignores the end of its stdin and keeps running; the proxy still
         // exits within its shutdown timeout, and leaves nothing running.
-        let kids = children(f.s.client.pid());
+        let kids = children(f.s.stdio().pid());
         assert!(!kids.is_empty());
         let Fake { s, dir: _dir } = f;
         s.finish();
@@ -757,7 +757,7 @@ mod misbehaving {
     #[test]
     fn a_non_object_result_is_reported_as_such_not_as_a_restart() {
         let mut f = fake("nonobject", &[]);
-        let pid = children(f.s.client.pid());
+        let pid = children(f.s.stdio().pid());
         for _ in 0..2 {
             let e = f.failure("nonobject_tool");
             assert_eq!(e["code"], "DOWNSTREAM_FAILED", "{e}");
@@ -765,7 +765,7 @@ mod misbehaving {
             assert!(!message.contains("restart"), "{message}");
         }
         assert_eq!(
-            children(f.s.client.pid()),
+            children(f.s.stdio().pid()),
             pid,
             "the same process still serves"
         );
@@ -834,7 +834,7 @@ mod misbehaving {
         };
         assert!(!names(f.s.tools()).contains(&"slow_tool".to_string()));
         let note =
-            f.s.client
+            f.s.stdio()
                 .recv(Duration::from_secs(20))
                 .expect("a notification");
         assert_eq!(note["method"], "notifications/tools/list_changed", "{note}");

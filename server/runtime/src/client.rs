@@ -16,6 +16,9 @@ pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(20);
 /// The protocol version the client asks for.
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
 
+/// The protocol version whose requests each carry it, with no session.
+pub const PER_REQUEST_VERSION: &str = "2026-07-28";
+
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("cannot start the server: {0}")]
@@ -361,6 +364,9 @@ pub struct HttpClient {
     /// The session id the server assigned in answer to `initialize`.
     pub session: Option<String>,
     protocol_version: Option<String>,
+    /// Whether requests are of protocol 2026-07-28: no session, each request carrying its
+    /// version and the client's capabilities in `_meta` and its method and name as headers.
+    per_request: bool,
     conn: Option<BufReader<std::net::TcpStream>>,
     next_id: i64,
     /// Every message the server sent that was not the awaited response, in order.
@@ -375,6 +381,7 @@ impl HttpClient {
             token: token.map(str::to_string),
             session: None,
             protocol_version: None,
+            per_request: false,
             conn: None,
             next_id: 1,
             other: Vec::new(),
@@ -479,9 +486,45 @@ impl HttpClient {
         ))
     }
 
-    /// POSTs one JSON-RPC message and returns the whole response.
+    /// A client whose requests are of protocol 2026-07-28 (see [`HttpClient::post`]), which
+    /// needs no `initialize`.
+    pub fn per_request(addr: std::net::SocketAddr, token: Option<&str>) -> HttpClient {
+        let mut c = HttpClient::new(addr, token);
+        c.per_request = true;
+        c
+    }
+
+    /// POSTs one JSON-RPC message and returns the whole response. A per-request client
+    /// (protocol 2026-07-28) adds what that revision asks of every request: `_meta` with the
+    /// protocol version, the client's capabilities and name, and the `MCP-Protocol-Version`,
+    /// `Mcp-Method` and (for a call, read or prompt) `Mcp-Name` headers.
     pub fn post(&mut self, message: &Value) -> Result<HttpResponse, ClientError> {
-        self.exchange("POST", &[], message.to_string().as_bytes())
+        if !self.per_request || message.get("id").is_none() {
+            return self.exchange("POST", &[], message.to_string().as_bytes());
+        }
+        let mut message = message.clone();
+        let method = message["method"].as_str().unwrap_or_default().to_string();
+        let params = &mut message["params"];
+        if !params.is_object() {
+            *params = json!({});
+        }
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": PER_REQUEST_VERSION,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "mcpspec-client", "version": env!("CARGO_PKG_VERSION")}
+        });
+        let name = ["name", "uri"]
+            .iter()
+            .find_map(|k| params[*k].as_str())
+            .map(str::to_string);
+        let mut headers = vec![
+            ("MCP-Protocol-Version", PER_REQUEST_VERSION),
+            ("Mcp-Method", method.as_str()),
+        ];
+        if let Some(n) = &name {
+            headers.push(("Mcp-Name", n.as_str()));
+        }
+        self.exchange("POST", &headers, message.to_string().as_bytes())
     }
 
     /// Sends a request and returns its response message; other messages the server sent on

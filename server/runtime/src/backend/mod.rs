@@ -326,6 +326,16 @@ impl Database {
         }
     }
 
+    /// Whether a job may run on a worker thread of an async runtime. SQLite's may (the call
+    /// is answered without a hand-off); the PostgreSQL driver blocks on a runtime of its
+    /// own, which cannot start inside another, so its jobs run on blocking threads only.
+    pub fn runs_on_async_worker(&self) -> bool {
+        match self {
+            Database::Sqlite(_) => true,
+            Database::Postgres(_) => false,
+        }
+    }
+
     /// The SQLite pool, for handlers that work on SQLite itself.
     pub fn sqlite(&self) -> Option<&sqlite::Pool> {
         match self {

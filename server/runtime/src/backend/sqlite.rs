@@ -920,7 +920,10 @@ mod tests {
             .execute_batch("CREATE TABLE secret(s); INSERT INTO secret VALUES ('k');")
             .unwrap();
         let o = out.path().display().to_string();
-        let hex: String = format!("{o}/h.db").bytes().map(|b| format!("{b:02x}")).collect();
+        let hex: String = format!("{o}/h.db")
+            .bytes()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         let chars: Vec<String> = format!("{o}/c.db").bytes().map(|b| b.to_string()).collect();
         let forms = [
             format!("ATTACH DATABASE '{o}/lit.db' AS x"),

@@ -9,6 +9,9 @@
 //! call carries (a revision before 2026-07-28); `Accept` names JSON and SSE and the body is
 //! JSON. Anything else goes to rmcp.
 //!
+//! - **Engines.** Only a database whose jobs may run on a runtime worker (SQLite) answers
+//!   there; PostgreSQL's synchronous driver drives a runtime of its own, which cannot start
+//!   inside another, so its lane calls run on the blocking pool.
 //! - **Workers.** The HTTP runtime has a fixed set of workers; all but one may run lane calls
 //!   to the end, so that one is free to read the next request (a cancellation among them). A
 //!   lane call that finds no other free starts on that last one, and on SQLite gives way to
@@ -30,7 +33,7 @@ use http::{HeaderMap, HeaderValue, header};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde_json::Value;
 
-use super::lane::{Call, Lane, contains, notices_slow};
+use super::lane::{Call, Lane, contains, notices_slow, runs_on_worker};
 use crate::backend::Slow;
 use crate::engine::Engine;
 
@@ -166,7 +169,9 @@ impl HttpLane {
         let key = (session.to_string(), id.to_string());
         let cancel = Arc::new(AtomicBool::new(false));
         lock(&self.running).insert(key.clone(), cancel.clone());
-        let answer = if self.take_spare() {
+        let answer = if !runs_on_worker(&engine) {
+            Self::on_blocking_pool(&self.lane, body, engine, cancel).await
+        } else if self.take_spare() {
             let answer = self.lane.answer(call, &engine, cancel, None);
             self.spare.fetch_add(1, Ordering::SeqCst);
             answer
@@ -199,8 +204,17 @@ impl HttpLane {
                 return answer;
             }
         }
-        // On the blocking pool, the call needs its own copy of the request.
-        let (lane, body) = (self.lane.clone(), body.clone());
+        Self::on_blocking_pool(&self.lane, body, engine, cancel).await
+    }
+
+    /// Answers a call on the blocking pool, which needs its own copy of the request.
+    async fn on_blocking_pool(
+        lane: &Lane,
+        body: &Bytes,
+        engine: Arc<Engine>,
+        cancel: Arc<AtomicBool>,
+    ) -> Vec<u8> {
+        let (lane, body) = (lane.clone(), body.clone());
         tokio::task::spawn_blocking(move || {
             Call::parse(&body).map(|call| lane.answer(call, &engine, cancel, None))
         })
