@@ -214,8 +214,13 @@ impl Cluster {
 
     /// The URL of database `name` over the Unix socket.
     pub fn url(&self, name: &str) -> String {
+        self.url_as(name, "postgres")
+    }
+
+    /// The URL of database `name` for role `user` (trusted on the socket, no password).
+    pub fn url_as(&self, name: &str, user: &str) -> String {
         format!(
-            "postgresql:///{name}?host={}&port={}&user=postgres",
+            "postgresql:///{name}?host={}&port={}&user={user}",
             self.dir.display(),
             self.port
         )

@@ -4,9 +4,10 @@
 //! declares elicitation, the person's answer.
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use mcpspec::client::StdioClient;
 use serde_json::{Value, json};
 
 use crate::common::{Session, start_project};
@@ -1570,7 +1571,22 @@ mod hostile {
 /// A project whose `.pm.json` names the test cluster: its default database `{prefix}` holds
 /// rows of many types, a serial counter, an index, a view and a trigger. Returns the project
 /// and the prefix (database names are the cluster's, shared by the tests of this process).
+/// A project whose databases are on the test cluster, managed as the README recommends: pm
+/// connects as `{prefix}_owner`, a role without superuser rights that may create databases
+/// and owns the default one, and imports run as `{prefix}_import`, a role with no attributes
+/// that the owner is a member of.
 fn pg_project() -> (tempfile::TempDir, String) {
+    pg_project_as(false)
+}
+
+/// The owner role of a [`pg_project`] whose default database is `db`.
+fn pg_owner(db: &str) -> String {
+    format!("{db}_owner")
+}
+
+/// [`pg_project`], with pm connecting as the cluster's superuser (and `superuser_imports`)
+/// when `superuser`.
+fn pg_project_as(superuser: bool) -> (tempfile::TempDir, String) {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(1);
     let cluster = crate::pg::Cluster::shared();
@@ -1579,21 +1595,40 @@ fn pg_project() -> (tempfile::TempDir, String) {
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     );
+    let (owner, import) = (pg_owner(&prefix), format!("{prefix}_import"));
+    let user = if superuser {
+        "postgres"
+    } else {
+        owner.as_str()
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path();
     git(root, &["init", "-q", "-b", "main"]);
     std::fs::write(root.join(".gitignore"), ".pm/\n").unwrap();
     git(root, &["add", ".gitignore"]);
     git(root, &["commit", "-q", "-m", "init"]);
-    let config = json!({
+    let mut config = json!({
         "databases_dir": ".pm/databases", "dumps_dir": ".pm/dumps", "worktrees_dir": ".pm/worktrees",
         "default_database": prefix, "allowed_databases": [prefix, format!("{prefix}_*")],
-        "postgres": cluster.url("postgres"),
+        "postgres": cluster.url_as("postgres", user),
+        "import_role": import,
     });
+    if superuser {
+        config["superuser_imports"] = json!(true);
+    }
     std::fs::write(root.join(".pm.json"), config.to_string()).unwrap();
-    cluster.psql("postgres", &format!("CREATE DATABASE {prefix}"));
     cluster.psql(
-        &cluster.url(&prefix),
+        "postgres",
+        &format!(
+            "CREATE ROLE {owner} LOGIN CREATEDB; CREATE ROLE {import} NOLOGIN; GRANT {import} TO {owner}"
+        ),
+    );
+    cluster.psql(
+        "postgres",
+        &format!("CREATE DATABASE {prefix} OWNER {user}"),
+    );
+    cluster.psql(
+        &cluster.url_as(&prefix, user),
         "CREATE TABLE users (id serial PRIMARY KEY, name text NOT NULL, score float8, avatar bytea, note text);
          CREATE INDEX users_name ON users (name);
          CREATE TABLE tags (user_id int REFERENCES users (id), tag text, PRIMARY KEY (user_id, tag));
@@ -1621,7 +1656,7 @@ fn pg_contents(name: &str) -> String {
            UNION ALL SELECT format('trigger %s', tgname) FROM pg_trigger WHERE NOT tgisinternal
            UNION ALL SELECT format('users %s', u::text) FROM users u
            UNION ALL SELECT format('tags %s', t::text) FROM tags t
-           UNION ALL SELECT format('next id %s', nextval('users_id_seq'))
+           UNION ALL SELECT format('sequence %s %s', last_value, is_called) FROM users_id_seq
          ) all_of_it",
     )
 }
@@ -1636,7 +1671,7 @@ fn databases_on_a_postgresql_server_are_created_cloned_dumped_imported_and_dropp
     let scratch = format!("{db}_scratch");
     assert_eq!(
         created,
-        json!({"database": scratch, "path": crate::pg::Cluster::shared().url(&scratch)})
+        json!({"database": scratch, "path": crate::pg::Cluster::shared().url_as(&scratch, &pg_owner(&db))})
     );
     let cloned = s.ok("db.clone", json!({"target": format!("{db}_copy")}));
     assert_eq!(cloned["source"], json!(db));
@@ -1683,7 +1718,7 @@ fn databases_on_a_postgresql_server_are_created_cloned_dumped_imported_and_dropp
     let config = read_json(&mut s, "pm://config");
     assert_eq!(
         config["postgres"],
-        json!(crate::pg::Cluster::shared().url("postgres"))
+        json!(crate::pg::Cluster::shared().url_as("postgres", &pg_owner(&db)))
     );
     s.finish();
 }
@@ -1898,4 +1933,244 @@ fn workflow_create_runs_as_a_task_for_a_client_that_takes_tasks() {
     );
     assert!(dir.path().join(".pm/databases/app_feature_x.db").exists());
     assert!(git(dir.path(), &["worktree", "list"]).contains("feature-x"));
+}
+
+/// An import runs as the import role inside its own database, so the database refuses what
+/// reaches beyond it, however the text hides it from the text guard: programs and files,
+/// roles and role changes, other databases, other sessions, part of the file committed.
+/// Tried as the role the README recommends and as a superuser that opted in; after every
+/// file, nothing outside the target changed and the target is as it was.
+#[test]
+fn a_postgresql_import_is_confined_to_its_database() {
+    for superuser in [false, true] {
+        hostile_imports(superuser);
+    }
+}
+
+fn hostile_imports(superuser: bool) {
+    use std::os::unix::fs::PermissionsExt;
+    let cluster = crate::pg::Cluster::shared();
+    let (project, db) = pg_project_as(superuser);
+    let owner = pg_owner(&db);
+    let (other, evil) = (format!("other{db}"), format!("{db}_evil"));
+    cluster.psql(
+        "postgres",
+        &format!("CREATE DATABASE {other} OWNER {owner}"),
+    );
+    let markers = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(markers.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let m = markers.path().join("ran").display().to_string();
+    // A session of pm's own role that an import must not be able to end.
+    let mut victim =
+        postgres::Client::connect(&cluster.url_as("postgres", &owner), postgres::NoTls)
+            .expect("a victim session");
+    let outside = |cluster: &crate::pg::Cluster| {
+        cluster.psql(
+            "postgres",
+            &format!(
+                "SELECT concat_ws(' | ',
+                   (SELECT string_agg(format('%s %s %s', a.grantee, a.privilege_type, a.is_grantable), ',' ORDER BY 1)
+                      FROM pg_database d, aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a
+                      WHERE d.datname = '{other}'),
+                   (SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = '{other}'),
+                   (SELECT string_agg(setconfig::text, ',') FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase),
+                   (SELECT string_agg(rolname || rolsuper::text, ',' ORDER BY rolname) FROM pg_roles WHERE rolname LIKE '{db}%'),
+                   (SELECT string_agg(r.rolname, ',') FROM pg_auth_members a JOIN pg_roles r ON r.oid = a.roleid JOIN pg_roles m ON m.oid = a.member WHERE m.rolname = '{owner}'),
+                   (SELECT count(*) FROM pg_event_trigger),
+                   (SELECT count(*) FROM pg_extension))"
+            ),
+        )
+    };
+    let before = (outside(cluster), pg_contents(&db));
+    let files = [
+        format!("DO $$BEGIN EXECUTE 'COPY (SELECT 1) TO PROGRAM ''touch {m}1'''; END$$;"),
+        format!("DO $$BEGIN EXECUTE 'CO' || 'PY (SELECT 1) TO PROGRAM ''touch {m}2'''; END$$;"),
+        format!("SELECT $q$'$q$; COPY (SELECT 1) TO PROGRAM 'touch {m}3'; SELECT $q$'$q$;"),
+        format!("SELECT E'\\''; COPY (SELECT 1) TO PROGRAM 'touch {m}4'; SELECT '';"),
+        format!("SELECT $x$'$x$; COPY (SELECT 'k') TO '{m}5';"),
+        "SELECT \"pg_read_file\"('/etc/hostname');".to_string(),
+        "SELECT \"lo_import\"('/etc/hostname');".to_string(),
+        "SELECT lo_get(\"lo_import\"('/etc/hostname'));".to_string(),
+        "SELECT query_to_xml('SELECT pg_ls_dir(''/'')', true, true, '');".to_string(),
+        "CREATE FUNCTION f(cstring) RETURNS int LANGUAGE internal AS 'int4in';".to_string(),
+        format!("SET LOCAL ROLE postgres; CREATE ROLE {evil} SUPERUSER;"),
+        format!("SELECT set_config('role', 'postgres', true); CREATE ROLE {evil} SUPERUSER;"),
+        "SET SESSION AUTHORIZATION postgres;".to_string(),
+        "DO $$BEGIN PERFORM set_config('session_authorization', 'postgres', false); END$$;"
+            .to_string(),
+        "DO $$BEGIN RESET ROLE; END$$;".to_string(),
+        format!("DO $$BEGIN CREATE ROLE {evil} SUPERUSER LOGIN; END$$;"),
+        format!("DO $$BEGIN EXECUTE 'GRANT pg_execute_server_program TO {owner}'; END$$;"),
+        format!("DO $$BEGIN EXECUTE 'ALTER ROLE {owner} SUPERUSER'; END$$;"),
+        "DO $$BEGIN CREATE EXTENSION dblink; END$$;".to_string(),
+        format!("DO $$BEGIN EXECUTE 'ALTER DATABASE {other} SET work_mem = ''1MB'''; END$$;"),
+        format!("REVOKE CONNECT ON DATABASE {other} FROM PUBLIC;"),
+        format!("COMMENT ON DATABASE {other} IS 'pwned';"),
+        format!("GRANT ALL ON DATABASE {other} TO PUBLIC;"),
+        "CREATE FUNCTION et() RETURNS event_trigger LANGUAGE plpgsql AS $$BEGIN END$$; \
+         CREATE EVENT TRIGGER et ON ddl_command_start EXECUTE FUNCTION et();"
+            .to_string(),
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE pid <> pg_backend_pid() AND backend_type = 'client backend';"
+            .to_string(),
+        "SELECT pg_cancel_backend(pid) FROM pg_stat_activity \
+         WHERE pid <> pg_backend_pid() AND backend_type = 'client backend';"
+            .to_string(),
+        "SELECT pg_reload_conf();".to_string(),
+        "CREATE TABLE a (x int); COMMIT; SELECT 1/0;".to_string(),
+        "CREATE TABLE a (x int); CREATE PROCEDURE p() LANGUAGE plpgsql AS $$BEGIN COMMIT; END$$; \
+         CALL p(); SELECT 1/0;"
+            .to_string(),
+        "CREATE TABLE a (x int); DO $$BEGIN EXECUTE 'END'; END$$;".to_string(),
+        format!("CREATE DATABASE {db}_made;"),
+    ];
+    let mut s = start_project("pm", project, json!({}));
+    let dir = root(&s).to_path_buf();
+    for (i, sql) in files.iter().enumerate() {
+        let file = format!("hostile{i}.sql");
+        std::fs::write(dir.join(&file), sql).unwrap();
+        // The database refuses most of them; a REVOKE or GRANT of rights the role lacks is
+        // only a warning there, and changes nothing either.
+        let e = s.call("db.import", json!({"database": db, "sql_path": file}));
+        assert!(
+            e["error"]["data"]["code"] == "SQL_FAILED" || e["result"]["isError"] == json!(false),
+            "{sql}: {e}"
+        );
+        let now = (outside(cluster), pg_contents(&db));
+        assert_eq!(
+            now, before,
+            "superuser {superuser}: {sql} changed something: {e}"
+        );
+        let alive = victim.simple_query("SELECT 1");
+        assert!(alive.is_ok(), "{sql} ended another session: {e}");
+    }
+    assert_eq!(
+        std::fs::read_dir(markers.path()).unwrap().count(),
+        0,
+        "a program or file was written"
+    );
+    let made = cluster.psql(
+        "postgres",
+        &format!("SELECT count(*) FROM pg_database WHERE datname LIKE '{db}_made%'"),
+    );
+    assert_eq!(made, "0");
+    // An ordinary file still imports, into the existing database's own tables too.
+    std::fs::write(
+        dir.join("ok.sql"),
+        "CREATE TABLE notes (id serial PRIMARY KEY, body text); INSERT INTO notes (body) VALUES ('one');
+         INSERT INTO users (name) VALUES ('Imported');",
+    )
+    .unwrap();
+    let ok = s.ok("db.import", json!({"database": db, "sql_path": "ok.sql"}));
+    assert_eq!(ok["tables"], json!(["users", "tags", "notes"]));
+    s.finish();
+}
+
+/// Imports are refused outright when pm connects as a superuser that did not opt in, or when
+/// the import role is missing or has rights of its own; each refusal says what to do.
+#[test]
+fn a_postgresql_import_needs_a_confined_role() {
+    let cluster = crate::pg::Cluster::shared();
+    let (project, db) = pg_project_as(true);
+    let dir = project.path().to_path_buf();
+    let config_path = dir.join(".pm.json");
+    let config: Value =
+        serde_json::from_str(&std::fs::read_to_string(&config_path).unwrap()).unwrap();
+    std::fs::write(dir.join("ok.sql"), "CREATE TABLE t (x int);").unwrap();
+    let import = format!("{db}_import");
+    let mut s = start_project("pm", project, json!({}));
+    let reason = |s: &mut Session, config: &Value| {
+        std::fs::write(&config_path, config.to_string()).unwrap();
+        let e = s.rpc_error("db.import", json!({"database": db, "sql_path": "ok.sql"}));
+        assert_eq!(e["data"]["code"], "SQL_FAILED", "{e}");
+        e["data"]["reason"].as_str().unwrap().to_string()
+    };
+    let mut no_opt_in = config.clone();
+    no_opt_in
+        .as_object_mut()
+        .unwrap()
+        .remove("superuser_imports");
+    let r = reason(&mut s, &no_opt_in);
+    assert!(
+        r.contains("superuser") && r.contains("superuser_imports"),
+        "{r}"
+    );
+    let mut missing = config.clone();
+    missing["import_role"] = json!(format!("{db}_nobody"));
+    let r = reason(&mut s, &missing);
+    assert!(
+        r.contains("does not exist") && r.contains("create role"),
+        "{r}"
+    );
+    cluster.psql("postgres", &format!("ALTER ROLE {import} CREATEDB"));
+    let r = reason(&mut s, &config);
+    assert!(r.contains("no attributes"), "{r}");
+    cluster.psql(
+        "postgres",
+        &format!("ALTER ROLE {import} NOCREATEDB; GRANT pg_read_server_files TO {import}"),
+    );
+    let r = reason(&mut s, &config);
+    assert!(r.contains("belong to no role"), "{r}");
+    assert_eq!(
+        cluster.psql(
+            &cluster.url(&db),
+            "SELECT count(*) FROM pg_tables WHERE tablename = 't'"
+        ),
+        "0"
+    );
+    s.finish();
+}
+
+/// An import is bounded by the call's deadline: a statement that runs past it is cancelled on
+/// the server (however the file sets `statement_timeout`), the call is answered by then, and
+/// nothing of the file stays.
+#[test]
+fn a_postgresql_import_stops_at_the_call_deadline() {
+    let cluster = crate::pg::Cluster::shared();
+    let (project, db) = pg_project();
+    let dir = project.path().to_path_buf();
+    std::fs::write(
+        dir.join("slow.sql"),
+        "CREATE TABLE a (x int); SET statement_timeout = 0; SELECT pg_sleep(30);",
+    )
+    .unwrap();
+    let mut c = StdioClient::spawn(
+        Command::new(crate::common::EXE)
+            .args(["serve", "pm"])
+            .current_dir(&dir)
+            .env("MCPSPEC_LOG", "warn")
+            .env("MCPSPEC_CALL_TIMEOUT_MS", "1500")
+            .stderr(Stdio::null()),
+    )
+    .unwrap();
+    c.initialize().unwrap();
+    let started = std::time::Instant::now();
+    let r = c
+        .call_tool("db.import", json!({"database": db, "sql_path": "slow.sql"}))
+        .unwrap();
+    let took = started.elapsed();
+    assert!(
+        r.get("error").is_some() || r["result"]["isError"] == json!(true),
+        "{r}"
+    );
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "answered after {took:?}"
+    );
+    let sleeping = cluster.psql(
+        "postgres",
+        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(30)%' AND pid <> pg_backend_pid()",
+    );
+    assert_eq!(sleeping, "0", "the statement still runs on the server");
+    assert_eq!(
+        cluster.psql(
+            &cluster.url(&db),
+            "SELECT count(*) FROM pg_tables WHERE tablename = 'a'"
+        ),
+        "0"
+    );
+    assert!(
+        c.finish(Duration::from_secs(10))
+            .is_some_and(|s| s.success())
+    );
 }

@@ -990,7 +990,7 @@ impl Engine {
         };
         let ctx = Context::for_call(
             self.dir.clone(),
-            cancel.clone(),
+            Stop::after(self.timeout(tool), cancel.clone()),
             self.db.clone(),
             link,
             request,
@@ -1033,7 +1033,7 @@ impl Engine {
         };
         let ctx = Context::for_call(
             self.dir.clone(),
-            Arc::default(),
+            Stop::after(self.limits.call_timeout, Arc::default()),
             self.db.clone(),
             Link::default(),
             request,

@@ -8,15 +8,18 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use crate::backend::Database;
 use crate::backend::sqlite::Pool;
+use crate::backend::{Database, Stop};
 use crate::def::Arguments;
+
+/// The deadline of a context made outside a call: none to speak of.
+const NO_DEADLINE: std::time::Duration = std::time::Duration::from_secs(365 * 24 * 3600);
 
 /// The name of the error a handler returns for an unexpected failure; the client sees a
 /// sanitised message and the detail goes to the log.
@@ -247,7 +250,8 @@ pub const INPUT_REQUIRED: &str = "INPUT_REQUIRED";
 #[derive(Clone)]
 pub struct Context {
     dir: PathBuf,
-    cancel: Arc<AtomicBool>,
+    /// The call's deadline and the flag the client's cancellation sets.
+    stop: Stop,
     db: Option<Arc<Database>>,
     progress: Option<ProgressSink>,
     client: Option<Arc<dyn ClientLink>>,
@@ -272,7 +276,7 @@ impl Context {
     pub fn new(dir: impl Into<PathBuf>) -> Context {
         Context {
             dir: dir.into(),
-            cancel: Arc::default(),
+            stop: Stop::after(NO_DEADLINE, Arc::default()),
             db: None,
             progress: None,
             client: None,
@@ -283,14 +287,14 @@ impl Context {
 
     pub(crate) fn for_call(
         dir: PathBuf,
-        cancel: Arc<AtomicBool>,
+        stop: Stop,
         db: Option<Arc<Database>>,
         link: Link,
         request: u64,
     ) -> Context {
         Context {
             dir,
-            cancel,
+            stop,
             db,
             progress: link.progress,
             client: link.client,
@@ -404,7 +408,16 @@ impl Context {
 
     /// Whether the client cancelled the call; a long handler checks it between steps.
     pub fn is_cancelled(&self) -> bool {
-        self.cancel.load(Ordering::Relaxed)
+        self.stop.cancel.load(Ordering::Relaxed)
+    }
+
+    /// When the call must stop: its deadline (the tool's `timeout_ms`, else
+    /// `MCPSPEC_CALL_TIMEOUT_MS`) and the client's cancellation. The call is answered with
+    /// `TIMEOUT` at the deadline whatever the handler does; a handler that runs a long
+    /// statement or program bounds it by this (a statement timeout, a cancel request, a kill),
+    /// so that its work stops too.
+    pub fn stop(&self) -> &Stop {
+        &self.stop
     }
 
     /// The request id that the call log and sanitised error messages carry.

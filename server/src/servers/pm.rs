@@ -64,6 +64,13 @@ pub struct Config {
     /// `databases_dir` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub postgres: Option<String>,
+    /// The role a PostgreSQL import runs as (`pm_import` when absent): no attributes, no
+    /// memberships, and pm's role a member of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub import_role: Option<String>,
+    /// Whether PostgreSQL imports run when pm connects as a superuser; refused when absent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub superuser_imports: bool,
 }
 
 impl Config {
@@ -94,6 +101,8 @@ impl Config {
             allowed_databases: vec![name.clone(), format!("{name}_*")],
             default_database: name,
             postgres: None,
+            import_role: None,
+            superuser_imports: false,
         }
     }
 
@@ -245,11 +254,22 @@ impl Project {
                 .with("reason", reason));
         }
         let pg = match &config.postgres {
-            Some(value) => Some(postgres::Server::from_config(value).map_err(|reason| {
-                HandlerError::new("CONFIG_INVALID")
-                    .with("path", CONFIG_FILE)
-                    .with("reason", reason)
-            })?),
+            Some(url) => {
+                let settings = postgres::Settings {
+                    url,
+                    import_role: config.import_role.as_deref(),
+                    superuser_imports: config.superuser_imports,
+                };
+                Some(
+                    postgres::Server::from_config(&settings, ctx.stop().clone()).map_err(
+                        |reason| {
+                            HandlerError::new("CONFIG_INVALID")
+                                .with("path", CONFIG_FILE)
+                                .with("reason", reason)
+                        },
+                    )?,
+                )
+            }
             None => None,
         };
         Ok(Project { root, config, pg })

@@ -692,6 +692,41 @@ pub fn connect(config: &postgres::Config) -> Result<Client, postgres::Error> {
     config.connect(tls())
 }
 
+/// Runs `f` on `client`, a connection made with [`connect`] outside a pool, under `stop`: the
+/// session's `statement_timeout` is the time left (plus a second), and a watcher thread
+/// sends the server a cancel request once `stop` says the job must stop (its deadline, or the
+/// client's cancellation), so that no statement outlives its call.
+pub fn bounded<T>(
+    client: &mut Client,
+    stop: &Stop,
+    f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
+) -> Result<T, postgres::Error> {
+    let left = stop
+        .deadline
+        .saturating_duration_since(std::time::Instant::now());
+    let ms = left.as_millis().saturating_add(1000).min(i32::MAX as u128);
+    client.batch_execute(&format!("SET statement_timeout = {ms}"))?;
+    let token = client.cancel_token();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let watcher = scope.spawn(|| {
+            while !done.load(Ordering::SeqCst) {
+                if stop.now() {
+                    if let Err(e) = token.cancel_query(tls()) {
+                        tracing::warn!(error = %describe(&e), "cancelling a statement failed");
+                    }
+                    return;
+                }
+                std::thread::park_timeout(WATCH_INTERVAL);
+            }
+        });
+        let out = f(client);
+        done.store(true, Ordering::SeqCst);
+        watcher.thread().unpark();
+        out
+    })
+}
+
 /// The server's words for a driver error, never the URL or a password.
 pub fn message(e: &postgres::Error) -> String {
     describe(e)

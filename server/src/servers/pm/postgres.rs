@@ -1,29 +1,60 @@
 //! `pm`'s databases on a PostgreSQL server, when `.pm.json` names one (`"postgres":
 //! "postgresql://..."`, or `"env:NAME"` for a URL kept in the environment): the same tools,
 //! names, rules and errors as for SQLite files. `db.clone` is `CREATE DATABASE ... TEMPLATE`;
-//! `db.dump` runs the machine's `pg_dump` (plain SQL with INSERTs, no owners or privileges);
-//! `db.import` runs a file through the driver in one transaction, never through `psql`, after
-//! refusing statements that reach beyond the database (roles, other databases, server files
-//! and programs, system settings, untrusted languages).
+//! `db.dump` runs the machine's `pg_dump` (plain SQL with INSERTs, no owners or privileges).
+//!
+//! `db.import` runs a file through the driver, never through `psql`, and the database does
+//! the confining: the file's text runs in one transaction inside a `SECURITY DEFINER`
+//! function owned by the import role (`pm_import` unless `.pm.json` names another), a role
+//! with no attributes and no memberships. Every statement of the file then runs with that
+//! role's rights only, in the target database only: it cannot `SET ROLE` back (PostgreSQL
+//! refuses `role` and `session_authorization` inside a security-definer function), reach
+//! files or programs, touch roles or other databases, signal other sessions, or commit part
+//! of the file (transaction control is refused inside a function). A text guard refuses the
+//! plainly hostile first, and an import is bounded by the call's deadline.
 
 use std::path::PathBuf;
 use std::process::Command;
 
-use mcpspec::backend::postgres::{connect, message, redact};
+use mcpspec::backend::Stop;
+use mcpspec::backend::postgres::{bounded, connect, message, redact};
 use mcpspec::handler::HandlerError;
 use postgres::Client;
 
 type Result<T> = std::result::Result<T, HandlerError>;
 
+/// The role an import runs as, unless `.pm.json` names another (`import_role`).
+pub(super) const IMPORT_ROLE: &str = "pm_import";
+
 /// A PostgreSQL server whose databases a project manages.
 pub(super) struct Server {
     url: String,
     config: postgres::Config,
+    /// The role an import's statements run as.
+    import_role: String,
+    /// Whether imports run when pm's own role is a superuser (`superuser_imports`).
+    superuser_imports: bool,
+    /// When the call must stop: every connection's statement timeout, and an import's.
+    stop: Stop,
+}
+
+/// What `.pm.json` says of the PostgreSQL server.
+pub(super) struct Settings<'a> {
+    /// `postgres`: a URL, or `env:NAME`.
+    pub url: &'a str,
+    /// `import_role`, when given.
+    pub import_role: Option<&'a str>,
+    /// `superuser_imports`.
+    pub superuser_imports: bool,
 }
 
 impl Server {
-    /// The server `.pm.json` names: a URL, or `env:NAME` for one in the environment.
-    pub(super) fn from_config(value: &str) -> std::result::Result<Server, String> {
+    /// The server `.pm.json` names, for a call that must stop at `stop`.
+    pub(super) fn from_config(
+        settings: &Settings<'_>,
+        stop: Stop,
+    ) -> std::result::Result<Server, String> {
+        let value = settings.url;
         let url = match value.strip_prefix("env:") {
             Some(var) => std::env::var(var)
                 .map_err(|_| format!("`postgres` names the variable {var}, which is not set"))?,
@@ -37,7 +68,19 @@ impl Server {
         let config = url
             .parse()
             .map_err(|e: postgres::Error| format!("`postgres` is not a valid URL: {e}"))?;
-        Ok(Server { url, config })
+        let import_role = settings.import_role.unwrap_or(IMPORT_ROLE);
+        if !valid_role(import_role) {
+            return Err(format!(
+                "`import_role` must be a role name of lowercase letters, digits and `_`, not `{import_role}`"
+            ));
+        }
+        Ok(Server {
+            url,
+            config,
+            import_role: import_role.to_string(),
+            superuser_imports: settings.superuser_imports,
+            stop,
+        })
     }
 
     /// Where database `name` is, for results: its URL without the password.
@@ -54,13 +97,15 @@ impl Server {
         }
     }
 
-    /// A connection to database `name`, or to the URL's own database.
+    /// A connection to database `name`, or to the URL's own database, whose statements stop
+    /// at the call's deadline.
     fn connect(&self, name: Option<&str>) -> Result<Client> {
         let mut config = self.config.clone();
         if let Some(n) = name {
             config.dbname(n);
         }
         config.application_name("mcpspec-pm");
+        config.options(&statement_timeout(&self.stop));
         connect(&config).map_err(|e| HandlerError::internal(message(&e)))
     }
 
@@ -186,6 +231,7 @@ impl Server {
             cmd.arg("--username").arg(user);
         }
         cmd.arg("--dbname").arg(name).arg("--no-password");
+        cmd.env("PGOPTIONS", statement_timeout(&self.stop));
         match self.config.get_password() {
             Some(p) => cmd.env("PGPASSWORD", String::from_utf8_lossy(p).into_owned()),
             None => cmd.env_remove("PGPASSWORD"),
@@ -195,9 +241,10 @@ impl Server {
         }
     }
 
-    /// Runs `sql` in database `name` (created first when missing) in one transaction; the
-    /// tables after it. On failure nothing stays, a database this call created included; the
-    /// error is PostgreSQL's words, or the kind of statement refused.
+    /// Runs `sql` in database `name` (created first when missing) in one transaction, as the
+    /// import role (see the module comment); the tables after it. On failure nothing stays,
+    /// a database this call created included; the error is PostgreSQL's words, the kind of
+    /// statement refused, or why the roles do not allow an import.
     pub(super) fn import(
         &self,
         name: &str,
@@ -209,6 +256,7 @@ impl Server {
                 "refused {kind}: an import may only change its own database"
             ));
         }
+        self.roles_allow_import()?;
         let created = !self.exists(name).map_err(|e| e.to_string())?;
         if created {
             self.create(name).map_err(|e| e.to_string())?;
@@ -217,11 +265,10 @@ impl Server {
             .connect(Some(name))
             .map_err(|e| e.to_string())
             .and_then(|mut c| {
-                c.batch_execute(&format!("BEGIN;\n{sql}\n;COMMIT;"))
-                    .map_err(|e| {
-                        e.as_db_error()
-                            .map_or_else(|| e.to_string(), |d| d.message().to_string())
-                    })
+                bounded(&mut c, &self.stop, |c| self.confined(c, sql)).map_err(|e| {
+                    e.as_db_error()
+                        .map_or_else(|| e.to_string(), |d| d.message().to_string())
+                })
             });
         match ran {
             Ok(()) => {
@@ -236,6 +283,92 @@ impl Server {
             }
         }
     }
+}
+
+impl Server {
+    /// Runs `sql` on `c` in one transaction, inside a security-definer function owned by the
+    /// import role, after giving that role what it needs in this database: the public schema
+    /// and the tables and sequences pm's own role may grant there.
+    fn confined(&self, c: &mut Client, sql: &str) -> std::result::Result<(), postgres::Error> {
+        let role = quote(&self.import_role);
+        let mut tx = c.transaction()?;
+        tx.batch_execute(&format!(
+            "GRANT USAGE, CREATE ON SCHEMA public TO {role};
+             GRANT ALL ON ALL TABLES IN SCHEMA public TO {role};
+             GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role};
+             CREATE FUNCTION pg_temp.mcpspec_import(text) RETURNS void
+               LANGUAGE plpgsql SECURITY DEFINER
+               AS $mcpspec$BEGIN EXECUTE $1; END$mcpspec$;
+             ALTER FUNCTION pg_temp.mcpspec_import(text) OWNER TO {role};"
+        ))?;
+        if !sqlscan::words(sql).is_empty() {
+            tx.execute("SELECT pg_temp.mcpspec_import($1)", &[&sql])?;
+        }
+        tx.commit()
+    }
+
+    /// Whether pm's own role and the import role allow an import: pm's role is not a
+    /// superuser (unless `superuser_imports` says so) and is a member of the import role,
+    /// which exists, has no attributes and belongs to no role.
+    fn roles_allow_import(&self) -> std::result::Result<(), String> {
+        let role = &self.import_role;
+        let mut c = self.connect(None).map_err(|e| e.to_string())?;
+        let row = c
+            .query_one(
+                "SELECT current_user::text, me.rolsuper, r.oid IS NOT NULL,
+                        coalesce(r.rolsuper OR r.rolcreaterole OR r.rolcreatedb
+                                 OR r.rolreplication OR r.rolbypassrls, false),
+                        (SELECT count(*) FROM pg_auth_members m WHERE m.member = r.oid),
+                        r.oid IS NOT NULL AND pg_has_role(current_user, r.oid, 'MEMBER')
+                 FROM pg_roles me LEFT JOIN pg_roles r ON r.rolname = $1
+                 WHERE me.rolname = current_user",
+                &[role],
+            )
+            .map_err(|e| message(&e))?;
+        let me: String = row.get(0);
+        let (superuser, exists, privileged): (bool, bool, bool) =
+            (row.get(1), row.get(2), row.get(3));
+        let (memberships, member): (i64, bool) = (row.get(4), row.get(5));
+        if superuser && !self.superuser_imports {
+            return Err(format!(
+                "refused: pm connects as `{me}`, a superuser; give pm a role without superuser rights that owns the project's databases, or set \"superuser_imports\": true in .pm.json"
+            ));
+        }
+        if !exists {
+            return Err(format!(
+                "the import role `{role}` does not exist; create it once as an administrator: CREATE ROLE {role} NOLOGIN; GRANT {role} TO {me}"
+            ));
+        }
+        if privileged || memberships > 0 {
+            return Err(format!(
+                "refused: the import role `{role}` must have no attributes (SUPERUSER, CREATEROLE, CREATEDB, REPLICATION, BYPASSRLS) and belong to no role"
+            ));
+        }
+        if !member {
+            return Err(format!(
+                "pm's role `{me}` must be a member of the import role: GRANT {role} TO {me}"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The connection option that bounds every statement by the call's deadline, plus a second.
+fn statement_timeout(stop: &Stop) -> String {
+    let left = stop
+        .deadline
+        .saturating_duration_since(std::time::Instant::now());
+    let ms = left.as_millis().saturating_add(1000).min(i32::MAX as u128);
+    format!("-c statement_timeout={ms}")
+}
+
+/// Whether `name` is a plain role name, written as is in SQL and messages.
+fn valid_role(name: &str) -> bool {
+    (1..=63).contains(&name.len())
+        && name.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// `sql` without the `\restrict KEY` and `\unrestrict KEY` lines pg_dump writes around a
@@ -293,6 +426,7 @@ fn refused(sql: &str) -> Option<&'static str> {
         ("COPY", "", "COPY"),
         ("ALTER", "SYSTEM", "ALTER SYSTEM"),
         ("SET", "ROLE", "SET ROLE"),
+        ("SET", "LOCAL", "SET LOCAL"),
         ("SET", "SESSION", "SET SESSION AUTHORIZATION"),
         ("RESET", "ROLE", "RESET ROLE"),
         ("LOAD", "", "LOAD"),
@@ -391,14 +525,23 @@ mod tests {
 
     #[test]
     fn locations_name_the_database_without_the_password() {
-        let s =
-            Server::from_config("postgresql://me:secret@db.example:5433/postgres?sslmode=require")
-                .unwrap();
+        let server = |url| {
+            let settings = Settings {
+                url,
+                import_role: None,
+                superuser_imports: false,
+            };
+            Server::from_config(
+                &settings,
+                Stop::after(std::time::Duration::from_secs(1), Default::default()),
+            )
+        };
+        let s = server("postgresql://me:secret@db.example:5433/postgres?sslmode=require").unwrap();
         assert_eq!(
             s.location("app"),
             "postgresql://me:***@db.example:5433/app?sslmode=require"
         );
-        assert!(Server::from_config("mysql://x").is_err());
-        assert!(Server::from_config("env:PM_TEST_SURELY_UNSET_VARIABLE").is_err());
+        assert!(server("mysql://x").is_err());
+        assert!(server("env:PM_TEST_SURELY_UNSET_VARIABLE").is_err());
     }
 }
