@@ -204,6 +204,20 @@ fn check(
             }
         }
     };
+    // A location of another form is refused as such, never taken as a file name.
+    if let Some(text) = db.as_deref().and_then(Path::to_str) {
+        match sqlscan::form(text) {
+            sqlscan::Form::OtherScheme(scheme) => anyhow::bail!(
+                "{} is a `{scheme}://` URL, which mcpspec does not check; give a SQLite file path or a postgres:// URL",
+                sqlscan::redact(text)
+            ),
+            sqlscan::Form::KeywordString => anyhow::bail!(
+                "{} looks like a PostgreSQL keyword/value connection string; give it as a postgresql:// URL",
+                sqlscan::redact(text)
+            ),
+            sqlscan::Form::Postgres | sqlscan::Form::File => {}
+        }
+    }
     let url = db.as_deref().filter(|p| is_url(p)).and_then(Path::to_str);
     if let Some(url) = url {
         let mut client = postgres::Client::connect(url, postgres::NoTls).map_err(|e| {

@@ -70,6 +70,98 @@ fn start_up_failures_name_the_problem_and_never_the_password() {
     }
 }
 
+/// Every form a database location may take, through every command and variable that takes
+/// one: no password reaches stderr, and a URL of a scheme mcpspec does not serve or a libpq
+/// keyword string is refused as such, never taken as a file name (and never printed inside a
+/// suggested `init` command).
+#[test]
+fn no_form_of_a_location_prints_its_password() {
+    let socket = Cluster::shared().dir.display().to_string();
+    // (location, what stderr must say)
+    let forms = [
+        (
+            format!("postgresql:///no_such_db?host={socket}&pass%77ord=hunter2"),
+            "does not exist",
+        ),
+        (
+            format!("postgresql:///no_such_db?host={socket}&PassWord=hunter2&user=postgres"),
+            "PostgreSQL",
+        ),
+        (
+            "postgresql://postgres:hun/ter2@/kb?host=/nonexistent-dir".to_string(),
+            "PostgreSQL",
+        ),
+        (
+            "postgresql://postgres:hun?ter2@/kb?host=/nonexistent-dir".to_string(),
+            "PostgreSQL",
+        ),
+        (
+            format!("host={socket} dbname=kb password=hunter2"),
+            "keyword/value connection string",
+        ),
+        (
+            "dbname=kb password='hun ter2'".to_string(),
+            "keyword/value connection string",
+        ),
+        (
+            "mysql://user:hunter2@db.example/kb".to_string(),
+            "`mysql://` URL",
+        ),
+        (
+            "mariadb://user:hun/ter2@db.example/kb".to_string(),
+            "`mariadb://` URL",
+        ),
+    ];
+    for (location, says) in &forms {
+        let l = location.as_str();
+        let runs: [(&str, Vec<&str>, Vec<(&str, &str)>); 6] = [
+            ("serve --db", vec!["serve", "knowledge", "--db", l], vec![]),
+            ("init --db", vec!["init", "knowledge", "--db", l], vec![]),
+            (
+                "call --db",
+                vec!["call", "knowledge", "kb_list", "{}", "--db", l],
+                vec![],
+            ),
+            ("test --db", vec!["test", "knowledge", "--db", l], vec![]),
+            (
+                "KNOWLEDGE_DB_PATH",
+                vec!["serve", "knowledge"],
+                vec![("KNOWLEDGE_DB_PATH", l)],
+            ),
+            (
+                "DATABASE_URL",
+                vec!["serve", "knowledge"],
+                vec![("DATABASE_URL", l), ("KNOWLEDGE_DB_PATH", "")],
+            ),
+        ];
+        for (how, args, env) in runs {
+            let mut c = Command::new(EXE);
+            c.args(&args).stdin(Stdio::null());
+            for (k, v) in &env {
+                c.env(k, v);
+            }
+            let out = c.output().expect("run mcpspec");
+            let err = String::from_utf8_lossy(&out.stderr);
+            let all = format!("{err}{}", String::from_utf8_lossy(&out.stdout));
+            assert!(!out.status.success(), "{how} {l}: {all}");
+            for secret in ["hunter2", "ter2", "hun ter"] {
+                assert!(
+                    !all.contains(secret),
+                    "{how} {l}: the password leaked: {all}"
+                );
+            }
+            // DATABASE_URL is read only for a PostgreSQL URL; the others say what is wrong.
+            if how != "DATABASE_URL" || l.starts_with("postgres") {
+                assert!(err.contains(says), "{how} {l}: {err}");
+            }
+            assert!(
+                !err.contains("mcpspec init knowledge --db mysql"),
+                "{how}: {err}"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_database_that_differs_from_the_spec_stops_start_up() {
     // (what differs, the change, what stderr must say)

@@ -130,31 +130,161 @@ pub fn is_url(location: &str) -> bool {
     location.starts_with("postgres://") || location.starts_with("postgresql://")
 }
 
-/// `url` with its password replaced by `***`, for messages and logs.
-pub fn redact(url: &str) -> String {
-    let mut out = url.to_string();
-    if let Some(scheme_end) = url.find("://") {
-        let rest = &url[scheme_end + 3..];
-        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-        if let Some(at) = rest[..authority_end].rfind('@')
-            && let Some(colon) = rest[..at].find(':')
-        {
-            let start = scheme_end + 3 + colon + 1;
-            out.replace_range(start..scheme_end + 3 + at, "***");
+/// What a database location given on the command line or in the environment is, by its form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Form {
+    /// A `postgres://` or `postgresql://` URL.
+    Postgres,
+    /// A URL of another scheme (`mysql://...`), named here in lower case.
+    OtherScheme(String),
+    /// A libpq keyword/value connection string (`host=... dbname=... password=...`).
+    KeywordString,
+    /// Anything else: a file path.
+    File,
+}
+
+/// The keys of libpq's keyword/value connection strings that tell one from a file name.
+const LIBPQ_KEYS: &[&str] = &[
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "password",
+    "passfile",
+    "sslmode",
+    "sslrootcert",
+    "application_name",
+    "options",
+    "connect_timeout",
+    "service",
+    "target_session_attrs",
+];
+
+/// The form of `location`: a scheme (letters, digits, `+`, `-`, `.`) before `://` makes a URL;
+/// words of the form `key=value` with a libpq key, separated by spaces, a keyword string.
+pub fn form(location: &str) -> Form {
+    if is_url(location) {
+        return Form::Postgres;
+    }
+    if let Some((scheme, _)) = location.split_once("://") {
+        let is_scheme = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+        if is_scheme {
+            return Form::OtherScheme(scheme.to_ascii_lowercase());
         }
     }
-    // A password given as a query parameter.
-    if let Some(q) = out.find('?') {
-        let (head, query) = out.split_at(q + 1);
-        let query: Vec<String> = query
-            .split('&')
-            .map(|kv| match kv.split_once('=') {
-                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
-                _ => kv.to_string(),
-            })
-            .collect();
-        out = format!("{head}{}", query.join("&"));
+    let keyed = location.split_whitespace().any(|word| {
+        word.split_once('=')
+            .is_some_and(|(k, _)| LIBPQ_KEYS.contains(&k.to_ascii_lowercase().as_str()))
+    });
+    if keyed && (location.contains(char::is_whitespace) || !location.contains('/')) {
+        return Form::KeywordString;
     }
+    Form::File
+}
+
+/// `location` with every password replaced by `***`, for messages and logs, whatever its
+/// form: the user information of a URL of any scheme (up to its last `@`, so that a raw `/`,
+/// `?` or `@` in the password is hidden too), and the value of every `key=value` whose key,
+/// percent-decoded, names a password or secret (URL query parameters and libpq keyword
+/// strings alike, quoted values included). It hides too much rather than too little.
+pub fn redact(location: &str) -> String {
+    let mut out = location.to_string();
+    if let Some(scheme_end) = location.find("://") {
+        let start = scheme_end + 3;
+        let rest = &location[start..];
+        if let Some(at) = rest.rfind('@')
+            && let Some(colon) = rest[..at].find(':')
+        {
+            out.replace_range(start + colon + 1..start + at, "***");
+        }
+    }
+    redact_keyed(&out)
+}
+
+/// Whether a key (as written, maybe percent-encoded) names a password or a secret.
+fn secret_key(key: &str) -> bool {
+    let key = percent_decoded(key).to_ascii_lowercase();
+    ["pass", "pwd", "secret", "token"]
+        .iter()
+        .any(|w| key.contains(w))
+}
+
+/// `s` with `%XX` sequences decoded (invalid ones kept as they are).
+fn percent_decoded(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%'
+            && let (Some(h), Some(l)) = (
+                b.get(i + 1).copied().and_then(hex),
+                b.get(i + 2).copied().and_then(hex),
+            )
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `s` with the value of every secret `key=value` (see [`secret_key`]) replaced by `***`. A
+/// key runs back from its `=` to `?`, `&`, `;` or white space; a value runs to `&`, `;` or
+/// white space, or is a single-quoted string with backslash escapes.
+fn redact_keyed(s: &str) -> String {
+    let b = s.as_bytes();
+    let delimiter = |c: u8| matches!(c, b'?' | b'&' | b';') || c.is_ascii_whitespace();
+    let mut out = String::with_capacity(s.len());
+    let mut copied = 0;
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'=' {
+            i += 1;
+            continue;
+        }
+        // The key: back over spaces before `=`, then to a delimiter.
+        let mut k_end = i;
+        while k_end > 0 && b[k_end - 1] == b' ' {
+            k_end -= 1;
+        }
+        let mut k_start = k_end;
+        while k_start > 0 && !delimiter(b[k_start - 1]) {
+            k_start -= 1;
+        }
+        // The value: after spaces, quoted or to a delimiter.
+        let mut v_start = i + 1;
+        while v_start < b.len() && b[v_start] == b' ' {
+            v_start += 1;
+        }
+        let v_end = if b.get(v_start) == Some(&b'\'') {
+            let mut j = v_start + 1;
+            while j < b.len() && b[j] != b'\'' {
+                j += if b[j] == b'\\' { 2 } else { 1 };
+            }
+            (j + 1).min(b.len())
+        } else {
+            let mut j = v_start;
+            while j < b.len() && !(b[j] == b'&' || b[j] == b';' || b[j].is_ascii_whitespace()) {
+                j += 1;
+            }
+            j
+        };
+        if k_start < k_end && secret_key(&s[k_start..k_end]) && v_start < v_end {
+            out.push_str(&s[copied..v_start]);
+            out.push_str("***");
+            copied = v_end;
+        }
+        i = v_end.max(i + 1);
+    }
+    out.push_str(&s[copied..]);
     out
 }
 
@@ -177,7 +307,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn redacts_passwords() {
+    fn redacts_passwords_in_every_form() {
         for (url, want) in [
             (
                 "postgres://u:secret@h:5432/db",
@@ -192,8 +322,54 @@ mod tests {
                 "postgres://u:p%40ss@h/db?sslmode=require",
                 "postgres://u:***@h/db?sslmode=require",
             ),
+            // A percent-encoded key, a raw `/`, `?` or `@` in the password.
+            (
+                "postgresql:///db?host=/tmp&pass%77ord=PW&user=u",
+                "postgresql:///db?host=/tmp&pass%77ord=***&user=u",
+            ),
+            ("postgres://u:pa/ss@h/db", "postgres://u:***@h/db"),
+            ("postgres://u:p?w@h/db", "postgres://u:***@h/db"),
+            ("postgres://u:p@w@h/db", "postgres://u:***@h/db"),
+            (
+                "postgres://u:PW@h/db?PASSWORD=PW",
+                "postgres://u:***@h/db?PASSWORD=***",
+            ),
+            // A URL of a scheme mcpspec does not serve.
+            ("mysql://user:PW@host/db", "mysql://user:***@host/db"),
+            // libpq keyword strings, plain and quoted.
+            (
+                "host=/tmp dbname=x password=PW user=u",
+                "host=/tmp dbname=x password=*** user=u",
+            ),
+            (
+                "host=h password = 'P W\\'x' port=5",
+                "host=h password = *** port=5",
+            ),
+            ("/plain/path/app.db", "/plain/path/app.db"),
         ] {
-            assert_eq!(redact(url), want, "{url}");
+            let shown = redact(url);
+            assert_eq!(shown, want, "{url}");
+            assert!(!shown.contains("PW") && !shown.contains("P W"), "{url}");
+        }
+    }
+
+    #[test]
+    fn locations_are_told_apart_by_form() {
+        for (location, want) in [
+            ("postgres://h/db", Form::Postgres),
+            ("postgresql:///db?host=/tmp", Form::Postgres),
+            ("mysql://u:p@h/db", Form::OtherScheme("mysql".into())),
+            ("MariaDB://h/db", Form::OtherScheme("mariadb".into())),
+            ("host=/tmp dbname=x", Form::KeywordString),
+            ("dbname=x", Form::KeywordString),
+            ("password=PW", Form::KeywordString),
+            ("/data/app.db", Form::File),
+            ("app.db", Form::File),
+            ("C:\\data\\app.db", Form::File),
+            ("/data/host=1/app.db", Form::File),
+            ("./weird name.db", Form::File),
+        ] {
+            assert_eq!(form(location), want, "{location}");
         }
     }
 

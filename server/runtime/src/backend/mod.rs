@@ -393,22 +393,53 @@ pub enum Location {
     Url(String),
 }
 
+/// A database location that names no database mcpspec serves. Its messages show the
+/// location without its password.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LocationError {
+    #[error(
+        "{shown} is a `{scheme}://` URL, which mcpspec does not serve; give a SQLite file path or a postgres:// or postgresql:// URL"
+    )]
+    UnknownScheme { scheme: String, shown: String },
+    #[error(
+        "{shown} looks like a PostgreSQL keyword/value connection string; give it as a URL instead: postgresql://USER:PASSWORD@HOST:PORT/DATABASE (or postgresql:///DATABASE?host=/socket/dir)"
+    )]
+    KeywordString { shown: String },
+}
+
 impl Location {
-    /// A `postgres://` or `postgresql://` URL, else a file path.
-    pub fn parse(s: &std::ffi::OsStr) -> Location {
-        match s.to_str() {
-            Some(u) if postgres::is_url(u) => Location::Url(u.to_string()),
-            _ => Location::File(s.into()),
+    /// A `postgres://` or `postgresql://` URL, or a file path; a URL of another scheme or a
+    /// libpq keyword string is refused as such, never taken as a file name.
+    pub fn parse(s: &std::ffi::OsStr) -> Result<Location, LocationError> {
+        let Some(text) = s.to_str() else {
+            return Ok(Location::File(s.into()));
+        };
+        match sqlscan::form(text) {
+            sqlscan::Form::Postgres => Ok(Location::Url(text.to_string())),
+            sqlscan::Form::File => Ok(Location::File(s.into())),
+            sqlscan::Form::OtherScheme(scheme) => Err(LocationError::UnknownScheme {
+                scheme,
+                shown: redact(text),
+            }),
+            sqlscan::Form::KeywordString => Err(LocationError::KeywordString {
+                shown: redact(text),
+            }),
         }
     }
 
-    /// The location for messages, without a password.
+    /// The location for messages, without a password (see [`redact`]).
     pub fn display(&self) -> String {
         match self {
-            Location::File(p) => p.display().to_string(),
-            Location::Url(u) => postgres::redact(u),
+            Location::File(p) => redact(&p.display().to_string()),
+            Location::Url(u) => redact(u),
         }
     }
+}
+
+/// A database location (a URL of any scheme, a keyword string, a file path) as messages and
+/// logs show it: every password replaced by `***`. The one place locations are redacted.
+pub fn redact(location: &str) -> String {
+    sqlscan::redact(location)
 }
 
 /// A result column of a prepared statement.

@@ -190,7 +190,7 @@ pub fn require_exists(
         return Ok(());
     }
     Err(DbError::Missing {
-        path: path.display().to_string(),
+        path: super::redact(&path.display().to_string()),
         how: source.describe(),
         env_hint: def.env.map_or_else(
             || "--db PATH".to_string(),

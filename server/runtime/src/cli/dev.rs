@@ -134,7 +134,9 @@ impl Databases {
     fn shown(&self, engine: &Engine) -> String {
         match (&self.flag, engine.database()) {
             (_, None) => "no database".into(),
-            (Some(flag), Some(_)) => Location::parse(flag.as_os_str()).display(),
+            (Some(flag), Some(_)) => {
+                Location::parse(flag.as_os_str()).map_or_else(|e| e.to_string(), |l| l.display())
+            }
             (None, Some(_)) => "a scratch database with the sample rows".into(),
         }
     }

@@ -267,19 +267,24 @@ fn locate(
     flag: Option<&std::path::Path>,
 ) -> Result<Location> {
     if let Some(f) = flag {
-        let location = Location::parse(f.as_os_str());
+        let location = Location::parse(f.as_os_str())?;
         if let Location::File(path) = &location {
             db::require_exists(server, database, path, db::PathSource::Flag)?;
         }
         return Ok(location);
     }
-    let url_from = |var: Option<&str>| {
-        let value = std::env::var(var?).ok()?;
-        crate::backend::postgres::is_url(&value).then_some(value)
+    // A variable's value is a URL or a path; one of another form is refused as such.
+    let from = |var: Option<&str>| -> Option<Result<Location>> {
+        let value = std::env::var_os(var?)?;
+        Some(Location::parse(&value).map_err(|e| anyhow!("{}: {e}", var.unwrap_or_default())))
     };
     let pg_env = database.postgres.as_ref().and_then(|pg| pg.env);
-    if let Some(url) = url_from(database.env).or_else(|| url_from(pg_env)) {
-        return Ok(Location::Url(url));
+    for var in [database.env, pg_env] {
+        match from(var).transpose()? {
+            Some(Location::Url(url)) => return Ok(Location::Url(url)),
+            // A path from the spec's variable is resolved below, as before.
+            _ => continue,
+        }
     }
     let (path, source) = db::resolve(database, None)?;
     db::require_exists(server, database, &path, source)?;
@@ -396,7 +401,7 @@ fn init(def: &crate::def::ServerDef, db: &std::path::Path, sample: bool) -> Resu
             def.name
         )
     })?;
-    let (shown, with_rows) = match Location::parse(db.as_os_str()) {
+    let (shown, with_rows) = match Location::parse(db.as_os_str())? {
         Location::Url(url) => {
             let pg = database.postgres.as_ref().ok_or_else(|| {
                 anyhow!(
@@ -406,12 +411,12 @@ fn init(def: &crate::def::ServerDef, db: &std::path::Path, sample: bool) -> Resu
             })?;
             let rows = if sample { pg.sample } else { None };
             crate::backend::postgres::init(&url, pg.schema, rows)?;
-            (crate::backend::postgres::redact(&url), rows.is_some())
+            (crate::backend::redact(&url), rows.is_some())
         }
         Location::File(path) => {
             db::init(database, &path, sample)?;
             let rows = sample && database.sample.is_some();
-            (path.display().to_string(), rows)
+            (Location::File(path).display(), rows)
         }
     };
     say!(
