@@ -39,10 +39,25 @@ impl HttpServer {
     /// `mcpspec serve ARGS --http 127.0.0.1:0`, once it announced its address.
     pub(crate) fn serve(args: &[&str], env: &[(&str, &str)]) -> HttpServer {
         let mut c = Command::new(exe_for(args[0]));
-        c.arg("serve")
-            .args(args)
-            .args(["--http", "127.0.0.1:0"])
-            .env_remove("MCPSPEC_HTTP_TOKEN")
+        c.arg("serve").args(args).args(["--http", "127.0.0.1:0"]);
+        HttpServer::spawn(c, env)
+    }
+
+    /// [`HttpServer::serve`] with at most `files` open file descriptors (soft and hard).
+    fn serve_limited(files: u32, args: &[&str], env: &[(&str, &str)]) -> HttpServer {
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg(format!(
+                "ulimit -n {files} && exec \"$0\" serve \"$@\" --http 127.0.0.1:0"
+            ))
+            .arg(exe_for(args[0]))
+            .args(args);
+        HttpServer::spawn(c, env)
+    }
+
+    /// Starts `c`, an `mcpspec serve --http` command, and waits for its address.
+    fn spawn(mut c: Command, env: &[(&str, &str)]) -> HttpServer {
+        c.env_remove("MCPSPEC_HTTP_TOKEN")
             .env("MCPSPEC_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -957,4 +972,56 @@ fn a_read_on_the_last_free_worker_gives_way_and_every_read_can_be_cancelled() {
         !lines.iter().any(|v| v.to_string().contains("gave way")),
         "giving way was logged"
     );
+}
+
+/// Connections that open and never send cannot keep clients out or make the server spin: with
+/// 128 descriptors the cap is 64 connections, and 300 idle ones only make the idlest give way.
+/// A client is then served, the server stays nearly idle while they are held, and nothing
+/// floods the log.
+#[test]
+fn idle_connections_beyond_the_descriptor_limit_neither_lock_out_nor_spin() {
+    let db = sample_db("knowledge");
+    let server = HttpServer::serve_limited(
+        128,
+        &["knowledge", "--db", db.path.to_str().unwrap()],
+        &[("MCPSPEC_LOG", "info")],
+    );
+    let idle: Vec<std::net::TcpStream> = (0..300)
+        .filter_map(|_| std::net::TcpStream::connect(server.addr).ok())
+        .collect();
+    assert!(idle.len() >= 200, "only {} connections opened", idle.len());
+    let mut c = server.session(None);
+    let listed = ok(&mut c, "kb_list", json!({}));
+    assert!(listed["entries"].is_array(), "{listed}");
+    let cpu = |pid: u32| -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let fields: Vec<&str> = stat
+            .rsplit(')')
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    };
+    let ticks = |f: &dyn Fn()| {
+        let before = cpu(server.child.id());
+        f();
+        cpu(server.child.id()) - before
+    };
+    // Clock ticks are hundredths of a second: a spinning loop would use about 100 here.
+    let used = ticks(&|| std::thread::sleep(std::time::Duration::from_secs(1)));
+    assert!(
+        used < 50,
+        "the server used {used} ticks in a second holding idle connections"
+    );
+    // Another client still gets in while the idle ones are held.
+    let mut d = server.session(None);
+    ok(&mut d, "kb_list", json!({}));
+    drop(idle);
+    let flood: Vec<String> = server
+        .stderr
+        .try_iter()
+        .filter(|l| l.contains("accept") || l.contains("connection"))
+        .collect();
+    assert!(flood.len() <= 3, "{flood:?}");
 }

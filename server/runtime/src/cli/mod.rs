@@ -540,6 +540,11 @@ fn http_options(args: &HttpArgs) -> Result<crate::transport::http::HttpOptions> 
         drain_timeout: drain_timeout()?,
         // One worker per core, and at least two, so that one reads while another answers.
         workers: std::thread::available_parallelism().map_or(2, |n| n.get().max(2)),
+        max_connections: crate::transport::http::max_connections(
+            env_number("MCPSPEC_HTTP_MAX_CONNECTIONS")?
+                .map(usize::try_from)
+                .transpose()?,
+        ),
     };
     if let Some(addr) = args.http
         && options.token.is_none()

@@ -44,6 +44,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use super::http_conns::{Backoff, Busy, Connections};
 use super::http_lane::{HttpLane, is_initialized, session_of};
 use super::lane::Lane;
 use crate::protocol::McpServer;
@@ -72,6 +73,8 @@ pub struct HttpOptions {
     /// The runtime's worker threads: all but one may answer lane calls at once (see
     /// `transport::http_lane`); 0 or 1 keeps every call on rmcp's path.
     pub workers: usize,
+    /// How many connections may be open at once (see `transport::http_conns`).
+    pub max_connections: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -85,6 +88,14 @@ pub enum HttpError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+}
+
+/// The cap on open connections: `wanted` (`MCPSPEC_HTTP_MAX_CONNECTIONS`, else 1,024), at
+/// most this process's descriptor limit less a reserve (see `transport::http_conns`).
+pub fn max_connections(wanted: Option<usize>) -> usize {
+    super::http_conns::cap_for_this_process(
+        wanted.unwrap_or(super::http_conns::DEFAULT_MAX_CONNECTIONS),
+    )
 }
 
 /// Whether an address is reachable only from this machine.
@@ -554,6 +565,18 @@ impl Gate {
     }
 }
 
+/// `response` with `busy` held until its body is sent: a connection streaming an answer (an
+/// SSE stream among them) is not idle.
+fn busy_until_sent(response: Response<HttpBody>, busy: Busy) -> Response<HttpBody> {
+    response.map(|body| {
+        body.map_frame(move |frame| {
+            let _ = &busy;
+            frame
+        })
+        .boxed()
+    })
+}
+
 /// Serves `server` on `listener` until `shutdown` resolves, then drains as described in the
 /// module documentation.
 pub async fn serve(
@@ -573,29 +596,60 @@ pub async fn serve(
     let mut http = hyper::server::conn::http1::Builder::new();
     // The timer bounds how long a client may take to send its headers.
     http.timer(TokioTimer::new());
+    let conns = Connections::new(options.max_connections);
+    let mut backoff = Backoff::default();
+    let mut refused = 0_u64;
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
-                    // Running out of file descriptors and the like pass; keep serving.
-                    tracing::warn!(error = %e, "accepting a connection failed");
-                    continue;
+                    // Out of descriptors and the like: free one, back off, log now and then.
+                    conns.shed();
+                    let (sleep, report) = backoff.failed(std::time::Instant::now());
+                    if let Some(n) = report {
+                        tracing::warn!(error = %e, failures = n, open = conns.len(), "accepting connections failed; backing off");
+                    }
+                    tokio::select! {
+                        () = tokio::time::sleep(sleep) => continue,
+                        () = &mut shutdown => break,
+                    }
                 }
             },
             () = &mut shutdown => break,
         };
+        backoff.accepted();
+        let Some(slot) = conns.admit() else {
+            // Every connection is answering a request: this one is closed at once.
+            refused += 1;
+            if refused.is_power_of_two() {
+                tracing::warn!(
+                    cap = conns.cap(),
+                    refused,
+                    "at the connection cap with none idle; closing new connections"
+                );
+            }
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let gate = gate.clone();
+        let slot = Arc::new(slot);
+        let marks = slot.clone();
         let service = hyper::service::service_fn(move |req| {
-            let gate = gate.clone();
-            async move { Ok::<_, Infallible>(gate.handle(req).await) }
+            let (gate, busy) = (gate.clone(), marks.request());
+            async move { Ok::<_, Infallible>(busy_until_sent(gate.handle(req).await, busy)) }
         });
         let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            tokio::select! {
+                ended = conn => if let Err(e) = ended {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
+                },
+                // Closed to make room for a new connection: dropping it closes the socket.
+                () = slot.close.cancelled() => {
+                    tracing::debug!(%peer, "closed an idle connection to make room");
+                }
             }
         });
     }

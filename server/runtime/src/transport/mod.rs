@@ -2,6 +2,7 @@
 //! as a subprocess, [`http`] for Streamable HTTP.
 
 pub mod http;
+mod http_conns;
 mod http_lane;
 pub mod lane;
 pub mod stdio;
