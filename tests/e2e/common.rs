@@ -148,7 +148,10 @@ pub fn start_over(transport: Transport, db: Db, server: &str, extra: &[&str]) ->
         .cloned()
         .unwrap_or_else(|| panic!("tools array: {list}"));
     Session {
-        client: Client::Http { server, client },
+        client: Client::Http {
+            server: Box::new(server),
+            client,
+        },
         db,
         tools,
     }
@@ -191,7 +194,7 @@ pub struct Session {
 pub enum Client {
     Stdio(StdioClient),
     Http {
-        server: crate::http::HttpServer,
+        server: Box<crate::http::HttpServer>,
         client: mcpspec::client::HttpClient,
     },
 }

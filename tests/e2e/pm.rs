@@ -2174,3 +2174,73 @@ fn a_postgresql_import_stops_at_the_call_deadline() {
             .is_some_and(|s| s.success())
     );
 }
+
+/// Nine imports that would never end hold up nothing: `project.info`, `db.list` and
+/// `worktree.list` are answered while they run, each import is answered `TIMEOUT` at its
+/// deadline and its statement stops there (the server is idle afterwards).
+#[test]
+fn endless_imports_are_stopped_at_their_deadline_and_hold_up_no_other_tool() {
+    let dir = project();
+    std::fs::write(
+        dir.path().join("endless.sql"),
+        "CREATE TABLE t (x); WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) \
+         INSERT INTO t SELECT x FROM c;",
+    )
+    .unwrap();
+    let mut c = StdioClient::spawn(
+        Command::new(crate::common::EXE)
+            .args(["serve", "pm"])
+            .current_dir(dir.path())
+            .env("MCPSPEC_LOG", "warn")
+            .env("MCPSPEC_CALL_TIMEOUT_MS", "3000")
+            .stderr(Stdio::null()),
+    )
+    .unwrap();
+    c.initialize().unwrap();
+    for i in 0..9 {
+        let call = json!({"jsonrpc": "2.0", "id": format!("import-{i}"), "method": "tools/call",
+            "params": {"name": "db.import", "arguments": {"database": format!("app_{i}"), "sql_path": "endless.sql"}}});
+        c.send_line(&call.to_string()).unwrap();
+    }
+    for tool in ["project.info", "db.list", "worktree.list"] {
+        let r = c.call_tool(tool, json!({})).unwrap();
+        assert_eq!(r["result"]["isError"], json!(false), "{tool}: {r}");
+    }
+    let early: Vec<&Value> = c.other.iter().filter(|m| m.get("id").is_some()).collect();
+    assert!(
+        early.is_empty(),
+        "an import ended before the quick calls: {early:?}"
+    );
+    for i in 0..9 {
+        let r = c.recv_response(&json!(format!("import-{i}"))).unwrap();
+        let text = r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            r["error"]["data"]["code"] == "SQL_FAILED" || text.contains("TIMEOUT"),
+            "{r}"
+        );
+    }
+    // Every import's statement stopped: the server is idle now.
+    let ticks = || -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", c.pid())).unwrap();
+        let f: Vec<&str> = stat
+            .rsplit(')')
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+    };
+    let before = ticks();
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(ticks() - before < 30, "the imports still run");
+    assert!(
+        !dir.path().join(".pm/databases/app_0.db").exists(),
+        "a failed import leaves no file"
+    );
+    assert!(
+        c.finish(Duration::from_secs(10))
+            .is_some_and(|s| s.success())
+    );
+}

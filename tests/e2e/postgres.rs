@@ -114,7 +114,9 @@ fn no_form_of_a_location_prints_its_password() {
     ];
     for (location, says) in &forms {
         let l = location.as_str();
-        let runs: [(&str, Vec<&str>, Vec<(&str, &str)>); 6] = [
+        // (how, arguments, environment)
+        type Run<'a> = (&'a str, Vec<&'a str>, Vec<(&'a str, &'a str)>);
+        let runs: [Run<'_>; 6] = [
             ("serve --db", vec!["serve", "knowledge", "--db", l], vec![]),
             ("init --db", vec!["init", "knowledge", "--db", l], vec![]),
             (

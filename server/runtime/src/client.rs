@@ -565,13 +565,18 @@ impl HttpClient {
     /// The `initialize` handshake followed by `notifications/initialized`; keeps the session
     /// id and the negotiated protocol version for the requests that follow.
     pub fn initialize(&mut self) -> Result<Value, ClientError> {
+        self.initialize_with(json!({}))
+    }
+
+    /// [`HttpClient::initialize`] declaring `capabilities`.
+    pub fn initialize_with(&mut self, capabilities: Value) -> Result<Value, ClientError> {
         self.session = None;
         self.protocol_version = None;
         let id = json!(0);
         let response = self.post(&json!({"jsonrpc": "2.0", "id": id, "method": "initialize",
         "params": {
             "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": {},
+            "capabilities": capabilities,
             "clientInfo": {"name": "mcpspec-client", "version": env!("CARGO_PKG_VERSION")}
         }}))?;
         if response.status != 200 {

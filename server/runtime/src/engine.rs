@@ -736,15 +736,19 @@ impl Engine {
                 crate::transform::apply(v, transforms);
             }
         }
+        let stop = link
+            .stop
+            .clone()
+            .unwrap_or_else(|| Stop::after(self.timeout(tool.def), cancel.clone()));
         if matches!(tool.def.binding, BindingDef::Handler) {
             return self
-                .run_handler(tool.def, &args, request, cancel, link)
+                .run_handler(tool.def, &args, request, stop, link)
                 .map(Reply::Done);
         }
         if let BindingDef::Content(blocks) = &tool.def.binding {
             return self.render_blocks(tool.def, blocks, &args).map(Reply::Done);
         }
-        let stop = Stop::after(self.timeout(tool.def), cancel.clone()).with_slow(link.slow);
+        let stop = stop.with_slow(link.slow);
         self.run_sql(tool, &args, shown.as_ref(), request, &stop, json)
     }
 
@@ -752,6 +756,43 @@ impl Engine {
     fn timeout(&self, tool: &ToolDef) -> Duration {
         tool.timeout_ms
             .map_or(self.limits.call_timeout, Duration::from_millis)
+    }
+
+    /// The deadline of a call of the tool `name` that starts now, and its cancellation flag:
+    /// for a caller that answers the call by its deadline (see [`Link::stop`]). The time a
+    /// handler waits for the client's answers does not count.
+    pub fn stop_for(&self, name: &str, cancel: Arc<AtomicBool>) -> Stop {
+        let timeout = self
+            .def
+            .tool(name)
+            .map_or(self.limits.call_timeout, |t| self.timeout(t));
+        Stop::pausable(timeout, cancel)
+    }
+
+    /// The error of a call still running when the server's shutdown timeout passed.
+    pub fn shutting_down(&self, name: &str) -> CallError {
+        let e = ToolError::new(
+            "SHUTTING_DOWN",
+            format!("the server is shutting down; `{name}` was stopped before it finished"),
+        );
+        self.rename(CallError::Tool(e))
+    }
+
+    /// The error of a call answered at its deadline while its work was still running: the
+    /// same `TIMEOUT` a statement stopped at its deadline gives.
+    pub fn timed_out(&self, name: &str) -> CallError {
+        let timeout = self
+            .def
+            .tool(name)
+            .map_or(self.limits.call_timeout, |t| self.timeout(t));
+        let e = ToolError::new(
+            "TIMEOUT",
+            format!(
+                "`{name}` took longer than {} ms and was stopped; narrow the request",
+                timeout.as_millis()
+            ),
+        );
+        self.rename(CallError::Tool(e))
     }
 
     /// The call's arguments as an object within the size limit, with the spec's defaults
@@ -982,19 +1023,13 @@ impl Engine {
         tool: &'static ToolDef,
         args: &Arguments,
         request: u64,
-        cancel: &Arc<AtomicBool>,
+        stop: Stop,
         link: Link,
     ) -> Result<Success, CallError> {
         let Some(dispatch) = &self.dispatch else {
             return Err(self.internal_error(tool.name));
         };
-        let ctx = Context::for_call(
-            self.dir.clone(),
-            Stop::after(self.timeout(tool), cancel.clone()),
-            self.db.clone(),
-            link,
-            request,
-        );
+        let ctx = Context::for_call(self.dir.clone(), stop, self.db.clone(), link, request);
         let e = match dispatch.call(tool.name, &ctx, args) {
             Ok(structured) => {
                 let size = approx_json_size(&structured);

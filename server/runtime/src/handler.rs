@@ -37,6 +37,9 @@ pub struct Link {
     pub client: Option<Arc<dyn ClientLink>>,
     /// What to do once a SQL call turns out slow (see [`crate::backend::Slow`]).
     pub slow: Option<crate::backend::Slow>,
+    /// The call's deadline and cancellation, when the caller answers the call by its deadline
+    /// itself (the MCP layer does); the engine makes its own otherwise.
+    pub stop: Option<Stop>,
 }
 
 fn no_client() -> HandlerError {
@@ -360,7 +363,11 @@ impl Context {
     pub fn ask(&self, questions: Vec<Question>) -> Result<Map<String, Value>, HandlerError> {
         let client = self.client.as_ref().ok_or_else(no_client)?;
         let first = questions.first().map(|q| q.input.capability());
-        client.ask(questions).map_err(|why| match why {
+        // The time the client takes to answer does not count towards the call's deadline.
+        let paused = self.stop.pause();
+        let answered = client.ask(questions);
+        drop(paused);
+        answered.map_err(|why| match why {
             Unanswered::Later => HandlerError::new(INPUT_REQUIRED)
                 .message("the client is asked first; the call runs again with its answers"),
             Unanswered::NoCapability(c) => failed(c, &format!("the client does not support {c}")),
@@ -440,7 +447,10 @@ impl Context {
     /// way from the backend-neutral handler API to SQLite's own connection.
     pub fn sqlite(&self) -> Result<Sqlite<'_>, HandlerError> {
         match self.db.as_deref().and_then(Database::sqlite) {
-            Some(pool) => Ok(Sqlite { pool }),
+            Some(pool) => Ok(Sqlite {
+                pool,
+                stop: &self.stop,
+            }),
             None => Err(HandlerError::internal(
                 "the server declares no SQLite database",
             )),
@@ -448,10 +458,12 @@ impl Context {
     }
 }
 
-/// A handler's access to the server's SQLite database (see [`Context::sqlite`]).
+/// A handler's access to the server's SQLite database (see [`Context::sqlite`]). Statements
+/// run through it stop at the call's deadline or cancellation, as a SQL tool's do.
 #[derive(Clone, Copy)]
 pub struct Sqlite<'a> {
     pool: &'a Pool,
+    stop: &'a Stop,
 }
 
 impl Sqlite<'_> {
@@ -462,7 +474,8 @@ impl Sqlite<'_> {
 
     /// Runs `f` on a reader connection.
     pub fn read<T>(&self, f: impl FnOnce(&mut rusqlite::Connection) -> T) -> T {
-        self.pool.read(f)
+        self.pool
+            .read(|conn| crate::backend::sqlite::bounded(conn, self.stop, f))
     }
 
     /// Runs `f` on the writer connection; `READ_ONLY` when the server runs read-only.
@@ -471,7 +484,7 @@ impl Sqlite<'_> {
         f: impl FnOnce(&mut rusqlite::Connection) -> T,
     ) -> Result<T, HandlerError> {
         self.pool
-            .write(f)
+            .write(|conn| crate::backend::sqlite::bounded(conn, self.stop, f))
             .ok_or_else(|| HandlerError::new("READ_ONLY").message("the server is read-only"))
     }
 }

@@ -12,7 +12,8 @@
 //! - [`protocol`]: the MCP surface on rmcp, with [`protocol::jsonrpc`] for messages that do
 //!   not parse; [`transport::stdio`] and [`transport::http`] carry it.
 //! - [`proxy`]: downstream servers (each over a [`proxy::downlink`]) and a spec's interceptor.
-//! - [`calllog`] writes the line each call leaves in the log.
+//! - [`calllog`] writes the line each call leaves in the log; [`shutdown`] carries a
+//!   transport's shutdown to the calls it is answering.
 //! - [`confine`] keeps handlers' paths inside their project; [`confirm`] asks the person before
 //!   destructive calls; [`numbers`] refuses integers that do not fit `i64`.
 //! - [`client`]: a small MCP client over stdio and HTTP, for demos, tests and benchmarks.
@@ -39,6 +40,7 @@ pub mod protocol;
 pub mod proxy;
 pub mod questions;
 mod rows;
+pub mod shutdown;
 pub mod startup;
 pub mod templates;
 pub mod transform;

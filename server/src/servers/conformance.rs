@@ -467,7 +467,11 @@ impl SlowComputeHandler for Conformance {
         args: args::SlowCompute,
     ) -> Result<Vec<Content>, HandlerError> {
         ctx.background();
-        work(ctx, args.seconds)?;
+        if args.stubborn {
+            std::thread::sleep(Duration::from_secs_f64(args.seconds.max(0.0)));
+        } else {
+            work(ctx, args.seconds)?;
+        }
         let label = args.label.as_deref().unwrap_or("work");
         Ok(vec![Content::text(format!(
             "Computed {label} after {} seconds",

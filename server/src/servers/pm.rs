@@ -911,7 +911,7 @@ impl DbImportHandler for Pm {
         if created && let Some(parent) = db.parent() {
             std::fs::create_dir_all(parent).map_err(HandlerError::internal)?;
         }
-        match import(&db, &sql) {
+        match import(&db, &sql, ctx.stop()) {
             Ok(tables) => Ok(outputs::DbImport {
                 database: args.database.clone(),
                 path: rel(&p.db_rel(&args.database)),
@@ -943,12 +943,14 @@ impl DbImportHandler for Pm {
 fn import(
     db: &Path,
     sql: &str,
+    stop: &mcpspec::backend::Stop,
 ) -> std::result::Result<Vec<String>, (rusqlite::Error, Option<&'static str>)> {
     let mut conn = open_db(db, false).map_err(|e| (e, None))?;
     conn.execute_batch("BEGIN IMMEDIATE")
         .map_err(|e| (e, None))?;
     let refused = mcpspec::backend::sqlite::confine_statements(&mut conn).map_err(|e| (e, None))?;
-    let ran = conn.execute_batch(sql);
+    // The file's statements stop at the call's deadline or when the client cancels.
+    let ran = mcpspec::backend::sqlite::bounded(&mut conn, stop, |c| c.execute_batch(sql));
     let first = *refused
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);

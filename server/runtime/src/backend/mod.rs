@@ -63,13 +63,41 @@ pub struct Failure {
     pub constraint: String,
 }
 
-/// When a job must stop: its deadline, and the flag a client's cancellation sets.
+/// When a job must stop: its deadline, and the flag a client's cancellation sets. A call's
+/// clock may stop while it waits for the client's answer (see [`Stop::pausable`]).
 #[derive(Debug, Clone)]
 pub struct Stop {
-    pub deadline: Instant,
+    deadline: Instant,
     pub cancel: Arc<AtomicBool>,
     /// What to do once the job turns out slow, if anything.
     pub slow: Option<Slow>,
+    /// For a job whose clock stops while it waits for the client: the waits in progress and
+    /// the time they took, shared by every clone.
+    held: Option<Arc<Held>>,
+}
+
+#[derive(Debug, Default)]
+struct Held {
+    /// Waits in progress.
+    waiting: std::sync::atomic::AtomicUsize,
+    /// How long finished waits took, in nanoseconds: the deadline moves by as much.
+    nanos: std::sync::atomic::AtomicU64,
+}
+
+/// A wait for the client in progress (see [`Stop::pause`]); the clock runs again when it drops.
+pub struct Paused<'a> {
+    held: Option<&'a Held>,
+    since: Instant,
+}
+
+impl Drop for Paused<'_> {
+    fn drop(&mut self) {
+        if let Some(h) = self.held {
+            let took = u64::try_from(self.since.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            h.nanos.fetch_add(took, Ordering::SeqCst);
+            h.waiting.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
 }
 
 impl Stop {
@@ -79,6 +107,60 @@ impl Stop {
             deadline: Instant::now() + timeout,
             cancel,
             slow: None,
+            held: None,
+        }
+    }
+
+    /// [`Stop::after`] for a call that may wait for the client (a person's answer, a model's
+    /// completion): the time it waits does not count, see [`Stop::pause`].
+    pub fn pausable(timeout: Duration, cancel: Arc<AtomicBool>) -> Stop {
+        Stop {
+            held: Some(Arc::default()),
+            ..Stop::after(timeout, cancel)
+        }
+    }
+
+    /// Stops the clock until the guard drops, for a wait for the client; nothing for a job
+    /// that is not [`Stop::pausable`].
+    pub fn pause(&self) -> Paused<'_> {
+        let held = self.held.as_deref();
+        if let Some(h) = held {
+            h.waiting.fetch_add(1, Ordering::SeqCst);
+        }
+        Paused {
+            held,
+            since: Instant::now(),
+        }
+    }
+
+    /// The deadline, moved by the time spent waiting for the client so far.
+    pub fn deadline(&self) -> Instant {
+        match &self.held {
+            Some(h) => self.deadline + Duration::from_nanos(h.nanos.load(Ordering::SeqCst)),
+            None => self.deadline,
+        }
+    }
+
+    /// Whether the deadline has passed, outside a wait for the client.
+    pub fn expired(&self) -> bool {
+        match &self.held {
+            Some(h) if h.waiting.load(Ordering::SeqCst) > 0 => false,
+            _ => Instant::now() > self.deadline(),
+        }
+    }
+
+    /// Resolves once [`Stop::expired`]; never before the deadline.
+    pub async fn until_expired(&self) {
+        loop {
+            let at = self.deadline();
+            tokio::time::sleep_until(at.into()).await;
+            if self.expired() {
+                return;
+            }
+            if self.deadline() <= Instant::now() {
+                // Waiting for the client: look again shortly.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
         }
     }
 
@@ -101,7 +183,8 @@ impl Stop {
                 return true;
             }
         }
-        self.cancel.load(Ordering::Relaxed) || now > self.deadline
+        self.cancel.load(Ordering::Relaxed)
+            || (now > self.deadline && (self.held.is_none() || self.expired()))
     }
 
     /// The job is about to wait (for a connection, say): that makes it slow at once. Whether

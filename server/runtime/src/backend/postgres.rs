@@ -702,7 +702,7 @@ pub fn bounded<T>(
     f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
 ) -> Result<T, postgres::Error> {
     let left = stop
-        .deadline
+        .deadline()
         .saturating_duration_since(std::time::Instant::now());
     let ms = left.as_millis().saturating_add(1000).min(i32::MAX as u128);
     client.batch_execute(&format!("SET statement_timeout = {ms}"))?;

@@ -740,6 +740,20 @@ pub fn job<T, E>(
     }
 }
 
+/// Runs `f` on `conn` with its statements interrupted once `stop` says the job must stop (its
+/// deadline or a cancellation): SQLite's progress handler asks every thousand steps.
+pub fn bounded<T>(
+    conn: &mut Connection,
+    stop: &super::Stop,
+    f: impl FnOnce(&mut Connection) -> T,
+) -> T {
+    let watch = stop.clone();
+    let _ = conn.progress_handler(1_000, Some(move || watch.now()));
+    let out = f(conn);
+    let _ = conn.progress_handler(0, None::<fn() -> bool>);
+    out
+}
+
 /// Runs `f` on `conn`, inside a transaction when asked, which is committed when `f` succeeds
 /// unless `rehearsal`.
 fn in_transaction<T, E>(

@@ -585,7 +585,7 @@ fn serve_http(
     // every other call's SQLite work goes to the blocking pool.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(options.workers)
-        .max_blocking_threads(8)
+        .max_blocking_threads(crate::protocol::BLOCKING_THREADS)
         .enable_all()
         .build()?;
     runtime.block_on(async move {
@@ -672,7 +672,7 @@ fn serve_stdio(
     // One thread runs the protocol; SQLite work goes to the blocking pool and stdio to the
     // transport's own threads, so a multi-threaded scheduler would only add wake-ups.
     let runtime = tokio::runtime::Builder::new_current_thread()
-        .max_blocking_threads(8)
+        .max_blocking_threads(crate::protocol::BLOCKING_THREADS)
         .enable_all()
         .build()?;
     let (session, writer) = runtime.block_on(async move {
@@ -682,7 +682,9 @@ fn serve_stdio(
         // Plain SQL tool calls are answered on the thread that read them (zero hops).
         let lane = crate::transport::lane::Lane::new(handler.live());
         let (transport, writer) = crate::transport::stdio::StdioTransport::stdio(Some(lane));
-        let transport = transport.with_drain_timeout(drain);
+        let transport = transport
+            .with_drain_timeout(drain)
+            .with_shutdown(handler.shutdown());
         // On SIGTERM or SIGINT the transport stops reading and waits for the calls in flight,
         // as when stdin closes, so their answers still reach the client.
         let stop = transport.stop_handle();

@@ -14,8 +14,11 @@
 // the current protocol (2025-11-25) that clients speak.
 #![allow(deprecated)]
 
+mod admission;
 pub mod jsonrpc;
 mod tasks;
+
+pub use admission::BLOCKING_THREADS;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,7 +36,6 @@ use rmcp::model::{
     SubscriptionFilter, Tool, ToolAnnotations, UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
-use rmcp::task_manager::TaskManager;
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 
@@ -56,12 +58,18 @@ pub struct McpServer {
     /// Asks the person before destructive calls; shared by every session of the process.
     confirmer: Arc<Confirmer>,
     /// The calls running as tasks (the tasks extension); shared by every session.
-    tasks: TaskManager,
+    tasks: tasks::Tasks,
+    /// How many calls of each tool may run at once; shared by every session.
+    admission: Arc<admission::Admission>,
+    /// The transport's shutdown, which ends listen streams and abandons calls still running.
+    shutdown: crate::shutdown::Shutdown,
 }
 
 /// What one client session set: its log level and its resource subscriptions, and the proxy's
 /// hints it was already given (each at most once per session).
 struct Session {
+    /// The session's number in this process, which its tasks are bound to.
+    id: u64,
     /// Log messages below this level are not sent; `info` until the client sets one.
     level: Mutex<LogLevel>,
     subscriptions: Mutex<BTreeSet<String>>,
@@ -70,7 +78,9 @@ struct Session {
 
 impl Default for Session {
     fn default() -> Session {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Session {
+            id: NEXT.fetch_add(1, Ordering::Relaxed),
             level: Mutex::new(LogLevel::Info),
             subscriptions: Mutex::new(BTreeSet::new()),
             hints: Mutex::default(),
@@ -352,7 +362,9 @@ impl McpServer {
         }
         McpServer {
             confirmer,
-            tasks: TaskManager::new(),
+            tasks: tasks::Tasks::default(),
+            admission: Arc::default(),
+            shutdown: crate::shutdown::Shutdown::default(),
             live,
             config,
             proxy,
@@ -392,6 +404,11 @@ impl McpServer {
     }
 
     /// The surface the server serves, replaceable while it serves.
+    /// The shutdown this server's calls and listen streams follow; the transport drives it.
+    pub fn shutdown(&self) -> crate::shutdown::Shutdown {
+        self.shutdown.clone()
+    }
+
     pub fn live(&self) -> Arc<Live> {
         self.live.clone()
     }
@@ -790,6 +807,26 @@ async fn blocking<T: Send + 'static>(
     }
 }
 
+/// [`blocking`] answered by `within`: a resource read or completion that runs longer is
+/// answered with an error at once (its statements, a handler's among them, stop at the same
+/// deadline).
+async fn blocking_within<T: Send + 'static>(
+    within: std::time::Duration,
+    f: impl FnOnce() -> Result<T, crate::content::ContentError> + Send + 'static,
+) -> Result<T, ErrorData> {
+    tokio::time::timeout(within, blocking(f))
+        .await
+        .unwrap_or_else(|_| {
+            Err(ErrorData::internal_error(
+                format!(
+                    "the request took longer than {} ms and was stopped",
+                    within.as_millis()
+                ),
+                None,
+            ))
+        })
+}
+
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
         self.config.clone()
@@ -839,7 +876,8 @@ impl ServerHandler for McpServer {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let engine = self.now().engine.clone();
         let uri = request.uri;
-        let contents = blocking(move || crate::content::read(&engine, &uri)).await?;
+        let within = engine.limits().call_timeout;
+        let contents = blocking_within(within, move || crate::content::read(&engine, &uri)).await?;
         Ok(ReadResourceResult::new(vec![contents]).into())
     }
 
@@ -899,7 +937,8 @@ impl ServerHandler for McpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
         let engine = self.now().engine.clone();
-        let info = blocking(move || {
+        let within = engine.limits().call_timeout;
+        let info = blocking_within(within, move || {
             crate::content::complete(
                 &engine,
                 &request.r#ref,
@@ -962,6 +1001,8 @@ impl ServerHandler for McpServer {
         loop {
             let change = tokio::select! {
                 () = context.cancelled() => return Ok(()),
+                // A stream never ends on its own: it ends when the server stops reading.
+                () = self.shutdown.draining() => return Ok(()),
                 c = changes.recv() => c,
             };
             let change = match change {
@@ -1017,6 +1058,14 @@ impl ServerHandler for McpServer {
         let def = engine.def.tool(&name);
         let support = def.and_then(|t| t.task);
         let as_task = tasks::eligible(support, &context)?;
+        let owner = self.owner(&context);
+        // A tool that runs only as a task is refused at once when no more tasks fit.
+        if as_task
+            && support == Some(TaskSupport::Required)
+            && let Some(full) = self.tasks.refused(owner)
+        {
+            return to_result(Err(CallError::Tool(full)), engine.def).map(Into::into);
+        }
         let handler = def.is_some_and(|t| matches!(t.binding, crate::def::BindingDef::Handler));
         let writes = def.is_some_and(|t| t.writes);
         let arguments = request.arguments.map(Value::Object);
@@ -1035,6 +1084,8 @@ impl ServerHandler for McpServer {
             return stopped;
         }
         let (cancel, watcher) = cancel_flag(&context);
+        // The call is answered by its deadline, whatever its work does (see `bounded`).
+        let stop = engine.stop_for(&name, cancel.clone());
         let (progress, forwarder) = progress_forwarder(&context);
         // A handler's call becomes a task when the handler asks to; any other, after a while.
         let (slot, minted) = match as_task && handler {
@@ -1049,12 +1100,32 @@ impl ServerHandler for McpServer {
             progress,
             client: Some(session_link.clone() as Arc<dyn ClientLink>),
             slow: None,
+            stop: Some(stop.clone()),
         };
         let flag = cancel.clone();
         let (job_engine, tool) = (engine.clone(), name.clone());
-        let job = tokio::task::spawn_blocking(move || {
-            job_engine.call_full(&name, arguments.as_ref(), Some(flag), link)
-        });
+        // A known tool waits for its place (see `admission`), which it keeps until its work
+        // ends; one that finds none by its deadline is answered as timed out.
+        let place = match def {
+            Some(_) => self.admission.enter(&name, &stop).await.map(Some),
+            None => Some(None),
+        };
+        let job: Job = match place {
+            Some(place) => bounded(
+                tokio::task::spawn_blocking(move || {
+                    let _place = place;
+                    job_engine.call_full(&name, arguments.as_ref(), Some(flag), link)
+                }),
+                stop,
+                self.shutdown.clone(),
+                engine.clone(),
+                tool.clone(),
+            ),
+            None => {
+                let timed_out = Ok(Err(engine.timed_out(&tool)));
+                Box::pin(std::future::ready(timed_out))
+            }
+        };
         let ending = Ending {
             watcher,
             forwarder,
@@ -1067,38 +1138,77 @@ impl ServerHandler for McpServer {
         };
         // A SQL or content call answers as usual unless it runs past the grace period.
         let after = (as_task && !handler).then(|| ending.engine.limits().task_after);
-        self.conclude(job, ending, minted, after, support).await
+        self.conclude(job, ending, minted, after, support, owner)
+            .await
     }
 
     async fn get_task(
         &self,
         request: GetTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
         self.tasks
-            .get_task(&request.task_id)
+            .get(self.owner(&context), &request.task_id)
             .map(GetTaskResult::new)
     }
 
     async fn update_task(
         &self,
         request: UpdateTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.tasks
-            .update_task(&request.task_id, request.input_responses)
+        self.tasks.update(
+            self.owner(&context),
+            &request.task_id,
+            request.input_responses,
+        )
     }
 
     async fn cancel_task(
         &self,
         request: CancelTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.tasks.cancel_task(&request.task_id)
+        self.tasks.cancel(self.owner(&context), &request.task_id)
     }
 }
 
-type Job = tokio::task::JoinHandle<Result<crate::engine::Success, CallError>>;
+/// A call's work as `call_tool` awaits it: its outcome, or the panic that ended it.
+type Job = std::pin::Pin<
+    Box<
+        dyn std::future::Future<
+                Output = Result<Result<crate::engine::Success, CallError>, tokio::task::JoinError>,
+            > + Send,
+    >,
+>;
+
+/// `work` answered by `stop`'s deadline: when the deadline passes first (the time a handler
+/// waits for the client's answers aside), the call's cancellation flag is set, which stops
+/// its statements and tells its handler, and the outcome is `TIMEOUT`; the work goes on only
+/// as long as it takes to notice. When the transport abandons the calls still running at
+/// shutdown, the call is answered at once in the same way.
+fn bounded(
+    work: tokio::task::JoinHandle<Result<crate::engine::Success, CallError>>,
+    stop: crate::backend::Stop,
+    shutdown: crate::shutdown::Shutdown,
+    engine: Arc<Engine>,
+    tool: String,
+) -> Job {
+    Box::pin(async move {
+        tokio::select! {
+            outcome = work => outcome,
+            () = stop.until_expired() => {
+                stop.cancel.store(true, Ordering::Relaxed);
+                tracing::warn!(tool = %tool, "a call ran past its deadline; answered TIMEOUT and told to stop");
+                Ok(Err(engine.timed_out(&tool)))
+            }
+            () = shutdown.abandoned() => {
+                stop.cancel.store(true, Ordering::Relaxed);
+                Ok(Err(engine.shutting_down(&tool)))
+            }
+        }
+    })
+}
 
 impl McpServer {
     /// Answers a running call: as a task once it ran `after` (at once when zero), as a task
@@ -1112,25 +1222,38 @@ impl McpServer {
         minted: Option<tasks::MintRequest>,
         after: Option<std::time::Duration>,
         support: Option<TaskSupport>,
+        owner: Option<u64>,
     ) -> Result<CallToolResponse, ErrorData> {
         // The call becomes a task after a while, when its handler asks to, or not at all.
         let reply = match (after, minted) {
             (Some(after), _) if after.is_zero() => None,
             (Some(after), _) => tokio::select! {
                 biased;
-                outcome = &mut job => return self.answer(ending, outcome, support).await,
+                outcome = &mut job => return self.answer(ending, outcome, support, owner).await,
                 () = tokio::time::sleep(after) => None,
             },
             (None, Some(mut minted)) => tokio::select! {
-                outcome = &mut job => return self.answer(ending, outcome, support).await,
+                outcome = &mut job => return self.answer(ending, outcome, support, owner).await,
                 Ok(reply) = &mut minted => Some(reply),
             },
-            (None, None) => return self.answer(ending, job.await, support).await,
+            (None, None) => return self.answer(ending, job.await, support, owner).await,
         };
+        // When no more tasks fit, a call that may run as one answers in its request (a
+        // handler waiting in `ctx.background()` hears that it goes on there).
+        if support != Some(TaskSupport::Required) && self.tasks.refused(owner).is_some() {
+            drop(reply);
+            return self.answer(ending, job.await, support, owner).await;
+        }
         ending.detach();
         let cancel = ending.cancel.clone();
         let finish = async move { ending.answer(job.await).await };
-        Ok(tasks::mint(&self.tasks, reply, cancel, finish))
+        Ok(self.tasks.mint(owner, reply, cancel, finish))
+    }
+
+    /// Whom a request's tasks belong to: its session, or nobody for a request of protocol
+    /// 2026-07-28 (no session; the task's random id is what reaches it).
+    fn owner(&self, context: &RequestContext<RoleServer>) -> Option<u64> {
+        (!per_request(context)).then_some(self.session.id)
     }
 
     /// The answer of a call that did not become a task while it ran; a tool that runs only as
@@ -1140,18 +1263,14 @@ impl McpServer {
         ending: Ending,
         outcome: Result<Result<crate::engine::Success, CallError>, tokio::task::JoinError>,
         support: Option<TaskSupport>,
+        owner: Option<u64>,
     ) -> Result<CallToolResponse, ErrorData> {
         let cancel = ending.cancel.clone();
         match ending.answer(outcome).await {
             answer @ Ok(CallToolResponse::Complete(_))
                 if support == Some(TaskSupport::Required) =>
             {
-                Ok(tasks::mint(
-                    &self.tasks,
-                    None,
-                    cancel,
-                    async move { answer },
-                ))
+                Ok(self.tasks.mint(owner, None, cancel, async move { answer }))
             }
             answer => answer,
         }

@@ -9,6 +9,14 @@
 //! its questions after that wait for `tasks/update`. Tasks live in the memory of the process
 //! that minted them (rmcp's [`TaskManager`]), for five minutes after creation and as long
 //! again once they finished.
+//!
+//! [`Tasks`] bounds them: a session holds at most [`TASKS_PER_SESSION`] tasks and the process
+//! [`TASKS_TOTAL`]; beyond, a call that may run as a task answers in its request instead and
+//! one that must is refused with a clear error. A result over [`INLINE_RESULT_BYTES`] is kept
+//! in a file of the process's own temporary directory (at most [`STORED_RESULT_BYTES`] in
+//! all), not in memory. A task is its session's: `tasks/get`, `tasks/update` and
+//! `tasks/cancel` from another session find no such task. Requests of protocol 2026-07-28
+//! have no session; their tasks are reached by id alone, a random UUID.
 
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -118,34 +126,258 @@ pub(super) async fn ask(
     Ok(answers)
 }
 
-/// Mints a task whose result is what `finish` settles to, and the answer to the call that
-/// made it. `reply` hands the task's context to a handler waiting in `ctx.background()`;
-/// `cancel` is the call's flag, which `tasks/cancel` sets.
-pub(super) fn mint<F>(
-    tasks: &TaskManager,
-    reply: Option<SyncSender<TaskContext>>,
-    cancel: Arc<std::sync::atomic::AtomicBool>,
-    finish: F,
-) -> CallToolResponse
-where
-    F: std::future::Future<Output = Result<CallToolResponse, ErrorData>> + Send + 'static,
-{
-    let task = tasks.spawn(TaskOptions::new(), move |task: TaskContext| {
-        if let Some(reply) = reply {
-            let _ = reply.send(task.clone());
-        }
-        Box::pin(async move {
-            let asked = task.clone();
-            let stopper = tokio::spawn(async move {
-                asked.cancelled().await;
-                cancel.store(true, std::sync::atomic::Ordering::SeqCst);
-            });
-            let settled = finish.await;
-            stopper.abort();
-            settle(settled, task.is_cancel_requested())
+/// The most tasks one session holds, running or kept for polling.
+pub const TASKS_PER_SESSION: usize = 64;
+
+/// The most tasks the process holds.
+pub const TASKS_TOTAL: usize = 1024;
+
+/// A task result larger than this (as JSON) is kept in a file rather than in memory.
+pub const INLINE_RESULT_BYTES: usize = 16 * 1024;
+
+/// The most bytes of task results kept in files at once.
+pub const STORED_RESULT_BYTES: u64 = 512 * 1024 * 1024;
+
+/// How long a task is kept: from its creation while it runs, and again once it settled
+/// (rmcp's own retention, mirrored here to forget what rmcp forgot).
+const RETAINED: std::time::Duration =
+    std::time::Duration::from_millis(rmcp::task_manager::DEFAULT_TASK_TTL_MS);
+
+/// Who may reach a task: the session that minted it, or anyone (no session).
+type Owner = Option<u64>;
+
+/// The process's tasks: rmcp's manager and what bounds it (see the module comment).
+#[derive(Clone, Default)]
+pub(super) struct Tasks {
+    manager: TaskManager,
+    held: Arc<Mutex<Held>>,
+}
+
+#[derive(Default)]
+struct Held {
+    entries: std::collections::HashMap<String, Entry>,
+    stored_bytes: u64,
+    /// Where large results are kept; made on first use, removed with the process's tasks.
+    dir: Option<tempfile::TempDir>,
+}
+
+struct Entry {
+    owner: Owner,
+    created: std::time::Instant,
+    settled: Option<std::time::Instant>,
+    /// The file holding the result, and its size.
+    file: Option<(std::path::PathBuf, u64)>,
+}
+
+impl Held {
+    /// Forgets the tasks rmcp no longer keeps, with their files.
+    fn sweep(&mut self) {
+        let now = std::time::Instant::now();
+        let mut freed = 0;
+        self.entries.retain(|_, e| {
+            let ended = e.settled.unwrap_or(e.created + RETAINED);
+            let keep = now < ended + RETAINED;
+            if !keep && let Some((path, size)) = &e.file {
+                let _ = std::fs::remove_file(path);
+                freed += size;
+            }
+            keep
+        });
+        self.stored_bytes -= freed;
+    }
+
+    /// Why `owner` may not hold another task, if it may not: a tool error the model can act
+    /// on (wait, or cancel a task).
+    fn full(&self, owner: Owner) -> Option<crate::engine::ToolError> {
+        let mine = self.entries.values().filter(|e| e.owner == owner).count();
+        let (held, limit, whose) = if self.entries.len() >= TASKS_TOTAL {
+            (self.entries.len(), TASKS_TOTAL, "the server")
+        } else if owner.is_some() && mine >= TASKS_PER_SESSION {
+            (mine, TASKS_PER_SESSION, "this session")
+        } else {
+            return None;
+        };
+        Some(crate::engine::ToolError {
+            code: "TOO_MANY_TASKS",
+            message: format!(
+                "too many tasks: {whose} holds {held} (at most {limit}); wait for them to finish or cancel some with tasks/cancel"
+            ),
+            data: Some(serde_json::json!({"held": held, "limit": limit})),
         })
-    });
-    CallToolResponse::Task(CreateTaskResult::new(task))
+    }
+
+    /// Keeps `result` of task `id` in a file when it is large: the placeholder rmcp keeps
+    /// instead, or an error when the files would grow past their budget.
+    fn store(&mut self, id: &str, result: CallToolResult) -> Result<CallToolResult, TaskExit> {
+        let Ok(text) = serde_json::to_vec(&result) else {
+            return Ok(result);
+        };
+        if text.len() <= INLINE_RESULT_BYTES {
+            return Ok(result);
+        }
+        let size = text.len() as u64;
+        if self.stored_bytes + size > STORED_RESULT_BYTES {
+            return Err(TaskExit::Error(ErrorData::internal_error(
+                "the server keeps too many large task results; fetch or cancel earlier tasks first",
+                None,
+            )));
+        }
+        let written = self
+            .dir()
+            .map(|d| d.join(format!("{id}.json")))
+            .and_then(|path| std::fs::write(&path, &text).map(|()| path));
+        match written {
+            Ok(path) => {
+                self.stored_bytes += size;
+                if let Some(e) = self.entries.get_mut(id) {
+                    e.file = Some((path, size));
+                }
+                Ok(CallToolResult::success(Vec::new()))
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "a large task result could not be kept in a file; keeping it in memory");
+                Ok(result)
+            }
+        }
+    }
+
+    fn dir(&mut self) -> std::io::Result<std::path::PathBuf> {
+        if self.dir.is_none() {
+            self.dir = Some(
+                tempfile::Builder::new()
+                    .prefix("mcpspec-tasks-")
+                    .tempdir()?,
+            );
+        }
+        Ok(self
+            .dir
+            .as_ref()
+            .map(|d| d.path().to_path_buf())
+            .unwrap_or_default())
+    }
+}
+
+impl Tasks {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Why `owner` may not start another task now, if it may not.
+    pub(super) fn refused(&self, owner: Owner) -> Option<crate::engine::ToolError> {
+        let mut held = self.lock();
+        held.sweep();
+        held.full(owner)
+    }
+
+    /// Mints a task of `owner` whose result is what `finish` settles to, and the answer to
+    /// the call that made it. `reply` hands the task's context to a handler waiting in
+    /// `ctx.background()`; `cancel` is the call's flag, which `tasks/cancel` sets. The caller
+    /// asked [`Tasks::refused`] first.
+    pub(super) fn mint<F>(
+        &self,
+        owner: Owner,
+        reply: Option<SyncSender<TaskContext>>,
+        cancel: Arc<std::sync::atomic::AtomicBool>,
+        finish: F,
+    ) -> CallToolResponse
+    where
+        F: std::future::Future<Output = Result<CallToolResponse, ErrorData>> + Send + 'static,
+    {
+        let store = self.clone();
+        let task = self
+            .manager
+            .spawn(TaskOptions::new(), move |task: TaskContext| {
+                store.lock().entries.insert(
+                    task.task_id().to_string(),
+                    Entry {
+                        owner,
+                        created: std::time::Instant::now(),
+                        settled: None,
+                        file: None,
+                    },
+                );
+                if let Some(reply) = reply {
+                    let _ = reply.send(task.clone());
+                }
+                Box::pin(async move {
+                    let asked = task.clone();
+                    let stopper = tokio::spawn(async move {
+                        asked.cancelled().await;
+                        cancel.store(true, std::sync::atomic::Ordering::SeqCst);
+                    });
+                    let settled = finish.await;
+                    stopper.abort();
+                    let mut held = store.lock();
+                    if let Some(e) = held.entries.get_mut(task.task_id()) {
+                        e.settled = Some(std::time::Instant::now());
+                    }
+                    settle(settled, task.is_cancel_requested())
+                        .and_then(|r| held.store(task.task_id(), r))
+                })
+            });
+        CallToolResponse::Task(CreateTaskResult::new(task))
+    }
+
+    /// Whether `owner` may reach task `id`: one the process holds, of the same session or of
+    /// none. Any other id is an unknown task, quoted back bounded.
+    fn reaches(&self, owner: Owner, id: &str) -> Result<(), ErrorData> {
+        let mut held = self.lock();
+        held.sweep();
+        match held.entries.get(id) {
+            Some(e) if e.owner.is_none() || e.owner == owner => Ok(()),
+            _ => Err(ErrorData::invalid_params(
+                format!("unknown task: {}", crate::transform::quote(id)),
+                None,
+            )),
+        }
+    }
+
+    /// `tasks/get`: the task's state, its result read back from its file when kept there.
+    pub(super) fn get(
+        &self,
+        owner: Owner,
+        id: &str,
+    ) -> Result<rmcp::model::DetailedTask, ErrorData> {
+        self.reaches(owner, id)?;
+        let mut task = self.manager.get_task(id)?;
+        let file = self.lock().entries.get(id).and_then(|e| e.file.clone());
+        if let (Some((path, _)), rmcp::model::TaskPayload::Completed { result }) =
+            (file, &mut task.payload)
+        {
+            let kept = std::fs::read(&path)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Map<String, Value>>(&b).ok());
+            match kept {
+                Some(r) => *result = r,
+                None => {
+                    return Err(ErrorData::internal_error(
+                        "the task's result could not be read back",
+                        None,
+                    ));
+                }
+            }
+        }
+        Ok(task)
+    }
+
+    /// `tasks/update`.
+    pub(super) fn update(
+        &self,
+        owner: Owner,
+        id: &str,
+        responses: impl IntoIterator<Item = (String, Value)>,
+    ) -> Result<(), ErrorData> {
+        self.reaches(owner, id)?;
+        self.manager.update_task(id, responses)
+    }
+
+    /// `tasks/cancel`.
+    pub(super) fn cancel(&self, owner: Owner, id: &str) -> Result<(), ErrorData> {
+        self.reaches(owner, id)?;
+        self.manager.cancel_task(id)
+    }
 }
 
 /// A task's terminal state: its tool result (`completed`, a tool error included), a protocol

@@ -591,6 +591,7 @@ pub async fn serve(
         .disable_allowed_origins()
         .with_max_request_body_bytes(options.max_body_bytes);
     let sessions = config.cancellation_token.clone();
+    let ending = server.shutdown();
     let gate = Arc::new(Gate::new(bound, &options, server, config));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -655,12 +656,15 @@ pub async fn serve(
     }
     drop(listener);
     tracing::info!("stopped accepting connections; finishing calls in flight");
+    // Listen streams end now; calls in flight are answered.
+    ending.drain();
     let closed = graceful.shutdown();
     if tokio::time::timeout(options.drain_timeout, gate.in_flight.idle())
         .await
         .is_err()
     {
         tracing::warn!("shutdown timeout reached; abandoning calls in flight");
+        ending.abandon();
     }
     // Every POST is answered: end the sessions, which closes their GET streams too.
     sessions.cancel();

@@ -187,7 +187,7 @@ fn descriptor_limit() -> Option<u64> {
     if let (Some(current), Some(maximum)) = (limit.current, limit.maximum)
         && maximum > current
     {
-        let mut raised = limit.clone();
+        let mut raised = limit;
         raised.current = Some(maximum);
         if setrlimit(Resource::Nofile, raised).is_ok() {
             return Some(maximum);

@@ -193,6 +193,7 @@ impl Lane {
             progress: None,
             client: None,
             slow,
+            stop: None,
         };
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             engine.call_json(&name, arguments.as_ref(), Some(cancel), link)

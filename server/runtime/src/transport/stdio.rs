@@ -176,6 +176,8 @@ pub struct StdioTransport {
     stop: StopHandle,
     drain_timeout: std::time::Duration,
     drain_deadline: Option<tokio::time::Instant>,
+    /// What the calls and listen streams follow when the transport drains and gives up.
+    shutdown: crate::shutdown::Shutdown,
 }
 
 /// Which calls the lane may take, as the session's lifecycle stands: rmcp chooses it from
@@ -669,6 +671,7 @@ impl StdioTransport {
             stop: StopHandle::default(),
             drain_timeout: std::time::Duration::from_secs(30),
             drain_deadline: None,
+            shutdown: crate::shutdown::Shutdown::default(),
         };
         (transport, writer)
     }
@@ -685,9 +688,19 @@ impl StdioTransport {
         self
     }
 
+    /// The shutdown the server's calls follow (see [`crate::shutdown`]): this transport says
+    /// when it drains and when it gives up on the calls still running.
+    #[must_use]
+    pub fn with_shutdown(mut self, shutdown: crate::shutdown::Shutdown) -> Self {
+        self.shutdown = shutdown;
+        self
+    }
+
     /// At end of input: write our own replies, then wait until rmcp has answered every request
-    /// it was given, up to the drain timeout. Cancellation-safe: the deadline is kept.
+    /// it was given, up to the drain timeout; calls still running then are abandoned, which
+    /// answers them. Cancellation-safe: the deadline is kept.
     async fn drain(&mut self) {
+        self.shutdown.drain();
         let deadline = *self
             .drain_deadline
             .get_or_insert_with(|| tokio::time::Instant::now() + self.drain_timeout);
@@ -704,6 +717,7 @@ impl StdioTransport {
                     unanswered = left,
                     "shutdown timeout reached; abandoning calls in flight"
                 );
+                self.shutdown.abandon();
                 return;
             }
         }

@@ -356,7 +356,7 @@ impl Server {
 /// The connection option that bounds every statement by the call's deadline, plus a second.
 fn statement_timeout(stop: &Stop) -> String {
     let left = stop
-        .deadline
+        .deadline()
         .saturating_duration_since(std::time::Instant::now());
     let ms = left.as_millis().saturating_add(1000).min(i32::MAX as u128);
     format!("-c statement_timeout={ms}")
