@@ -466,3 +466,81 @@ fn a_request_reusing_an_id_in_flight_never_runs() {
     );
     s.finish();
 }
+
+/// Whatever the client names, it is quoted back bounded: a 1 MiB unknown argument name, tool,
+/// prompt, URI, method, completion reference or task id gets an answer of a few hundred
+/// bytes, never the name repeated (it was 1 to 3 MB).
+#[test]
+fn names_are_echoed_bounded_whatever_their_length() {
+    let big = "n".repeat(1 << 20);
+    let tasks = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+    });
+    let mut s =
+        crate::common::start_project("conformance", tempfile::tempdir().unwrap(), json!({}));
+    // (what, method, params, the answer's error code, or none for a tool error)
+    let cases = [
+        (
+            "argument name",
+            "tools/call",
+            json!({"name": "greet", "arguments": {"name": "a", big.clone(): 1}}),
+            None,
+        ),
+        (
+            "argument names",
+            "tools/call",
+            json!({"name": "greet", "arguments": (0..5000).map(|i| (format!("{i}{big:.200}"), json!(1))).collect::<serde_json::Map<_, _>>()}),
+            None,
+        ),
+        (
+            "tool",
+            "tools/call",
+            json!({"name": big, "arguments": {}}),
+            Some(-32602),
+        ),
+        ("prompt", "prompts/get", json!({"name": big}), Some(-32602)),
+        ("uri", "resources/read", json!({"uri": big}), Some(-32002)),
+        (
+            "uri of a scheme",
+            "resources/read",
+            json!({"uri": format!("test://{big}")}),
+            Some(-32002),
+        ),
+        (
+            "completion reference",
+            "completion/complete",
+            json!({"ref": {"type": "ref/prompt", "name": big}, "argument": {"name": "x", "value": "y"}}),
+            Some(-32602),
+        ),
+        (
+            "resource template",
+            "completion/complete",
+            json!({"ref": {"type": "ref/resource", "uri": big}, "argument": {"name": "x", "value": "y"}}),
+            Some(-32602),
+        ),
+        (
+            "subscription",
+            "resources/subscribe",
+            json!({"uri": big}),
+            Some(-32602),
+        ),
+        (
+            "task id",
+            "tasks/get",
+            json!({"taskId": big, "_meta": tasks}),
+            Some(-32602),
+        ),
+        ("method", big.as_str(), json!({}), Some(-32601)),
+    ];
+    for (what, method, params, code) in cases {
+        let r = s.client.request(method, params).expect("an answer");
+        let size = r.to_string().len();
+        assert!(size < 4096, "{what}: {size} bytes");
+        match code {
+            Some(code) => assert_eq!(r["error"]["code"], code, "{what}: {r}"),
+            None => assert_eq!(r["result"]["isError"], json!(true), "{what}: {r}"),
+        }
+    }
+    s.finish();
+}

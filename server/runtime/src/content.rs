@@ -43,18 +43,22 @@ pub enum ContentError {
     Failed(String),
 }
 
+/// The error as sent: what the client wrote (a URI, a name) is quoted back bounded, in `data`
+/// as in the messages made from it.
 impl From<ContentError> for ErrorData {
     fn from(e: ContentError) -> ErrorData {
+        let shorten = crate::transform::shorten;
         match e {
-            ContentError::ResourceNotFound(uri) => {
-                ErrorData::resource_not_found("resource not found", Some(json!({ "uri": uri })))
-            }
+            ContentError::ResourceNotFound(uri) => ErrorData::resource_not_found(
+                "resource not found",
+                Some(shorten(&json!({ "uri": uri }))),
+            ),
             ContentError::ResourceNotFoundBecause(uri, message) => {
-                ErrorData::resource_not_found(message, Some(json!({ "uri": uri })))
+                ErrorData::resource_not_found(message, Some(shorten(&json!({ "uri": uri }))))
             }
             ContentError::Rpc(e) => ErrorData::new(ErrorCode(e.code), e.message, Some(e.data)),
             ContentError::InvalidParams(message, data) => {
-                ErrorData::new(ErrorCode::INVALID_PARAMS, message, Some(data))
+                ErrorData::new(ErrorCode::INVALID_PARAMS, message, Some(shorten(&data)))
             }
             ContentError::Failed(message) => ErrorData::internal_error(message, None),
         }
@@ -314,7 +318,7 @@ pub fn prompt(def: &'static ServerDef, name: &str) -> Result<&'static PromptDef,
     def.prompts.iter().find(|p| p.name == name).ok_or_else(|| {
         let available: Vec<&str> = def.prompts.iter().map(|p| p.name).collect();
         ContentError::InvalidParams(
-            format!("unknown prompt: {name}"),
+            format!("unknown prompt: {}", crate::transform::quote(name)),
             json!({"prompt": name, "available": available}),
         )
     })
@@ -366,7 +370,11 @@ pub fn get_prompt(
                 let uri = text.trim();
                 let contents = read(engine, uri).map_err(|e| match e {
                     ContentError::ResourceNotFound(uri) => ContentError::InvalidParams(
-                        format!("prompt `{}` embeds `{uri}`, which was not found", p.name),
+                        format!(
+                            "prompt `{}` embeds `{}`, which was not found",
+                            p.name,
+                            crate::transform::quote(&uri)
+                        ),
                         json!({"prompt": p.name, "uri": uri}),
                     ),
                     other => other,
@@ -435,7 +443,7 @@ pub fn complete(
         Reference::Prompt(r) => {
             let Some(p) = def.prompts.iter().find(|p| p.name == r.name) else {
                 return Err(ContentError::InvalidParams(
-                    format!("unknown prompt: {}", r.name),
+                    format!("unknown prompt: {}", crate::transform::quote(&r.name)),
                     json!({"prompt": r.name}),
                 ));
             };
@@ -447,7 +455,10 @@ pub fn complete(
         Reference::Resource(r) => {
             let Some(res) = def.resources.iter().find(|x| x.templated && x.uri == r.uri) else {
                 return Err(ContentError::InvalidParams(
-                    format!("unknown resource template: {}", r.uri),
+                    format!(
+                        "unknown resource template: {}",
+                        crate::transform::quote(&r.uri)
+                    ),
                     json!({"uri": r.uri}),
                 ));
             };

@@ -1743,7 +1743,10 @@ fn first_row_text(
     Ok(out)
 }
 
-/// Validates arguments, naming every failing field.
+/// The most argument failures one error reports.
+const MAX_REPORTED_ERRORS: usize = 20;
+
+/// Validates arguments, naming every failing field (at most [`MAX_REPORTED_ERRORS`]).
 pub(crate) fn validate(
     validator: &jsonschema::Validator,
     instance: &Value,
@@ -1783,10 +1786,24 @@ pub(crate) fn validate(
             }
             _ => {}
         }
-        errors.push((field, constraint, message));
+        // A field is the client's own text (an unknown argument's name): quoted bounded.
+        errors.push((crate::transform::quote(&field), constraint, message));
+        if errors.len() >= 4 * MAX_REPORTED_ERRORS {
+            break;
+        }
     }
     errors.sort();
     errors.dedup();
+    // A report names at most this many failures, and how many it left out.
+    let left_out = errors.len().saturating_sub(MAX_REPORTED_ERRORS);
+    errors.truncate(MAX_REPORTED_ERRORS);
+    if left_out > 0 {
+        errors.push((
+            String::new(),
+            "more".into(),
+            format!("and at least {left_out} more"),
+        ));
+    }
     let text: Vec<String> = errors
         .iter()
         .map(|(f, _, m)| {

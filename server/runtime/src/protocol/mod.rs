@@ -65,6 +65,12 @@ pub struct McpServer {
     shutdown: crate::shutdown::Shutdown,
 }
 
+/// The longest URI a session may subscribe to.
+const MAX_URI_BYTES: usize = 8 * 1024;
+
+/// The most resources one session subscribes to.
+const MAX_SUBSCRIPTIONS: usize = 1024;
+
 /// What one client session set: its log level and its resource subscriptions, and the proxy's
 /// hints it was already given (each at most once per session).
 struct Session {
@@ -577,7 +583,10 @@ fn removed_in_2026(method: &str, context: &RequestContext<RoleServer>) -> Result
     if per_request(context) {
         return Err(ErrorData::new(
             ErrorCode::METHOD_NOT_FOUND,
-            format!("method not found: {method} was removed in protocol 2026-07-28"),
+            format!(
+                "method not found: {} was removed in protocol 2026-07-28",
+                crate::transform::quote(method)
+            ),
             Some(json!({"method": method})),
         ));
     }
@@ -778,6 +787,7 @@ pub fn to_result(
         )])),
         Err(CallError::UnknownTool(name)) => {
             let available: Vec<&str> = def.tools.iter().map(|t| t.name).collect();
+            let name = crate::transform::quote(&name);
             Err(ErrorData::new(
                 ErrorCode::INVALID_PARAMS,
                 format!("unknown tool: {name}"),
@@ -974,7 +984,28 @@ impl ServerHandler for McpServer {
                 None,
             ));
         }
-        lock(&self.session.subscriptions).insert(request.uri);
+        // A session's subscriptions are bounded in number and length, as all it may hold.
+        let uri = request.uri;
+        if uri.len() > MAX_URI_BYTES {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "uri is {} bytes; the longest a subscription takes is {MAX_URI_BYTES}: {}",
+                    uri.len(),
+                    crate::transform::quote(&uri)
+                ),
+                None,
+            ));
+        }
+        let mut subscriptions = lock(&self.session.subscriptions);
+        if subscriptions.len() >= MAX_SUBSCRIPTIONS && !subscriptions.contains(&uri) {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "a session subscribes to at most {MAX_SUBSCRIPTIONS} resources; unsubscribe from some first"
+                ),
+                None,
+            ));
+        }
+        subscriptions.insert(uri);
         Ok(())
     }
 

@@ -559,7 +559,7 @@ impl Proxy {
     ) -> Result<CallToolResult, ErrorData> {
         let Some(index) = read(&self.routes).by_name.get(name).copied() else {
             return Err(ErrorData::invalid_params(
-                format!("unknown tool: {name}"),
+                format!("unknown tool: {}", crate::transform::quote(name)),
                 None,
             ));
         };

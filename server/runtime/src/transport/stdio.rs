@@ -760,7 +760,10 @@ impl StdioTransport {
                     ),
                 )
             } else {
-                (-32601, format!("method not found: {}", c.method))
+                (
+                    -32601,
+                    format!("method not found: {}", crate::transform::quote(&c.method)),
+                )
             };
             self.reply(Some(id_json(&r.id)), code, message);
             return true;
