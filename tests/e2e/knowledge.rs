@@ -25,6 +25,7 @@ on_every_engine_and_transport!(
     validation_errors_name_field_and_constraint,
     large_content_round_trips_intact,
     errors_never_leak_sql_paths_or_traces,
+    a_nul_character_gets_one_answer_on_every_engine,
 );
 
 // What the runtime guarantees of a process, over stdio.
@@ -937,4 +938,55 @@ fn reads_of_2026_07_28_over_stdio_answer_what_rmcp_answers() {
         text.contains("CANCELLED"),
         "a cancelled read answered: {text}"
     );
+}
+
+/// PostgreSQL's text cannot hold a NUL character (U+0000), so knowledge keeps one contract on
+/// both engines: a write that carries one is a validation error naming the field, and a read
+/// matches nothing (`kb_get` is `NOT_FOUND`), never a `DATABASE_ERROR`.
+fn a_nul_character_gets_one_answer_on_every_engine(engine: Engine, transport: Transport) {
+    let mut s = start_engine_over(engine, transport, "knowledge", &[]);
+    let id = s.ok("kb_add", json!({"content": "plain", "role": "dev"}))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // (tool, arguments, the field named)
+    let writes = [
+        (
+            "kb_add",
+            json!({"content": "a\u{0}b", "role": "dev"}),
+            "content",
+        ),
+        (
+            "kb_add",
+            json!({"content": "ok", "role": "dev", "tags": ["x", "y\u{0}"]}),
+            "tags.1",
+        ),
+        (
+            "kb_update",
+            json!({"id": id, "content": "\u{0}"}),
+            "content",
+        ),
+        ("kb_update", json!({"id": "x\u{0}", "content": "ok"}), "id"),
+        ("kb_delete", json!({"id": "x\u{0}"}), "id"),
+    ];
+    for (tool, args, field) in writes {
+        let e = s.tool_error(tool, args.clone());
+        assert_eq!(e["code"], "VALIDATION_ERROR", "{tool} {args}: {e}");
+        assert_eq!(
+            (e["field"].as_str(), e["constraint"].as_str()),
+            (Some(field), Some("nul")),
+            "{e}"
+        );
+    }
+    assert_eq!(
+        s.tool_error("kb_get", json!({"id": "x\u{0}"}))["code"],
+        "NOT_FOUND"
+    );
+    let found = s.ok("kb_search", json!({"query": "plain\u{0}"}));
+    assert_eq!(found["results"], json!([]), "{found}");
+    let listed = s.ok("kb_list", json!({"tags": ["\u{0}"]}));
+    assert_eq!(listed["entries"], json!([]), "{listed}");
+    // Nothing was written, and the entry is as it was.
+    assert_eq!(s.ok("kb_get", json!({"id": id}))["content"], "plain");
+    s.finish();
 }

@@ -869,6 +869,9 @@ impl Engine {
         if tool.integers {
             crate::numbers::check(&tool.schema, &instance).map_err(bad_integer)?;
         }
+        if tool.def.writes && self.nul_matters() {
+            refuse_nul(&instance)?;
+        }
         let any = tool.def.required_any;
         if !any.is_empty()
             && !any
@@ -892,6 +895,16 @@ impl Engine {
             .into());
         }
         Ok(instance)
+    }
+
+    /// Whether text with a NUL character (U+0000) is kept out of the database: for a spec that
+    /// also runs on PostgreSQL, whose text cannot hold one, so that its tools keep one
+    /// contract on every engine (writes refuse it, reads match nothing).
+    fn nul_matters(&self) -> bool {
+        self.def
+            .database
+            .as_ref()
+            .is_some_and(|d| d.postgres.is_some())
     }
 
     /// Runs a SQL tool: binds the typed parameters and the derived ones, runs its statements
@@ -931,6 +944,16 @@ impl Engine {
         }
         let job = Job::of(tool.def);
         let (db, shown) = (self.db()?, shown.unwrap_or(args));
+        // A read whose text holds a NUL matches nothing on any engine (see `nul_matters`):
+        // its statements run against no rows, which gives the tool's own empty answer.
+        if !tool.def.writes && self.nul_matters() && shown.values().any(|v| nul_path(v).is_some()) {
+            let mut none = crate::backend::NoRows(db.engine());
+            let out = self.run_statements(job, &mut none, &params, shown, request)?;
+            return Ok(Reply::Done(Success {
+                structured: out,
+                content: false,
+            }));
+        }
         let interrupted = |e| self.interrupted(job, e, &stop.cancel, self.timeout(tool.def));
         if json && let Some(st) = job.lone_row() {
             let (text, size) = self
@@ -1826,6 +1849,51 @@ pub(crate) fn validate(
         code: "INVALID_ARGUMENTS",
         message: format!("invalid arguments: {}", text.join("; ")),
         data: Some(json!({"field": field, "constraint": constraint, "errors": fields})),
+    })
+}
+
+/// Where the arguments hold text with a NUL character, as a field path (`tags.0`), if they do.
+fn nul_path(instance: &Value) -> Option<String> {
+    fn find(v: &Value, path: &mut Vec<String>) -> bool {
+        match v {
+            Value::String(s) => s.contains('\0'),
+            Value::Array(a) => a.iter().enumerate().any(|(i, x)| {
+                path.push(i.to_string());
+                find(x, path) || {
+                    path.pop();
+                    false
+                }
+            }),
+            Value::Object(o) => o.iter().any(|(k, x)| {
+                path.push(k.clone());
+                find(x, path) || {
+                    path.pop();
+                    false
+                }
+            }),
+            _ => false,
+        }
+    }
+    let mut path = Vec::new();
+    find(instance, &mut path).then(|| path.join("."))
+}
+
+/// Refuses text with a NUL character anywhere in the arguments, naming the field: PostgreSQL
+/// cannot store it (see `Engine::nul_matters`).
+fn refuse_nul(instance: &Value) -> Result<(), ToolError> {
+    let Some(path) = nul_path(instance) else {
+        return Ok(());
+    };
+    let field = crate::transform::quote(&path);
+    let message = "contains a NUL character (U+0000), which the database cannot store";
+    Err(ToolError {
+        code: "INVALID_ARGUMENTS",
+        message: format!("invalid arguments: `{field}` {message}"),
+        data: Some(json!({
+            "field": field,
+            "constraint": "nul",
+            "errors": [{"field": field, "constraint": "nul", "message": message}],
+        })),
     })
 }
 
