@@ -127,7 +127,7 @@ impl Builder {
             let real = p
                 .strip_prefix(display)
                 .map_or_else(|_| p.to_path_buf(), |rel| self.spec_dir.join(rel));
-            std::fs::read_to_string(real).unwrap_or_default()
+            crate::read_spec(&real).unwrap_or_default()
         };
         Error::Specs(d.render_with(&read))
     }

@@ -41,7 +41,7 @@ pub enum Live<'a> {
 /// [`check_repo`] with a live database of either engine.
 pub fn check_repo_live(root: &Path, spec_dir: &Path, mut live: Option<(&str, Live<'_>)>) -> Report {
     let mut report = Report::default();
-    let read = |rel: &Path| std::fs::read_to_string(root.join(rel)).ok();
+    let read = |rel: &Path| crate::read_spec(&root.join(rel)).ok();
     let specs = match crate::load_dir(&root.join(spec_dir), spec_dir) {
         Ok(s) => s,
         Err(d) => {

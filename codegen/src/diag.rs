@@ -37,20 +37,23 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
-    /// Renders the diagnostic with the line of source it points at.
+    /// Renders the diagnostic with the line of source it points at. A long line is shown as
+    /// a window around the column, and a long message is cut: a spec of one huge line never
+    /// prints it whole.
     pub fn render(&self, source: &str) -> String {
         let mut out = format!(
             "error: {}\n  --> {}:{}:{}\n",
-            self.message,
+            cut(&self.message, MAX_MESSAGE_CHARS),
             self.file.display(),
             self.pos.line,
             self.pos.column
         );
         let line_no = self.pos.line.to_string();
         let pad = " ".repeat(line_no.len());
-        if let Some(text) = source.lines().nth(self.pos.line.saturating_sub(1) as usize) {
-            let col = self.pos.column.saturating_sub(1) as usize;
-            let rest: String = text.chars().skip(col).collect();
+        if let Some(line) = source.lines().nth(self.pos.line.saturating_sub(1) as usize) {
+            let (text, col) = window(line, self.pos.column.saturating_sub(1) as usize);
+            let text = text.as_str();
+            let rest: String = text.chars().skip(col).take(WINDOW_AFTER).collect();
             // Underline one token: up to white space or a flow delimiter, without a key's colon.
             let token: String = rest
                 .chars()
@@ -79,6 +82,44 @@ impl Diagnostic {
             out.push_str(&format!("{pad} = help: {help}\n"));
         }
         out
+    }
+}
+
+/// The most characters of a message a rendered diagnostic shows.
+const MAX_MESSAGE_CHARS: usize = 300;
+
+/// How much of a long source line is shown before and after the column.
+const WINDOW_BEFORE: usize = 60;
+const WINDOW_AFTER: usize = 100;
+
+/// `text` cut to `max` characters, an ellipsis marking the cut.
+fn cut(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => format!("{}…", &text[..end]).into(),
+        None => text.into(),
+    }
+}
+
+/// The part of `line` to show around character column `col` (0-based), and the column within
+/// it: the whole line when short, else a window with ellipses where it was cut.
+fn window(line: &str, col: usize) -> (String, usize) {
+    if line.chars().nth(WINDOW_BEFORE + WINDOW_AFTER).is_none() {
+        return (line.to_string(), col);
+    }
+    let start = col.saturating_sub(WINDOW_BEFORE);
+    let mut shown: String = line
+        .chars()
+        .skip(start)
+        .take(col - start + WINDOW_AFTER)
+        .collect();
+    let more_after = line.chars().nth(col + WINDOW_AFTER).is_some();
+    if more_after {
+        shown.push('…');
+    }
+    if start > 0 {
+        (format!("…{shown}"), col - start + 1)
+    } else {
+        (shown, col)
     }
 }
 
@@ -124,7 +165,7 @@ impl Diagnostics {
 
     /// Renders every diagnostic with source context, reading each file once.
     pub fn render(&self) -> String {
-        self.render_with(&|p: &Path| std::fs::read_to_string(p).unwrap_or_default())
+        self.render_with(&|p: &Path| crate::read_spec(p).unwrap_or_default())
     }
 
     /// Renders every diagnostic with source context from `read`, which maps a diagnostic's
@@ -246,5 +287,28 @@ mod tests {
         );
         assert_eq!(did_you_mean("zzzzzz", &["many", "one", "scalar"]), None);
         assert_eq!(did_you_mean("titel", &["name", "title"]), Some("title"));
+    }
+
+    #[test]
+    fn a_long_line_shows_a_window_around_the_column_and_a_long_message_is_cut() {
+        let line = format!("{}: {}", "k".repeat(10_000), "v".repeat(10_000));
+        let d = Diagnostic {
+            file: PathBuf::from("spec/x.yaml"),
+            pos: Pos {
+                line: 1,
+                column: 10_003,
+            },
+            message: format!("unknown key `{}`", "k".repeat(10_000)),
+            label: Some("here".into()),
+            help: None,
+        };
+        let got = d.render(&line);
+        assert!(got.len() < 1200, "{} bytes: {got}", got.len());
+        let lines: Vec<&str> = got.lines().collect();
+        // The source line and the caret under the column's character.
+        let (source, caret) = (lines[3], lines[4]);
+        let at = caret.chars().position(|c| c == '^').unwrap();
+        assert_eq!(source.chars().nth(at), Some('v'), "{got}");
+        assert!(source.contains('…') && lines[0].ends_with('…'), "{got}");
     }
 }

@@ -109,7 +109,7 @@ pub fn load_dir(dir: &Path, display_dir: &Path) -> Result<Vec<Spec>, Diagnostics
     let mut problems = Diagnostics::default();
     for path in files {
         let shown = display_dir.join(path.file_name().unwrap_or_default());
-        match std::fs::read_to_string(&path) {
+        match read_spec(&path) {
             Ok(text) => match compile(&shown, &text) {
                 Ok(spec) => specs.push(spec),
                 Err(d) => problems.extend(d),
@@ -158,6 +158,40 @@ pub fn load_dir(dir: &Path, display_dir: &Path) -> Result<Vec<Spec>, Diagnostics
     } else {
         Err(problems)
     }
+}
+
+/// The largest spec file read, in bytes (the largest seed spec is about 40 KiB).
+pub const MAX_SPEC_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The text of the spec file at `path`: a regular file (a link is followed and judged by
+/// where it leads) of at most [`MAX_SPEC_BYTES`]. A FIFO, a device (`/dev/zero`) or a
+/// directory is refused before it is opened, so that reading never blocks or runs without
+/// end, and a file that grows past the limit while it is read is refused too.
+pub fn read_spec(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other(
+            "not a regular file (a spec must be a file, not a pipe, device or directory)",
+        ));
+    }
+    let too_large = |size: u64| {
+        std::io::Error::other(format!(
+            "the file is {size} bytes; a spec may be at most {MAX_SPEC_BYTES} bytes"
+        ))
+    };
+    if meta.len() > MAX_SPEC_BYTES {
+        return Err(too_large(meta.len()));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    std::fs::File::open(path)?
+        .take(MAX_SPEC_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_SPEC_BYTES {
+        return Err(too_large(bytes.len() as u64));
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "the file is not UTF-8"))
 }
 
 fn io_problem(path: &Path, e: &std::io::Error) -> Diagnostics {

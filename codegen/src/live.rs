@@ -354,21 +354,20 @@ fn run_dev(
         spec,
         db.map(std::path::PathBuf::as_path),
         servers,
-        compile_file,
+        mcpspec::cli::dev::Compile {
+            read: crate::read_spec,
+            compile: compile_text,
+        },
     )
 }
 
-/// Reads and compiles one spec file into the runtime's tables; its problems rendered as
+/// Compiles the text of one spec file into the runtime's tables; its problems rendered as
 /// `codegen check` shows them.
-pub fn compile_file(path: &std::path::Path) -> Result<&'static mcpspec::def::ServerDef, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        format!(
-            "error: cannot read {}: {}",
-            path.display(),
-            e.to_string().to_lowercase()
-        )
-    })?;
-    crate::compile(path, &text)
+pub fn compile_text(
+    path: &std::path::Path,
+    text: &str,
+) -> Result<&'static mcpspec::def::ServerDef, String> {
+    crate::compile(path, text)
         .map(|spec| server_def(&spec))
-        .map_err(|d| d.render_with(&|_| text.clone()))
+        .map_err(|d| d.render_with(&|_| text.to_string()))
 }

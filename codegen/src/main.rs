@@ -178,7 +178,7 @@ fn run() -> Result<ExitCode> {
 }
 
 fn read_or_empty(p: &Path) -> String {
-    std::fs::read_to_string(p).unwrap_or_default()
+    codegen::read_spec(p).unwrap_or_default()
 }
 
 fn check(

@@ -315,3 +315,67 @@ fn same_params(
         (Ok(_), Err(e)) => panic!("`{tool}`: {e}"),
     }
 }
+
+/// `dev` reads a spec only from a regular file of bounded size: a link to `/dev/zero`, a FIFO
+/// or a huge one-line file is refused at once with why (nothing read without end, nothing
+/// blocked), a long line's diagnostic shows a window of it, and while serving, a file turned
+/// into a FIFO is reported and a later good save is still served.
+#[test]
+fn dev_reads_only_regular_files_of_bounded_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |spec: &str| {
+        let out = Command::new(EXE)
+            .args(["dev", spec])
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run mcpspec dev");
+        assert!(!out.status.success(), "{spec}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.yaml")).unwrap();
+    assert!(run("zero.yaml").contains("not a regular file"));
+    let fifo = dir.path().join("fifo.yaml");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert!(run("fifo.yaml").contains("not a regular file"));
+    let huge = format!("server: {{name: x, title: {}}}\n", "y".repeat(5 << 20));
+    std::fs::write(dir.path().join("huge.yaml"), huge).unwrap();
+    let err = run("huge.yaml");
+    assert!(err.contains("at most 4194304 bytes"), "{err}");
+    // A long line within the limit: its diagnostic shows a window, not the line.
+    let long = format!("server: {{name: x, titel: {}}}\n", "y".repeat(1 << 20));
+    std::fs::write(dir.path().join("long.yaml"), long).unwrap();
+    let err = run("long.yaml");
+    assert!(err.len() < 4096, "{} bytes of diagnostics", err.len());
+    assert!(err.contains("titel"), "{err}");
+
+    // Serving: the file becomes a FIFO, then a good spec again.
+    let spec = dir.path().join("notes.yaml");
+    let original = std::fs::read_to_string("../tests/fixtures/basic/spec.yaml").unwrap();
+    std::fs::write(&spec, &original).unwrap();
+    let mut s = dev(dir.path(), "notes.yaml");
+    s.stderr_until("serving notes.yaml (4 tools)");
+    std::fs::remove_file(&spec).unwrap();
+    assert!(
+        Command::new("mkfifo")
+            .arg(&spec)
+            .status()
+            .unwrap()
+            .success()
+    );
+    s.stderr_until("not a regular file");
+    std::fs::remove_file(&spec).unwrap();
+    std::fs::write(
+        &spec,
+        original.replace("tools:\n", &format!("tools:\n{COUNT_TOOL}")),
+    )
+    .unwrap();
+    s.stderr_until("reloaded notes.yaml (5 tools)");
+    assert!(s.tool_names().contains(&"count_notes".to_string()));
+}

@@ -20,8 +20,27 @@ use crate::engine::Engine;
 use crate::handler::{Dispatch, NoHandlers};
 use crate::protocol::{Live, McpServer};
 
-/// Compiles a spec file into the runtime's tables, or renders its problems.
-pub type Compile = fn(&Path) -> Result<&'static ServerDef, String>;
+/// The spec compiler a binary supplies: how it reads a spec file (a regular file of bounded
+/// size, never a pipe or a device) and how it compiles that text into the runtime's tables or
+/// renders its problems.
+#[derive(Clone, Copy)]
+pub struct Compile {
+    pub read: fn(&Path) -> std::io::Result<String>,
+    pub compile: fn(&Path, &str) -> Result<&'static ServerDef, String>,
+}
+
+impl Compile {
+    /// The spec file's text, its problem rendered as the compiler's are when it cannot be read.
+    fn read(&self, spec: &Path) -> Result<String, String> {
+        (self.read)(spec).map_err(|e| {
+            format!(
+                "error: cannot read {}: {}",
+                spec.display(),
+                e.to_string().to_lowercase()
+            )
+        })
+    }
+}
 
 /// How often the spec file is looked at.
 const POLL: Duration = Duration::from_millis(50);
@@ -37,8 +56,10 @@ pub fn run(
     compile: Compile,
 ) -> Result<ExitCode> {
     // Taken before the first compile, so that a save made while the server starts is served.
-    let (seen, last) = (stamp(spec), std::fs::read(spec).ok());
-    let def = compile(spec).map_err(|problems| anyhow!("{problems}"))?;
+    let seen = stamp(spec);
+    let text = compile.read(spec).map_err(|problem| anyhow!("{problem}"))?;
+    let def = (compile.compile)(spec, &text).map_err(|problems| anyhow!("{problems}"))?;
+    let last = Some(text);
     let handlers: Handlers = servers
         .into_iter()
         .filter_map(|s| Some((s.def.name, Arc::from(s.handlers?))))
@@ -159,7 +180,7 @@ struct Watch {
     dbs: Databases,
     /// The file's modification time and size, and its text, as last served or refused.
     seen: Option<(SystemTime, u64)>,
-    last: Option<Vec<u8>>,
+    last: Option<String>,
 }
 
 impl Watch {
@@ -177,12 +198,18 @@ impl Watch {
                 continue;
             }
             self.seen = now;
-            let text = std::fs::read(&self.spec).ok();
-            if text.is_none() || text == self.last {
+            let text = match self.compile.read(&self.spec) {
+                Ok(text) => text,
+                Err(problem) => {
+                    eprintln!("{problem}\nmcpspec dev: still serving the last good version");
+                    self.last = None;
+                    continue;
+                }
+            };
+            if self.last.as_ref() == Some(&text) {
                 continue;
             }
-            self.last = text;
-            if let Some(engine) = self.next() {
+            if let Some(engine) = self.next(&text) {
                 live.replace(engine);
                 let peer = peer.clone();
                 runtime.spawn(async move {
@@ -196,9 +223,10 @@ impl Watch {
 
     /// The engine of the file as it is now, or `None` (the problems printed) when it does not
     /// compile or start.
-    fn next(&mut self) -> Option<Arc<Engine>> {
+    fn next(&mut self, text: &str) -> Option<Arc<Engine>> {
+        self.last = Some(text.to_string());
         let shown = self.spec.display();
-        let def = match (self.compile)(&self.spec) {
+        let def = match (self.compile.compile)(&self.spec, text) {
             Ok(def) => def,
             Err(problems) => {
                 eprintln!(
