@@ -754,6 +754,22 @@ mod misbehaving {
         f.s.finish();
     }
 
+    /// `{"id": 1, "result": {}}` without `"jsonrpc": "2.0"` is not a JSON-RPC answer: it is
+    /// dropped like any other line that is not a message, and the real answer that follows
+    /// is the one taken, for `initialize`, `tools/list` and calls alike.
+    #[test]
+    fn a_line_without_json_rpc_2_0_is_dropped_not_taken_as_the_answer() {
+        let mut f = fake("noversion", &[]);
+        assert!(
+            f.s.tools().iter().any(|t| t["name"] == "noversion_tool"),
+            "{:?}",
+            f.s.tools()
+        );
+        let r = f.s.call("noversion_tool", json!({}));
+        assert_eq!(r["result"]["content"][0]["text"], "ok", "{r}");
+        f.s.finish();
+    }
+
     #[test]
     fn a_non_object_result_is_reported_as_such_not_as_a_restart() {
         let mut f = fake("nonobject", &[]);

@@ -44,6 +44,20 @@ pub struct Downlink {
     garbage: usize,
 }
 
+/// Whether `text` is a JSON object whose `jsonrpc` member is `"2.0"`. Malformed JSON passes,
+/// so that the parser below names what is wrong with it.
+fn is_json_rpc_2(text: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Version<'a> {
+        #[serde(borrow, default)]
+        jsonrpc: Option<std::borrow::Cow<'a, str>>,
+    }
+    match serde_json::from_slice::<Version<'_>>(text) {
+        Ok(v) => v.jsonrpc.as_deref() == Some("2.0"),
+        Err(_) => true,
+    }
+}
+
 /// A line as read: whole, or only its head and tail when it was over the limit.
 enum Line {
     Whole(Vec<u8>),
@@ -210,6 +224,15 @@ impl Transport<RoleClient> for Downlink {
             };
             let text = bytes.trim_ascii();
             if text.is_empty() {
+                continue;
+            }
+            // rmcp reads a message without `"jsonrpc": "2.0"` as one; such a line is not
+            // JSON-RPC 2.0 and is dropped like any other that is not a message, never taken as
+            // the answer to a request.
+            if !is_json_rpc_2(text) {
+                if !self.garbage("a line that is not JSON-RPC 2.0") {
+                    return None;
+                }
                 continue;
             }
             match serde_json::from_slice::<RxJsonRpcMessage<RoleClient>>(text) {
