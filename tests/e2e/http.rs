@@ -1025,3 +1025,67 @@ fn idle_connections_beyond_the_descriptor_limit_neither_lock_out_nor_spin() {
         .collect();
     assert!(flood.len() <= 3, "{flood:?}");
 }
+
+/// A request whose params do not fit its method is -32602 naming the field, and an unknown
+/// method -32601, over HTTP as over stdio: in a 2025-11-25 session (status 200, as its other
+/// errors) and as requests of 2026-07-28 (400 and 404). rmcp answered both -32601 with the
+/// method's name, and 404 for 2026-07-28.
+#[test]
+fn params_that_do_not_fit_their_method_are_invalid_params_naming_the_field() {
+    let db = sample_db("knowledge");
+    let server = HttpServer::start(&db.path, &[], &[]);
+    // (method, params, code, the field named)
+    let cases = [
+        (
+            "tools/call",
+            json!({"name": "kb_get", "arguments": {"id": "x"}, "requestState": 5}),
+            -32602,
+            Some("requestState"),
+        ),
+        (
+            "tools/call",
+            json!({"name": "kb_get", "arguments": {"id": "x"}, "requestState": {"a": 1}}),
+            -32602,
+            Some("requestState"),
+        ),
+        ("tools/call", json!({"name": 5}), -32602, Some("name")),
+        (
+            "tools/call",
+            json!({"name": "kb_get", "arguments": [1]}),
+            -32602,
+            Some("arguments"),
+        ),
+        ("resources/read", json!({"uri": [1]}), -32602, Some("uri")),
+        ("no/such/method", json!({}), -32601, None),
+    ];
+    let mut session = server.session(None);
+    let mut per_request = HttpClient::per_request(server.addr, None);
+    for (era, c) in [
+        ("2025-11-25", &mut session),
+        ("2026-07-28", &mut per_request),
+    ] {
+        for (method, params, code, field) in &cases {
+            let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+            let r = c.post(&body).expect("an answer");
+            let status = match (era, code) {
+                ("2025-11-25", _) => 200,
+                (_, -32601) => 404,
+                _ => 400,
+            };
+            assert_eq!(r.status, status, "{era} {method} {params}: {}", r.text());
+            let answer = r.messages().pop().expect("a message");
+            assert_eq!(answer["id"], 7, "{answer}");
+            assert_eq!(
+                answer["error"]["code"], *code,
+                "{era} {method} {params}: {answer}"
+            );
+            if let Some(field) = field {
+                assert_eq!(answer["error"]["data"]["field"], *field, "{answer}");
+                assert!(
+                    answer["error"]["message"].as_str().unwrap().contains(field),
+                    "{answer}"
+                );
+            }
+        }
+    }
+}

@@ -55,6 +55,85 @@ pub fn answer_unparsable(line: &[u8], error: &dyn std::fmt::Display) -> Option<V
     }
 }
 
+/// Request methods MCP defines (through 2026-07-28); any other method is not found.
+pub const MCP_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+    "tasks/get",
+    "tasks/list",
+    "tasks/result",
+    "tasks/cancel",
+    "subscriptions/listen",
+];
+
+/// The fields of MCP's request params and the JSON type each must have; a request whose
+/// params do not parse names the first of them that has another type.
+const TYPED_FIELDS: &[(&str, &str)] = &[
+    ("name", "string"),
+    ("uri", "string"),
+    ("arguments", "object"),
+    ("requestState", "string"),
+    ("inputResponses", "object"),
+    ("taskId", "string"),
+    ("cursor", "string"),
+    ("level", "string"),
+    ("protocolVersion", "string"),
+    ("capabilities", "object"),
+    ("clientInfo", "object"),
+    ("ref", "object"),
+    ("argument", "object"),
+    ("_meta", "object"),
+];
+
+/// The answer to a request rmcp could only decode as a custom one: rmcp falls back to that
+/// both for a method MCP does not define (-32601, method not found) and for a known method
+/// whose params do not parse (-32602, invalid params, naming the field of the wrong type when
+/// it is one of MCP's own). Both transports answer through here.
+pub fn custom_refusal(id: Option<Value>, method: &str, params: Option<&Value>) -> Value {
+    if !MCP_METHODS.contains(&method) {
+        return error_response(id, -32601, &format!("method not found: {}", quote(method)));
+    }
+    let misfit = params.and_then(Value::as_object).and_then(|p| {
+        TYPED_FIELDS.iter().find(|(field, ty)| {
+            p.get(*field).is_some_and(|v| {
+                let is = match *ty {
+                    "string" => v.is_string(),
+                    _ => v.is_object(),
+                };
+                !is
+            })
+        })
+    });
+    let mut answer = match misfit {
+        Some((field, ty)) => error_response(
+            id,
+            -32602,
+            &format!("invalid params for {method}: `{field}` must be a {ty}"),
+        ),
+        None => error_response(
+            id,
+            -32602,
+            &format!("invalid params for {method}: the params do not match the method's schema"),
+        ),
+    };
+    if let Some((field, _)) = misfit {
+        answer["error"]["data"] = json!({"field": field});
+    }
+    answer
+}
+
 /// A JSON-RPC error response.
 pub fn error_response(id: Option<Value>, code: i64, message: &str) -> Value {
     json!({

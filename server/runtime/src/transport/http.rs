@@ -377,7 +377,10 @@ impl Gate {
         };
         let response = match self.lane_answer(&parts.headers, &body).await {
             Some(answer) => answer,
-            None => self.to_rmcp(parts, body).await,
+            None => match custom_refusal(&parts.headers, &body) {
+                Some(refusal) => refusal,
+                None => self.to_rmcp(parts, body).await,
+            },
         };
         response.map(|inner| {
             Tracked {
@@ -461,6 +464,39 @@ impl Gate {
         }
         response
     }
+}
+
+/// The answer to a request rmcp would decode only as a custom one (a method MCP does not
+/// define, or a known method whose params do not parse: see
+/// [`crate::protocol::jsonrpc::custom_refusal`]), as the stdio transport gives it. rmcp
+/// would answer both -32601 with the method's name as the message, and a request of protocol
+/// 2026-07-28 with HTTP 404. Requests of that revision get the status that goes with the code
+/// (404 for -32601, 400 for -32602); a session's requests get 200, as their other errors do.
+fn custom_refusal(headers: &http::HeaderMap, body: &Bytes) -> Option<Response<HttpBody>> {
+    use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage};
+    let Ok(JsonRpcMessage::Request(r)) = serde_json::from_slice::<ClientJsonRpcMessage>(body)
+    else {
+        return None;
+    };
+    let ClientRequest::CustomRequest(c) = &r.request else {
+        return None;
+    };
+    let per_request = headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(super::lane::is_modern);
+    // A request of neither kind is rmcp's to refuse (no session, say).
+    if !per_request && session_of(headers).is_none() {
+        return None;
+    }
+    let id = serde_json::to_value(&r.id).ok();
+    let answer = crate::protocol::jsonrpc::custom_refusal(id, &c.method, c.params.as_ref());
+    let status = match (per_request, answer["error"]["code"].as_i64()) {
+        (true, Some(-32601)) => StatusCode::NOT_FOUND,
+        (true, _) => StatusCode::BAD_REQUEST,
+        (false, _) => StatusCode::OK,
+    };
+    Some(json_answer(status, &answer))
 }
 
 /// A JSON body with a status.

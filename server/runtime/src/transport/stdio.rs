@@ -31,29 +31,6 @@ use tokio::sync::mpsc;
 use super::lane::{Call, Lane};
 use crate::backend::Slow;
 
-/// Request methods MCP defines (through 2026-07-28); any other method is not found.
-const MCP_METHODS: &[&str] = &[
-    "initialize",
-    "ping",
-    "server/discover",
-    "tools/list",
-    "tools/call",
-    "resources/list",
-    "resources/templates/list",
-    "resources/read",
-    "resources/subscribe",
-    "resources/unsubscribe",
-    "prompts/list",
-    "prompts/get",
-    "completion/complete",
-    "logging/setLevel",
-    "tasks/get",
-    "tasks/list",
-    "tasks/result",
-    "tasks/cancel",
-    "subscriptions/listen",
-];
-
 /// The largest message accepted on one line.
 pub const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
 
@@ -743,29 +720,18 @@ impl StdioTransport {
         }
     }
 
-    /// Answers a request rmcp could only decode as a custom one: a method MCP does not define
-    /// (-32601), or a known method whose params do not parse (-32602); `true` when answered.
+    /// Answers a request rmcp could only decode as a custom one (see
+    /// [`crate::protocol::jsonrpc::custom_refusal`]); `true` when answered.
     fn refuse_custom(&mut self, msg: &ClientJsonRpcMessage) -> bool {
         if let JsonRpcMessage::Request(r) = msg
             && let ClientRequest::CustomRequest(c) = &r.request
         {
-            // rmcp falls back to a custom request both for unknown methods and for known
-            // ones whose params do not parse; tell the two apart.
-            let (code, message) = if MCP_METHODS.contains(&c.method.as_str()) {
-                (
-                    -32602,
-                    format!(
-                        "invalid params for {}: the params do not match the method's schema",
-                        c.method
-                    ),
-                )
-            } else {
-                (
-                    -32601,
-                    format!("method not found: {}", crate::transform::quote(&c.method)),
-                )
-            };
-            self.reply(Some(id_json(&r.id)), code, message);
+            let answer = crate::protocol::jsonrpc::custom_refusal(
+                Some(id_json(&r.id)),
+                &c.method,
+                c.params.as_ref(),
+            );
+            self.send_value(&answer);
             return true;
         }
         false
