@@ -1089,3 +1089,29 @@ fn params_that_do_not_fit_their_method_are_invalid_params_naming_the_field() {
         }
     }
 }
+
+/// A body is JSON only when its media type's essence is `application/json`: the lane took
+/// `application/jsonx` as JSON and answered it; now every such call is rmcp's 415.
+#[test]
+fn a_body_of_another_media_type_is_refused_even_for_a_plain_read() {
+    let db = sample_db("knowledge");
+    let server = HttpServer::start(&db.path, &[], &[]);
+    let mut c = server.session(None);
+    let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "kb_list", "arguments": {}}});
+    for (content_type, status) in [
+        ("application/jsonx", 415),
+        ("application/json-patch+json", 415),
+        ("text/json", 415),
+        ("application/json; charset=utf-8", 200),
+    ] {
+        let r = c
+            .exchange(
+                "POST",
+                &[("Content-Type", content_type)],
+                call.to_string().as_bytes(),
+            )
+            .unwrap();
+        assert_eq!(r.status, status, "{content_type}: {}", r.text());
+    }
+}

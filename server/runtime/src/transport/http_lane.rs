@@ -79,19 +79,31 @@ pub(super) fn is_initialized(body: &[u8]) -> bool {
 }
 
 /// Whether a POST's headers are those rmcp accepts a request with; the lane never answers
-/// what rmcp would refuse.
+/// what rmcp would refuse. Media types are compared by their essence (the type and subtype
+/// before any `;` parameter, case-insensitively), as rmcp compares them: `application/jsonx`
+/// is not JSON.
 fn plain_post(headers: &HeaderMap) -> bool {
-    let accept = headers
+    let essence = |v: &str| {
+        v.split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase()
+    };
+    let accepted: Vec<String> = headers
         .get_all(header::ACCEPT)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .collect::<Vec<_>>()
-        .join(",");
+        .flat_map(|v| v.split(','))
+        .map(essence)
+        .collect();
     let json_body = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|c| c.starts_with("application/json"));
-    json_body && accept.contains("application/json") && accept.contains("text/event-stream")
+        .is_some_and(|c| essence(c) == "application/json");
+    json_body
+        && accepted.iter().any(|a| a == "application/json")
+        && accepted.iter().any(|a| a == "text/event-stream")
 }
 
 impl HttpLane {
@@ -261,5 +273,43 @@ impl HttpLane {
         self.spare
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_json_bodies_that_accept_json_and_sse_take_the_lane() {
+        let both = "application/json, text/event-stream";
+        // (content type, accept, taken)
+        let cases = [
+            ("application/json", both, true),
+            ("Application/JSON; charset=utf-8", both, true),
+            ("application/jsonx", both, false),
+            ("application/json-seq", both, false),
+            ("text/json", both, false),
+            ("application/json", "application/json", false),
+            (
+                "application/json",
+                "application/jsonx, text/event-streamy",
+                false,
+            ),
+            (
+                "application/json",
+                "text/event-stream;q=1, application/json;q=0.5",
+                true,
+            ),
+        ];
+        for (content, accept, taken) in cases {
+            let mut h = HeaderMap::new();
+            h.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_str(content).unwrap(),
+            );
+            h.insert(header::ACCEPT, HeaderValue::from_str(accept).unwrap());
+            assert_eq!(plain_post(&h), taken, "{content} / {accept}");
+        }
     }
 }
