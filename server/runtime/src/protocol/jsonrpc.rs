@@ -78,6 +78,25 @@ pub const MCP_METHODS: &[&str] = &[
     "subscriptions/listen",
 ];
 
+/// Request methods protocol 2026-07-28 (with its tasks extension) removed: a request of that
+/// revision naming one is method not found.
+pub const REMOVED_IN_2026: &[&str] = &[
+    "initialize",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "tasks/list",
+    "tasks/result",
+];
+
+/// Whether params carry the protocol version of a request of 2026-07-28 or later in `_meta`.
+pub fn is_per_request(params: Option<&Value>) -> bool {
+    params
+        .and_then(|p| p.pointer("/_meta/io.modelcontextprotocol~1protocolVersion"))
+        .and_then(Value::as_str)
+        .is_some_and(|v| v >= "2026-07-28")
+}
+
 /// The fields of MCP's request params and the JSON type each must have; a request whose
 /// params do not parse names the first of them that has another type.
 const TYPED_FIELDS: &[(&str, &str)] = &[
@@ -101,8 +120,13 @@ const TYPED_FIELDS: &[(&str, &str)] = &[
 /// both for a method MCP does not define (-32601, method not found) and for a known method
 /// whose params do not parse (-32602, invalid params, naming the field of the wrong type when
 /// it is one of MCP's own). Both transports answer through here.
-pub fn custom_refusal(id: Option<Value>, method: &str, params: Option<&Value>) -> Value {
-    if !MCP_METHODS.contains(&method) {
+pub fn custom_refusal(
+    id: Option<Value>,
+    method: &str,
+    params: Option<&Value>,
+    per_request: bool,
+) -> Value {
+    if !MCP_METHODS.contains(&method) || (per_request && REMOVED_IN_2026.contains(&method)) {
         return error_response(id, -32601, &format!("method not found: {}", quote(method)));
     }
     let misfit = params.and_then(Value::as_object).and_then(|p| {

@@ -490,7 +490,8 @@ fn custom_refusal(headers: &http::HeaderMap, body: &Bytes) -> Option<Response<Ht
         return None;
     }
     let id = serde_json::to_value(&r.id).ok();
-    let answer = crate::protocol::jsonrpc::custom_refusal(id, &c.method, c.params.as_ref());
+    let answer =
+        crate::protocol::jsonrpc::custom_refusal(id, &c.method, c.params.as_ref(), per_request);
     let status = match (per_request, answer["error"]["code"].as_i64()) {
         (true, Some(-32601)) => StatusCode::NOT_FOUND,
         (true, _) => StatusCode::BAD_REQUEST,

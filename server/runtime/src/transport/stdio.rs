@@ -730,6 +730,7 @@ impl StdioTransport {
                 Some(id_json(&r.id)),
                 &c.method,
                 c.params.as_ref(),
+                crate::protocol::jsonrpc::is_per_request(c.params.as_ref()),
             );
             self.send_value(&answer);
             return true;
