@@ -247,7 +247,8 @@ fn check_fixed_calls(spec: &Spec, out: &mut Diagnostics) {
 
 /// Runs the examples of server `name` on its live database (`--db`), through the runtime's
 /// engine with every write rolled back: a finding at each example that does not return what
-/// it says. Examples of handler tools are left to `mcpspec test`, which has the handlers.
+/// it says. Examples of handler tools are left to `mcpspec test`, which has the handlers, and
+/// examples that need the sample rows to the scratch run ([`check_examples_on_samples`]).
 #[cfg(feature = "live")]
 pub fn check_examples(root: &Path, spec_dir: &Path, name: &str, db: &Path) -> Report {
     let mut report = Report::default();
@@ -273,29 +274,90 @@ pub fn check_examples(root: &Path, spec_dir: &Path, name: &str, db: &Path) -> Re
         // Drift is what the statement checks above report, at each statement.
         Err(_) => return report,
     };
+    let on = format!("{shown}\n  (its writes were rolled back: the database is as it was)");
+    run_examples(spec, def, &engine, &on, false, &mut report);
+    report
+}
+
+/// Runs every spec's examples on a scratch database made from its schema and sample rows,
+/// as `mcpspec test` does, so that a statement that no longer returns what its example says
+/// fails `codegen check` itself, at the example. Examples of handler tools are left to
+/// `mcpspec test`, which has the handlers.
+#[cfg(feature = "live")]
+pub fn check_examples_on_samples(root: &Path, spec_dir: &Path) -> Report {
+    let mut report = Report::default();
+    let Ok(specs) = crate::load_dir(&root.join(spec_dir), spec_dir) else {
+        return report;
+    };
+    for spec in &specs {
+        let def = crate::live::server_def(spec);
+        if def.examples.is_empty() {
+            continue;
+        }
+        let Ok(dir) = tempfile::tempdir() else {
+            return report;
+        };
+        let Ok(location) = mcpspec::cli::examples::scratch_database(def, dir.path()) else {
+            // The statement checks report a schema that does not load, at the schema.
+            continue;
+        };
+        let engine = match mcpspec::engine::Engine::start_at(
+            def,
+            location.as_ref(),
+            false,
+            mcpspec::engine::Limits::default(),
+            Some(Box::new(mcpspec::handler::NoHandlers(def.name))),
+        ) {
+            Ok(e) => e,
+            Err(_) => continue,
+        };
+        run_examples(
+            spec,
+            def,
+            &engine,
+            "a scratch database with the sample rows",
+            true,
+            &mut report,
+        );
+    }
+    report
+}
+
+/// Runs `spec`'s examples on `engine` (on `on`, as findings say it), those that need the
+/// sample rows only when `samples`: a finding at each one that does not hold.
+#[cfg(feature = "live")]
+fn run_examples(
+    spec: &crate::Spec,
+    def: &'static mcpspec::def::ServerDef,
+    engine: &mcpspec::engine::Engine,
+    on: &str,
+    samples: bool,
+    report: &mut Report,
+) {
     for (example, ir) in def.examples.iter().zip(&spec.ir.examples) {
         let handler = def
             .tool(example.tool)
             .is_some_and(|t| matches!(t.binding, mcpspec::def::BindingDef::Handler));
-        if handler || example.sample_rows {
+        if handler || (example.sample_rows && !samples) {
             continue;
         }
-        let outcome = mcpspec::examples::run(&engine, example);
+        let outcome = mcpspec::examples::run(engine, example);
         if let Some(why) = outcome.failure {
+            let (on, note) = on.split_once('\n').unwrap_or((on, ""));
             report.findings.push(drift::Finding::from_diagnostic(
                 Kind::Example,
                 &Diagnostic {
                     file: PathBuf::from(spec.file()),
                     pos: ir.pos,
-                    message: format!("the example of `{}` does not hold on {shown}", example.tool),
+                    message: format!("the example of `{}` does not hold on {on}", example.tool),
                     label: Some("this example".into()),
                     help: Some(format!(
-                        "{}\n  (its writes were rolled back: the database is as it was)",
-                        why.trim_start().replace("\n", "\n  ")
+                        "{}{}{note}",
+                        why.trim_start().replace("\n", "\n  "),
+                        if note.is_empty() { "" } else { "\n" }
                     )),
                 },
             ));
         }
     }
-    report
 }

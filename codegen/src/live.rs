@@ -334,6 +334,12 @@ pub fn dev_command() -> mcpspec::cli::Extra {
                 .value_name("PATH|URL")
                 .value_parser(clap::value_parser!(std::path::PathBuf))
                 .help("A database file or postgres:// URL to serve instead of a scratch database with the sample rows"),
+        )
+        .arg(
+            clap::Arg::new("derive-in-place")
+                .long("derive-in-place")
+                .action(clap::ArgAction::SetTrue)
+                .help("Build the spec's derived structures in a --db database mcpspec did not create, instead of in a mirror under the cache directory"),
         );
     mcpspec::cli::Extra {
         command,
@@ -353,6 +359,7 @@ fn run_dev(
     mcpspec::cli::dev::run(
         spec,
         db.map(std::path::PathBuf::as_path),
+        m.get_flag("derive-in-place"),
         servers,
         mcpspec::cli::dev::Compile {
             read: crate::read_spec,

@@ -237,6 +237,7 @@ fn check(
                 .findings
                 .extend(codegen::check::check_examples(root, spec_dir, server, db).findings);
         }
+        samples(root, spec_dir, &mut report);
         return finish(&report, json);
     }
     let live = db.as_deref().map(open_live).transpose()?;
@@ -249,20 +250,34 @@ fn check(
             .findings
             .extend(codegen::check::check_examples(root, spec_dir, server, db).findings);
     }
+    samples(root, spec_dir, &mut report);
     finish(&report, json)
 }
 
-/// The live SQLite file of `check --db`. Opening without CREATE never makes the file, so a
-/// wrong path is an error here. Writable, so that the check can build the derived structures
-/// in a savepoint that it rolls back; a read-only file is opened read-only.
+/// Adds the findings of every spec's examples on a scratch database with its sample rows,
+/// when the specs compiled (their problems are the findings then).
+fn samples(root: &Path, spec_dir: &Path, report: &mut codegen::drift::Report) {
+    if report
+        .findings
+        .iter()
+        .all(|f| f.kind != codegen::drift::Kind::Spec)
+    {
+        report
+            .findings
+            .extend(codegen::check::check_examples_on_samples(root, spec_dir).findings);
+    }
+}
+
+/// The live SQLite file of `check --db`, opened read-only: the check never writes it (the
+/// derived structures are built over copies, see the checks of statements). Opening without
+/// CREATE never makes the file, so a wrong path is an error here.
 fn open_live(p: &Path) -> Result<rusqlite::Connection> {
     use rusqlite::OpenFlags;
-    let open = |mode: OpenFlags| {
-        rusqlite::Connection::open_with_flags(p, mode | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-    };
-    open(OpenFlags::SQLITE_OPEN_READ_WRITE)
-        .or_else(|_| open(OpenFlags::SQLITE_OPEN_READ_ONLY))
-        .with_context(|| format!("opening {}", p.display()))
+    rusqlite::Connection::open_with_flags(
+        p,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .with_context(|| format!("opening {}", p.display()))
 }
 
 /// Whether a `--db` value is a PostgreSQL URL rather than a SQLite file.

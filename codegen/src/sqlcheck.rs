@@ -48,22 +48,32 @@ pub fn check_sql(spec: &Spec, live: Option<&Connection>) -> Diagnostics {
     if let Some(live) = live {
         out.extend(compare_tables(spec, &declared, live, &schema_tables));
     }
-    // The server builds the derived structures when it serves the file, and the statements
-    // need them: they are built here too, inside a savepoint that is rolled back afterwards.
-    let savepoint = live.filter(|l| l.execute_batch("SAVEPOINT mcpspec_derived").is_ok());
-    if let Some(live) = savepoint
-        && let Err(e) = live.execute_batch(&db.derived)
+    // The statements need the derived structures, which the file may not have: they are
+    // built over empty copies of their source tables in an overlay that attaches the file
+    // read-only, as the server's mirror does, so that the file itself is never written.
+    // A live database in memory (a test's) has no file to attach: its connection is its
+    // own, and the derived structures are built in it, inside a savepoint rolled back below.
+    let in_memory = live.filter(|l| l.path().is_none_or(str::is_empty));
+    let savepoint = in_memory.filter(|l| {
+        l.execute_batch("SAVEPOINT mcpspec_derived").is_ok() && l.execute_batch(&db.derived).is_ok()
+    });
+    let overlay = match live
+        .filter(|_| in_memory.is_none())
+        .map(|l| overlay(l, &db.derived))
     {
-        out.items.push(finding(
-            spec,
-            db.schema_pos,
-            format!(
-                "the derived structures do not build on the live database: {}",
-                lower(&e.to_string())
-            ),
-            "make the file writable and match it to `database.schema`: the server builds them when it serves the file",
-        ));
-    }
+        Some(Ok(c)) => Some(c),
+        Some(Err(e)) => {
+            out.items.push(finding(
+                spec,
+                db.schema_pos,
+                format!("the derived structures do not build on the live database: {e}"),
+                "match the database to `database.schema`: the server builds them over its tables",
+            ));
+            None
+        }
+        None => None,
+    };
+    let live = overlay.as_ref().or(live);
     let targets: Vec<(&str, &Connection)> = std::iter::once(("the declared schema", &declared))
         .chain(live.map(|c| ("the live database", c)))
         .collect();
@@ -76,6 +86,70 @@ pub fn check_sql(spec: &Spec, live: Option<&Connection>) -> Diagnostics {
         let _ = live.execute_batch("ROLLBACK TO mcpspec_derived; RELEASE mcpspec_derived;");
     }
     out
+}
+
+/// An in-memory database over the live one: the file attached read-only as `app`, and in
+/// `main` empty copies of the derived structures' source tables (see [`sqlscan::sources`]),
+/// made from the file's own definitions, with the derived DDL applied to them. A statement
+/// prepared here sees what the server's mirror gives it: the derived structures and copies
+/// of their sources in `main`, every other table of the file through `app`.
+fn overlay(live: &Connection, derived: &str) -> Result<Connection, String> {
+    use rusqlite::OpenFlags;
+    let path = live
+        .path()
+        .filter(|p| !p.is_empty())
+        .ok_or("the live database has no file")?
+        .to_string();
+    let sqlite = |e: rusqlite::Error| lower(&e.to_string());
+    let conn = Connection::open_in_memory_with_flags(
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(sqlite)?;
+    register_regexp(&conn).map_err(sqlite)?;
+    conn.pragma_update(None, "foreign_keys", "OFF")
+        .map_err(sqlite)?;
+    let uri = format!(
+        "file:{}?mode=ro",
+        path.replace('%', "%25")
+            .replace('?', "%3F")
+            .replace('#', "%23")
+    );
+    conn.execute("ATTACH DATABASE ?1 AS app", [uri])
+        .map_err(sqlite)?;
+    if derived.trim().is_empty() {
+        return Ok(conn);
+    }
+    let query = |sql: &str, arg: &str| -> rusqlite::Result<Vec<String>> {
+        conn.prepare(sql)?.query_map([arg], |r| r.get(0))?.collect()
+    };
+    let tables = query(
+        "SELECT name FROM app.sqlite_master WHERE type = 'table' AND name NOT LIKE ?1",
+        "sqlite_%",
+    )
+    .map_err(sqlite)?;
+    let parents = |t: &str| {
+        query(
+            "SELECT DISTINCT \"table\" FROM pragma_foreign_key_list(?1, 'app')",
+            t,
+        )
+        .unwrap_or_default()
+    };
+    for source in sqlscan::sources(derived, &tables, parents) {
+        let ddl = query(
+            "SELECT sql FROM app.sqlite_master WHERE sql IS NOT NULL AND tbl_name = ?1 \
+             AND type IN ('table', 'index') ORDER BY type = 'table' DESC",
+            &source,
+        )
+        .map_err(sqlite)?;
+        for sql in ddl {
+            conn.execute_batch(&sql).map_err(sqlite)?;
+        }
+    }
+    conn.execute_batch(derived).map_err(sqlite)?;
+    Ok(conn)
 }
 
 /// Registers `regexp()` on every connection and loads the declared schema, the derived

@@ -558,6 +558,8 @@ fn examples_run_on_the_live_database_and_are_rolled_back() {
     let copy = Copy::new();
     let live = copy.path("live.db");
     drop(strict_studio_db(&copy, "live.db"));
+    let schema = || sqlite_master(&live);
+    let before = schema();
     let examples = |copy: &Copy| {
         codegen::check::check_examples(copy.dir.path(), Path::new("spec"), "studio", &live)
     };
@@ -569,6 +571,8 @@ fn examples_run_on_the_live_database_and_are_rolled_back() {
         .unwrap();
     assert_eq!(rows, 0, "the write examples were rolled back");
     drop(conn);
+    // Neither are the derived structures built in it: they went to a scratch mirror.
+    assert_eq!(schema(), before, "the examples changed the schema");
     copy.edit(
         SPEC,
         "session_id, created_at, updated_at)\n        SELECT",
@@ -587,6 +591,94 @@ fn examples_run_on_the_live_database_and_are_rolled_back() {
     assert!(text.contains("--> spec/studio.yaml:"), "{text}");
     assert!(text.contains("expected: success"), "{text}");
     assert!(text.contains("CONSTRAINT_VIOLATION"), "{text}");
+}
+
+/// `check` runs every spec's examples on a scratch database with its sample rows: a
+/// statement edited so that it no longer returns what its example says fails the check at the
+/// example's line, with what came back.
+#[test]
+fn examples_run_on_the_sample_rows_without_a_live_database() {
+    let copy = Copy::new();
+    let examples =
+        |copy: &Copy| codegen::check::check_examples_on_samples(copy.dir.path(), Path::new("spec"));
+    let report = examples(&copy);
+    assert!(report.is_ok(), "{}", copy.render(&report));
+    copy.edit(
+        SPEC,
+        "        WHERE l.id = :id\n",
+        "        WHERE l.id = :id || 'x'\n",
+    );
+    let text = copy.render(&examples(&copy));
+    let line = copy.line_of(SPEC, "      - arguments: {id: L-023}");
+    assert!(
+        text.contains("error: the example of `get_learning` does not hold on a scratch database with the sample rows"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("--> spec/studio.yaml:{line}:9")),
+        "{text}"
+    );
+    assert!(text.contains("NOT_FOUND"), "{text}");
+}
+
+/// Every object of a SQLite file's schema, in order.
+fn sqlite_master(db: &Path) -> Vec<(String, String, Option<String>)> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut st = conn
+        .prepare("SELECT type, name, sql FROM sqlite_master ORDER BY type, name")
+        .unwrap();
+    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// `codegen check --db` never writes the live database, also one without the derived
+/// structures (it checks the statements over copies) and one it may not write at all; the
+/// statements are still checked against it: a statement that names a column the file lacks
+/// is a finding.
+#[test]
+fn check_with_a_live_database_leaves_it_as_it_was() {
+    use std::os::unix::fs::PermissionsExt;
+    let copy = Copy::new();
+    let live = copy.path("live.db");
+    drop(strict_studio_db(&copy, "live.db"));
+    let before = sqlite_master(&live);
+    let run = || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_codegen"))
+            .args(["check", "--root"])
+            .arg(copy.dir.path())
+            .arg("--db")
+            .arg(format!("studio={}", live.display()))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.success(), text)
+    };
+    let (ok, text) = run();
+    assert!(ok, "{text}");
+    assert_eq!(
+        sqlite_master(&live),
+        before,
+        "check changed the schema: {text}"
+    );
+    std::fs::set_permissions(&live, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let (ok, text) = run();
+    assert!(ok, "{text}");
+    std::fs::set_permissions(&live, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let conn = rusqlite::Connection::open(&live).unwrap();
+    conn.execute_batch("ALTER TABLE learnings RENAME COLUMN solution TO fix")
+        .unwrap();
+    drop(conn);
+    let before = sqlite_master(&live);
+    let (ok, text) = run();
+    assert!(!ok && text.contains("no such column: l.solution"), "{text}");
+    assert_eq!(
+        sqlite_master(&live),
+        before,
+        "check changed the schema: {text}"
+    );
 }
 
 /// A database `name` in the copy with the studio spec's declared schema but no column defaults,

@@ -24,3 +24,4 @@ mod protocol;
 mod proxy;
 mod studio;
 mod task_bounds;
+mod untouched;

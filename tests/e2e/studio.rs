@@ -476,10 +476,36 @@ LIMIT :limit";
 fn plain_studio_db(n: usize) -> crate::common::Db {
     let def = server::server("studio").expect("studio");
     let db = def.database.as_ref().expect("a database");
+    studio_db_with(db.schema, n)
+}
+
+/// A Project Studio database as the application itself makes it: the columns the seed's own
+/// queries read, in the application's order, with its own constraints, a column and a table
+/// of its own, and nothing of mcpspec's (no index, trigger or side table).
+pub(crate) const APP_DDL: &str = "
+CREATE TABLE projects (id TEXT PRIMARY KEY, name TEXT NOT NULL, description TEXT, repo_path TEXT,
+  tech_stack TEXT, status TEXT NOT NULL DEFAULT 'active', archived INTEGER NOT NULL DEFAULT 0,
+  created_at TEXT);
+CREATE TABLE cycles (id TEXT PRIMARY KEY, project_id TEXT NOT NULL REFERENCES projects(id),
+  name TEXT NOT NULL, intent TEXT, status TEXT, created_at TEXT);
+CREATE TABLE learnings (id TEXT PRIMARY KEY, project_id TEXT REFERENCES projects(id),
+  cycle_id TEXT REFERENCES cycles(id), session_id TEXT, title TEXT NOT NULL, problem TEXT NOT NULL,
+  solution TEXT NOT NULL, tags TEXT, created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
+CREATE TABLE decisions (id TEXT PRIMARY KEY, project_id TEXT, title TEXT NOT NULL, decision TEXT,
+  created_at TEXT);
+CREATE TABLE app_settings (key TEXT PRIMARY KEY, value TEXT);";
+
+/// [`APP_DDL`] with `n` learnings: a database mcpspec did not make.
+pub(crate) fn app_studio_db(n: usize) -> crate::common::Db {
+    studio_db_with(APP_DDL, n)
+}
+
+/// A studio database made from `ddl` (never by `init`) with two projects and `n` learnings.
+fn studio_db_with(ddl: &str, n: usize) -> crate::common::Db {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("studio.db");
     let mut conn = rusqlite::Connection::open(&path).unwrap();
-    conn.execute_batch(db.schema).unwrap();
+    conn.execute_batch(ddl).unwrap();
     conn.execute_batch("INSERT INTO projects (id, name) VALUES ('p1', 'One'), ('p2', 'Two');")
         .unwrap();
     let words = [
@@ -678,20 +704,4 @@ fn rows_written_by_another_program_are_found_and_numbered_after() {
     assert_eq!(ids(&found["learnings"]), ["L-902"]);
     drop(conn);
     s.finish();
-}
-
-#[test]
-fn a_read_only_database_without_the_indexes_is_refused_with_the_way_to_build_them() {
-    let db = plain_studio_db(10);
-    let path = db.path.to_str().unwrap();
-    let (code, _, err) =
-        crate::common::mcpspec(&["serve", "studio", "--db", path, "--read-only"], &[]);
-    assert_eq!(code, 2, "{err}");
-    for want in [
-        "statement `query_learnings` does not prepare: no such table: learnings_fts",
-        "statement `capture_learning` does not prepare: no such table: id_counters",
-        "a read-only database gains the structures under `database.derived` when served writable once",
-    ] {
-        assert!(err.contains(want), "missing {want:?} in:\n{err}");
-    }
 }

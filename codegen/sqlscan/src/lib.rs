@@ -125,6 +125,44 @@ pub fn words(sql: &str) -> Vec<String> {
     out
 }
 
+/// Which of `names` (table names, say) `sql` names in its code: a word of the code equal to
+/// one, in any case. The tables a spec's derived structures are built from are the schema's
+/// tables its derived DDL names; the runtime mirrors those (see the runtime's
+/// `backend::mirror`) and `codegen check` checks against them, through this one rule.
+pub fn named_in<'a>(sql: &str, names: &'a [String]) -> Vec<&'a str> {
+    let words: std::collections::HashSet<String> = words(sql).into_iter().collect();
+    names
+        .iter()
+        .filter(|n| words.contains(&n.to_ascii_uppercase()))
+        .map(String::as_str)
+        .collect()
+}
+
+/// The source tables of a spec's derived structures in a database with `tables`: the tables
+/// `derived` names (see [`named_in`]) and, transitively, the tables their foreign keys refer
+/// to (`parents` of a table), so that a copy of them is whole. The runtime's mirror copies
+/// these, and `codegen check --db` checks against copies of them, by this one rule.
+pub fn sources(
+    derived: &str,
+    tables: &[String],
+    parents: impl Fn(&str) -> Vec<String>,
+) -> Vec<String> {
+    let mut out: Vec<String> = named_in(derived, tables)
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    let mut i = 0;
+    while i < out.len() {
+        for p in parents(&out[i]) {
+            if tables.contains(&p) && !out.contains(&p) {
+                out.push(p);
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
 /// Whether a database location is a PostgreSQL URL rather than a SQLite file.
 pub fn is_url(location: &str) -> bool {
     location.starts_with("postgres://") || location.starts_with("postgresql://")
@@ -172,7 +210,8 @@ pub fn form(location: &str) -> Form {
             && scheme
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
-        if is_scheme {
+        // `file://` is SQLite's own URI form of a file name.
+        if is_scheme && !scheme.eq_ignore_ascii_case("file") {
             return Form::OtherScheme(scheme.to_ascii_lowercase());
         }
     }
@@ -368,6 +407,8 @@ mod tests {
             ("C:\\data\\app.db", Form::File),
             ("/data/host=1/app.db", Form::File),
             ("./weird name.db", Form::File),
+            ("file:///data/app.db?mode=ro", Form::File),
+            ("file:app.db?mode=ro", Form::File),
         ] {
             assert_eq!(form(location), want, "{location}");
         }
@@ -399,6 +440,16 @@ mod tests {
             positional("a = :x OR b = :x").refs,
             [("x".to_string(), 4), ("x".to_string(), 14)]
         );
+    }
+
+    #[test]
+    fn names_count_only_as_words_of_code() {
+        let tables: Vec<String> = ["learnings", "decisions", "projects", "tags"]
+            .map(String::from)
+            .to_vec();
+        let sql = "CREATE TRIGGER t AFTER INSERT ON Learnings BEGIN \
+                   INSERT INTO learning_tags SELECT 'projects' FROM decisions; END; -- tags";
+        assert_eq!(named_in(sql, &tables), ["learnings", "decisions"]);
     }
 
     #[test]

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
+use crate::backend::mirror::Placing;
 use crate::backend::sqlite::DbError;
 use crate::backend::{
     Bind, Column, Database, Engine as DbEngine, Failure, Location, Session, Sql, Stop,
@@ -298,21 +299,53 @@ impl Engine {
         limits: Limits,
         handlers: Option<Box<dyn Dispatch>>,
     ) -> Result<Arc<Engine>, StartError> {
-        let read_only = read_only || def.database.as_ref().is_some_and(|d| d.read_only);
-        let (db, derive_failed) = open_database(def, location, read_only, &limits)?.unzip();
+        let placing = Placing {
+            read_only,
+            ..Placing::default()
+        };
+        Engine::start_placed(def, location, placing, limits, handlers)
+    }
+
+    /// [`Engine::start_at`], saying where a SQLite database's derived structures may go: in a
+    /// database mcpspec did not create only when `placing.in_place` (see
+    /// [`crate::backend::mirror`]). A database file that cannot be written is served
+    /// read-only.
+    pub fn start_placed(
+        def: &'static ServerDef,
+        location: Option<&Location>,
+        placing: Placing,
+        limits: Limits,
+        handlers: Option<Box<dyn Dispatch>>,
+    ) -> Result<Arc<Engine>, StartError> {
+        let placing = Placing {
+            read_only: placing.read_only || def.database.as_ref().is_some_and(|d| d.read_only),
+            ..placing
+        };
+        let (db, derive_failed) = open_database(def, location, placing, &limits)?.unzip();
+        let read_only = placing.read_only
+            || db
+                .as_ref()
+                .and_then(Database::sqlite)
+                .is_some_and(|p| p.is_read_only());
         let opened = db.map(|db| (Arc::new(db), derive_failed.flatten()));
         Engine::assemble(def, opened, location, read_only, limits, handlers)
     }
 
     /// [`Engine::start_at`] for a rehearsal: every write runs in a transaction that is rolled
-    /// back, so that a spec's examples can run on a live database without changing it.
+    /// back, so that a spec's examples can run on a live database without changing it. The
+    /// database is left exactly as it was: derived structures it lacks are built in a scratch
+    /// mirror, never in it.
     pub fn start_rehearsal(
         def: &'static ServerDef,
         location: &Location,
         limits: Limits,
         handlers: Option<Box<dyn Dispatch>>,
     ) -> Result<Arc<Engine>, StartError> {
-        let mut opened = open_database(def, Some(location), false, &limits)?;
+        let placing = Placing {
+            scratch: true,
+            ..Placing::default()
+        };
+        let mut opened = open_database(def, Some(location), placing, &limits)?;
         if let Some((db, _)) = &mut opened {
             db.rehearse();
         }
@@ -370,8 +403,11 @@ impl Engine {
                     fix.push_str(&format!(
                         "\nthe structures under `database.derived` could not be built: {reason}"
                     ));
-                } else if derived && db.sqlite().is_some_and(|p| p.is_read_only()) {
-                    fix.push_str("\na read-only database gains the structures under `database.derived` when served writable once");
+                } else if derived && let Some(m) = db.sqlite().and_then(|p| p.mirror()) {
+                    fix.push_str(&format!(
+                        "\nthe structures under `database.derived` are kept in {}, outside the database",
+                        m.path().display()
+                    ));
                 }
                 return Err(StartError::Drift {
                     path: path.display(),
@@ -1487,13 +1523,13 @@ impl Engine {
 fn open_database(
     def: &'static ServerDef,
     location: Option<&Location>,
-    read_only: bool,
+    placing: Placing,
     limits: &Limits,
 ) -> Result<Option<(Database, Option<String>)>, StartError> {
     Ok(match (&def.database, location) {
         (Some(d), Some(Location::File(p))) => {
-            let db = Database::open_sqlite(p, read_only)?;
-            let failed = db.derive(d.derived);
+            let db = Database::open_sqlite_for(p, def.name, d, placing)?;
+            let failed = db.derive_in_place();
             Some((db, failed))
         }
         (Some(d), Some(Location::Url(u))) => {
@@ -1501,7 +1537,7 @@ fn open_database(
                 return Err(StartError::NoPostgres { server: def.name });
             }
             Some((
-                Database::open_postgres(u, read_only, limits.call_timeout)?,
+                Database::open_postgres(u, placing.read_only, limits.call_timeout)?,
                 None,
             ))
         }

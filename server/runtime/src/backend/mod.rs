@@ -2,6 +2,7 @@
 //! apart, in terms of no particular database. [`sqlite`] is the embedded implementation and
 //! [`postgres`] the one for teams; the generated code and the handler API name only these types.
 
+pub mod mirror;
 pub mod postgres;
 pub mod sqlite;
 
@@ -400,6 +401,17 @@ impl Database {
         sqlite::Pool::open(path, read_only).map(Database::Sqlite)
     }
 
+    /// Opens a SQLite database file for the spec `name` and its database, its derived
+    /// structures placed as `how` says (see [`mirror`]).
+    pub fn open_sqlite_for(
+        path: &Path,
+        name: &str,
+        def: &crate::def::DatabaseDef,
+        how: mirror::Placing,
+    ) -> Result<Database, sqlite::DbError> {
+        sqlite::Pool::open_as(path, Some((name, def)), how).map(Database::Sqlite)
+    }
+
     /// Connects to a PostgreSQL server; `timeout` is the server-side statement timeout.
     pub fn open_postgres(
         url: &str,
@@ -418,12 +430,13 @@ impl Database {
         }
     }
 
-    /// Applies the derived DDL on a writable SQLite database (see [`sqlite::Pool::derive`]);
-    /// why it could not, if it could not. Not fatal by itself: the statements that need what
-    /// is missing fail the start-up drift check, which then gives this reason too.
-    pub fn derive(&self, ddl: &str) -> Option<String> {
+    /// Applies the derived DDL that belongs in the database itself (see
+    /// [`mirror::place`]); why it could not, if it could not. Not fatal by itself: the
+    /// statements that need what is missing fail the start-up drift check, which then gives
+    /// this reason too.
+    pub fn derive_in_place(&self) -> Option<String> {
         match self {
-            Database::Sqlite(p) => p.derive(ddl).err(),
+            Database::Sqlite(p) => p.derive_in_place().err(),
             Database::Postgres(_) => None,
         }
     }

@@ -179,6 +179,39 @@ pub fn resolve(def: &DatabaseDef, flag: Option<&Path>) -> Result<(PathBuf, PathS
     }
 }
 
+/// The file a database location names: the location itself, or the file of a SQLite `file:`
+/// URI (`file:/data/app.db?mode=ro`, `file:///data/app.db`), percent-decoded.
+pub fn file_of(location: &Path) -> PathBuf {
+    let Some(uri) = location.to_str().and_then(|s| s.strip_prefix("file:")) else {
+        return location.to_path_buf();
+    };
+    let uri = uri.split(['?', '#']).next().unwrap_or_default();
+    // `file://HOST/path`: the authority (empty or `localhost`) goes.
+    let path = match uri.strip_prefix("//") {
+        Some(rest) => rest.find('/').map_or("", |i| &rest[i..]),
+        None => uri,
+    };
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        if bytes[i] == b'%'
+            && let (Some(h), Some(l)) = (
+                bytes.get(i + 1).copied().and_then(hex),
+                bytes.get(i + 2).copied().and_then(hex),
+            )
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    PathBuf::from(String::from_utf8_lossy(&out).into_owned())
+}
+
 /// Fails with a message that says how to fix it when the database file does not exist.
 pub fn require_exists(
     server: &str,
@@ -186,7 +219,7 @@ pub fn require_exists(
     path: &Path,
     source: PathSource,
 ) -> Result<(), DbError> {
-    if path.is_file() {
+    if file_of(path).is_file() {
         return Ok(());
     }
     Err(DbError::Missing {
@@ -262,23 +295,14 @@ pub fn register_regexp(conn: &Connection) -> rusqlite::Result<()> {
     )
 }
 
-fn open(path: &Path, read_only: bool) -> Result<Connection, DbError> {
-    let flags = if read_only {
-        OpenFlags::SQLITE_OPEN_READ_ONLY
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_URI
-    } else {
-        OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_URI
-    };
-    let err = |source| DbError::Open {
-        path: path.display().to_string(),
-        source,
-    };
-    let conn = Connection::open_with_flags(path, flags).map_err(err)?;
-    conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
-    register_regexp(&conn).map_err(err)?;
+/// A connection as every connection of the runtime is set up: `flags` (plus no mutex and
+/// URI file names), the busy timeout, `regexp()`, a statement cache, and the query-planner
+/// stability guarantee.
+pub(super) fn open_plain(path: &Path, flags: OpenFlags) -> rusqlite::Result<Connection> {
+    let flags = flags | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+    let conn = Connection::open_with_flags(path, flags)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    register_regexp(&conn)?;
     conn.set_prepared_statement_cache_capacity(64);
     // The query-planner stability guarantee fixes each statement's plan when it is first
     // prepared. Without it SQLite re-plans a cached statement whenever its bindings change,
@@ -286,15 +310,32 @@ fn open(path: &Path, read_only: bool) -> Result<Connection, DbError> {
     conn.set_db_config(
         rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
         true,
-    )
-    .map_err(err)?;
+    )?;
+    Ok(conn)
+}
+
+fn open(path: &Path, read_only: bool) -> Result<Connection, DbError> {
+    let flags = if read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+    };
+    let err = |source| DbError::Open {
+        path: path.display().to_string(),
+        source,
+    };
+    let conn = open_plain(path, flags).map_err(err)?;
+    ready(conn, read_only).map_err(err)
+}
+
+/// A connection checked to be a database, with a reader's smaller cache.
+fn ready(conn: Connection, read_only: bool) -> rusqlite::Result<Connection> {
     if read_only {
         // Readers share the OS page cache; 1 MiB each instead of 2 keeps the footprint small.
-        conn.pragma_update(None, "cache_size", -1024).map_err(err)?;
+        conn.pragma_update(None, "cache_size", -1024)?;
     }
     // A file that is not a database fails here rather than on the first call.
-    conn.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()))
-        .map_err(err)?;
+    conn.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()))?;
     Ok(conn)
 }
 
@@ -326,7 +367,11 @@ pub fn init(def: &DatabaseDef, path: &Path, sample: bool) -> Result<(), DbError>
             tables: tables.join(", "),
         });
     }
-    let mut script = String::from("BEGIN;\n");
+    // The file is mcpspec's own: its derived structures live in it (see `super::mirror`).
+    let mut script = format!(
+        "PRAGMA application_id = {};\nBEGIN;\n",
+        super::mirror::APPLICATION_ID
+    );
     script.push_str(def.schema);
     script.push('\n');
     script.push_str(def.derived);
@@ -343,6 +388,13 @@ pub fn init(def: &DatabaseDef, path: &Path, sample: bool) -> Result<(), DbError>
 /// One writer connection and a few reader connections, handed out one call at a time.
 pub struct Pool {
     path: std::path::PathBuf,
+    /// Where the spec's derived structures live, when not in the database (see
+    /// [`super::mirror`]).
+    mirror: Option<std::sync::Arc<super::mirror::Mirror>>,
+    /// The derived DDL still to apply in the database itself, when it belongs there.
+    in_place: Option<&'static str>,
+    /// Why the mirror could not be built, when it could not.
+    unbuilt: Option<String>,
     // Boxed: the pool sits in `Database` beside PostgreSQL's much smaller one.
     writer: Option<Box<Mutex<Pooled>>>,
     readers: Mutex<Readers>,
@@ -456,30 +508,80 @@ impl Pool {
         self.rehearsal = true;
     }
 
-    /// Opens the pool. In read-write mode the file is switched to WAL so that readers and the
-    /// writer do not block each other.
+    /// Opens the pool over a database without a spec's derived structures (tests, tools).
     pub fn open(path: &Path, read_only: bool) -> Result<Pool, DbError> {
-        let writer = if read_only {
+        Pool::open_as(
+            path,
+            None,
+            super::mirror::Placing {
+                read_only,
+                ..Default::default()
+            },
+        )
+    }
+
+    /// Opens the pool for the spec `spec` (its name and database), placing its derived
+    /// structures as [`super::mirror::place`] decides: in the database, or in a mirror. A
+    /// file that cannot be written (its mode, the directory, a `mode=ro` URI) is served
+    /// read-only. In read-write mode a database that is mcpspec's own, or already in WAL
+    /// mode, is switched to (kept in) WAL so that readers and the writer do not block each
+    /// other; another program's database keeps its journal mode.
+    pub fn open_as(
+        path: &Path,
+        spec: Option<(&str, &DatabaseDef)>,
+        how: super::mirror::Placing,
+    ) -> Result<Pool, DbError> {
+        let err = |source| DbError::Open {
+            path: path.display().to_string(),
+            source,
+        };
+        let mut how = how;
+        let mut writer = if how.read_only {
             None
         } else {
             let w = open(path, false)?;
-            w.pragma_update(None, "journal_mode", "WAL")
-                .map_err(|source| DbError::Open {
-                    path: path.display().to_string(),
-                    source,
-                })?;
-            w.pragma_update(None, "synchronous", "NORMAL")
-                .and_then(|()| w.pragma_update(None, "foreign_keys", "ON"))
-                .map_err(|source| DbError::Open {
-                    path: path.display().to_string(),
-                    source,
-                })?;
-            Some(Box::new(Mutex::new(Pooled::from(w))))
+            if w.is_readonly(rusqlite::MAIN_DB).map_err(err)? {
+                tracing::info!(db = %super::redact(&path.display().to_string()), "the database cannot be written; serving it read-only");
+                how.read_only = true;
+                None
+            } else {
+                Some(w)
+            }
         };
+        let placement = match spec {
+            Some((name, def)) => {
+                let reader;
+                let probe = match &writer {
+                    Some(w) => w,
+                    None => {
+                        reader = open(path, true)?;
+                        &reader
+                    }
+                };
+                super::mirror::place(probe, path, def, name, how)?
+            }
+            None => super::mirror::Placement::Nothing,
+        };
+        let (mirror, in_place, unbuilt) = match placement {
+            super::mirror::Placement::Mirror(m) => (Some(m), None, None),
+            super::mirror::Placement::InPlace(ddl) => (None, ddl, None),
+            super::mirror::Placement::Nothing => (None, None, None),
+            super::mirror::Placement::Unbuilt(why) => (None, None, Some(why)),
+        };
+        if let Some(w) = &mut writer {
+            set_up_writer(w, mirror.as_deref()).map_err(err)?;
+        }
+        let writer = writer.map(|w| Box::new(Mutex::new(Pooled::from(w))));
         // One reader now, for the start-up checks; more are opened when calls overlap.
-        let first = open(path, true)?;
-        Ok(Pool {
+        let first = match &mirror {
+            Some(m) => m.reader().and_then(|c| ready(c, true)).map_err(err)?,
+            None => open(path, true)?,
+        };
+        let pool = Pool {
             path: path.to_path_buf(),
+            mirror,
+            in_place,
+            unbuilt,
             writer,
             readers: Mutex::new(Readers {
                 idle: vec![Pooled::from(first)],
@@ -488,13 +590,54 @@ impl Pool {
             }),
             available: Condvar::new(),
             rehearsal: false,
-        })
+        };
+        Ok(pool)
+    }
+
+    /// The mirror holding the derived structures, when they are not in the database.
+    pub fn mirror(&self) -> Option<&super::mirror::Mirror> {
+        self.mirror.as_deref()
+    }
+
+    /// A new reader connection: on the database, or on its mirror with the database attached.
+    fn new_reader(&self) -> Result<Connection, DbError> {
+        match &self.mirror {
+            Some(m) => m
+                .reader()
+                .and_then(|c| ready(c, true))
+                .map_err(|source| DbError::Open {
+                    path: self.path.display().to_string(),
+                    source,
+                }),
+            None => open(&self.path, true),
+        }
+    }
+
+    /// Catches the mirror up with the database, when there is one (see [`super::mirror`]).
+    fn catch_up(&self) -> Result<(), super::Failure> {
+        match &self.mirror {
+            Some(m) => m.catch_up().map_err(|message| super::Failure {
+                kind: super::ErrorKind::Other,
+                message: format!("catching the mirror up: {message}"),
+                constraint: String::new(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Runs `f` on a reader connection: an idle one, a new one while fewer than [`READERS`]
     /// exist, or the next one to come free.
     pub fn read<T>(&self, f: impl FnOnce(&mut Connection) -> T) -> T {
+        self.caught_up();
         self.read_or_wait(|| {}, f)
+    }
+
+    /// [`Pool::catch_up`] for work outside a job (a handler's own connection use): a failure
+    /// is logged, and the work reads the mirror as it stands.
+    fn caught_up(&self) {
+        if let Err(e) = self.catch_up() {
+            tracing::error!(error = %e.message, "the mirror could not catch up");
+        }
     }
 
     /// [`Pool::read`], calling `waits` first when it must wait for a reader to come free.
@@ -531,7 +674,7 @@ impl Pool {
                 if guard.open < READERS {
                     guard.open += 1;
                     drop(guard);
-                    match open(&self.path, true) {
+                    match self.new_reader() {
                         Ok(c) => break Pooled::from(c),
                         Err(e) => {
                             // Fall back to waiting for one of the readers that exist.
@@ -585,6 +728,7 @@ impl Pool {
 
     /// Runs `f` on the writer connection, or returns `None` when the pool is read-only.
     pub fn write<T>(&self, f: impl FnOnce(&mut Connection) -> T) -> Option<T> {
+        self.caught_up();
         self.lend_writer(|pooled| f(&mut pooled.conn))
     }
 
@@ -602,10 +746,14 @@ impl Pool {
     }
 
     /// Applies the spec's derived DDL (see [`crate::def::DatabaseDef::derived`]) in one
-    /// transaction on the writer, so that a database another program made gains the indexes
-    /// and side tables the queries use. Does nothing on a read-only pool; on failure nothing
+    /// transaction on the writer, in a database that is mcpspec's own or whose user allowed
+    /// it (see [`super::mirror::place`]). Does nothing on a read-only pool; on failure nothing
     /// is applied and the reason is returned, with SQLite's wording.
-    pub fn derive(&self, ddl: &str) -> Result<(), String> {
+    pub fn derive_in_place(&self) -> Result<(), String> {
+        if let Some(why) = &self.unbuilt {
+            return Err(why.clone());
+        }
+        let ddl = self.in_place.unwrap_or_default();
         if ddl.trim().is_empty() {
             return Ok(());
         }
@@ -711,6 +859,9 @@ pub fn job<T, E>(
     fail: impl Fn(super::Failure) -> E,
     f: impl FnOnce(&mut dyn super::Session) -> Result<T, E>,
 ) -> Option<Result<T, E>> {
+    if let Err(f) = pool.catch_up() {
+        return Some(Err(fail(f)));
+    }
     let run = |pooled: &mut Pooled| {
         let watch = stop.clone();
         let _ = pooled
@@ -738,6 +889,23 @@ pub fn job<T, E>(
                 .unwrap_or_else(gave_way),
         )
     }
+}
+
+/// Sets the writer up: WAL for a database that is mcpspec's own or in WAL already (another
+/// program's keeps its journal mode), foreign keys, and the replay into the mirror.
+fn set_up_writer(w: &Connection, mirror: Option<&super::mirror::Mirror>) -> rusqlite::Result<()> {
+    let mode: String = w.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
+    let ours = w.query_row("PRAGMA application_id", [], |r| r.get::<_, i32>(0))?
+        == super::mirror::APPLICATION_ID;
+    if ours || mode.eq_ignore_ascii_case("wal") {
+        w.pragma_update(None, "journal_mode", "WAL")?;
+    }
+    w.pragma_update(None, "synchronous", "NORMAL")?;
+    w.pragma_update(None, "foreign_keys", "ON")?;
+    if let Some(m) = mirror {
+        m.watch_writer(w)?;
+    }
+    Ok(())
 }
 
 /// Runs `f` on `conn` with its statements interrupted once `stop` says the job must stop (its

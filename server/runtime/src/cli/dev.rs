@@ -52,6 +52,7 @@ const POLL: Duration = Duration::from_millis(50);
 pub fn run(
     spec: &Path,
     db: Option<&Path>,
+    derive_in_place: bool,
     servers: Vec<Server>,
     compile: Compile,
 ) -> Result<ExitCode> {
@@ -69,6 +70,7 @@ pub fn run(
     let scratch = tempfile::tempdir().context("creating a scratch directory")?;
     let mut dbs = Databases {
         flag: db.map(Path::to_path_buf),
+        in_place: derive_in_place,
         scratch: scratch.path().to_path_buf(),
         made: None,
     };
@@ -107,10 +109,14 @@ fn start(def: &'static ServerDef, dbs: &mut Databases, handlers: &Handlers) -> R
         Some(h) => Box::new(h.clone()),
         None => Box::new(NoHandlers(def.name)),
     };
-    Ok(Engine::start_at(
+    let placing = crate::backend::mirror::Placing {
+        in_place: dbs.in_place,
+        ..Default::default()
+    };
+    Ok(Engine::start_placed(
         def,
         location.as_ref(),
-        false,
+        placing,
         super::limits()?,
         Some(handlers),
     )?)
@@ -120,6 +126,8 @@ fn start(def: &'static ServerDef, dbs: &mut Databases, handlers: &Handlers) -> R
 struct Databases {
     /// `--db`, used by every version.
     flag: Option<PathBuf>,
+    /// `--derive-in-place`.
+    in_place: bool,
     /// The session's scratch directory.
     scratch: PathBuf,
     /// The scratch database made last, and the schema and sample rows it was made from.

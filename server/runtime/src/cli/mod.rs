@@ -71,6 +71,10 @@ enum Cmd {
         /// Refuse every tool that changes the database.
         #[arg(long)]
         read_only: bool,
+        /// Build the spec's derived structures (indexes, full-text and side tables) in a
+        /// database mcpspec did not create, instead of in a mirror under the cache directory.
+        #[arg(long)]
+        derive_in_place: bool,
         #[command(flatten)]
         http: HttpArgs,
     },
@@ -85,6 +89,9 @@ enum Cmd {
         db: Option<PathBuf>,
         #[arg(long)]
         read_only: bool,
+        /// As for `serve`.
+        #[arg(long)]
+        derive_in_place: bool,
     },
     /// Create a database from the spec's schema; never changes an existing database.
     Init {
@@ -240,7 +247,7 @@ fn limits() -> Result<Limits> {
 fn start(
     server: Server,
     flag: Option<&std::path::Path>,
-    read_only: bool,
+    placing: crate::backend::mirror::Placing,
 ) -> Result<std::sync::Arc<Engine>> {
     let limits = limits()?;
     // Settings are refused before anything starts.
@@ -248,14 +255,23 @@ fn start(
     let Server { def, handlers } = server;
     let Some(database) = &def.database else {
         // The server works on the project in its working directory, without a database.
-        let engine = Engine::start(def, flag, read_only, limits, handlers)?;
+        let engine = Engine::start(def, flag, placing.read_only, limits, handlers)?;
         tracing::info!(server = def.name, "ready");
         return Ok(engine);
     };
     let location = locate(def.name, database, flag)?;
-    let engine = Engine::start_at(def, Some(&location), read_only, limits, handlers)?;
+    let engine = Engine::start_placed(def, Some(&location), placing, limits, handlers)?;
     tracing::info!(server = def.name, db = %location.display(), read_only = engine.is_read_only(), "ready");
     Ok(engine)
+}
+
+/// Where a database's derived structures may go, from `serve`'s and `call`'s flags.
+fn placing(read_only: bool, in_place: bool) -> crate::backend::mirror::Placing {
+    crate::backend::mirror::Placing {
+        read_only,
+        in_place,
+        scratch: false,
+    }
 }
 
 /// Where the server's database is: `--db`, else the spec's environment variable, else (for a
@@ -433,6 +449,7 @@ fn run(cli: Cli, mut servers: Vec<Server>) -> Result<ExitCode> {
             server,
             db,
             read_only,
+            derive_in_place,
             http,
         } => {
             let server = find(&mut servers, &server)?;
@@ -441,7 +458,7 @@ fn run(cli: Cli, mut servers: Vec<Server>) -> Result<ExitCode> {
                 Some(addr) => Some((addr, http_options(&http)?)),
                 None => None,
             };
-            let engine = start(server, db.as_deref(), read_only)?;
+            let engine = start(server, db.as_deref(), placing(read_only, derive_in_place))?;
             match options {
                 Some((addr, options)) => serve_http(engine, addr, options)?,
                 None => serve(engine)?,
@@ -454,12 +471,13 @@ fn run(cli: Cli, mut servers: Vec<Server>) -> Result<ExitCode> {
             arguments,
             db,
             read_only,
+            derive_in_place,
         } => {
             let server = find(&mut servers, &server)?;
             let def = server.def;
             let args: serde_json::Value =
                 serde_json::from_str(&arguments).context("the arguments are not valid JSON")?;
-            let engine = start(server, db.as_deref(), read_only)?;
+            let engine = start(server, db.as_deref(), placing(read_only, derive_in_place))?;
             let outcome = engine.call(&tool, Some(&args));
             let failed = outcome.is_err();
             match outcome {
