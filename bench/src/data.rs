@@ -238,6 +238,43 @@ pub fn generate(mcpspec: &Path, rows: usize, out: &Path) -> Result<()> {
     let mut conn = Connection::open(out)?;
     // WAL is a property of the file: every contender opens the same journal mode.
     conn.pragma_update(None, "journal_mode", "WAL")?;
+    fill(&mut conn, rows)?;
+    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")?;
+    Ok(())
+}
+
+/// A Project Studio database as the application itself makes it: its own tables and
+/// constraints (the columns the seed's queries read, a column and a table of its own), the
+/// default rollback journal, and nothing of mcpspec's.
+pub const APP_DDL: &str = "
+CREATE TABLE projects (id TEXT PRIMARY KEY, name TEXT NOT NULL, description TEXT, repo_path TEXT,
+  tech_stack TEXT, status TEXT NOT NULL DEFAULT 'active', archived INTEGER NOT NULL DEFAULT 0,
+  created_at TEXT);
+CREATE TABLE cycles (id TEXT PRIMARY KEY, project_id TEXT NOT NULL REFERENCES projects(id),
+  name TEXT NOT NULL, intent TEXT, status TEXT, created_at TEXT);
+CREATE TABLE learnings (id TEXT PRIMARY KEY, project_id TEXT REFERENCES projects(id),
+  cycle_id TEXT REFERENCES cycles(id), session_id TEXT, title TEXT NOT NULL, problem TEXT NOT NULL,
+  solution TEXT NOT NULL, tags TEXT, created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
+CREATE TABLE decisions (id TEXT PRIMARY KEY, project_id TEXT, title TEXT NOT NULL, decision TEXT,
+  created_at TEXT);
+CREATE TABLE app_settings (key TEXT PRIMARY KEY, value TEXT);";
+
+/// Creates `out` as the application would ([`APP_DDL`], never `mcpspec init`) and fills it
+/// with the same `rows` learnings as [`generate`].
+pub fn generate_untouched(rows: usize, out: &Path) -> Result<()> {
+    for f in [out.to_path_buf(), out.with_extension("db-journal")] {
+        if f.exists() {
+            std::fs::remove_file(&f).with_context(|| format!("removing {}", f.display()))?;
+        }
+    }
+    let mut conn = Connection::open(out)?;
+    conn.execute_batch(APP_DDL)?;
+    fill(&mut conn, rows)?;
+    Ok(())
+}
+
+/// Fills a studio database with the projects, cycles, decisions and `rows` learnings.
+fn fill(conn: &mut Connection, rows: usize) -> Result<()> {
     let mut rng = Rng::new(DATA_SEED);
     let tx = conn.transaction()?;
     // Timestamps start at 2023-01-01 and advance ten minutes per learning.
@@ -312,6 +349,5 @@ pub fn generate(mcpspec: &Path, rows: usize, out: &Path) -> Result<()> {
     }
     tx.commit()?;
     // No ANALYZE: a studio database made by `mcpspec init` has no statistics tables either.
-    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")?;
     Ok(())
 }

@@ -27,6 +27,9 @@
 //!   tool's first answer through `mcpspec dev` and prints each time and the median as JSON.
 //! - `mcpbench transports --mcpspec BIN [--calls N]` measures Streamable HTTP against stdio and
 //!   the lessons proxy against direct calls to its downstream, and prints a Markdown table.
+//! - `mcpbench untouched --mcpspec BIN --rows N[,N] --dir DIR --out FILE [--calls N]` measures
+//!   studio on a database the application made, its derived structures in a mirror, against
+//!   the same data with them in the file, and prints a Markdown section.
 
 mod client;
 mod data;
@@ -41,6 +44,7 @@ mod rng;
 mod stats;
 mod sync;
 mod transports;
+mod untouched;
 mod workload;
 
 use std::path::PathBuf;
@@ -160,6 +164,25 @@ fn main() -> Result<()> {
             Ok(())
         }
         "dev-loop" => dev_loop_cmd(&args),
+        "untouched" => {
+            let rows: Vec<usize> = args
+                .need("rows")?
+                .split(',')
+                .map(|n| n.trim().parse().context("--rows"))
+                .collect::<Result<_>>()?;
+            let calls: usize = args
+                .get("calls")
+                .unwrap_or("300")
+                .parse()
+                .context("--calls")?;
+            untouched::command(
+                &PathBuf::from(args.need("mcpspec")?),
+                &rows,
+                &PathBuf::from(args.need("dir")?),
+                calls,
+                &PathBuf::from(args.need("out")?),
+            )
+        }
         "transports" => {
             let calls: usize = args
                 .get("calls")
@@ -180,6 +203,7 @@ fn main() -> Result<()> {
                 command: args.get("command").unwrap_or("bench/run").to_string(),
                 profile: args.get("profile").map(PathBuf::from),
                 edit_loop: args.get("edit-loop").map(PathBuf::from),
+                untouched: args.get("untouched").map(PathBuf::from),
                 skipped: args.all("skipped"),
             },
         ),

@@ -15,6 +15,8 @@ pub struct Inputs {
     pub profile: Option<PathBuf>,
     /// The edit-loop measurement written by bench/edit-loop, if any.
     pub edit_loop: Option<PathBuf>,
+    /// The untouched-database measurement written by `mcpbench untouched`, if any.
+    pub untouched: Option<PathBuf>,
     /// Contenders that could not run, each as "name: reason".
     pub skipped: Vec<String>,
 }
@@ -233,6 +235,10 @@ pub fn run(json_out: &PathBuf, markdown: &PathBuf, inputs: &Inputs) -> Result<()
         Some(p) if p.exists() => Some(load(p)?),
         _ => None,
     };
+    let untouched = match &inputs.untouched {
+        Some(p) if p.exists() => Some(load(p)?),
+        _ => None,
+    };
     let date = today();
     let results = json!({
         "date": date,
@@ -240,6 +246,7 @@ pub fn run(json_out: &PathBuf, markdown: &PathBuf, inputs: &Inputs) -> Result<()
         "command": inputs.command,
         "skipped": inputs.skipped,
         "edit_loop": edit_loop,
+        "untouched": untouched,
         "runs": runs,
         "http": http,
     });
@@ -313,6 +320,9 @@ pub fn run(json_out: &PathBuf, markdown: &PathBuf, inputs: &Inputs) -> Result<()
         let _ = writeln!(md, "\n{HTTP_METHOD}{http_tables}");
     }
     let _ = writeln!(md, "\n{targets}");
+    if let Some(u) = results["untouched"].as_array() {
+        let _ = writeln!(md, "{}", crate::untouched::markdown(u));
+    }
     edit_loop_section(&mut md, &results["edit_loop"]);
     if let Some(p) = &inputs.profile
         && let Ok(text) = std::fs::read_to_string(p)

@@ -325,13 +325,15 @@ pub(crate) struct RawDatabase {
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub sample: Option<Sp<String>>,
     /// Structures derived from the data that the queries use (indexes, side tables, counters
-    /// and the triggers that keep them current), as idempotent SQLite DDL. Unlike `schema`, the
-    /// server applies them at start-up to every writable database it serves, after `init`'s
-    /// schema, so that a database made by another program gains them too.
+    /// and the triggers that keep them current), as idempotent SQLite DDL. `init` applies them
+    /// after the schema. A database mcpspec did not create is never changed: the server builds
+    /// them in a mirror under the cache directory, over copies of the tables they name, kept
+    /// current as the database changes (or in the database itself with `--derive-in-place`).
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub derived: Option<Sp<String>>,
-    /// Full-text indexes: FTS5 tables kept in sync with their source tables by triggers; built
-    /// at start-up like `derived`, and filled from the source table when first made.
+    /// Full-text indexes: FTS5 tables kept in sync with their source tables by triggers;
+    /// placed like `derived` (in the database `init` made, else in a mirror), and filled from
+    /// the source table when first made.
     #[serde(default)]
     #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawFts>"))]
     pub fts: Vec<Sp<RawFts>>,

@@ -81,6 +81,8 @@ pub struct Mirror {
     path: PathBuf,
     /// The application's database, as a `file:` URI that opens it read-only.
     app_uri: String,
+    /// Its file.
+    app_file: PathBuf,
     sources: Vec<Source>,
     /// The connection that catches the copies up, and the application's `data_version` it
     /// last caught up to.
@@ -180,10 +182,15 @@ impl Mirror {
             fingerprint(&conn, def, &sources).map_err(|e| fail(app, e.to_string()))?;
         let built = build(&conn, def, &sources, &fingerprint, &real).map_err(|e| fail(app, e))?;
         tracing::info!(mirror = %path.display(), rebuilt = built, "the derived structures live in a mirror; the database stays as it is");
+        if built {
+            // The build went through the WAL; the mirror's file holds it now.
+            let _ = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
+        }
         let version = data_version(&conn).map_err(|e| fail(app, e.to_string()))?;
         let mirror = Mirror {
             path,
             app_uri,
+            app_file: real,
             sources,
             sync: Mutex::new((conn, version)),
             _scratch: scratch_dir,
@@ -206,15 +213,29 @@ impl Mirror {
         if version == sync.1 {
             return Ok(());
         }
-        catch_up(&sync.0, &self.sources).map_err(|e| e.to_string())?;
+        catch_up(&sync.0, &self.sources, &stamp(&self.app_file)).map_err(|e| e.to_string())?;
         sync.1 = version;
         Ok(())
     }
 
-    /// Catches up whatever the `data_version` says (at start-up).
+    /// Catches up at start-up, unless the application's file is as it was when the mirror
+    /// last caught up (its size, modification time and change counter, and its WAL's).
     fn catch_up_now(&self) -> Result<(), String> {
         let sync = self.sync.lock().unwrap_or_else(PoisonError::into_inner);
-        catch_up(&sync.0, &self.sources).map_err(|e| e.to_string())
+        let now = stamp(&self.app_file);
+        let recorded: Option<String> = sync
+            .0
+            .query_row(
+                "SELECT value FROM mcpspec_mirror WHERE key = 'stamp'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .unwrap_or(None);
+        if recorded.as_deref() == Some(now.as_str()) {
+            return Ok(());
+        }
+        catch_up(&sync.0, &self.sources, &now).map_err(|e| e.to_string())
     }
 
     /// A reader: the mirror as `main`, the application's file read-only as `app`.
@@ -476,15 +497,50 @@ fn build(
     Ok(true)
 }
 
+/// What tells an unchanged application file from a changed one without reading its rows:
+/// its size, modification time and change counter (bytes 24..28 of its header), and its
+/// WAL's size and modification time. Taken before a catch-up reads the file, so that a change
+/// made meanwhile is caught at the next start.
+fn stamp(file: &Path) -> String {
+    use std::io::Read;
+    let meta = |p: &Path| {
+        std::fs::metadata(p).ok().map(|m| {
+            let at = m
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos());
+            format!("{}@{at}", m.len())
+        })
+    };
+    let mut header = [0u8; 28];
+    let counter = std::fs::File::open(file)
+        .and_then(|mut f| f.read_exact(&mut header))
+        .map_or(0, |()| {
+            u32::from_be_bytes([header[24], header[25], header[26], header[27]])
+        });
+    let mut wal = file.as_os_str().to_owned();
+    wal.push("-wal");
+    format!(
+        "{} {counter} {}",
+        meta(file).unwrap_or_default(),
+        meta(Path::new(&wal)).unwrap_or_default()
+    )
+}
+
 /// Catches each copy up with its source table in one transaction: rows gone from the source
 /// are deleted, rows that differ in any column updated, new rows inserted, each by rowid, so
-/// that the derived triggers see each change as it is.
-fn catch_up(conn: &Connection, sources: &[Source]) -> rusqlite::Result<()> {
+/// that the derived triggers see each change as it is. Records `stamp`, taken before.
+fn catch_up(conn: &Connection, sources: &[Source], stamp: &str) -> rusqlite::Result<()> {
     conn.execute_batch("BEGIN IMMEDIATE")?;
     let run = || -> rusqlite::Result<()> {
         for s in sources {
             conn.execute_batch(&catch_up_sql(s))?;
         }
+        conn.execute(
+            "INSERT OR REPLACE INTO mcpspec_mirror (key, value) VALUES ('stamp', ?1)",
+            [stamp],
+        )?;
         Ok(())
     };
     match run() {
