@@ -258,7 +258,7 @@ pub fn check_examples(root: &Path, spec_dir: &Path, name: &str, db: &Path) -> Re
     let Some(spec) = specs.iter().find(|s| s.name() == name) else {
         return report;
     };
-    let def = crate::live::server_def(spec);
+    let def = crate::defs::server_def(spec);
     let Ok(location) = mcpspec::backend::Location::parse(db.as_os_str()) else {
         // The command line refuses such a location before it gets here.
         return report;
@@ -290,7 +290,7 @@ pub fn check_examples_on_samples(root: &Path, spec_dir: &Path) -> Report {
         return report;
     };
     for spec in &specs {
-        let def = crate::live::server_def(spec);
+        let def = crate::defs::server_def(spec);
         if def.examples.is_empty() {
             continue;
         }

@@ -630,7 +630,7 @@ fn errors(s: &ir::Server, t: &ir::Tool) -> Vec<ErrorCtx> {
         code: "ARGUMENTS_TOO_LARGE".into(),
         when: format!(
             "the arguments exceed {}",
-            crate::settings::MAX_ARGUMENT_BYTES.cited()
+            mcpspec_def::settings::MAX_ARGUMENT_BYTES.cited()
         ),
     });
     for st in t.binding.statements() {
@@ -666,7 +666,7 @@ fn errors(s: &ir::Server, t: &ir::Tool) -> Vec<ErrorCtx> {
             code: "CONFIRMATION_TIMEOUT".into(),
             when: format!(
                 "nobody answered the question within {}; nothing changed",
-                crate::settings::CONFIRM_TIMEOUT_SECS.cited()
+                mcpspec_def::settings::CONFIRM_TIMEOUT_SECS.cited()
             ),
         });
     }
@@ -705,7 +705,7 @@ fn errors(s: &ir::Server, t: &ir::Tool) -> Vec<ErrorCtx> {
             "TIMEOUT",
             format!(
                 "the call ran longer than {} or the tool's `timeout_ms`",
-                crate::settings::CALL_TIMEOUT_MS.cited()
+                mcpspec_def::settings::CALL_TIMEOUT_MS.cited()
             ),
         ),
         (

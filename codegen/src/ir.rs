@@ -459,9 +459,6 @@ pub(crate) struct Tool {
     /// The argument struct's name.
     #[cfg_attr(not(feature = "emit"), allow(dead_code))]
     pub type_name: String,
-    /// The binding function's name.
-    #[cfg_attr(not(feature = "emit"), allow(dead_code))]
-    pub fn_name: String,
     pub title: Option<String>,
     pub description: String,
     pub input_schema: Value,

@@ -9,14 +9,12 @@ pub mod build;
 #[cfg(feature = "sqlite")]
 pub mod check;
 pub mod contract;
+pub mod defs;
 mod diag;
 mod docs;
 pub mod drift;
 #[cfg(feature = "emit")]
 mod emit;
-// The IR's consumers are `emit` and `live`; built without both (the runtime's tests use this
-// crate only for its settings table), some of its fields have no reader.
-#[cfg_attr(not(any(feature = "emit", feature = "live")), allow(dead_code))]
 mod ir;
 #[cfg(feature = "live")]
 pub mod live;
@@ -26,7 +24,6 @@ mod names;
 mod pgcheck;
 #[cfg(feature = "editor-schema")]
 pub mod reference;
-pub mod settings;
 mod spec;
 #[cfg(feature = "sql-check")]
 mod sqlcheck;

@@ -30,7 +30,6 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
         .database
         .as_ref()
         .is_some_and(|d| d.value.postgres.is_some());
-    let tool_names = names::dedupe(spec.tools.iter().map(|t| names::snake(&t.value.name.value)));
     let type_names = names::dedupe_types(
         spec.tools
             .iter()
@@ -79,9 +78,8 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
         tools: with_aliases(
             spec.tools
                 .iter()
-                .zip(tool_names)
                 .zip(type_names)
-                .map(|((t, f), ty)| tool(&t.value, crate::spec::pos(t), f, ty, pg))
+                .map(|(t, ty)| tool(&t.value, crate::spec::pos(t), ty, pg))
                 .collect(),
         ),
         error_codes: spec
@@ -322,7 +320,7 @@ fn proxy(p: &RawProxy) -> Proxy {
     }
 }
 
-fn tool(t: &RawTool, pos: crate::diag::Pos, fn_name: String, type_name: String, pg: bool) -> Tool {
+fn tool(t: &RawTool, pos: crate::diag::Pos, type_name: String, pg: bool) -> Tool {
     let binding = binding(t, pg);
     let handler = matches!(binding, Binding::Handler(_));
     // A handler with `output: content` returns content blocks, like a `content:` binding.
@@ -338,7 +336,6 @@ fn tool(t: &RawTool, pos: crate::diag::Pos, fn_name: String, type_name: String, 
         name: t.name.value.clone(),
         pos,
         type_name: type_name.clone(),
-        fn_name,
         title: t.title.clone(),
         description: t.description.value.trim_end().to_string(),
         input_schema: input_schema(input),

@@ -18,10 +18,11 @@ use rmcp::model::{
 use serde_json::{Map, Value, json};
 
 use crate::def::{
-    Arguments, ContentDef, MessageBodyDef, PromptDef, ResourceDef, ServerDef, StatementDef, ToParam,
+    Arguments, ContentDef, MessageBodyDef, PromptDef, ResourceDef, ServerDef, StatementDef,
 };
 use crate::engine::{Engine, Job, ToolError};
 use crate::handler::{INTERNAL, RESOURCE_NOT_FOUND, ResourceBody, ResourceVars};
+use crate::params::ToParam;
 use crate::templates::{PROMPT, RESOURCE, content_key, template_name};
 
 /// The most completion values one answer carries, as MCP allows.
@@ -267,7 +268,7 @@ fn run(
         .iter()
         .map(|p| {
             let v = if *p == "arguments" && !vars.contains_key("arguments") {
-                crate::def::arguments_param(vars)
+                crate::params::arguments_param(vars)
             } else {
                 vars.get(*p).map_or(SqlValue::Null, ToParam::to_param)
             };

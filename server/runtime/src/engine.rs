@@ -48,14 +48,18 @@ pub struct Limits {
     pub task_after: Duration,
 }
 
+/// The defaults are the settings table's (see [`crate::def::settings`]), which the generated
+/// docs cite: one source for both.
 impl Default for Limits {
     fn default() -> Self {
+        use crate::def::settings;
+        let bytes = |s: settings::Setting| usize::try_from(s.default).unwrap_or(usize::MAX);
         Limits {
-            max_argument_bytes: 4 * 1024 * 1024,
-            call_timeout: Duration::from_secs(30),
-            max_result_bytes: 8 * 1024 * 1024,
-            confirm_timeout: Duration::from_secs(300),
-            task_after: Duration::from_secs(1),
+            max_argument_bytes: bytes(settings::MAX_ARGUMENT_BYTES),
+            call_timeout: Duration::from_millis(settings::CALL_TIMEOUT_MS.default),
+            max_result_bytes: bytes(settings::MAX_RESULT_BYTES),
+            confirm_timeout: Duration::from_secs(settings::CONFIRM_TIMEOUT_SECS.default),
+            task_after: Duration::from_millis(settings::TASK_AFTER_MS.default),
         }
     }
 }
@@ -956,10 +960,7 @@ impl Engine {
         json: bool,
     ) -> Result<Reply, CallError> {
         let name = tool.def.name;
-        let mut params = tool.def.bind.params(args).map_err(|e| {
-            tracing::error!(request, tool = name, error = %e, "typed arguments disagree with the schema");
-            ToolError::new("INVALID_ARGUMENTS", format!("invalid arguments: {}", e.0))
-        })?;
+        let mut params = crate::params::bind(&tool.def.bind, args);
         for (name, from, transforms) in tool.def.derive {
             let mut v = shown
                 .unwrap_or(args)
@@ -967,7 +968,7 @@ impl Engine {
                 .cloned()
                 .unwrap_or(Value::Null);
             crate::transform::apply(&mut v, transforms);
-            params.push((name, crate::def::ToParam::to_param(&v)));
+            params.push((name, crate::params::ToParam::to_param(&v)));
         }
         if tool.def.writes && self.read_only {
             return Err(ToolError::new(
@@ -1968,8 +1969,6 @@ fn json_type(v: &Value) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use super::Limits;
-    use codegen::settings;
 
     /// The `basic` golden, a server this crate's tests can start without knowing any seed.
     #[allow(clippy::all, dead_code)]
@@ -2018,31 +2017,5 @@ mod tests {
         let fix = super::which_side(broken, super::DbEngine::Sqlite);
         assert!(fix.starts_with("the spec is wrong"), "{fix}");
         assert!(fix.contains("tests/fixtures/basic/spec.yaml"), "{fix}");
-    }
-
-    /// The generated docs cite these variables and defaults; they are the runtime's own.
-    #[test]
-    fn the_documented_defaults_are_the_runtime_s() {
-        let l = Limits::default();
-        assert_eq!(
-            l.max_argument_bytes as u64,
-            settings::MAX_ARGUMENT_BYTES.default
-        );
-        assert_eq!(
-            l.max_result_bytes as u64,
-            settings::MAX_RESULT_BYTES.default
-        );
-        assert_eq!(
-            l.call_timeout.as_millis() as u64,
-            settings::CALL_TIMEOUT_MS.default
-        );
-        assert_eq!(
-            l.confirm_timeout.as_secs(),
-            settings::CONFIRM_TIMEOUT_SECS.default
-        );
-        assert_eq!(
-            l.task_after.as_millis() as u64,
-            settings::TASK_AFTER_MS.default
-        );
     }
 }

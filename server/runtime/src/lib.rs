@@ -2,8 +2,8 @@
 //! server. It knows no particular server: a binary hands it the generated definitions
 //! ([`def::ServerDef`]) and its handlers, and [`cli::main`] serves them.
 //!
-//! - [`def`]: the table types the generated code fills; [`handler`]: what Rust handlers
-//!   receive and return.
+//! - [`def`]: the table types the generated code fills; [`params`]: how arguments become the
+//!   values statements bind; [`handler`]: what Rust handlers receive and return.
 //! - [`engine`]: validates arguments and runs calls; [`content`] reads resources and renders
 //!   prompts; [`templates`] names and registers their templates; [`transform`] shapes derived
 //!   parameters; [`startup`] runs a spec's start-up jobs; [`examples`] runs and judges a
@@ -31,11 +31,11 @@ pub mod client;
 pub mod confine;
 pub mod confirm;
 pub mod content;
-pub mod def;
 pub mod engine;
 pub mod examples;
 pub mod handler;
 pub mod numbers;
+pub mod params;
 pub mod protocol;
 pub mod proxy;
 pub mod questions;
@@ -47,6 +47,10 @@ pub mod transform;
 pub mod transport;
 
 pub use cli::Server;
+
+/// The definition tables (the `mcpspec-def` crate): what the generated code and the spec
+/// compiler's builder fill in, and the runtime interprets.
+pub use mcpspec_def as def;
 
 /// Includes what [`codegen::compile_specs`](../codegen/fn.compile_specs.html) generated in a
 /// build script: one module per spec and `SERVERS`, the list of every definition.

@@ -6,7 +6,7 @@ pub mod mirror;
 pub mod postgres;
 pub mod sqlite;
 
-pub use crate::def::SqlValue as Value;
+pub use crate::params::SqlValue as Value;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! The runtime's settings as the generated docs name them: each environment variable and its
-//! default. The runtime's own defaults are tested against this table (a unit test of the
-//! `server` crate's engine), so the reference cannot state a wrong name or value again.
+//! default. The runtime's own defaults are these (its `Limits::default` reads them), so the
+//! reference cannot state a wrong name or value.
 
 /// One setting of the runtime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

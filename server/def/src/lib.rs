@@ -1,44 +1,31 @@
-//! Definitions the generated code fills in: one static [`ServerDef`] per spec.
+//! The definition tables of an mcpspec server: one [`ServerDef`] per spec, the data the
+//! runtime (`mcpspec`) interprets. They are built once, by the spec compiler's one builder
+//! (`codegen::defs`), from a spec's IR: served as they are when a spec file is served, and
+//! turned into the Rust tokens that rebuild them (`databake`'s [`Bake`], with the `bake`
+//! feature) for a compiled server, so that the two never differ. Everything that interprets
+//! them (validation, SQL execution, result shaping, the MCP surface) is the runtime's. The
+//! runtime's settings and their defaults ([`settings`]) live here too, for the runtime and the
+//! generated docs alike.
 //!
-//! Codegen emits these tables and a typed binding function per tool; everything that
-//! interprets them (validation, SQL execution, result shaping, the MCP surface) is hand-written
-//! in the other modules of this crate.
+//! [`Bake`]: https://docs.rs/databake
+
+pub mod settings;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-/// A value bound to a statement parameter or read from a result column; the database seam
-/// calls it [`crate::backend::Value`].
-#[derive(Debug, Clone, PartialEq)]
-pub enum SqlValue {
-    Null,
-    Integer(i64),
-    Real(f64),
-    Text(String),
-    Blob(Vec<u8>),
-}
-
 /// Tool arguments as they arrive in `tools/call`.
 pub type Arguments = serde_json::Map<String, Value>;
 
-/// SQL parameters by name (without the `:` sigil), produced by a tool's binding function.
-pub type Params = Vec<(&'static str, SqlValue)>;
-
-/// Decodes the typed arguments of a tool and lists the SQL parameters they bind.
-pub type BindFn = fn(&Arguments) -> Result<Params, ArgsError>;
-
-/// How a tool's arguments become SQL parameters.
-#[derive(Debug, Clone, Copy)]
-pub enum Bind {
-    /// The generated binding function over the tool's typed argument struct.
-    Typed(BindFn),
-    /// By name from the validated JSON arguments, converted as the typed struct would:
-    /// `(parameter, kind)`. Definitions built at run time (`mcpspec dev`) bind this way.
-    Json(&'static [(&'static str, ParamKind)]),
-}
+/// How a tool's arguments become SQL parameters: by name from the validated JSON arguments,
+/// each converted as the argument's type says, `(parameter, kind)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
+pub struct Bind(pub &'static [(&'static str, ParamKind)]);
 
 /// The Rust type an argument decodes to, which decides how it binds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub enum ParamKind {
     Text,
     Integer,
@@ -53,39 +40,9 @@ pub enum ParamKind {
     Arguments,
 }
 
-impl Bind {
-    /// The tool's SQL parameters from its validated arguments.
-    pub fn params(&self, arguments: &Arguments) -> Result<Params, ArgsError> {
-        match self {
-            Bind::Typed(f) => f(arguments),
-            Bind::Json(list) => Ok(list
-                .iter()
-                .map(|(name, kind)| (*name, json_param(arguments, name, *kind)))
-                .collect()),
-        }
-    }
-}
-
-fn json_param(arguments: &Arguments, name: &str, kind: ParamKind) -> SqlValue {
-    let v = match (kind, arguments.get(name)) {
-        (ParamKind::Arguments, _) => return arguments_param(arguments),
-        (_, None | Some(Value::Null)) => return SqlValue::Null,
-        (_, Some(v)) => v,
-    };
-    match kind {
-        ParamKind::Integer => v.as_i64().map_or(SqlValue::Null, SqlValue::Integer),
-        ParamKind::Real => v.as_f64().map_or(SqlValue::Null, SqlValue::Real),
-        ParamKind::Boolean => SqlValue::Integer(i64::from(v.as_bool().unwrap_or(false))),
-        ParamKind::Text => v
-            .as_str()
-            .map_or_else(|| v.to_param(), |s| SqlValue::Text(s.into())),
-        ParamKind::Array => SqlValue::Text(v.to_string()),
-        ParamKind::Json | ParamKind::Arguments => v.to_param(),
-    }
-}
-
 /// A server compiled from one spec file.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct ServerDef {
     pub name: &'static str,
     pub version: &'static str,
@@ -114,7 +71,8 @@ pub struct ServerDef {
 }
 
 /// A tool call from the spec's `examples:` and what must come back.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct ExampleDef {
     pub tool: &'static str,
     /// The arguments as JSON text.
@@ -127,7 +85,8 @@ pub struct ExampleDef {
 }
 
 /// What an example must return.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub enum ExpectDef {
     /// A structured result containing this JSON (objects by their listed keys, arrays element
     /// by element and of the same length).
@@ -174,7 +133,8 @@ impl ServerDef {
 }
 
 /// An MCP resource, read by `resources/read`.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct ResourceDef {
     /// Unique in the server.
     pub name: &'static str,
@@ -191,7 +151,8 @@ pub struct ResourceDef {
 
 /// How text is made from data: an optional statement whose result is `data`, and an optional
 /// minijinja template over the variables and `data` (without one, the text is `data` as JSON).
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct ContentDef {
     pub statement: Option<StatementDef>,
     pub template: Option<&'static str>,
@@ -203,7 +164,8 @@ pub struct ContentDef {
 }
 
 /// An MCP prompt, rendered by `prompts/get`.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct PromptDef {
     /// Unique in the server.
     pub name: &'static str,
@@ -219,7 +181,8 @@ pub struct PromptDef {
 
 /// A question a prompt asks the person (a form): the messages read the accepted answer's
 /// content as `answers.<key>`.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct AskDef {
     pub key: &'static str,
     pub message: &'static str,
@@ -227,7 +190,8 @@ pub struct AskDef {
     pub schema: &'static str,
 }
 
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct PromptArgumentDef {
     pub name: &'static str,
     pub description: Option<&'static str>,
@@ -236,14 +200,16 @@ pub struct PromptArgumentDef {
     pub complete: Option<&'static str>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct MessageDef {
     /// `assistant` when true, else `user`.
     pub assistant: bool,
     pub body: MessageBodyDef,
 }
 
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub enum MessageBodyDef {
     /// A minijinja template over the arguments and `data`.
     Text(&'static str),
@@ -255,7 +221,8 @@ pub enum MessageBodyDef {
 }
 
 /// A declared error, answered as a JSON-RPC error `{code, message, data: {code: name, ...}}`.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct ErrorDef {
     pub name: &'static str,
     /// In the server range -32000 to -32099.
@@ -268,7 +235,8 @@ pub struct ErrorDef {
 }
 
 /// A failure that becomes a declared error, for some tools or (with none listed) all.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct RuleDef {
     pub when: RuleKindDef,
     pub tools: &'static [&'static str],
@@ -281,6 +249,7 @@ impl RuleDef {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub enum RuleKindDef {
     /// The named argument failed its JSON Schema.
     Invalid(&'static str),
@@ -293,7 +262,8 @@ pub enum RuleKindDef {
 }
 
 /// A confirmation rule of a destructive tool.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct ConfirmDef {
     /// The boolean argument that must be `true`.
     pub argument: &'static str,
@@ -307,7 +277,8 @@ impl ServerDef {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct DatabaseDef {
     /// The environment variable that overrides the default path.
     pub env: Option<&'static str>,
@@ -329,7 +300,8 @@ pub struct DatabaseDef {
 }
 
 /// A server's PostgreSQL side: where the URL may also come from, and what `init` creates.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct PostgresDef {
     /// Another environment variable that may hold the database URL, after `env`.
     pub env: Option<&'static str>,
@@ -340,7 +312,8 @@ pub struct PostgresDef {
 }
 
 /// A statement's PostgreSQL text, its named parameters rewritten to `$n` at build time.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct PgSqlDef {
     pub sql: &'static str,
     /// The name of each `$n`, in order.
@@ -348,7 +321,8 @@ pub struct PgSqlDef {
 }
 
 /// A proxy's tables: its downstream servers and its interceptor, run by [`crate::proxy`].
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct ProxyDef {
     /// The JSON file that lists more downstream servers, read at start-up.
     pub config: Option<ProxyConfigDef>,
@@ -369,7 +343,8 @@ pub struct ProxyDef {
 }
 
 /// Where a proxy's config file is.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct ProxyConfigDef {
     pub env: Option<&'static str>,
     pub default_linux: Option<&'static str>,
@@ -378,7 +353,8 @@ pub struct ProxyConfigDef {
 }
 
 /// A downstream MCP server declared in a spec.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct DownstreamDef {
     pub name: &'static str,
     pub command: &'static str,
@@ -388,6 +364,7 @@ pub struct DownstreamDef {
 
 /// What an interceptor match does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub enum InterceptAction {
     /// Block the call; the downstream never sees it.
     Guard,
@@ -407,7 +384,8 @@ impl InterceptAction {
 }
 
 /// A static interceptor rule; every condition given must hold.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct InterceptRuleDef {
     pub key: &'static str,
     /// Canonical tool names; every tool when empty.
@@ -421,7 +399,8 @@ pub struct InterceptRuleDef {
 }
 
 /// A start-up job: a call of one of the server's own tools.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct StartupJobDef {
     pub tool: &'static str,
     /// The arguments as JSON text.
@@ -429,7 +408,8 @@ pub struct StartupJobDef {
 }
 
 /// One step of the scripted `mcpspec demo` session.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct DemoCallDef {
     pub tool: &'static str,
     /// The arguments as JSON text.
@@ -437,7 +417,8 @@ pub struct DemoCallDef {
     pub note: Option<&'static str>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct ToolDef {
     pub name: &'static str,
     pub title: Option<&'static str>,
@@ -473,6 +454,7 @@ pub struct ToolDef {
 
 /// Whether a tool's calls run as tasks (`io.modelcontextprotocol/tasks`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub enum TaskSupport {
     /// As a task when the client declared the extension, else synchronously.
     Optional,
@@ -481,6 +463,7 @@ pub enum TaskSupport {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct AnnotationsDef {
     pub read_only: bool,
     pub destructive: bool,
@@ -488,7 +471,8 @@ pub struct AnnotationsDef {
     pub open_world: bool,
 }
 
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub enum BindingDef {
     Single(StatementDef),
     Composite(&'static [StatementDef]),
@@ -499,7 +483,8 @@ pub enum BindingDef {
 }
 
 /// One content block of a `content:` binding.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct BlockDef {
     pub kind: BlockKind,
     /// The text of a `text` or `resource` block: a minijinja template over the arguments.
@@ -512,6 +497,7 @@ pub struct BlockDef {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub enum BlockKind {
     Text,
     Image,
@@ -529,7 +515,8 @@ impl BindingDef {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct StatementDef {
     /// The field of a composite result.
     pub name: &'static str,
@@ -558,6 +545,7 @@ pub struct StatementDef {
 
 /// Where an envelope field's value comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub enum EnvelopeDef {
     /// The number of rows returned.
     Count,
@@ -570,6 +558,7 @@ pub enum EnvelopeDef {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub enum Mode {
     Many,
     One,
@@ -578,7 +567,8 @@ pub enum Mode {
     Execute,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct ColumnDef {
     pub name: &'static str,
     pub kind: ColumnKind,
@@ -586,6 +576,7 @@ pub struct ColumnDef {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub enum ColumnKind {
     Text,
     Integer,
@@ -637,67 +628,5 @@ impl<'de> serde::Deserializer<'de> for MapRef<'de> {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
         bytes byte_buf option unit unit_struct newtype_struct seq tuple
         tuple_struct map struct enum identifier ignored_any
-    }
-}
-
-/// The reserved `:arguments` parameter: every validated argument as one JSON object.
-pub fn arguments_param(arguments: &Arguments) -> SqlValue {
-    SqlValue::Text(serde_json::to_string(arguments).unwrap_or_else(|_| "{}".into()))
-}
-
-/// Conversion of a typed argument into an SQL parameter. Arrays and objects bind as JSON text,
-/// for use with `json_each`; an absent optional argument binds as NULL.
-pub trait ToParam {
-    fn to_param(&self) -> SqlValue;
-}
-
-impl ToParam for String {
-    fn to_param(&self) -> SqlValue {
-        SqlValue::Text(self.clone())
-    }
-}
-
-impl ToParam for i64 {
-    fn to_param(&self) -> SqlValue {
-        SqlValue::Integer(*self)
-    }
-}
-
-impl ToParam for f64 {
-    fn to_param(&self) -> SqlValue {
-        SqlValue::Real(*self)
-    }
-}
-
-impl ToParam for bool {
-    fn to_param(&self) -> SqlValue {
-        SqlValue::Integer(i64::from(*self))
-    }
-}
-
-impl<T: ToParam> ToParam for Option<T> {
-    fn to_param(&self) -> SqlValue {
-        self.as_ref().map_or(SqlValue::Null, ToParam::to_param)
-    }
-}
-
-impl<T: serde::Serialize> ToParam for Vec<T> {
-    fn to_param(&self) -> SqlValue {
-        SqlValue::Text(serde_json::to_string(self).unwrap_or_else(|_| "[]".into()))
-    }
-}
-
-impl ToParam for Value {
-    fn to_param(&self) -> SqlValue {
-        match self {
-            Value::Null => SqlValue::Null,
-            Value::Bool(b) => SqlValue::Integer(i64::from(*b)),
-            Value::Number(n) => n.as_i64().map_or_else(
-                || SqlValue::Real(n.as_f64().unwrap_or(0.0)),
-                SqlValue::Integer,
-            ),
-            Value::String(s) => SqlValue::Text(s.clone()),
-            other => SqlValue::Text(other.to_string()),
-        }
     }
 }

@@ -1,0 +1,321 @@
+//! The one builder of definitions: a spec's IR as the runtime's tables ([`mcpspec_def`]).
+//! Served as they are when a spec file is served (`mcpspec dev`, the examples `check` runs),
+//! and baked into the Rust that rebuilds them for a compiled server (`emit`, through
+//! `databake`), so that the two never differ.
+//!
+//! The runtime keeps `&'static` tables, so a definition built here is leaked: a few kilobytes
+//! per spec, once per build (a `dev` session builds again on every edit; a compiled server's
+//! build script builds each spec once).
+
+use mcpspec_def::{
+    AnnotationsDef, AskDef, Bind, BindingDef, BlockDef, BlockKind, ColumnDef, ConfirmDef,
+    ContentDef, DatabaseDef, DemoCallDef, DownstreamDef, EnvelopeDef, ErrorDef, ExampleDef,
+    ExpectDef, InterceptRuleDef, MessageBodyDef, MessageDef, ParamKind, PgSqlDef, PostgresDef,
+    PromptArgumentDef, PromptDef, ProxyConfigDef, ProxyDef, ResourceDef, RuleDef, RuleKindDef,
+    ServerDef, StartupJobDef, StatementDef, ToolDef,
+};
+
+use crate::ir;
+
+/// The runtime's definition of `spec`, leaked so that it lives as long as compiled tables.
+pub fn server_def(spec: &crate::Spec) -> &'static ServerDef {
+    server(&spec.ir)
+}
+
+/// The runtime's definition of a server's IR.
+pub(crate) fn server(s: &ir::Server) -> &'static ServerDef {
+    leak(ServerDef {
+        name: text(&s.name),
+        version: text(&s.version),
+        title: opt(s.title.as_deref()),
+        instructions: opt(s.instructions.as_deref().map(str::trim_end)),
+        spec_file: text(&s.file),
+        database: s.database.as_ref().map(database),
+        proxy: s.proxy.as_ref().map(proxy),
+        demo: list(&s.demo, |d| DemoCallDef {
+            tool: text(&d.tool),
+            arguments: text(&d.arguments.to_string()),
+            note: opt(d.note.as_deref()),
+        }),
+        startup: list(&s.startup, |j| StartupJobDef {
+            tool: text(&j.tool),
+            arguments: text(&j.arguments.to_string()),
+        }),
+        tools: list(&s.tools, tool),
+        error_codes: list(&s.error_codes, |(k, v)| (text(k), text(v))),
+        errors: list(&s.errors, error),
+        resources: list(&s.resources, resource),
+        prompts: list(&s.prompts, prompt),
+        examples: list(&s.examples, example),
+    })
+}
+
+fn leak<T>(v: T) -> &'static T {
+    Box::leak(Box::new(v))
+}
+
+fn text(s: &str) -> &'static str {
+    Box::leak(s.to_owned().into_boxed_str())
+}
+
+fn opt(s: Option<&str>) -> Option<&'static str> {
+    s.map(text)
+}
+
+fn list<T, U>(items: &[T], f: impl FnMut(&T) -> U) -> &'static [U] {
+    Box::leak(items.iter().map(f).collect::<Vec<_>>().into_boxed_slice())
+}
+
+fn texts(items: &[String]) -> &'static [&'static str] {
+    list(items, |s| text(s))
+}
+
+fn pairs(items: &[(String, String)]) -> &'static [(&'static str, &'static str)] {
+    list(items, |(a, b)| (text(a), text(b)))
+}
+
+fn example(e: &ir::Example) -> ExampleDef {
+    ExampleDef {
+        tool: text(&e.tool),
+        arguments: text(&e.arguments.to_string()),
+        expect: match &e.expect {
+            ir::Expect::Returns(v) => ExpectDef::Returns(text(&v.to_string())),
+            ir::Expect::Empty => ExpectDef::Empty,
+            ir::Expect::Error(code) => ExpectDef::Error(text(code)),
+        },
+        sample_rows: e.sample_rows,
+        at: text(&e.at),
+    }
+}
+
+fn error(e: &ir::ErrorDecl) -> ErrorDef {
+    ErrorDef {
+        name: text(&e.name),
+        code: i32::try_from(e.code).unwrap_or(-32000),
+        message: text(&e.message),
+        data: texts(&e.data),
+        rules: list(&e.rules, |r| RuleDef {
+            when: match &r.when {
+                ir::RuleKind::Invalid(f) => RuleKindDef::Invalid(text(f)),
+                ir::RuleKind::Constraint => RuleKindDef::Constraint,
+                ir::RuleKind::NoRow => RuleKindDef::NoRow,
+                ir::RuleKind::NoChange => RuleKindDef::NoChange,
+            },
+            tools: texts(&r.tools),
+        }),
+    }
+}
+
+fn database(db: &ir::Database) -> DatabaseDef {
+    DatabaseDef {
+        env: opt(db.env.as_deref()),
+        default_linux: opt(db.linux.as_deref()),
+        default_macos: opt(db.macos.as_deref()),
+        default_windows: opt(db.windows.as_deref()),
+        read_only: db.read_only,
+        schema: text(&db.schema),
+        derived: text(&db.derived),
+        sample: opt(db.sample.as_deref()),
+        postgres: db.postgres.as_ref().map(|pg| PostgresDef {
+            env: opt(pg.env.as_deref()),
+            schema: text(&pg.schema),
+            sample: opt(pg.sample.as_deref()),
+        }),
+    }
+}
+
+fn proxy(p: &ir::Proxy) -> ProxyDef {
+    ProxyDef {
+        config: p.config.as_ref().map(|c| ProxyConfigDef {
+            env: opt(c.env.as_deref()),
+            default_linux: opt(c.linux.as_deref()),
+            default_macos: opt(c.macos.as_deref()),
+            default_windows: opt(c.windows.as_deref()),
+        }),
+        servers: list(&p.servers, |d| DownstreamDef {
+            name: text(&d.name),
+            command: text(&d.command),
+            args: texts(&d.args),
+            env: pairs(&d.env),
+        }),
+        normalize: pairs(&p.normalize),
+        extract_command: texts(&p.extract_command),
+        extract_file_path: texts(&p.extract_file_path),
+        rules: list(&p.rules, |r| InterceptRuleDef {
+            key: text(&r.key),
+            tools: texts(&r.tools),
+            command: opt(r.command.as_deref()),
+            file_path: opt(r.file_path.as_deref()),
+            action: match r.action {
+                ir::InterceptAction::Guard => mcpspec_def::InterceptAction::Guard,
+                ir::InterceptAction::Hint => mcpspec_def::InterceptAction::Hint,
+            },
+            message: text(&r.message),
+        }),
+        sql: p.sql.as_ref().map(|s| text(&s.sql)),
+        params: p.sql.as_ref().map_or(&[][..], |s| texts(&s.params)),
+    }
+}
+
+fn resource(r: &ir::Resource) -> ResourceDef {
+    ResourceDef {
+        name: text(&r.name),
+        uri: text(&r.uri),
+        templated: r.templated,
+        title: opt(r.title.as_deref()),
+        description: opt(r.description.as_deref()),
+        mime_type: text(&r.mime_type),
+        content: ContentDef {
+            statement: r.content.statement.as_ref().map(statement),
+            template: opt(r.content.template.as_deref()),
+            blob: opt(r.content.blob.as_deref()),
+            handler: r.handler.is_some(),
+        },
+        complete: pairs(&r.complete),
+    }
+}
+
+fn prompt(p: &ir::Prompt) -> PromptDef {
+    PromptDef {
+        name: text(&p.name),
+        title: opt(p.title.as_deref()),
+        description: opt(p.description.as_deref()),
+        arguments: list(&p.arguments, |a| PromptArgumentDef {
+            name: text(&a.name),
+            description: opt(a.description.as_deref()),
+            required: a.required,
+            complete: opt(a.complete.as_deref()),
+        }),
+        ask: list(&p.ask, |a| AskDef {
+            key: text(&a.key),
+            message: text(&a.message),
+            schema: text(&a.schema),
+        }),
+        statement: p.statement.as_ref().map(statement),
+        messages: list(&p.messages, |m| MessageDef {
+            assistant: m.assistant,
+            body: match &m.body {
+                ir::MessageBody::Text(t) => MessageBodyDef::Text(text(t)),
+                ir::MessageBody::Resource(u) => MessageBodyDef::Resource(text(u)),
+                ir::MessageBody::Image(d, m) => MessageBodyDef::Image(text(d), text(m)),
+            },
+        }),
+    }
+}
+
+fn statement(s: &ir::Statement) -> StatementDef {
+    StatementDef {
+        name: text(&s.name),
+        key: text(&s.key),
+        sql: text(&s.sql),
+        postgres: s.postgres.as_ref().map(|pg| PgSqlDef {
+            sql: text(&pg.sql),
+            params: texts(&pg.params),
+        }),
+        mode: match s.mode {
+            ir::Mode::Many => mcpspec_def::Mode::Many,
+            ir::Mode::One => mcpspec_def::Mode::One,
+            ir::Mode::Optional => mcpspec_def::Mode::Optional,
+            ir::Mode::Scalar => mcpspec_def::Mode::Scalar,
+            ir::Mode::Execute => mcpspec_def::Mode::Execute,
+        },
+        inserts: s.inserts,
+        columns: list(&s.columns, |c| ColumnDef {
+            name: text(&c.name),
+            kind: match c.kind {
+                ir::ColumnKind::Text => mcpspec_def::ColumnKind::Text,
+                ir::ColumnKind::Integer => mcpspec_def::ColumnKind::Integer,
+                ir::ColumnKind::Real => mcpspec_def::ColumnKind::Real,
+                ir::ColumnKind::Boolean => mcpspec_def::ColumnKind::Boolean,
+                ir::ColumnKind::Json => mcpspec_def::ColumnKind::Json,
+            },
+            nullable: c.nullable,
+        }),
+        max_rows: s.max_rows,
+        empty_message: opt(s.empty_message.as_deref()),
+        not_found: opt(s.not_found.as_deref()),
+        params: texts(&s.params),
+        bind: list(&s.bind, |(p, st, c)| (text(p), text(st), text(c))),
+        envelope: list(&s.envelope, |(field, e)| {
+            let source = match e {
+                ir::Envelope::Count => EnvelopeDef::Count,
+                ir::Envelope::Tokens => EnvelopeDef::Tokens,
+                ir::Envelope::Arg(a) => EnvelopeDef::Arg(text(a)),
+                ir::Envelope::Column(c) => EnvelopeDef::Column(text(c)),
+            };
+            (text(field), source)
+        }),
+    }
+}
+
+fn binding(b: &ir::Binding) -> BindingDef {
+    match b {
+        ir::Binding::Single(s) => BindingDef::Single(statement(s)),
+        ir::Binding::Composite(parts) => BindingDef::Composite(list(parts, statement)),
+        ir::Binding::Handler(_) => BindingDef::Handler,
+        ir::Binding::Content(blocks) => BindingDef::Content(list(blocks, |b| BlockDef {
+            kind: match b.kind.as_str() {
+                "image" => BlockKind::Image,
+                "audio" => BlockKind::Audio,
+                "resource" => BlockKind::Resource,
+                _ => BlockKind::Text,
+            },
+            text: opt(b.text.as_deref()),
+            data: opt(b.data.as_deref()),
+            mime_type: opt(b.mime_type.as_deref()),
+            uri: opt(b.uri.as_deref()),
+        })),
+    }
+}
+
+/// How each SQL parameter of `t` binds: as the argument's typed field would, or (for the one
+/// name that is no argument) as every argument together.
+fn params(t: &ir::Tool) -> &'static [(&'static str, ParamKind)] {
+    list(&t.sql_args, |wire| {
+        let kind = match t.args.iter().find(|a| &a.wire == wire).map(|a| &a.ty) {
+            Some(ir::ArgType::String) => ParamKind::Text,
+            Some(ir::ArgType::Integer) => ParamKind::Integer,
+            Some(ir::ArgType::Number) => ParamKind::Real,
+            Some(ir::ArgType::Boolean) => ParamKind::Boolean,
+            Some(ir::ArgType::Array(_)) => ParamKind::Array,
+            Some(ir::ArgType::Json) => ParamKind::Json,
+            None => ParamKind::Arguments,
+        };
+        (text(wire), kind)
+    })
+}
+
+fn tool(t: &ir::Tool) -> ToolDef {
+    let a = t.annotations;
+    ToolDef {
+        name: text(&t.name),
+        title: opt(t.title.as_deref()),
+        description: text(&t.description),
+        input_schema: text(&t.input_schema.to_string()),
+        output_schema: text(&t.output_schema.to_string()),
+        annotations: AnnotationsDef {
+            read_only: a.read_only,
+            destructive: a.destructive,
+            idempotent: a.idempotent,
+            open_world: a.open_world,
+        },
+        writes: t.writes,
+        defaults: list(&t.defaults, |(k, v)| (text(k), text(&v.to_string()))),
+        required_any: texts(&t.required_any),
+        transforms: list(&t.transforms, |(arg, l)| (text(arg), texts(l))),
+        timeout_ms: t.timeout_ms,
+        derive: list(&t.derive, |(n, from, l)| (text(n), text(from), texts(l))),
+        env_defaults: pairs(&t.env_defaults),
+        binding: binding(&t.binding),
+        content: t.content,
+        bind: Bind(params(t)),
+        confirm: t.confirm.as_ref().map(|c| ConfirmDef {
+            argument: text(&c.argument),
+            message: text(&c.message),
+        }),
+        task: t.task.map(|t| match t {
+            ir::TaskSupport::Optional => mcpspec_def::TaskSupport::Optional,
+            ir::TaskSupport::Required => mcpspec_def::TaskSupport::Required,
+        }),
+    }
+}
