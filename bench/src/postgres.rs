@@ -38,7 +38,10 @@ fn kb_get_sql() -> Result<&'static str> {
     let def = server::server("knowledge").context("the knowledge server")?;
     let tool = def.tool("kb_get").context("kb_get")?;
     let st = tool.binding.statements().first().context("a statement")?;
-    Ok(st.postgres.context("kb_get has PostgreSQL text")?.sql)
+    Ok(st
+        .text("postgres")
+        .context("kb_get has PostgreSQL text")?
+        .sql)
 }
 
 /// Creates the knowledge schema with its sample rows and `rows` more in the database at `url`.

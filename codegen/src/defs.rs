@@ -9,8 +9,8 @@
 
 use mcpspec_def::{
     AnnotationsDef, AskDef, Bind, BindingDef, BlockDef, BlockKind, ColumnDef, ConfirmDef,
-    ContentDef, DatabaseDef, DemoCallDef, DownstreamDef, EnvelopeDef, ErrorDef, ExampleDef,
-    ExpectDef, InterceptRuleDef, MessageBodyDef, MessageDef, ParamKind, PgSqlDef, PostgresDef,
+    ContentDef, DatabaseDef, DemoCallDef, DialectSqlDef, DownstreamDef, EngineDef, EnvelopeDef,
+    ErrorDef, ExampleDef, ExpectDef, InterceptRuleDef, MessageBodyDef, MessageDef, ParamKind,
     PromptArgumentDef, PromptDef, ProxyConfigDef, ProxyDef, ResourceDef, RuleDef, RuleKindDef,
     ServerDef, StartupJobDef, StatementDef, ToolDef,
 };
@@ -116,10 +116,11 @@ fn database(db: &ir::Database) -> DatabaseDef {
         schema: text(&db.schema),
         derived: text(&db.derived),
         sample: opt(db.sample.as_deref()),
-        postgres: db.postgres.as_ref().map(|pg| PostgresDef {
-            env: opt(pg.env.as_deref()),
-            schema: text(&pg.schema),
-            sample: opt(pg.sample.as_deref()),
+        engines: list(&db.engines, |e| EngineDef {
+            dialect: e.dialect.name,
+            env: opt(e.env.as_deref()),
+            schema: text(&e.schema),
+            sample: opt(e.sample.as_deref()),
         }),
     }
 }
@@ -208,9 +209,10 @@ fn statement(s: &ir::Statement) -> StatementDef {
         name: text(&s.name),
         key: text(&s.key),
         sql: text(&s.sql),
-        postgres: s.postgres.as_ref().map(|pg| PgSqlDef {
-            sql: text(&pg.sql),
-            params: texts(&pg.params),
+        texts: list(&s.texts, |t| DialectSqlDef {
+            dialect: t.dialect.name,
+            sql: text(&t.sql),
+            params: texts(&t.params),
         }),
         mode: match s.mode {
             ir::Mode::Many => mcpspec_def::Mode::Many,

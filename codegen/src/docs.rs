@@ -93,6 +93,18 @@ fn prompt_ctx(p: &ir::Prompt) -> PromptCtx {
     }
 }
 
+/// A database server a server also runs on, for its page.
+#[derive(Serialize)]
+struct EngineCtx {
+    title: &'static str,
+    /// Its URL schemes as a phrase: "a `postgres://` or `postgresql://`".
+    schemes: String,
+    /// The scheme the examples use.
+    scheme: &'static str,
+    /// The variable that may hold its URL.
+    env: Option<String>,
+}
+
 #[derive(Serialize)]
 struct ServerCtx {
     name: String,
@@ -103,9 +115,8 @@ struct ServerCtx {
     lock: String,
     env: Option<String>,
     has_database: bool,
-    /// The server also runs on PostgreSQL; the variable that may hold its URL.
-    postgres: bool,
-    postgres_env: Option<String>,
+    /// The database servers the server also runs on.
+    engines: Vec<EngineCtx>,
     read_only: bool,
     default_paths: Vec<PathCtx>,
     desktop_json: String,
@@ -267,6 +278,21 @@ pub(crate) fn render(server: &ir::Server) -> Result<String, minijinja::Error> {
     Ok(out)
 }
 
+fn engine_ctx(e: &ir::EngineSide) -> EngineCtx {
+    let schemes: Vec<String> = e
+        .dialect
+        .schemes
+        .iter()
+        .map(|s| format!("`{s}://`"))
+        .collect();
+    EngineCtx {
+        title: e.dialect.title,
+        schemes: format!("a {}", schemes.join(" or ")),
+        scheme: e.dialect.schemes.last().copied().unwrap_or_default(),
+        env: e.env.clone(),
+    }
+}
+
 fn server_ctx(s: &ir::Server) -> ServerCtx {
     let none = ir::Database {
         env: None,
@@ -278,7 +304,7 @@ fn server_ctx(s: &ir::Server) -> ServerCtx {
         schema_pos: crate::diag::Pos::default(),
         derived: String::new(),
         sample: None,
-        postgres: None,
+        engines: Vec::new(),
     };
     let db = s.database.as_ref().unwrap_or(&none);
     let default_paths = [
@@ -313,8 +339,7 @@ fn server_ctx(s: &ir::Server) -> ServerCtx {
         lock: lock_path(s),
         env: db.env.clone(),
         has_database: s.database.is_some(),
-        postgres: db.postgres.is_some(),
-        postgres_env: db.postgres.as_ref().and_then(|p| p.env.clone()),
+        engines: db.engines.iter().map(engine_ctx).collect(),
         read_only: db.read_only,
         default_paths,
         desktop_json: contract::to_pretty(&desktop).trim_end().to_string(),

@@ -329,27 +329,37 @@ pub(crate) struct Database {
     /// spec's `derived` and its full-text indexes.
     pub derived: String,
     pub sample: Option<String>,
-    /// The server also runs on PostgreSQL.
-    pub postgres: Option<Postgres>,
+    /// The database servers the server also runs on, one per dialect.
+    pub engines: Vec<EngineSide>,
 }
 
-/// A database's PostgreSQL side.
+impl Database {
+    /// The side for `dialect`, if the server runs there.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub fn engine(&self, dialect: &sqlscan::Dialect) -> Option<&EngineSide> {
+        self.engines.iter().find(|e| e.dialect == dialect)
+    }
+}
+
+/// A database's side on a database server (`database.postgres`).
 #[derive(Debug, Clone)]
-pub(crate) struct Postgres {
+pub(crate) struct EngineSide {
+    pub dialect: &'static sqlscan::Dialect,
     /// Another environment variable that may hold the URL.
     pub env: Option<String>,
     pub schema: String,
     pub sample: Option<String>,
 }
 
-/// A statement's PostgreSQL text, its parameters numbered.
+/// A statement's text in one dialect, its parameters written as the dialect's placeholders.
 #[derive(Debug, Clone)]
-pub(crate) struct PgSql {
-    /// Where the text is written (the `postgres:` text, else the `query`).
+pub(crate) struct DialectSql {
+    pub dialect: &'static sqlscan::Dialect,
+    /// Where the text is written (the dialect's own text, else the `query`).
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub pos: crate::diag::Pos,
     pub sql: String,
-    /// The name of each `$n`, in order.
+    /// The name bound to each placeholder, in order.
     pub params: Vec<String>,
 }
 
@@ -613,8 +623,8 @@ pub(crate) struct Statement {
     /// The field holding rows (`many`) or the value (`scalar`) of a single statement.
     pub key: String,
     pub sql: String,
-    /// The text PostgreSQL runs, when the server runs on PostgreSQL.
-    pub postgres: Option<PgSql>,
+    /// The text each other dialect the server runs on takes.
+    pub texts: Vec<DialectSql>,
     pub mode: Mode,
     /// Whether the statement inserts rows (for `execute` results).
     pub inserts: bool,

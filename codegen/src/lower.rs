@@ -9,10 +9,10 @@ use serde_json::{Map, Value, json};
 
 use crate::ir::{
     Annotations, Arg, ArgType, Ask, Binding, Block, Column, ColumnKind, Confirm, Content, Database,
-    DemoCall, Downstream, Envelope, ErrorDecl, Example, Expect, InterceptAction, InterceptRule,
-    InterceptSql, Message, MessageBody, Mode, OutField, OutStruct, OutType, PgSql, Postgres,
-    Prompt, PromptArg, Proxy, ProxyConfig, Resource, Rule, RuleKind, Server, StartupJob, Statement,
-    Tool,
+    DemoCall, DialectSql, Downstream, EngineSide, Envelope, ErrorDecl, Example, Expect,
+    InterceptAction, InterceptRule, InterceptSql, Message, MessageBody, Mode, OutField, OutStruct,
+    OutType, Prompt, PromptArg, Proxy, ProxyConfig, Resource, Rule, RuleKind, Server, StartupJob,
+    Statement, Tool,
 };
 use crate::names;
 use crate::spec::{
@@ -25,11 +25,13 @@ pub(crate) const DEFAULT_MAX_ROWS: u32 = 200;
 
 pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
     let server = &spec.server.value;
-    // Statements carry PostgreSQL text when the server runs there too.
-    let pg = spec
+    // Statements carry a text for each dialect the server also runs on.
+    let dialects: Vec<&'static sqlscan::Dialect> = spec
         .database
         .as_ref()
-        .is_some_and(|d| d.value.postgres.is_some());
+        .map(|d| d.value.engines().into_iter().map(|(d, _)| d).collect())
+        .unwrap_or_default();
+    let pg = &dialects[..];
     let type_names = names::dedupe_types(
         spec.tools
             .iter()
@@ -145,15 +147,25 @@ fn database(db: &crate::spec::RawDatabase) -> Database {
         schema_pos: crate::spec::pos(&db.schema),
         derived: derived_ddl(db.derived.as_ref().map(|d| d.value.as_str()), &db.fts),
         sample: db.sample.as_ref().map(|s| s.value.clone()),
-        postgres: db.postgres.as_ref().map(|pg| Postgres {
-            env: pg.value.env.as_ref().map(|e| e.value.clone()),
-            schema: pg.value.schema.value.clone(),
-            sample: pg.value.sample.as_ref().map(|s| s.value.clone()),
-        }),
+        engines: db
+            .engines()
+            .into_iter()
+            .map(|(dialect, side)| EngineSide {
+                dialect,
+                env: side.value.env.as_ref().map(|e| e.value.clone()),
+                schema: side.value.schema.value.clone(),
+                sample: side.value.sample.as_ref().map(|s| s.value.clone()),
+            })
+            .collect(),
     }
 }
 
-fn resource(r: &RawResource, line: u32, type_name: String, pg: bool) -> Resource {
+fn resource(
+    r: &RawResource,
+    line: u32,
+    type_name: String,
+    pg: &[&'static sqlscan::Dialect],
+) -> Resource {
     let (uri, templated) = match (&r.uri, &r.uri_template) {
         (Some(u), _) => (u.value.clone(), false),
         (None, Some(t)) => (t.value.clone(), true),
@@ -194,7 +206,7 @@ fn resource(r: &RawResource, line: u32, type_name: String, pg: bool) -> Resource
     }
 }
 
-fn prompt(p: &RawPrompt, pg: bool) -> Prompt {
+fn prompt(p: &RawPrompt, pg: &[&'static sqlscan::Dialect]) -> Prompt {
     Prompt {
         name: p.name.value.clone(),
         title: p.title.clone(),
@@ -320,7 +332,12 @@ fn proxy(p: &RawProxy) -> Proxy {
     }
 }
 
-fn tool(t: &RawTool, pos: crate::diag::Pos, type_name: String, pg: bool) -> Tool {
+fn tool(
+    t: &RawTool,
+    pos: crate::diag::Pos,
+    type_name: String,
+    pg: &[&'static sqlscan::Dialect],
+) -> Tool {
     let binding = binding(t, pg);
     let handler = matches!(binding, Binding::Handler(_));
     // A handler with `output: content` returns content blocks, like a `content:` binding.
@@ -384,7 +401,7 @@ fn tool(t: &RawTool, pos: crate::diag::Pos, type_name: String, pg: bool) -> Tool
 }
 
 /// What a tool is bound to: one statement, several, a handler or fixed content.
-fn binding(t: &RawTool, pg: bool) -> Binding {
+fn binding(t: &RawTool, pg: &[&'static sqlscan::Dialect]) -> Binding {
     match (&t.sql, &t.compose) {
         (Some(s), _) => Binding::Single(Box::new(statement(&s.value, &t.name.value, pg))),
         (None, Some(c)) => Binding::Composite(
@@ -580,7 +597,7 @@ fn out_type(nested: &str, wire: &str, prop: &Value, out: &mut Vec<OutStruct>) ->
     }
 }
 
-fn statement(s: &RawStatement, tool: &str, pg: bool) -> Statement {
+fn statement(s: &RawStatement, tool: &str, pg: &[&'static sqlscan::Dialect]) -> Statement {
     let mode = s
         .returns
         .as_ref()
@@ -629,15 +646,19 @@ fn statement(s: &RawStatement, tool: &str, pg: bool) -> Statement {
             .as_ref()
             .map_or_else(|| default_key.to_string(), |k| k.value.clone()),
         sql: s.query.value.trim_end().to_string(),
-        postgres: pg.then(|| {
-            let text = s.postgres.as_ref().unwrap_or(&s.query);
-            let numbered = sqlscan::positional(text.value.trim_end());
-            PgSql {
-                pos: crate::spec::pos(text),
-                sql: numbered.text,
-                params: numbered.names,
-            }
-        }),
+        texts: pg
+            .iter()
+            .map(|&dialect| {
+                let text = s.text_for(dialect).unwrap_or(&s.query);
+                let placed = dialect.place(text.value.trim_end());
+                DialectSql {
+                    dialect,
+                    pos: crate::spec::pos(text),
+                    sql: placed.text,
+                    params: placed.names,
+                }
+            })
+            .collect(),
         mode,
         inserts: sqltext::inserts(&s.query.value),
         columns,

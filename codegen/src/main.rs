@@ -215,7 +215,7 @@ fn check(
                 "{} looks like a PostgreSQL keyword/value connection string; give it as a postgresql:// URL",
                 sqlscan::redact(text)
             ),
-            sqlscan::Form::Postgres | sqlscan::Form::File => {}
+            sqlscan::Form::Url(_) | sqlscan::Form::File => {}
         }
     }
     let url = db.as_deref().filter(|p| is_url(p)).and_then(Path::to_str);

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::Spec;
 use crate::diag::{Diagnostics, Pos};
-use crate::ir::{ColumnKind, Mode, PgSql, Statement};
+use crate::ir::{ColumnKind, DialectSql, Mode, Statement};
 use crate::sqlcheck::finding;
 
 /// Every statement of `spec` prepared on the live server `client`.
@@ -21,7 +21,7 @@ pub fn check_live(spec: &Spec, client: &mut Client) -> Diagnostics {
     if ir
         .database
         .as_ref()
-        .and_then(|d| d.postgres.as_ref())
+        .and_then(|d| d.engine(&sqlscan::POSTGRES))
         .is_none()
     {
         out.items.push(finding(
@@ -66,7 +66,7 @@ fn check_statement(
     subject: &str,
     out: &mut Diagnostics,
 ) {
-    let Some(pg) = &st.postgres else {
+    let Some(pg) = st.texts.iter().find(|t| t.dialect == &sqlscan::POSTGRES) else {
         return;
     };
     let prepared = match client.prepare(&pg.sql) {
@@ -109,7 +109,7 @@ fn check_columns(
     client: &mut Client,
     prepared: &postgres::Statement,
     st: &Statement,
-    pg: &PgSql,
+    pg: &DialectSql,
     subject: &str,
     out: &mut Diagnostics,
 ) {
@@ -214,7 +214,7 @@ fn cast_hint(kind: ColumnKind) -> &'static str {
 fn check_params(
     spec: &Spec,
     prepared: &postgres::Statement,
-    pg: &PgSql,
+    pg: &DialectSql,
     input: &Value,
     subject: &str,
     out: &mut Diagnostics,
@@ -281,7 +281,7 @@ fn json_types(ty: &Value) -> Vec<String> {
 fn check_insert(
     spec: &Spec,
     client: &mut Client,
-    pg: &PgSql,
+    pg: &DialectSql,
     subject: &str,
     out: &mut Diagnostics,
 ) {

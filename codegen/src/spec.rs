@@ -339,16 +339,27 @@ pub(crate) struct RawDatabase {
     pub fts: Vec<Sp<RawFts>>,
     /// The server also runs on PostgreSQL (a `postgres://` URL from `--db` or the environment):
     /// the schema and sample rows there. Statements whose SQL differs give `postgres:` text.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawPostgres>"))]
-    pub postgres: Option<Sp<RawPostgres>>,
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawEngine>"))]
+    pub postgres: Option<Sp<RawEngine>>,
 }
 
-/// A database's PostgreSQL side.
+impl RawDatabase {
+    /// The database servers the spec gives a side for, by dialect: the one place that pairs a
+    /// side's key with its entry in `sqlscan::DIALECTS`.
+    pub(crate) fn engines(&self) -> Vec<(&'static sqlscan::Dialect, &Sp<RawEngine>)> {
+        [(&sqlscan::POSTGRES, self.postgres.as_ref())]
+            .into_iter()
+            .filter_map(|(d, side)| Some((d, side?)))
+            .collect()
+    }
+}
+
+/// A database's side on a database server (`database.postgres`).
 #[derive(Debug, Deserialize)]
 #[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
 #[cfg_attr(feature = "editor-schema", schemars(rename = "Postgres"))]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RawPostgres {
+pub(crate) struct RawEngine {
     /// Another environment variable that may hold the database URL, read after `env`
     /// (e.g. `DATABASE_URL`).
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
@@ -851,6 +862,24 @@ pub(crate) struct RawAnnotations {
     pub idempotent_hint: Option<bool>,
     /// The tool reaches outside a closed world; default: false.
     pub open_world_hint: Option<bool>,
+}
+
+impl RawStatement {
+    /// The statement's own text for `dialect`, where it gives one (`postgres:`): the one
+    /// place that pairs a statement's dialect keys with `sqlscan::DIALECTS`.
+    pub(crate) fn text_for(&self, dialect: &sqlscan::Dialect) -> Option<&Sp<String>> {
+        self.dialect_texts()
+            .into_iter()
+            .find_map(|(d, t)| (d == dialect).then_some(t))
+    }
+
+    /// Every dialect text the statement gives, by dialect.
+    pub(crate) fn dialect_texts(&self) -> Vec<(&'static sqlscan::Dialect, &Sp<String>)> {
+        [(&sqlscan::POSTGRES, self.postgres.as_ref())]
+            .into_iter()
+            .filter_map(|(d, t)| Some((d, t?)))
+            .collect()
+    }
 }
 
 /// A SQL statement and how its result becomes JSON.

@@ -20,10 +20,11 @@ pub(crate) fn validate(file: &Path, source: &str, spec: &RawSpec) -> Diagnostics
     let mut v = Validator {
         sink: Sink::new(file),
         source,
-        postgres: spec
+        engines: spec
             .database
             .as_ref()
-            .is_some_and(|d| d.value.postgres.is_some()),
+            .map(|d| d.value.engines().into_iter().map(|(d, _)| d).collect())
+            .unwrap_or_default(),
     };
     v.server(spec);
     for (from, to) in &spec.error_codes {
@@ -79,8 +80,8 @@ struct ToolScope<'a> {
 struct Validator<'a> {
     sink: Sink<'a>,
     source: &'a str,
-    /// Whether the spec's database runs on PostgreSQL too.
-    postgres: bool,
+    /// The dialects the database declares a side for.
+    engines: Vec<&'static sqlscan::Dialect>,
 }
 
 fn valid_name(s: &str, max: usize) -> bool {
@@ -1329,7 +1330,7 @@ impl Validator<'_> {
         self.statement_messages(s, mode);
         self.statement_envelope(cx, s, mode);
         self.statement_params(cx, s, used, earlier);
-        self.statement_postgres(s);
+        self.statement_dialects(s);
         if let Some(n) = &s.name {
             earlier.insert(n.value.clone(), (mode, columns));
         }
@@ -1574,18 +1575,30 @@ impl Validator<'_> {
 
     /// Parameters: each comes from an argument, a derived parameter or an earlier row; the
     /// arguments used are added to `used`.
-    /// A statement's `postgres:` text: only where the server runs on PostgreSQL, and with no
-    /// parameter that its `query` does not have (the arguments are bound by name on both).
-    fn statement_postgres(&mut self, s: &RawStatement) {
-        let Some(text) = &s.postgres else {
-            return;
-        };
-        if !self.postgres {
+    /// A statement's text for another dialect (`postgres:`): only where the server runs on
+    /// that engine, and with no parameter that its `query` does not have (the arguments are
+    /// bound by name on every engine).
+    fn statement_dialects(&mut self, s: &RawStatement) {
+        for (dialect, text) in s.dialect_texts() {
+            self.statement_dialect(s, dialect, text);
+        }
+    }
+
+    fn statement_dialect(
+        &mut self,
+        s: &RawStatement,
+        dialect: &'static sqlscan::Dialect,
+        text: &Sp<String>,
+    ) {
+        let key = dialect.name;
+        if !self.engines.contains(&dialect) {
             self.sink.error(
                 pos(text),
-                "the statement gives `postgres:` text but the database declares no `postgres:` side",
+                format!(
+                    "the statement gives `{key}:` text but the database declares no `{key}:` side"
+                ),
                 "",
-                "add `database.postgres` with its schema, or remove this text",
+                &format!("add `database.{key}` with its schema, or remove this text"),
             );
             return;
         }
@@ -1599,7 +1612,8 @@ impl Validator<'_> {
             self.sink.error(
                 self.offset_pos(text, *offset),
                 format!(
-                    "PostgreSQL parameter `:{name}` is not a parameter of the statement's `query`"
+                    "{} parameter `:{name}` is not a parameter of the statement's `query`",
+                    dialect.title
                 ),
                 "not in `query`",
                 &match did_you_mean(name, &names) {

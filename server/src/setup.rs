@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, anyhow};
-use mcpspec::backend::sqlite as db;
+use mcpspec::backend::paths as db;
 use mcpspec::def::ServerDef;
 
 use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
@@ -588,7 +588,8 @@ fn run_setup(def: &'static ServerDef, f: SetupFlags) -> Result<ExitCode> {
     if let Some((d, path)) = &database
         && !path.exists()
     {
-        db::init(d, path, false)?;
+        let at = mcpspec::backend::Location::File(path.clone());
+        mcpspec::backend::create(&at, def.name, d, false)?;
         println!("created {}", path.display());
     }
     let backup = plan.apply()?;

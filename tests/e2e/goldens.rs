@@ -576,7 +576,7 @@ fn golden_postgres_statements_are_numbered_and_run_on_postgresql() {
     use mcpspec::engine::{Engine, Limits};
     let def = &on_postgres::SERVER;
     let tagged = def.tool("tagged").unwrap().binding.statements()[0]
-        .postgres
+        .text("postgres")
         .unwrap();
     assert_eq!(
         (tagged.sql, tagged.params),
@@ -585,7 +585,7 @@ fn golden_postgres_statements_are_numbered_and_run_on_postgresql() {
             &["tag"][..]
         )
     );
-    let pg = def.database.as_ref().unwrap().postgres.as_ref().unwrap();
+    let pg = def.database.as_ref().unwrap().engine("postgres").unwrap();
     assert_eq!(pg.env, Some("DATABASE_URL"));
     let cluster = crate::pg::Cluster::shared();
     let url = cluster.create_database();
@@ -599,7 +599,7 @@ fn golden_postgres_statements_are_numbered_and_run_on_postgresql() {
     );
     let engine = Engine::start_at(
         def,
-        Some(&Location::Url(url)),
+        Some(&Location::parse(url.as_ref()).unwrap()),
         false,
         Limits::default(),
         None,

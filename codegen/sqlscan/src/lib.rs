@@ -1,9 +1,14 @@
-//! What the spec compiler (build time) and the runtime (run time) must agree on about
-//! PostgreSQL, so that both read a statement, a URL and a column type the same way: which parts
-//! of a statement are code rather than quoted literals, quoted identifiers or comments; how
-//! `:name` parameters become PostgreSQL's `$n`; which locations are PostgreSQL URLs and how
-//! their passwords are hidden; which declared column kinds a PostgreSQL type reads as. A lexer
-//! and tables, not a parser; it depends on nothing.
+//! What the spec compiler (build time) and the runtime (run time) must agree on about SQL
+//! dialects, so that both read a statement, a URL and a column type the same way: the
+//! [`DIALECTS`] mcpspec runs (a new engine adds its entry there); which parts of a statement
+//! are code rather than quoted literals, quoted identifiers or comments; how `:name` parameters
+//! become a dialect's placeholders; which locations are database URLs and how their passwords
+//! are hidden; which declared column kinds a database type reads as. A lexer and tables, not a
+//! parser; it depends on nothing.
+
+mod dialect;
+
+pub use dialect::{DIALECTS, Dialect, POSTGRES, Placeholders, SQLITE};
 
 use std::ops::Range;
 
@@ -47,9 +52,10 @@ pub fn code(sql: &str) -> Vec<Range<usize>> {
 /// A statement with its `:name` parameters numbered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Positional {
-    /// The text with each `:name` replaced by `$n`.
+    /// The text with each `:name` replaced by the dialect's placeholder.
     pub text: String,
-    /// The name of each `$n`, in order: one number per name, however often it appears.
+    /// The name bound to each placeholder, in order: with `$n`, one number per name however
+    /// often it appears; with `?`, one entry per occurrence.
     pub names: Vec<String>,
     /// Every parameter as written: its name and byte offset in the original text.
     pub refs: Vec<(String, usize)>,
@@ -58,6 +64,12 @@ pub struct Positional {
 /// `sql` with each `:name` parameter (a letter or `_`, then letters, digits and `_`) replaced by
 /// `$n`. `::` casts, `arr[1:2]` slices and anything in literals or comments are left alone.
 pub fn positional(sql: &str) -> Positional {
+    placed(sql, Placeholders::Numbered)
+}
+
+/// `sql` with each `:name` parameter replaced as `style` writes placeholders (see
+/// [`positional`]); [`Placeholders::Named`] keeps the text and still lists the names.
+pub fn placed(sql: &str, style: Placeholders) -> Positional {
     let b = sql.as_bytes();
     let mut p = Positional {
         text: String::with_capacity(sql.len()),
@@ -81,17 +93,32 @@ pub fn positional(sql: &str) -> Positional {
                 .find(|&j| !(b[j].is_ascii_alphanumeric() || b[j] == b'_'))
                 .unwrap_or(range.end);
             let name = &sql[i + 1..end];
-            let n = match p.names.iter().position(|x| x == name) {
-                Some(k) => k + 1,
-                None => {
+            p.refs.push((name.to_string(), i));
+            let placeholder = match style {
+                Placeholders::Named => {
+                    if !p.names.iter().any(|x| x == name) {
+                        p.names.push(name.to_string());
+                    }
+                    i = end;
+                    continue;
+                }
+                Placeholders::Question => {
                     p.names.push(name.to_string());
-                    p.names.len()
+                    "?".to_string()
+                }
+                Placeholders::Numbered => {
+                    let n = match p.names.iter().position(|x| x == name) {
+                        Some(k) => k + 1,
+                        None => {
+                            p.names.push(name.to_string());
+                            p.names.len()
+                        }
+                    };
+                    format!("${n}")
                 }
             };
-            p.refs.push((name.to_string(), i));
             p.text.push_str(&sql[copied..i]);
-            p.text.push('$');
-            p.text.push_str(&n.to_string());
+            p.text.push_str(&placeholder);
             copied = end;
             i = end;
         }
@@ -165,14 +192,14 @@ pub fn sources(
 
 /// Whether a database location is a PostgreSQL URL rather than a SQLite file.
 pub fn is_url(location: &str) -> bool {
-    location.starts_with("postgres://") || location.starts_with("postgresql://")
+    Dialect::of_url(location).is_some_and(|d| d == &POSTGRES)
 }
 
 /// What a database location given on the command line or in the environment is, by its form.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Form {
-    /// A `postgres://` or `postgresql://` URL.
-    Postgres,
+    /// A URL of a scheme a dialect of [`DIALECTS`] is reached by (`postgres://`, ...).
+    Url(&'static Dialect),
     /// A URL of another scheme (`mysql://...`), named here in lower case.
     OtherScheme(String),
     /// A libpq keyword/value connection string (`host=... dbname=... password=...`).
@@ -202,8 +229,8 @@ const LIBPQ_KEYS: &[&str] = &[
 /// The form of `location`: a scheme (letters, digits, `+`, `-`, `.`) before `://` makes a URL;
 /// words of the form `key=value` with a libpq key, separated by spaces, a keyword string.
 pub fn form(location: &str) -> Form {
-    if is_url(location) {
-        return Form::Postgres;
+    if let Some(dialect) = Dialect::of_url(location) {
+        return Form::Url(dialect);
     }
     if let Some((scheme, _)) = location.split_once("://") {
         let is_scheme = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
@@ -329,7 +356,7 @@ fn redact_keyed(s: &str) -> String {
 
 /// The declared column kinds (`text`, `integer`, `real`, `boolean`, `json`) a result column of
 /// the PostgreSQL type named `ty` (as `pg_type.typname` names it) reads as; none for a type
-/// mcpspec does not read.
+/// mcpspec does not read. [`POSTGRES`]'s `reads_as`.
 pub fn reads_as(ty: &str) -> &'static [&'static str] {
     match ty {
         "int2" | "int4" | "int8" | "oid" => &["integer", "real", "boolean"],
@@ -395,8 +422,8 @@ mod tests {
     #[test]
     fn locations_are_told_apart_by_form() {
         for (location, want) in [
-            ("postgres://h/db", Form::Postgres),
-            ("postgresql:///db?host=/tmp", Form::Postgres),
+            ("postgres://h/db", Form::Url(&POSTGRES)),
+            ("postgresql:///db?host=/tmp", Form::Url(&POSTGRES)),
             ("mysql://u:p@h/db", Form::OtherScheme("mysql".into())),
             ("MariaDB://h/db", Form::OtherScheme("mariadb".into())),
             ("host=/tmp dbname=x", Form::KeywordString),

@@ -295,28 +295,42 @@ pub struct DatabaseDef {
     pub derived: &'static str,
     /// Sample rows loaded by `mcpspec init --sample` and `mcpspec demo`.
     pub sample: Option<&'static str>,
-    /// The server also runs on PostgreSQL: its schema and sample rows there.
-    pub postgres: Option<PostgresDef>,
+    /// The database servers the server also runs on, one per SQL dialect the spec gives a
+    /// side for (`database.postgres`, ...).
+    pub engines: &'static [EngineDef],
 }
 
-/// A server's PostgreSQL side: where the URL may also come from, and what `init` creates.
+impl DatabaseDef {
+    /// The server's side for the dialect named `dialect`, if it runs there.
+    pub fn engine(&self, dialect: &str) -> Option<&'static EngineDef> {
+        self.engines.iter().find(|e| e.dialect == dialect)
+    }
+}
+
+/// A server's side on a database server: the dialect, where the URL may also come from, and
+/// what `init` creates.
 #[derive(Debug, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
-pub struct PostgresDef {
+pub struct EngineDef {
+    /// The dialect's name, as `sqlscan::DIALECTS` lists it (`postgres`).
+    pub dialect: &'static str,
     /// Another environment variable that may hold the database URL, after `env`.
     pub env: Option<&'static str>,
-    /// The DDL run by `mcpspec init --db postgres://...`.
+    /// The DDL run by `mcpspec init --db URL`.
     pub schema: &'static str,
     /// Sample rows for `init --sample`.
     pub sample: Option<&'static str>,
 }
 
-/// A statement's PostgreSQL text, its named parameters rewritten to `$n` at build time.
+/// A statement's text in one dialect, its named parameters rewritten to the dialect's
+/// placeholders at build time.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
-pub struct PgSqlDef {
+pub struct DialectSqlDef {
+    /// The dialect's name (`postgres`).
+    pub dialect: &'static str,
     pub sql: &'static str,
-    /// The name of each `$n`, in order.
+    /// The name bound to each placeholder, in order.
     pub params: &'static [&'static str],
 }
 
@@ -522,9 +536,10 @@ pub struct StatementDef {
     pub name: &'static str,
     /// The field that holds rows (`Many`) or the value (`Scalar`) of a single statement.
     pub key: &'static str,
+    /// The text with named parameters (`:name`): what SQLite runs.
     pub sql: &'static str,
-    /// The text PostgreSQL runs, when the server runs on PostgreSQL.
-    pub postgres: Option<PgSqlDef>,
+    /// The text each other dialect the server runs on takes, one per engine of its database.
+    pub texts: &'static [DialectSqlDef],
     pub mode: Mode,
     /// Whether the statement inserts rows, so that `execute` reports `last_insert_id`.
     pub inserts: bool,
@@ -541,6 +556,13 @@ pub struct StatementDef {
     pub bind: &'static [(&'static str, &'static str, &'static str)],
     /// Computed fields beside the rows of a single `Many` statement.
     pub envelope: &'static [(&'static str, EnvelopeDef)],
+}
+
+impl StatementDef {
+    /// The statement's text in the dialect named `dialect`, where the server runs on it.
+    pub fn text(&self, dialect: &str) -> Option<&'static DialectSqlDef> {
+        self.texts.iter().find(|t| t.dialect == dialect)
+    }
 }
 
 /// Where an envelope field's value comes from.

@@ -14,10 +14,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use crate::backend::mirror::Placing;
-use crate::backend::sqlite::DbError;
 use crate::backend::{
-    Bind, Column, Database, Engine as DbEngine, Failure, Location, Session, Sql, Stop,
+    Bind, Column, Database, Dialect, Failure, Location, OpenError, Placing, Session, Sql, Stop,
     Value as SqlValue, statement_sql,
 };
 use crate::calllog;
@@ -250,11 +248,7 @@ pub struct Engine {
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error(transparent)]
-    Db(#[from] DbError),
-    #[error(transparent)]
-    Postgres(#[from] crate::backend::postgres::PgError),
-    #[error("the `{server}` server runs on SQLite only; its spec declares no `postgres:` schema")]
-    NoPostgres { server: &'static str },
+    Db(#[from] OpenError),
     #[error("the database at {path} does not match what {spec} expects:\n  {problems}\n{fix}")]
     Drift {
         path: String,
@@ -326,11 +320,7 @@ impl Engine {
             ..placing
         };
         let (db, derive_failed) = open_database(def, location, placing, &limits)?.unzip();
-        let read_only = placing.read_only
-            || db
-                .as_ref()
-                .and_then(Database::sqlite)
-                .is_some_and(|p| p.is_read_only());
+        let read_only = placing.read_only || db.as_ref().is_some_and(Database::is_read_only);
         let opened = db.map(|db| (Arc::new(db), derive_failed.flatten()));
         Engine::assemble(def, opened, location, read_only, limits, handlers)
     }
@@ -395,10 +385,10 @@ impl Engine {
         // affected tool, not a failure of some later call.
         let (db, derive_failed) = opened.unzip();
         if let (Some(db), Some(path)) = (&db, location) {
-            let drift = drift(def, db.engine(), &|sql| db.columns(sql));
+            let drift = drift(def, db.dialect(), &|sql| db.columns(sql));
             let derive_failed = derive_failed.flatten();
             if !drift.is_empty() {
-                let mut fix = which_side(def, db.engine());
+                let mut fix = which_side(def, db.dialect());
                 let derived = def
                     .database
                     .as_ref()
@@ -407,10 +397,10 @@ impl Engine {
                     fix.push_str(&format!(
                         "\nthe structures under `database.derived` could not be built: {reason}"
                     ));
-                } else if derived && let Some(m) = db.sqlite().and_then(|p| p.mirror()) {
+                } else if derived && let Some(at) = db.derived_elsewhere() {
                     fix.push_str(&format!(
                         "\nthe structures under `database.derived` are kept in {}, outside the database",
-                        m.path().display()
+                        at.display()
                     ));
                 }
                 return Err(StartError::Drift {
@@ -944,7 +934,7 @@ impl Engine {
         self.def
             .database
             .as_ref()
-            .is_some_and(|d| d.postgres.is_some())
+            .is_some_and(|d| !d.engines.is_empty())
     }
 
     /// Runs a SQL tool: binds the typed parameters and the derived ones, runs its statements
@@ -984,7 +974,7 @@ impl Engine {
         // A read whose text holds a NUL matches nothing on any engine (see `nul_matters`):
         // its statements run against no rows, which gives the tool's own empty answer.
         if !tool.def.writes && self.nul_matters() && shown.values().any(|v| nul_path(v).is_some()) {
-            let mut none = crate::backend::NoRows(db.engine());
+            let mut none = crate::backend::NoRows(db.dialect());
             let out = self.run_statements(job, &mut none, &params, shown, request)?;
             return Ok(Reply::Done(Success {
                 structured: out,
@@ -1319,7 +1309,7 @@ impl Engine {
             let part = match st.mode {
                 Mode::Execute => {
                     let c = session
-                        .execute(statement_sql(st, session.engine()), &bind)
+                        .execute(statement_sql(st, session.dialect()), &bind)
                         .map_err(fail)?;
                     if st.inserts {
                         json!({"changes": c.changes, "last_insert_id": c.last_insert_id})
@@ -1383,7 +1373,7 @@ impl Engine {
         let budget = self.limits.max_result_bytes.saturating_sub(4096);
         let mut size = 0;
         let mut order = None;
-        session.query(statement_sql(st, session.engine()), bind, &mut |row| {
+        session.query(statement_sql(st, session.dialect()), bind, &mut |row| {
             if out.len() >= st.max_rows as usize {
                 truncated = true;
                 return false;
@@ -1519,8 +1509,8 @@ impl Engine {
     }
 }
 
-/// Opens the server's database at `location`: SQLite for a file, PostgreSQL for a URL (when
-/// the spec declares a PostgreSQL side); `None` when there is none to open.
+/// Opens the server's database at `location` with the engine its form selects (see
+/// [`crate::backend::ENGINES`]); `None` when there is none to open.
 fn open_database(
     def: &'static ServerDef,
     location: Option<&Location>,
@@ -1528,19 +1518,10 @@ fn open_database(
     limits: &Limits,
 ) -> Result<Option<(Database, Option<String>)>, StartError> {
     Ok(match (&def.database, location) {
-        (Some(d), Some(Location::File(p))) => {
-            let db = Database::open_sqlite_for(p, def.name, d, placing)?;
+        (Some(d), Some(at)) => {
+            let db = Database::open(at, def.name, d, placing, limits.call_timeout)?;
             let failed = db.derive_in_place();
             Some((db, failed))
-        }
-        (Some(d), Some(Location::Url(u))) => {
-            if d.postgres.is_none() {
-                return Err(StartError::NoPostgres { server: def.name });
-            }
-            Some((
-                Database::open_postgres(u, placing.read_only, limits.call_timeout)?,
-                None,
-            ))
         }
         (None, Some(_)) => return Err(StartError::NoDatabase { server: def.name }),
         (_, None) => None,
@@ -1645,7 +1626,7 @@ fn add_server_templates(
 /// other columns than it declares, as one line each.
 fn drift(
     def: &'static ServerDef,
-    engine: DbEngine,
+    engine: &Dialect,
     columns: &dyn Fn(Sql<'_>) -> Result<Vec<Column>, String>,
 ) -> Vec<String> {
     let mut out = Vec::new();
@@ -1674,7 +1655,7 @@ fn drift(
 /// Prepares a statement and checks that it returns the declared columns.
 fn prepare_checked(
     columns: &dyn Fn(Sql<'_>) -> Result<Vec<Column>, String>,
-    engine: DbEngine,
+    engine: &Dialect,
     st: &'static StatementDef,
 ) -> Result<(), String> {
     let actual = columns(statement_sql(st, engine))
@@ -1706,14 +1687,17 @@ fn prepare_checked(
 /// What to fix when statements do not prepare on the database: the spec, when they do not
 /// prepare against the spec's own declared schema either (a wrong table or column in the
 /// YAML), else the database (it drifted from the schema, or is another file).
-fn which_side(def: &'static ServerDef, engine: DbEngine) -> String {
-    if engine == DbEngine::Postgres {
-        return "the database differs from the schema the spec declares for PostgreSQL: migrate it, or point --db at the right database (`cargo run -p codegen -- check` checks the spec itself)".into();
+fn which_side(def: &'static ServerDef, engine: &Dialect) -> String {
+    if !engine.schemes.is_empty() {
+        return format!(
+            "the database differs from the schema the spec declares for {}: migrate it, or point --db at the right database (`cargo run -p codegen -- check` checks the spec itself)",
+            engine.title
+        );
     }
     let declared = def.database.as_ref().and_then(|db| {
         let ddl = format!("{}\n{}", db.schema, db.derived);
         let columns = crate::backend::scratch_columns(&ddl)?;
-        Some(drift(def, DbEngine::Sqlite, &|sql| columns(sql.text)))
+        Some(drift(def, &sqlscan::SQLITE, &|sql| columns(sql.text)))
     });
     match declared {
         Some(d) if !d.is_empty() => format!(
@@ -1753,7 +1737,7 @@ fn scalar(
     bind: Bind<'_>,
 ) -> Result<Value, Failure> {
     let mut v = Value::Null;
-    session.query(statement_sql(st, session.engine()), bind, &mut |row| {
+    session.query(statement_sql(st, session.dialect()), bind, &mut |row| {
         if let Some(&(idx, col)) = row_order(row, st).columns.first() {
             v = column_json(row.value(idx), col);
         }
@@ -1772,7 +1756,7 @@ fn first_row(
     keep_raw: bool,
 ) -> Result<Option<(Map<String, Value>, HashMap<String, SqlValue>)>, Failure> {
     let mut out = None;
-    session.query(statement_sql(st, session.engine()), bind, &mut |row| {
+    session.query(statement_sql(st, session.dialect()), bind, &mut |row| {
         // The raw values feed later statements' binds; a lone statement has none.
         let raw = if keep_raw {
             row.names()
@@ -1796,7 +1780,7 @@ fn first_row_text(
     bind: Bind<'_>,
 ) -> Result<Option<(String, usize)>, Failure> {
     let mut out = None;
-    session.query(statement_sql(st, session.engine()), bind, &mut |row| {
+    session.query(statement_sql(st, session.dialect()), bind, &mut |row| {
         out = Some(row_text(row, &row_order(row, st).columns));
         false
     })?;
@@ -1982,9 +1966,7 @@ mod tests {
     fn drift_says_which_side_to_fix() {
         use crate::def::{DatabaseDef, ServerDef};
         let basic = &basic::SERVER;
-        assert!(
-            super::which_side(basic, super::DbEngine::Sqlite).starts_with("the database differs")
-        );
+        assert!(super::which_side(basic, &sqlscan::SQLITE).starts_with("the database differs"));
         let db = basic.database.as_ref().expect("basic has a database");
         let broken: &'static ServerDef = Box::leak(Box::new(ServerDef {
             name: basic.name,
@@ -2002,7 +1984,7 @@ mod tests {
                 schema: "CREATE TABLE notes (id TEXT);",
                 derived: "",
                 sample: None,
-                postgres: None,
+                engines: &[],
             }),
             proxy: None,
             demo: &[],
@@ -2014,7 +1996,7 @@ mod tests {
             prompts: basic.prompts,
             examples: &[],
         }));
-        let fix = super::which_side(broken, super::DbEngine::Sqlite);
+        let fix = super::which_side(broken, &sqlscan::SQLITE);
         assert!(fix.starts_with("the spec is wrong"), "{fix}");
         assert!(fix.contains("tests/fixtures/basic/spec.yaml"), "{fix}");
     }

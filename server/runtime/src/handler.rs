@@ -14,7 +14,6 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use crate::backend::sqlite::Pool;
 use crate::backend::{Database, Stop};
 use crate::def::Arguments;
 
@@ -254,8 +253,8 @@ pub const INPUT_REQUIRED: &str = "INPUT_REQUIRED";
 pub struct Context {
     dir: PathBuf,
     /// The call's deadline and the flag the client's cancellation sets.
-    stop: Stop,
-    db: Option<Arc<Database>>,
+    pub(crate) stop: Stop,
+    pub(crate) db: Option<Arc<Database>>,
     progress: Option<ProgressSink>,
     client: Option<Arc<dyn ClientLink>>,
     request: u64,
@@ -441,51 +440,6 @@ impl Context {
                 message: Some(message.into()),
             });
         }
-    }
-
-    /// The server's SQLite database, for a handler that works on it directly: the explicit
-    /// way from the backend-neutral handler API to SQLite's own connection.
-    pub fn sqlite(&self) -> Result<Sqlite<'_>, HandlerError> {
-        match self.db.as_deref().and_then(Database::sqlite) {
-            Some(pool) => Ok(Sqlite {
-                pool,
-                stop: &self.stop,
-            }),
-            None => Err(HandlerError::internal(
-                "the server declares no SQLite database",
-            )),
-        }
-    }
-}
-
-/// A handler's access to the server's SQLite database (see [`Context::sqlite`]). Statements
-/// run through it stop at the call's deadline or cancellation, as a SQL tool's do.
-#[derive(Clone, Copy)]
-pub struct Sqlite<'a> {
-    pool: &'a Pool,
-    stop: &'a Stop,
-}
-
-impl Sqlite<'_> {
-    /// The database file.
-    pub fn path(&self) -> &Path {
-        self.pool.path()
-    }
-
-    /// Runs `f` on a reader connection.
-    pub fn read<T>(&self, f: impl FnOnce(&mut rusqlite::Connection) -> T) -> T {
-        self.pool
-            .read(|conn| crate::backend::sqlite::bounded(conn, self.stop, f))
-    }
-
-    /// Runs `f` on the writer connection; `READ_ONLY` when the server runs read-only.
-    pub fn write<T>(
-        &self,
-        f: impl FnOnce(&mut rusqlite::Connection) -> T,
-    ) -> Result<T, HandlerError> {
-        self.pool
-            .write(|conn| crate::backend::sqlite::bounded(conn, self.stop, f))
-            .ok_or_else(|| HandlerError::new("READ_ONLY").message("the server is read-only"))
     }
 }
 

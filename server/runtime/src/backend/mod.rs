@@ -1,17 +1,24 @@
-//! The database seam: the values the engine binds and reads and the kinds of failure it tells
-//! apart, in terms of no particular database. [`sqlite`] is the embedded implementation and
-//! [`postgres`] the one for teams; the generated code and the handler API name only these types.
+//! The database seam: the [`Backend`] trait every engine implements, the values the engine
+//! binds and reads, and the kinds of failure it tells apart, in terms of no particular
+//! database. `sqlite` is the embedded implementation and `postgres` the one for teams, each
+//! behind the cargo feature of its name and listed in [`ENGINES`]; the engine, the protocol,
+//! the command line and the handler API name only the types of this module.
 
-pub mod mirror;
+pub mod paths;
+#[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
 
 pub use crate::params::SqlValue as Value;
+pub use sqlscan::Dialect;
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+use crate::def::DatabaseDef;
 
 /// What went wrong in the database, whatever the database: the engine maps each kind to a
 /// tool error without quoting the database's own message.
@@ -336,18 +343,11 @@ impl<'a> From<&'a str> for Sql<'a> {
     }
 }
 
-/// Which database a server runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Engine {
-    Sqlite,
-    Postgres,
-}
-
 /// One job's connection: every statement of a call runs on one session, inside one
 /// transaction when the job writes or has several statements.
 pub trait Session {
-    /// Which database the session is on, so that a statement runs its text for it.
-    fn engine(&self) -> Engine;
+    /// The dialect of the session's database, so that a statement runs its text for it.
+    fn dialect(&self) -> &'static Dialect;
 
     /// Runs a statement that returns no rows.
     fn execute(&mut self, sql: Sql<'_>, bind: Bind<'_>) -> Result<Changes, Failure>;
@@ -359,15 +359,23 @@ pub trait Session {
         bind: Bind<'_>,
         each: &mut dyn FnMut(&dyn Row) -> bool,
     ) -> Result<(), Failure>;
+
+    /// Begins the job's transaction: one that may write when `writes`, else one consistent
+    /// snapshot for its reads.
+    fn begin(&mut self, writes: bool) -> Result<(), Failure>;
+
+    /// Ends the job's transaction: commits it when `commit`, else rolls it back. A commit that
+    /// fails is rolled back before the failure is returned.
+    fn end(&mut self, commit: bool) -> Result<(), Failure>;
 }
 
 /// A session on which every query returns no rows and every statement changes none: what a
 /// job's statements give when they cannot match anything (a read of text with a NUL
 /// character, which no engine of such a spec stores).
-pub struct NoRows(pub Engine);
+pub struct NoRows(pub &'static Dialect);
 
 impl Session for NoRows {
-    fn engine(&self) -> Engine {
+    fn dialect(&self) -> &'static Dialect {
         self.0
     }
 
@@ -386,134 +394,390 @@ impl Session for NoRows {
     ) -> Result<(), Failure> {
         Ok(())
     }
+
+    fn begin(&mut self, _: bool) -> Result<(), Failure> {
+        Ok(())
+    }
+
+    fn end(&mut self, _: bool) -> Result<(), Failure> {
+        Ok(())
+    }
 }
 
-/// A server's database: the seam between the engine and the database. SQLite is the
-/// embedded implementation; PostgreSQL serves teams.
-pub enum Database {
-    Sqlite(sqlite::Pool),
-    Postgres(postgres::Pool),
+/// A job's work stopped with its own error, which the job keeps (see [`Database::job`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Aborted;
+
+/// Why a job ended without success.
+#[derive(Debug)]
+pub enum JobError {
+    /// The work returned its own error; the transaction was rolled back.
+    Aborted,
+    /// The database failed around the work: no connection, or beginning or committing the
+    /// transaction failed.
+    Failed(Failure),
 }
 
-impl Database {
-    /// Opens a SQLite database file: a pool of one writer and readers.
-    pub fn open_sqlite(path: &Path, read_only: bool) -> Result<Database, sqlite::DbError> {
-        sqlite::Pool::open(path, read_only).map(Database::Sqlite)
-    }
+/// A job's work, run by a [`Backend`] on a session.
+pub type Work<'a> = &'a mut dyn FnMut(&mut dyn Session) -> Result<(), Aborted>;
 
-    /// Opens a SQLite database file for the spec `name` and its database, its derived
-    /// structures placed as `how` says (see [`mirror`]).
-    pub fn open_sqlite_for(
-        path: &Path,
-        name: &str,
-        def: &crate::def::DatabaseDef,
-        how: mirror::Placing,
-    ) -> Result<Database, sqlite::DbError> {
-        sqlite::Pool::open_as(path, Some((name, def)), how).map(Database::Sqlite)
-    }
+/// What a job asks of its session.
+#[derive(Debug, Clone, Copy)]
+pub struct JobKind {
+    /// The job changes the database: it runs on the writer.
+    pub writes: bool,
+    /// The job runs in one transaction (it writes, or reads with several statements).
+    pub transaction: bool,
+}
 
-    /// Connects to a PostgreSQL server; `timeout` is the server-side statement timeout.
-    pub fn open_postgres(
-        url: &str,
-        read_only: bool,
-        timeout: Duration,
-    ) -> Result<Database, postgres::PgError> {
-        postgres::Pool::open(url, read_only, timeout).map(Database::Postgres)
-    }
+/// A database engine: the seam the engine, the protocol and the command line run every
+/// statement through. One module per engine implements it (`sqlite`, `postgres`), each behind
+/// a cargo feature of the same name, and [`ENGINES`] lists them; nothing outside this module
+/// and the engine's own names a database crate.
+pub trait Backend: Send + Sync + 'static {
+    /// The engine's SQL dialect: which of a statement's texts it runs.
+    fn dialect(&self) -> &'static Dialect;
+
+    /// Runs `work` on a session: a reader, or the writer when `kind.writes` (`None` when the
+    /// database is read-only); inside a transaction when `kind.transaction` (see
+    /// [`in_transaction`]), committed when `work` succeeds and rolled back otherwise; stopped
+    /// at `stop`'s deadline or cancellation, which fails the running statement with
+    /// [`ErrorKind::Interrupted`]. A backend may run `work` again, on a new connection, when
+    /// the first died under a read or the transaction lost a conflict.
+    fn run(&self, kind: JobKind, stop: &Stop, work: Work<'_>) -> Option<Result<(), JobError>>;
+
+    /// Prepares `sql` and returns the columns it returns; the database's own words when it
+    /// does not prepare.
+    fn columns(&self, sql: Sql<'_>) -> Result<Vec<Column>, String>;
 
     /// Makes every later write a rehearsal: it runs in a transaction that is rolled back, so
     /// that examples can be tried on a live database without changing it.
+    fn rehearse(&mut self);
+
+    /// Whether the database cannot be written through this connection (asked read-only, or
+    /// the file cannot be written).
+    fn is_read_only(&self) -> bool;
+
+    /// Applies the derived DDL that belongs in the database itself; why it could not, if it
+    /// could not. Not fatal by itself: the statements that need what is missing fail the
+    /// start-up drift check, which then gives this reason too.
+    fn derive_in_place(&self) -> Option<String> {
+        None
+    }
+
+    /// Where the derived structures are kept when not in the database, for messages.
+    fn derived_elsewhere(&self) -> Option<PathBuf> {
+        None
+    }
+
+    /// Whether a job may run on a worker thread of an async runtime (it never blocks on a
+    /// runtime of its own), so that a call is answered without a hand-off.
+    fn runs_on_async_worker(&self) -> bool {
+        false
+    }
+
+    /// Whether a running statement notices [`Stop::now`] as it goes (SQLite's progress
+    /// handler does), so that a call can act on turning out slow while it runs.
+    fn notices_slow(&self) -> bool {
+        false
+    }
+
+    /// The backend itself, for a handler's typed accessor (`Context::sqlite`).
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+/// Runs `work` on `session`, inside a transaction when `transaction`, which is committed when
+/// `work` succeeds unless `rehearsal`: the one place a job's transaction is decided.
+pub fn in_transaction(
+    session: &mut dyn Session,
+    writes: bool,
+    transaction: bool,
+    rehearsal: bool,
+    work: Work<'_>,
+) -> Result<(), JobError> {
+    if transaction {
+        session.begin(writes).map_err(JobError::Failed)?;
+    }
+    let result = work(session);
+    if transaction {
+        session
+            .end(result.is_ok() && !rehearsal)
+            .map_err(JobError::Failed)?;
+    }
+    result.map_err(|Aborted| JobError::Aborted)
+}
+
+/// A server's database: the backend its location selected.
+pub struct Database(Box<dyn Backend>);
+
+impl Database {
+    /// The database over `backend`.
+    pub fn new(backend: Box<dyn Backend>) -> Database {
+        Database(backend)
+    }
+
+    /// Opens the database at `location` for the spec `server` and its database `def`, with
+    /// the engine its form selects (see [`ENGINES`]); derived structures placed as `how` says.
+    pub fn open(
+        location: &Location,
+        server: &str,
+        def: &'static DatabaseDef,
+        how: Placing,
+        timeout: Duration,
+    ) -> Result<Database, OpenError> {
+        let entry = engine_for(location, server, def)?;
+        (entry.open)(&Target {
+            location,
+            server,
+            def,
+            how,
+            timeout,
+        })
+        .map(Database)
+    }
+
+    /// Makes every later write a rehearsal (see [`Backend::rehearse`]).
     pub fn rehearse(&mut self) {
-        match self {
-            Database::Sqlite(p) => p.rehearse(),
-            Database::Postgres(p) => p.rehearse(),
-        }
+        self.0.rehearse();
     }
 
-    /// Applies the derived DDL that belongs in the database itself (see
-    /// [`mirror::place`]); why it could not, if it could not. Not fatal by itself: the
-    /// statements that need what is missing fail the start-up drift check, which then gives
-    /// this reason too.
+    /// See [`Backend::derive_in_place`].
     pub fn derive_in_place(&self) -> Option<String> {
-        match self {
-            Database::Sqlite(p) => p.derive_in_place().err(),
-            Database::Postgres(_) => None,
-        }
+        self.0.derive_in_place()
     }
 
-    /// Which database this is.
-    pub fn engine(&self) -> Engine {
-        match self {
-            Database::Sqlite(_) => Engine::Sqlite,
-            Database::Postgres(_) => Engine::Postgres,
-        }
+    /// See [`Backend::derived_elsewhere`].
+    pub fn derived_elsewhere(&self) -> Option<PathBuf> {
+        self.0.derived_elsewhere()
     }
 
-    /// Whether a job may run on a worker thread of an async runtime. SQLite's may (the call
-    /// is answered without a hand-off); the PostgreSQL driver blocks on a runtime of its
-    /// own, which cannot start inside another, so its jobs run on blocking threads only.
+    /// The database's dialect.
+    pub fn dialect(&self) -> &'static Dialect {
+        self.0.dialect()
+    }
+
+    /// See [`Backend::is_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.0.is_read_only()
+    }
+
+    /// See [`Backend::runs_on_async_worker`].
     pub fn runs_on_async_worker(&self) -> bool {
-        match self {
-            Database::Sqlite(_) => true,
-            Database::Postgres(_) => false,
-        }
+        self.0.runs_on_async_worker()
     }
 
-    /// The SQLite pool, for handlers that work on SQLite itself.
-    pub fn sqlite(&self) -> Option<&sqlite::Pool> {
-        match self {
-            Database::Sqlite(p) => Some(p),
-            Database::Postgres(_) => None,
-        }
+    /// See [`Backend::notices_slow`].
+    pub fn notices_slow(&self) -> bool {
+        self.0.notices_slow()
     }
 
-    /// Runs one job on a session: a reader, or the writer when `writes` (`None` when the
-    /// database is read-only); a read may run twice when its connection died under it; inside a transaction when `transaction`, committed when `f`
-    /// succeeds and rolled back otherwise; stopped at `stop`'s deadline or cancellation, which
-    /// fails the running statement with [`ErrorKind::Interrupted`].
+    /// The backend as its own type, for work that needs the engine itself (a handler's
+    /// typed accessor); `None` on another engine.
+    pub fn backend<B: Backend>(&self) -> Option<&B> {
+        self.0.as_any().downcast_ref()
+    }
+
+    /// Runs one job on a session (see [`Backend::run`]): `f`'s own error is the job's, and a
+    /// failure around it (no connection, a failed commit) becomes one through `fail`. `None`
+    /// when the job writes and the database is read-only.
     pub fn job<T, E>(
         &self,
         writes: bool,
         transaction: bool,
         stop: &Stop,
         fail: impl Fn(Failure) -> E,
-        f: impl FnMut(&mut dyn Session) -> Result<T, E>,
+        mut f: impl FnMut(&mut dyn Session) -> Result<T, E>,
     ) -> Option<Result<T, E>> {
-        match self {
-            Database::Sqlite(p) => sqlite::job(p, writes, transaction, stop, fail, f),
-            Database::Postgres(p) => postgres::job(p, writes, transaction, stop, fail, f),
-        }
+        let mut out = None;
+        let kind = JobKind {
+            writes,
+            transaction,
+        };
+        let ran = self.0.run(kind, stop, &mut |session| match f(session) {
+            Ok(t) => {
+                out = Some(Ok(t));
+                Ok(())
+            }
+            Err(e) => {
+                out = Some(Err(e));
+                Err(Aborted)
+            }
+        })?;
+        let lost = || {
+            fail(Failure {
+                kind: ErrorKind::Other,
+                message: "the job ended without running".into(),
+                constraint: String::new(),
+            })
+        };
+        Some(match ran {
+            Err(JobError::Failed(failure)) => Err(fail(failure)),
+            Ok(()) | Err(JobError::Aborted) => out.unwrap_or_else(|| Err(lost())),
+        })
     }
 
-    /// Prepares `sql` and returns the columns it returns; the database's own words when it
-    /// does not prepare.
+    /// See [`Backend::columns`].
     pub fn columns(&self, sql: Sql<'_>) -> Result<Vec<Column>, String> {
-        match self {
-            Database::Sqlite(p) => p.read(|conn| sqlite::columns(conn, sql.text)).map(untyped),
-            Database::Postgres(p) => p
-                .with(|conn| Ok(postgres::columns(conn, sql)))
-                .unwrap_or_else(|f| Err(f.message)),
-        }
+        self.0.columns(sql)
     }
 }
 
-/// The text of `st` that `engine` runs: its PostgreSQL text (numbered parameters) where it
-/// has one, else its SQLite text (named parameters).
-pub fn statement_sql(st: &'static crate::def::StatementDef, engine: Engine) -> Sql<'static> {
-    match (engine, st.postgres) {
-        (Engine::Postgres, Some(pg)) => Sql {
-            text: pg.sql,
-            params: Some(pg.params),
+/// The text of `st` that a database of `dialect` runs: its text for that dialect where it has
+/// one, else the text with named parameters.
+pub fn statement_sql(st: &'static crate::def::StatementDef, dialect: &Dialect) -> Sql<'static> {
+    match st.text(dialect.name) {
+        Some(t) => Sql {
+            text: t.sql,
+            params: Some(t.params),
         },
-        _ => Sql::from(st.sql),
+        None => Sql::from(st.sql),
     }
+}
+
+/// How a database was asked to be opened, for where its derived structures go.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Placing {
+    /// The database is served read-only.
+    pub read_only: bool,
+    /// The user allows the derived structures in a database mcpspec did not create
+    /// (`serve --derive-in-place`).
+    pub in_place: bool,
+    /// A check that must leave every file as it was: derived structures in a temporary
+    /// directory.
+    pub scratch: bool,
+}
+
+/// What an engine is asked to open.
+pub struct Target<'a> {
+    pub location: &'a Location,
+    /// The spec's name, for messages and for where derived structures are kept.
+    pub server: &'a str,
+    pub def: &'static DatabaseDef,
+    pub how: Placing,
+    /// The call timeout, which a server-side statement timeout follows.
+    pub timeout: Duration,
+}
+
+/// What a new database is made from.
+pub struct Creation<'a> {
+    pub location: &'a Location,
+    pub def: &'a DatabaseDef,
+    /// Whether to load the sample rows.
+    pub sample: bool,
+}
+
+/// An engine this build can open: its dialect and how it opens and creates databases.
+pub struct EngineEntry {
+    pub dialect: &'static Dialect,
+    /// The cargo feature that builds it.
+    pub feature: &'static str,
+    pub open: fn(&Target<'_>) -> Result<Box<dyn Backend>, OpenError>,
+    /// Creates the spec's schema (and sample rows) in a new or empty database; whether
+    /// sample rows were loaded.
+    pub create: fn(&Creation<'_>) -> Result<bool, OpenError>,
+}
+
+/// Every engine built in, one per enabled feature.
+pub static ENGINES: &[EngineEntry] = &[
+    #[cfg(feature = "sqlite")]
+    sqlite::ENGINE,
+    #[cfg(feature = "postgres")]
+    postgres::ENGINE,
+];
+
+/// The engine that serves `location` for the spec `server`: the one of the URL's scheme, or
+/// SQLite for a file; an error saying why there is none.
+fn engine_for(
+    location: &Location,
+    server: &str,
+    def: &DatabaseDef,
+) -> Result<&'static EngineEntry, OpenError> {
+    let dialect = location.dialect();
+    if !dialect.schemes.is_empty() && def.engine(dialect.name).is_none() {
+        return Err(OpenError::NotDeclared {
+            server: server.to_string(),
+            key: dialect.name,
+        });
+    }
+    ENGINES
+        .iter()
+        .find(|e| e.dialect == dialect)
+        .ok_or(OpenError::NotBuilt {
+            title: dialect.title,
+            feature: dialect.name,
+        })
+}
+
+/// Creates the spec's schema at `location` (`mcpspec init`); whether sample rows were loaded.
+/// An existing database is used only when it holds no tables yet.
+pub fn create(
+    location: &Location,
+    server: &str,
+    def: &DatabaseDef,
+    sample: bool,
+) -> Result<bool, OpenError> {
+    let entry = engine_for(location, server, def)?;
+    (entry.create)(&Creation {
+        location,
+        def,
+        sample,
+    })
+}
+
+/// Problems opening or creating a database, each with what to do about it, never with a
+/// password.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(
+        "database not found at {path} ({how})\n  set {env_hint}, or create one with: mcpspec init {server} --db {path}{sample}"
+    )]
+    Missing {
+        path: String,
+        how: &'static str,
+        env_hint: String,
+        server: String,
+        sample: &'static str,
+    },
+    #[error("no database path: pass --db PATH{env_hint} (no default location for this system)")]
+    NoPath { env_hint: String },
+    #[error("cannot open the database at {path}: {reason}")]
+    Open { path: String, reason: String },
+    #[error(
+        "{path} already holds tables ({tables}); mcpspec init never changes an existing database"
+    )]
+    NotEmpty { path: String, tables: String },
+    #[error("cannot create {path}: {reason}")]
+    Create { path: String, reason: String },
+    #[error("{url} is not a {title} URL: {reason}")]
+    Url {
+        url: String,
+        title: &'static str,
+        reason: String,
+    },
+    #[error("cannot connect to {title} at {url}: {reason}")]
+    Connect {
+        url: String,
+        title: &'static str,
+        reason: String,
+    },
+    #[error("the `{server}` server runs on SQLite only; its spec declares no `{key}:` schema")]
+    NotDeclared { server: String, key: &'static str },
+    #[error(
+        "this build of mcpspec has no {title} engine; build it with the cargo feature `{feature}`"
+    )]
+    NotBuilt {
+        title: &'static str,
+        feature: &'static str,
+    },
 }
 
 /// Where a server's database is: a SQLite file, or a PostgreSQL URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Location {
+    /// A file, served by SQLite.
     File(std::path::PathBuf),
-    Url(String),
+    /// A URL of a database server, and the dialect its scheme selects.
+    Url(String, &'static Dialect),
 }
 
 /// A database location that names no database mcpspec serves. Its messages show the
@@ -521,9 +785,14 @@ pub enum Location {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum LocationError {
     #[error(
-        "{shown} is a `{scheme}://` URL, which mcpspec does not serve; give a SQLite file path or a postgres:// or postgresql:// URL"
+        "{shown} is a `{scheme}://` URL, which mcpspec does not serve; give a SQLite file path or a URL of {known}"
     )]
-    UnknownScheme { scheme: String, shown: String },
+    UnknownScheme {
+        scheme: String,
+        shown: String,
+        /// The schemes mcpspec serves, for the message.
+        known: String,
+    },
     #[error(
         "{shown} looks like a PostgreSQL keyword/value connection string; give it as a URL instead: postgresql://USER:PASSWORD@HOST:PORT/DATABASE (or postgresql:///DATABASE?host=/socket/dir)"
     )]
@@ -531,18 +800,25 @@ pub enum LocationError {
 }
 
 impl Location {
-    /// A `postgres://` or `postgresql://` URL, or a file path; a URL of another scheme or a
-    /// libpq keyword string is refused as such, never taken as a file name.
+    /// A URL of a scheme of [`sqlscan::DIALECTS`] (`postgres://`, ...), or a file path; a URL
+    /// of another scheme or a libpq keyword string is refused as such, never taken as a file
+    /// name.
     pub fn parse(s: &std::ffi::OsStr) -> Result<Location, LocationError> {
         let Some(text) = s.to_str() else {
             return Ok(Location::File(s.into()));
         };
         match sqlscan::form(text) {
-            sqlscan::Form::Postgres => Ok(Location::Url(text.to_string())),
+            sqlscan::Form::Url(dialect) => Ok(Location::Url(text.to_string(), dialect)),
             sqlscan::Form::File => Ok(Location::File(s.into())),
             sqlscan::Form::OtherScheme(scheme) => Err(LocationError::UnknownScheme {
                 scheme,
                 shown: redact(text),
+                known: sqlscan::DIALECTS
+                    .iter()
+                    .flat_map(|d| d.schemes)
+                    .map(|s| format!("{s}://"))
+                    .collect::<Vec<_>>()
+                    .join(" or "),
             }),
             sqlscan::Form::KeywordString => Err(LocationError::KeywordString {
                 shown: redact(text),
@@ -554,7 +830,15 @@ impl Location {
     pub fn display(&self) -> String {
         match self {
             Location::File(p) => redact(&p.display().to_string()),
-            Location::Url(u) => redact(u),
+            Location::Url(u, _) => redact(u),
+        }
+    }
+
+    /// The dialect of the engine that serves the location: SQLite for a file.
+    pub fn dialect(&self) -> &'static Dialect {
+        match self {
+            Location::File(_) => &sqlscan::SQLITE,
+            Location::Url(_, d) => d,
         }
     }
 }
@@ -575,18 +859,31 @@ pub struct Column {
 }
 
 /// Columns known by name only.
-fn untyped(names: Vec<String>) -> Vec<Column> {
+pub fn untyped(names: Vec<String>) -> Vec<Column> {
     names
         .into_iter()
         .map(|name| Column { name, typed: None })
         .collect()
 }
 
-/// Prepares statements against `schema` in a scratch in-memory SQLite database, as
-/// [`Database::columns`] does against a real one; `None` when the schema does not load.
-pub fn scratch_columns(schema: &str) -> Option<impl Fn(&str) -> Result<Vec<Column>, String>> {
-    let columns = sqlite::scratch(schema)?;
-    Some(move |sql: &str| columns(sql).map(untyped))
+/// A function that prepares statements against a spec's declared schema, as
+/// [`Database::columns`] does against a real database.
+pub type Columns = Box<dyn Fn(&str) -> Result<Vec<Column>, String>>;
+
+/// Prepares statements against `schema` in a scratch in-memory database (SQLite's, the
+/// dialect the spec's own schema is written in); `None` when the schema does not load or this
+/// build has no SQLite.
+pub fn scratch_columns(schema: &str) -> Option<Columns> {
+    #[cfg(feature = "sqlite")]
+    {
+        let columns = sqlite::scratch(schema)?;
+        Some(Box::new(move |sql: &str| columns(sql).map(untyped)))
+    }
+    #[cfg(not(feature = "sqlite"))]
+    {
+        let _ = schema;
+        None
+    }
 }
 
 #[cfg(test)]

@@ -16,7 +16,10 @@ use postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
 use postgres::{Client, Statement};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use super::{Bind, Changes, ErrorKind, Failure, Row, Session, Sql, Stop, Value, ValueRef};
+use super::{
+    Backend, Bind, Changes, ErrorKind, Failure, JobError, JobKind, OpenError, Row, Session, Sql,
+    Stop, Value, ValueRef, Work,
+};
 
 /// The most connections one server process opens.
 pub const MAX_CONNECTIONS: u32 = 16;
@@ -29,21 +32,6 @@ const STATEMENT_TIMEOUT_MARGIN: Duration = Duration::from_secs(1);
 
 pub use sqlscan::{is_url, redact};
 
-/// Problems reaching a PostgreSQL server, each saying what to do, never with the password.
-#[derive(Debug, thiserror::Error)]
-pub enum PgError {
-    #[error("{url} is not a PostgreSQL URL: {reason}")]
-    Url { url: String, reason: String },
-    #[error("cannot connect to PostgreSQL at {url}: {reason}")]
-    Connect { url: String, reason: String },
-    #[error(
-        "{url} already holds tables ({tables}); mcpspec init never changes an existing database"
-    )]
-    NotEmpty { url: String, tables: String },
-    #[error("cannot create the schema at {url}: {reason}")]
-    Create { url: String, reason: String },
-}
-
 /// The driver's words for an error, with the server's message and detail where it sent them.
 fn describe(e: &postgres::Error) -> String {
     match e.as_db_error() {
@@ -54,11 +42,13 @@ fn describe(e: &postgres::Error) -> String {
 
 /// Parses `url` into the driver's configuration, with the statement timeout and read-only
 /// mode as session defaults so that the server enforces both.
-fn config(url: &str, read_only: bool, timeout: Duration) -> Result<postgres::Config, PgError> {
-    let mut config: postgres::Config = url.parse().map_err(|e: postgres::Error| PgError::Url {
-        url: redact(url),
-        reason: e.to_string(),
-    })?;
+fn config(url: &str, read_only: bool, timeout: Duration) -> Result<postgres::Config, OpenError> {
+    let mut config: postgres::Config =
+        url.parse().map_err(|e: postgres::Error| OpenError::Url {
+            url: redact(url),
+            title: sqlscan::POSTGRES.title,
+            reason: e.to_string(),
+        })?;
     // The watchdog cancels a job at its deadline; the server's own timeout is the backstop, a
     // second later, so that it never fails the start-up check or a job the watchdog has not
     // yet looked at when the call timeout is very short.
@@ -237,12 +227,9 @@ impl Pool {
 impl Pool {
     /// Connects to `url` once, so that a wrong URL, password or database fails at start-up with
     /// the server's reason, and then opens the pool.
-    pub fn open(url: &str, read_only: bool, timeout: Duration) -> Result<Pool, PgError> {
+    pub fn open(url: &str, read_only: bool, timeout: Duration) -> Result<Pool, OpenError> {
         let config = config(url, read_only, timeout)?;
-        let first = config.connect(tls()).map_err(|e| PgError::Connect {
-            url: redact(url),
-            reason: describe(&e),
-        })?;
+        let first = config.connect(tls()).map_err(|e| connect_error(url, &e))?;
         drop(first);
         let pool = r2d2::Pool::builder()
             .max_size(MAX_CONNECTIONS)
@@ -280,59 +267,110 @@ impl Pool {
 /// How many times a job whose transaction hit a serialization failure or deadlock runs again.
 const CONFLICT_RETRIES: u32 = 3;
 
-/// [`super::Database::job`] on PostgreSQL. A read that fails because its connection died (the
-/// server restarted, say) runs once more on another connection; a write never runs twice, since
-/// its commit may have landed before the connection went. A transaction PostgreSQL rolled back
-/// for a serialization failure or deadlock runs again, up to `CONFLICT_RETRIES` times.
-pub fn job<T, E>(
-    pool: &Pool,
-    writes: bool,
-    transaction: bool,
-    stop: &Stop,
-    fail: impl Fn(Failure) -> E,
-    mut f: impl FnMut(&mut dyn Session) -> Result<T, E>,
-) -> Option<Result<T, E>> {
-    if writes && pool.read_only {
-        return None;
+/// PostgreSQL's side of the seam. A read that fails because its connection died (the server
+/// restarted, say) runs once more on another connection; a write never runs twice, since its
+/// commit may have landed before the connection went. A transaction PostgreSQL rolled back for
+/// a serialization failure or deadlock runs again, up to `CONFLICT_RETRIES` times.
+impl Backend for Pool {
+    fn dialect(&self) -> &'static sqlscan::Dialect {
+        &sqlscan::POSTGRES
     }
-    let mut retried = false;
-    let mut conflicts = 0;
-    loop {
-        let mut conn = match checkout(pool) {
-            Ok(c) => c,
-            Err(e) => return Some(Err(fail(e))),
-        };
-        conn.conflict = false;
-        let out = {
-            let _watch = pool.watchdog.watch(stop, &conn.cancel);
-            // A rehearsal wraps every write in a transaction, so that it can be rolled back.
-            let transaction = transaction || (writes && pool.rehearsal);
-            in_transaction(
-                &mut conn,
-                writes,
-                transaction,
-                pool.rehearsal,
-                &fail,
-                &mut f,
-            )
-        };
-        // A serialization failure or deadlock rolled the whole transaction back: run it again,
-        // a few times, before reporting the database busy.
-        if out.is_err() && conn.conflict && conflicts < CONFLICT_RETRIES && !stop.now() {
-            conflicts += 1;
-            conn.used = std::time::Instant::now();
-            continue;
+
+    fn run(&self, kind: JobKind, stop: &Stop, work: Work<'_>) -> Option<Result<(), JobError>> {
+        if kind.writes && self.read_only {
+            return None;
         }
-        if out.is_err() && conn.client.is_closed() {
-            *pool.died.lock().unwrap_or_else(PoisonError::into_inner) =
-                Some(std::time::Instant::now());
-            if !writes && !retried {
-                retried = true;
+        let mut retried = false;
+        let mut conflicts = 0;
+        loop {
+            let mut conn = match checkout(self) {
+                Ok(c) => c,
+                Err(e) => return Some(Err(JobError::Failed(e))),
+            };
+            conn.conflict = false;
+            let out = {
+                let _watch = self.watchdog.watch(stop, &conn.cancel);
+                // A rehearsal wraps every write in a transaction, so that it can be rolled back.
+                let transaction = kind.transaction || (kind.writes && self.rehearsal);
+                let mut session = PgSession { conn: &mut conn };
+                super::in_transaction(&mut session, kind.writes, transaction, self.rehearsal, work)
+            };
+            // A serialization failure or deadlock rolled the whole transaction back: run it
+            // again, a few times, before reporting the database busy.
+            if out.is_err() && conn.conflict && conflicts < CONFLICT_RETRIES && !stop.now() {
+                conflicts += 1;
+                conn.used = std::time::Instant::now();
                 continue;
             }
+            if out.is_err() && conn.client.is_closed() {
+                *self.died.lock().unwrap_or_else(PoisonError::into_inner) =
+                    Some(std::time::Instant::now());
+                if !kind.writes && !retried {
+                    retried = true;
+                    continue;
+                }
+            }
+            conn.used = std::time::Instant::now();
+            return Some(out);
         }
-        conn.used = std::time::Instant::now();
-        return Some(out);
+    }
+
+    fn columns(&self, sql: Sql<'_>) -> Result<Vec<super::Column>, String> {
+        self.with(|conn| Ok(columns(conn, sql)))
+            .unwrap_or_else(|f| Err(f.message))
+    }
+
+    fn rehearse(&mut self) {
+        Pool::rehearse(self);
+    }
+
+    fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// The PostgreSQL engine: `postgres://` and `postgresql://` URLs.
+pub const ENGINE: super::EngineEntry = super::EngineEntry {
+    dialect: &sqlscan::POSTGRES,
+    feature: "postgres",
+    open: open_engine,
+    create: create_engine,
+};
+
+/// The URL of a location, or why it has none.
+fn url_of(location: &super::Location) -> Result<&str, OpenError> {
+    match location {
+        super::Location::Url(u, _) => Ok(u),
+        super::Location::File(p) => Err(OpenError::Url {
+            url: redact(&p.display().to_string()),
+            title: sqlscan::POSTGRES.title,
+            reason: "a file name, not a URL".into(),
+        }),
+    }
+}
+
+fn open_engine(t: &super::Target<'_>) -> Result<Box<dyn Backend>, OpenError> {
+    let pool = Pool::open(url_of(t.location)?, t.how.read_only, t.timeout)?;
+    Ok(Box::new(pool))
+}
+
+fn create_engine(c: &super::Creation<'_>) -> Result<bool, OpenError> {
+    let side = c.def.engine(sqlscan::POSTGRES.name);
+    let (schema, sample) = side.map_or(("", None), |s| (s.schema, s.sample));
+    let rows = if c.sample { sample } else { None };
+    init(url_of(c.location)?, schema, rows)?;
+    Ok(rows.is_some())
+}
+
+fn connect_error(url: &str, e: &postgres::Error) -> OpenError {
+    OpenError::Connect {
+        url: redact(url),
+        title: sqlscan::POSTGRES.title,
+        reason: describe(e),
     }
 }
 
@@ -360,43 +398,6 @@ fn checkout(pool: &Pool) -> Result<r2d2::PooledConnection<Manager>, Failure> {
         }
     }
     Err(unavailable("no PostgreSQL connection answers".to_string()))
-}
-
-/// Runs `f` on `conn`, inside a transaction when asked, which is committed when `f` succeeds
-/// unless `rehearsal`.
-fn in_transaction<T, E>(
-    conn: &mut Conn,
-    writes: bool,
-    transaction: bool,
-    rehearsal: bool,
-    fail: &impl Fn(Failure) -> E,
-    f: impl FnOnce(&mut dyn Session) -> Result<T, E>,
-) -> Result<T, E> {
-    if transaction {
-        // Several reads see one snapshot; writes run at the default isolation (read
-        // committed), with the write lock taken by each statement.
-        let begin = if writes {
-            "BEGIN"
-        } else {
-            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
-        };
-        conn.client
-            .batch_execute(begin)
-            .map_err(|e| fail(conn.failed(&e)))?;
-    }
-    let result = f(&mut PgSession { conn });
-    if transaction {
-        let end = if result.is_ok() && !rehearsal {
-            "COMMIT"
-        } else {
-            "ROLLBACK"
-        };
-        if let Err(e) = conn.client.batch_execute(end) {
-            let _ = conn.client.batch_execute("ROLLBACK");
-            return Err(fail(conn.failed(&e)));
-        }
-    }
-    result
 }
 
 /// A job's connection.
@@ -444,8 +445,31 @@ fn values(names: &[String], bind: Bind<'_>) -> Vec<Value> {
 }
 
 impl Session for PgSession<'_> {
-    fn engine(&self) -> super::Engine {
-        super::Engine::Postgres
+    fn dialect(&self) -> &'static sqlscan::Dialect {
+        &sqlscan::POSTGRES
+    }
+
+    /// Several reads see one snapshot; writes run at the default isolation (read committed),
+    /// with the write lock taken by each statement.
+    fn begin(&mut self, writes: bool) -> Result<(), Failure> {
+        let begin = if writes {
+            "BEGIN"
+        } else {
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+        };
+        let conn = &mut *self.conn;
+        conn.client
+            .batch_execute(begin)
+            .map_err(|e| conn.failed(&e))
+    }
+
+    fn end(&mut self, commit: bool) -> Result<(), Failure> {
+        let end = if commit { "COMMIT" } else { "ROLLBACK" };
+        let conn = &mut *self.conn;
+        conn.client.batch_execute(end).map_err(|e| {
+            let _ = conn.client.batch_execute("ROLLBACK");
+            conn.failed(&e)
+        })
     }
 
     fn execute(&mut self, sql: Sql<'_>, bind: Bind<'_>) -> Result<Changes, Failure> {
@@ -747,20 +771,17 @@ fn tables(client: &mut Client) -> Result<Vec<String>, postgres::Error> {
 
 /// Creates the schema (and the sample rows when asked) in the empty database at `url`, in one
 /// transaction; a database that already has tables is refused.
-pub fn init(url: &str, schema: &str, sample: Option<&str>) -> Result<(), PgError> {
+pub fn init(url: &str, schema: &str, sample: Option<&str>) -> Result<(), OpenError> {
     let config = config(url, false, Duration::from_secs(600))?;
-    let mut client = config.connect(tls()).map_err(|e| PgError::Connect {
-        url: redact(url),
-        reason: describe(&e),
-    })?;
-    let create = |e: postgres::Error| PgError::Create {
-        url: redact(url),
+    let mut client = config.connect(tls()).map_err(|e| connect_error(url, &e))?;
+    let create = |e: postgres::Error| OpenError::Create {
+        path: format!("the schema at {}", redact(url)),
         reason: describe(&e),
     };
     let existing = tables(&mut client).map_err(create)?;
     if !existing.is_empty() {
-        return Err(PgError::NotEmpty {
-            url: redact(url),
+        return Err(OpenError::NotEmpty {
+            path: redact(url),
             tables: existing.join(", "),
         });
     }

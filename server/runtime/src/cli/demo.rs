@@ -23,7 +23,8 @@ pub fn run(def: &'static ServerDef, exe: &Path, out: &mut dyn std::io::Write) ->
     match &def.database {
         Some(database) => {
             let db = dir.path().join(format!("{}.db", def.name));
-            crate::backend::sqlite::init(database, &db, true)?;
+            let at = crate::backend::Location::File(db.clone());
+            crate::backend::create(&at, def.name, database, true)?;
             writeln!(out, "# scratch database with sample rows: {}", db.display())?;
             writeln!(out, "$ mcpspec serve {} --db {}\n", def.name, db.display())?;
             command.arg("--db").arg(&db);

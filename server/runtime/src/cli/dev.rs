@@ -109,7 +109,7 @@ fn start(def: &'static ServerDef, dbs: &mut Databases, handlers: &Handlers) -> R
         Some(h) => Box::new(h.clone()),
         None => Box::new(NoHandlers(def.name)),
     };
-    let placing = crate::backend::mirror::Placing {
+    let placing = crate::backend::Placing {
         in_place: dbs.in_place,
         ..Default::default()
     };

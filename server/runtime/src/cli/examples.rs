@@ -66,8 +66,9 @@ pub fn scratch_database(def: &crate::def::ServerDef, dir: &Path) -> Result<Optio
         return Ok(None);
     };
     let path = dir.join(format!("{}.db", def.name));
-    crate::backend::sqlite::init(database, &path, true)?;
-    Ok(Some(Location::File(path)))
+    let at = Location::File(path);
+    crate::backend::create(&at, def.name, database, true)?;
+    Ok(Some(at))
 }
 
 fn report(

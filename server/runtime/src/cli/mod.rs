@@ -15,7 +15,7 @@ use anyhow::{Context, Result, anyhow};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::backend::Location;
-use crate::backend::sqlite as db;
+use crate::backend::paths as db;
 use crate::def::ServerDef;
 use crate::engine::{CallError, Engine, Limits};
 use crate::handler::Dispatch;
@@ -247,7 +247,7 @@ fn limits() -> Result<Limits> {
 fn start(
     server: Server,
     flag: Option<&std::path::Path>,
-    placing: crate::backend::mirror::Placing,
+    placing: crate::backend::Placing,
 ) -> Result<std::sync::Arc<Engine>> {
     let limits = limits()?;
     // Settings are refused before anything starts.
@@ -266,8 +266,8 @@ fn start(
 }
 
 /// Where a database's derived structures may go, from `serve`'s and `call`'s flags.
-fn placing(read_only: bool, in_place: bool) -> crate::backend::mirror::Placing {
-    crate::backend::mirror::Placing {
+fn placing(read_only: bool, in_place: bool) -> crate::backend::Placing {
+    crate::backend::Placing {
         read_only,
         in_place,
         scratch: false,
@@ -275,8 +275,8 @@ fn placing(read_only: bool, in_place: bool) -> crate::backend::mirror::Placing {
 }
 
 /// Where the server's database is: `--db`, else the spec's environment variable, else (for a
-/// server that runs on PostgreSQL) its PostgreSQL variable, else the default file. A
-/// `postgres://` or `postgresql://` URL selects PostgreSQL; a file must exist.
+/// server that runs on a database server) that engine's variable, else the default file. A
+/// URL selects the engine of its scheme (`postgres://`, ...); a file must exist.
 fn locate(
     server: &str,
     database: &crate::def::DatabaseDef,
@@ -294,10 +294,10 @@ fn locate(
         let value = std::env::var_os(var?)?;
         Some(Location::parse(&value).map_err(|e| anyhow!("{}: {e}", var.unwrap_or_default())))
     };
-    let pg_env = database.postgres.as_ref().and_then(|pg| pg.env);
-    for var in [database.env, pg_env] {
+    let engine_envs = database.engines.iter().map(|e| e.env);
+    for var in std::iter::once(database.env).chain(engine_envs) {
         match from(var).transpose()? {
-            Some(Location::Url(url)) => return Ok(Location::Url(url)),
+            Some(url @ Location::Url(..)) => return Ok(url),
             // A path from the spec's variable is resolved below, as before.
             _ => continue,
         }
@@ -417,24 +417,9 @@ fn init(def: &crate::def::ServerDef, db: &std::path::Path, sample: bool) -> Resu
             def.name
         )
     })?;
-    let (shown, with_rows) = match Location::parse(db.as_os_str())? {
-        Location::Url(url) => {
-            let pg = database.postgres.as_ref().ok_or_else(|| {
-                anyhow!(
-                    "the `{}` server runs on SQLite only; its spec declares no `postgres:` schema",
-                    def.name
-                )
-            })?;
-            let rows = if sample { pg.sample } else { None };
-            crate::backend::postgres::init(&url, pg.schema, rows)?;
-            (crate::backend::redact(&url), rows.is_some())
-        }
-        Location::File(path) => {
-            db::init(database, &path, sample)?;
-            let rows = sample && database.sample.is_some();
-            (Location::File(path).display(), rows)
-        }
-    };
+    let location = Location::parse(db.as_os_str())?;
+    let with_rows = crate::backend::create(&location, def.name, database, sample)?;
+    let shown = location.display();
     say!(
         "created {shown} for `{}`{}",
         def.name,

@@ -33,7 +33,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::sqlite::expand;
+use crate::backend::paths::expand;
 use crate::backend::{Database, Row, Stop, ValueRef};
 use crate::def::{InterceptAction, ProxyConfigDef, ProxyDef};
 use crate::engine::{Engine, ToolError};
@@ -101,7 +101,7 @@ pub fn config_path(def: &ProxyConfigDef) -> Option<PathBuf> {
     {
         return Some(expand(&v.to_string_lossy()));
     }
-    crate::backend::sqlite::for_this_os(def.default_linux, def.default_macos, def.default_windows)
+    crate::backend::paths::for_this_os(def.default_linux, def.default_macos, def.default_windows)
         .map(expand)
 }
 

@@ -125,10 +125,7 @@ pub(super) fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 /// Whether `engine`'s statements say when they turn out slow (SQLite's progress handler
 /// does), so that a lane call can act on it while it runs.
 pub(super) fn notices_slow(engine: &Engine) -> bool {
-    matches!(
-        engine.database().map(|d| &**d),
-        Some(crate::backend::Database::Sqlite(_))
-    )
+    engine.database().is_some_and(|d| d.notices_slow())
 }
 
 /// Whether `engine`'s jobs may run on a thread of an async runtime: SQLite's may; the

@@ -33,24 +33,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
-use super::sqlite::{DbError, open_plain};
+use super::open_plain;
+use crate::backend::OpenError;
+use crate::backend::Placing;
 use crate::def::DatabaseDef;
 
 /// The `PRAGMA application_id` of a database `mcpspec init` made ("mcsp"): such a database
 /// is mcpspec's own, and its derived structures live in it.
 pub const APPLICATION_ID: i32 = 0x6D63_7370;
-
-/// How a database was asked to be opened, for where its derived structures go.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Placing {
-    /// The database is served read-only.
-    pub read_only: bool,
-    /// The user allows the derived structures in a database mcpspec did not create
-    /// (`serve --derive-in-place`).
-    pub in_place: bool,
-    /// A check that must leave every file as it was: a mirror in a temporary directory.
-    pub scratch: bool,
-}
 
 /// Where a database's derived structures are.
 pub enum Placement {
@@ -99,7 +89,7 @@ pub fn place(
     def: &DatabaseDef,
     name: &str,
     how: Placing,
-) -> Result<Placement, DbError> {
+) -> Result<Placement, OpenError> {
     if def.derived.trim().is_empty() {
         return Ok(Placement::Nothing);
     }
@@ -118,16 +108,16 @@ pub fn place(
     }
     Ok(match Mirror::open(app, def, name, how.scratch) {
         Ok(m) => Placement::Mirror(Arc::new(m)),
-        Err(DbError::Create { reason, .. }) => Placement::Unbuilt(reason),
+        Err(OpenError::Create { reason, .. }) => Placement::Unbuilt(reason),
         Err(e) => return Err(e),
     })
 }
 
-fn fail(app: &Path, reason: String) -> DbError {
-    DbError::Create {
+fn fail(app: &Path, reason: String) -> OpenError {
+    OpenError::Create {
         path: format!(
             "the mirror of {}",
-            super::redact(&app.display().to_string())
+            crate::backend::redact(&app.display().to_string())
         ),
         reason,
     }
@@ -137,7 +127,7 @@ fn fail(app: &Path, reason: String) -> DbError {
 /// the derived DDL in a scratch database.
 fn derived_objects(def: &DatabaseDef) -> rusqlite::Result<Vec<(String, String)>> {
     let conn = Connection::open_in_memory()?;
-    super::sqlite::register_regexp(&conn)?;
+    super::register_regexp(&conn)?;
     conn.execute_batch(def.schema)?;
     let before = objects(&conn)?;
     conn.execute_batch(def.derived)?;
@@ -159,8 +149,8 @@ fn objects(conn: &Connection) -> rusqlite::Result<Vec<(String, String)>> {
 impl Mirror {
     /// Opens (or builds) the mirror of the database at `app` for the spec `name`, caught up
     /// with it.
-    fn open(app: &Path, def: &DatabaseDef, name: &str, scratch: bool) -> Result<Mirror, DbError> {
-        let file = super::sqlite::file_of(app);
+    fn open(app: &Path, def: &DatabaseDef, name: &str, scratch: bool) -> Result<Mirror, OpenError> {
+        let file = crate::backend::paths::file_of(app);
         let real = std::fs::canonicalize(&file).unwrap_or(file);
         let app_uri = read_only_uri(&real);
         let (dir, scratch_dir) = if scratch {
@@ -492,7 +482,7 @@ fn build(
     };
     run().map_err(|e| {
         let _ = conn.execute_batch("ROLLBACK");
-        super::sqlite::sqlite_message(&e)
+        super::sqlite_message(&e)
     })?;
     Ok(true)
 }
