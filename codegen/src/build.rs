@@ -96,7 +96,7 @@ impl Builder {
         {
             let mut problems = Diagnostics::default();
             for spec in &specs {
-                problems.extend(crate::sqlcheck::check_sql(spec, None));
+                problems.extend(crate::sqlcheck::check_sql(spec));
             }
             if !problems.is_empty() {
                 return Err(self.render(&problems));

@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use rusqlite::Connection;
+use mcpspec::backend::Location;
 
 use crate::Spec;
 use crate::diag::{Diagnostic, Diagnostics, Pos};
@@ -19,27 +19,10 @@ use crate::sqlcheck::finding;
 
 /// Everything `codegen check` does, over the workspace at `root` with its specs in `spec_dir`
 /// (relative to `root`): every spec compiles, every input schema and default is valid, every
-/// statement prepares (against `live` too, whose tables must match the declared ones), every
-/// contract matches its snapshot, and the committed docs and editor schema are fresh.
-/// Runs every check of `codegen check`. `live` is a server's name and its live database, whose
-/// tables and columns are compared with that server's declared schema.
-pub fn check_repo(root: &Path, spec_dir: &Path, live: Option<(&str, &Connection)>) -> Report {
-    check_repo_live(root, spec_dir, live.map(|(n, c)| (n, Live::Sqlite(c))))
-}
-
-/// A server's live database for [`check_repo_live`].
-pub enum Live<'a> {
-    /// A SQLite file: its tables and columns are compared with the declared schema and every
-    /// statement is prepared on it.
-    Sqlite(&'a Connection),
-    /// A PostgreSQL server: every statement's PostgreSQL text is prepared there and its
-    /// parameter and column types compared with the spec.
-    #[cfg(feature = "postgres")]
-    Postgres(&'a mut postgres::Client),
-}
-
-/// [`check_repo`] with a live database of either engine.
-pub fn check_repo_live(root: &Path, spec_dir: &Path, mut live: Option<(&str, Live<'_>)>) -> Report {
+/// statement prepares (against `live` too: a server's name and where its live database is,
+/// a file or a URL, checked read-only), every contract matches its snapshot, and the
+/// committed docs and editor schema are fresh.
+pub fn check_repo(root: &Path, spec_dir: &Path, live: Option<(&str, &Location)>) -> Report {
     let mut report = Report::default();
     let read = |rel: &Path| crate::read_spec(&root.join(rel)).ok();
     let specs = match crate::load_dir(&root.join(spec_dir), spec_dir) {
@@ -68,14 +51,9 @@ pub fn check_repo_live(root: &Path, spec_dir: &Path, mut live: Option<(&str, Liv
     report.tools = specs.iter().map(|s| s.ir.tools.len()).sum();
     for spec in &specs {
         report.extend(Kind::Sql, &check_schemas(spec));
-        match live.as_mut().filter(|(name, _)| *name == spec.name()) {
-            Some((_, Live::Sqlite(c))) => report.extend(Kind::Sql, &check_sql(spec, Some(c))),
-            #[cfg(feature = "postgres")]
-            Some((_, Live::Postgres(client))) => {
-                report.extend(Kind::Sql, &check_sql(spec, None));
-                report.extend(Kind::Sql, &crate::pgcheck::check_live(spec, client));
-            }
-            None => report.extend(Kind::Sql, &check_sql(spec, None)),
+        report.extend(Kind::Sql, &check_sql(spec));
+        if let Some((_, location)) = live.filter(|(name, _)| *name == spec.name()) {
+            report.extend(Kind::Sql, &live_findings(spec, location));
         }
         let lock = spec.lock_path();
         if let Some(f) = drift::contract_drift(spec, read(&lock).as_deref()) {
@@ -115,6 +93,24 @@ pub fn check_repo_live(root: &Path, spec_dir: &Path, mut live: Option<(&str, Liv
         }
     }
     report
+}
+
+/// The findings of `spec`'s statements on its live database at `location`; one finding when
+/// it cannot be opened.
+fn live_findings(spec: &crate::Spec, location: &Location) -> Diagnostics {
+    match crate::livecheck::open(spec, location) {
+        Ok(db) => crate::livecheck::check_live(spec, &db),
+        Err(e) => {
+            let mut out = Diagnostics::default();
+            out.items.push(finding(
+                spec,
+                Pos::default(),
+                format!("cannot check the live database {}: {e}", location.display()),
+                "check --db, and that the database answers",
+            ));
+            out
+        }
+    }
 }
 
 /// Whether the project at `root` keeps the rendered file `path`: every project keeps its

@@ -335,7 +335,7 @@ pub(crate) struct Database {
 
 impl Database {
     /// The side for `dialect`, if the server runs there.
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub fn engine(&self, dialect: &sqlscan::Dialect) -> Option<&EngineSide> {
         self.engines.iter().find(|e| e.dialect == dialect)
     }
@@ -356,7 +356,7 @@ pub(crate) struct EngineSide {
 pub(crate) struct DialectSql {
     pub dialect: &'static sqlscan::Dialect,
     /// Where the text is written (the dialect's own text, else the `query`).
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub pos: crate::diag::Pos,
     pub sql: String,
     /// The name bound to each placeholder, in order.
@@ -722,5 +722,17 @@ impl ColumnKind {
             _ => return None,
         };
         Some((kind, nullable))
+    }
+
+    /// The kind's name in the spec (`text`, ...).
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub fn name(self) -> &'static str {
+        match self {
+            ColumnKind::Text => "text",
+            ColumnKind::Integer => "integer",
+            ColumnKind::Real => "real",
+            ColumnKind::Boolean => "boolean",
+            ColumnKind::Json => "json",
+        }
     }
 }

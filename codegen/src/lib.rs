@@ -18,10 +18,10 @@ mod emit;
 mod ir;
 #[cfg(feature = "live")]
 pub mod live;
+#[cfg(feature = "sqlite")]
+mod livecheck;
 mod lower;
 mod names;
-#[cfg(feature = "postgres")]
-mod pgcheck;
 #[cfg(feature = "editor-schema")]
 pub mod reference;
 mod spec;

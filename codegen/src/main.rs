@@ -13,10 +13,10 @@ const USAGE: &str = "usage: codegen <command> [options]
 commands:
   check [--db [SERVER=]PATH|URL] [--format human|json]
                        validate every spec, prepare every SQL statement against the declared
-                       schema (and against SERVER's live database: a SQLite file at PATH, whose
-                       tables and columns must match, or a PostgreSQL server at a postgres://
-                       URL, whose parameter and column types must fit the spec; SERVER= may be
-                       left out when there is one spec), compare each tool contract with
+                       schema (and against SERVER's live database, read-only: a SQLite file at
+                       PATH, whose tables and columns must match, or a database server at a
+                       URL such as postgres://, whose parameter and column types must fit the
+                       spec; SERVER= may be left out when there is one spec), compare each tool contract with
                        spec/<server>.lock.json and the committed docs and editor schema with a
                        fresh render
   snapshot             record each server's tool contract in spec/<server>.lock.json; refused
@@ -106,7 +106,9 @@ fn run() -> Result<ExitCode> {
     // Paths given on the command line are relative to where the command was run.
     let out = out.map(std::path::absolute).transpose()?;
     let db = match db {
-        Some((server, url)) if is_url(&url) => Some((server, url)),
+        Some((server, url)) if sqlscan::Dialect::of_url(&url.to_string_lossy()).is_some() => {
+            Some((server, url))
+        }
         Some((server, path)) => Some((server, std::path::absolute(path)?)),
         None => None,
     };
@@ -204,47 +206,20 @@ fn check(
             }
         }
     };
-    // A location of another form is refused as such, never taken as a file name.
-    if let Some(text) = db.as_deref().and_then(Path::to_str) {
-        match sqlscan::form(text) {
-            sqlscan::Form::OtherScheme(scheme) => anyhow::bail!(
-                "{} is a `{scheme}://` URL, which mcpspec does not check; give a SQLite file path or a postgres:// URL",
-                sqlscan::redact(text)
-            ),
-            sqlscan::Form::KeywordString => anyhow::bail!(
-                "{} looks like a PostgreSQL keyword/value connection string; give it as a postgresql:// URL",
-                sqlscan::redact(text)
-            ),
-            sqlscan::Form::Url(_) | sqlscan::Form::File => {}
-        }
+    // A location of another form is refused as such, never taken as a file name; a file
+    // must exist (the check opens it read-only and never creates it).
+    let location = db
+        .as_deref()
+        .map(|p| mcpspec::backend::Location::parse(p.as_os_str()))
+        .transpose()?;
+    if let Some(mcpspec::backend::Location::File(p)) = &location
+        && !mcpspec::backend::paths::file_of(p).is_file()
+    {
+        anyhow::bail!("opening {}: no such file", p.display());
     }
-    let url = db.as_deref().filter(|p| is_url(p)).and_then(Path::to_str);
-    if let Some(url) = url {
-        let mut client = postgres::Client::connect(url, postgres::NoTls).map_err(|e| {
-            anyhow::anyhow!(
-                "cannot connect to PostgreSQL at {}: {}",
-                sqlscan::redact(url),
-                e.as_db_error()
-                    .map_or_else(|| e.to_string(), |d| d.message().to_string())
-            )
-        })?;
-        let live = server
-            .as_deref()
-            .map(|s| (s, codegen::check::Live::Postgres(&mut client)));
-        let mut report = codegen::check::check_repo_live(root, spec_dir, live);
-        if let (Some(server), Some(db)) = (&server, &db) {
-            report
-                .findings
-                .extend(codegen::check::check_examples(root, spec_dir, server, db).findings);
-        }
-        samples(root, spec_dir, &mut report);
-        return finish(&report, json);
-    }
-    let live = db.as_deref().map(open_live).transpose()?;
-    let mut report =
-        codegen::check::check_repo(root, spec_dir, server.as_deref().zip(live.as_ref()));
-    // Examples run after the statement checks, on the same file, each write rolled back.
-    drop(live);
+    let live = server.as_deref().zip(location.as_ref());
+    let mut report = codegen::check::check_repo(root, spec_dir, live);
+    // Examples run after the statement checks, on the same database, each write rolled back.
     if let (Some(server), Some(db)) = (&server, &db) {
         report
             .findings
@@ -266,23 +241,6 @@ fn samples(root: &Path, spec_dir: &Path, report: &mut codegen::drift::Report) {
             .findings
             .extend(codegen::check::check_examples_on_samples(root, spec_dir).findings);
     }
-}
-
-/// The live SQLite file of `check --db`, opened read-only: the check never writes it (the
-/// derived structures are built over copies, see the checks of statements). Opening without
-/// CREATE never makes the file, so a wrong path is an error here.
-fn open_live(p: &Path) -> Result<rusqlite::Connection> {
-    use rusqlite::OpenFlags;
-    rusqlite::Connection::open_with_flags(
-        p,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .with_context(|| format!("opening {}", p.display()))
-}
-
-/// Whether a `--db` value is a PostgreSQL URL rather than a SQLite file.
-fn is_url(p: &Path) -> bool {
-    p.to_str().is_some_and(sqlscan::is_url)
 }
 
 /// Prints the report (to stdout when it is clean, else stderr) and gives the exit code.

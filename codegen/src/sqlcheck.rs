@@ -1,8 +1,8 @@
 //! Statement checks that need only SQLite: every statement prepared against an in-memory
 //! database built from the spec's own DDL, declared result columns and read/write
-//! classification compared with what SQLite reports, and, with a live database, its tables and
-//! columns compared with the declared ones. The build API runs [`check_sql`] at `cargo build`
-//! (feature `sql-check`); `codegen check` runs it with the rest of [`crate::check`].
+//! classification compared with what SQLite reports. The build API runs [`check_sql`] at
+//! `cargo build` (feature `sql-check`); `codegen check` runs it with the rest of
+//! [`crate::check`], and the checks against a live database in `livecheck`.
 
 use std::path::PathBuf;
 
@@ -22,9 +22,8 @@ pub(crate) fn finding(spec: &Spec, pos: Pos, message: String, help: &str) -> Dia
     }
 }
 
-/// Prepares every statement of `spec` against its declared schema, and, when `live` is given,
-/// against that database file too.
-pub fn check_sql(spec: &Spec, live: Option<&Connection>) -> Diagnostics {
+/// Prepares every statement of `spec` against its declared schema.
+pub fn check_sql(spec: &Spec) -> Diagnostics {
     let mut out = Diagnostics::default();
     let declared = match Connection::open_in_memory() {
         Ok(c) => c,
@@ -42,137 +41,58 @@ pub fn check_sql(spec: &Spec, live: Option<&Connection>) -> Diagnostics {
     let Some(db) = &spec.ir.database else {
         return out;
     };
-    let Some(schema_tables) = load_declared(spec, db, &declared, live, &mut out) else {
+    if !load_declared(spec, db, &declared, &mut out) {
         return out;
-    };
-    if let Some(live) = live {
-        out.extend(compare_tables(spec, &declared, live, &schema_tables));
     }
-    // The statements need the derived structures, which the file may not have: they are
-    // built over empty copies of their source tables in an overlay that attaches the file
-    // read-only, as the server's mirror does, so that the file itself is never written.
-    // A live database in memory (a test's) has no file to attach: its connection is its
-    // own, and the derived structures are built in it, inside a savepoint rolled back below.
-    let in_memory = live.filter(|l| l.path().is_none_or(str::is_empty));
-    let savepoint = in_memory.filter(|l| {
-        l.execute_batch("SAVEPOINT mcpspec_derived").is_ok() && l.execute_batch(&db.derived).is_ok()
-    });
-    let overlay = match live
-        .filter(|_| in_memory.is_none())
-        .map(|l| overlay(l, &db.derived))
-    {
-        Some(Ok(c)) => Some(c),
-        Some(Err(e)) => {
-            out.items.push(finding(
-                spec,
-                db.schema_pos,
-                format!("the derived structures do not build on the live database: {e}"),
-                "match the database to `database.schema`: the server builds them over its tables",
-            ));
-            None
-        }
-        None => None,
-    };
-    let live = overlay.as_ref().or(live);
-    let targets: Vec<(&str, &Connection)> = std::iter::once(("the declared schema", &declared))
-        .chain(live.map(|c| ("the live database", c)))
-        .collect();
+    let targets = [("the declared schema", &declared)];
     check_tools(spec, &targets, &mut out);
     if let Some(q) = spec.ir.proxy.as_ref().and_then(|p| p.sql.as_ref()) {
         check_intercept(spec, q, &targets, &mut out);
     }
     check_content(spec, &targets, &mut out);
-    if let Some(live) = savepoint {
-        let _ = live.execute_batch("ROLLBACK TO mcpspec_derived; RELEASE mcpspec_derived;");
-    }
     out
 }
 
-/// An in-memory database over the live one: the file attached read-only as `app`, and in
-/// `main` empty copies of the derived structures' source tables (see [`sqlscan::sources`]),
-/// made from the file's own definitions, with the derived DDL applied to them. A statement
-/// prepared here sees what the server's mirror gives it: the derived structures and copies
-/// of their sources in `main`, every other table of the file through `app`.
-fn overlay(live: &Connection, derived: &str) -> Result<Connection, String> {
-    use rusqlite::OpenFlags;
-    let path = live
-        .path()
-        .filter(|p| !p.is_empty())
-        .ok_or("the live database has no file")?
-        .to_string();
-    let sqlite = |e: rusqlite::Error| lower(&e.to_string());
-    let conn = Connection::open_in_memory_with_flags(
-        OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_URI
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(sqlite)?;
-    register_regexp(&conn).map_err(sqlite)?;
-    conn.pragma_update(None, "foreign_keys", "OFF")
-        .map_err(sqlite)?;
-    let uri = format!(
-        "file:{}?mode=ro",
-        path.replace('%', "%25")
-            .replace('?', "%3F")
-            .replace('#', "%23")
-    );
-    conn.execute("ATTACH DATABASE ?1 AS app", [uri])
-        .map_err(sqlite)?;
-    if derived.trim().is_empty() {
-        return Ok(conn);
-    }
-    let query = |sql: &str, arg: &str| -> rusqlite::Result<Vec<String>> {
-        conn.prepare(sql)?.query_map([arg], |r| r.get(0))?.collect()
-    };
-    let tables = query(
-        "SELECT name FROM app.sqlite_master WHERE type = 'table' AND name NOT LIKE ?1",
-        "sqlite_%",
-    )
-    .map_err(sqlite)?;
-    let parents = |t: &str| {
-        query(
-            "SELECT DISTINCT \"table\" FROM pragma_foreign_key_list(?1, 'app')",
-            t,
-        )
-        .unwrap_or_default()
-    };
-    for source in sqlscan::sources(derived, &tables, parents) {
-        let ddl = query(
-            "SELECT sql FROM app.sqlite_master WHERE sql IS NOT NULL AND tbl_name = ?1 \
-             AND type IN ('table', 'index') ORDER BY type = 'table' DESC",
-            &source,
-        )
-        .map_err(sqlite)?;
-        for sql in ddl {
-            conn.execute_batch(&sql).map_err(sqlite)?;
-        }
-    }
-    conn.execute_batch(derived).map_err(sqlite)?;
-    Ok(conn)
+/// A table's name and its columns' names and declared types, in order.
+#[cfg(feature = "sqlite")]
+pub(crate) type TableShape = (String, Vec<(String, String)>);
+
+/// The tables `schema` makes (in SQLite) and their columns with declared types, in order.
+#[cfg(feature = "sqlite")]
+pub(crate) fn declared_tables(schema: &str) -> rusqlite::Result<Vec<TableShape>> {
+    let conn = Connection::open_in_memory()?;
+    register_regexp(&conn)?;
+    conn.execute_batch(schema)?;
+    tables(&conn)?
+        .into_iter()
+        .map(|t| {
+            let columns = table_info(&conn, &t)?
+                .into_iter()
+                .map(|c| (c.name, c.ty))
+                .collect();
+            Ok((t, columns))
+        })
+        .collect()
 }
 
-/// Registers `regexp()` on every connection and loads the declared schema, the derived
-/// structures and the sample rows into `declared`; returns the tables the schema itself makes,
-/// or `None` when the schema does not run, which leaves nothing to prepare against.
+/// Registers `regexp()` and loads the declared schema, the derived structures and the sample
+/// rows into `declared`; `false` when the schema does not run, which leaves nothing to prepare
+/// against.
 fn load_declared(
     spec: &Spec,
     db: &crate::ir::Database,
     declared: &Connection,
-    live: Option<&Connection>,
     out: &mut Diagnostics,
-) -> Option<Vec<String>> {
+) -> bool {
     // The runtime registers `regexp(pattern, text)` on every connection; an interceptor query
     // that uses it must prepare here too.
-    for conn in std::iter::once(declared).chain(live) {
-        if let Err(e) = register_regexp(conn) {
-            out.items.push(finding(
-                spec,
-                Pos::default(),
-                format!("cannot register regexp(): {e}"),
-                "",
-            ));
-        }
+    if let Err(e) = register_regexp(declared) {
+        out.items.push(finding(
+            spec,
+            Pos::default(),
+            format!("cannot register regexp(): {e}"),
+            "",
+        ));
     }
     if let Err(e) = declared.execute_batch(&db.schema) {
         out.items.push(finding(
@@ -184,9 +104,8 @@ fn load_declared(
             ),
             "fix the DDL under `database.schema`",
         ));
-        return None;
+        return false;
     }
-    let schema_tables = tables(declared).unwrap_or_default();
     if let Err(e) = declared.execute_batch(&db.derived) {
         out.items.push(finding(
             spec,
@@ -197,7 +116,7 @@ fn load_declared(
             ),
             "fix the DDL under `database.derived` or `database.fts`",
         ));
-        return None;
+        return false;
     }
     if let Some(sample) = &db.sample
         && let Err(e) = declared.execute_batch(sample)
@@ -209,7 +128,7 @@ fn load_declared(
             "fix the SQL under `database.sample`",
         ));
     }
-    Some(schema_tables)
+    true
 }
 
 /// Every tool statement, prepared on each target: its declared columns, its INSERTs' NOT NULL
@@ -417,6 +336,7 @@ fn register_regexp(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 /// One column as `PRAGMA table_info` reports it.
+#[cfg(feature = "sqlite")]
 struct ColumnInfo {
     name: String,
     ty: String,
@@ -490,6 +410,7 @@ fn rows_pk_count(conn: &Connection, table: &str) -> i64 {
     .unwrap_or(0)
 }
 
+#[cfg(feature = "sqlite")]
 fn tables(conn: &Connection) -> rusqlite::Result<Vec<String>> {
     let mut st = conn.prepare(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
@@ -497,6 +418,7 @@ fn tables(conn: &Connection) -> rusqlite::Result<Vec<String>> {
     st.query_map([], |r| r.get(0))?.collect()
 }
 
+#[cfg(feature = "sqlite")]
 fn table_info(conn: &Connection, table: &str) -> rusqlite::Result<Vec<ColumnInfo>> {
     let mut st = conn.prepare("SELECT name, type FROM pragma_table_info(?1) ORDER BY cid")?;
     st.query_map([table], |r| {
@@ -506,88 +428,6 @@ fn table_info(conn: &Connection, table: &str) -> rusqlite::Result<Vec<ColumnInfo
         })
     })?
     .collect()
-}
-
-/// Reports every declared table or column the live database lacks or has with another type.
-/// Extra tables and columns in the live file are fine: the tools do not read them.
-fn compare_tables(
-    spec: &Spec,
-    declared: &Connection,
-    live: &Connection,
-    schema_tables: &[String],
-) -> Diagnostics {
-    let mut out = Diagnostics::default();
-    let at = spec
-        .ir
-        .database
-        .as_ref()
-        .map_or_else(Pos::default, |d| d.schema_pos);
-    let help = "migrate the database, or change `database.schema` and the queries to match it";
-    let result = (|| -> rusqlite::Result<()> {
-        let live_tables = tables(live)?;
-        for table in tables(declared)?
-            .into_iter()
-            .filter(|t| schema_tables.contains(t))
-        {
-            let Some(live_name) = live_tables.iter().find(|t| t.eq_ignore_ascii_case(&table))
-            else {
-                out.items.push(finding(
-                    spec,
-                    at,
-                    format!("the live database has no table `{table}`"),
-                    help,
-                ));
-                continue;
-            };
-            let have = table_info(live, live_name)?;
-            for col in table_info(declared, &table)? {
-                match have.iter().find(|c| c.name.eq_ignore_ascii_case(&col.name)) {
-                    None => out.items.push(finding(
-                        spec,
-                        at,
-                        format!(
-                            "the live database's table `{table}` has no column `{}`",
-                            col.name
-                        ),
-                        help,
-                    )),
-                    Some(c) if !c.ty.eq_ignore_ascii_case(&col.ty) => out.items.push(finding(
-                        spec,
-                        at,
-                        format!(
-                            "column `{table}.{}` is declared {} but is {} in the live database",
-                            col.name,
-                            shown_type(&col.ty),
-                            shown_type(&c.ty)
-                        ),
-                        help,
-                    )),
-                    Some(_) => {}
-                }
-            }
-        }
-        Ok(())
-    })();
-    if let Err(e) = result {
-        out.items.push(finding(
-            spec,
-            at,
-            format!(
-                "cannot read the live database's tables: {}",
-                lower(&sqlite_message(&e))
-            ),
-            "",
-        ));
-    }
-    out
-}
-
-fn shown_type(t: &str) -> String {
-    if t.is_empty() {
-        "without a type".into()
-    } else {
-        format!("`{t}`")
-    }
 }
 
 fn sqlite_message(e: &rusqlite::Error) -> String {

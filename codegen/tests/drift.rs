@@ -86,7 +86,13 @@ impl Copy {
         self.check_with(None)
     }
 
-    fn check_with(&self, live: Option<(&str, &rusqlite::Connection)>) -> Report {
+    /// [`Copy::check`] with server `name`'s live database at `db`.
+    fn check_with(&self, live: Option<(&str, &Path)>) -> Report {
+        let live = live.map(|(name, db)| {
+            let at = mcpspec::backend::Location::parse(db.as_os_str()).expect("a location");
+            (name, at)
+        });
+        let live = live.as_ref().map(|(name, at)| (*name, at));
         codegen::check::check_repo(self.dir.path(), Path::new("spec"), live)
     }
 
@@ -501,7 +507,8 @@ fn a_live_database_that_drifted() {
            created_at TEXT NOT NULL, updated_at TEXT NOT NULL);",
     )
     .unwrap();
-    let report = copy.check_with(Some(("studio", &conn)));
+    drop(conn);
+    let report = copy.check_with(Some(("studio", &db)));
     let text = copy.render(&report);
     for want in [
         "error: the live database has no table `decisions`",
@@ -514,9 +521,12 @@ fn a_live_database_that_drifted() {
     }
     assert!(report.findings.iter().all(|f| f.kind == Kind::Sql));
     // A live database made from the declared schema has no drift.
-    let fresh = rusqlite::Connection::open_in_memory().unwrap();
+    let fresh = copy.path("fresh.db");
     let declared = text_between(&std::fs::read_to_string(copy.path(SPEC)).unwrap());
-    fresh.execute_batch(&declared).unwrap();
+    rusqlite::Connection::open(&fresh)
+        .unwrap()
+        .execute_batch(&declared)
+        .unwrap();
     let report = copy.check_with(Some(("studio", &fresh)));
     assert!(report.is_ok(), "{}", copy.render(&report));
 }
@@ -526,9 +536,10 @@ fn a_live_database_that_drifted() {
 #[test]
 fn an_insert_that_leaves_a_not_null_column_unset_in_the_live_database() {
     let copy = Copy::new();
-    let conn = strict_studio_db(&copy, "live.db");
+    drop(strict_studio_db(&copy, "live.db"));
+    let live = copy.path("live.db");
     // The seed specs set every such column themselves.
-    let report = copy.check_with(Some(("studio", &conn)));
+    let report = copy.check_with(Some(("studio", &live)));
     assert!(report.is_ok(), "{}", copy.render(&report));
     // Leaving `created_at` to a default is a finding at the statement.
     copy.edit(
@@ -541,7 +552,7 @@ fn an_insert_that_leaves_a_not_null_column_unset_in_the_live_database() {
         ":decision, strftime('%Y-%m-%dT%H:%M:%SZ', 'now')",
         ":decision",
     );
-    let report = copy.check_with(Some(("studio", &conn)));
+    let report = copy.check_with(Some(("studio", &live)));
     let text = copy.render(&report);
     assert!(
         text.contains("tool `capture_decision`: statement `capture_decision` leaves `decisions.created_at` unset, which is NOT NULL without a default in the live database"),

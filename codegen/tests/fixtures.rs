@@ -137,5 +137,5 @@ fn adding_a_tool_to_a_spec_adds_it_to_the_generated_table() {
     let code = &out[Path::new("studio.rs")];
     assert!(code.contains("name: \"test_added_tool\""));
     assert!(code.contains("pub struct TestAddedTool {}"));
-    assert!(codegen::check::check_sql(&spec, None).is_empty());
+    assert!(codegen::check::check_sql(&spec).is_empty());
 }

@@ -68,11 +68,11 @@ fn a_database_from_the_declared_schema_passes_and_drift_is_found_at_the_spec() {
         // A column of another type than declared, and a parameter an argument cannot bind to.
         "tool `kb_get`: statement `kb_get`: column `role` is declared text but PostgreSQL returns int4",
         "tool `kb_add`: statement `kb_add`: parameter `:role` is int4 on PostgreSQL, which a string argument cannot bind to",
-        "tool `kb_list`: statement `kb_list` does not prepare on the live PostgreSQL database: operator does not exist: integer = text",
+        "tool `kb_list`: statement `kb_list` does not prepare against the live database: operator does not exist: integer = text",
         // A nullable column declared non-null.
         "tool `kb_get`: statement `kb_get`: column `content` is declared non-null but comes from `knowledge_entries.content`, which may be NULL",
         // An INSERT that leaves a NOT NULL column without a default unset.
-        "tool `kb_add`: statement `kb_add`: the INSERT leaves `knowledge_entries.author` unset",
+        "tool `kb_add`: statement `kb_add` leaves `knowledge_entries.author` unset",
         "--> spec/knowledge.yaml:",
     ] {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
@@ -89,7 +89,7 @@ fn a_database_from_the_declared_schema_passes_and_drift_is_found_at_the_spec() {
     let (ok, text) = check(&missing);
     assert!(!ok);
     assert!(
-        text.contains("tool `kb_get`: statement `kb_get` does not prepare on the live PostgreSQL database: relation \"knowledge_entries\" does not exist"),
+        text.contains("tool `kb_get`: statement `kb_get` does not prepare against the live database: relation \"knowledge_entries\" does not exist"),
         "{text}"
     );
 }

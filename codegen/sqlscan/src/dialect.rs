@@ -34,6 +34,8 @@ pub struct Dialect {
     /// The declared column kinds a result column of the database type `ty` reads as; none
     /// for a type mcpspec does not read; `None` for a dialect whose columns take any value.
     pub reads_as: Option<fn(&str) -> &'static [&'static str]>,
+    /// How a statement casts a value to what each declared kind reads as, for help lines.
+    pub casts: &'static [(&'static str, &'static str)],
 }
 
 /// SQLite: the embedded default, opened by file name; its statements are the spec's `query`
@@ -45,6 +47,7 @@ pub static SQLITE: Dialect = Dialect {
     placeholders: Placeholders::Named,
     url_form: "PATH",
     reads_as: None,
+    casts: &[],
 };
 
 /// PostgreSQL.
@@ -55,6 +58,13 @@ pub static POSTGRES: Dialect = Dialect {
     placeholders: Placeholders::Numbered,
     url_form: "postgresql://USER:PASSWORD@HOST:PORT/DATABASE",
     reads_as: Some(crate::reads_as),
+    casts: &[
+        ("text", "`x::text`, or `to_char(...)` for a timestamp"),
+        ("integer", "`x::bigint`"),
+        ("real", "`x::float8`"),
+        ("boolean", "`x::boolean`"),
+        ("json", "`to_jsonb(x)`"),
+    ],
 };
 
 impl PartialEq for Dialect {

@@ -450,6 +450,22 @@ pub trait Backend: Send + Sync + 'static {
     /// does not prepare.
     fn columns(&self, sql: Sql<'_>) -> Result<Vec<Column>, String>;
 
+    /// Prepares `sql` and tells what the database knows of it: its columns (with types and
+    /// where they may be NULL) and its placeholders' types, where the database says; the
+    /// database's own words when it does not prepare. Nothing runs.
+    fn describe(&self, sql: Sql<'_>) -> Result<Described, String> {
+        self.columns(sql).map(|columns| Described {
+            columns,
+            params: Vec::new(),
+        })
+    }
+
+    /// The database's tables (of the schema the server's statements name unqualified).
+    fn tables(&self) -> Result<Vec<String>, String>;
+
+    /// The columns of `table`, in order; empty when there is no such table.
+    fn table_columns(&self, table: &str) -> Result<Vec<TableColumn>, String>;
+
     /// Makes every later write a rehearsal: it runs in a transaction that is rolled back, so
     /// that examples can be tried on a live database without changing it.
     fn rehearse(&mut self);
@@ -619,6 +635,21 @@ impl Database {
     /// See [`Backend::columns`].
     pub fn columns(&self, sql: Sql<'_>) -> Result<Vec<Column>, String> {
         self.0.columns(sql)
+    }
+
+    /// See [`Backend::describe`].
+    pub fn describe(&self, sql: Sql<'_>) -> Result<Described, String> {
+        self.0.describe(sql)
+    }
+
+    /// See [`Backend::tables`].
+    pub fn tables(&self) -> Result<Vec<String>, String> {
+        self.0.tables()
+    }
+
+    /// See [`Backend::table_columns`].
+    pub fn table_columns(&self, table: &str) -> Result<Vec<TableColumn>, String> {
+        self.0.table_columns(table)
     }
 }
 
@@ -856,13 +887,49 @@ pub struct Column {
     /// The database's type, where it has one per column (PostgreSQL; SQLite's columns take
     /// any value), and the names of the declared kinds a value of that type reads as.
     pub typed: Option<(String, &'static [&'static str])>,
+    /// The table column it reads (`table.column`) when that column may be NULL, where the
+    /// database says ([`Backend::describe`] only).
+    pub nullable_from: Option<String>,
+}
+
+/// What a database tells of a prepared statement, for checks (`codegen check --db`).
+#[derive(Debug, Clone, Default)]
+pub struct Described {
+    pub columns: Vec<Column>,
+    /// The type the database infers for each placeholder, in order; empty when it infers none
+    /// (SQLite binds any value anywhere).
+    pub params: Vec<ParamType>,
+}
+
+/// A placeholder's type as the database inferred it.
+#[derive(Debug, Clone)]
+pub struct ParamType {
+    /// The database's name of the type.
+    pub name: String,
+    /// The JSON Schema types (`string`, `integer`, ...) of an argument that binds to it.
+    pub binds: &'static [&'static str],
+}
+
+/// A column of a table, as the database declares it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableColumn {
+    pub name: String,
+    /// Its declared type, as the database writes it.
+    pub ty: String,
+    /// Whether an INSERT must set it: NOT NULL, without a default, and not a value the
+    /// database assigns (a rowid, an identity or generated column).
+    pub required: bool,
 }
 
 /// Columns known by name only.
 pub fn untyped(names: Vec<String>) -> Vec<Column> {
     names
         .into_iter()
-        .map(|name| Column { name, typed: None })
+        .map(|name| Column {
+            name,
+            typed: None,
+            nullable_from: None,
+        })
         .collect()
 }
 

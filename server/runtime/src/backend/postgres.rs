@@ -320,6 +320,21 @@ impl Backend for Pool {
             .unwrap_or_else(|f| Err(f.message))
     }
 
+    fn describe(&self, sql: Sql<'_>) -> Result<super::Described, String> {
+        self.with(|conn| Ok(describe_statement(conn, sql)))
+            .unwrap_or_else(|f| Err(f.message))
+    }
+
+    fn tables(&self) -> Result<Vec<String>, String> {
+        self.with(|conn| Ok(tables(&mut conn.client).map_err(|e| describe(&e))))
+            .unwrap_or_else(|f| Err(f.message))
+    }
+
+    fn table_columns(&self, table: &str) -> Result<Vec<super::TableColumn>, String> {
+        self.with(|conn| Ok(table_columns(&mut conn.client, table)))
+            .unwrap_or_else(|f| Err(f.message))
+    }
+
     fn rehearse(&mut self) {
         Pool::rehearse(self);
     }
@@ -706,6 +721,83 @@ pub fn columns(conn: &mut Conn, sql: Sql<'_>) -> Result<Vec<super::Column>, Stri
                 c.type_().name().to_string(),
                 sqlscan::reads_as(c.type_().name()),
             )),
+            nullable_from: None,
+        })
+        .collect())
+}
+
+/// [`columns`], with where each column may be NULL and the type of each parameter.
+fn describe_statement(conn: &mut Conn, sql: Sql<'_>) -> Result<super::Described, String> {
+    let mut columns = columns(conn, sql)?;
+    let (st, _) = conn.prepare(sql).map_err(|e| describe(&e))?;
+    for (column, c) in columns.iter_mut().zip(st.columns()) {
+        if let (Some(table), Some(attnum)) = (c.table_oid(), c.column_id()) {
+            column.nullable_from = nullable_source(&mut conn.client, table, attnum);
+        }
+    }
+    let params = st
+        .params()
+        .iter()
+        .map(|ty| super::ParamType {
+            name: ty.name().to_string(),
+            binds: binds(ty),
+        })
+        .collect();
+    Ok(super::Described { columns, params })
+}
+
+/// `table.column` when that column of the live table may be NULL. A view's columns always
+/// say they may be, whatever they read, so only tables count.
+fn nullable_source(client: &mut Client, table: u32, attnum: i16) -> Option<String> {
+    let row = client
+        .query_opt(
+            "SELECT c.relname::text, a.attname::text, a.attnotnull
+             FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+             WHERE a.attrelid = $1 AND a.attnum = $2 AND c.relkind IN ('r', 'p')",
+            &[&table, &attnum],
+        )
+        .ok()??;
+    let not_null: bool = row.get(2);
+    (!not_null).then(|| format!("{}.{}", row.get::<_, String>(0), row.get::<_, String>(1)))
+}
+
+/// The JSON Schema types of an argument that binds to a parameter of type `ty`, as the
+/// runtime binds it (text as text, numbers as numbers, arrays and objects as JSON text).
+fn binds(ty: &Type) -> &'static [&'static str] {
+    let text = matches!(
+        *ty,
+        Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN
+    );
+    if text {
+        return &["null", "string", "integer", "number", "array", "object"];
+    }
+    match *ty {
+        Type::JSON | Type::JSONB => &["null", "string", "array", "object"],
+        Type::INT2 | Type::INT4 | Type::INT8 => &["null", "integer", "boolean"],
+        Type::FLOAT4 | Type::FLOAT8 => &["null", "integer", "number"],
+        Type::BOOL => &["null", "integer", "boolean"],
+        _ => &["null"],
+    }
+}
+
+/// The columns of `table` in the current schema: their types, and which an INSERT must set.
+fn table_columns(client: &mut Client, table: &str) -> Result<Vec<super::TableColumn>, String> {
+    let rows = client
+        .query(
+            "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod),
+                    a.attnotnull AND NOT a.atthasdef AND a.attidentity = '' AND a.attgenerated = ''
+             FROM pg_attribute a
+             WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
+             ORDER BY a.attnum",
+            &[&table],
+        )
+        .map_err(|e| describe(&e))?;
+    Ok(rows
+        .iter()
+        .map(|r| super::TableColumn {
+            name: r.get(0),
+            ty: r.get(1),
+            required: r.get(2),
         })
         .collect())
 }

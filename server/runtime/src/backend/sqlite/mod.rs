@@ -439,6 +439,12 @@ impl Pool {
         Ok(pool)
     }
 
+    /// A read-only connection on the database file itself, never its mirror, for what the
+    /// file declares (its tables and their columns).
+    fn catalog(&self) -> Result<Connection, String> {
+        open(&self.path, true).map_err(|e| e.to_string())
+    }
+
     /// The mirror holding the derived structures, when they are not in the database.
     pub fn mirror(&self) -> Option<&mirror::Mirror> {
         self.mirror.as_deref()
@@ -786,6 +792,22 @@ impl crate::backend::Backend for Pool {
             .map(crate::backend::untyped)
     }
 
+    fn tables(&self) -> Result<Vec<String>, String> {
+        let conn = self.catalog()?;
+        let mut st = conn
+            .prepare(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+            )
+            .map_err(|e| sqlite_message(&e))?;
+        st.query_map([], |r| r.get(0))
+            .and_then(Iterator::collect)
+            .map_err(|e| sqlite_message(&e))
+    }
+
+    fn table_columns(&self, table: &str) -> Result<Vec<crate::backend::TableColumn>, String> {
+        table_columns(&self.catalog()?, table).map_err(|e| sqlite_message(&e))
+    }
+
     fn rehearse(&mut self) {
         Pool::rehearse(self);
     }
@@ -813,6 +835,33 @@ impl crate::backend::Backend for Pool {
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }
+}
+
+/// The columns of `table` on `conn`: its declared types, and which an INSERT must set (NOT
+/// NULL without a default, other than an INTEGER PRIMARY KEY alone, which is the rowid
+/// SQLite assigns).
+fn table_columns(
+    conn: &Connection,
+    table: &str,
+) -> rusqlite::Result<Vec<crate::backend::TableColumn>> {
+    let keys: i64 = conn.query_row(
+        "SELECT count(*) FROM pragma_table_info(?1) WHERE pk > 0",
+        [table],
+        |r| r.get(0),
+    )?;
+    let mut st = conn.prepare(
+        "SELECT name, type, \"notnull\", dflt_value IS NULL, pk FROM pragma_table_xinfo(?1) WHERE hidden = 0 ORDER BY cid",
+    )?;
+    st.query_map([table], |r| {
+        let ty: String = r.get(1)?;
+        let rowid = r.get::<_, i64>(4)? == 1 && keys == 1 && ty.eq_ignore_ascii_case("integer");
+        Ok(crate::backend::TableColumn {
+            name: r.get(0)?,
+            required: r.get::<_, bool>(2)? && r.get::<_, bool>(3)? && !rowid,
+            ty,
+        })
+    })?
+    .collect()
 }
 
 /// Sets the writer up: WAL for a database that is mcpspec's own or in WAL already (another
