@@ -1,15 +1,17 @@
-//! An asynchronous MCP client over a child process's stdio, built for measuring: requests are
-//! written without waiting, so that several can be in flight, and every response is matched
-//! by id. It speaks newline-delimited JSON-RPC, as every stdio MCP server does.
+//! The bench's driver of a server over stdio, built for measuring on the test kit's client:
+//! requests are queued and written together, so that several can be in flight, and every
+//! response is matched by id. It speaks newline-delimited JSON-RPC, as every stdio MCP server
+//! does.
 
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow, bail};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use mcpspec_testkit::StdioClient;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, BufWriter};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 /// The protocol version the driver asks for: the one clients in use today negotiate.
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
@@ -27,12 +29,13 @@ pub struct Launch {
     pub log: Option<std::path::PathBuf>,
 }
 
-/// A running server and the two ends of its stdio.
+/// A running server spoken to through the test kit's stdio client: requests are queued and
+/// written together when flushed, so that several can be in flight, and every response is
+/// matched by id.
 pub struct Server {
-    child: Child,
-    stdin: Option<BufWriter<ChildStdin>>,
-    stdout: BufReader<ChildStdout>,
-    line: String,
+    client: StdioClient,
+    /// Requests queued and not yet written.
+    queued: Vec<u8>,
     next_id: u64,
     pub pid: u32,
     /// When the process was spawned, for cold-start figures.
@@ -44,110 +47,91 @@ impl Server {
     pub fn spawn(launch: &Launch) -> Result<Server> {
         let mut cmd = Command::new(&launch.program);
         cmd.args(&launch.args)
-            .envs(launch.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .kill_on_drop(true);
+            .envs(launch.env.iter().map(|(k, v)| (k, v)));
         cmd.stderr(match &launch.log {
             Some(p) => Stdio::from(open_log(p)?),
             None => Stdio::null(),
         });
         let spawned = Instant::now();
-        let mut child = cmd
-            .spawn()
-            .with_context(|| format!("starting {}", launch.program))?;
-        let pid = child
-            .id()
-            .ok_or_else(|| anyhow!("the server exited at once"))?;
-        let stdin = child.stdin.take().map(BufWriter::new);
-        let stdout =
-            BufReader::with_capacity(256 * 1024, child.stdout.take().context("no stdout pipe")?);
+        let client =
+            StdioClient::spawn(&mut cmd).with_context(|| format!("starting {}", launch.program))?;
+        let pid = client.pid();
         Ok(Server {
-            child,
-            stdin,
-            stdout,
-            line: String::new(),
+            client,
+            queued: Vec::with_capacity(64 * 1024),
             next_id: 1,
             pid,
             spawned,
         })
     }
 
-    /// Queues one request without flushing; returns its id.
-    pub async fn send(&mut self, method: &str, params: Value) -> Result<u64> {
+    /// Queues one request without writing it; returns its id.
+    pub fn send(&mut self, method: &str, params: Value) -> Result<u64> {
         let id = self.next_id;
         self.next_id += 1;
         let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        self.write_line(&msg).await?;
+        self.queue(&msg)?;
         Ok(id)
     }
 
-    /// Queues one notification without flushing.
-    pub async fn notify(&mut self, method: &str, params: Value) -> Result<()> {
+    /// Queues one notification without writing it.
+    pub fn notify(&mut self, method: &str, params: Value) -> Result<()> {
         let msg = json!({"jsonrpc": "2.0", "method": method, "params": params});
-        self.write_line(&msg).await
+        self.queue(&msg)
     }
 
-    async fn write_line(&mut self, msg: &Value) -> Result<()> {
-        let stdin = self.stdin.as_mut().context("stdin is closed")?;
-        let mut bytes = serde_json::to_vec(msg)?;
-        bytes.push(b'\n');
-        stdin
-            .write_all(&bytes)
-            .await
-            .context("writing to the server")?;
+    fn queue(&mut self, msg: &Value) -> Result<()> {
+        serde_json::to_writer(&mut self.queued, msg)?;
+        self.queued.push(b'\n');
         Ok(())
     }
 
-    pub async fn flush(&mut self) -> Result<()> {
-        if let Some(s) = self.stdin.as_mut() {
-            s.flush().await.context("writing to the server")?;
+    /// Writes every queued message, in one write.
+    pub fn flush(&mut self) -> Result<()> {
+        if !self.queued.is_empty() {
+            self.client
+                .send_bytes(&self.queued)
+                .context("writing to the server")?;
+            self.queued.clear();
         }
         Ok(())
     }
 
     /// The next response (a message with an id and no method). Notifications and requests
     /// from the server are skipped; none of the contenders sends any that need an answer here.
-    pub async fn recv(&mut self) -> Result<Response> {
+    pub fn recv(&mut self) -> Result<Response> {
         loop {
-            self.line.clear();
-            let n = tokio::time::timeout(RESPONSE_TIMEOUT, self.stdout.read_line(&mut self.line))
-                .await
-                .map_err(|_| anyhow!("no response within {RESPONSE_TIMEOUT:?}"))?
+            let line = self
+                .client
+                .recv_line(RESPONSE_TIMEOUT)
                 .context("reading from the server")?;
             let at = Instant::now();
-            if n == 0 {
-                bail!("the server closed its output");
-            }
-            if self.line.trim().is_empty() {
+            if line.trim().is_empty() {
                 continue;
             }
-            let value: Value = serde_json::from_str(&self.line).with_context(|| {
-                format!(
-                    "the server wrote a line that is not JSON: {}",
-                    self.line.trim()
-                )
+            let value: Value = serde_json::from_str(&line).with_context(|| {
+                format!("the server wrote a line that is not JSON: {}", line.trim())
             })?;
             if value.get("method").is_some() {
                 continue;
             }
             let Some(id) = value.get("id").and_then(Value::as_u64) else {
-                bail!("a response without a numeric id: {}", self.line.trim());
+                bail!("a response without a numeric id: {}", line.trim());
             };
             return Ok(Response {
                 id,
                 at,
-                bytes: n,
+                bytes: line.len() + 1,
                 value,
             });
         }
     }
 
     /// Sends a request and waits for its response.
-    pub async fn request(&mut self, method: &str, params: Value) -> Result<Response> {
-        let id = self.send(method, params).await?;
-        self.flush().await?;
-        let r = self.recv().await?;
+    pub fn request(&mut self, method: &str, params: Value) -> Result<Response> {
+        let id = self.send(method, params)?;
+        self.flush()?;
+        let r = self.recv()?;
         if r.id != id {
             bail!("expected the response to request {id}, got {}", r.id);
         }
@@ -155,17 +139,15 @@ impl Server {
     }
 
     /// The `initialize` request, without the `initialized` notification that follows it.
-    pub async fn initialize(&mut self) -> Result<Response> {
-        let r = self
-            .request(
-                "initialize",
-                json!({
-                    "protocolVersion": PROTOCOL_VERSION,
-                    "capabilities": {},
-                    "clientInfo": {"name": "mcpbench", "version": env!("CARGO_PKG_VERSION")}
-                }),
-            )
-            .await?;
+    pub fn initialize(&mut self) -> Result<Response> {
+        let r = self.request(
+            "initialize",
+            json!({
+                "protocolVersion": PROTOCOL_VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "mcpbench", "version": env!("CARGO_PKG_VERSION")}
+            }),
+        )?;
         if r.value.get("result").is_none() {
             bail!("initialize failed: {}", r.value);
         }
@@ -173,9 +155,9 @@ impl Server {
     }
 
     /// The full handshake: `initialize`, then `notifications/initialized`.
-    pub async fn handshake(&mut self) -> Result<Response> {
-        let r = self.initialize().await?;
-        self.notify("notifications/initialized", json!({})).await?;
+    pub fn handshake(&mut self) -> Result<Response> {
+        let r = self.initialize()?;
+        self.notify("notifications/initialized", json!({}))?;
         Ok(r)
     }
 
@@ -190,16 +172,9 @@ impl Server {
     }
 
     /// Closes stdin and waits for the server to exit, killing it after `grace`.
-    pub async fn close(mut self, grace: Duration) {
-        if let Some(mut s) = self.stdin.take() {
-            let _ = s.shutdown().await;
-        }
-        if tokio::time::timeout(grace, self.child.wait())
-            .await
-            .is_err()
-        {
-            let _ = self.child.kill().await;
-        }
+    pub fn close(mut self, grace: Duration) {
+        let _ = self.flush();
+        let _ = self.client.finish(grace);
     }
 }
 

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use mcpspec::client::StdioClient;
+use mcpspec_testkit::StdioClient;
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(30);

@@ -17,7 +17,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
-use mcpspec::client::HttpClient;
+use mcpspec_testkit::HttpClient;
 use serde_json::{Value, json};
 
 use crate::client::proc_cpu_ms;
@@ -151,7 +151,7 @@ impl Session {
         Ok(s)
     }
 
-    fn call_bytes(&mut self) -> Result<mcpspec::client::HttpResponse> {
+    fn call_bytes(&mut self) -> Result<mcpspec_testkit::HttpResponse> {
         self.id += 1;
         let params = &self.params[self.next % self.params.len()];
         self.next += 1;

@@ -262,7 +262,7 @@ pub struct Through {
 }
 
 /// The same queries through the real server over stdio.
-pub async fn through_server(
+pub fn through_server(
     mcpspec: &Path,
     db: &Path,
     queries: &[String],
@@ -281,18 +281,16 @@ pub async fn through_server(
         log: None,
     };
     let mut s = Server::spawn(&launch)?;
-    s.handshake().await?;
+    s.handshake()?;
     let mut search = Vec::new();
     let mut ping = Vec::new();
     for round in 0..rounds + 1 {
         for q in queries {
             let t = Instant::now();
-            let r = s
-                .request(
-                    "tools/call",
-                    json!({"name": "search", "arguments": {"query": q, "projectId": project}}),
-                )
-                .await?;
+            let r = s.request(
+                "tools/call",
+                json!({"name": "search", "arguments": {"query": q, "projectId": project}}),
+            )?;
             let us = t.elapsed().as_secs_f64() * 1e6;
             if let Some(f) = r.failure() {
                 bail!("search {q:?} failed: {f}");
@@ -303,14 +301,14 @@ pub async fn through_server(
         }
         for _ in 0..50 {
             let t = Instant::now();
-            s.request("ping", json!({})).await?;
+            s.request("ping", json!({}))?;
             if round > 0 {
                 ping.push(t.elapsed().as_secs_f64() * 1e6);
             }
         }
     }
     let rss_kib = s.peak_rss_kib();
-    s.close(Duration::from_secs(5)).await;
+    s.close(Duration::from_secs(5));
     Ok(Through {
         search: Summary::of(&search),
         ping: Summary::of(&ping),
@@ -319,7 +317,7 @@ pub async fn through_server(
 }
 
 /// Runs every size and returns the rows of the report.
-pub async fn run(mcpspec: &Path, sizes: &[usize], dir: &Path, rounds: usize) -> Result<Vec<Value>> {
+pub fn run(mcpspec: &Path, sizes: &[usize], dir: &Path, rounds: usize) -> Result<Vec<Value>> {
     std::fs::create_dir_all(dir)?;
     let queries = queries();
     let mut out = Vec::new();
@@ -332,7 +330,7 @@ pub async fn run(mcpspec: &Path, sizes: &[usize], dir: &Path, rounds: usize) -> 
             t.elapsed().as_secs_f64()
         );
         let f = floor(&db, &queries, "project-07", rounds)?;
-        let s = through_server(mcpspec, &db, &queries, "project-07", rounds).await?;
+        let s = through_server(mcpspec, &db, &queries, "project-07", rounds)?;
         let bound = 2.0 * f.median + s.ping.median;
         out.push(json!({
             "rows": n,

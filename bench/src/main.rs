@@ -241,15 +241,12 @@ fn laminark_cmd(args: &Args) -> Result<()> {
         .unwrap_or("3")
         .parse()
         .context("--rounds")?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let rows = runtime.block_on(laminark::run(
+    let rows = laminark::run(
         &PathBuf::from(args.need("mcpspec")?),
         &sizes,
         &PathBuf::from(args.need("dir")?),
         rounds,
-    ))?;
+    )?;
     let doc = json!({"benchmark": "laminark search", "rounds": rounds, "sizes": rows});
     std::fs::write(
         args.need("out")?,
@@ -293,16 +290,13 @@ fn drive_cmd(args: &Args) -> Result<()> {
         other => bail!("unknown kind {other}"),
     };
     let launch = launch(args)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
+    {
         let mut s = client::Server::spawn(&launch)?;
-        s.handshake().await?;
+        s.handshake()?;
         let mut w = workload::Workload::new(kind, workload::Dialect::Studio, rows);
         let start = std::time::Instant::now();
         for _ in 0..calls {
-            let r = s.request("tools/call", w.next_params()).await?;
+            let r = s.request("tools/call", w.next_params())?;
             if let Some(f) = r.failure() {
                 bail!("a call failed: {f}");
             }
@@ -314,9 +308,9 @@ fn drive_cmd(args: &Args) -> Result<()> {
             took.as_secs_f64() * 1e6 / calls as f64,
             s.peak_rss_kib()
         );
-        s.close(Duration::from_secs(30)).await;
+        s.close(Duration::from_secs(30));
         Ok(())
-    })
+    }
 }
 
 fn dialect(args: &Args) -> Result<workload::Dialect> {
@@ -411,10 +405,7 @@ fn measure_cmd(args: &Args) -> Result<()> {
     let launch = launch(args)?;
     let plan = plan(args);
     let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let mut result = runtime.block_on(measure::run(&launch, dialect, rows, &plan))?;
+    let mut result = measure::run(&launch, dialect, rows, &plan)?;
     // This process's arguments after `measure` serve `mcpbench sync` as they are.
     let sync_args: Vec<String> = std::env::args().skip(2).collect();
     result["pinned"] = sync::pinned(sync_args.clone())?;

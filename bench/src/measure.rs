@@ -36,16 +36,16 @@ impl Default for Plan {
 }
 
 /// Spawn to `initialize` response and spawn to first `tools/list` response, in µs.
-async fn cold_start(launch: &Launch, runs: usize) -> Result<(Summary, Summary)> {
+fn cold_start(launch: &Launch, runs: usize) -> Result<(Summary, Summary)> {
     let (mut init, mut list) = (Vec::new(), Vec::new());
     for _ in 0..runs {
         let mut s = Server::spawn(launch)?;
-        let r = s.initialize().await?;
+        let r = s.initialize()?;
         init.push(micros(r.at - s.spawned));
-        s.notify("notifications/initialized", json!({})).await?;
-        let r = s.request("tools/list", json!({})).await?;
+        s.notify("notifications/initialized", json!({}))?;
+        let r = s.request("tools/list", json!({}))?;
         list.push(micros(r.at - s.spawned));
-        s.close(Duration::from_secs(3)).await;
+        s.close(Duration::from_secs(3));
     }
     Ok((Summary::of(&init), Summary::of(&list)))
 }
@@ -75,7 +75,7 @@ impl Failures {
 }
 
 /// Calls one at a time; returns round-trip times in µs.
-async fn sequential(
+fn sequential(
     s: &mut Server,
     w: &mut Workload,
     calls: usize,
@@ -90,9 +90,9 @@ async fn sequential(
         }
         let params = w.next_params();
         let t0 = Instant::now();
-        let id = s.send("tools/call", params).await?;
-        s.flush().await?;
-        let r = s.recv().await?;
+        let id = s.send("tools/call", params)?;
+        s.flush()?;
+        let r = s.recv()?;
         if r.id != id {
             bail!("response {} arrived while waiting for {id}", r.id);
         }
@@ -103,7 +103,7 @@ async fn sequential(
 }
 
 /// Keeps `window` calls in flight; returns (calls completed, calls per second).
-async fn pipelined(
+fn pipelined(
     s: &mut Server,
     w: &mut Workload,
     window: usize,
@@ -115,14 +115,14 @@ async fn pipelined(
     let start = Instant::now();
     loop {
         while !stop && sent < plan.max_calls && sent - done < window {
-            s.send("tools/call", w.next_params()).await?;
+            s.send("tools/call", w.next_params())?;
             sent += 1;
         }
-        s.flush().await?;
+        s.flush()?;
         if done == sent {
             break;
         }
-        let r = s.recv().await?;
+        let r = s.recv()?;
         done += 1;
         failures.note(r.failure());
         stop = stop || (done >= plan.min_calls && start.elapsed() > plan.budget);
@@ -155,7 +155,7 @@ pub fn ids_in(text: &str) -> Vec<String> {
 }
 
 /// Fixed calls whose returned ids must agree across contenders.
-async fn checks(s: &mut Server, dialect: Dialect, rows: usize) -> Result<Value> {
+fn checks(s: &mut Server, dialect: Dialect, rows: usize) -> Result<Value> {
     let toolbox = dialect == Dialect::Toolbox;
     let pk =
         json!({"name": "get_learning", "arguments": {"id": crate::data::learning_id(rows / 2)}});
@@ -170,7 +170,7 @@ async fn checks(s: &mut Server, dialect: Dialect, rows: usize) -> Result<Value> 
     };
     let mut out = Map::new();
     for (name, params) in [("pk", pk), ("search", search), ("tags", tags)] {
-        let r = s.request("tools/call", params).await?;
+        let r = s.request("tools/call", params)?;
         let value = match r.failure() {
             Some(f) => json!({"error": f}),
             None => json!({"ids": ids_in(&r.value["result"].to_string()), "bytes": r.bytes}),
@@ -181,16 +181,16 @@ async fn checks(s: &mut Server, dialect: Dialect, rows: usize) -> Result<Value> 
 }
 
 /// Runs the whole plan for one contender on one database.
-pub async fn run(launch: &Launch, dialect: Dialect, rows: usize, plan: &Plan) -> Result<Value> {
-    let (init, list) = cold_start(launch, plan.cold_runs).await?;
+pub fn run(launch: &Launch, dialect: Dialect, rows: usize, plan: &Plan) -> Result<Value> {
+    let (init, list) = cold_start(launch, plan.cold_runs)?;
     let mut s = Server::spawn(launch)?;
-    s.handshake().await?;
-    let tools = s.request("tools/list", json!({})).await?;
+    s.handshake()?;
+    let tools = s.request("tools/list", json!({}))?;
     let tool_names: Vec<Value> = tools.value["result"]["tools"]
         .as_array()
         .map(|a| a.iter().map(|t| t["name"].clone()).collect())
         .unwrap_or_default();
-    let check = checks(&mut s, dialect, rows).await?;
+    let check = checks(&mut s, dialect, rows)?;
 
     let mut seq = Map::new();
     let mut failures = Map::new();
@@ -198,9 +198,9 @@ pub async fn run(launch: &Launch, dialect: Dialect, rows: usize, plan: &Plan) ->
     for kind in [Kind::Pk, Kind::Search, Kind::Tags] {
         let mut w = Workload::new(kind, dialect, rows);
         let mut f = Failures::default();
-        sequential(&mut s, &mut w, plan.warmup_calls, &quick(plan), &mut f).await?;
+        sequential(&mut s, &mut w, plan.warmup_calls, &quick(plan), &mut f)?;
         let cpu_before = s.cpu_ms();
-        let lat = sequential(&mut s, &mut w, plan.max_calls, plan, &mut f).await?;
+        let lat = sequential(&mut s, &mut w, plan.max_calls, plan, &mut f)?;
         if kind == Kind::Pk
             && let (Some(a), Some(b)) = (cpu_before, s.cpu_ms())
         {
@@ -214,7 +214,7 @@ pub async fn run(launch: &Launch, dialect: Dialect, rows: usize, plan: &Plan) ->
     let mut f = Failures::default();
     for &n in &plan.windows {
         let mut w = Workload::new(Kind::Pk, dialect, rows);
-        let (calls, rate) = pipelined(&mut s, &mut w, n, plan, &mut f).await?;
+        let (calls, rate) = pipelined(&mut s, &mut w, n, plan, &mut f)?;
         tput.insert(
             n.to_string(),
             json!({"calls": calls, "calls_per_s": round(rate)}),
@@ -224,14 +224,14 @@ pub async fn run(launch: &Launch, dialect: Dialect, rows: usize, plan: &Plan) ->
     // Inserts come last so that the reads above see the generated data only.
     let mut w = Workload::new(Kind::Insert, dialect, rows);
     let mut f = Failures::default();
-    sequential(&mut s, &mut w, plan.warmup_calls / 4, &quick(plan), &mut f).await?;
-    let lat = sequential(&mut s, &mut w, plan.max_calls, plan, &mut f).await?;
+    sequential(&mut s, &mut w, plan.warmup_calls / 4, &quick(plan), &mut f)?;
+    let lat = sequential(&mut s, &mut w, plan.max_calls, plan, &mut f)?;
     seq.insert("insert".into(), Summary::of(&lat).to_json());
     failures.insert("insert".into(), f.to_json());
 
     let rss = s.peak_rss_kib();
     let cpu = s.cpu_ms();
-    s.close(Duration::from_secs(3)).await;
+    s.close(Duration::from_secs(3));
     // The synchronous client last, in a session of its own, with its echo floor just before.
     let sync = crate::sync::run(
         launch,

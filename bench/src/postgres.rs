@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context, Result, ensure};
-use mcpspec::client::{HttpClient, StdioClient};
+use mcpspec_testkit::{HttpClient, StdioClient};
 use serde_json::json;
 
 use crate::stats::Summary;

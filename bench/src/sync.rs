@@ -4,11 +4,11 @@
 //! pipes, wake-ups and JSON on the client's side alone, measured in the same run. Round trip
 //! minus the floor is the server's share.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use mcpspec_testkit::StdioClient;
 use serde_json::{Map, Value, json};
 
 use crate::client::{Launch, PROTOCOL_VERSION};
@@ -41,47 +41,28 @@ impl Revision {
     }
 }
 
-/// A process spoken to with blocking reads and writes.
+/// A process spoken to with blocking reads and writes: the test kit's stdio client, which
+/// reads each answer on the calling thread.
 struct Blocking {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    line: String,
+    client: StdioClient,
     next_id: u64,
 }
 
 impl Blocking {
     fn spawn(program: &str, args: &[String], env: &[(String, String)]) -> Result<Blocking> {
-        let mut child = Command::new(program)
+        let mut command = Command::new(program);
+        command
             .args(args)
             .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .with_context(|| format!("starting {program}"))?;
-        let stdin = child.stdin.take().context("no stdin pipe")?;
-        let stdout = BufReader::new(child.stdout.take().context("no stdout pipe")?);
-        Ok(Blocking {
-            child,
-            stdin,
-            stdout,
-            line: String::new(),
-            next_id: 1,
-        })
+            .stderr(Stdio::null());
+        let client =
+            StdioClient::spawn(&mut command).with_context(|| format!("starting {program}"))?;
+        Ok(Blocking { client, next_id: 1 })
     }
 
     /// Writes `line` (with its newline) in one write and blocks until a line comes back.
-    fn round_trip(&mut self, line: &[u8]) -> Result<Duration> {
-        let t0 = Instant::now();
-        self.stdin
-            .write_all(line)
-            .context("writing to the process")?;
-        self.line.clear();
-        if self.stdout.read_line(&mut self.line)? == 0 {
-            bail!("the process closed its output");
-        }
-        Ok(t0.elapsed())
+    fn round_trip(&mut self, line: &[u8]) -> Result<(Duration, String)> {
+        Ok(self.client.round_trip(line)?)
     }
 
     /// One request and its answer, which must be a success.
@@ -91,9 +72,8 @@ impl Blocking {
         let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let mut bytes = serde_json::to_vec(&msg)?;
         bytes.push(b'\n');
-        let took = self.round_trip(&bytes)?;
-        let answer: Value =
-            serde_json::from_str(&self.line).context("an answer that is not JSON")?;
+        let (took, line) = self.round_trip(&bytes)?;
+        let answer: Value = serde_json::from_str(&line).context("an answer that is not JSON")?;
         if answer["id"] != json!(id) || answer.get("error").is_some() {
             bail!("request {id} was answered with {answer}");
         }
@@ -101,21 +81,11 @@ impl Blocking {
     }
 
     fn notify(&mut self, method: &str) -> Result<()> {
-        let msg = json!({"jsonrpc": "2.0", "method": method, "params": {}});
-        writeln!(self.stdin, "{msg}").context("writing to the process")
+        Ok(self.client.notify(method, json!({}))?)
     }
 
-    fn close(mut self) {
-        drop(self.stdin);
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    fn close(self) {
+        let _ = self.client.finish(Duration::from_secs(3));
     }
 }
 
@@ -200,10 +170,10 @@ fn floor_session(
         let msg = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
         let mut bytes = serde_json::to_vec(&msg)?;
         bytes.push(b'\n');
-        let took = micros(cat.round_trip(&bytes)?);
+        let (took, line) = cat.round_trip(&bytes)?;
         // The client decodes what came back, as it would an answer.
-        let _: Value = serde_json::from_str(&cat.line)?;
-        Ok(took)
+        let _: Value = serde_json::from_str(&line)?;
+        Ok(micros(took))
     })?;
     cat.close();
     Ok(out)

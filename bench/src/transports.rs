@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, ensure};
-use mcpspec::client::{HttpClient, StdioClient};
+use mcpspec_testkit::{HttpClient, StdioClient};
 use serde_json::{Value, json};
 
 /// One measured path and its baseline's name.

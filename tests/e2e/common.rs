@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use mcpspec::client::StdioClient;
+use mcpspec_testkit::StdioClient;
 use serde_json::{Value, json};
 
 pub const EXE: &str = env!("CARGO_BIN_EXE_mcpspec");
@@ -135,9 +135,9 @@ pub fn start_over(transport: Transport, db: Db, server: &str, extra: &[&str]) ->
     args.extend_from_slice(extra);
     let server = crate::http::HttpServer::serve(&args, &[("MCPSPEC_STARTUP_JOBS", "off")]);
     let mut client = if per_request {
-        mcpspec::client::HttpClient::per_request(server.addr, None)
+        mcpspec_testkit::HttpClient::per_request(server.addr, None)
     } else {
-        let mut c = mcpspec::client::HttpClient::new(server.addr, None);
+        let mut c = mcpspec_testkit::HttpClient::new(server.addr, None);
         let init = c.initialize().expect("initialize");
         assert!(init.get("result").is_some(), "initialize failed: {init}");
         c
@@ -195,7 +195,7 @@ pub enum Client {
     Stdio(StdioClient),
     Http {
         server: Box<crate::http::HttpServer>,
-        client: mcpspec::client::HttpClient,
+        client: mcpspec_testkit::HttpClient,
     },
 }
 
@@ -205,7 +205,7 @@ impl Client {
         &mut self,
         method: &str,
         params: Value,
-    ) -> Result<Value, mcpspec::client::ClientError> {
+    ) -> Result<Value, mcpspec_testkit::ClientError> {
         match self {
             Client::Stdio(c) => c.request(method, params),
             Client::Http { client, .. } => client.request(method, params),
@@ -217,7 +217,7 @@ impl Client {
         &mut self,
         name: &str,
         arguments: Value,
-    ) -> Result<Value, mcpspec::client::ClientError> {
+    ) -> Result<Value, mcpspec_testkit::ClientError> {
         self.request("tools/call", json!({"name": name, "arguments": arguments}))
     }
 }

@@ -302,7 +302,7 @@ mod per_request {
     use std::process::{Command, Stdio};
     use std::time::Duration;
 
-    use mcpspec::client::StdioClient;
+    use mcpspec_testkit::StdioClient;
     use serde_json::{Value, json};
 
     pub(super) fn server(env: &[(&str, &str)]) -> StdioClient {
@@ -870,7 +870,7 @@ mod per_request {
 pub(crate) mod tasks {
     use std::time::{Duration, Instant};
 
-    use mcpspec::client::StdioClient;
+    use mcpspec_testkit::StdioClient;
     use serde_json::{Value, json};
 
     use super::per_request::{asks, call, server};

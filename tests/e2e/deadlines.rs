@@ -5,7 +5,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mcpspec::client::StdioClient;
+use mcpspec_testkit::StdioClient;
 use serde_json::{Value, json};
 
 use crate::common::TESTBED;

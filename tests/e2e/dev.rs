@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
 
-use mcpspec::client::StdioClient;
+use mcpspec_testkit::StdioClient;
 use serde_json::{Value, json};
 
 use crate::common::EXE;

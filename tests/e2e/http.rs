@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
 
-use mcpspec::client::{ClientError, HttpClient, HttpResponse, RESPONSE_TIMEOUT};
+use mcpspec_testkit::{ClientError, HttpClient, HttpResponse, RESPONSE_TIMEOUT};
 use serde_json::{Value, json};
 
 use crate::common::{Db, exe_for, mcpspec, sample_db, signal, start_on};
@@ -507,7 +507,7 @@ fn sigterm_answers_calls_in_flight_then_exits_0() {
     while let Some(chunk) = read_chunk(&mut search) {
         events.push_str(&chunk);
     }
-    let answered = mcpspec::client::sse_events(&events)
+    let answered = mcpspec_testkit::sse_events(&events)
         .iter()
         .filter_map(|d| serde_json::from_str::<Value>(d).ok())
         .any(|m| {
@@ -530,7 +530,7 @@ fn sigterm_answers_calls_in_flight_then_exits_0() {
 /// The next messages on a session's GET stream (one chunk of it).
 fn stream_messages(stream: &mut impl BufRead) -> Vec<Value> {
     let chunk = read_chunk(stream).expect("the stream stays open");
-    mcpspec::client::sse_events(&chunk)
+    mcpspec_testkit::sse_events(&chunk)
         .iter()
         .filter_map(|d| serde_json::from_str(d).ok())
         .collect()

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
-use mcpspec::client::StdioClient;
+use mcpspec_testkit::StdioClient;
 use serde_json::{Value, json};
 
 use crate::common::{EXE, sample_db, start};

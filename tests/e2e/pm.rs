@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use mcpspec::client::StdioClient;
+use mcpspec_testkit::StdioClient;
 use serde_json::{Value, json};
 
 use crate::common::{Session, start_project};
@@ -806,7 +806,7 @@ mod elicitation {
             root.join(".pm/databases/scratch.db"),
         )
         .unwrap();
-        let mut c = mcpspec::client::StdioClient::spawn(
+        let mut c = mcpspec_testkit::StdioClient::spawn(
             Command::new(crate::common::EXE)
                 .args(["serve", "pm"])
                 .current_dir(&root)
@@ -820,7 +820,7 @@ mod elicitation {
                 "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"}
             })
         };
-        let call = |c: &mut mcpspec::client::StdioClient, caps: Value, extra: Value| {
+        let call = |c: &mut mcpspec_testkit::StdioClient, caps: Value, extra: Value| {
             let mut params = json!({"name": "db.drop", "_meta": meta(caps),
                                     "arguments": {"database": "scratch", "confirm": true}});
             for (k, v) in extra.as_object().unwrap() {
@@ -971,7 +971,7 @@ fn an_internal_failure_is_sanitised_and_logged_with_its_request_id() {
     let config = CONFIG.replace("\".pm/databases\"", "\"blocker/sub\"");
     std::fs::write(root.join(".pm.json"), config).unwrap();
     let log = root.join("server.log");
-    let mut c = mcpspec::client::StdioClient::spawn(
+    let mut c = mcpspec_testkit::StdioClient::spawn(
         Command::new(crate::common::EXE)
             .args(["serve", "pm"])
             .current_dir(&root)
@@ -1126,7 +1126,7 @@ mod hostile {
     use std::os::unix::fs::symlink;
     use std::process::Stdio;
 
-    use mcpspec::client::StdioClient;
+    use mcpspec_testkit::StdioClient;
 
     /// A database outside the project, with a row nobody in the project may read.
     fn outside_db(dir: &Path) -> std::path::PathBuf {
@@ -1885,7 +1885,7 @@ fn database_errors_on_a_postgresql_server_carry_their_data() {
 #[test]
 fn workflow_create_runs_as_a_task_for_a_client_that_takes_tasks() {
     let dir = project();
-    let mut c = mcpspec::client::StdioClient::spawn(
+    let mut c = mcpspec_testkit::StdioClient::spawn(
         Command::new(crate::common::EXE)
             .args(["serve", "pm"])
             .current_dir(dir.path())
@@ -1898,7 +1898,7 @@ fn workflow_create_runs_as_a_task_for_a_client_that_takes_tasks() {
             {"extensions": {"io.modelcontextprotocol/tasks": {}}},
         "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"}
     });
-    let request = |c: &mut mcpspec::client::StdioClient, method: &str, mut params: Value| {
+    let request = |c: &mut mcpspec_testkit::StdioClient, method: &str, mut params: Value| {
         params["_meta"] = meta.clone();
         c.request(method, params).unwrap()
     };

@@ -329,10 +329,10 @@ fn a_timeout_cancels_the_statement_on_the_server() {
 /// One stateless 2026-07-28 `tools/call` (no session: any replica can serve it); the result,
 /// or the transport's error.
 fn stateless_call(
-    client: &mut mcpspec::client::HttpClient,
+    client: &mut mcpspec_testkit::HttpClient,
     tool: &str,
     arguments: Value,
-) -> Result<Value, mcpspec::client::ClientError> {
+) -> Result<Value, mcpspec_testkit::ClientError> {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
     "name": tool, "arguments": arguments,
     "_meta": {
@@ -390,7 +390,7 @@ fn team_client(team: &Team, c: usize, writes: usize) -> Seen {
     let mut clients: Vec<_> = team
         .addrs
         .iter()
-        .map(|a| mcpspec::client::HttpClient::new(*a, None))
+        .map(|a| mcpspec_testkit::HttpClient::new(*a, None))
         .collect();
     let mut seen = Seen::default();
     let (mut attempt, mut i) = (0, 0);
@@ -507,7 +507,7 @@ fn a_team_of_replicas_on_one_database_loses_no_acknowledged_write() {
     acknowledged_writes_present_once(db.path.to_str().unwrap(), &acked);
     // The replicas that were not killed still serve.
     for r in &replicas[1..] {
-        let mut c = mcpspec::client::HttpClient::new(r.addr, None);
+        let mut c = mcpspec_testkit::HttpClient::new(r.addr, None);
         let got = stateless_call(&mut c, "kb_list", json!({"tags": ["team"], "limit": 1})).unwrap();
         assert_eq!(got["result"]["isError"], json!(false), "{got}");
     }

@@ -188,7 +188,7 @@ fn protocol_versions_are_negotiated() {
         ("2025-11-25", "2025-11-25"),
         ("1999-01-01", "2025-11-25"),
     ] {
-        let mut c = mcpspec::client::StdioClient::spawn(
+        let mut c = mcpspec_testkit::StdioClient::spawn(
             std::process::Command::new(EXE)
                 .args(["serve", "studio", "--db"])
                 .arg(&db.path)
@@ -214,7 +214,7 @@ fn protocol_versions_are_negotiated() {
 #[test]
 fn requests_before_initialize_are_answered_at_once() {
     let db = sample_db("studio");
-    let mut c = mcpspec::client::StdioClient::spawn(
+    let mut c = mcpspec_testkit::StdioClient::spawn(
         std::process::Command::new(EXE)
             .args(["serve", "studio", "--db"])
             .arg(&db.path)

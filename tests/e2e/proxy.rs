@@ -809,7 +809,7 @@ mod misbehaving {
     fn a_listen_stream_hears_when_a_slow_downstream_s_tools_arrive() {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = sample_db("lessons");
-        let mut c = mcpspec::client::StdioClient::spawn(
+        let mut c = mcpspec_testkit::StdioClient::spawn(
             Command::new(EXE)
                 .args(["serve", "lessons", "--db"])
                 .arg(&db.path)

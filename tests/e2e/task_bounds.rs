@@ -4,7 +4,7 @@
 
 use std::process::{Command, Stdio};
 
-use mcpspec::client::{HttpClient, StdioClient};
+use mcpspec_testkit::{HttpClient, StdioClient};
 use serde_json::{Value, json};
 
 use crate::common::TESTBED;

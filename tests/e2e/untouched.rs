@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use mcpspec::client::StdioClient;
+use mcpspec_testkit::StdioClient;
 use serde_json::json;
 
 use crate::common::{Db, EXE, Session};

@@ -1,11 +1,10 @@
-//! Minimal synchronous MCP clients, used by `mcpspec demo`, the integration tests and the HTTP
-//! round-trip measurement: [`StdioClient`] over a child process's stdio, speaking raw JSON-RPC
-//! lines, and [`HttpClient`] over Streamable HTTP, a small HTTP/1.1 client on a
-//! [`std::net::TcpStream`] that reads JSON and SSE answers. Neither waits without a deadline.
+//! A minimal synchronous MCP client over a child process's stdio, speaking raw JSON-RPC lines:
+//! [`StdioClient`], used by `mcpspec demo` and, through the `mcpspec-testkit` crate, by the
+//! integration tests and the bench's synchronous measurements. It reads on the caller's thread
+//! and never waits without a deadline.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -42,7 +41,7 @@ pub enum ClientError {
 pub struct StdioClient {
     child: Child,
     stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
+    stdout: Lines,
     next_id: i64,
     /// Every message the server sent that was not the awaited response, in order.
     pub other: Vec<Value>,
@@ -58,32 +57,21 @@ impl StdioClient {
             .map_err(ClientError::Spawn)?;
         let stdout = child.stdout.take().ok_or(ClientError::Closed)?;
         let stdin = child.stdin.take();
-        let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
         Ok(StdioClient {
             child,
             stdin,
-            lines: rx,
+            stdout: Lines::new(stdout),
             next_id: 1,
             other: Vec::new(),
         })
     }
 
-    /// Writes one raw line (a newline is added).
+    /// Writes one raw line (a newline is added), in one write.
     pub fn send_line(&mut self, line: &str) -> Result<(), ClientError> {
-        let stdin = self.stdin.as_mut().ok_or(ClientError::Closed)?;
-        stdin
-            .write_all(line.as_bytes())
-            .and_then(|()| stdin.write_all(b"\n"))
-            .and_then(|()| stdin.flush())
-            .map_err(ClientError::Write)
+        let mut bytes = Vec::with_capacity(line.len() + 1);
+        bytes.extend_from_slice(line.as_bytes());
+        bytes.push(b'\n');
+        self.send_bytes(&bytes)
     }
 
     /// Writes bytes as they are: no newline is added.
@@ -95,13 +83,25 @@ impl StdioClient {
             .map_err(ClientError::Write)
     }
 
+    /// The next line the server writes, without its newline, read on this thread: what a
+    /// synchronous client does after each request.
+    pub fn recv_line(&mut self, timeout: Duration) -> Result<String, ClientError> {
+        self.stdout.next(Instant::now() + timeout)
+    }
+
+    /// Writes `bytes` (a request with its newline) and blocks until the next line comes back;
+    /// how long that took. For measuring a synchronous client's round trip.
+    pub fn round_trip(&mut self, bytes: &[u8]) -> Result<(Duration, String), ClientError> {
+        let t0 = Instant::now();
+        self.send_bytes(bytes)?;
+        let line = self.recv_line(RESPONSE_TIMEOUT)?;
+        Ok((t0.elapsed(), line))
+    }
+
     /// The next message the server writes.
     pub fn recv(&mut self, timeout: Duration) -> Result<Value, ClientError> {
-        match self.lines.recv_timeout(timeout) {
-            Ok(line) => serde_json::from_str(&line).map_err(|_| ClientError::NotJson(line)),
-            Err(RecvTimeoutError::Timeout) => Err(ClientError::Timeout(timeout)),
-            Err(RecvTimeoutError::Disconnected) => Err(ClientError::Closed),
-        }
+        let line = self.recv_line(timeout)?;
+        serde_json::from_str(&line).map_err(|_| ClientError::NotJson(line))
     }
 
     /// The response with `id`: one kept aside earlier (it came while another response was
@@ -166,12 +166,8 @@ impl StdioClient {
         drop(self.stdin.take());
         let deadline = Instant::now() + timeout;
         let mut messages = std::mem::take(&mut self.other);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => messages.extend(serde_json::from_str::<Value>(&line).ok()),
-                Err(_) => break,
-            }
+        while let Ok(line) = self.stdout.next(deadline) {
+            messages.extend(serde_json::from_str::<Value>(&line).ok());
         }
         loop {
             match self.child.try_wait() {
@@ -207,427 +203,94 @@ impl Drop for StdioClient {
     }
 }
 
-/// One HTTP response, read whole.
-#[derive(Debug, Clone)]
-pub struct HttpResponse {
-    pub status: u16,
-    /// Header names in lower case, in the order received.
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
+/// The lines of a child's stdout, read on the caller's thread: on Unix, poll(2) bounds each
+/// wait by the deadline, and the bytes are read as they come (a synchronous client's blocking
+/// read); elsewhere a reading thread hands lines over a channel.
+struct Lines {
+    #[cfg(unix)]
+    stdout: std::process::ChildStdout,
+    /// Bytes read and not yet returned as a line.
+    #[cfg(unix)]
+    pending: Vec<u8>,
+    #[cfg(not(unix))]
+    lines: std::sync::mpsc::Receiver<String>,
 }
 
-impl HttpResponse {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-
-    /// The JSON-RPC messages of the body: the body itself when it is JSON, or the `data` of
-    /// every SSE event that has any (priming events carry none).
-    pub fn messages(&self) -> Vec<Value> {
-        let event_stream = self
-            .header("content-type")
-            .is_some_and(|t| t.starts_with("text/event-stream"));
-        if !event_stream {
-            return serde_json::from_slice(&self.body).into_iter().collect();
-        }
-        sse_events(&self.text())
-            .iter()
-            .filter_map(|data| serde_json::from_str(data).ok())
-            .collect()
-    }
-}
-
-/// The `data` of each event of an SSE text, its `data:` lines joined by newlines; events
-/// without data are left out.
-pub fn sse_events(text: &str) -> Vec<String> {
-    let mut events = Vec::new();
-    let mut data: Option<String> = None;
-    for line in text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)) {
-        if line.is_empty() {
-            events.extend(data.take().filter(|d| !d.is_empty()));
-        } else if let Some(rest) = line.strip_prefix("data:") {
-            let rest = rest.strip_prefix(' ').unwrap_or(rest);
-            match &mut data {
-                Some(d) => {
-                    d.push('\n');
-                    d.push_str(rest);
-                }
-                None => data = Some(rest.to_string()),
-            }
+impl Lines {
+    #[cfg(unix)]
+    fn new(stdout: std::process::ChildStdout) -> Lines {
+        Lines {
+            stdout,
+            pending: Vec::with_capacity(64 * 1024),
         }
     }
-    events.extend(data.filter(|d| !d.is_empty()));
-    events
-}
 
-/// Reads one response's status line and headers.
-fn read_head(read: &mut impl BufRead) -> Result<(u16, Vec<(String, String)>), ClientError> {
-    let mut line = String::new();
-    let bad = |m: &str| ClientError::BadResponse(m.to_string());
-    if read.read_line(&mut line).map_err(ClientError::Io)? == 0 {
-        return Err(ClientError::Closed);
-    }
-    let status = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| bad("no status line"))?;
-    let mut headers = Vec::new();
-    loop {
-        line.clear();
-        if read.read_line(&mut line).map_err(ClientError::Io)? == 0 {
-            return Err(bad("the headers end early"));
-        }
-        let l = line.trim_end();
-        if l.is_empty() {
-            return Ok((status, headers));
-        }
-        let (name, value) = l
-            .split_once(':')
-            .ok_or_else(|| bad("a header without a colon"))?;
-        headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
-    }
-}
-
-/// Reads a body framed by `Content-Length`, by chunks, or by the end of the connection.
-fn read_body(
-    read: &mut impl BufRead,
-    headers: &[(String, String)],
-) -> Result<Vec<u8>, ClientError> {
-    let get = |n: &str| {
-        headers
-            .iter()
-            .find(|(k, _)| k == n)
-            .map(|(_, v)| v.as_str())
-    };
-    let mut body = Vec::new();
-    if get("transfer-encoding").is_some_and(|t| t.eq_ignore_ascii_case("chunked")) {
-        let mut line = String::new();
+    /// The next line, without its newline, by `deadline`.
+    #[cfg(unix)]
+    fn next(&mut self, deadline: Instant) -> Result<String, ClientError> {
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        use std::io::Read;
+        let mut from = 0;
         loop {
-            line.clear();
-            read.read_line(&mut line).map_err(ClientError::Io)?;
-            let size = line.trim().split(';').next().unwrap_or("");
-            let size = usize::from_str_radix(size, 16)
-                .map_err(|_| ClientError::BadResponse(format!("chunk size {size:?}")))?;
-            if size == 0 {
-                // Trailers, up to the empty line.
-                loop {
-                    line.clear();
-                    if read.read_line(&mut line).map_err(ClientError::Io)? == 0
-                        || line.trim().is_empty()
-                    {
-                        return Ok(body);
-                    }
+            if let Some(at) = memchr::memchr(b'\n', &self.pending[from..]) {
+                let line: Vec<u8> = self.pending.drain(..=from + at).collect();
+                let line = &line[..line.len() - 1];
+                return Ok(String::from_utf8_lossy(line).into_owned());
+            }
+            from = self.pending.len();
+            let left = deadline.saturating_duration_since(Instant::now());
+            let timeout = Timespec::try_from(left).unwrap_or(Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            });
+            let mut fds = [PollFd::new(&self.stdout, PollFlags::IN)];
+            match poll(&mut fds, Some(&timeout)) {
+                Ok(0) => return Err(ClientError::Timeout(left)),
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(ClientError::Io(e.into())),
+            }
+            let mut chunk = [0u8; 64 * 1024];
+            match self.stdout.read(&mut chunk) {
+                Ok(0) => return Err(ClientError::Closed),
+                Ok(n) => self.pending.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return Err(ClientError::Closed),
+            }
+        }
+    }
+
+    #[cfg(not(unix))]
+    fn new(stdout: std::process::ChildStdout) -> Lines {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
                 }
             }
-            let start = body.len();
-            body.resize(start + size + 2, 0);
-            read.read_exact(&mut body[start..])
-                .map_err(ClientError::Io)?;
-            body.truncate(start + size);
-        }
-    } else if let Some(n) = get("content-length") {
-        let n: usize = n
-            .parse()
-            .map_err(|_| ClientError::BadResponse(format!("content-length {n:?}")))?;
-        body.resize(n, 0);
-        read.read_exact(&mut body).map_err(ClientError::Io)?;
-    } else {
-        read.read_to_end(&mut body).map_err(ClientError::Io)?;
-    }
-    Ok(body)
-}
-
-/// A response whose body is still to be read from `conn`, such as a GET's SSE stream.
-pub struct OpenStream {
-    pub status: u16,
-    /// Header names in lower case, in the order received.
-    pub headers: Vec<(String, String)>,
-    pub conn: BufReader<std::net::TcpStream>,
-}
-
-/// An MCP client over Streamable HTTP on one kept-alive connection. It sends what the
-/// specification asks of a client (`Accept` for JSON and SSE, `Mcp-Session-Id` and
-/// `MCP-Protocol-Version` after `initialize`) and the bearer token when it has one.
-pub struct HttpClient {
-    addr: std::net::SocketAddr,
-    /// The `Host` header sent; `127.0.0.1:PORT` unless changed.
-    pub host: String,
-    pub token: Option<String>,
-    /// The session id the server assigned in answer to `initialize`.
-    pub session: Option<String>,
-    protocol_version: Option<String>,
-    /// Whether requests are of protocol 2026-07-28: no session, each request carrying its
-    /// version and the client's capabilities in `_meta` and its method and name as headers.
-    per_request: bool,
-    conn: Option<BufReader<std::net::TcpStream>>,
-    next_id: i64,
-    /// Every message the server sent that was not the awaited response, in order.
-    pub other: Vec<Value>,
-}
-
-impl HttpClient {
-    pub fn new(addr: std::net::SocketAddr, token: Option<&str>) -> HttpClient {
-        HttpClient {
-            addr,
-            host: addr.to_string(),
-            token: token.map(str::to_string),
-            session: None,
-            protocol_version: None,
-            per_request: false,
-            conn: None,
-            next_id: 1,
-            other: Vec::new(),
-        }
-    }
-
-    /// A new connection to the server, with the response deadline as its read timeout.
-    pub fn connect(&self) -> Result<std::net::TcpStream, ClientError> {
-        let stream = std::net::TcpStream::connect_timeout(&self.addr, RESPONSE_TIMEOUT)
-            .map_err(ClientError::Io)?;
-        stream
-            .set_read_timeout(Some(RESPONSE_TIMEOUT))
-            .map_err(ClientError::Io)?;
-        let _ = stream.set_nodelay(true);
-        Ok(stream)
-    }
-
-    /// The request head: the method, the path `/mcp`, this client's own headers, then
-    /// `headers` (which may repeat one to override it).
-    fn head(&self, method: &str, headers: &[(&str, &str)], body_len: usize) -> String {
-        let mut head = format!("{method} /mcp HTTP/1.1\r\nHost: {}\r\n", self.host);
-        let mut own: Vec<(&str, String)> = vec![
-            ("Accept", "application/json, text/event-stream".into()),
-            ("Content-Type", "application/json".into()),
-        ];
-        if let Some(t) = &self.token {
-            own.push(("Authorization", format!("Bearer {t}")));
-        }
-        if let Some(s) = &self.session {
-            own.push(("Mcp-Session-Id", s.clone()));
-        }
-        if let Some(v) = &self.protocol_version {
-            own.push(("MCP-Protocol-Version", v.clone()));
-        }
-        for (name, value) in own {
-            if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
-                head.push_str(&format!("{name}: {value}\r\n"));
-            }
-        }
-        for (name, value) in headers {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-        if body_len > 0 || method == "POST" {
-            head.push_str(&format!("Content-Length: {body_len}\r\n"));
-        }
-        head.push_str("\r\n");
-        head
-    }
-
-    /// One HTTP exchange on the kept-alive connection, reconnecting once if the server closed
-    /// it; the response is read whole.
-    pub fn exchange(
-        &mut self,
-        method: &str,
-        headers: &[(&str, &str)],
-        body: &[u8],
-    ) -> Result<HttpResponse, ClientError> {
-        let mut message = self.head(method, headers, body.len()).into_bytes();
-        message.extend_from_slice(body);
-        for attempt in 0..2 {
-            let conn = match self.conn.take() {
-                Some(c) => c,
-                None => BufReader::new(self.connect()?),
-            };
-            match Self::on(conn, &message) {
-                Ok((response, conn)) => {
-                    let close = response
-                        .header("connection")
-                        .is_some_and(|c| c.eq_ignore_ascii_case("close"));
-                    if !close {
-                        self.conn = Some(conn);
-                    }
-                    return Ok(response);
-                }
-                // A kept-alive connection the server closed in the meantime: retry on a new one.
-                Err(ClientError::Closed | ClientError::Io(_)) if attempt == 0 => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        Err(ClientError::Closed)
-    }
-
-    fn on(
-        mut conn: BufReader<std::net::TcpStream>,
-        message: &[u8],
-    ) -> Result<(HttpResponse, BufReader<std::net::TcpStream>), ClientError> {
-        conn.get_mut().write_all(message).map_err(ClientError::Io)?;
-        let (status, headers) = read_head(&mut conn)?;
-        // 1xx, 204 and 304 answers never have a body (RFC 9112, section 6.3).
-        let body = if status < 200 || status == 204 || status == 304 {
-            Vec::new()
-        } else {
-            read_body(&mut conn, &headers)?
-        };
-        Ok((
-            HttpResponse {
-                status,
-                headers,
-                body,
-            },
-            conn,
-        ))
-    }
-
-    /// A client whose requests are of protocol 2026-07-28 (see [`HttpClient::post`]), which
-    /// needs no `initialize`.
-    pub fn per_request(addr: std::net::SocketAddr, token: Option<&str>) -> HttpClient {
-        let mut c = HttpClient::new(addr, token);
-        c.per_request = true;
-        c
-    }
-
-    /// POSTs one JSON-RPC message and returns the whole response. A per-request client
-    /// (protocol 2026-07-28) adds what that revision asks of every request: `_meta` with the
-    /// protocol version, the client's capabilities and name, and the `MCP-Protocol-Version`,
-    /// `Mcp-Method` and (for a call, read or prompt) `Mcp-Name` headers.
-    pub fn post(&mut self, message: &Value) -> Result<HttpResponse, ClientError> {
-        if !self.per_request || message.get("id").is_none() {
-            return self.exchange("POST", &[], message.to_string().as_bytes());
-        }
-        let mut message = message.clone();
-        let method = message["method"].as_str().unwrap_or_default().to_string();
-        let params = &mut message["params"];
-        if !params.is_object() {
-            *params = json!({});
-        }
-        params["_meta"] = json!({
-            "io.modelcontextprotocol/protocolVersion": PER_REQUEST_VERSION,
-            "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": {"name": "mcpspec-client", "version": env!("CARGO_PKG_VERSION")}
         });
-        let name = ["name", "uri"]
-            .iter()
-            .find_map(|k| params[*k].as_str())
-            .map(str::to_string);
-        let mut headers = vec![
-            ("MCP-Protocol-Version", PER_REQUEST_VERSION),
-            ("Mcp-Method", method.as_str()),
-        ];
-        if let Some(n) = &name {
-            headers.push(("Mcp-Name", n.as_str()));
+        Lines { lines: rx }
+    }
+
+    #[cfg(not(unix))]
+    fn next(&mut self, deadline: Instant) -> Result<String, ClientError> {
+        use std::sync::mpsc::RecvTimeoutError;
+        let left = deadline.saturating_duration_since(Instant::now());
+        match self.lines.recv_timeout(left) {
+            Ok(line) => Ok(line),
+            Err(RecvTimeoutError::Timeout) => Err(ClientError::Timeout(left)),
+            Err(RecvTimeoutError::Disconnected) => Err(ClientError::Closed),
         }
-        self.exchange("POST", &headers, message.to_string().as_bytes())
-    }
-
-    /// Sends a request and returns its response message; other messages the server sent on
-    /// the way are kept in [`HttpClient::other`]. A non-200 answer is an error.
-    pub fn request(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
-        let id = json!(self.next_id);
-        self.next_id += 1;
-        let response =
-            self.post(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
-        if response.status != 200 {
-            return Err(ClientError::Status {
-                status: response.status,
-                body: response.text(),
-            });
-        }
-        let mut answer = None;
-        for m in response.messages() {
-            if answer.is_none() && m.get("id") == Some(&id) && m.get("method").is_none() {
-                answer = Some(m);
-            } else {
-                self.other.push(m);
-            }
-        }
-        answer.ok_or(ClientError::Closed)
-    }
-
-    pub fn notify(&mut self, method: &str, params: Value) -> Result<(), ClientError> {
-        let response = self.post(&json!({"jsonrpc": "2.0", "method": method, "params": params}))?;
-        match response.status {
-            200..=299 => Ok(()),
-            status => Err(ClientError::Status {
-                status,
-                body: response.text(),
-            }),
-        }
-    }
-
-    /// The `initialize` handshake followed by `notifications/initialized`; keeps the session
-    /// id and the negotiated protocol version for the requests that follow.
-    pub fn initialize(&mut self) -> Result<Value, ClientError> {
-        self.initialize_with(json!({}))
-    }
-
-    /// [`HttpClient::initialize`] declaring `capabilities`.
-    pub fn initialize_with(&mut self, capabilities: Value) -> Result<Value, ClientError> {
-        self.session = None;
-        self.protocol_version = None;
-        let id = json!(0);
-        let response = self.post(&json!({"jsonrpc": "2.0", "id": id, "method": "initialize",
-        "params": {
-            "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": capabilities,
-            "clientInfo": {"name": "mcpspec-client", "version": env!("CARGO_PKG_VERSION")}
-        }}))?;
-        if response.status != 200 {
-            return Err(ClientError::Status {
-                status: response.status,
-                body: response.text(),
-            });
-        }
-        let answer = response
-            .messages()
-            .into_iter()
-            .find(|m| m.get("id") == Some(&id))
-            .ok_or(ClientError::Closed)?;
-        self.session = response.header("mcp-session-id").map(str::to_string);
-        self.protocol_version = answer["result"]["protocolVersion"]
-            .as_str()
-            .map(str::to_string);
-        self.notify("notifications/initialized", json!({}))?;
-        Ok(answer)
-    }
-
-    /// `tools/call`, returning the whole response message.
-    pub fn call_tool(&mut self, name: &str, arguments: Value) -> Result<Value, ClientError> {
-        self.request("tools/call", json!({"name": name, "arguments": arguments}))
-    }
-
-    /// Ends the session with DELETE and returns the HTTP status.
-    pub fn delete_session(&mut self) -> Result<u16, ClientError> {
-        Ok(self.exchange("DELETE", &[], b"")?.status)
-    }
-
-    /// Opens the session's SSE stream with GET on a connection of its own, read up to the
-    /// start of the body.
-    pub fn open_stream(&self) -> Result<OpenStream, ClientError> {
-        let mut conn = BufReader::new(self.connect()?);
-        let head = self.head("GET", &[("Accept", "text/event-stream")], 0);
-        conn.get_mut()
-            .write_all(head.as_bytes())
-            .map_err(ClientError::Io)?;
-        let (status, headers) = read_head(&mut conn)?;
-        Ok(OpenStream {
-            status,
-            headers,
-            conn,
-        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
 
     #[test]
     fn a_response_kept_aside_is_the_one_returned_when_awaited_later() {
@@ -646,5 +309,23 @@ mod tests {
             c.finish(Duration::from_secs(5))
                 .is_some_and(|s| s.success())
         );
+    }
+
+    #[test]
+    fn a_line_written_in_pieces_is_read_whole_and_a_silent_server_times_out() {
+        // Half a line, a pause, the rest and a second line in one write; then nothing.
+        let mut c = StdioClient::spawn(Command::new("sh").args([
+            "-c",
+            r#"printf '{"a":'; sleep 0.2; printf '1}\n{"b":2}\n'; exec sleep 5"#,
+        ]))
+        .unwrap();
+        assert_eq!(c.recv(Duration::from_secs(5)).unwrap(), json!({"a": 1}));
+        assert_eq!(c.recv(Duration::from_secs(5)).unwrap(), json!({"b": 2}));
+        let t0 = Instant::now();
+        assert!(matches!(
+            c.recv(Duration::from_millis(100)),
+            Err(ClientError::Timeout(_))
+        ));
+        assert!(t0.elapsed() < Duration::from_secs(4));
     }
 }
