@@ -21,7 +21,7 @@ use crate::sqlcheck::finding;
 /// (relative to `root`): every spec compiles, every input schema and default is valid, every
 /// statement prepares (against `live` too: a server's name and where its live database is,
 /// a file or a URL, checked read-only), every contract matches its snapshot, and the
-/// committed docs and editor schema are fresh.
+/// committed docs are fresh.
 pub fn check_repo(root: &Path, spec_dir: &Path, live: Option<(&str, &Location)>) -> Report {
     let mut report = Report::default();
     let read = |rel: &Path| crate::read_spec(&root.join(rel)).ok();
@@ -79,12 +79,8 @@ pub fn check_repo(root: &Path, spec_dir: &Path, live: Option<(&str, &Location)>)
         }
     };
     let all_compiled = report.findings.iter().all(|f| f.kind != Kind::Spec);
-    #[cfg(feature = "editor-schema")]
-    let rendered = rendered
-        .into_iter()
-        .chain(crate::reference::render_checkout(root, spec_dir));
     for (path, fresh) in rendered {
-        if (!all_compiled && path.starts_with("docs")) || !owns(root, &path) {
+        if !all_compiled {
             continue;
         }
         let shown = path.to_string_lossy().replace('\\', "/");
@@ -111,12 +107,6 @@ fn live_findings(spec: &crate::Spec, location: &Location) -> Diagnostics {
             out
         }
     }
-}
-
-/// Whether the project at `root` keeps the rendered file `path`: every project keeps its
-/// servers' docs; only mcpspec's own checkout (where `codegen/` is) keeps the editor schema.
-pub fn owns(root: &Path, path: &Path) -> bool {
-    path != Path::new(crate::EDITOR_SCHEMA_PATH) || root.join("codegen").is_dir()
 }
 
 /// Checks every input schema against the meta-schema, and every default against its property.

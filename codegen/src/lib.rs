@@ -225,8 +225,7 @@ pub struct DocsError {
 }
 
 /// Renders the committed reference material, keyed by path relative to the workspace root:
-/// `docs/<server>.md` for every server and, with the `editor-schema` feature,
-/// `codegen/spec.schema.json`. Pure: no I/O, no time, no version stamps.
+/// `docs/<server>.md` for every server. Pure: no I/O, no time, no version stamps.
 pub fn render_docs(specs: &[Spec]) -> Result<BTreeMap<PathBuf, String>, DocsError> {
     let mut out = BTreeMap::new();
     for s in specs {
@@ -236,13 +235,15 @@ pub fn render_docs(specs: &[Spec]) -> Result<BTreeMap<PathBuf, String>, DocsErro
         })?;
         out.insert(PathBuf::from(docs::path(&s.ir)), text);
     }
-    #[cfg(feature = "editor-schema")]
-    out.insert(PathBuf::from(EDITOR_SCHEMA_PATH), spec::editor_schema());
     Ok(out)
 }
 
-/// Where the editor schema is committed, relative to the workspace root.
-pub const EDITOR_SCHEMA_PATH: &str = "codegen/spec.schema.json";
+/// The JSON Schema of the spec language, for editors (completion and checks while a spec is
+/// written), with a `$comment` naming `made_by`, the command that writes it. Pure.
+#[cfg(feature = "editor-schema")]
+pub fn editor_schema(made_by: &str) -> String {
+    spec::editor_schema(made_by)
+}
 
 /// The command that rewrites what [`render_docs`] renders.
 pub const DOCS_COMMAND: &str = docs::DOCS_COMMAND;

@@ -21,7 +21,7 @@ commands:
                        fresh render
   snapshot             record each server's tool contract in spec/<server>.lock.json; refused
                        when the changes need a larger version step (see the README)
-  docs                 write docs/<server>.md and codegen/spec.schema.json
+  docs                 write docs/<server>.md
   generate --out DIR   write the Rust generated from spec/*.yaml into DIR
 
 options:
@@ -138,12 +138,6 @@ fn run() -> Result<ExitCode> {
         }
         "docs" => {
             for (path, text) in codegen::render_docs(&specs)? {
-                if !codegen::check::owns(&root, &path) {
-                    continue;
-                }
-                write_if_changed(&root, &path, &text)?;
-            }
-            if let Some((path, text)) = codegen::reference::render_checkout(&root, &spec_dir) {
                 write_if_changed(&root, &path, &text)?;
             }
             Ok(ExitCode::SUCCESS)

@@ -32,22 +32,6 @@ impl Copy {
                 std::fs::copy(&p, dir.path().join(sub).join(p.file_name().unwrap())).unwrap();
             }
         }
-        // The fixtures that compile: the spec-language reference quotes them.
-        for e in std::fs::read_dir(root.join("tests/fixtures")).unwrap() {
-            let from = e.unwrap().path().join("spec.yaml");
-            let name = from.parent().unwrap().file_name().unwrap().to_owned();
-            if from.is_file() && !name.to_string_lossy().starts_with("errors-") {
-                let to = dir.path().join("tests/fixtures").join(name);
-                std::fs::create_dir_all(&to).unwrap();
-                std::fs::copy(&from, to.join("spec.yaml")).unwrap();
-            }
-        }
-        std::fs::create_dir_all(dir.path().join("codegen")).unwrap();
-        std::fs::copy(
-            root.join(codegen::EDITOR_SCHEMA_PATH),
-            dir.path().join(codegen::EDITOR_SCHEMA_PATH),
-        )
-        .unwrap();
         Copy { dir }
     }
 
@@ -118,12 +102,7 @@ impl Copy {
     /// Runs what `codegen docs` runs.
     fn docs(&self) {
         let specs = codegen::load_dir(&self.path("spec"), Path::new("spec")).unwrap();
-        let reference = codegen::reference::render_checkout(self.dir.path(), Path::new("spec"));
-        for (path, text) in codegen::render_docs(&specs)
-            .unwrap()
-            .into_iter()
-            .chain(reference)
-        {
+        for (path, text) in codegen::render_docs(&specs).unwrap() {
             std::fs::write(self.path(&path.to_string_lossy()), text).unwrap();
         }
     }
@@ -468,24 +447,6 @@ fn stale_docs_show_a_diff_and_the_command() {
             "+++ docs/studio.md (generated)",
             "-Make a database with",
             "+Create a database with",
-        ],
-    );
-}
-
-#[test]
-fn a_stale_editor_schema() {
-    let copy = Copy::new();
-    copy.edit(
-        codegen::EDITOR_SCHEMA_PATH,
-        "\"title\": \"mcpspec spec\"",
-        "\"title\": \"old\"",
-    );
-    expect(
-        &copy,
-        &[Kind::Stale],
-        &[
-            "error: codegen/spec.schema.json is stale",
-            "+  \"title\": \"mcpspec spec\"",
         ],
     );
 }
