@@ -449,7 +449,7 @@ const UPPER_BOUNDS: &[&str] = &[
     "maxItems",
     "maxProperties",
 ];
-const DOC_KEYS: &[&str] = &["description", "title", "examples", "$comment"];
+const DOC_KEYWORDS: &[&str] = &["description", "title", "examples", "$comment"];
 
 fn show(v: &Value) -> String {
     v.to_string()
@@ -471,7 +471,9 @@ fn schema(side: Side, at: &str, old: &Value, new: &Value, out: &mut Vec<(Level, 
         }
         let k = key.as_str();
         match k {
-            _ if DOC_KEYS.contains(&k) => out.push((Level::Patch, format!("{at}: {k} changed"))),
+            _ if DOC_KEYWORDS.contains(&k) => {
+                out.push((Level::Patch, format!("{at}: {k} changed")))
+            }
             "type" => types(side, at, ov, nv, out),
             "properties" | "required" => {}
             "items" => schema(

@@ -15,6 +15,7 @@ mod docs;
 pub mod drift;
 #[cfg(feature = "emit")]
 mod emit;
+mod fields;
 mod ir;
 #[cfg(feature = "live")]
 pub mod live;

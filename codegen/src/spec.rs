@@ -1132,101 +1132,6 @@ pub(crate) fn editor_schema_value() -> serde_json::Value {
     schemars::schema_for!(RawSpec).to_value()
 }
 
-const TOP_KEYS: &[&str] = &[
-    "server",
-    "database",
-    "proxy",
-    "demo",
-    "startup",
-    "tools",
-    "error_codes",
-    "errors",
-    "resources",
-    "prompts",
-];
-const RESOURCE_KEYS: &[&str] = &[
-    "uri",
-    "uri_template",
-    "name",
-    "title",
-    "description",
-    "mime_type",
-    "sql",
-    "template",
-    "blob",
-    "handler",
-    "complete",
-];
-const PROMPT_KEYS: &[&str] = &[
-    "name",
-    "title",
-    "description",
-    "arguments",
-    "ask",
-    "sql",
-    "messages",
-];
-const ASK_KEYS: &[&str] = &["key", "message", "schema"];
-const PROMPT_ARGUMENT_KEYS: &[&str] = &["name", "description", "required", "complete"];
-const MESSAGE_KEYS: &[&str] = &["role", "text", "resource", "image", "mime_type"];
-const BLOCK_KEYS: &[&str] = &["type", "text", "data", "mime_type", "uri"];
-const ERROR_KEYS: &[&str] = &["name", "code", "message", "data", "rules"];
-const RULE_KEYS: &[&str] = &["when", "field", "tools"];
-const CONFIRM_KEYS: &[&str] = &["argument", "message"];
-const TOOL_KEYS: &[&str] = &[
-    "name",
-    "title",
-    "description",
-    "input",
-    "annotations",
-    "sql",
-    "compose",
-    "timeout_ms",
-    "transform",
-    "derive",
-    "env_defaults",
-    "content",
-    "handler",
-    "output",
-    "confirm",
-    "task",
-    "examples",
-];
-const EXAMPLE_KEYS: &[&str] = &["arguments", "returns", "empty", "error", "sample_rows"];
-const STATEMENT_KEYS: &[&str] = &[
-    "name",
-    "query",
-    "postgres",
-    "returns",
-    "key",
-    "columns",
-    "max_rows",
-    "empty_message",
-    "not_found",
-    "bind",
-    "envelope",
-];
-const DATABASE_KEYS: &[&str] = &[
-    "env",
-    "default_path",
-    "access",
-    "schema",
-    "sample",
-    "derived",
-    "fts",
-    "postgres",
-];
-const POSTGRES_KEYS: &[&str] = &["env", "schema", "sample"];
-const PROXY_KEYS: &[&str] = &["config", "servers", "normalize", "extract", "intercept"];
-const PROXY_CONFIG_KEYS: &[&str] = &["env", "default_path"];
-const DOWNSTREAM_KEYS: &[&str] = &["name", "command", "args", "env"];
-const EXTRACT_KEYS: &[&str] = &["command", "file_path"];
-const INTERCEPT_KEYS: &[&str] = &["rules", "sql"];
-const INTERCEPT_RULE_KEYS: &[&str] = &["key", "tools", "command", "file_path", "action", "message"];
-const FTS_KEYS: &[&str] = &["table", "source", "columns", "tokenize"];
-const DERIVE_KEYS: &[&str] = &["from", "transform"];
-const SERVER_KEYS: &[&str] = &["name", "version", "title", "instructions", "docs"];
-const STARTUP_KEYS: &[&str] = &["tool", "arguments"];
 /// The keywords of JSON Schema 2020-12 (with draft-07's `definitions`, `dependencies` and
 /// `additionalItems`, which validators still read).
 const SCHEMA_KEYWORDS: &[&str] = &[
@@ -1316,32 +1221,6 @@ const SCHEMA_VALUES: &[&str] = &[
     "unevaluatedProperties",
     "contentSchema",
 ];
-const DEFAULT_PATH_KEYS: &[&str] = &["linux", "macos", "windows"];
-const DEMO_KEYS: &[&str] = &["tool", "arguments", "note", "error"];
-const ANNOTATION_KEYS: &[&str] = &[
-    "readOnlyHint",
-    "destructiveHint",
-    "idempotentHint",
-    "openWorldHint",
-];
-const COLUMN_KEYS: &[&str] = &["type", "nullable", "description", "schema"];
-const INPUT_KEYS: &[&str] = &[
-    "type",
-    "description",
-    "properties",
-    "required",
-    "requiredAny",
-    "additionalProperties",
-    "$schema",
-    "$defs",
-    "anyOf",
-    "oneOf",
-    "allOf",
-    "not",
-    "if",
-    "then",
-    "else",
-];
 
 /// Parses one spec file's text; `file` is used only for positions in diagnostics.
 pub(crate) fn parse(file: &Path, text: &str) -> Result<RawSpec, Diagnostics> {
@@ -1401,11 +1280,11 @@ fn unknown_key_help(message: &str) -> String {
     };
     let word = rest.split('`').next().unwrap_or("");
     let all: Vec<&str> = [
-        TOP_KEYS,
-        TOOL_KEYS,
-        STATEMENT_KEYS,
-        DATABASE_KEYS,
-        INPUT_KEYS,
+        crate::fields::of::<RawSpec>(),
+        crate::fields::of::<RawTool>(),
+        crate::fields::of::<RawStatement>(),
+        crate::fields::of::<RawDatabase>(),
+        crate::fields::of::<RawInput>(),
     ]
     .concat()
     .into_iter()
@@ -1481,37 +1360,43 @@ impl Ctx {
     /// What such a node is called in messages, and the keys it may have.
     fn keys(self) -> Option<(&'static str, &'static [&'static str])> {
         Some(match self {
-            Ctx::Top => ("the top level of a spec", TOP_KEYS),
-            Ctx::Server => ("`server`", SERVER_KEYS),
-            Ctx::Database => ("`database`", DATABASE_KEYS),
-            Ctx::Postgres => ("`database.postgres`", POSTGRES_KEYS),
-            Ctx::DefaultPath => ("`default_path`", DEFAULT_PATH_KEYS),
-            Ctx::Demo => ("a demo call", DEMO_KEYS),
-            Ctx::Startup => ("a start-up job", STARTUP_KEYS),
+            Ctx::Top => ("the top level of a spec", crate::fields::of::<RawSpec>()),
+            Ctx::Server => ("`server`", crate::fields::of::<RawServer>()),
+            Ctx::Database => ("`database`", crate::fields::of::<RawDatabase>()),
+            Ctx::Postgres => ("`database.postgres`", crate::fields::of::<RawEngine>()),
+            Ctx::DefaultPath => ("`default_path`", crate::fields::of::<RawDefaultPath>()),
+            Ctx::Demo => ("a demo call", crate::fields::of::<RawDemoCall>()),
+            Ctx::Startup => ("a start-up job", crate::fields::of::<RawStartupJob>()),
             Ctx::Schema => ("a JSON Schema", SCHEMA_KEYWORDS),
-            Ctx::Tool => ("a tool", TOOL_KEYS),
-            Ctx::Input => ("`input`", INPUT_KEYS),
-            Ctx::Annotations => ("`annotations`", ANNOTATION_KEYS),
-            Ctx::Statement => ("a statement", STATEMENT_KEYS),
-            Ctx::Column => ("a column", COLUMN_KEYS),
-            Ctx::Fts => ("a full-text index", FTS_KEYS),
-            Ctx::Derive => ("a derived parameter", DERIVE_KEYS),
-            Ctx::Error => ("an error", ERROR_KEYS),
-            Ctx::Rule => ("an error rule", RULE_KEYS),
-            Ctx::Confirm => ("`confirm`", CONFIRM_KEYS),
-            Ctx::Resource => ("a resource", RESOURCE_KEYS),
-            Ctx::Prompt => ("a prompt", PROMPT_KEYS),
-            Ctx::PromptArgument => ("a prompt argument", PROMPT_ARGUMENT_KEYS),
-            Ctx::Ask => ("a prompt question", ASK_KEYS),
-            Ctx::Message => ("a prompt message", MESSAGE_KEYS),
-            Ctx::Proxy => ("`proxy`", PROXY_KEYS),
-            Ctx::ProxyConfig => ("`proxy.config`", PROXY_CONFIG_KEYS),
-            Ctx::Downstream => ("a downstream server", DOWNSTREAM_KEYS),
-            Ctx::Extract => ("`extract`", EXTRACT_KEYS),
-            Ctx::Intercept => ("`intercept`", INTERCEPT_KEYS),
-            Ctx::InterceptRule => ("an interceptor rule", INTERCEPT_RULE_KEYS),
-            Ctx::Block => ("a content block", BLOCK_KEYS),
-            Ctx::Example => ("an example", EXAMPLE_KEYS),
+            Ctx::Tool => ("a tool", crate::fields::of::<RawTool>()),
+            Ctx::Input => ("`input`", crate::fields::of::<RawInput>()),
+            Ctx::Annotations => ("`annotations`", crate::fields::of::<RawAnnotations>()),
+            Ctx::Statement => ("a statement", crate::fields::of::<RawStatement>()),
+            Ctx::Column => ("a column", crate::fields::of::<RawColumnFull>()),
+            Ctx::Fts => ("a full-text index", crate::fields::of::<RawFts>()),
+            Ctx::Derive => ("a derived parameter", crate::fields::of::<RawDerive>()),
+            Ctx::Error => ("an error", crate::fields::of::<RawError>()),
+            Ctx::Rule => ("an error rule", crate::fields::of::<RawRule>()),
+            Ctx::Confirm => ("`confirm`", crate::fields::of::<RawConfirm>()),
+            Ctx::Resource => ("a resource", crate::fields::of::<RawResource>()),
+            Ctx::Prompt => ("a prompt", crate::fields::of::<RawPrompt>()),
+            Ctx::PromptArgument => (
+                "a prompt argument",
+                crate::fields::of::<RawPromptArgument>(),
+            ),
+            Ctx::Ask => ("a prompt question", crate::fields::of::<RawAsk>()),
+            Ctx::Message => ("a prompt message", crate::fields::of::<RawMessage>()),
+            Ctx::Proxy => ("`proxy`", crate::fields::of::<RawProxy>()),
+            Ctx::ProxyConfig => ("`proxy.config`", crate::fields::of::<RawProxyConfig>()),
+            Ctx::Downstream => ("a downstream server", crate::fields::of::<RawDownstream>()),
+            Ctx::Extract => ("`extract`", crate::fields::of::<RawExtract>()),
+            Ctx::Intercept => ("`intercept`", crate::fields::of::<RawIntercept>()),
+            Ctx::InterceptRule => (
+                "an interceptor rule",
+                crate::fields::of::<RawInterceptRule>(),
+            ),
+            Ctx::Block => ("a content block", crate::fields::of::<RawBlock>()),
+            Ctx::Example => ("an example", crate::fields::of::<RawExample>()),
             _ => return None,
         })
     }
