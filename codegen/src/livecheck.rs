@@ -21,7 +21,7 @@ use serde_json::Value;
 use crate::Spec;
 use crate::diag::{Diagnostics, Pos};
 use crate::ir::{ColumnKind, Mode, Statement};
-use crate::sqlcheck::finding;
+use crate::sqlcheck::{finding, lower};
 
 /// How long a check waits for one statement on the live database.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -418,15 +418,5 @@ fn shown_type(t: &str) -> String {
         "without a type".into()
     } else {
         format!("`{t}`")
-    }
-}
-
-/// A database's message as a finding quotes it: lower case first, no trailing period.
-fn lower(s: &str) -> String {
-    let s = s.trim_end_matches('.');
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_lowercase().collect::<String>() + c.as_str(),
-        None => String::new(),
     }
 }

@@ -438,7 +438,8 @@ fn sqlite_message(e: &rusqlite::Error) -> String {
     }
 }
 
-fn lower(s: &str) -> String {
+/// A database's message as a finding quotes it: lower case first, no trailing period.
+pub(crate) fn lower(s: &str) -> String {
     let s = s.trim_end_matches('.');
     let mut c = s.chars();
     match c.next() {
