@@ -341,23 +341,30 @@ pub(crate) struct RawDatabase {
     /// the schema and sample rows there. Statements whose SQL differs give `postgres:` text.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawEngine>"))]
     pub postgres: Option<Sp<RawEngine>>,
+    /// The server also runs on MariaDB and MySQL: where the URL may also come from, and the
+    /// schema and sample rows `mcpspec init --db mysql://...` creates.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawEngine>"))]
+    pub mysql: Option<Sp<RawEngine>>,
 }
 
 impl RawDatabase {
     /// The database servers the spec gives a side for, by dialect: the one place that pairs a
     /// side's key with its entry in `sqlscan::DIALECTS`.
     pub(crate) fn engines(&self) -> Vec<(&'static sqlscan::Dialect, &Sp<RawEngine>)> {
-        [(&sqlscan::POSTGRES, self.postgres.as_ref())]
-            .into_iter()
-            .filter_map(|(d, side)| Some((d, side?)))
-            .collect()
+        [
+            (&sqlscan::POSTGRES, self.postgres.as_ref()),
+            (&sqlscan::MYSQL, self.mysql.as_ref()),
+        ]
+        .into_iter()
+        .filter_map(|(d, side)| Some((d, side?)))
+        .collect()
     }
 }
 
 /// A database's side on a database server (`database.postgres`).
 #[derive(Debug, Deserialize)]
 #[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
-#[cfg_attr(feature = "editor-schema", schemars(rename = "Postgres"))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "DatabaseSide"))]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawEngine {
     /// Another environment variable that may hold the database URL, read after `env`
@@ -875,10 +882,13 @@ impl RawStatement {
 
     /// Every dialect text the statement gives, by dialect.
     pub(crate) fn dialect_texts(&self) -> Vec<(&'static sqlscan::Dialect, &Sp<String>)> {
-        [(&sqlscan::POSTGRES, self.postgres.as_ref())]
-            .into_iter()
-            .filter_map(|(d, t)| Some((d, t?)))
-            .collect()
+        [
+            (&sqlscan::POSTGRES, self.postgres.as_ref()),
+            (&sqlscan::MYSQL, self.mysql.as_ref()),
+        ]
+        .into_iter()
+        .filter_map(|(d, t)| Some((d, t?)))
+        .collect()
     }
 }
 
@@ -898,6 +908,10 @@ pub(crate) struct RawStatement {
     /// upserts), with the same named parameters and result columns.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub postgres: Option<Sp<String>>,
+    /// The statement's MariaDB/MySQL text where it differs from `query`, with the same named
+    /// parameters and result columns (they are bound as `?` in order of appearance).
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub mysql: Option<Sp<String>>,
     /// `many` (default), `one`, `optional`, `scalar` or `execute`.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<ReturnMode>"))]
     pub returns: Option<Sp<String>>,
@@ -1301,7 +1315,8 @@ enum Ctx {
     Top,
     Server,
     Database,
-    Postgres,
+    /// A database side (`database.postgres`, `database.mysql`).
+    Engine,
     DefaultPath,
     Demos,
     Demo,
@@ -1363,7 +1378,10 @@ impl Ctx {
             Ctx::Top => ("the top level of a spec", crate::fields::of::<RawSpec>()),
             Ctx::Server => ("`server`", crate::fields::of::<RawServer>()),
             Ctx::Database => ("`database`", crate::fields::of::<RawDatabase>()),
-            Ctx::Postgres => ("`database.postgres`", crate::fields::of::<RawEngine>()),
+            Ctx::Engine => (
+                "a database side (`database.postgres`, `database.mysql`)",
+                crate::fields::of::<RawEngine>(),
+            ),
             Ctx::DefaultPath => ("`default_path`", crate::fields::of::<RawDefaultPath>()),
             Ctx::Demo => ("a demo call", crate::fields::of::<RawDemoCall>()),
             Ctx::Startup => ("a start-up job", crate::fields::of::<RawStartupJob>()),
@@ -1434,7 +1452,7 @@ impl Ctx {
             (Ctx::Tool, "content") => Ctx::Blocks,
             (Ctx::Database, "default_path") => Ctx::DefaultPath,
             (Ctx::Database, "fts") => Ctx::FtsList,
-            (Ctx::Database, "postgres") => Ctx::Postgres,
+            (Ctx::Database, "postgres" | "mysql") => Ctx::Engine,
             (Ctx::Tool, "derive") => Ctx::Derives,
             (Ctx::Derives, _) => Ctx::Derive,
             (Ctx::Tool, "input") => Ctx::Input,
@@ -1482,7 +1500,7 @@ impl Ctx {
             Ctx::Top => "",
             Ctx::Server => "Server",
             Ctx::Database => "Database",
-            Ctx::Postgres => "Postgres",
+            Ctx::Engine => "DatabaseSide",
             Ctx::DefaultPath => "DefaultPath",
             Ctx::Demo => "DemoCall",
             Ctx::Startup => "StartupJob",

@@ -75,8 +75,44 @@ impl PartialEq for Dialect {
 
 impl Eq for Dialect {}
 
+/// MariaDB and MySQL: one dialect, reached by `mysql://` and `mariadb://` URLs. Statements run
+/// with `ANSI_QUOTES` and `PIPES_AS_CONCAT` in the session's `sql_mode`, so that `"name"` quotes
+/// an identifier and `||` joins text, as in the spec's other texts.
+pub static MYSQL: Dialect = Dialect {
+    name: "mysql",
+    title: "MariaDB/MySQL",
+    schemes: &["mysql", "mariadb"],
+    placeholders: Placeholders::Question,
+    url_form: "mysql://USER:PASSWORD@HOST:PORT/DATABASE",
+    reads_as: Some(mysql_reads_as),
+    casts: &[
+        ("text", "`CAST(x AS CHAR)`"),
+        ("integer", "`CAST(x AS SIGNED)`"),
+        ("real", "`CAST(x AS DOUBLE)`"),
+        ("boolean", "`x <> 0`"),
+        ("json", "`JSON_QUOTE(x)`, or a column that holds JSON text"),
+    ],
+};
+
+/// The declared column kinds a MariaDB/MySQL result column of type `ty` (as the protocol names
+/// it: `LONG`, `VAR_STRING`, ...) reads as.
+fn mysql_reads_as(ty: &str) -> &'static [&'static str] {
+    match ty {
+        "TINY" | "SHORT" | "LONG" | "LONGLONG" | "INT24" | "YEAR" | "BIT" => {
+            &["integer", "real", "boolean"]
+        }
+        "FLOAT" | "DOUBLE" | "DECIMAL" | "NEWDECIMAL" => &["real"],
+        "JSON" => &["json", "text"],
+        "VARCHAR" | "VAR_STRING" | "STRING" | "BLOB" | "TINY_BLOB" | "MEDIUM_BLOB"
+        | "LONG_BLOB" | "ENUM" | "SET" | "NULL" => &["text", "json"],
+        "DATE" | "TIME" | "DATETIME" | "TIMESTAMP" | "NEWDATE" | "TIME2" | "DATETIME2"
+        | "TIMESTAMP2" => &["text"],
+        _ => &[],
+    }
+}
+
 /// Every dialect, the embedded default first.
-pub static DIALECTS: &[&Dialect] = &[&SQLITE, &POSTGRES];
+pub static DIALECTS: &[&Dialect] = &[&SQLITE, &POSTGRES, &MYSQL];
 
 impl Dialect {
     /// The dialect named `name`.

@@ -8,7 +8,7 @@
 
 mod dialect;
 
-pub use dialect::{DIALECTS, Dialect, POSTGRES, Placeholders, SQLITE};
+pub use dialect::{DIALECTS, Dialect, MYSQL, POSTGRES, Placeholders, SQLITE};
 
 use std::ops::Range;
 
@@ -424,8 +424,9 @@ mod tests {
         for (location, want) in [
             ("postgres://h/db", Form::Url(&POSTGRES)),
             ("postgresql:///db?host=/tmp", Form::Url(&POSTGRES)),
-            ("mysql://u:p@h/db", Form::OtherScheme("mysql".into())),
-            ("MariaDB://h/db", Form::OtherScheme("mariadb".into())),
+            ("mysql://u:p@h/db", Form::Url(&MYSQL)),
+            ("MariaDB://h/db", Form::Url(&MYSQL)),
+            ("mssql://u:p@h/db", Form::OtherScheme("mssql".into())),
             ("host=/tmp dbname=x", Form::KeywordString),
             ("dbname=x", Form::KeywordString),
             ("password=PW", Form::KeywordString),

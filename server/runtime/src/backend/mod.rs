@@ -4,11 +4,15 @@
 //! behind the cargo feature of its name and listed in [`ENGINES`]; the engine, the protocol,
 //! the command line and the handler API name only the types of this module.
 
+#[cfg(feature = "mysql")]
+pub mod mysql;
 pub mod paths;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub mod watchdog;
 
 pub use crate::params::SqlValue as Value;
 pub use sqlscan::Dialect;
@@ -714,6 +718,8 @@ pub static ENGINES: &[EngineEntry] = &[
     sqlite::ENGINE,
     #[cfg(feature = "postgres")]
     postgres::ENGINE,
+    #[cfg(feature = "mysql")]
+    mysql::ENGINE,
 ];
 
 /// The engine that serves `location` for the spec `server`: the one of the URL's scheme, or

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::error::Error as StdError;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -16,6 +16,7 @@ use postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
 use postgres::{Client, Statement};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
+use super::watchdog::{Cancel, Watchdog};
 use super::{
     Backend, Bind, Changes, ErrorKind, Failure, JobError, JobKind, OpenError, Row, Session, Sql,
     Stop, Value, ValueRef, Work,
@@ -139,7 +140,7 @@ pub struct Conn {
     /// When a job last used it.
     used: std::time::Instant,
     /// Cancels what runs on it, from another thread.
-    cancel: Arc<postgres::CancelToken>,
+    cancel: Arc<dyn Cancel>,
     /// Whether the last job's failure was a serialization failure or a deadlock: its
     /// transaction was rolled back whole and may run again.
     conflict: bool,
@@ -161,7 +162,7 @@ impl r2d2::ManageConnection for Manager {
     fn connect(&self) -> Result<Conn, postgres::Error> {
         let client = self.config.connect(tls())?;
         Ok(Conn {
-            cancel: Arc::new(client.cancel_token()),
+            cancel: Arc::new(CancelPg(client.cancel_token())),
             client,
             statements: HashMap::new(),
             used: std::time::Instant::now(),
@@ -185,6 +186,17 @@ struct LogErrors;
 impl r2d2::HandleError<postgres::Error> for LogErrors {
     fn handle_error(&self, error: postgres::Error) {
         tracing::warn!(error = %describe(&error), "opening a PostgreSQL connection failed");
+    }
+}
+
+/// PostgreSQL's cancel request for a connection's running statement.
+struct CancelPg(postgres::CancelToken);
+
+impl Cancel for CancelPg {
+    fn cancel(&self) {
+        if let Err(e) = self.0.cancel_query(tls()) {
+            tracing::warn!(error = %describe(&e), "cancelling a statement failed");
+        }
     }
 }
 
@@ -242,7 +254,7 @@ impl Pool {
         Ok(Pool {
             pool: Some(pool),
             read_only,
-            watchdog: Watchdog::start(),
+            watchdog: Watchdog::start("pg-watchdog"),
             died: Mutex::new(None),
             rehearsal: false,
         })
@@ -833,7 +845,7 @@ pub fn bounded<T>(
                     }
                     return;
                 }
-                std::thread::park_timeout(WATCH_INTERVAL);
+                std::thread::park_timeout(super::watchdog::WATCH_INTERVAL);
             }
         });
         let out = f(client);
@@ -885,128 +897,4 @@ pub fn init(url: &str, schema: &str, sample: Option<&str>) -> Result<(), OpenErr
     }
     script.push_str("\nCOMMIT;");
     client.batch_execute(&script).map_err(create)
-}
-
-/// Cancels running statements on the server when their job's deadline passes or the client
-/// cancels the call. It looks every [`WATCH_INTERVAL`] while jobs run and sleeps after a second
-/// without any, so that a busy server pays no wake-up per call and an idle one none at all.
-struct Watchdog {
-    jobs: Mutex<HashMap<u64, (Stop, Arc<postgres::CancelToken>)>>,
-    next: AtomicU64,
-    /// Set by the watchdog before it sleeps; the next job wakes it.
-    sleeping: std::sync::atomic::AtomicBool,
-    thread: std::sync::OnceLock<std::thread::Thread>,
-}
-
-/// How often the watchdog looks at the running jobs' cancellation flags.
-const WATCH_INTERVAL: Duration = Duration::from_millis(20);
-
-/// How long the watchdog goes on looking with no job before it sleeps.
-const WATCH_IDLE: Duration = Duration::from_secs(1);
-
-/// Unregisters a job from the watchdog when it ends.
-struct Watched<'a> {
-    dog: &'a Watchdog,
-    id: u64,
-}
-
-impl Drop for Watched<'_> {
-    fn drop(&mut self) {
-        self.dog.lock().remove(&self.id);
-    }
-}
-
-impl Drop for Watchdog {
-    /// Wakes the thread, which then finds the pool gone and ends.
-    fn drop(&mut self) {
-        if let Some(t) = self.thread.get() {
-            t.unpark();
-        }
-    }
-}
-
-impl Watchdog {
-    fn start() -> Arc<Watchdog> {
-        let dog = Arc::new(Watchdog {
-            jobs: Mutex::new(HashMap::new()),
-            next: AtomicU64::new(1),
-            sleeping: std::sync::atomic::AtomicBool::new(false),
-            thread: std::sync::OnceLock::new(),
-        });
-        let weak = Arc::downgrade(&dog);
-        let spawned = std::thread::Builder::new()
-            .name("pg-watchdog".into())
-            .spawn(move || watch_loop(&weak));
-        match spawned {
-            Ok(handle) => {
-                let _ = dog.thread.set(handle.thread().clone());
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "no watchdog thread: statements stop at the server's statement_timeout only");
-            }
-        }
-        dog
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (Stop, Arc<postgres::CancelToken>)>> {
-        self.jobs.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn watch(&self, stop: &Stop, token: &Arc<postgres::CancelToken>) -> Watched<'_> {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        self.lock().insert(id, (stop.clone(), token.clone()));
-        if self.sleeping.swap(false, Ordering::SeqCst)
-            && let Some(t) = self.thread.get()
-        {
-            t.unpark();
-        }
-        Watched { dog: self, id }
-    }
-
-    /// Cancels every job that must stop; whether any job is running.
-    fn round(&self) -> bool {
-        let (due, busy): (Vec<Arc<postgres::CancelToken>>, bool) = {
-            let mut jobs = self.lock();
-            let ids: Vec<u64> = jobs
-                .iter()
-                .filter(|(_, (stop, _))| stop.now())
-                .map(|(id, _)| *id)
-                .collect();
-            let due = ids
-                .iter()
-                .filter_map(|id| jobs.remove(id).map(|(_, t)| t))
-                .collect();
-            (due, !jobs.is_empty())
-        };
-        for token in &due {
-            if let Err(e) = token.cancel_query(tls()) {
-                tracing::warn!(error = %describe(&e), "cancelling a statement failed");
-            }
-        }
-        busy || !due.is_empty()
-    }
-}
-
-/// The watchdog's thread: a round every [`WATCH_INTERVAL`], asleep after [`WATCH_IDLE`]
-/// without jobs until the next one; it ends with the pool.
-fn watch_loop(weak: &std::sync::Weak<Watchdog>) {
-    let mut last_busy = std::time::Instant::now();
-    loop {
-        std::thread::park_timeout(WATCH_INTERVAL);
-        let Some(dog) = weak.upgrade() else {
-            return;
-        };
-        if dog.round() {
-            last_busy = std::time::Instant::now();
-        } else if last_busy.elapsed() > WATCH_IDLE {
-            dog.sleeping.store(true, Ordering::SeqCst);
-            // A job registered between the round and now finds `sleeping` set and unparks.
-            let quiet = dog.lock().is_empty();
-            drop(dog);
-            if quiet {
-                std::thread::park();
-            }
-            last_busy = std::time::Instant::now();
-        }
-    }
 }
