@@ -27,11 +27,12 @@ pub struct Db {
     pub path: PathBuf,
 }
 
-/// The databases a server runs on; tests that hold for both run once on each.
+/// The databases a server runs on; tests that hold for every engine run once on each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Engine {
     Sqlite,
     Postgres,
+    Mariadb,
 }
 
 /// How a test's client reaches the server: stdio, or Streamable HTTP in a session of protocol
@@ -77,14 +78,26 @@ macro_rules! on_every_engine_and_transport {
             fn postgres_http_2026() {
                 super::$name(Engine::Postgres, Transport::HttpPerRequest)
             }
+            #[test]
+            fn mariadb_stdio() {
+                super::$name(Engine::Mariadb, Transport::Stdio)
+            }
+            #[test]
+            fn mariadb_http() {
+                super::$name(Engine::Mariadb, Transport::Http)
+            }
+            #[test]
+            fn mariadb_http_2026() {
+                super::$name(Engine::Mariadb, Transport::HttpPerRequest)
+            }
         }
     )*};
 }
 
 /// Generates, for each named `fn name(engine: Engine)`, a module `name` with one test per
-/// engine (`name::sqlite`, `name::postgres`).
+/// engine (`name::sqlite`, `name::postgres`, `name::mariadb`).
 #[macro_export]
-macro_rules! on_both_engines {
+macro_rules! on_every_engine {
     ($($name:ident),* $(,)?) => {$(
         mod $name {
             #[test]
@@ -95,24 +108,66 @@ macro_rules! on_both_engines {
             fn postgres() {
                 super::$name($crate::common::Engine::Postgres)
             }
+            #[test]
+            fn mariadb() {
+                super::$name($crate::common::Engine::Mariadb)
+            }
         }
     )*};
 }
 
 /// A database with a server's sample rows on `engine`: a SQLite file, or a new database in
-/// the test process's PostgreSQL cluster (its URL is the `path`, passed as `--db`).
+/// the test process's PostgreSQL cluster or MariaDB server (its URL is the `path`, passed as
+/// `--db`).
 pub fn sample_db_on(engine: Engine, server: &str) -> Db {
     match engine {
         Engine::Sqlite => sample_db(server),
         Engine::Postgres => sample_db_at(&crate::pg::Cluster::shared().create_database(), server),
+        Engine::Mariadb => sample_db_at(&crate::maria::Server::shared().create_database(), server),
     }
 }
 
-/// The PostgreSQL database at `url` made a server's sample database (`mcpspec init
-/// --sample`); its URL is the `path`, passed as `--db`.
+/// Runs `sql` on `db`, a database on `engine`, with that engine's own client; what it printed
+/// (one value per line, columns separated by `|` on PostgreSQL and a tab on MariaDB). SQLite
+/// returns the first column of the first row.
+pub fn sql_on(engine: Engine, db: &Path, sql: &str) -> String {
+    let at = db.to_str().expect("a UTF-8 location");
+    match engine {
+        Engine::Postgres => crate::pg::Cluster::shared().psql(at, sql),
+        Engine::Mariadb => crate::maria::Server::shared().sql(at, sql),
+        Engine::Sqlite => {
+            let conn = rusqlite::Connection::open(db).expect("open the database");
+            let mut stmt = conn.prepare(sql).expect("prepare the SQL");
+            if stmt.column_count() == 0 {
+                stmt.raw_execute().expect("run the SQL");
+                return String::new();
+            }
+            stmt.query_row([], |r| r.get::<_, rusqlite::types::Value>(0))
+                .map(|v| match v {
+                    rusqlite::types::Value::Integer(i) => i.to_string(),
+                    rusqlite::types::Value::Real(f) => f.to_string(),
+                    rusqlite::types::Value::Text(t) => t,
+                    _ => String::new(),
+                })
+                .unwrap_or_default()
+        }
+    }
+}
+
+/// The database server's own directory, which no message may show; a SQLite file's directory.
+pub fn server_dir(engine: Engine, db: &Path) -> String {
+    match engine {
+        Engine::Sqlite => db.parent().unwrap().to_string_lossy().into_owned(),
+        Engine::Postgres => crate::pg::Cluster::shared().dir.display().to_string(),
+        Engine::Mariadb => crate::maria::Server::shared().dir.display().to_string(),
+    }
+}
+
+/// The database at `url` (PostgreSQL or MariaDB) made a server's sample database (`mcpspec
+/// init --sample`); its URL is the `path`, passed as `--db`.
 pub fn sample_db_at(url: &str, server: &str) -> Db {
     let (code, _, err) = mcpspec(&["init", server, "--sample", "--db", url], &[]);
-    assert_eq!(code, 0, "init on PostgreSQL failed: {err}");
+    assert_eq!(code, 0, "init on {url} failed: {err}");
     Db {
         _dir: tempfile::tempdir().expect("tempdir"),
         path: PathBuf::from(url),
@@ -461,10 +516,13 @@ pub fn mcpspec(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
 }
 
 pub fn count_rows(db: &Path, table: &str) -> i64 {
-    if crate::pg::is_url(db) {
-        let url = db.to_str().expect("a URL");
-        return crate::pg::Cluster::shared()
-            .psql(url, &format!("SELECT count(*) FROM {table}"))
+    let server = match db.to_str() {
+        Some(u) if u.starts_with("postgresql://") => Some(Engine::Postgres),
+        Some(u) if u.starts_with("mysql://") => Some(Engine::Mariadb),
+        _ => None,
+    };
+    if let Some(engine) = server {
+        return sql_on(engine, db, &format!("SELECT count(*) FROM {table}"))
             .parse()
             .expect("a count");
     }

@@ -9,9 +9,9 @@ use mcpspec_testkit::StdioClient;
 use serde_json::{Value, json};
 
 use crate::common::{EXE, Engine, Session, sample_db, start_engine};
-use crate::on_both_engines;
+use crate::on_every_engine;
 
-on_both_engines!(
+on_every_engine!(
     fixed_and_templated_resources_are_listed_and_read,
     unknown_uris_are_resource_not_found,
     prompts_render_arguments_data_and_embedded_resources,

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::common::{EXE, Engine, count_rows, mcpspec, sample_db_on};
-use crate::on_both_engines;
+use crate::on_every_engine;
 
 /// `mcpspec test SERVER` in `dir` with `extra` arguments: its exit code and output.
 fn test_in(dir: &Path, server: &str, extra: &[&str]) -> (i32, String) {
@@ -77,7 +77,7 @@ fn live_database_is_left_as_it_was(engine: Engine) {
     assert_eq!(count_rows(&db.path, "knowledge_entries"), before, "{out}");
 }
 
-on_both_engines!(live_database_is_left_as_it_was);
+on_every_engine!(live_database_is_left_as_it_was);
 
 /// A server that is not compiled is named in the error.
 #[test]

@@ -14,7 +14,7 @@ use crate::common::{
     Db, EXE, Engine, Transport, count_rows, sample_db, sample_db_on, signal, start_engine_over,
     start_over,
 };
-use crate::{on_both_engines, on_every_engine_and_transport};
+use crate::{on_every_engine, on_every_engine_and_transport};
 
 // The tool contract: the same on every engine, over stdio and over HTTP in both protocol
 // revisions.
@@ -29,7 +29,7 @@ on_every_engine_and_transport!(
 );
 
 // What the runtime guarantees of a process, over stdio.
-on_both_engines!(
+on_every_engine!(
     a_hundred_concurrent_writes_all_land,
     acknowledged_writes_survive_kill_9,
     cancellation_interrupts_a_running_query,
@@ -40,6 +40,7 @@ on_both_engines!(
     limits_stop_slow_calls_and_flag_cut_results,
     malformed_settings_fail_start_up_with_the_fix,
     a_long_search_runs_as_a_task_that_tasks_cancel_interrupts,
+    a_read_only_server_prepares_everything_refuses_writes_and_reads,
 );
 
 pub(crate) fn spawn(db: &Path, env: &[(&str, &str)], stderr: Stdio) -> StdioClient {
@@ -59,20 +60,26 @@ pub(crate) fn spawn(db: &Path, env: &[(&str, &str)], stderr: Stdio) -> StdioClie
 /// for it ranks every one of them: a query that takes a while on purpose. The corpus is built
 /// once per run and copied for each test.
 pub(crate) fn big_db_on(engine: Engine, n: u32) -> Db {
-    if engine == Engine::Sqlite {
-        return big_db(n);
-    }
-    let db = sample_db_on(Engine::Postgres, "knowledge");
-    crate::pg::Cluster::shared().psql(
-        db.path.to_str().unwrap(),
-        &format!(
+    let bulk = match engine {
+        Engine::Sqlite => return big_db(n),
+        Engine::Postgres => format!(
             "INSERT INTO knowledge_entries (id, content, role, tags, created_at, updated_at)
              SELECT 'bulk-' || lpad(n::text, 6, '0'),
                     'common words ' || n || ' about ' || (n % 97) || ' topics and ' || (n % 13) || ' more common text',
                     'dev', '{{bulk}}', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z'
              FROM generate_series(1, {n}) n"
         ),
-    );
+        // MariaDB's sequence engine gives the numbers.
+        Engine::Mariadb => format!(
+            "INSERT INTO knowledge_entries (id, content, role, tags, created_at, updated_at)
+             SELECT CONCAT('bulk-', LPAD(seq, 6, '0')),
+                    CONCAT('common words ', seq, ' about ', seq % 97, ' topics and ', seq % 13, ' more common text'),
+                    'dev', '[\"bulk\"]', '2026-01-01 00:00:00', '2026-01-01 00:00:00'
+             FROM seq_1_to_{n}"
+        ),
+    };
+    let db = sample_db_on(engine, "knowledge");
+    crate::common::sql_on(engine, &db.path, &bulk);
     db
 }
 
@@ -402,22 +409,24 @@ fn acknowledged_writes_survive_kill_9(engine: Engine) {
     }
     signal(c.pid(), "-KILL");
     drop(c);
-    if engine == Engine::Postgres {
-        let cluster = crate::pg::Cluster::shared();
-        let url = db.path.to_str().unwrap();
+    if engine != Engine::Sqlite {
         for id in &acked {
-            let n = cluster.psql(
-                url,
+            let n = crate::common::sql_on(
+                engine,
+                &db.path,
                 &format!("SELECT count(*) FROM knowledge_entries WHERE id = '{id}'"),
             );
             assert_eq!(n, "1", "acknowledged entry {id} was lost");
         }
-        // The search vector of every row was written with it.
-        let unindexed = cluster.psql(
-            url,
-            "SELECT count(*) FROM knowledge_entries WHERE search = ''::tsvector",
-        );
-        assert_eq!(unindexed, "0");
+        if engine == Engine::Postgres {
+            // The search vector of every row was written with it.
+            let unindexed = crate::common::sql_on(
+                engine,
+                &db.path,
+                "SELECT count(*) FROM knowledge_entries WHERE search = ''::tsvector",
+            );
+            assert_eq!(unindexed, "0");
+        }
         return;
     }
     assert_eq!(integrity(&db.path), "ok");
@@ -504,6 +513,28 @@ fn stdin_closing_also_drains_calls_in_flight(engine: Engine) {
         .any(|m| m["id"] == 78 && m["result"]["isError"] == json!(false));
     assert!(answered, "no answer to the call in flight");
     assert!(status.0.is_some_and(|s| s.success()));
+}
+
+/// `--read-only` starts on every engine (every statement, writes too, prepares at start-up: MariaDB refuses
+/// even to prepare a change in a READ ONLY session), refuses a write as READ_ONLY without
+/// touching the database, and reads.
+fn a_read_only_server_prepares_everything_refuses_writes_and_reads(engine: Engine) {
+    let mut s = crate::common::start_engine(engine, "knowledge", &["--read-only"]);
+    let before = count_rows(&s.db.path, "knowledge_entries");
+    let e = s.tool_error("kb_add", json!({"content": "not now", "role": "dev"}));
+    // The seed's codes name every database refusal DATABASE_ERROR (`errors:` in the spec).
+    assert_eq!(
+        e,
+        json!({"code": "DATABASE_ERROR", "message": "`kb_add` changes the database, and this server is running read-only; restart it without --read-only to allow writes"})
+    );
+    let listed = s.ok("kb_list", json!({}));
+    assert_eq!(
+        listed["entries"].as_array().unwrap().len() as i64,
+        before,
+        "{listed}"
+    );
+    assert_eq!(count_rows(&s.db.path, "knowledge_entries"), before);
+    s.finish();
 }
 
 fn cancellation_interrupts_a_running_query(engine: Engine) {
@@ -711,18 +742,14 @@ fn errors_never_leak_sql_paths_or_traces(engine: Engine, transport: Transport) {
     collect(&s.call("kb_search", json!({"query": "\"(("})));
     collect(&s.call("nope", json!({})));
     // Break the database behind the server's back: the failure must be reported sanitised.
-    if engine == Engine::Postgres {
+    let break_it = match engine {
         // The search trigger then fails on every insert.
-        crate::pg::Cluster::shared().psql(
-            path.to_str().unwrap(),
-            "ALTER TABLE knowledge_entries RENAME COLUMN search TO search_gone",
-        );
-    } else {
-        rusqlite::Connection::open(&path)
-            .unwrap()
-            .execute_batch("DROP TABLE knowledge_fts;")
-            .unwrap();
-    }
+        Engine::Postgres => "ALTER TABLE knowledge_entries RENAME COLUMN search TO search_gone",
+        // The insert then names a column that is not there.
+        Engine::Mariadb => "ALTER TABLE knowledge_entries RENAME COLUMN role TO search_gone",
+        Engine::Sqlite => "DROP TABLE knowledge_fts",
+    };
+    crate::common::sql_on(engine, &path, break_it);
     let broken = s.call(
         "kb_add",
         json!({"content": "after the break", "role": "dev"}),
@@ -734,10 +761,7 @@ fn errors_never_leak_sql_paths_or_traces(engine: Engine, transport: Transport) {
     let e: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(e["error"]["code"], "DATABASE_ERROR", "{text}");
     collect(&broken);
-    let dir = match engine {
-        Engine::Sqlite => path.parent().unwrap().to_string_lossy().into_owned(),
-        Engine::Postgres => crate::pg::Cluster::shared().dir.display().to_string(),
-    };
+    let dir = crate::common::server_dir(engine, &path);
     for t in &texts {
         for needle in [
             "SELECT",
@@ -748,6 +772,9 @@ fn errors_never_leak_sql_paths_or_traces(engine: Engine, transport: Transport) {
             "sqlite",
             "postgres",
             "plpgsql",
+            "mariadb",
+            "MariaDB",
+            "InnoDB",
             ".db",
             &dir,
             "panicked",

@@ -3,6 +3,7 @@
 //! databases in a throwaway cluster the tests start themselves ([`pg`]).
 
 mod common;
+mod maria;
 mod pg;
 
 mod cli;
@@ -17,6 +18,7 @@ mod knowledge;
 mod laminark;
 mod lessons;
 mod lessons_scan;
+mod mariadb;
 mod new;
 mod pm;
 mod postgres;

@@ -302,9 +302,3 @@ impl Drop for Cluster {
         let _ = keeper.0.wait();
     }
 }
-
-/// Whether `path` (a `--db` value) is a PostgreSQL URL.
-pub fn is_url(path: &Path) -> bool {
-    path.to_str()
-        .is_some_and(|s| s.starts_with("postgresql://"))
-}

@@ -3,6 +3,7 @@
 //! server, and one definition's contract on both engines. The knowledge tests that hold for both
 //! engines run on both in `knowledge.rs`.
 
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
@@ -104,12 +105,16 @@ fn no_form_of_a_location_prints_its_password() {
             "keyword/value connection string",
         ),
         (
-            "mysql://user:hunter2@db.example/kb".to_string(),
-            "`mysql://` URL",
+            "mysql://user:hunter2@localhost/kb?socket=/nonexistent-dir/s".to_string(),
+            "cannot connect to MariaDB/MySQL",
         ),
         (
-            "mariadb://user:hun/ter2@db.example/kb".to_string(),
-            "`mariadb://` URL",
+            "mariadb://user:hun/ter2@localhost/kb?socket=/nonexistent-dir/s".to_string(),
+            "percent-encoded",
+        ),
+        (
+            "mariadb://user:hun%2Fter2@localhost/kb?socket=/nonexistent-dir/s".to_string(),
+            "cannot connect to MariaDB/MySQL",
         ),
     ];
     for (location, says) in &forms {
@@ -227,23 +232,19 @@ fn init_creates_the_schema_once_and_refuses_a_database_with_tables() {
 }
 
 #[test]
-fn constraint_failures_are_the_same_tool_error_on_both_engines() {
+fn constraint_failures_are_the_same_tool_error_on_every_engine() {
     let mut errors = Vec::new();
-    for engine in [Engine::Sqlite, Engine::Postgres] {
+    for engine in [Engine::Sqlite, Engine::Postgres, Engine::Mariadb] {
         let db = sample_db_on(engine, "knowledge");
-        // A rule the database keeps and the spec does not know: unique content.
-        let sql = "CREATE UNIQUE INDEX knowledge_unique_content ON knowledge_entries (content)";
-        match engine {
-            Engine::Sqlite => {
-                rusqlite::Connection::open(&db.path)
-                    .unwrap()
-                    .execute_batch(sql)
-                    .unwrap();
+        // A rule the database keeps and the spec does not know: unique content (a prefix of
+        // it on MariaDB, which indexes no whole LONGTEXT).
+        let sql = match engine {
+            Engine::Mariadb => {
+                "CREATE UNIQUE INDEX knowledge_unique_content ON knowledge_entries (content(255))"
             }
-            Engine::Postgres => {
-                Cluster::shared().psql(db.path.to_str().unwrap(), sql);
-            }
-        }
+            _ => "CREATE UNIQUE INDEX knowledge_unique_content ON knowledge_entries (content)",
+        };
+        crate::common::sql_on(engine, &db.path, sql);
         let mut s = start_on(db, "knowledge", &[]);
         s.ok("kb_add", json!({"content": "only once", "role": "dev"}));
         errors.push(s.tool_error("kb_add", json!({"content": "only once", "role": "qa"})));
@@ -255,6 +256,7 @@ fn constraint_failures_are_the_same_tool_error_on_both_engines() {
         "sqlite"
     );
     assert_eq!(errors[1], errors[0], "postgres");
+    assert_eq!(errors[2], errors[0], "mariadb");
 }
 
 #[test]
@@ -428,14 +430,14 @@ fn team_client(team: &Team, c: usize, writes: usize) -> Seen {
 }
 
 /// Every acknowledged write is in the database at `url` exactly once.
-fn acknowledged_writes_present_once(url: &str, acked: &[&String]) {
-    let cluster = Cluster::shared();
-    let present = cluster.psql(
-        url,
-        "SELECT count(*) FILTER (WHERE n = 1), count(*) FILTER (WHERE n > 1)
+fn acknowledged_writes_present_once(engine: Engine, db: &Path, acked: &[&String]) {
+    let present = crate::common::sql_on(
+        engine,
+        db,
+        "SELECT SUM(CASE WHEN n = 1 THEN 1 ELSE 0 END), SUM(CASE WHEN n > 1 THEN 1 ELSE 0 END)
          FROM (SELECT content, count(*) AS n FROM knowledge_entries WHERE content LIKE 'team %' GROUP BY content) c",
     );
-    let (once, twice) = present.split_once('|').expect("two counts");
+    let (once, twice) = present.split_once(['|', '\t']).expect("two counts");
     assert_eq!(twice, "0", "some writes landed twice");
     // Writes cut off by the kill may have landed unacknowledged; acknowledged ones all did.
     let once: usize = once.parse().unwrap();
@@ -445,8 +447,9 @@ fn acknowledged_writes_present_once(url: &str, acked: &[&String]) {
         acked.len()
     );
     let list: Vec<String> = acked.iter().map(|c| format!("'{c}'")).collect();
-    let found = cluster.psql(
-        url,
+    let found = crate::common::sql_on(
+        engine,
+        db,
         &format!(
             "SELECT count(*) FROM knowledge_entries WHERE content IN ({})",
             list.join(",")
@@ -460,12 +463,23 @@ fn acknowledged_writes_present_once(url: &str, acked: &[&String]) {
 }
 
 /// Three replicas on one database, twenty clients with no affinity writing 1,000 entries and
-/// reading each back from another replica; one replica is killed with SIGKILL mid-burst.
-#[test]
-fn a_team_of_replicas_on_one_database_loses_no_acknowledged_write() {
+/// reading each back from another replica; one replica is killed with SIGKILL mid-burst. On
+/// each database server engine.
+mod a_team_of_replicas_on_one_database_loses_no_acknowledged_write {
+    #[test]
+    fn postgres() {
+        super::team_loses_no_acknowledged_write(crate::common::Engine::Postgres)
+    }
+    #[test]
+    fn mariadb() {
+        super::team_loses_no_acknowledged_write(crate::common::Engine::Mariadb)
+    }
+}
+
+fn team_loses_no_acknowledged_write(engine: Engine) {
     const CLIENTS: usize = 20;
     const WRITES: usize = 50;
-    let db = sample_db_on(Engine::Postgres, "knowledge");
+    let db = sample_db_on(engine, "knowledge");
     let replicas: Vec<crate::http::HttpServer> = (0..3)
         .map(|_| crate::http::HttpServer::start(&db.path, &[], &[]))
         .collect();
@@ -504,7 +518,7 @@ fn a_team_of_replicas_on_one_database_loses_no_acknowledged_write() {
     eprintln!("team: acked {} reads {reads} cut {cut}", acked.len());
     assert_eq!(reads + cut, acked.len());
     assert!(cut <= CLIENTS, "{cut} reads cut off");
-    acknowledged_writes_present_once(db.path.to_str().unwrap(), &acked);
+    acknowledged_writes_present_once(engine, &db.path, &acked);
     // The replicas that were not killed still serve.
     for r in &replicas[1..] {
         let mut c = mcpspec_testkit::HttpClient::new(r.addr, None);

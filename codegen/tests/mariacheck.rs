@@ -1,0 +1,103 @@
+//! `codegen check --db knowledge=mysql://...` against a live MariaDB the test starts itself
+//! (the e2e tests' throwaway `mariadbd`): a database made from the spec's own MySQL schema
+//! passes; one that drifted gives a finding per problem at the spec's `mysql:` text. The same
+//! checker as PostgreSQL's and SQLite's, reached through the backend trait.
+
+#[path = "../../tests/e2e/maria.rs"]
+#[allow(dead_code)]
+mod maria;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace")
+        .to_path_buf()
+}
+
+/// The knowledge spec's `database.mysql.schema`, as written.
+fn declared_schema() -> String {
+    let spec = std::fs::read_to_string(root().join("spec/knowledge.yaml")).unwrap();
+    let start = spec
+        .find("  mysql:\n    env: DATABASE_URL\n    schema: |\n")
+        .expect("the knowledge spec declares a MySQL schema");
+    let body = &spec[start..];
+    let body = &body[body.find("schema: |\n").unwrap() + "schema: |\n".len()..];
+    let end = body.find("    sample: |").unwrap();
+    body[..end]
+        .lines()
+        .map(|l| l.strip_prefix("      ").unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Runs the check against `url`; (success, everything it printed).
+fn check(url: &str) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_codegen"))
+        .args(["check", "--db", &format!("knowledge={url}")])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+#[test]
+fn a_database_from_the_declared_schema_passes_and_drift_is_found_at_the_spec() {
+    let server = maria::Server::shared();
+    let fresh = server.create_database();
+    server.sql(&fresh, &declared_schema());
+    let (ok, text) = check(&fresh);
+    assert!(ok, "{text}");
+    // The check only reads: the database holds what it held.
+    assert_eq!(
+        server.sql(&fresh, "SELECT COUNT(*) FROM knowledge_entries"),
+        "0"
+    );
+
+    let drifted = server.create_database();
+    server.sql(&drifted, &declared_schema());
+    server.sql(
+        &drifted,
+        "ALTER TABLE knowledge_entries MODIFY content LONGTEXT NULL;
+         ALTER TABLE knowledge_entries MODIFY role INT NOT NULL;
+         ALTER TABLE knowledge_entries ADD COLUMN author VARCHAR(20) NOT NULL;",
+    );
+    let (ok, text) = check(&drifted);
+    assert!(!ok, "{text}");
+    for want in [
+        // A column of another type than declared.
+        "tool `kb_get`: statement `kb_get`: column `role` is declared text but MariaDB/MySQL returns INT",
+        // A nullable column declared non-null.
+        "tool `kb_get`: statement `kb_get`: column `content` is declared non-null but comes from `knowledge_entries.content`, which may be NULL",
+        // An INSERT that leaves a NOT NULL column without a default unset.
+        "tool `kb_add`: statement `kb_add` leaves `knowledge_entries.author` unset",
+        "--> spec/knowledge.yaml:",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    // Only what drifted: `id` is still NOT NULL.
+    assert!(
+        !text.contains("`knowledge_entries.id`, which may be NULL"),
+        "{text}"
+    );
+
+    // A table that is not there at all.
+    let missing = server.create_database();
+    server.sql(&missing, "CREATE TABLE unrelated (x int)");
+    let (ok, text) = check(&missing);
+    assert!(!ok);
+    assert!(
+        text.contains(
+            "tool `kb_get`: statement `kb_get` does not prepare against the live database:"
+        ) && text.contains("knowledge_entries' doesn't exist"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("socket="),
+        "the check printed the URL: {text}"
+    );
+}
