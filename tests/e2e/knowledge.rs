@@ -222,6 +222,13 @@ fn search_ranks_and_treats_operators_as_text(engine: Engine, transport: Transpor
         ids.contains(&"2d8b1a4c") && ids.contains(&"3e9c2b5d"),
         "{found}"
     );
+    // Every word must appear: "database" alone finds two entries, with "migrations" one.
+    let both = s.ok("kb_search", json!({"query": "database migrations"}));
+    assert_eq!(both["results"].as_array().map(Vec::len), Some(1), "{both}");
+    assert_eq!(
+        both["results"][0]["id"],
+        "3e9c2b5d-8f40-4b12-8d6e-4f5a6b7c8d9e"
+    );
     // Tags are searched too.
     let by_tag = s.ok("kb_search", json!({"query": "acceptance-criteria"}));
     assert_eq!(
