@@ -23,6 +23,9 @@
 //!   [--rounds N]` measures laminark's `search` at each size, through the server and in-process.
 //! - `mcpbench postgres --mcpspec BIN --toolbox BIN --url URL [--rows N] [--calls N]` measures
 //!   knowledge on PostgreSQL against MCP Toolbox's `postgres-sql` source and the driver floor.
+//! - `mcpbench engines --mcpspec BIN --toolbox BIN --sqlite PATH --postgres URL --mariadb URL
+//!   [--rows N] [--calls N]` measures knowledge's `kb_get` and `kb_search` on its three engines,
+//!   each beside its driver floor, and Toolbox's `mysql-sql` source on the same MariaDB.
 //! - `mcpbench dev-loop --mcpspec BIN --root DIR [--edits N]` times YAML edit to the new
 //!   tool's first answer through `mcpspec dev` and prints each time and the median as JSON.
 //! - `mcpbench transports --mcpspec BIN [--calls N]` measures Streamable HTTP against stdio and
@@ -34,6 +37,7 @@
 mod client;
 mod data;
 mod devloop;
+mod engines;
 mod floor;
 mod http;
 mod laminark;
@@ -157,6 +161,30 @@ fn main() -> Result<()> {
                     &PathBuf::from(args.need("mcpspec")?),
                     &PathBuf::from(args.need("toolbox")?),
                     args.need("url")?,
+                    number("rows", "10000")?,
+                    number("calls", "3000")?,
+                )?
+            );
+            Ok(())
+        }
+        "engines" => {
+            let number = |name: &str, default: &str| -> Result<usize> {
+                args.get(name)
+                    .unwrap_or(default)
+                    .parse()
+                    .with_context(|| format!("--{name}"))
+            };
+            let sqlite = PathBuf::from(args.need("sqlite")?);
+            print!(
+                "{}",
+                engines::run(
+                    &PathBuf::from(args.need("mcpspec")?),
+                    &PathBuf::from(args.need("toolbox")?),
+                    &engines::Places {
+                        sqlite: &sqlite,
+                        postgres: args.need("postgres")?,
+                        mariadb: args.need("mariadb")?,
+                    },
                     number("rows", "10000")?,
                     number("calls", "3000")?,
                 )?

@@ -21,7 +21,7 @@ struct Row {
 }
 
 /// Times `calls` calls after a warm-up of a tenth as many.
-fn time(calls: usize, mut call: impl FnMut() -> Result<()>) -> Result<Summary> {
+pub(crate) fn time(calls: usize, mut call: impl FnMut() -> Result<()>) -> Result<Summary> {
     let mut samples = Vec::with_capacity(calls);
     for i in 0..calls + calls / 10 {
         let t = Instant::now();
@@ -84,7 +84,7 @@ fn toolbox_config(url: &str, sql: &str) -> Result<String> {
 }
 
 /// A session on a stdio server started by `command`.
-fn stdio(command: &mut Command) -> Result<StdioClient> {
+pub(crate) fn stdio(command: &mut Command) -> Result<StdioClient> {
     let mut client = StdioClient::spawn(command.stderr(Stdio::null()))?;
     let init = client.initialize()?;
     ensure!(init.get("result").is_some(), "initialize failed: {init}");
@@ -93,7 +93,10 @@ fn stdio(command: &mut Command) -> Result<StdioClient> {
 
 /// A server on 127.0.0.1 started by `command`, once it says it serves (on stdout or stderr);
 /// `port` is where it listens (0 for mcpspec, which reports its port).
-fn http_server(command: &mut Command, port: u16) -> Result<(Child, std::net::SocketAddr)> {
+pub(crate) fn http_server(
+    command: &mut Command,
+    port: u16,
+) -> Result<(Child, std::net::SocketAddr)> {
     let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -130,7 +133,7 @@ fn http_server(command: &mut Command, port: u16) -> Result<(Child, std::net::Soc
 
 /// `clients` threads, each with its own session, making `calls` sequential `kb_get` calls:
 /// calls per second over the whole run and the latency of every call.
-fn throughput(
+pub(crate) fn throughput(
     addr: std::net::SocketAddr,
     id: &str,
     clients: usize,

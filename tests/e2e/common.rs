@@ -281,6 +281,8 @@ pub fn start(server: &str, extra: &[&str]) -> Session {
     start_on(sample_db(server), server, extra)
 }
 
+/// `mcpspec serve SERVER --db DB EXTRA` over stdio. Its log is dropped; with `E2E_STDERR` set
+/// in the environment it goes to the test's stderr, to read why a call failed.
 pub fn start_on(db: Db, server: &str, extra: &[&str]) -> Session {
     start_command(
         Command::new(exe_for(server))
@@ -288,7 +290,11 @@ pub fn start_on(db: Db, server: &str, extra: &[&str]) -> Session {
             .arg(&db.path)
             .args(extra)
             .env("MCPSPEC_LOG", "warn")
-            .stderr(Stdio::null()),
+            .stderr(if std::env::var_os("E2E_STDERR").is_some() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            }),
         db,
     )
 }

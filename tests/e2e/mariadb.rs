@@ -152,3 +152,42 @@ fn search_requires_the_indexed_words_and_reads_operators_as_text() {
     assert_eq!(count("\"database migrations\" <nothing>"), 0);
     s.finish();
 }
+
+/// Connections the server drops (`KILL CONNECTION`, as a restart or `wait_timeout` would) are
+/// found dead and replaced: the next read answers, run once more on a fresh connection, and so
+/// does everything after it.
+#[test]
+fn connections_the_server_drops_are_replaced_and_reads_recover() {
+    let db = sample_db_on(Engine::Mariadb, "knowledge");
+    let url = db.path.to_str().unwrap().to_string();
+    let name = url["mysql://root@localhost/".len()..]
+        .split('?')
+        .next()
+        .unwrap()
+        .to_string();
+    let server = Server::shared();
+    let mut s = start_on(db, "knowledge", &[]);
+    let id = "2d8b1a4c-7e3f-4a01-9c5d-3e4f5a6b7c8d";
+    s.ok("kb_get", json!({"id": id}));
+    let kill_all = || {
+        let ids = server.sql(
+            "mysql",
+            &format!(
+                "SELECT GROUP_CONCAT(id) FROM information_schema.processlist
+                 WHERE db = '{name}' AND id <> CONNECTION_ID()"
+            ),
+        );
+        assert!(!ids.is_empty() && ids != "NULL", "no connection to kill");
+        for id in ids.split(',') {
+            server.sql("mysql", &format!("KILL CONNECTION {id}"));
+        }
+    };
+    kill_all();
+    for _ in 0..3 {
+        let got = s.ok("kb_get", json!({"id": id}));
+        assert_eq!(got["id"], id);
+    }
+    let added = s.ok("kb_add", json!({"content": "after the kill", "role": "qa"}));
+    assert!(added["id"].is_string());
+    s.finish();
+}

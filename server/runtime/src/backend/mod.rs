@@ -527,6 +527,11 @@ pub fn in_transaction(
     result.map_err(|Aborted| JobError::Aborted)
 }
 
+/// A database server's connection idle for longer is checked with a round trip before a job
+/// gets it, so that a server that restarted meanwhile costs no call an error.
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+pub(crate) const IDLE_CHECK: Duration = Duration::from_secs(1);
+
 /// A server's database: the backend its location selected.
 pub struct Database(Box<dyn Backend>);
 

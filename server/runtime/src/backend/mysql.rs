@@ -17,12 +17,14 @@
 //!   `?socket=/path`.
 //! - Nothing here prints a password or a statement's arguments.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use mysql::prelude::Queryable;
 use mysql::{Opts, OptsBuilder, PoolConstraints, PoolOpts, SslOpts};
 
+use super::IDLE_CHECK;
 use super::watchdog::{Cancel, Watchdog};
 use super::{
     Backend, Bind, Changes, Column, Described, ErrorKind, Failure, JobError, JobKind, OpenError,
@@ -206,6 +208,8 @@ pub struct Pool {
     watchdog: Arc<Watchdog>,
     /// When a job last found its connection dead: reads then run once more.
     died: Mutex<Option<Instant>>,
+    /// When each pooled connection (by id) was last handed to a job.
+    used: Mutex<HashMap<u32, Instant>>,
     /// Every writing transaction is rolled back instead of committed.
     rehearsal: bool,
 }
@@ -224,9 +228,18 @@ impl Pool {
         drop(first);
         let mariadb = version.to_ascii_lowercase().contains("mariadb");
         let constraints = PoolConstraints::new(1, MAX_CONNECTIONS).unwrap_or_default();
+        // A connection keeps its session and its prepared statements between jobs: the pool's
+        // default reset on return (COM_RESET_CONNECTION, the session set-up again, every
+        // statement prepared anew) cost five round trips a call. Nothing of a job outlives it:
+        // every job ends its transaction, and only the set-up above sets the session.
         let opts: Opts = builder
             .init(session_setup(read_only, mariadb, timeout))
-            .pool_opts(PoolOpts::default().with_constraints(constraints))
+            .pool_opts(
+                PoolOpts::default()
+                    .with_constraints(constraints)
+                    .with_reset_connection(false)
+                    .with_check_health(false),
+            )
             .into();
         let pool = mysql::Pool::new(opts).map_err(|e| connect_error(url, &e))?;
         Ok(Pool {
@@ -235,18 +248,40 @@ impl Pool {
             read_only,
             watchdog: Watchdog::start("mysql-watchdog"),
             died: Mutex::new(None),
+            used: Mutex::new(HashMap::new()),
             rehearsal: false,
         })
     }
 
+    /// A pooled connection that answers. One used within [`IDLE_CHECK`] and not before a
+    /// connection was last found dead is taken as it is; any other is pinged first, and one
+    /// that does not answer leaves the pool (the driver's own ping on every checkout cost a
+    /// round trip a call).
     fn checkout(&self) -> Result<mysql::PooledConn, Failure> {
-        self.pool
-            .try_get_conn(CHECKOUT_TIMEOUT)
-            .map_err(|e| Failure {
-                kind: ErrorKind::Other,
-                message: format!("no MariaDB/MySQL connection: {}", describe(&e)),
-                constraint: String::new(),
-            })
+        let unavailable = |message: String| Failure {
+            kind: ErrorKind::Other,
+            message,
+            constraint: String::new(),
+        };
+        for _ in 0..=MAX_CONNECTIONS {
+            let mut conn = self.pool.try_get_conn(CHECKOUT_TIMEOUT).map_err(|e| {
+                unavailable(format!("no MariaDB/MySQL connection: {}", describe(&e)))
+            })?;
+            let id = conn.connection_id();
+            let now = Instant::now();
+            let used = lock(&self.used).insert(id, now);
+            let died = *lock(&self.died);
+            let suspect = died.is_some_and(|d| used.is_none_or(|u| u <= d));
+            let fresh = used.is_some_and(|u| now - u < IDLE_CHECK) && !suspect;
+            if fresh || conn.as_mut().ping().is_ok() {
+                return Ok(conn);
+            }
+            lock(&self.used).remove(&id);
+            drop(conn.unwrap());
+        }
+        Err(unavailable(
+            "no MariaDB/MySQL connection answers".to_string(),
+        ))
     }
 
     /// The columns `text` returns, from preparing it (nothing runs). MariaDB describes a
@@ -287,6 +322,11 @@ impl Pool {
         let mut conn = self.checkout().map_err(|f| f.message)?;
         f(&mut conn)
     }
+}
+
+/// `m`, locked; a panic elsewhere does not poison what it guards here.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// `KILL QUERY` for one connection's running statement, sent on a connection of its own.
@@ -341,7 +381,7 @@ impl Backend for Pool {
                 continue;
             }
             if out.is_err() && died {
-                *self.died.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+                *lock(&self.died) = Some(Instant::now());
                 if !kind.writes && !retried {
                     retried = true;
                     continue;
@@ -531,6 +571,18 @@ fn tables(conn: &mut impl Queryable) -> Result<Vec<String>, mysql::Error> {
     )
 }
 
+/// Whether `e` says the connection itself is gone: the socket failed, or the server said so
+/// (1927 killed, 1053 shutting down, 4031 closed for inactivity, 2006/2013 gone away).
+fn connection_died(e: &mysql::Error) -> bool {
+    match e {
+        mysql::Error::IoError(_) | mysql::Error::CodecError(_) | mysql::Error::DriverError(_) => {
+            true
+        }
+        mysql::Error::MySqlError(m) => matches!(m.code, 1927 | 1053 | 4031 | 2006 | 2013),
+        _ => false,
+    }
+}
+
 /// A job's connection.
 struct MySession<'c> {
     conn: &'c mut mysql::PooledConn,
@@ -544,7 +596,7 @@ impl MySession<'_> {
     fn failed(&mut self, e: &mysql::Error) -> Failure {
         let code = server_code(e);
         self.conflict = matches!(code, Some(1213 | 1205));
-        self.died = matches!(e, mysql::Error::IoError(_) | mysql::Error::DriverError(_));
+        self.died = connection_died(e);
         failure(e)
     }
 

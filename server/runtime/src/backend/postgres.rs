@@ -16,6 +16,7 @@ use postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
 use postgres::{Client, Statement};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
+use super::IDLE_CHECK;
 use super::watchdog::{Cancel, Watchdog};
 use super::{
     Backend, Bind, Changes, ErrorKind, Failure, JobError, JobKind, OpenError, Row, Session, Sql,
@@ -145,10 +146,6 @@ pub struct Conn {
     /// transaction was rolled back whole and may run again.
     conflict: bool,
 }
-
-/// A connection idle for longer is checked with a round trip before a job gets it, so that a
-/// server that restarted meanwhile costs no call an error.
-const IDLE_CHECK: Duration = Duration::from_secs(1);
 
 /// Opens connections for the pool.
 struct Manager {
