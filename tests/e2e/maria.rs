@@ -203,7 +203,13 @@ impl Server {
     pub fn sql(&self, db: &str, sql: &str) -> String {
         let name = database_of(db);
         let out = Command::new(&self.client)
-            .args(["--no-defaults", "-N", "-B", "-S"])
+            .args([
+                "--no-defaults",
+                "--default-character-set=utf8mb4",
+                "-N",
+                "-B",
+                "-S",
+            ])
             .arg(self.socket())
             .args(["-u", "root", "-D", name, "-e", sql])
             .output()

@@ -1794,16 +1794,12 @@ fn pg_workflow(s: &mut Session, db: &str) {
     assert_eq!(left, "0");
 }
 
-/// The database errors on a PostgreSQL server: the same codes, messages and data as on files,
-/// checked before anything reaches the server; names and paths from calls never get near SQL.
-#[test]
-fn database_errors_on_a_postgresql_server_carry_their_data() {
-    let (project, db) = pg_project();
-    let mut s = start_project("pm", project, json!({}));
-    std::fs::write(root(&s).join("ok.sql"), "SELECT 1;").unwrap();
+/// The calls that must fail on a database server before anything reaches it, or with the
+/// server's own refusal, for a project whose default database is `db`: (tool, arguments, the
+/// error's data).
+fn server_error_cases(db: &str) -> Vec<(&'static str, Value, Value)> {
     let none = format!("{db}_none");
-    // (tool, arguments, the error's data)
-    let cases = [
+    vec![
         (
             "db.create",
             json!({"database": "other_db"}),
@@ -1864,7 +1860,17 @@ fn database_errors_on_a_postgresql_server_carry_their_data() {
             json!({"database": db, "tables": ["users", "ghosts"]}),
             json!({"code": "TABLE_NOT_FOUND", "database": db, "table": "ghosts"}),
         ),
-    ];
+    ]
+}
+
+/// The database errors on a PostgreSQL server: the same codes, messages and data as on files,
+/// checked before anything reaches the server; names and paths from calls never get near SQL.
+#[test]
+fn database_errors_on_a_postgresql_server_carry_their_data() {
+    let (project, db) = pg_project();
+    let mut s = start_project("pm", project, json!({}));
+    std::fs::write(root(&s).join("ok.sql"), "SELECT 1;").unwrap();
+    let cases = server_error_cases(&db);
     for (tool, args, data) in cases {
         let e = s.rpc_error(tool, args.clone());
         assert_eq!(e["data"], data, "{tool} {args}");
@@ -2243,4 +2249,358 @@ fn endless_imports_are_stopped_at_their_deadline_and_hold_up_no_other_tool() {
         c.finish(Duration::from_secs(10))
             .is_some_and(|s| s.success())
     );
+}
+
+/// A project whose `.pm.json` names the test MariaDB server (`"mysql"`): pm connects as
+/// `{prefix}_pm`, an account with every right on the project's databases (`{prefix}%`), the
+/// grant option there and the right to make accounts (for the account each import runs as),
+/// and nothing else. Its default database `{prefix}` holds rows of many types, an
+/// auto-increment counter, an index, a foreign key, a view and a trigger. Returns the project
+/// and the prefix.
+fn maria_project() -> (tempfile::TempDir, String) {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(1);
+    let server = crate::maria::Server::shared();
+    let prefix = format!(
+        "pm{}m{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    git(root, &["init", "-q", "-b", "main"]);
+    std::fs::write(root.join(".gitignore"), ".pm/\n").unwrap();
+    git(root, &["add", ".gitignore"]);
+    git(root, &["commit", "-q", "-m", "init"]);
+    let config = json!({
+        "databases_dir": ".pm/databases", "dumps_dir": ".pm/dumps", "worktrees_dir": ".pm/worktrees",
+        "default_database": prefix, "allowed_databases": [prefix, format!("{prefix}_*")],
+        "mysql": maria_url(&prefix, &prefix),
+    });
+    std::fs::write(root.join(".pm.json"), config.to_string()).unwrap();
+    server.sql(
+        "mysql",
+        &format!(
+            "CREATE USER {prefix}_pm@'%' IDENTIFIED BY 'pm-secret';
+             GRANT ALL ON `{prefix}%`.* TO {prefix}_pm@'%' WITH GRANT OPTION;
+             GRANT CREATE USER ON *.* TO {prefix}_pm@'%';
+             CREATE DATABASE {prefix}"
+        ),
+    );
+    server.sql(
+        &prefix,
+        "CREATE TABLE users (id INT AUTO_INCREMENT PRIMARY KEY, name VARCHAR(100) NOT NULL,
+                             score DOUBLE, avatar BLOB, note TEXT, KEY users_name (name))
+           DEFAULT CHARSET = utf8mb4;
+         CREATE TABLE tags (user_id INT, tag VARCHAR(20), PRIMARY KEY (user_id, tag),
+                            FOREIGN KEY (user_id) REFERENCES users (id));
+         CREATE TRIGGER users_tag AFTER INSERT ON users FOR EACH ROW INSERT INTO tags VALUES (NEW.id, 'new');
+         CREATE VIEW named AS SELECT name FROM users;
+         INSERT INTO users (name, score, avatar, note) VALUES
+           ('Ada', 0.1, 0x00ff10, 'it''s \"quoted\"; -- not a comment'),
+           ('Grace', -1e300, NULL, 'line one\\nline two'),
+           ('Zoë 😀', 3.0, '', NULL);",
+    );
+    (dir, prefix)
+}
+
+/// The URL pm connects with: the test server's socket, as `{prefix}_pm`, database `db`.
+fn maria_url(prefix: &str, db: &str) -> String {
+    let socket = crate::maria::Server::shared().socket();
+    format!(
+        "mysql://{prefix}_pm:pm-secret@localhost/{db}?socket={}",
+        socket.display()
+    )
+}
+
+/// Database `name`'s schema and rows as text, to compare two databases of the server.
+fn maria_contents(name: &str) -> String {
+    crate::maria::Server::shared().sql(
+        name,
+        "SELECT GROUP_CONCAT(x ORDER BY x SEPARATOR '\\n') FROM (
+           SELECT CONCAT_WS(' ', table_name, column_name, column_type, is_nullable, column_default, extra) AS x
+             FROM information_schema.columns WHERE table_schema = DATABASE()
+           UNION ALL SELECT CONCAT_WS(' ', 'index', table_name, index_name, column_name)
+             FROM information_schema.statistics WHERE table_schema = DATABASE()
+           UNION ALL SELECT CONCAT_WS(' ', 'fk', constraint_name, referenced_table_name)
+             FROM information_schema.referential_constraints WHERE constraint_schema = DATABASE()
+           UNION ALL SELECT CONCAT_WS(' ', 'trigger', trigger_name, action_statement)
+             FROM information_schema.triggers WHERE trigger_schema = DATABASE()
+           UNION ALL SELECT CONCAT_WS(' ', 'view', table_name) FROM information_schema.views
+             WHERE table_schema = DATABASE()
+           UNION ALL SELECT CONCAT_WS(' ', 'users', id, name, score, HEX(avatar), note) FROM users
+           UNION ALL SELECT CONCAT_WS(' ', 'tags', user_id, tag) FROM tags
+           UNION ALL SELECT CONCAT('next id ', auto_increment) FROM information_schema.tables
+             WHERE table_schema = DATABASE() AND table_name = 'users'
+         ) all_of_it",
+    )
+}
+
+/// How many databases named `name` the test server has.
+fn maria_databases_named(name: &str) -> String {
+    crate::maria::Server::shared().sql(
+        "mysql",
+        &format!("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = '{name}'"),
+    )
+}
+
+#[test]
+fn databases_on_a_mariadb_server_are_created_cloned_dumped_imported_and_dropped() {
+    let (project, db) = maria_project();
+    let mut s = start_project("pm", project, json!({}));
+    let dir = root(&s).to_path_buf();
+    let scratch = format!("{db}_scratch");
+    let created = s.ok("db.create", json!({"database": scratch}));
+    // The path of a database on a server is its URL, without the password.
+    let shown = maria_url(&db, &scratch).replace("pm-secret", "***");
+    assert_eq!(created, json!({"database": scratch, "path": shown}));
+    let cloned = s.ok("db.clone", json!({"target": format!("{db}_copy")}));
+    assert_eq!(cloned["source"], json!(db));
+    assert_eq!(maria_contents(&format!("{db}_copy")), maria_contents(&db));
+    let list = s.ok("db.list", json!({}));
+    let names: Vec<&str> = list["databases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [db.clone(), format!("{db}_copy"), format!("{db}_scratch")]
+    );
+    assert_eq!(list["databases"][0]["default"], json!(true));
+
+    // A dump imported into a new database gives the same schema, rows and counter.
+    let dump = s.ok("db.dump", json!({"database": db}));
+    // By name on MariaDB, whose tables keep no creation order finer than a second.
+    assert_eq!(dump["tables"], json!(["tags", "users"]));
+    let text = std::fs::read_to_string(dir.join(dump["path"].as_str().unwrap())).unwrap();
+    assert!(!text.contains("DEFINER="), "{text}");
+    let restored = format!("{db}_restored");
+    let imported = s.ok(
+        "db.import",
+        json!({"database": restored, "sql_path": dump["path"]}),
+    );
+    assert_eq!(imported["created"], json!(true));
+    assert_eq!(maria_contents(&restored), maria_contents(&db));
+    let part = s.ok("db.dump", json!({"database": db, "tables": ["tags"]}));
+    assert_eq!(part["tables"], json!(["tags"]));
+    let text = std::fs::read_to_string(dir.join(part["path"].as_str().unwrap())).unwrap();
+    assert!(!text.contains("CREATE TABLE `users`"), "{text}");
+    let e = s.rpc_error("db.dump", json!({"database": db, "tables": ["nope"]}));
+    assert_eq!(e["data"]["code"], "TABLE_NOT_FOUND");
+
+    // A failing import leaves no new database behind.
+    std::fs::write(
+        dir.join("bad.sql"),
+        "CREATE TABLE t (x int); INSERT INTO nope VALUES (1);",
+    )
+    .unwrap();
+    let bad = format!("{db}_bad");
+    let e = s.rpc_error("db.import", json!({"database": bad, "sql_path": "bad.sql"}));
+    assert_eq!(e["data"]["code"], "SQL_FAILED");
+    assert!(
+        e["data"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("nope' doesn't exist"),
+        "{e}"
+    );
+    assert_eq!(maria_databases_named(&bad), "0");
+
+    let e = s.rpc_error("db.drop", json!({"database": db, "confirm": true}));
+    assert_eq!(e["data"]["code"], "DB_IS_DEFAULT");
+    let e = s.rpc_error("db.clone", json!({"target": format!("{db}_copy")}));
+    assert_eq!(e["data"]["code"], "DB_EXISTS");
+    s.ok("db.drop", json!({"database": scratch, "confirm": true}));
+    let e = s.rpc_error("db.drop", json!({"database": scratch, "confirm": true}));
+    assert_eq!(e["data"]["code"], "DB_NOT_FOUND");
+
+    // A workflow clones the default database for its worktree and drops it when undone.
+    let wf = s.ok(
+        "workflow.create",
+        json!({"branch": "Fix-1", "new_branch": true}),
+    );
+    let branch_db = format!("{db}_fix_1");
+    assert_eq!(wf["database"], json!(branch_db));
+    assert_eq!(maria_contents(&branch_db), maria_contents(&db));
+    let removed = s.ok(
+        "workflow.remove",
+        json!({"branch": "Fix-1", "drop_db": true, "confirm": true}),
+    );
+    assert_eq!(removed["dropped"], json!(true));
+    assert_eq!(maria_databases_named(&branch_db), "0");
+
+    // The resources read the server's tables, and the config hides nothing but a password.
+    let info = read_json(&mut s, &format!("pm://database/{db}"));
+    assert_eq!(
+        (&info["default"], &info["tables"]),
+        (
+            &json!(true),
+            &json!([{"name": "tags", "rows": 3}, {"name": "users", "rows": 3}])
+        )
+    );
+    let config = read_json(&mut s, "pm://config");
+    assert_eq!(
+        config["mysql"],
+        json!(maria_url(&db, &db).replace("pm-secret", "***"))
+    );
+    s.finish();
+}
+
+/// An import runs as an account with rights on its own database only, made for the call and
+/// dropped after it: what the text guard lets through is still kept in the database, and the
+/// guard refuses the plainly hostile before anything runs.
+#[test]
+fn a_mariadb_import_is_confined_to_its_database() {
+    let (project, db) = maria_project();
+    let server = crate::maria::Server::shared();
+    // Another project's database on the same server, and the server's own tables.
+    let other = format!("{db}_other");
+    server.sql(
+        "mysql",
+        &format!("CREATE DATABASE {other}; CREATE TABLE {other}.secret (x TEXT); INSERT INTO {other}.secret VALUES ('s3cret')"),
+    );
+    let mut s = start_project("pm", project, json!({}));
+    let dir = root(&s).to_path_buf();
+    let target = format!("{db}_target");
+    // (file, what the reason says, in lowercase as pm gives every reason)
+    let cases = [
+        (format!("CREATE TABLE {other}.planted (x int)"), "denied"),
+        (format!("INSERT INTO {other}.secret VALUES ('planted')"), "denied"),
+        (format!("CREATE TABLE stolen AS SELECT * FROM {other}.secret"), "denied"),
+        ("CREATE TABLE stolen AS SELECT user, password FROM mysql.user".to_string(), "denied"),
+        ("CREATE TABLE t (x int); ALTER TABLE t ENGINE = CONNECT TABLE_TYPE = DOS FILE_NAME = '/etc/passwd'".to_string(), ""),
+        ("LOAD DATA INFILE '/etc/passwd' INTO TABLE t".to_string(), "refused load data"),
+        ("SELECT 'x' INTO OUTFILE '/tmp/pm-evil'".to_string(), "refused into outfile"),
+        ("CREATE TABLE f AS SELECT LOAD_FILE('/etc/passwd') AS x".to_string(), "refused load_file"),
+        ("SET GLOBAL max_connections = 1".to_string(), "refused set global"),
+        (format!("GRANT ALL ON *.* TO {db}_pm@'%'"), "refused grant"),
+        ("CREATE USER evil IDENTIFIED BY 'x'".to_string(), "refused an account statement"),
+        ("INSTALL PLUGIN connect SONAME 'ha_connect'".to_string(), "refused install plugin"),
+        ("/*!50000 LOAD DATA INFILE '/etc/passwd' INTO TABLE t */".to_string(), "refused load data"),
+        ("\\! touch /tmp/pm-evil".to_string(), "refused a client command"),
+        ("source /etc/passwd".to_string(), "refused a client command"),
+        (format!("DROP DATABASE {other}"), "refused a database statement"),
+        (format!("USE {other}"), "refused use"),
+    ];
+    for (sql, says) in &cases {
+        std::fs::write(dir.join("evil.sql"), sql).unwrap();
+        let e = s.rpc_error(
+            "db.import",
+            json!({"database": target, "sql_path": "evil.sql"}),
+        );
+        assert_eq!(e["data"]["code"], "SQL_FAILED", "{sql}: {e}");
+        let reason = e["data"]["reason"].as_str().unwrap();
+        assert!(reason.contains(says), "{sql}: {reason}");
+        assert!(!reason.contains("pm-secret"), "{sql}: {reason}");
+        assert_eq!(maria_databases_named(&target), "0", "{sql}");
+    }
+    assert_eq!(
+        server.sql(&other, "SELECT GROUP_CONCAT(x) FROM secret"),
+        "s3cret"
+    );
+    assert!(!Path::new("/tmp/pm-evil").exists());
+    // Every account made for an import is gone.
+    assert_eq!(
+        server.sql(
+            "mysql",
+            "SELECT COUNT(*) FROM mysql.user WHERE user LIKE 'pm\\_import\\_%'"
+        ),
+        "0"
+    );
+    s.finish();
+}
+
+/// The same errors on a MariaDB server, and `.pm.json` naming a server wrongly.
+#[test]
+fn database_errors_on_a_mariadb_server_carry_their_data() {
+    let (project, db) = maria_project();
+    let dir = project.path().to_path_buf();
+    let mut s = start_project("pm", project, json!({}));
+    for (tool, args, data) in server_error_cases(&db) {
+        let e = s.rpc_error(tool, args.clone());
+        assert_eq!(e["data"], data, "{tool} {args}");
+    }
+    assert_eq!(
+        crate::maria::Server::shared().sql(
+            "mysql",
+            &format!("SELECT GROUP_CONCAT(schema_name) FROM information_schema.schemata WHERE schema_name LIKE '{db}%' OR schema_name = 'other_db'"),
+        ),
+        db
+    );
+    let config: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join(".pm.json")).unwrap()).unwrap();
+    for (key, value, reason) in [
+        (
+            "mysql",
+            json!("ftp://x/y"),
+            "`mysql` must be a mysql:// or mariadb:// URL, or env:NAME",
+        ),
+        (
+            "mysql",
+            json!("env:PM_NO_SUCH_VARIABLE"),
+            "`mysql` names the variable PM_NO_SUCH_VARIABLE, which is not set",
+        ),
+        (
+            "postgres",
+            json!("postgresql:///x"),
+            "name one database server: `postgres` or `mysql`, not both",
+        ),
+    ] {
+        let mut c = config.clone();
+        c[key] = value;
+        std::fs::write(dir.join(".pm.json"), c.to_string()).unwrap();
+        let e = s.rpc_error("db.list", json!({}));
+        assert_eq!(
+            e["data"],
+            json!({"code": "CONFIG_INVALID", "path": ".pm.json", "reason": reason}),
+            "{key}"
+        );
+    }
+    s.finish();
+}
+
+/// An import on MariaDB stops at the call's deadline: each statement is limited to what is
+/// left of the call's time (less a margin for undoing it), the database the call created is
+/// dropped, and so is its account, before the call answers.
+#[test]
+fn a_mariadb_import_stops_at_its_deadline_and_leaves_nothing() {
+    let (project, db) = maria_project();
+    std::fs::write(
+        project.path().join("endless.sql"),
+        "CREATE TABLE t (x INT); INSERT INTO t SELECT SLEEP(600);",
+    )
+    .unwrap();
+    let mut c = StdioClient::spawn(
+        Command::new(crate::common::EXE)
+            .args(["serve", "pm"])
+            .current_dir(project.path())
+            .env("MCPSPEC_LOG", "warn")
+            .env("MCPSPEC_CALL_TIMEOUT_MS", "2000")
+            .stderr(Stdio::null()),
+    )
+    .unwrap();
+    c.initialize().unwrap();
+    let target = format!("{db}_endless");
+    let r = c
+        .call_tool(
+            "db.import",
+            json!({"database": target, "sql_path": "endless.sql"}),
+        )
+        .unwrap();
+    // The statement is stopped short of the deadline, so that the call undoes the import and
+    // answers before it.
+    assert_eq!(r["error"]["data"]["code"], "SQL_FAILED", "{r}");
+    let reason = r["error"]["data"]["reason"].as_str().unwrap();
+    assert!(reason.contains("max_statement_time"), "{reason}");
+    assert_eq!(maria_databases_named(&target), "0");
+    assert_eq!(
+        crate::maria::Server::shared().sql(
+            "mysql",
+            "SELECT COUNT(*) FROM mysql.user WHERE user LIKE 'pm\\_import\\_%'"
+        ),
+        "0"
+    );
+    drop(project);
 }

@@ -11,15 +11,18 @@
 //! opened by their real path without following links, and new files are created exclusively.
 //! `db.import` runs its SQL under an authorizer that refuses anything reaching another file.
 //! Git runs as a child process with an argument list, never through a shell. When `.pm.json`
-//! names a PostgreSQL server (`"postgres"`), the databases are that server's, managed by
-//! `postgres` with the same tools, names, rules and errors.
+//! names a database server (`"postgres"` or `"mysql"`), the databases are that server's,
+//! managed through [`server::DatabaseServer`] (`postgres`, `mysql`) with the same tools,
+//! names, rules and errors.
 //!
 //! Two resources are read through handlers too: `pm://config`, the validated config, and
 //! `pm://database/{name}`, one database's tables and row counts. A missing config or database
 //! is resource-not-found (-32002), since the URI names nothing; a name that is invalid, a
 //! traversal attempt or not allowed is refused with the same declared errors as the tools.
 
+mod mysql;
 mod postgres;
+mod server;
 
 use std::path::{Component, Path, PathBuf};
 use std::process::Command;
@@ -35,6 +38,7 @@ use crate::generated::pm::{
     WorktreeListHandler, WorktreeRemoveHandler, args, outputs,
 };
 use mcpspec::handler::{Context, HandlerError, ResourceBody, ResourceVars};
+use server::DatabaseServer;
 
 /// The `pm` handlers; all state is in the project's files.
 #[derive(Debug, Clone, Copy, Default)]
@@ -64,6 +68,10 @@ pub struct Config {
     /// `databases_dir` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub postgres: Option<String>,
+    /// A MariaDB/MySQL server whose databases these are (a `mysql://` or `mariadb://` URL, or
+    /// `env:NAME`); its account needs the rights to create, drop and grant on them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mysql: Option<String>,
     /// The role a PostgreSQL import runs as (`pm_import` when absent): no attributes, no
     /// memberships, and pm's role a member of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -101,6 +109,7 @@ impl Config {
             allowed_databases: vec![name.clone(), format!("{name}_*")],
             default_database: name,
             postgres: None,
+            mysql: None,
             import_role: None,
             superuser_imports: false,
         }
@@ -132,6 +141,9 @@ impl Config {
             if !(valid_db_name(base) || (a.ends_with('*') && base.is_empty())) {
                 return Some(format!("`allowed_databases` has an invalid entry `{a}`"));
             }
+        }
+        if self.postgres.is_some() && self.mysql.is_some() {
+            return Some("name one database server: `postgres` or `mysql`, not both".into());
         }
         None
     }
@@ -215,6 +227,27 @@ fn rel(p: &Path) -> String {
     p.to_string_lossy().replace('\\', "/")
 }
 
+/// The database server `.pm.json` names (`postgres` or `mysql`), if any.
+fn database_server(
+    config: &Config,
+    ctx: &Context,
+) -> std::result::Result<Option<Box<dyn DatabaseServer>>, String> {
+    if let Some(url) = &config.postgres {
+        let settings = postgres::Settings {
+            url,
+            import_role: config.import_role.as_deref(),
+            superuser_imports: config.superuser_imports,
+        };
+        let server = postgres::Server::from_config(&settings, ctx.stop().clone())?;
+        return Ok(Some(Box::new(server)));
+    }
+    if let Some(url) = &config.mysql {
+        let server = mysql::Server::from_config(url, ctx.stop().clone())?;
+        return Ok(Some(Box::new(server)));
+    }
+    Ok(None)
+}
+
 /// One git worktree: `(path, head, branch, main)`.
 type Worktree = (PathBuf, String, Option<String>, bool);
 
@@ -222,8 +255,8 @@ type Worktree = (PathBuf, String, Option<String>, bool);
 struct Project {
     root: PathBuf,
     config: Config,
-    /// The PostgreSQL server the databases are on, when the config names one.
-    pg: Option<postgres::Server>,
+    /// The database server the databases are on, when the config names one.
+    server: Option<Box<dyn DatabaseServer>>,
 }
 
 impl Project {
@@ -253,43 +286,33 @@ impl Project {
                 .with("path", CONFIG_FILE)
                 .with("reason", reason));
         }
-        let pg = match &config.postgres {
-            Some(url) => {
-                let settings = postgres::Settings {
-                    url,
-                    import_role: config.import_role.as_deref(),
-                    superuser_imports: config.superuser_imports,
-                };
-                Some(
-                    postgres::Server::from_config(&settings, ctx.stop().clone()).map_err(
-                        |reason| {
-                            HandlerError::new("CONFIG_INVALID")
-                                .with("path", CONFIG_FILE)
-                                .with("reason", reason)
-                        },
-                    )?,
-                )
-            }
-            None => None,
-        };
-        Ok(Project { root, config, pg })
+        let server = database_server(&config, ctx).map_err(|reason| {
+            HandlerError::new("CONFIG_INVALID")
+                .with("path", CONFIG_FILE)
+                .with("reason", reason)
+        })?;
+        Ok(Project {
+            root,
+            config,
+            server,
+        })
     }
 
     /// Where database `name` is, for results: its file relative to the project, or its URL on
-    /// the PostgreSQL server without the password.
+    /// the database server without the password.
     fn location(&self, name: &str) -> String {
-        match &self.pg {
-            Some(pg) => pg.location(name),
+        match &self.server {
+            Some(server) => server.location(name),
             None => rel(&self.db_rel(name)),
         }
     }
 
     /// Refuses a name that is not allowed or a database that does not exist.
     fn must_exist(&self, field: &str, name: &str) -> Result<()> {
-        match &self.pg {
-            Some(pg) => {
+        match &self.server {
+            Some(server) => {
                 self.allowed(field, name)?;
-                if !pg.exists(name)? {
+                if !server.exists(name)? {
                     return Err(HandlerError::new("DB_NOT_FOUND").with("database", name));
                 }
                 Ok(())
@@ -338,9 +361,9 @@ impl Project {
     /// The database files, by name, with their sizes; a file whose link leads outside the
     /// project is left out.
     fn databases(&self) -> Result<Vec<(String, u64)>> {
-        if let Some(pg) = &self.pg {
+        if let Some(server) = &self.server {
             // The server's other databases are not the project's.
-            return Ok(pg
+            return Ok(server
                 .databases()?
                 .into_iter()
                 .filter(|(n, _)| valid_db_name(n) && self.config.allows(n))
@@ -506,8 +529,8 @@ impl Project {
 
     fn create_db(&self, name: &str) -> Result<()> {
         self.allowed("database", name)?;
-        if let Some(pg) = &self.pg {
-            return pg.create(name);
+        if let Some(server) = &self.server {
+            return server.create(name);
         }
         let path = self.db_file("database", name)?;
         if path.exists() {
@@ -524,10 +547,10 @@ impl Project {
     }
 
     fn clone_db(&self, source: &str, target: &str) -> Result<()> {
-        if let Some(pg) = &self.pg {
+        if let Some(server) = &self.server {
             self.must_exist("source", source)?;
             self.allowed("target", target)?;
-            return pg.clone_from(source, target);
+            return server.clone_database(source, target);
         }
         let from = self.existing("source", source)?;
         self.allowed("target", target)?;
@@ -549,9 +572,9 @@ impl Project {
         if name == self.config.default_database {
             return Err(HandlerError::new("DB_IS_DEFAULT").with("database", name));
         }
-        if let Some(pg) = &self.pg {
+        if let Some(server) = &self.server {
             self.must_exist("database", name)?;
-            return pg.drop(name);
+            return server.drop_database(name);
         }
         self.existing("database", name)?;
         // The name is what goes: a link (checked to stay inside) is removed, not its target.
@@ -810,10 +833,10 @@ impl DbListHandler for Pm {
 impl DbDumpHandler for Pm {
     fn db_dump(&self, ctx: &Context, args: args::DbDump) -> Result<outputs::DbDump> {
         let p = Project::open(ctx)?;
-        let (text, tables) = match &p.pg {
-            Some(pg) => {
+        let (text, tables) = match &p.server {
+            Some(server) => {
                 p.must_exist("database", &args.database)?;
-                pg_dump(pg, &args.database, args.tables.as_deref())?
+                server_dump(server.as_ref(), &args.database, args.tables.as_deref())?
             }
             None => {
                 let path = p.existing("database", &args.database)?;
@@ -831,13 +854,14 @@ impl DbDumpHandler for Pm {
     }
 }
 
-/// A PostgreSQL database as SQL, and the tables in it; an unknown table is `TABLE_NOT_FOUND`.
-fn pg_dump(
-    pg: &postgres::Server,
+/// A database server's database as SQL, and the tables in it; an unknown table is
+/// `TABLE_NOT_FOUND`.
+fn server_dump(
+    server: &dyn DatabaseServer,
     name: &str,
     only: Option<&[String]>,
 ) -> Result<(String, Vec<String>)> {
-    let all: Vec<String> = pg.tables(name)?.into_iter().map(|(t, _)| t).collect();
+    let all: Vec<String> = server.tables(name)?.into_iter().map(|(t, _)| t).collect();
     let tables = match only {
         Some(wanted) => {
             if let Some(t) = wanted.iter().find(|t| !all.contains(t)) {
@@ -849,7 +873,7 @@ fn pg_dump(
         }
         None => all,
     };
-    Ok((pg.dump(name, only)?, tables))
+    Ok((server.dump(name, only)?, tables))
 }
 
 impl Project {
@@ -893,8 +917,8 @@ impl DbImportHandler for Pm {
                 .with("path", &args.sql_path)
                 .with("reason", e.to_string().to_lowercase())
         })?;
-        if let Some(pg) = &p.pg {
-            let (created, tables) = pg.import(&args.database, &sql).map_err(|reason| {
+        if let Some(server) = &p.server {
+            let (created, tables) = server.import(&args.database, &sql).map_err(|reason| {
                 HandlerError::new("SQL_FAILED")
                     .with("path", &args.sql_path)
                     .with("reason", reason.to_lowercase())
@@ -1179,9 +1203,8 @@ impl ConfigResourceHandler for Pm {
         })?;
         // The server's URL is shown without its password.
         let mut shown = p.config.clone();
-        shown.postgres = shown
-            .postgres
-            .map(|u| mcpspec::backend::postgres::redact(&u));
+        shown.postgres = shown.postgres.map(|u| mcpspec::backend::redact(&u));
+        shown.mysql = shown.mysql.map(|u| mcpspec::backend::redact(&u));
         ResourceBody::json(&shown)
     }
 }
@@ -1202,14 +1225,14 @@ impl DatabaseResourceHandler for Pm {
                 e
             }
         };
-        if let Some(pg) = &p.pg {
+        if let Some(server) = &p.server {
             p.must_exist("database", name).map_err(missing)?;
-            let bytes = pg
+            let bytes = server
                 .databases()?
                 .into_iter()
                 .find(|(n, _)| n == name)
                 .map_or(0, |(_, b)| b);
-            let tables = pg
+            let tables = server
                 .tables(name)?
                 .into_iter()
                 .map(|(name, rows)| TableRows { name, rows })

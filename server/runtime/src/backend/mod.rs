@@ -1,7 +1,8 @@
 //! The database seam: the [`Backend`] trait every engine implements, the values the engine
 //! binds and reads, and the kinds of failure it tells apart, in terms of no particular
-//! database. `sqlite` is the embedded implementation and `postgres` the one for teams, each
-//! behind the cargo feature of its name and listed in [`ENGINES`]; the engine, the protocol,
+//! database. `sqlite` is the embedded implementation, `postgres` and `mysql` (MariaDB and
+//! MySQL) the ones for teams, each behind the cargo feature of its name and listed in
+//! [`ENGINES`]; the engine, the protocol,
 //! the command line and the handler API name only the types of this module.
 
 #[cfg(feature = "mysql")]

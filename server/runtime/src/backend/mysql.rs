@@ -177,6 +177,22 @@ fn base_opts(url: &str) -> Result<OptsBuilder, OpenError> {
         .ssl_opts(ssl))
 }
 
+/// The driver's options for `url` (a `mysql://` or `mariadb://` URL, with `ssl-mode` and
+/// `?socket=` read as the engine reads them), for tools that reach the same server (`pm`).
+pub fn opts(url: &str) -> Result<Opts, OpenError> {
+    Ok(base_opts(url)?.into())
+}
+
+/// Whether `location` is a MariaDB/MySQL URL.
+pub fn is_url(location: &str) -> bool {
+    location.split_once("://").is_some_and(|(scheme, _)| {
+        sqlscan::MYSQL
+            .schemes
+            .iter()
+            .any(|s| s.eq_ignore_ascii_case(scheme))
+    })
+}
+
 /// Commands every session of the server runs first.
 fn session_setup(read_only: bool, mariadb: bool, timeout: Duration) -> Vec<String> {
     let backstop = timeout + STATEMENT_TIMEOUT_MARGIN;

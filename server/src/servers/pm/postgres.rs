@@ -475,6 +475,44 @@ fn refused(sql: &str) -> Option<&'static str> {
     None
 }
 
+impl super::server::DatabaseServer for Server {
+    fn location(&self, name: &str) -> String {
+        Server::location(self, name)
+    }
+
+    fn databases(&self) -> Result<Vec<(String, u64)>> {
+        Server::databases(self)
+    }
+
+    fn exists(&self, name: &str) -> Result<bool> {
+        Server::exists(self, name)
+    }
+
+    fn create(&self, name: &str) -> Result<()> {
+        Server::create(self, name)
+    }
+
+    fn clone_database(&self, source: &str, target: &str) -> Result<()> {
+        Server::clone_from(self, source, target)
+    }
+
+    fn drop_database(&self, name: &str) -> Result<()> {
+        Server::drop(self, name)
+    }
+
+    fn tables(&self, name: &str) -> Result<Vec<(String, i64)>> {
+        Server::tables(self, name)
+    }
+
+    fn dump(&self, name: &str, tables: Option<&[String]>) -> Result<String> {
+        Server::dump(self, name, tables)
+    }
+
+    fn import(&self, name: &str, sql: &str) -> std::result::Result<(bool, Vec<String>), String> {
+        Server::import(self, name, sql)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,40 @@
+//! What `pm` asks of a database server whose databases a project keeps (`.pm.json` names it
+//! with `"postgres"` or `"mysql"`): one implementation per engine, each with the same names,
+//! rules and errors as the SQLite files pm keeps otherwise.
+
+use mcpspec::handler::HandlerError;
+
+type Result<T> = std::result::Result<T, HandlerError>;
+
+/// A database server's side of pm's tools. Names reach it checked (naming rules, the allowed
+/// list); an engine quotes them as identifiers all the same.
+pub(super) trait DatabaseServer {
+    /// Where database `name` is, for results: a URL without its password.
+    fn location(&self, name: &str) -> String;
+
+    /// The server's databases (not its system ones) with their sizes in bytes, by name.
+    fn databases(&self) -> Result<Vec<(String, u64)>>;
+
+    fn exists(&self, name: &str) -> Result<bool>;
+
+    /// Creates an empty database; an existing one is `DB_EXISTS`.
+    fn create(&self, name: &str) -> Result<()>;
+
+    /// Creates `target` holding what `source` holds; an existing target is `DB_EXISTS`.
+    fn clone_database(&self, source: &str, target: &str) -> Result<()>;
+
+    fn drop_database(&self, name: &str) -> Result<()>;
+
+    /// The base tables of database `name` with their row counts, in creation order where the
+    /// engine keeps it (PostgreSQL), else by name (MariaDB, whose creation times are seconds).
+    fn tables(&self, name: &str) -> Result<Vec<(String, i64)>>;
+
+    /// Database `name` as SQL that [`DatabaseServer::import`] takes back, only `tables` when
+    /// given, from the engine's own dump tool.
+    fn dump(&self, name: &str, tables: Option<&[String]>) -> Result<String>;
+
+    /// Runs `sql` in database `name` (created first when missing), confined to it; whether it
+    /// was created, and the tables after it. On failure a database this call created is gone;
+    /// the error is the engine's words or the kind of statement refused.
+    fn import(&self, name: &str, sql: &str) -> std::result::Result<(bool, Vec<String>), String>;
+}
