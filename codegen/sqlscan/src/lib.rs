@@ -155,7 +155,7 @@ pub fn words(sql: &str) -> Vec<String> {
 /// Which of `names` (table names, say) `sql` names in its code: a word of the code equal to
 /// one, in any case. The tables a spec's derived structures are built from are the schema's
 /// tables its derived DDL names; the runtime mirrors those (see the runtime's
-/// `backend::mirror`) and `codegen check` checks against them, through this one rule.
+/// `backend::sqlite::mirror`) and `codegen check` checks against them, through this one rule.
 pub fn named_in<'a>(sql: &str, names: &'a [String]) -> Vec<&'a str> {
     let words: std::collections::HashSet<String> = words(sql).into_iter().collect();
     names

@@ -159,7 +159,7 @@ pub struct ContentDef {
     /// Fixed binary content in base64, sent as `blob` instead of text.
     pub blob: Option<&'static str>,
     /// The content comes from the server's Rust handler for this resource (`handler:`), read
-    /// through [`crate::handler::Dispatch::read`].
+    /// through the runtime's `mcpspec::handler::Dispatch::read`.
     pub handler: bool,
 }
 
@@ -334,7 +334,8 @@ pub struct DialectSqlDef {
     pub params: &'static [&'static str],
 }
 
-/// A proxy's tables: its downstream servers and its interceptor, run by [`crate::proxy`].
+/// A proxy's tables: its downstream servers and its interceptor, run by the runtime's
+/// `mcpspec::proxy`.
 #[derive(Debug, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct ProxyDef {

@@ -305,9 +305,9 @@ impl Engine {
     }
 
     /// [`Engine::start_at`], saying where a SQLite database's derived structures may go: in a
-    /// database mcpspec did not create only when `placing.in_place` (see
-    /// [`crate::backend::mirror`]). A database file that cannot be written is served
-    /// read-only.
+    /// database mcpspec did not create only when `placing.in_place` (else in a mirror beside
+    /// it, see the SQLite backend's `mirror` module). A database file that cannot be written
+    /// is served read-only.
     pub fn start_placed(
         def: &'static ServerDef,
         location: Option<&Location>,

@@ -12,7 +12,7 @@
 //! `db.import` runs its SQL under an authorizer that refuses anything reaching another file.
 //! Git runs as a child process with an argument list, never through a shell. When `.pm.json`
 //! names a database server (`"postgres"` or `"mysql"`), the databases are that server's,
-//! managed through [`server::DatabaseServer`] (`postgres`, `mysql`) with the same tools,
+//! managed through the `DatabaseServer` trait (`server`; `postgres`, `mysql`) with the same tools,
 //! names, rules and errors.
 //!
 //! Two resources are read through handlers too: `pm://config`, the validated config, and

@@ -212,7 +212,7 @@ pub fn init(def: &DatabaseDef, path: &Path, sample: bool) -> Result<(), OpenErro
             tables: tables.join(", "),
         });
     }
-    // The file is mcpspec's own: its derived structures live in it (see `crate::backend::mirror`).
+    // The file is mcpspec's own: its derived structures live in it (see `mirror`).
     let mut script = format!(
         "PRAGMA application_id = {};\nBEGIN;\n",
         mirror::APPLICATION_ID
@@ -234,7 +234,7 @@ pub fn init(def: &DatabaseDef, path: &Path, sample: bool) -> Result<(), OpenErro
 pub struct Pool {
     path: std::path::PathBuf,
     /// Where the spec's derived structures live, when not in the database (see
-    /// [`crate::backend::mirror`]).
+    /// [`mirror`]).
     mirror: Option<std::sync::Arc<mirror::Mirror>>,
     /// The derived DDL still to apply in the database itself, when it belongs there.
     in_place: Option<&'static str>,
@@ -464,7 +464,7 @@ impl Pool {
         }
     }
 
-    /// Catches the mirror up with the database, when there is one (see [`crate::backend::mirror`]).
+    /// Catches the mirror up with the database, when there is one (see [`mirror`]).
     fn catch_up(&self) -> Result<(), crate::backend::Failure> {
         match &self.mirror {
             Some(m) => m.catch_up().map_err(|message| crate::backend::Failure {
