@@ -204,11 +204,14 @@ fn floor_postgres(url: &str, tool: &str, id: &str) -> Result<Call<'static>> {
     }))
 }
 
-/// The floor of `tool` on MariaDB: its statement through `mysql`, prepared once, in a
-/// session set as mcpspec's are (ANSI quotes, `||` joins).
+/// The floor of `tool` on MariaDB: its statement through `mysql`, prepared once, on a
+/// connection made with mcpspec's own options for the URL (TCP as the URL says: the driver's
+/// default would switch to the server's Unix socket) and a session set as mcpspec's are
+/// (ANSI quotes, `||` joins).
 fn floor_mariadb(url: &str, tool: &str, id: &str) -> Result<Call<'static>> {
     use mysql::prelude::Queryable;
-    let mut conn = mysql::Conn::new(mysql::Opts::from_url(url)?)?;
+    let opts = mcpspec::backend::mysql::opts(url).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut conn = mysql::Conn::new(opts)?;
     conn.query_drop(
         "SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',ANSI_QUOTES,PIPES_AS_CONCAT')",
     )?;
