@@ -3,25 +3,15 @@
 //! run on all three in `knowledge.rs`; the team of replicas in `postgres.rs` runs on both
 //! database servers.
 
-use std::process::{Command, Stdio};
-
 use serde_json::json;
 
-use crate::common::{EXE, Engine, sample_db_at, sample_db_on, start_on};
+use crate::common::{Engine, mcpspec, sample_db_at, sample_db_on, start_on};
 use crate::maria::Server;
 
 /// `mcpspec serve ARGS` that must fail: its exit code and what it printed on stderr.
 fn serve_fails(args: &[&str]) -> (i32, String) {
-    let out = Command::new(EXE)
-        .arg("serve")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run mcpspec serve");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let (code, _, err) = mcpspec(&[&["serve"], args].concat(), &[]);
+    (code, err)
 }
 
 /// A server that accepts only TLS on TCP (`require_secure_transport`), with a self-signed

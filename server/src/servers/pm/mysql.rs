@@ -163,17 +163,7 @@ impl Server {
 
 impl DatabaseServer for Server {
     fn location(&self, name: &str) -> String {
-        let base = mcpspec::backend::redact(&self.url);
-        let (head, query) = base
-            .split_once('?')
-            .map_or((base.as_str(), ""), |(h, q)| (h, q));
-        let (scheme, rest) = head.split_once("://").unwrap_or(("mysql", head));
-        let server = rest.split_once('/').map_or(rest, |(s, _)| s);
-        if query.is_empty() {
-            format!("{scheme}://{server}/{name}")
-        } else {
-            format!("{scheme}://{server}/{name}?{query}")
-        }
+        super::server::database_url(&self.url, name)
     }
 
     fn databases(&self) -> Result<Vec<(String, u64)>> {
@@ -305,11 +295,10 @@ struct Account<'s> {
 
 impl<'s> Account<'s> {
     fn create(server: &'s Server, database: &str) -> std::result::Result<Account<'s>, String> {
-        let token = random_hex(12)?;
         let account = Account {
             server,
-            user: format!("pm_import_{}", &token[..12]),
-            password: random_hex(24)?,
+            user: format!("pm_import_{}", random_hex::<6>()),
+            password: random_hex::<24>(),
         };
         let mut c = server.connect(None).map_err(|e| e.to_string())?;
         let made = c
@@ -347,14 +336,12 @@ impl Drop for Account<'_> {
     }
 }
 
-/// `n` random bytes from the operating system, as lowercase hex.
-fn random_hex(n: usize) -> std::result::Result<String, String> {
-    use std::io::Read;
-    let mut bytes = vec![0u8; n];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| format!("no random bytes for the import's account: {e}"))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+/// `N` random bytes from the operating system, as lowercase hex.
+fn random_hex<const N: usize>() -> String {
+    mcpspec::confirm::random_bytes::<N>()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// A database or table name as an identifier.

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use mcpspec::backend::Stop;
-use mcpspec::backend::postgres::{bounded, connect, message, redact};
+use mcpspec::backend::postgres::{bounded, connect, message};
 use mcpspec::handler::HandlerError;
 use postgres::Client;
 
@@ -85,16 +85,7 @@ impl Server {
 
     /// Where database `name` is, for results: its URL without the password.
     pub(super) fn location(&self, name: &str) -> String {
-        let base = redact(&self.url);
-        let (head, query) = base
-            .split_once('?')
-            .map_or((base.as_str(), ""), |(h, q)| (h, q));
-        let server = head.rsplit_once('/').map_or(head, |(s, _)| s);
-        if query.is_empty() {
-            format!("{server}/{name}")
-        } else {
-            format!("{server}/{name}?{query}")
-        }
+        super::server::database_url(&self.url, name)
     }
 
     /// A connection to database `name`, or to the URL's own database, whose statements stop

@@ -38,3 +38,20 @@ pub(super) trait DatabaseServer {
     /// the error is the engine's words or the kind of statement refused.
     fn import(&self, name: &str, sql: &str) -> std::result::Result<(bool, Vec<String>), String>;
 }
+
+/// Database `name` on the server at `url`, for results: the URL with its password replaced
+/// and its path naming `name`, its parameters kept.
+pub(super) fn database_url(url: &str, name: &str) -> String {
+    let base = mcpspec::backend::redact(url);
+    let (head, query) = base
+        .split_once('?')
+        .map_or((base.as_str(), ""), |(h, q)| (h, q));
+    let (scheme, rest) = head.split_once("://").unwrap_or(("", head));
+    let server = rest.split_once('/').map_or(rest, |(s, _)| s);
+    let query = if query.is_empty() {
+        String::new()
+    } else {
+        format!("?{query}")
+    };
+    format!("{scheme}://{server}/{name}{query}")
+}

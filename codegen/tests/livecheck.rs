@@ -1,10 +1,16 @@
-//! `codegen check --db knowledge=postgres://...` against a live PostgreSQL the test starts
-//! itself (the e2e tests' throwaway cluster): a database made from the spec's own PostgreSQL
-//! schema passes; one that drifted gives a finding per problem at the spec's `postgres:` text.
+//! `codegen check --db knowledge=URL` against a live database server the test starts itself
+//! (the e2e tests' throwaway PostgreSQL cluster and `mariadbd`): a database made from the
+//! spec's own schema for that engine passes; one that drifted gives a finding per problem at
+//! the spec's `postgres:` or `mysql:` text. One checker for every engine, reached through the
+//! backend trait.
 
 #[path = "../../tests/e2e/pg.rs"]
 #[allow(dead_code)]
 mod pg;
+
+#[path = "../../tests/e2e/maria.rs"]
+#[allow(dead_code)]
+mod maria;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -16,12 +22,12 @@ fn root() -> PathBuf {
         .to_path_buf()
 }
 
-/// The knowledge spec's `database.postgres.schema`, as written.
-fn declared_schema() -> String {
+/// The knowledge spec's `database.<key>.schema`, as written.
+fn declared_schema(key: &str) -> String {
     let spec = std::fs::read_to_string(root().join("spec/knowledge.yaml")).unwrap();
     let start = spec
-        .find("  postgres:\n    env: DATABASE_URL\n    schema: |\n")
-        .expect("the knowledge spec declares a PostgreSQL schema");
+        .find(&format!("  {key}:\n    env: DATABASE_URL\n    schema: |\n"))
+        .unwrap_or_else(|| panic!("the knowledge spec declares a `{key}` schema"));
     let body = &spec[start..];
     let body = &body[body.find("schema: |\n").unwrap() + "schema: |\n".len()..];
     let end = body.find("    sample: |").unwrap();
@@ -45,15 +51,15 @@ fn check(url: &str) -> (bool, String) {
 }
 
 #[test]
-fn a_database_from_the_declared_schema_passes_and_drift_is_found_at_the_spec() {
+fn postgres_a_database_from_the_declared_schema_passes_and_drift_is_found_at_the_spec() {
     let cluster = pg::Cluster::shared();
     let fresh = cluster.create_database();
-    cluster.psql(&fresh, &declared_schema());
+    cluster.psql(&fresh, &declared_schema("postgres"));
     let (ok, text) = check(&fresh);
     assert!(ok, "{text}");
 
     let drifted = cluster.create_database();
-    cluster.psql(&drifted, &declared_schema());
+    cluster.psql(&drifted, &declared_schema("postgres"));
     cluster.psql(
         &drifted,
         "ALTER TABLE knowledge_entries ALTER COLUMN content DROP NOT NULL;
@@ -91,5 +97,62 @@ fn a_database_from_the_declared_schema_passes_and_drift_is_found_at_the_spec() {
     assert!(
         text.contains("tool `kb_get`: statement `kb_get` does not prepare against the live database: relation \"knowledge_entries\" does not exist"),
         "{text}"
+    );
+}
+
+#[test]
+fn mariadb_a_database_from_the_declared_schema_passes_and_drift_is_found_at_the_spec() {
+    let server = maria::Server::shared();
+    let fresh = server.create_database();
+    server.sql(&fresh, &declared_schema("mysql"));
+    let (ok, text) = check(&fresh);
+    assert!(ok, "{text}");
+    // The check only reads: the database holds what it held.
+    assert_eq!(
+        server.sql(&fresh, "SELECT COUNT(*) FROM knowledge_entries"),
+        "0"
+    );
+
+    let drifted = server.create_database();
+    server.sql(&drifted, &declared_schema("mysql"));
+    server.sql(
+        &drifted,
+        "ALTER TABLE knowledge_entries MODIFY content LONGTEXT NULL;
+         ALTER TABLE knowledge_entries MODIFY role INT NOT NULL;
+         ALTER TABLE knowledge_entries ADD COLUMN author VARCHAR(20) NOT NULL;",
+    );
+    let (ok, text) = check(&drifted);
+    assert!(!ok, "{text}");
+    for want in [
+        // A column of another type than declared.
+        "tool `kb_get`: statement `kb_get`: column `role` is declared text but MariaDB/MySQL returns INT",
+        // A nullable column declared non-null.
+        "tool `kb_get`: statement `kb_get`: column `content` is declared non-null but comes from `knowledge_entries.content`, which may be NULL",
+        // An INSERT that leaves a NOT NULL column without a default unset.
+        "tool `kb_add`: statement `kb_add` leaves `knowledge_entries.author` unset",
+        "--> spec/knowledge.yaml:",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    // Only what drifted: `id` is still NOT NULL.
+    assert!(
+        !text.contains("`knowledge_entries.id`, which may be NULL"),
+        "{text}"
+    );
+
+    // A table that is not there at all.
+    let missing = server.create_database();
+    server.sql(&missing, "CREATE TABLE unrelated (x int)");
+    let (ok, text) = check(&missing);
+    assert!(!ok);
+    assert!(
+        text.contains(
+            "tool `kb_get`: statement `kb_get` does not prepare against the live database:"
+        ) && text.contains("knowledge_entries' doesn't exist"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("socket="),
+        "the check printed the URL: {text}"
     );
 }
