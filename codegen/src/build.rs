@@ -8,8 +8,8 @@
 //!
 //! ```no_run
 //! // build.rs
-//! fn main() -> Result<(), codegen::build::Error> {
-//!     codegen::compile_specs("spec")
+//! fn main() -> Result<(), mcpspec_codegen::build::Error> {
+//!     mcpspec_codegen::compile_specs("spec")
 //! }
 //! ```
 

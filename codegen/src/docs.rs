@@ -1,7 +1,7 @@
 //! Reference docs: one Markdown page per server, rendered from the IR with minijinja.
 //!
-//! The template lives in `templates/` at the workspace root and is embedded at compile time;
-//! undefined variables are errors, so a template typo fails the tests rather than printing
+//! The template lives in `codegen/templates/` (linked from `templates/` at the workspace root)
+//! and is embedded at compile time; undefined variables are errors, so a template typo fails the tests rather than printing
 //! nothing. Rendering is pure: the same IR always gives the same text, with no version or date
 //! stamp beyond the server's own version.
 
@@ -15,7 +15,7 @@ use crate::ir::{self, Binding, Mode};
 /// The command that writes the docs, named in their header and in help lines.
 pub(crate) const DOCS_COMMAND: &str = "cargo run -p codegen -- docs";
 
-const SERVER_TEMPLATE: &str = include_str!("../../templates/server.md.j2");
+const SERVER_TEMPLATE: &str = include_str!("../templates/server.md.j2");
 
 #[derive(Serialize)]
 struct Page<'a> {

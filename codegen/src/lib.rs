@@ -8,6 +8,13 @@
 pub mod build;
 #[cfg(feature = "sqlite")]
 pub mod check;
+#[cfg(all(
+    feature = "emit",
+    feature = "sqlite",
+    feature = "editor-schema",
+    feature = "live"
+))]
+pub mod cli;
 pub mod contract;
 pub mod defs;
 mod diag;

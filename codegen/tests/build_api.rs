@@ -17,7 +17,7 @@ fn spec_dir(edit: impl Fn(String) -> String) -> tempfile::TempDir {
 fn compile_writes_the_generated_files_and_only_what_changed() {
     let specs = spec_dir(|t| t);
     let out = tempfile::tempdir().unwrap();
-    codegen::build::configure(specs.path())
+    mcpspec_codegen::build::configure(specs.path())
         .display_as("spec")
         .out_dir(out.path())
         .compile()
@@ -28,7 +28,7 @@ fn compile_writes_the_generated_files_and_only_what_changed() {
     assert!(text.contains("spec_file: \"spec/basic.yaml\""), "{text}");
     assert!(out.path().join("mod.rs").is_file());
     let before = std::fs::metadata(&generated).unwrap().modified().unwrap();
-    codegen::build::configure(specs.path())
+    mcpspec_codegen::build::configure(specs.path())
         .display_as("spec")
         .out_dir(out.path())
         .compile()
@@ -44,7 +44,7 @@ fn compile_writes_the_generated_files_and_only_what_changed() {
 fn a_statement_that_does_not_prepare_fails_the_build_at_its_line() {
     let specs = spec_dir(|t| t.replace("FROM notes WHERE instr", "FROM note WHERE instr"));
     let out = tempfile::tempdir().unwrap();
-    let err = codegen::build::configure(specs.path())
+    let err = mcpspec_codegen::build::configure(specs.path())
         .display_as("spec")
         .out_dir(out.path())
         .compile()

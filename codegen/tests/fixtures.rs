@@ -49,7 +49,7 @@ fn check_case(dir: &Path) {
     let spec = dir.join("spec.yaml");
     let shown = spec.strip_prefix(&root).unwrap().to_path_buf();
     let text = std::fs::read_to_string(&spec).unwrap();
-    let result = codegen::compile(&shown, &text);
+    let result = mcpspec_codegen::compile(&shown, &text);
     let stderr = dir.join("expected.stderr");
     let expect_errors = stderr.exists()
         || dir
@@ -59,7 +59,7 @@ fn check_case(dir: &Path) {
             .starts_with("errors-");
     match result {
         Ok(spec) if !expect_errors => {
-            for (path, content) in codegen::render(&spec) {
+            for (path, content) in mcpspec_codegen::render(&spec) {
                 expect_file(&dir.join("expected").join(path), &content);
             }
         }
@@ -97,8 +97,12 @@ fn fixtures() {
 #[test]
 fn render_is_deterministic_and_unstamped() {
     let text = std::fs::read_to_string(root().join("spec/studio.yaml")).unwrap();
-    let a = codegen::render(&codegen::compile(Path::new("spec/studio.yaml"), &text).unwrap());
-    let b = codegen::render(&codegen::compile(Path::new("spec/studio.yaml"), &text).unwrap());
+    let a = mcpspec_codegen::render(
+        &mcpspec_codegen::compile(Path::new("spec/studio.yaml"), &text).unwrap(),
+    );
+    let b = mcpspec_codegen::render(
+        &mcpspec_codegen::compile(Path::new("spec/studio.yaml"), &text).unwrap(),
+    );
     assert_eq!(a, b);
     for (path, content) in &a {
         assert!(
@@ -109,7 +113,8 @@ fn render_is_deterministic_and_unstamped() {
     }
     // The basic fixture declares version 1.0.0, so the tool's own version must not appear.
     let text = std::fs::read_to_string(root().join("tests/fixtures/basic/spec.yaml")).unwrap();
-    let out = codegen::render(&codegen::compile(Path::new("basic.yaml"), &text).unwrap());
+    let out =
+        mcpspec_codegen::render(&mcpspec_codegen::compile(Path::new("basic.yaml"), &text).unwrap());
     for content in out.values() {
         assert!(
             !content.contains(env!("CARGO_PKG_VERSION")),
@@ -131,11 +136,11 @@ fn adding_a_tool_to_a_spec_adds_it_to_the_generated_table() {
       query: SELECT count(*) AS n FROM learnings
       columns: {n: integer}
 "#;
-    let spec = codegen::compile(Path::new("spec/studio.yaml"), &(text + extra)).unwrap();
+    let spec = mcpspec_codegen::compile(Path::new("spec/studio.yaml"), &(text + extra)).unwrap();
     assert_eq!(spec.tool_names().last(), Some(&"test_added_tool"));
-    let out = codegen::render(&spec);
+    let out = mcpspec_codegen::render(&spec);
     let code = &out[Path::new("studio.rs")];
     assert!(code.contains("name: \"test_added_tool\""));
     assert!(code.contains("pub struct TestAddedTool {}"));
-    assert!(codegen::check::check_sql(&spec).is_empty());
+    assert!(mcpspec_codegen::check::check_sql(&spec).is_empty());
 }

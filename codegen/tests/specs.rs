@@ -15,7 +15,7 @@ fn root() -> PathBuf {
 #[test]
 fn repository_passes_check() {
     let root = root();
-    let report = codegen::check::check_repo(&root, Path::new("spec"), None);
+    let report = mcpspec_codegen::check::check_repo(&root, Path::new("spec"), None);
     assert!(
         report.is_ok(),
         "{}",
@@ -46,7 +46,7 @@ fn yaml(path: &Path) -> serde_json::Value {
 #[test]
 fn the_editor_schema_accepts_valid_specs_and_flags_unknown_keys() {
     let schema: serde_json::Value =
-        serde_json::from_str(&codegen::editor_schema("a test")).unwrap();
+        serde_json::from_str(&mcpspec_codegen::editor_schema("a test")).unwrap();
     jsonschema::meta::validate(&schema).unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
     let root = root();

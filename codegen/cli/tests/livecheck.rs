@@ -4,11 +4,11 @@
 //! the spec's `postgres:` or `mysql:` text. One checker for every engine, reached through the
 //! backend trait.
 
-#[path = "../../tests/e2e/pg.rs"]
+#[path = "../../../tests/e2e/pg.rs"]
 #[allow(dead_code)]
 mod pg;
 
-#[path = "../../tests/e2e/maria.rs"]
+#[path = "../../../tests/e2e/maria.rs"]
 #[allow(dead_code)]
 mod maria;
 
@@ -16,10 +16,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the workspace")
-        .to_path_buf()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// The knowledge spec's `database.<key>.schema`, as written.

@@ -10,10 +10,7 @@ use std::path::{Path, PathBuf};
 use codegen::drift::{Kind, Report};
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// A temporary workspace holding a copy of everything `check` reads.
@@ -127,7 +124,7 @@ const SPEC: &str = "spec/studio.yaml";
 
 /// How many specs and tools the repository has.
 fn repo_counts() -> (usize, usize) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let root = &root();
     let specs = codegen::load_dir(&root.join("spec"), Path::new("spec")).unwrap();
     (
         specs.len(),
@@ -137,7 +134,7 @@ fn repo_counts() -> (usize, usize) {
 /// The studio spec's version as committed: tests derive their expectations from it, so that
 /// editing the spec (as "Add a tool" in the README does) never breaks them.
 fn studio_version() -> String {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let root = &root();
     let text = std::fs::read_to_string(root.join(SPEC)).unwrap();
     text.lines()
         .find_map(|l| l.strip_prefix("  version: "))
@@ -748,7 +745,7 @@ fn the_breaking_change_report_is_pinned() {
 /// resolved against the directory the command was run from.
 #[test]
 fn the_command_line_names_the_server_of_a_live_database() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let root = &root();
     let dir = tempfile::tempdir().unwrap();
     let live = rusqlite::Connection::open(dir.path().join("studio.db")).unwrap();
     live.execute_batch(&text_between(

@@ -1,12 +1,14 @@
 //! The `codegen` command line: `generate` writes the generated code for reading, `snapshot`
 //! records each server's tool contract, `docs` writes the reference docs and the editor schema,
 //! and `check` reports every spec, SQL, contract and staleness problem, failing when there is one.
+//! A project's small `codegen` package calls [`main`] with its own root, so that
+//! `cargo run -p codegen -- check` runs there as it does in this repository.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use crate::drift::Contract;
 use anyhow::{Context, Result};
-use codegen::drift::Contract;
 
 const USAGE: &str = "usage: codegen <command> [options]
 
@@ -26,11 +28,13 @@ commands:
 
 options:
   --root DIR           the project to work on: its spec/, docs/ and lock files (default: this
-                       checkout of mcpspec); paths in reports are relative to it
+                       project); paths in reports are relative to it
   --spec-dir DIR       where the specs are, relative to the root (default: spec)";
 
-fn main() -> ExitCode {
-    match run() {
+/// Runs the command line on `std::env::args()`; `root` is the project worked on unless
+/// `--root` says otherwise (the directory holding its `spec/`).
+pub fn main(root: &Path) -> ExitCode {
+    match run(root.to_path_buf()) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -39,16 +43,10 @@ fn main() -> ExitCode {
     }
 }
 
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
-}
-
 /// Writes `text` to `root/rel` unless it is already there, creating directories as needed.
 fn write_if_changed(root: &Path, rel: &Path, text: &str) -> Result<()> {
     let target = root.join(rel);
-    let wrote = codegen::build::write_if_changed(&target, text)
+    let wrote = crate::build::write_if_changed(&target, text)
         .with_context(|| format!("writing {}", target.display()))?;
     println!(
         "{} {}",
@@ -58,13 +56,12 @@ fn write_if_changed(root: &Path, rel: &Path, text: &str) -> Result<()> {
     Ok(())
 }
 
-fn run() -> Result<ExitCode> {
+fn run(mut root: PathBuf) -> Result<ExitCode> {
     let mut args = std::env::args().skip(1);
     let Some(command) = args.next() else {
         eprintln!("{USAGE}");
         return Ok(ExitCode::from(2));
     };
-    let mut root = workspace_root();
     let mut spec_dir = PathBuf::from("spec");
     let mut out: Option<PathBuf> = None;
     let mut db: Option<(Option<String>, PathBuf)> = None;
@@ -117,7 +114,7 @@ fn run() -> Result<ExitCode> {
     if command == "check" {
         return check(&root, &spec_dir, db, json);
     }
-    let specs = match codegen::load_dir(&root.join(&spec_dir), &spec_dir) {
+    let specs = match crate::load_dir(&root.join(&spec_dir), &spec_dir) {
         Ok(s) => s,
         Err(d) => {
             eprint!("{}", d.render());
@@ -128,7 +125,7 @@ fn run() -> Result<ExitCode> {
         "generate" => {
             let out = out.context("generate needs --out DIR")?;
             std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-            for (path, text) in codegen::render_all(&specs) {
+            for (path, text) in crate::render_all(&specs) {
                 let target = out.join(&path);
                 std::fs::write(&target, text)
                     .with_context(|| format!("writing {}", target.display()))?;
@@ -137,7 +134,7 @@ fn run() -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         "docs" => {
-            for (path, text) in codegen::render_docs(&specs)? {
+            for (path, text) in crate::render_docs(&specs)? {
                 write_if_changed(&root, &path, &text)?;
             }
             Ok(ExitCode::SUCCESS)
@@ -147,7 +144,7 @@ fn run() -> Result<ExitCode> {
             for spec in &specs {
                 let lock = spec.lock_path();
                 let committed = std::fs::read_to_string(root.join(&lock)).ok();
-                match codegen::drift::contract_outcome(spec, committed.as_deref()) {
+                match crate::drift::contract_outcome(spec, committed.as_deref()) {
                     Contract::Same => println!("unchanged {}", lock.display()),
                     Contract::Allowed(changes) => {
                         for c in &changes {
@@ -161,7 +158,7 @@ fn run() -> Result<ExitCode> {
             if refused.is_empty() {
                 return Ok(ExitCode::SUCCESS);
             }
-            let report = codegen::drift::Report {
+            let report = crate::drift::Report {
                 specs: specs.len(),
                 tools: 0,
                 findings: refused,
@@ -174,7 +171,7 @@ fn run() -> Result<ExitCode> {
 }
 
 fn read_or_empty(p: &Path) -> String {
-    codegen::read_spec(p).unwrap_or_default()
+    crate::read_spec(p).unwrap_or_default()
 }
 
 fn check(
@@ -188,7 +185,7 @@ fn check(
         Some((Some(server), path)) => (Some(server), Some(path)),
         // Without `SERVER=` the file must belong to the only spec.
         Some((None, path)) => {
-            let specs = codegen::load_dir(&root.join(spec_dir), spec_dir)
+            let specs = crate::load_dir(&root.join(spec_dir), spec_dir)
                 .map(|s| s.iter().map(|s| s.name().to_string()).collect::<Vec<_>>())
                 .unwrap_or_default();
             match specs.as_slice() {
@@ -212,12 +209,12 @@ fn check(
         anyhow::bail!("opening {}: no such file", p.display());
     }
     let live = server.as_deref().zip(location.as_ref());
-    let mut report = codegen::check::check_repo(root, spec_dir, live);
+    let mut report = crate::check::check_repo(root, spec_dir, live);
     // Examples run after the statement checks, on the same database, each write rolled back.
     if let (Some(server), Some(db)) = (&server, &db) {
         report
             .findings
-            .extend(codegen::check::check_examples(root, spec_dir, server, db).findings);
+            .extend(crate::check::check_examples(root, spec_dir, server, db).findings);
     }
     samples(root, spec_dir, &mut report);
     finish(&report, json)
@@ -225,20 +222,20 @@ fn check(
 
 /// Adds the findings of every spec's examples on a scratch database with its sample rows,
 /// when the specs compiled (their problems are the findings then).
-fn samples(root: &Path, spec_dir: &Path, report: &mut codegen::drift::Report) {
+fn samples(root: &Path, spec_dir: &Path, report: &mut crate::drift::Report) {
     if report
         .findings
         .iter()
-        .all(|f| f.kind != codegen::drift::Kind::Spec)
+        .all(|f| f.kind != crate::drift::Kind::Spec)
     {
         report
             .findings
-            .extend(codegen::check::check_examples_on_samples(root, spec_dir).findings);
+            .extend(crate::check::check_examples_on_samples(root, spec_dir).findings);
     }
 }
 
 /// Prints the report (to stdout when it is clean, else stderr) and gives the exit code.
-fn finish(report: &codegen::drift::Report, json: bool) -> Result<ExitCode> {
+fn finish(report: &crate::drift::Report, json: bool) -> Result<ExitCode> {
     if json {
         print!("{}", report.to_json());
     } else if report.is_ok() {
