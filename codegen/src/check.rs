@@ -276,35 +276,84 @@ pub fn check_examples_on_samples(root: &Path, spec_dir: &Path) -> Report {
         return report;
     };
     for spec in &specs {
-        let def = crate::defs::server_def(spec);
-        if def.examples.is_empty() {
-            continue;
-        }
-        let Ok(dir) = tempfile::tempdir() else {
+        examples_on_samples(spec, &mut report);
+    }
+    report
+}
+
+/// Runs `spec`'s examples on a scratch database with its schema and sample rows.
+#[cfg(feature = "live")]
+fn examples_on_samples(spec: &crate::Spec, report: &mut Report) {
+    let def = crate::defs::server_def(spec);
+    if def.examples.is_empty() {
+        return;
+    }
+    let Ok(dir) = tempfile::tempdir() else {
+        return;
+    };
+    let Ok(location) = mcpspec::cli::examples::scratch_database(def, dir.path()) else {
+        // The statement checks report a schema that does not load, at the schema.
+        return;
+    };
+    let Ok(engine) = mcpspec::engine::Engine::start_at(
+        def,
+        location.as_ref(),
+        false,
+        mcpspec::engine::Limits::default(),
+        Some(Box::new(mcpspec::handler::NoHandlers(def.name))),
+    ) else {
+        return;
+    };
+    run_examples(
+        spec,
+        def,
+        &engine,
+        "a scratch database with the sample rows",
+        true,
+        report,
+    );
+}
+
+/// What `check --spec FILE` does for one spec file outside a project: it compiles, its input
+/// schemas and defaults are valid, its statements prepare (against `live` too, read-only), and
+/// its examples hold on the sample rows. A lone file has no contract snapshot or docs to
+/// compare; `codegen check` in a project adds those.
+#[cfg(feature = "live")]
+pub fn check_file(path: &Path, live: Option<&Location>) -> Report {
+    let mut report = Report::default();
+    let spec = match crate::read_spec(path) {
+        Err(e) => {
+            report.extend(
+                Kind::Spec,
+                &Diagnostics {
+                    items: vec![Diagnostic {
+                        file: path.to_path_buf(),
+                        pos: Pos { line: 1, column: 1 },
+                        message: format!("cannot read the spec: {}", e.to_string().to_lowercase()),
+                        label: None,
+                        help: Some("give the path of a spec file".into()),
+                    }],
+                },
+            );
             return report;
-        };
-        let Ok(location) = mcpspec::cli::examples::scratch_database(def, dir.path()) else {
-            // The statement checks report a schema that does not load, at the schema.
-            continue;
-        };
-        let engine = match mcpspec::engine::Engine::start_at(
-            def,
-            location.as_ref(),
-            false,
-            mcpspec::engine::Limits::default(),
-            Some(Box::new(mcpspec::handler::NoHandlers(def.name))),
-        ) {
-            Ok(e) => e,
-            Err(_) => continue,
-        };
-        run_examples(
-            spec,
-            def,
-            &engine,
-            "a scratch database with the sample rows",
-            true,
-            &mut report,
-        );
+        }
+        Ok(text) => match crate::compile(path, &text) {
+            Ok(spec) => spec,
+            Err(d) => {
+                report.extend(Kind::Spec, &d);
+                return report;
+            }
+        },
+    };
+    report.specs = 1;
+    report.tools = spec.ir.tools.len();
+    report.extend(Kind::Sql, &check_schemas(&spec));
+    report.extend(Kind::Sql, &check_sql(&spec));
+    if let Some(location) = live {
+        report.extend(Kind::Sql, &live_findings(&spec, location));
+    }
+    if report.is_ok() {
+        examples_on_samples(&spec, &mut report);
     }
     report
 }

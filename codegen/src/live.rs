@@ -47,12 +47,16 @@ fn run_dev(
         db.map(std::path::PathBuf::as_path),
         m.get_flag("derive-in-place"),
         servers,
-        mcpspec::cli::dev::Compile {
-            read: crate::read_spec,
-            compile: compile_text,
-        },
+        COMPILE,
     )
 }
+
+/// The spec compiler as the runtime's command line takes it, for `serve --spec`, `dev` and
+/// the other commands on a spec file.
+pub const COMPILE: mcpspec::cli::dev::Compile = mcpspec::cli::dev::Compile {
+    read: crate::read_spec,
+    compile: compile_text,
+};
 
 /// Compiles the text of one spec file into the runtime's tables; its problems rendered as
 /// `codegen check` shows them.

@@ -3,7 +3,6 @@
 //! [`codegen::compile_specs`](../codegen/fn.compile_specs.html), [`generated`] includes the
 //! result, and [`servers`] holds the handlers and the registries the binaries serve.
 
-pub mod new;
 pub mod servers;
 pub mod setup;
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use mcpspec_testkit::StdioClient;
 use serde_json::{Value, json};
 
-pub const EXE: &str = env!("CARGO_BIN_EXE_mcpspec");
+pub const EXE: &str = env!("CARGO_BIN_EXE_mcpspec-seeds");
 /// The `mcpspec` command with the test doubles (`downstream`, `conformance`) beside the seeds.
 pub const TESTBED: &str = env!("CARGO_BIN_EXE_mcpspec-testbed");
 

@@ -14,25 +14,36 @@ use serde_json::Value;
 use crate::client::StdioClient;
 use crate::def::ServerDef;
 
-/// Runs the demo for `def`, starting `exe` as the server; writes the transcript to `out`.
-pub fn run(def: &'static ServerDef, exe: &Path, out: &mut dyn std::io::Write) -> Result<()> {
+/// Runs the demo for `def`, starting `exe serve SERVING...` as the server (`SERVING` names the
+/// server or its spec file); writes the transcript to `out`.
+pub fn run(
+    def: &'static ServerDef,
+    exe: &Path,
+    serving: &[std::ffi::OsString],
+    out: &mut dyn std::io::Write,
+) -> Result<()> {
     let dir = tempfile::tempdir().context("creating a scratch directory")?;
     writeln!(out, "# mcpspec demo: {} {}", def.name, def.version)?;
     let mut command = Command::new(exe);
-    command.args(["serve", def.name]).current_dir(dir.path());
+    command.arg("serve").args(serving).current_dir(dir.path());
+    let shown = serving
+        .iter()
+        .map(|a| a.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ");
     match &def.database {
         Some(database) => {
             let db = dir.path().join(format!("{}.db", def.name));
             let at = crate::backend::Location::File(db.clone());
             crate::backend::create(&at, def.name, database, true)?;
             writeln!(out, "# scratch database with sample rows: {}", db.display())?;
-            writeln!(out, "$ mcpspec serve {} --db {}\n", def.name, db.display())?;
+            writeln!(out, "$ mcpspec serve {shown} --db {}\n", db.display())?;
             command.arg("--db").arg(&db);
         }
         None => {
             // A server without a database works on the project in its working directory.
             writeln!(out, "# scratch project directory: {}", dir.path().display())?;
-            writeln!(out, "$ mcpspec serve {}\n", def.name)?;
+            writeln!(out, "$ mcpspec serve {shown}\n")?;
         }
     }
 

@@ -31,7 +31,7 @@ pub struct Compile {
 
 impl Compile {
     /// The spec file's text, its problem rendered as the compiler's are when it cannot be read.
-    fn read(&self, spec: &Path) -> Result<String, String> {
+    pub(crate) fn read(&self, spec: &Path) -> Result<String, String> {
         (self.read)(spec).map_err(|e| {
             format!(
                 "error: cannot read {}: {}",

@@ -57,13 +57,26 @@ struct Cli {
     command: Cmd,
 }
 
+/// The server a command works on: a compiled one by name, or a spec file served from its YAML.
+#[derive(clap::Args)]
+#[group(required = true, multiple = false)]
+struct Target {
+    /// The compiled server's name, as in `list`.
+    server: Option<String>,
+    /// A spec file to serve from its YAML, through the same engine as a compiled server (SQL,
+    /// content and proxied tools, resources and prompts; handler tools need a crate of their
+    /// own, made by `mcpspec new`).
+    #[arg(long, value_name = "FILE")]
+    spec: Option<PathBuf>,
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Serve a compiled server over stdio (for Claude Code and other MCP clients), or over
     /// Streamable HTTP with `--http`.
     Serve {
-        /// The server name, as in `mcpspec list`.
-        server: String,
+        #[command(flatten)]
+        target: Target,
         /// The database file, or a postgres:// URL for a server that runs on PostgreSQL;
         /// overrides the spec's environment variables and default path.
         #[arg(long)]
@@ -79,12 +92,17 @@ enum Cmd {
         http: HttpArgs,
     },
     /// Run one tool call and print its result as JSON; exits 1 when the tool fails.
+    #[command(
+        override_usage = "call <SERVER> <TOOL> [ARGUMENTS]\n       call --spec <FILE> <TOOL> [ARGUMENTS]"
+    )]
     Call {
-        server: String,
-        tool: String,
-        /// The arguments as a JSON object.
-        #[arg(default_value = "{}")]
-        arguments: String,
+        /// [SERVER] TOOL [ARGUMENTS]: the compiled server's name (not with --spec), the tool, and
+        /// its arguments as a JSON object (default `{}`).
+        #[arg(num_args = 1..=3, required = true, value_name = "ARG")]
+        words: Vec<String>,
+        /// A spec file to serve from its YAML instead of a compiled server.
+        #[arg(long, value_name = "FILE")]
+        spec: Option<PathBuf>,
         #[arg(long)]
         db: Option<PathBuf>,
         #[arg(long)]
@@ -95,7 +113,8 @@ enum Cmd {
     },
     /// Create a database from the spec's schema; never changes an existing database.
     Init {
-        server: String,
+        #[command(flatten)]
+        target: Target,
         /// The database file to create, or a postgres:// URL of an empty database.
         #[arg(long)]
         db: PathBuf,
@@ -104,13 +123,17 @@ enum Cmd {
         sample: bool,
     },
     /// Start the server on a scratch database with sample rows and drive a scripted session.
-    Demo { server: String },
+    Demo {
+        #[command(flatten)]
+        target: Target,
+    },
     /// List the compiled servers and their tools.
     List,
     /// Run the spec's `examples:`: on a scratch database with the sample rows, or with --db
     /// on a live database, every write rolled back. Exits 1 when an example fails.
     Test {
-        server: String,
+        #[command(flatten)]
+        target: Target,
         /// A live database file or postgres:// URL; its data is left as it was.
         #[arg(long)]
         db: Option<PathBuf>,
@@ -183,6 +206,67 @@ fn token(args: &HttpArgs) -> Result<Option<String>> {
         ));
     }
     Ok(Some(token.to_string()))
+}
+
+/// The server a command names: taken out of the registry, or compiled from its spec file with
+/// `compile` (the binary's spec compiler). A spec file is compiled once per process. Its
+/// handler tools run the handlers of the compiled server of the same name when the binary has
+/// one ([`servable`] says what happens otherwise).
+fn resolve(
+    servers: &mut Vec<Server>,
+    target: &Target,
+    compile: Option<dev::Compile>,
+) -> Result<Server> {
+    let Some(spec) = &target.spec else {
+        return find(servers, target.server.as_deref().unwrap_or_default());
+    };
+    let compile = compile.ok_or_else(|| {
+        anyhow!("this binary serves its compiled servers only; serve a spec file with the `mcpspec` binary (`cargo install mcpspec-cli`)")
+    })?;
+    let text = compile.read(spec).map_err(|problem| anyhow!("{problem}"))?;
+    let def = (compile.compile)(spec, &text).map_err(|problems| anyhow!("{problems}"))?;
+    if let Ok(compiled) = find(servers, def.name)
+        && compiled.handlers.is_some()
+    {
+        return Ok(Server {
+            def,
+            handlers: compiled.handlers,
+        });
+    }
+    Ok(Server::new(def))
+}
+
+/// Refuses to serve a spec file whose handler tools or resources have no handlers here,
+/// saying how to serve it; `init`, `call`, `test` and `list` work on such a spec, a handler
+/// tool answering with a tool error.
+fn servable(server: &Server, target: &Target) -> Result<()> {
+    let (Some(spec), None) = (&target.spec, &server.handlers) else {
+        return Ok(());
+    };
+    match handler_binding(server.def) {
+        None => Ok(()),
+        Some(what) => Err(anyhow!(
+            "{}: {what} is written in Rust (`handler:`), and a spec file is served without compiling; serve this spec from a crate of its own: `mcpspec new DIR --name {}`, put the spec in DIR/spec/, implement the handler in DIR/src/main.rs, then `cargo run --release -- serve {}`",
+            spec.display(),
+            server.def.name,
+            server.def.name
+        )),
+    }
+}
+
+/// The first tool or resource of `def` bound to a Rust handler, named for a message.
+fn handler_binding(def: &ServerDef) -> Option<String> {
+    if let Some(t) = def
+        .tools
+        .iter()
+        .find(|t| matches!(t.binding, crate::def::BindingDef::Handler))
+    {
+        return Some(format!("tool `{}`", t.name));
+    }
+    def.resources
+        .iter()
+        .find(|r| r.content.handler)
+        .map(|r| format!("resource `{}`", r.name))
 }
 
 /// Takes the server named `name` out of the registry.
@@ -325,6 +409,20 @@ pub fn main(servers: Vec<Server>) -> ExitCode {
 
 /// Like [`main`], with the binary's own subcommands beside the runtime's.
 pub fn main_with(servers: Vec<Server>, extras: Vec<Extra>) -> ExitCode {
+    run_main(servers, extras, None)
+}
+
+/// Like [`main_with`], and the commands also take `--spec FILE` instead of a server's name,
+/// compiling the file with `compile` (the `mcpspec` binary's spec compiler).
+pub fn main_with_specs(
+    servers: Vec<Server>,
+    extras: Vec<Extra>,
+    compile: dev::Compile,
+) -> ExitCode {
+    run_main(servers, extras, Some(compile))
+}
+
+fn run_main(servers: Vec<Server>, extras: Vec<Extra>, compile: Option<dev::Compile>) -> ExitCode {
     // Help and errors name the binary as it was invoked.
     let name = std::env::args_os()
         .next()
@@ -357,7 +455,7 @@ pub fn main_with(servers: Vec<Server>, extras: Vec<Extra>) -> ExitCode {
         Cmd::Serve { .. } => SESSION_LOG,
         _ => "warn",
     });
-    exit_code(run(cli, servers))
+    exit_code(run(cli, servers, compile))
 }
 
 /// The default log filter of a served session: every call, and warnings.
@@ -428,16 +526,17 @@ fn init(def: &crate::def::ServerDef, db: &std::path::Path, sample: bool) -> Resu
     Ok(ExitCode::SUCCESS)
 }
 
-fn run(cli: Cli, mut servers: Vec<Server>) -> Result<ExitCode> {
+fn run(cli: Cli, mut servers: Vec<Server>, compile: Option<dev::Compile>) -> Result<ExitCode> {
     match cli.command {
         Cmd::Serve {
-            server,
+            target,
             db,
             read_only,
             derive_in_place,
             http,
         } => {
-            let server = find(&mut servers, &server)?;
+            let server = resolve(&mut servers, &target, compile)?;
+            servable(&server, &target)?;
             // The HTTP options are checked before the database is opened.
             let options = match http.http {
                 Some(addr) => Some((addr, http_options(&http)?)),
@@ -451,52 +550,37 @@ fn run(cli: Cli, mut servers: Vec<Server>) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Call {
-            server,
-            tool,
-            arguments,
+            words,
+            spec,
             db,
             read_only,
             derive_in_place,
         } => {
-            let server = find(&mut servers, &server)?;
-            let def = server.def;
+            let (target, tool, arguments) = call_words(words, spec)?;
+            let server = resolve(&mut servers, &target, compile)?;
             let args: serde_json::Value =
                 serde_json::from_str(&arguments).context("the arguments are not valid JSON")?;
             let engine = start(server, db.as_deref(), placing(read_only, derive_in_place))?;
-            let outcome = engine.call(&tool, Some(&args));
-            let failed = outcome.is_err();
-            match outcome {
-                Ok(s) => say!("{}", serde_json::to_string_pretty(&s.structured)?),
-                Err(CallError::Tool(e)) => {
-                    say!("{}", serde_json::to_string_pretty(&e.to_json())?)
-                }
-                Err(CallError::Rpc(e)) => {
-                    let v =
-                        serde_json::json!({"code": e.code, "message": e.message, "data": e.data});
-                    say!("{}", serde_json::to_string_pretty(&v)?)
-                }
-                Err(other) => {
-                    let e = crate::protocol::to_result(Err(other), def)
-                        .err()
-                        .map(|e| e.message.into_owned());
-                    return Err(anyhow!(e.unwrap_or_default()));
-                }
-            }
-            Ok(if failed {
-                ExitCode::FAILURE
-            } else {
-                ExitCode::SUCCESS
-            })
+            call(&engine, &tool, &args)
         }
-        Cmd::Test { server, db } => {
-            let server = find(&mut servers, &server)?;
+        Cmd::Test { target, db } => {
+            let server = resolve(&mut servers, &target, compile)?;
             examples::run(server, db.as_deref(), &mut std::io::stdout().lock())
         }
-        Cmd::Init { server, db, sample } => init(find(&mut servers, &server)?.def, &db, sample),
-        Cmd::Demo { server } => {
-            let def = find(&mut servers, &server)?.def;
+        Cmd::Init { target, db, sample } => {
+            init(resolve(&mut servers, &target, compile)?.def, &db, sample)
+        }
+        Cmd::Demo { target } => {
+            let server = resolve(&mut servers, &target, compile)?;
+            servable(&server, &target)?;
+            let def = server.def;
             let exe = std::env::current_exe().context("locating the mcpspec binary")?;
-            demo::run(def, &exe, &mut std::io::stdout().lock())?;
+            // The server process is started in a scratch directory: a spec file by its full path.
+            let serving: Vec<std::ffi::OsString> = match &target.spec {
+                Some(spec) => vec!["--spec".into(), std::path::absolute(spec)?.into()],
+                None => vec![def.name.into()],
+            };
+            demo::run(def, &exe, &serving, &mut std::io::stdout().lock())?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::List => {
@@ -524,6 +608,52 @@ fn run(cli: Cli, mut servers: Vec<Server>) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `call`'s words: `SERVER TOOL [ARGUMENTS]`, or `TOOL [ARGUMENTS]` with `--spec`.
+fn call_words(words: Vec<String>, spec: Option<PathBuf>) -> Result<(Target, String, String)> {
+    let mut words = words.into_iter();
+    let server = match spec {
+        Some(_) => None,
+        None => words.next(),
+    };
+    let tool = words.next().ok_or_else(|| {
+        anyhow!(
+            "call needs a tool: call SERVER TOOL [ARGUMENTS], or call --spec FILE TOOL [ARGUMENTS]"
+        )
+    })?;
+    let arguments = words.next().unwrap_or_else(|| "{}".into());
+    if let Some(extra) = words.next() {
+        return Err(anyhow!(
+            "unexpected argument `{extra}`: give the arguments as one JSON object"
+        ));
+    }
+    Ok((Target { server, spec }, tool, arguments))
+}
+
+/// Runs one call and prints its result (or its error) as JSON; exits 1 when the tool fails.
+fn call(engine: &Engine, tool: &str, args: &serde_json::Value) -> Result<ExitCode> {
+    let outcome = engine.call(tool, Some(args));
+    let failed = outcome.is_err();
+    match outcome {
+        Ok(s) => say!("{}", serde_json::to_string_pretty(&s.structured)?),
+        Err(CallError::Tool(e)) => say!("{}", serde_json::to_string_pretty(&e.to_json())?),
+        Err(CallError::Rpc(e)) => {
+            let v = serde_json::json!({"code": e.code, "message": e.message, "data": e.data});
+            say!("{}", serde_json::to_string_pretty(&v)?)
+        }
+        Err(other) => {
+            let e = crate::protocol::to_result(Err(other), engine.def)
+                .err()
+                .map(|e| e.message.into_owned());
+            return Err(anyhow!(e.unwrap_or_default()));
+        }
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn http_options(args: &HttpArgs) -> Result<crate::transport::http::HttpOptions> {

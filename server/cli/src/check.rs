@@ -1,0 +1,76 @@
+//! `mcpspec check --spec FILE [--db PATH|URL]`: the spec compiler's checks on one spec file,
+//! outside any project: every problem of the spec at its file:line:column, every statement
+//! prepared against the declared schema (and against a live database, read-only), and the
+//! examples run on the sample rows. In a project, `cargo run -p codegen -- check` adds the
+//! contract snapshot and the docs.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, Result};
+use clap::{Arg, ArgAction, ArgMatches, Command};
+use mcpspec::backend::Location;
+
+/// The `check` subcommand.
+pub fn command() -> mcpspec::cli::Extra {
+    let command = Command::new("check")
+        .about("Check a spec file: its problems, its SQL against its schema (and a live database), its examples")
+        .arg(
+            Arg::new("spec")
+                .long("spec")
+                .required(true)
+                .value_name("FILE")
+                .value_parser(clap::value_parser!(PathBuf))
+                .help("The spec file, e.g. spec/notes.yaml"),
+        )
+        .arg(
+            Arg::new("db")
+                .long("db")
+                .value_name("PATH|URL")
+                .value_parser(clap::value_parser!(PathBuf))
+                .help("A live database to prepare every statement against, opened read-only"),
+        )
+        .arg(
+            Arg::new("json")
+                .long("json")
+                .action(ArgAction::SetTrue)
+                .help("Print the findings as JSON"),
+        );
+    mcpspec::cli::Extra {
+        command,
+        run,
+        serves: false,
+    }
+}
+
+fn run(m: &ArgMatches, _servers: Vec<mcpspec::Server>) -> Result<ExitCode> {
+    let spec = m.get_one::<PathBuf>("spec").expect("clap requires --spec");
+    let live = match m.get_one::<PathBuf>("db") {
+        Some(db) => {
+            let location = Location::parse(db.as_os_str())?;
+            // The check opens a file read-only and never creates one.
+            if let Location::File(p) = &location
+                && !mcpspec::backend::paths::file_of(p).is_file()
+            {
+                anyhow::bail!("opening {}: no such file", p.display());
+            }
+            Some(location)
+        }
+        None => None,
+    };
+    let report = codegen::check::check_file(spec, live.as_ref());
+    let read = |p: &std::path::Path| codegen::read_spec(p).unwrap_or_default();
+    if m.get_flag("json") {
+        print!("{}", report.to_json());
+    } else if report.is_ok() {
+        print!("{}", report.render_with(&read));
+    } else {
+        eprint!("{}", report.render_with(&read));
+    }
+    std::io::Write::flush(&mut std::io::stdout()).context("writing the report")?;
+    Ok(if report.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

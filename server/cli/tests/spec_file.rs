@@ -1,0 +1,450 @@
+//! The `mcpspec` binary on a spec file a test wrote, the way a person without a Rust toolchain
+//! uses it: `init --spec`, `serve --spec` over stdio and Streamable HTTP (a SQL tool, a
+//! templated resource and a prompt, and bad input refused as a tool error), `call`, `test` and
+//! `check --spec` (a broken statement reported at its line), and a spec with a handler tool
+//! refused with how to serve it. The binary is this package's, or the one named by
+//! `MCPSPEC_BIN` (`.ci/run` points it at a `cargo install`ed copy).
+
+use std::io::{BufRead as _, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+
+use mcpspec_testkit::{HttpClient, StdioClient};
+use serde_json::{Value, json};
+
+/// The binary under test.
+fn exe() -> PathBuf {
+    std::env::var_os("MCPSPEC_BIN")
+        .map_or_else(|| env!("CARGO_BIN_EXE_mcpspec").into(), PathBuf::from)
+}
+
+/// A spec over one table: a SQL tool with its example, a templated resource and a prompt.
+const SPEC: &str = r#"server:
+  name: parts
+  version: 0.1.0
+  title: Parts
+database:
+  env: PARTS_DB_PATH
+  default_path: {linux: ~/.local/share/parts/parts.db}
+  access: read_write
+  schema: |
+    CREATE TABLE IF NOT EXISTS parts (
+      id INTEGER PRIMARY KEY,
+      name TEXT NOT NULL,
+      stock INTEGER NOT NULL
+    );
+  sample: |
+    INSERT INTO parts (id, name, stock) VALUES (1, 'bolt', 40), (2, 'nut', 0);
+tools:
+  - name: find_part
+    title: Find a part
+    description: The part with this id.
+    input:
+      type: object
+      properties:
+        id: {type: integer, minimum: 1, description: The part's id.}
+      required: [id]
+    sql:
+      returns: one
+      query: SELECT id, name, stock FROM parts WHERE id = :id
+      columns: {id: integer, name: text, stock: integer}
+      not_found: No part has id {{ id }}.
+    examples:
+      - arguments: {id: 1}
+        returns: {id: 1, name: bolt, stock: 40}
+        sample_rows: true
+  - name: restock
+    title: Restock a part
+    description: Adds to a part's stock.
+    input:
+      type: object
+      properties:
+        id: {type: integer, minimum: 1}
+        add: {type: integer, minimum: 1, maximum: 1000}
+      required: [id, add]
+    sql:
+      returns: one
+      query: UPDATE parts SET stock = stock + :add WHERE id = :id RETURNING id, stock
+      columns: {id: integer, stock: integer}
+      not_found: No part has id {{ id }}.
+resources:
+  - uri_template: parts://part/{id}
+    name: part
+    title: A part
+    description: One part as text.
+    mime_type: text/plain
+    sql:
+      returns: one
+      query: SELECT name, stock FROM parts WHERE id = :id
+      columns: {name: text, stock: integer}
+    template: "{{ data.name }}: {{ data.stock }} in stock"
+prompts:
+  - name: reorder
+    title: Reorder a part
+    description: Ask for a reorder note for one part.
+    arguments:
+      - {name: part, description: The part's name, required: true}
+    messages:
+      - {role: user, text: "Write a reorder note for {{ part }}."}
+"#;
+
+/// A directory with the spec and a database `init --sample` made from it.
+struct Project {
+    dir: tempfile::TempDir,
+}
+
+impl Project {
+    fn new(spec: &str) -> Project {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("parts.yaml"), spec).expect("write the spec");
+        Project { dir }
+    }
+
+    fn spec(&self) -> PathBuf {
+        self.dir.path().join("parts.yaml")
+    }
+
+    fn db(&self) -> PathBuf {
+        self.dir.path().join("parts.db")
+    }
+
+    /// `mcpspec ARGS` in the project's directory.
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(exe())
+            .args(args)
+            .current_dir(self.dir.path())
+            .env("MCPSPEC_LOG", "warn")
+            .output()
+            .expect("run mcpspec")
+    }
+
+    fn init(&self) {
+        let out = self.run(&[
+            "init",
+            "--spec",
+            "parts.yaml",
+            "--db",
+            "parts.db",
+            "--sample",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+fn text(out: &[u8]) -> String {
+    String::from_utf8_lossy(out).into_owned()
+}
+
+/// What every session checks, over either transport: the listing, a call, a bad argument, the
+/// resource and the prompt.
+fn exercise(request: &mut dyn FnMut(&str, Value) -> Value) {
+    let tools = request("tools/list", json!({}));
+    let names: Vec<&str> = tools["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, ["find_part", "restock"], "{tools}");
+    let found = request(
+        "tools/call",
+        json!({"name": "find_part", "arguments": {"id": 1}}),
+    );
+    assert_eq!(
+        found["result"]["structuredContent"],
+        json!({"id": 1, "name": "bolt", "stock": 40}),
+        "{found}"
+    );
+    let bad = request(
+        "tools/call",
+        json!({"name": "find_part", "arguments": {"id": "one"}}),
+    );
+    assert_eq!(bad["result"]["isError"], true, "{bad}");
+    assert!(
+        bad.to_string().contains("id"),
+        "the failing field is named: {bad}"
+    );
+    let missing = request(
+        "tools/call",
+        json!({"name": "find_part", "arguments": {"id": 9}}),
+    );
+    assert_eq!(missing["result"]["isError"], true, "{missing}");
+    assert!(
+        missing.to_string().contains("No part has id 9"),
+        "{missing}"
+    );
+    let read = request("resources/read", json!({"uri": "parts://part/2"}));
+    assert_eq!(
+        read["result"]["contents"][0]["text"], "nut: 0 in stock",
+        "{read}"
+    );
+    let prompt = request(
+        "prompts/get",
+        json!({"name": "reorder", "arguments": {"part": "nut"}}),
+    );
+    assert_eq!(
+        prompt["result"]["messages"][0]["content"]["text"], "Write a reorder note for nut.",
+        "{prompt}"
+    );
+    let unknown = request("tools/call", json!({"name": "drop_parts", "arguments": {}}));
+    assert!(
+        unknown.get("error").is_some() || unknown["result"]["isError"] == true,
+        "{unknown}"
+    );
+}
+
+#[test]
+fn a_spec_file_is_served_over_stdio() {
+    let project = Project::new(SPEC);
+    project.init();
+    let mut client = StdioClient::spawn(
+        Command::new(exe())
+            .args(["serve", "--spec"])
+            .arg(project.spec())
+            .arg("--db")
+            .arg(project.db())
+            .stderr(Stdio::null()),
+    )
+    .expect("start mcpspec serve --spec");
+    let init = client.initialize().expect("initialize");
+    assert_eq!(init["result"]["serverInfo"]["name"], "parts", "{init}");
+    exercise(&mut |method, params| client.request(method, params).expect("an answer"));
+}
+
+/// `mcpspec serve --spec ... --http 127.0.0.1:0`, once it announced its address.
+struct HttpServer {
+    child: Child,
+    addr: std::net::SocketAddr,
+}
+
+impl HttpServer {
+    fn start(project: &Project) -> HttpServer {
+        let mut child = Command::new(exe())
+            .args(["serve", "--spec"])
+            .arg(project.spec())
+            .arg("--db")
+            .arg(project.db())
+            .args(["--http", "127.0.0.1:0"])
+            .env_remove("MCPSPEC_HTTP_TOKEN")
+            .env("MCPSPEC_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn mcpspec serve --http");
+        let stderr = BufReader::new(child.stderr.take().expect("stderr"));
+        let mut lines = stderr.lines();
+        let addr = loop {
+            let line = lines
+                .next()
+                .expect("the server reports its address on stderr")
+                .expect("stderr is text");
+            if let Some(url) = line.strip_prefix("mcpspec: listening on http://") {
+                break url.trim_end_matches("/mcp").parse().expect("an address");
+            }
+        };
+        // The rest of stderr is drained so that the server never blocks on it.
+        std::thread::spawn(move || lines.for_each(drop));
+        HttpServer { child, addr }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_spec_file_is_served_over_streamable_http() {
+    let project = Project::new(SPEC);
+    project.init();
+    let server = HttpServer::start(&project);
+    let mut client = HttpClient::new(server.addr, None);
+    let init = client.initialize().expect("initialize");
+    assert_eq!(init["result"]["serverInfo"]["name"], "parts", "{init}");
+    exercise(&mut |method, params| client.request(method, params).expect("an answer"));
+}
+
+#[test]
+fn call_and_test_work_on_a_spec_file() {
+    let project = Project::new(SPEC);
+    project.init();
+    let out = project.run(&[
+        "call",
+        "--spec",
+        "parts.yaml",
+        "find_part",
+        r#"{"id": 2}"#,
+        "--db",
+        "parts.db",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v, json!({"id": 2, "name": "nut", "stock": 0}));
+    let tested = project.run(&["test", "--spec", "parts.yaml"]);
+    assert!(
+        tested.status.success(),
+        "{}{}",
+        text(&tested.stdout),
+        text(&tested.stderr)
+    );
+    assert!(
+        text(&tested.stdout).contains("1 passed"),
+        "{}",
+        text(&tested.stdout)
+    );
+}
+
+/// The runtime's guarantees hold for a spec file: `--read-only` refuses a write and still
+/// reads, and an argument out of its schema's range never reaches the database.
+#[test]
+fn a_spec_file_served_read_only_refuses_writes() {
+    let project = Project::new(SPEC);
+    project.init();
+    let args = r#"{"id": 1, "add": 5}"#;
+    let refused = project.run(&[
+        "call",
+        "--spec",
+        "parts.yaml",
+        "restock",
+        args,
+        "--db",
+        "parts.db",
+        "--read-only",
+    ]);
+    assert_eq!(refused.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&refused.stdout).expect("JSON");
+    assert_eq!(v["error"]["code"], "READ_ONLY", "{v}");
+    let too_many = project.run(&[
+        "call",
+        "--spec",
+        "parts.yaml",
+        "restock",
+        r#"{"id": 1, "add": 5000}"#,
+        "--db",
+        "parts.db",
+    ]);
+    assert_eq!(too_many.status.code(), Some(1));
+    assert!(
+        text(&too_many.stdout).contains("add"),
+        "{}",
+        text(&too_many.stdout)
+    );
+    let added = project.run(&[
+        "call",
+        "--spec",
+        "parts.yaml",
+        "restock",
+        args,
+        "--db",
+        "parts.db",
+    ]);
+    assert!(added.status.success(), "{}", text(&added.stderr));
+    let v: Value = serde_json::from_slice(&added.stdout).expect("JSON");
+    assert_eq!(v, json!({"id": 1, "stock": 45}));
+}
+
+#[test]
+fn check_reports_a_broken_statement_at_its_line() {
+    let ok = Project::new(SPEC);
+    let out = ok.run(&["check", "--spec", "parts.yaml"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with("ok: 1 spec, 2 tools"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let broken = Project::new(&SPEC.replace(
+        "SELECT id, name, stock FROM parts WHERE id = :id",
+        "SELECT id, name, stok FROM parts WHERE id = :id",
+    ));
+    let out = broken.run(&["check", "--spec", "parts.yaml"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let report = text(&out.stderr);
+    let line = SPEC
+        .lines()
+        .position(|l| l.contains("SELECT id, name, stock"))
+        .expect("the statement's line")
+        + 1;
+    assert!(report.contains(&format!("parts.yaml:{line}:")), "{report}");
+    assert!(report.contains("no such column: stok"), "{report}");
+    // Nothing was served or written.
+    assert!(!broken.db().exists());
+}
+
+#[test]
+fn a_spec_with_a_handler_tool_is_refused_with_how_to_serve_it() {
+    let spec = SPEC.replace(
+        "resources:",
+        r#"  - name: shout
+    description: The text in capitals.
+    input: {type: object, properties: {text: {type: string}}, required: [text]}
+    handler: shout
+    output: {type: object, properties: {text: {type: string}}, required: [text]}
+resources:"#,
+    );
+    let project = Project::new(&spec);
+    project.init();
+    let out = project.run(&["serve", "--spec", "parts.yaml", "--db", "parts.db"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("tool `shout` is written in Rust"), "{err}");
+    assert!(err.contains("mcpspec new"), "{err}");
+}
+
+#[test]
+fn a_spec_with_problems_is_refused_at_start_up_with_each_at_its_line() {
+    let project = Project::new(&SPEC.replace("version: 0.1.0", "version: one"));
+    let out = project.run(&["serve", "--spec", "parts.yaml", "--db", "parts.db"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("parts.yaml:3:12"), "{err}");
+    // No database was created for a spec that does not compile.
+    assert!(!project.db().exists());
+}
+
+/// A path that is not a spec file, and a directory, are refused as such.
+#[test]
+fn a_missing_spec_file_is_named() {
+    let project = Project::new(SPEC);
+    for target in ["nope.yaml", "."] {
+        let out = project.run(&["serve", "--spec", target]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = text(&out.stderr);
+        assert!(err.contains(target) && err.contains("cannot read"), "{err}");
+    }
+}
+
+/// The README's example spec, as printed there, passes `check` and answers its example.
+#[test]
+fn the_readme_example_checks_and_answers() {
+    let readme = include_str!("../../../README.md");
+    let spec = readme
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the README has a YAML example");
+    let project = Project::new(spec);
+    let checked = project.run(&["check", "--spec", "parts.yaml"]);
+    assert!(checked.status.success(), "{}", text(&checked.stderr));
+    project.init();
+    let out = project.run(&[
+        "call",
+        "--spec",
+        "parts.yaml",
+        "find_part",
+        r#"{"id": 1}"#,
+        "--db",
+        "parts.db",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v, json!({"id": 1, "name": "bolt", "stock": 40}));
+}
