@@ -1,8 +1,11 @@
 //! `mcpspec new` makes a crate of one's own outside this repository, and that crate works the
-//! way its README says: `cargo test` (which builds it and calls both tools over stdio),
-//! `cargo run -- init` and `cargo run -- serve` driven by a client here, and mcpspec's codegen
-//! checking it with `--root`, and a spec or SQL mistake failing `cargo build`. The crate's dependencies build in a target directory of their
-//! own under this build's (`CARGO_TARGET_TMPDIR`), kept between runs.
+//! way its README says, built against mcpspec's crates as crates.io would serve them: the
+//! tarballs `cargo package` makes of this checkout, unpacked and wired in with
+//! `[patch.crates-io]`, never the checkout's sources. `cargo test` (which builds it and calls
+//! both tools over stdio), `cargo run -- init` and `cargo run -- serve` driven by a client
+//! here, its own `cargo run -p codegen -- check`, and a spec or SQL mistake failing
+//! `cargo build`. The crate builds in a target directory of its own under this build's
+//! (`CARGO_TARGET_TMPDIR`), kept between runs.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -44,25 +47,62 @@ fn cargo(dir: &Path, args: &[&str]) -> Output {
     out
 }
 
-/// mcpspec's codegen command line on the new crate, with `--root`.
+/// The new crate's own `cargo run -p codegen -- COMMAND`.
 fn codegen(dir: &Path, command: &str) -> Output {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../codegen/Cargo.toml");
-    let manifest = manifest.to_str().expect("utf-8");
-    cargo_command(
-        dir,
-        &[
-            "run",
-            "-q",
-            "--manifest-path",
-            manifest,
-            "--",
-            command,
-            "--root",
-            ".",
-        ],
-    )
-    .output()
-    .expect("run codegen")
+    cargo_command(dir, &["run", "-q", "-p", "codegen", "--", command])
+        .output()
+        .expect("run codegen")
+}
+
+/// The crates a new crate depends on, directly or not: what `cargo package` must make.
+const PUBLISHED: &[&str] = &[
+    "mcpspec",
+    "mcpspec-def",
+    "mcpspec-sqlscan",
+    "mcpspec-codegen",
+];
+
+/// Packages this checkout's published crates with `cargo package` (in a target directory of
+/// this test's, since the running `cargo test` holds the workspace's), unpacks each tarball
+/// and returns the `[patch.crates-io]` table that points a crate at them.
+fn packaged_crates(into: &Path) -> String {
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("package-target");
+    let mut args = vec!["package", "--no-verify", "--allow-dirty", "--locked", "-q"];
+    for p in PUBLISHED {
+        args.extend(["-p", p]);
+    }
+    let out = Command::new(env!("CARGO"))
+        .args(&args)
+        .current_dir(&checkout)
+        .env("CARGO_TARGET_DIR", &target)
+        .output()
+        .expect("run cargo package");
+    assert!(
+        out.status.success(),
+        "cargo package failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let version = env!("CARGO_PKG_VERSION");
+    let mut patch = String::from("\n[patch.crates-io]\n");
+    for p in PUBLISHED {
+        let tarball = target.join(format!("package/{p}-{version}.crate"));
+        let untar = Command::new("tar")
+            .arg("xzf")
+            .arg(&tarball)
+            .arg("-C")
+            .arg(into)
+            .status()
+            .expect("run tar");
+        assert!(untar.success(), "unpacking {}", tarball.display());
+        let unpacked = into.join(format!("{p}-{version}"));
+        // What crates.io would serve: no path dependencies, no tests.
+        let manifest = std::fs::read_to_string(unpacked.join("Cargo.toml")).unwrap();
+        assert!(!manifest.contains("path = \"../"), "{p}: {manifest}");
+        assert!(!unpacked.join("tests").exists(), "{p} ships its tests");
+        patch += &format!("{p} = {{ path = {:?} }}\n", unpacked.display().to_string());
+    }
+    patch
 }
 
 #[test]
@@ -75,7 +115,15 @@ fn mcpspec_new_makes_a_crate_that_builds_tests_serves_and_checks_outside_the_wor
         .expect("canonical checkout");
     assert!(!parent.path().canonicalize().unwrap().starts_with(&checkout));
     let dir = parent.path().join("team-notes");
+    let crates = parent.path().join("crates");
+    std::fs::create_dir(&crates).unwrap();
+    let patch = packaged_crates(&crates);
     scaffold(&dir);
+    let manifest = dir.join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    // By version, as a crate from crates.io; the patch stands in for the registry.
+    assert!(text.contains("mcpspec = { version = \"0.1\" }"), "{text}");
+    std::fs::write(&manifest, text + &patch).unwrap();
     // Its own test: builds the crate and calls both tools over stdio.
     cargo(&dir, &["test", "-q"]);
     serves_both_tools(&dir);
@@ -103,6 +151,12 @@ fn scaffold(dir: &Path) {
         "tests/stdio.rs",
         ".mcp.json",
         "README.md",
+        "codegen/Cargo.toml",
+        "codegen/src/main.rs",
+        ".github/workflows/ci.yml",
+        "spec/spec.schema.json",
+        "spec/notes.lock.json",
+        "docs/notes.md",
     ] {
         assert!(dir.join(file).is_file(), "{file} was not created");
     }
@@ -161,25 +215,10 @@ fn serves_both_tools(dir: &Path) {
     );
 }
 
-/// Its own check, through mcpspec's codegen with --root: the snapshot and docs are missing
-/// until written, then everything is in order.
+/// Its own check, `cargo run -p codegen -- check` as its CI workflow runs it: in order as
+/// made (contract snapshot and docs included), and a changed tool fails it until the snapshot
+/// and docs are written again.
 fn checks_with_codegen(dir: &Path) {
-    let first = codegen(dir, "check");
-    assert_eq!(first.status.code(), Some(1));
-    let report = String::from_utf8_lossy(&first.stderr);
-    assert!(
-        report.contains("server `notes` has no contract snapshot"),
-        "{report}"
-    );
-    assert!(report.contains("docs/notes.md is missing"), "{report}");
-    for command in ["snapshot", "docs"] {
-        let out = codegen(dir, command);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
     let ok = codegen(dir, "check");
     assert!(
         ok.status.success(),
@@ -191,8 +230,38 @@ fn checks_with_codegen(dir: &Path) {
         "{}",
         String::from_utf8_lossy(&ok.stdout)
     );
-    // The editor schema belongs to mcpspec's checkout, not to the user's crate.
-    assert!(!dir.join("codegen").exists());
+    let workflow = std::fs::read_to_string(dir.join(".github/workflows/ci.yml")).unwrap();
+    assert!(
+        workflow.contains("cargo run --locked -p codegen -- check"),
+        "{workflow}"
+    );
+    let spec = dir.join("spec/notes.yaml");
+    let text = std::fs::read_to_string(&spec).unwrap();
+    // A described change, with the patch step its contract asks for.
+    let changed = text
+        .replacen("description: ", "description: Changed. ", 1)
+        .replacen("version: 0.1.0", "version: 0.1.1", 1);
+    assert_ne!(changed, text);
+    std::fs::write(&spec, &changed).unwrap();
+    let stale = codegen(dir, "check");
+    assert_eq!(stale.status.code(), Some(1));
+    let report = String::from_utf8_lossy(&stale.stderr);
+    assert!(report.contains("docs/notes.md"), "{report}");
+    for command in ["snapshot", "docs"] {
+        let out = codegen(dir, command);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let again = codegen(dir, "check");
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    std::fs::write(&spec, text).unwrap();
 }
 
 /// A mistake in the spec, or in its SQL, fails `cargo build` at its line and column.
