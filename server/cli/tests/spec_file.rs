@@ -448,3 +448,136 @@ fn the_readme_example_checks_and_answers() {
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(v, json!({"id": 1, "name": "bolt", "stock": 40}));
 }
+
+/// The official MCP Bundle CLI (`@anthropic-ai/mcpb`, pinned in `tests/mcpb/`), installed
+/// with `npm ci` under this build's temporary directory once, and reused.
+fn mcpb() -> PathBuf {
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcpb");
+    let work = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("mcpb");
+    let bin = work.join("node_modules/.bin/mcpb");
+    let lock = std::fs::read(here.join("package-lock.json")).expect("the pinned lock");
+    if std::fs::read(work.join("package-lock.json")).ok().as_ref() != Some(&lock) || !bin.exists() {
+        std::fs::create_dir_all(&work).expect("create the mcpb directory");
+        for f in ["package.json", "package-lock.json"] {
+            std::fs::copy(here.join(f), work.join(f)).expect("copy the pin");
+        }
+        let installed = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&work)
+            .status()
+            .unwrap_or_else(|e| panic!("this test needs npm (Node.js) to install the official mcpb CLI: {e}; Debian: apt-get install nodejs npm"));
+        assert!(installed.success(), "npm ci of @anthropic-ai/mcpb failed");
+    }
+    bin
+}
+
+/// `mcpspec bundle --spec` writes a bundle that the official `mcpb validate` accepts; unpacked,
+/// the server starts the way its manifest says and answers; `server.json` names the bundle by
+/// its SHA-256 in the form the MCP registry's schema asks for.
+#[test]
+fn a_bundle_validates_unpacks_and_serves_as_its_manifest_says() {
+    let project = Project::new(SPEC);
+    project.init();
+    let out = project.run(&[
+        "bundle",
+        "--spec",
+        "parts.yaml",
+        "--out",
+        "dist",
+        "--registry-name",
+        "io.github.example/parts",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let bundle = project.dir.path().join("dist/parts-0.1.0.mcpb");
+    let mcpb = mcpb();
+    let unpacked = project.dir.path().join("unpacked");
+    let unpack = Command::new(&mcpb)
+        .arg("unpack")
+        .arg(&bundle)
+        .arg(&unpacked)
+        .output()
+        .expect("mcpb unpack");
+    assert!(
+        unpack.status.success(),
+        "{}{}",
+        text(&unpack.stdout),
+        text(&unpack.stderr)
+    );
+    let manifest_path = unpacked.join("manifest.json");
+    let valid = Command::new(&mcpb)
+        .arg("validate")
+        .arg(&manifest_path)
+        .output()
+        .expect("mcpb validate");
+    assert!(
+        valid.status.success(),
+        "{}{}",
+        text(&valid.stdout),
+        text(&valid.stderr)
+    );
+    assert!(
+        text(&valid.stdout).contains("validation passes"),
+        "{}",
+        text(&valid.stdout)
+    );
+
+    let manifest: Value = serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    let tools: Vec<&str> = manifest["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(tools, ["find_part", "restock"]);
+    assert_eq!(manifest["prompts"][0]["name"], "reorder");
+    assert_eq!(manifest["user_config"]["database"]["required"], true);
+    // Started as a host starts it: ${__dirname} is the unpacked bundle, the user's database
+    // fills ${user_config.database}.
+    let fill = |s: &str| {
+        s.replace("${__dirname}", unpacked.to_str().unwrap())
+            .replace("${user_config.database}", project.db().to_str().unwrap())
+    };
+    let config = &manifest["server"]["mcp_config"];
+    let mut command = Command::new(fill(config["command"].as_str().unwrap()));
+    for a in config["args"].as_array().unwrap() {
+        command.arg(fill(a.as_str().unwrap()));
+    }
+    for (k, v) in config["env"].as_object().unwrap() {
+        command.env(k, v.as_str().unwrap());
+    }
+    let mut client =
+        StdioClient::spawn(command.stderr(Stdio::null())).expect("start the bundled server");
+    client.initialize().expect("initialize");
+    let found = client
+        .call_tool("find_part", json!({"id": 2}))
+        .expect("call");
+    assert_eq!(
+        found["result"]["structuredContent"]["name"], "nut",
+        "{found}"
+    );
+
+    let registry: Value = serde_json::from_slice(
+        &std::fs::read(project.dir.path().join("dist/server.json")).unwrap(),
+    )
+    .unwrap();
+    let sha = Command::new("sha256sum")
+        .arg(&bundle)
+        .output()
+        .expect("sha256sum");
+    let sha = text(&sha.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(registry["name"], "io.github.example/parts");
+    assert_eq!(registry["version"], "0.1.0");
+    let package = &registry["packages"][0];
+    assert_eq!(package["registryType"], "mcpb");
+    assert_eq!(package["fileSha256"], sha.as_str());
+    assert_eq!(package["transport"]["type"], "stdio");
+    let description = registry["description"].as_str().unwrap();
+    assert!(
+        (1..=100).contains(&description.chars().count()),
+        "{description}"
+    );
+}
