@@ -326,7 +326,7 @@ pub fn prompt(def: &'static ServerDef, name: &str) -> Result<&'static PromptDef,
 }
 
 /// Renders a prompt's messages with its arguments and the person's `answers` to its
-/// questions ([`crate::questions::answers`]); a resource message embeds that resource.
+/// questions (gathered by the protocol layer); a resource message embeds that resource.
 pub fn get_prompt(
     engine: &Engine,
     p: &'static PromptDef,

@@ -5,27 +5,28 @@
 //! - [`def`]: the table types the generated code fills; [`params`]: how arguments become the
 //!   values statements bind; [`handler`]: what Rust handlers receive and return.
 //! - [`engine`]: validates arguments and runs calls; [`content`] reads resources and renders
-//!   prompts; [`templates`] names and registers their templates; [`transform`] shapes derived
+//!   prompts; `templates` names and registers their templates; [`transform`] shapes derived
 //!   parameters; [`startup`] runs a spec's start-up jobs; [`examples`] runs and judges a
 //!   spec's examples.
 //! - [`backend`]: the database seam; [`backend::sqlite`] is its embedded implementation.
-//! - [`protocol`]: the MCP surface on rmcp, with [`protocol::jsonrpc`] for messages that do
-//!   not parse; [`transport::stdio`] and [`transport::http`] carry it.
+//! - `protocol` (internal): the MCP surface on rmcp, with `protocol::jsonrpc` for messages
+//!   that do not parse; `transport::stdio` and `transport::http` carry it.
 //! - [`proxy`]: downstream servers (each over a [`proxy::downlink`]) and a spec's interceptor.
-//! - [`calllog`] writes the line each call leaves in the log; [`shutdown`] carries a
+//! - `calllog` (internal) writes the line each call leaves in the log; `shutdown` carries a
 //!   transport's shutdown to the calls it is answering.
 //! - [`confine`] keeps handlers' paths inside their project; [`confirm`] asks the person before
-//!   destructive calls; [`numbers`] refuses integers that do not fit `i64`.
-//! - [`client`]: a small MCP client over stdio and HTTP, for demos, tests and benchmarks.
-//! - [`cli`]: the command line a server binary runs (`serve`, `call`, `init`, `demo`, `list`,
-//!   `setup`), with the registry of [`Server`]s it serves.
+//!   destructive calls; `numbers` refuses integers that do not fit `i64`.
+//! - [`client`]: a small MCP client over stdio, for demos, tests and benchmarks.
+//! - [`cli`]: the command line a server binary runs (`serve`, `call`, `init`, `test`, `demo`,
+//!   `list`, and `--spec` when the binary has a spec compiler), with the registry of
+//!   [`Server`]s it serves.
 
 // Generated code names this crate as `::mcpspec` so that it compiles both here and in users'
 // crates.
 extern crate self as mcpspec;
 
 pub mod backend;
-pub mod calllog;
+pub(crate) mod calllog;
 pub mod cli;
 pub mod client;
 pub mod confine;
@@ -34,17 +35,17 @@ pub mod content;
 pub mod engine;
 pub mod examples;
 pub mod handler;
-pub mod numbers;
+pub(crate) mod numbers;
 pub mod params;
-pub mod protocol;
+pub(crate) mod protocol;
 pub mod proxy;
-pub mod questions;
+pub(crate) mod questions;
 mod rows;
-pub mod shutdown;
+pub(crate) mod shutdown;
 pub mod startup;
-pub mod templates;
+pub(crate) mod templates;
 pub mod transform;
-pub mod transport;
+pub(crate) mod transport;
 
 pub use cli::Server;
 

@@ -218,7 +218,13 @@ impl Watch {
                 continue;
             }
             if let Some(engine) = self.next(&text) {
+                let tools = engine.def.tools.len();
                 live.replace(engine);
+                // Said once the new version serves, so that a client that reads it is served it.
+                eprintln!(
+                    "mcpspec dev: reloaded {} ({tools} tools)",
+                    self.spec.display()
+                );
                 let peer = peer.clone();
                 runtime.spawn(async move {
                     let _ = peer.notify_tool_list_changed().await;
@@ -244,10 +250,7 @@ impl Watch {
             }
         };
         match start(def, &mut self.dbs, &self.handlers) {
-            Ok(engine) => {
-                eprintln!("mcpspec dev: reloaded {shown} ({} tools)", def.tools.len());
-                Some(engine)
-            }
+            Ok(engine) => Some(engine),
             Err(e) => {
                 eprintln!(
                     "error: {e:#}\nmcpspec dev: {shown} does not start; still serving the last good version"

@@ -172,11 +172,13 @@ struct HttpArgs {
 }
 
 /// The environment variable the token is read from when no flag names a source.
+#[cfg(feature = "http")]
 const TOKEN_ENV: &str = "MCPSPEC_HTTP_TOKEN";
 
 /// The bearer token, if any: from `--token-file`, from `--token-env` (which must be set), or
 /// from MCPSPEC_HTTP_TOKEN when it is set. The token is never taken on the command line, where
 /// other users of the machine could read it.
+#[cfg(feature = "http")]
 fn token(args: &HttpArgs) -> Result<Option<String>> {
     let (text, source) = if let Some(path) = &args.token_file {
         let text = std::fs::read_to_string(path)
@@ -656,6 +658,24 @@ fn call(engine: &Engine, tool: &str, args: &serde_json::Value) -> Result<ExitCod
     })
 }
 
+/// Without the `http` feature there are no HTTP options: `--http` is refused, saying why.
+#[cfg(not(feature = "http"))]
+fn http_options(_: &HttpArgs) -> Result<std::convert::Infallible> {
+    Err(anyhow!(
+        "this binary was built without Streamable HTTP (the `http` feature of the mcpspec crate); serve over stdio, or rebuild with it"
+    ))
+}
+
+#[cfg(not(feature = "http"))]
+fn serve_http(
+    _: std::sync::Arc<Engine>,
+    _: std::net::SocketAddr,
+    options: std::convert::Infallible,
+) -> Result<()> {
+    match options {}
+}
+
+#[cfg(feature = "http")]
 fn http_options(args: &HttpArgs) -> Result<crate::transport::http::HttpOptions> {
     let max_body_bytes = match args.max_body_bytes {
         Some(0) => return Err(anyhow!("--max-body-bytes must be positive")),
@@ -709,6 +729,7 @@ async fn start_proxy(
 }
 
 /// Serves Streamable HTTP until SIGTERM/SIGINT arrives, then drains like the stdio path.
+#[cfg(feature = "http")]
 fn serve_http(
     engine: std::sync::Arc<Engine>,
     addr: std::net::SocketAddr,

@@ -11,7 +11,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::engine::ToolError;
-pub use crate::transform::{QUOTE_CHARS, quote, shorten};
+pub use crate::transform::quote;
 
 /// The response to a line that did not parse as a client message, or `None` when it needs
 /// none (a notification). `error` is the parser's complaint about the message shape.
@@ -296,6 +296,7 @@ fn mark_lone_surrogates(line: &[u8]) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transform::shorten;
 
     #[test]
     fn lone_surrogates_are_marked_and_pairs_kept() {

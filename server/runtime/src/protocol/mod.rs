@@ -314,10 +314,6 @@ impl McpServer {
         })
     }
 
-    pub fn new(engine: Arc<Engine>) -> Self {
-        McpServer::with_proxy(engine, None)
-    }
-
     /// A server whose tools include a proxy's re-exported downstream tools. Such a server
     /// announces `tools.listChanged`, since a restarted downstream may bring other tools.
     pub fn with_proxy(engine: Arc<Engine>, proxy: Option<Arc<Proxy>>) -> Self {
@@ -426,6 +422,7 @@ impl McpServer {
     /// The same server for another client session (Streamable HTTP serves many): it shares
     /// the engine, the tools and the proxy, and starts with its own log level, subscriptions
     /// and injected hints.
+    #[cfg(feature = "http")]
     pub fn for_new_session(&self) -> McpServer {
         McpServer {
             session: Arc::new(Session::default()),

@@ -52,9 +52,6 @@ use crate::protocol::McpServer;
 /// The path of the MCP endpoint.
 pub const ENDPOINT: &str = "/mcp";
 
-/// The default request body limit: the default argument size limit.
-pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
-
 type HttpBody = BoxBody<Bytes, Infallible>;
 
 /// How the HTTP endpoint is protected and bounded.

@@ -581,17 +581,8 @@ impl StdioTransport {
     }
 
     /// A transport over any reader and writer: one thread reads (three take turns with a
-    /// lane, so that two may answer calls while one reads) and one writes.
-    pub fn over(
-        read: impl std::io::Read + Send + 'static,
-        write: impl std::io::Write + Send + 'static,
-        max_line: usize,
-        lane: Option<Lane>,
-    ) -> (StdioTransport, std::thread::JoinHandle<()>) {
-        Self::over_polled(read, write, max_line, lane, Pollable::default())
-    }
-
-    /// [`StdioTransport::over`], where `fd` is `read`'s descriptor when it can be polled.
+    /// lane, so that two may answer calls while one reads) and one writes; `fd` is `read`'s
+    /// descriptor when it can be polled.
     fn over_polled(
         read: impl std::io::Read + Send + 'static,
         write: impl std::io::Write + Send + 'static,
