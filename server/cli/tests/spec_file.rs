@@ -581,3 +581,23 @@ fn a_bundle_validates_unpacks_and_serves_as_its_manifest_says() {
         "{description}"
     );
 }
+
+/// The published binary has no compiled servers, and says so with what to do instead.
+#[test]
+fn a_server_name_without_compiled_servers_points_at_spec_files() {
+    let project = Project::new(SPEC);
+    let listed = project.run(&["list"]);
+    assert!(listed.status.success());
+    assert!(
+        text(&listed.stdout).contains("serve --spec FILE"),
+        "{}",
+        text(&listed.stdout)
+    );
+    let out = project.run(&["serve", "parts"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("no compiled servers") && err.contains("--spec spec/parts.yaml"),
+        "{err}"
+    );
+}

@@ -72,13 +72,13 @@ struct Target {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Serve a compiled server over stdio (for Claude Code and other MCP clients), or over
-    /// Streamable HTTP with `--http`.
+    /// Serve a compiled server or a spec file over stdio (for Claude Code and other MCP
+    /// clients), or over Streamable HTTP with `--http`.
     Serve {
         #[command(flatten)]
         target: Target,
-        /// The database file, or a postgres:// URL for a server that runs on PostgreSQL;
-        /// overrides the spec's environment variables and default path.
+        /// The database file, or a postgres:// or mysql:// URL for a server that runs on a
+        /// database server; overrides the spec's environment variables and default path.
         #[arg(long)]
         db: Option<PathBuf>,
         /// Refuse every tool that changes the database.
@@ -115,7 +115,7 @@ enum Cmd {
     Init {
         #[command(flatten)]
         target: Target,
-        /// The database file to create, or a postgres:// URL of an empty database.
+        /// The database file to create, or a postgres:// or mysql:// URL of an empty database.
         #[arg(long)]
         db: PathBuf,
         /// Also load the spec's sample rows.
@@ -134,7 +134,7 @@ enum Cmd {
     Test {
         #[command(flatten)]
         target: Target,
-        /// A live database file or postgres:// URL; its data is left as it was.
+        /// A live database file or postgres:// or mysql:// URL; its data is left as it was.
         #[arg(long)]
         db: Option<PathBuf>,
     },
@@ -275,6 +275,9 @@ fn handler_binding(def: &ServerDef) -> Option<String> {
 fn find(servers: &mut Vec<Server>, name: &str) -> Result<Server> {
     match servers.iter().position(|s| s.def.name == name) {
         Some(i) => Ok(servers.swap_remove(i)),
+        None if servers.is_empty() => Err(anyhow!(
+            "no server named `{name}`: this binary has no compiled servers; serve a spec file with --spec FILE (e.g. --spec spec/{name}.yaml)"
+        )),
         None => {
             let names: Vec<&str> = servers.iter().map(|s| s.def.name).collect();
             Err(anyhow!(
@@ -586,6 +589,10 @@ fn run(cli: Cli, mut servers: Vec<Server>, compile: Option<dev::Compile>) -> Res
             Ok(ExitCode::SUCCESS)
         }
         Cmd::List => {
+            if servers.is_empty() {
+                say!("no compiled servers: this binary serves spec files (serve --spec FILE)");
+                return Ok(ExitCode::SUCCESS);
+            }
             servers.sort_by_key(|s| s.def.name);
             for s in servers.iter().map(|s| s.def) {
                 say!(
