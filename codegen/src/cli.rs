@@ -22,7 +22,7 @@ commands:
                        spec/<server>.lock.json and the committed docs and editor schema with a
                        fresh render
   snapshot             record each server's tool contract in spec/<server>.lock.json; refused
-                       when the changes need a larger version step (see the README)
+                       when the changes need a larger version step (see docs/guide.md)
   docs                 write docs/<server>.md
   generate --out DIR   write the Rust generated from spec/*.yaml into DIR
 

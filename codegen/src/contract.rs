@@ -4,7 +4,7 @@
 //! output schemas and annotations, plus the server's version, as canonical (key-sorted) pretty
 //! JSON. [`compare`] reads two snapshots and classifies every difference as breaking, a
 //! compatible addition or a documentation change; [`bump_level`] and [`required_version`]
-//! apply the SemVer policy written in the README.
+//! apply the SemVer policy written in docs/guide.md ("Contract snapshots and the SemVer policy").
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -774,7 +774,7 @@ fn properties(
     }
 }
 
-/// The kind of version step from `old` to `new` under the README's policy, or `None` when `new`
+/// The kind of version step from `old` to `new` under the policy in docs/guide.md, or `None` when `new`
 /// is not greater than `old` or either is not `MAJOR.MINOR.PATCH`. As in Cargo, the first
 /// non-zero part of a `0.x` version is its major part: 0.1.0 to 0.2.0 is a major step.
 pub fn bump_level(old: &str, new: &str) -> Option<Level> {

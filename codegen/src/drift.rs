@@ -291,7 +291,7 @@ fn summary(changes: &[Change]) -> String {
     parts.join(", ")
 }
 
-/// Decides whether `spec`'s contract may replace the committed snapshot under the README's
+/// Decides whether `spec`'s contract may replace the committed snapshot under docs/guide.md's
 /// SemVer policy: a breaking change needs a major version step, a compatible one at least a
 /// minor step, a description change at least a patch step.
 pub fn contract_outcome(spec: &Spec, committed: Option<&str>) -> Contract {
