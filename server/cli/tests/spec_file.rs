@@ -118,6 +118,25 @@ impl Project {
             .expect("run mcpspec")
     }
 
+    /// `mcpspec call --spec parts.yaml TOOL ARGS --db parts.db EXTRA...`: the exit code and
+    /// the JSON printed.
+    fn call(&self, tool: &str, args: &str, extra: &[&str]) -> (Option<i32>, Value) {
+        let mut argv = vec![
+            "call",
+            "--spec",
+            "parts.yaml",
+            tool,
+            args,
+            "--db",
+            "parts.db",
+        ];
+        argv.extend_from_slice(extra);
+        let out = self.run(&argv);
+        let printed = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}{}", text(&out.stdout), text(&out.stderr)));
+        (out.status.code(), printed)
+    }
+
     fn init(&self) {
         let out = self.run(&[
             "init",
@@ -275,17 +294,8 @@ fn a_spec_file_is_served_over_streamable_http() {
 fn call_and_test_work_on_a_spec_file() {
     let project = Project::new(SPEC);
     project.init();
-    let out = project.run(&[
-        "call",
-        "--spec",
-        "parts.yaml",
-        "find_part",
-        r#"{"id": 2}"#,
-        "--db",
-        "parts.db",
-    ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let (code, v) = project.call("find_part", r#"{"id": 2}"#, &[]);
+    assert_eq!(code, Some(0), "{v}");
     assert_eq!(v, json!({"id": 2, "name": "nut", "stock": 0}));
     let tested = project.run(&["test", "--spec", "parts.yaml"]);
     assert!(
@@ -308,45 +318,17 @@ fn a_spec_file_served_read_only_refuses_writes() {
     let project = Project::new(SPEC);
     project.init();
     let args = r#"{"id": 1, "add": 5}"#;
-    let refused = project.run(&[
-        "call",
-        "--spec",
-        "parts.yaml",
-        "restock",
-        args,
-        "--db",
-        "parts.db",
-        "--read-only",
-    ]);
-    assert_eq!(refused.status.code(), Some(1));
-    let v: Value = serde_json::from_slice(&refused.stdout).expect("JSON");
+    let (code, v) = project.call("restock", args, &["--read-only"]);
+    assert_eq!(code, Some(1), "{v}");
     assert_eq!(v["error"]["code"], "READ_ONLY", "{v}");
-    let too_many = project.run(&[
-        "call",
-        "--spec",
-        "parts.yaml",
-        "restock",
-        r#"{"id": 1, "add": 5000}"#,
-        "--db",
-        "parts.db",
-    ]);
-    assert_eq!(too_many.status.code(), Some(1));
+    let (code, v) = project.call("restock", r#"{"id": 1, "add": 5000}"#, &[]);
+    assert_eq!(code, Some(1), "{v}");
     assert!(
-        text(&too_many.stdout).contains("add"),
-        "{}",
-        text(&too_many.stdout)
+        v.to_string().contains("add"),
+        "the failing field is named: {v}"
     );
-    let added = project.run(&[
-        "call",
-        "--spec",
-        "parts.yaml",
-        "restock",
-        args,
-        "--db",
-        "parts.db",
-    ]);
-    assert!(added.status.success(), "{}", text(&added.stderr));
-    let v: Value = serde_json::from_slice(&added.stdout).expect("JSON");
+    let (code, v) = project.call("restock", args, &[]);
+    assert_eq!(code, Some(0), "{v}");
     assert_eq!(v, json!({"id": 1, "stock": 45}));
 }
 
@@ -435,17 +417,8 @@ fn the_readme_example_checks_and_answers() {
     let checked = project.run(&["check", "--spec", "parts.yaml"]);
     assert!(checked.status.success(), "{}", text(&checked.stderr));
     project.init();
-    let out = project.run(&[
-        "call",
-        "--spec",
-        "parts.yaml",
-        "find_part",
-        r#"{"id": 1}"#,
-        "--db",
-        "parts.db",
-    ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let (code, v) = project.call("find_part", r#"{"id": 1}"#, &[]);
+    assert_eq!(code, Some(0), "{v}");
     assert_eq!(v, json!({"id": 1, "name": "bolt", "stock": 40}));
 }
 
