@@ -26,6 +26,7 @@ on_every_engine_and_transport!(
     large_content_round_trips_intact,
     errors_never_leak_sql_paths_or_traces,
     a_nul_character_gets_one_answer_on_every_engine,
+    served_from_its_yaml_it_answers_as_compiled,
 );
 
 // What the runtime guarantees of a process, over stdio.
@@ -119,6 +120,33 @@ pub(crate) fn big_db(n: u32) -> Db {
     let copy = sample_db("knowledge");
     std::fs::copy(&template, &copy.path).unwrap();
     copy
+}
+
+/// `serve --spec spec/knowledge.yaml`: the spec compiled at start-up rather than at build time
+/// (the binary's compiled `knowledge` has no handlers, so nothing of it is used), on every
+/// engine, over stdio and over HTTP in both protocol revisions: the same tools, answers and
+/// errors.
+fn served_from_its_yaml_it_answers_as_compiled(engine: Engine, transport: Transport) {
+    let spec = format!(
+        "--spec={}/../spec/knowledge.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut s = start_over(transport, sample_db_on(engine, "knowledge"), &spec, &[]);
+    s.lists_seed_tools("knowledge", &["kb_add", "kb_get", "kb_search"]);
+    let added = s.ok(
+        "kb_add",
+        json!({"content": "Spec files serve as compiled ones.", "role": "dev"}),
+    );
+    let got = s.ok("kb_get", json!({"id": added["id"]}));
+    assert_eq!(got["content"], "Spec files serve as compiled ones.");
+    let found = s.ok("kb_search", json!({"query": "compiled"}));
+    assert!(
+        found.to_string().contains(added["id"].as_str().unwrap()),
+        "{found}"
+    );
+    let bad = s.tool_error("kb_add", json!({"content": "", "role": "dev"}));
+    assert_eq!(bad["code"], "VALIDATION_ERROR", "{bad}");
+    s.finish();
 }
 
 fn crud_round_trip(engine: Engine, transport: Transport) {
