@@ -197,17 +197,7 @@ fn check(
             }
         }
     };
-    // A location of another form is refused as such, never taken as a file name; a file
-    // must exist (the check opens it read-only and never creates it).
-    let location = db
-        .as_deref()
-        .map(|p| mcpspec::backend::Location::parse(p.as_os_str()))
-        .transpose()?;
-    if let Some(mcpspec::backend::Location::File(p)) = &location
-        && !mcpspec::backend::paths::file_of(p).is_file()
-    {
-        anyhow::bail!("opening {}: no such file", p.display());
-    }
+    let location = db.as_deref().map(live_location).transpose()?;
     let live = server.as_deref().zip(location.as_ref());
     let mut report = crate::check::check_repo(root, spec_dir, live);
     // Examples run after the statement checks, on the same database, each write rolled back.
@@ -218,6 +208,19 @@ fn check(
     }
     samples(root, spec_dir, &mut report);
     finish(&report, json)
+}
+
+/// The live database a check reads: a location of another form is refused as such, never
+/// taken as a file name; a file must exist (the check opens it read-only and never creates
+/// it).
+pub fn live_location(db: &Path) -> Result<mcpspec::backend::Location> {
+    let location = mcpspec::backend::Location::parse(db.as_os_str())?;
+    if let mcpspec::backend::Location::File(p) = &location
+        && !mcpspec::backend::paths::file_of(p).is_file()
+    {
+        anyhow::bail!("opening {}: no such file", p.display());
+    }
+    Ok(location)
 }
 
 /// Adds the findings of every spec's examples on a scratch database with its sample rows,
@@ -235,7 +238,7 @@ fn samples(root: &Path, spec_dir: &Path, report: &mut crate::drift::Report) {
 }
 
 /// Prints the report (to stdout when it is clean, else stderr) and gives the exit code.
-fn finish(report: &crate::drift::Report, json: bool) -> Result<ExitCode> {
+pub fn finish(report: &crate::drift::Report, json: bool) -> Result<ExitCode> {
     if json {
         print!("{}", report.to_json());
     } else if report.is_ok() {

@@ -78,15 +78,16 @@ struct Source {
     spec: Option<(PathBuf, String)>,
 }
 
-fn run(m: &ArgMatches, servers: Vec<mcpspec::Server>) -> Result<ExitCode> {
+fn run(m: &ArgMatches, mut servers: Vec<mcpspec::Server>) -> Result<ExitCode> {
     let source = match (m.get_one::<PathBuf>("spec"), m.get_one::<String>("server")) {
         (Some(spec), _) => {
+            // Resolved and refused as `serve --spec` resolves and refuses it.
+            let server = mcpspec::cli::from_spec(&mut servers, spec, codegen::live::COMPILE)?;
+            mcpspec::cli::servable(&server, spec)?;
             let text = codegen::read_spec(spec)
                 .with_context(|| format!("cannot read {}", spec.display()))?;
-            let def =
-                codegen::live::compile_text(spec, &text).map_err(|p| anyhow::anyhow!("{p}"))?;
             Source {
-                def,
+                def: server.def(),
                 spec: Some((spec.clone(), text)),
             }
         }
@@ -99,19 +100,6 @@ fn run(m: &ArgMatches, servers: Vec<mcpspec::Server>) -> Result<ExitCode> {
         },
         (None, None) => bail!("name a compiled server or give --spec FILE"),
     };
-    if let Some((spec, _)) = &source.spec
-        && let Some(tool) = source
-            .def
-            .tools
-            .iter()
-            .find(|t| matches!(t.binding, mcpspec::def::BindingDef::Handler))
-    {
-        bail!(
-            "{}: tool `{}` is written in Rust, and a bundled spec file is served without compiling; bundle the binary of a crate made by `mcpspec new` instead",
-            spec.display(),
-            tool.name
-        );
-    }
     let out = m.get_one::<PathBuf>("out").expect("clap has a default");
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let exe = std::env::current_exe().context("locating this binary")?;

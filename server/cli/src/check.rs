@@ -7,9 +7,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use clap::{Arg, ArgAction, ArgMatches, Command};
-use mcpspec::backend::Location;
 
 /// The `check` subcommand.
 pub fn command() -> mcpspec::cli::Extra {
@@ -45,32 +44,10 @@ pub fn command() -> mcpspec::cli::Extra {
 
 fn run(m: &ArgMatches, _servers: Vec<mcpspec::Server>) -> Result<ExitCode> {
     let spec = m.get_one::<PathBuf>("spec").expect("clap requires --spec");
-    let live = match m.get_one::<PathBuf>("db") {
-        Some(db) => {
-            let location = Location::parse(db.as_os_str())?;
-            // The check opens a file read-only and never creates one.
-            if let Location::File(p) = &location
-                && !mcpspec::backend::paths::file_of(p).is_file()
-            {
-                anyhow::bail!("opening {}: no such file", p.display());
-            }
-            Some(location)
-        }
-        None => None,
-    };
+    let live = m
+        .get_one::<PathBuf>("db")
+        .map(|db| codegen::cli::live_location(db))
+        .transpose()?;
     let report = codegen::check::check_file(spec, live.as_ref());
-    let read = |p: &std::path::Path| codegen::read_spec(p).unwrap_or_default();
-    if m.get_flag("json") {
-        print!("{}", report.to_json());
-    } else if report.is_ok() {
-        print!("{}", report.render_with(&read));
-    } else {
-        eprint!("{}", report.render_with(&read));
-    }
-    std::io::Write::flush(&mut std::io::stdout()).context("writing the report")?;
-    Ok(if report.is_ok() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    codegen::cli::finish(&report, m.get_flag("json"))
 }

@@ -7,7 +7,7 @@ pub mod demo;
 pub mod dev;
 pub mod examples;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -211,9 +211,7 @@ fn token(args: &HttpArgs) -> Result<Option<String>> {
 }
 
 /// The server a command names: taken out of the registry, or compiled from its spec file with
-/// `compile` (the binary's spec compiler). A spec file is compiled once per process. Its
-/// handler tools run the handlers of the compiled server of the same name when the binary has
-/// one ([`servable`] says what happens otherwise).
+/// `compile` (the binary's spec compiler) by [`from_spec`].
 fn resolve(
     servers: &mut Vec<Server>,
     target: &Target,
@@ -225,6 +223,13 @@ fn resolve(
     let compile = compile.ok_or_else(|| {
         anyhow!("this binary serves its compiled servers only; serve a spec file with the `mcpspec` binary (`cargo install mcpspec-cli`)")
     })?;
+    from_spec(servers, spec, compile)
+}
+
+/// The server of the spec file `spec`, compiled with `compile` (once per process). Its handler
+/// tools run the handlers of the compiled server of the same name when the binary has one
+/// ([`servable`] says what happens otherwise).
+pub fn from_spec(servers: &mut Vec<Server>, spec: &Path, compile: dev::Compile) -> Result<Server> {
     let text = compile.read(spec).map_err(|problem| anyhow!("{problem}"))?;
     let def = (compile.compile)(spec, &text).map_err(|problems| anyhow!("{problems}"))?;
     if let Ok(compiled) = find(servers, def.name)
@@ -238,13 +243,13 @@ fn resolve(
     Ok(Server::new(def))
 }
 
-/// Refuses to serve a spec file whose handler tools or resources have no handlers here,
-/// saying how to serve it; `init`, `call`, `test` and `list` work on such a spec, a handler
-/// tool answering with a tool error.
-fn servable(server: &Server, target: &Target) -> Result<()> {
-    let (Some(spec), None) = (&target.spec, &server.handlers) else {
+/// Refuses to serve (or bundle) the server of the spec file `spec` when its handler tools or
+/// resources have no handlers here, saying how to serve it; `init`, `call`, `test` and `list`
+/// work on such a spec, a handler tool answering with a tool error.
+pub fn servable(server: &Server, spec: &Path) -> Result<()> {
+    if server.handlers.is_some() {
         return Ok(());
-    };
+    }
     match handler_binding(server.def) {
         None => Ok(()),
         Some(what) => Err(anyhow!(
@@ -541,7 +546,9 @@ fn run(cli: Cli, mut servers: Vec<Server>, compile: Option<dev::Compile>) -> Res
             http,
         } => {
             let server = resolve(&mut servers, &target, compile)?;
-            servable(&server, &target)?;
+            if let Some(spec) = &target.spec {
+                servable(&server, spec)?;
+            }
             // The HTTP options are checked before the database is opened.
             let options = match http.http {
                 Some(addr) => Some((addr, http_options(&http)?)),
@@ -577,7 +584,9 @@ fn run(cli: Cli, mut servers: Vec<Server>, compile: Option<dev::Compile>) -> Res
         }
         Cmd::Demo { target } => {
             let server = resolve(&mut servers, &target, compile)?;
-            servable(&server, &target)?;
+            if let Some(spec) = &target.spec {
+                servable(&server, spec)?;
+            }
             let def = server.def;
             let exe = std::env::current_exe().context("locating the mcpspec binary")?;
             // The server process is started in a scratch directory: a spec file by its full path.
