@@ -24,8 +24,34 @@ pub fn run(
 ) -> Result<()> {
     let dir = tempfile::tempdir().context("creating a scratch directory")?;
     writeln!(out, "# mcpspec demo: {} {}", def.name, def.version)?;
+    let mut client = start(def, exe, serving, dir.path(), out)?;
+    list_tools(&mut client, out)?;
+    for call in def.demo {
+        demo_call(&mut client, call, out)?;
+    }
+    let status = client.finish(Duration::from_secs(10));
+    writeln!(
+        out,
+        "\n# server exited: {}",
+        status.map_or("killed after 10 s".into(), |s| s.to_string())
+    )?;
+    if !status.is_some_and(|s| s.success()) {
+        bail!("the server did not exit cleanly");
+    }
+    Ok(())
+}
+
+/// Starts the server in `dir` (on a scratch database with the sample rows there, when it has
+/// a database) and initializes a session, saying how long that took.
+fn start(
+    def: &'static ServerDef,
+    exe: &Path,
+    serving: &[std::ffi::OsString],
+    dir: &Path,
+    out: &mut dyn std::io::Write,
+) -> Result<StdioClient> {
     let mut command = Command::new(exe);
-    command.arg("serve").args(serving).current_dir(dir.path());
+    command.arg("serve").args(serving).current_dir(dir);
     let shown = serving
         .iter()
         .map(|a| a.to_string_lossy())
@@ -33,7 +59,7 @@ pub fn run(
         .join(" ");
     match &def.database {
         Some(database) => {
-            let db = dir.path().join(format!("{}.db", def.name));
+            let db = dir.join(format!("{}.db", def.name));
             let at = crate::backend::Location::File(db.clone());
             crate::backend::create(&at, def.name, database, true)?;
             writeln!(out, "# scratch database with sample rows: {}", db.display())?;
@@ -42,11 +68,10 @@ pub fn run(
         }
         None => {
             // A server without a database works on the project in its working directory.
-            writeln!(out, "# scratch project directory: {}", dir.path().display())?;
+            writeln!(out, "# scratch project directory: {}", dir.display())?;
             writeln!(out, "$ mcpspec serve {shown}\n")?;
         }
     }
-
     let started = Instant::now();
     let mut client = StdioClient::spawn(
         command
@@ -67,7 +92,11 @@ pub fn run(
         init["result"]["protocolVersion"].as_str().unwrap_or("?"),
         started.elapsed().as_secs_f64() * 1000.0
     )?;
+    Ok(client)
+}
 
+/// `tools/list`, each tool with what it does to the database.
+fn list_tools(client: &mut StdioClient, out: &mut dyn std::io::Write) -> Result<()> {
     let list = client.request("tools/list", serde_json::json!({}))?;
     let tools = list["result"]["tools"]
         .as_array()
@@ -90,39 +119,36 @@ pub fn run(
             t["title"].as_str().unwrap_or("")
         )?;
     }
+    Ok(())
+}
 
-    for call in def.demo {
-        let args: Value = serde_json::from_str(call.arguments).context("demo arguments")?;
-        writeln!(out)?;
-        if let Some(note) = call.note {
-            writeln!(out, "# {note}")?;
-        }
-        writeln!(out, "-> tools/call {} {}", call.tool, args)?;
-        let t = Instant::now();
-        let response = client.call_tool(call.tool, args)?;
-        let ms = t.elapsed().as_secs_f64() * 1000.0;
-        let result = &response["result"];
-        if let Some(err) = response.get("error") {
-            writeln!(out, "<- protocol error ({ms:.2} ms): {err}")?;
-        } else if result["isError"] == Value::Bool(true) {
-            let text = result["content"][0]["text"].as_str().unwrap_or("");
-            writeln!(out, "<- tool error ({ms:.2} ms): {text}")?;
-        } else {
-            writeln!(out, "<- result ({ms:.2} ms):")?;
-            let pretty = serde_json::to_string_pretty(&result["structuredContent"])?;
-            for line in pretty.lines() {
-                writeln!(out, "   {line}")?;
-            }
-        }
+/// One scripted call, with its note, its answer and its round-trip time.
+fn demo_call(
+    client: &mut StdioClient,
+    call: &crate::def::DemoCallDef,
+    out: &mut dyn std::io::Write,
+) -> Result<()> {
+    let args: Value = serde_json::from_str(call.arguments).context("demo arguments")?;
+    writeln!(out)?;
+    if let Some(note) = call.note {
+        writeln!(out, "# {note}")?;
     }
-    let status = client.finish(Duration::from_secs(10));
-    writeln!(
-        out,
-        "\n# server exited: {}",
-        status.map_or("killed after 10 s".into(), |s| s.to_string())
-    )?;
-    if !status.is_some_and(|s| s.success()) {
-        bail!("the server did not exit cleanly");
+    writeln!(out, "-> tools/call {} {}", call.tool, args)?;
+    let t = Instant::now();
+    let response = client.call_tool(call.tool, args)?;
+    let ms = t.elapsed().as_secs_f64() * 1000.0;
+    let result = &response["result"];
+    if let Some(err) = response.get("error") {
+        writeln!(out, "<- protocol error ({ms:.2} ms): {err}")?;
+    } else if result["isError"] == Value::Bool(true) {
+        let text = result["content"][0]["text"].as_str().unwrap_or("");
+        writeln!(out, "<- tool error ({ms:.2} ms): {text}")?;
+    } else {
+        writeln!(out, "<- result ({ms:.2} ms):")?;
+        let pretty = serde_json::to_string_pretty(&result["structuredContent"])?;
+        for line in pretty.lines() {
+            writeln!(out, "   {line}")?;
+        }
     }
     Ok(())
 }
