@@ -66,25 +66,7 @@ impl HttpServer {
             c.env(k, v);
         }
         let mut child = c.spawn().expect("spawn mcpspec serve --http");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let addr = loop {
-            let line = rx
-                .recv_timeout(RESPONSE_TIMEOUT)
-                .expect("the server reports its address on stderr");
-            if let Some(url) = line.strip_prefix("mcpspec: listening on http://") {
-                let addr = url.strip_suffix("/mcp").expect("the endpoint is /mcp");
-                break addr.parse().expect("a socket address");
-            }
-        };
+        let (addr, rx) = mcpspec_testkit::announced_addr(&mut child);
         HttpServer {
             child,
             addr,

@@ -5,7 +5,6 @@
 //! refused with how to serve it. The binary is this package's, or the one named by
 //! `MCPSPEC_BIN` (`.ci/run` points it at a `cargo install`ed copy).
 
-use std::io::{BufRead as _, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 
@@ -255,19 +254,8 @@ impl HttpServer {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn mcpspec serve --http");
-        let stderr = BufReader::new(child.stderr.take().expect("stderr"));
-        let mut lines = stderr.lines();
-        let addr = loop {
-            let line = lines
-                .next()
-                .expect("the server reports its address on stderr")
-                .expect("stderr is text");
-            if let Some(url) = line.strip_prefix("mcpspec: listening on http://") {
-                break url.trim_end_matches("/mcp").parse().expect("an address");
-            }
-        };
-        // The rest of stderr is drained so that the server never blocks on it.
-        std::thread::spawn(move || lines.for_each(drop));
+        // The rest of the log is not looked at; the kit's thread keeps draining it.
+        let (addr, _) = mcpspec_testkit::announced_addr(&mut child);
         HttpServer { child, addr }
     }
 }

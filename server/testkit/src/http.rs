@@ -424,3 +424,30 @@ impl HttpClient {
         })
     }
 }
+
+/// The address a `serve --http` process announced on its stderr (`mcpspec: listening on
+/// http://ADDR/mcp`), waited for with a deadline, and the rest of its stderr line by line
+/// (read by a thread of its own until the process closes it, whether or not anyone receives,
+/// so that the server never blocks on a full pipe).
+pub fn announced_addr(
+    child: &mut std::process::Child,
+) -> (std::net::SocketAddr, std::sync::mpsc::Receiver<String>) {
+    let stderr = child.stderr.take().expect("the server's stderr is piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            let _ = tx.send(line);
+        }
+    });
+    let addr = loop {
+        let line = rx
+            .recv_timeout(RESPONSE_TIMEOUT)
+            .expect("the server reports its address on stderr");
+        if let Some(url) = line.strip_prefix("mcpspec: listening on http://") {
+            let addr = url.strip_suffix("/mcp").expect("the endpoint is /mcp");
+            break addr.parse().expect("a socket address");
+        }
+    };
+    (addr, rx)
+}
