@@ -10,9 +10,9 @@
 use mcpspec_def::{
     AnnotationsDef, AskDef, Bind, BindingDef, BlockDef, BlockKind, ColumnDef, ConfirmDef,
     ContentDef, DatabaseDef, DemoCallDef, DialectSqlDef, DownstreamDef, EngineDef, EnvelopeDef,
-    ErrorDef, ExampleDef, ExpectDef, InterceptRuleDef, MessageBodyDef, MessageDef, ParamKind,
-    PromptArgumentDef, PromptDef, ProxyConfigDef, ProxyDef, ResourceDef, RuleDef, RuleKindDef,
-    ServerDef, StartupJobDef, StatementDef, ToolDef,
+    ErrorDef, ExampleDef, ExpectDef, InterceptRuleDef, MessageBodyDef, MessageDef, MigrationDef,
+    MigrationTextDef, ParamKind, PromptArgumentDef, PromptDef, ProxyConfigDef, ProxyDef,
+    ResourceDef, RuleDef, RuleKindDef, ServerDef, StartupJobDef, StatementDef, ToolDef,
 };
 
 use crate::ir;
@@ -121,6 +121,15 @@ fn database(db: &ir::Database) -> DatabaseDef {
             env: opt(e.env.as_deref()),
             schema: text(&e.schema),
             sample: opt(e.sample.as_deref()),
+        }),
+        migrations: list(&db.migrations, |m| MigrationDef {
+            version: m.version,
+            name: text(&m.name),
+            texts: list(&m.texts, |t| MigrationTextDef {
+                dialect: t.dialect.name,
+                sql: text(&t.sql),
+                checksum: text(&t.checksum),
+            }),
         }),
     }
 }

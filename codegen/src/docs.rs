@@ -305,6 +305,8 @@ fn server_ctx(s: &ir::Server) -> ServerCtx {
         derived: String::new(),
         sample: None,
         engines: Vec::new(),
+        migrations: Vec::new(),
+        migrations_at: None,
     };
     let db = s.database.as_ref().unwrap_or(&none);
     let default_paths = [

@@ -331,6 +331,36 @@ pub(crate) struct Database {
     pub sample: Option<String>,
     /// The database servers the server also runs on, one per dialect.
     pub engines: Vec<EngineSide>,
+    /// The versioned migrations, in order (read from `migrations:` by `migrations::read`).
+    pub migrations: Vec<Migration>,
+    /// Where `migrations:` is written and the directory it names, as shown.
+    pub migrations_at: Option<(crate::diag::Pos, String)>,
+}
+
+/// One versioned migration, with its text for each engine the server runs on.
+#[derive(Debug, Clone)]
+pub(crate) struct Migration {
+    pub version: u32,
+    pub name: String,
+    /// SQLite's text first, then one per engine side.
+    pub texts: Vec<MigrationText>,
+}
+
+impl Migration {
+    /// The text for `dialect`.
+    pub fn text(&self, dialect: &sqlscan::Dialect) -> Option<&MigrationText> {
+        self.texts.iter().find(|t| t.dialect == dialect)
+    }
+}
+
+/// A migration's text in one dialect, the file it is in and its checksum.
+#[derive(Debug, Clone)]
+pub(crate) struct MigrationText {
+    pub dialect: &'static sqlscan::Dialect,
+    /// The file, as shown in messages.
+    pub file: String,
+    pub sql: String,
+    pub checksum: String,
 }
 
 impl Database {

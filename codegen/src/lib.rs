@@ -29,6 +29,7 @@ pub mod live;
 #[cfg(feature = "sqlite")]
 mod livecheck;
 mod lower;
+mod migrations;
 mod names;
 #[cfg(feature = "editor-schema")]
 pub mod reference;
@@ -87,17 +88,49 @@ impl Spec {
 }
 
 /// Parses, validates and lowers one spec from its text. `display_path` names the file in
-/// diagnostics and in generated headers, e.g. `spec/studio.yaml`.
+/// diagnostics and in generated headers, e.g. `spec/studio.yaml`, and is where the spec's
+/// migrations directory is read from (see [`compile_in`]).
 pub fn compile(display_path: &Path, text: &str) -> Result<Spec, Diagnostics> {
+    let dir = display_path.parent().unwrap_or(Path::new(""));
+    compile_in(dir, display_path, text)
+}
+
+/// Like [`compile`] for a spec file that lies in `dir` on disk while messages name it
+/// `display_path`: the spec's `database.migrations` directory is read relative to `dir`.
+pub fn compile_in(dir: &Path, display_path: &Path, text: &str) -> Result<Spec, Diagnostics> {
     let raw = spec::parse(display_path, text)?;
-    let problems = validate::validate(display_path, text, &raw);
+    let mut problems = validate::validate(display_path, text, &raw);
+    let mut read = None;
+    if let Some(db) = &raw.database
+        && let Some(key) = &db.value.migrations
+    {
+        let shown = display_path
+            .parent()
+            .unwrap_or(Path::new(""))
+            .join(&key.value);
+        let place = migrations::Place {
+            spec_file: display_path,
+            pos: spec::pos(key),
+            dir: &dir.join(&key.value),
+            shown: &shown,
+        };
+        let mut dialects = vec![&sqlscan::SQLITE];
+        dialects.extend(db.value.engines().into_iter().map(|(d, _)| d));
+        match migrations::read(&place, &dialects) {
+            Ok(m) => read = Some((m, place.pos, shown.to_string_lossy().replace('\\', "/"))),
+            Err(d) => problems.extend(d),
+        }
+    }
     if !problems.is_empty() {
         return Err(problems);
     }
     let shown = display_path.to_string_lossy().replace('\\', "/");
-    Ok(Spec {
-        ir: lower::lower(&shown, &raw),
-    })
+    let mut ir = lower::lower(&shown, &raw);
+    if let (Some(db), Some((migrations, pos, dir))) = (&mut ir.database, read) {
+        db.migrations = migrations;
+        db.migrations_at = Some((pos, dir));
+    }
+    Ok(Spec { ir })
 }
 
 /// Reads and compiles every `*.yaml` file in `dir`, in file name order. Problems from all files
@@ -115,7 +148,7 @@ pub fn load_dir(dir: &Path, display_dir: &Path) -> Result<Vec<Spec>, Diagnostics
     for path in files {
         let shown = display_dir.join(path.file_name().unwrap_or_default());
         match read_spec(&path) {
-            Ok(text) => match compile(&shown, &text) {
+            Ok(text) => match compile_in(dir, &shown, &text) {
                 Ok(spec) => specs.push(spec),
                 Err(d) => problems.extend(d),
             },

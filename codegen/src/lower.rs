@@ -157,6 +157,9 @@ fn database(db: &crate::spec::RawDatabase) -> Database {
                 sample: side.value.sample.as_ref().map(|s| s.value.clone()),
             })
             .collect(),
+        // Read from disk by `migrations::read`, which `compile` runs after lowering.
+        migrations: Vec::new(),
+        migrations_at: None,
     }
 }
 

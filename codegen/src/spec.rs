@@ -345,6 +345,13 @@ pub(crate) struct RawDatabase {
     /// schema and sample rows `mcpspec init --db mysql://...` creates.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawEngine>"))]
     pub mysql: Option<Sp<RawEngine>>,
+    /// A directory of versioned migrations, relative to the spec file: `0001_init.sql`,
+    /// `0002_add_due_date.sql`, ... (SQLite's text, which the other engines run too unless a
+    /// `0002_add_due_date.postgres.sql` or `.mysql.sql` beside it gives theirs). `init` runs
+    /// them all, `mcpspec migrate` runs the ones a database lacks and records each in its
+    /// `mcpspec_migrations` table, and `codegen check` proves that they give `schema`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub migrations: Option<Sp<String>>,
 }
 
 impl RawDatabase {

@@ -298,6 +298,9 @@ pub struct DatabaseDef {
     /// The database servers the server also runs on, one per SQL dialect the spec gives a
     /// side for (`database.postgres`, ...).
     pub engines: &'static [EngineDef],
+    /// The versioned migrations (`database.migrations`), in order; empty when the spec
+    /// declares none, and `init` then runs the schema itself.
+    pub migrations: &'static [MigrationDef],
 }
 
 impl DatabaseDef {
@@ -305,6 +308,37 @@ impl DatabaseDef {
     pub fn engine(&self, dialect: &str) -> Option<&'static EngineDef> {
         self.engines.iter().find(|e| e.dialect == dialect)
     }
+}
+
+/// One versioned migration: a numbered SQL file beside the spec, with a text per engine the
+/// server runs on (the file's own, or the `NNNN_name.<dialect>.sql` beside it).
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
+pub struct MigrationDef {
+    /// The number the file name starts with; versions count up from 1 without gaps.
+    pub version: u32,
+    /// The rest of the file name (`0002_lesson_evidence.sql` is `lesson_evidence`).
+    pub name: &'static str,
+    /// The text each engine runs, one per dialect (`sqlite`, `postgres`, ...).
+    pub texts: &'static [MigrationTextDef],
+}
+
+impl MigrationDef {
+    /// The text a database of `dialect` runs, if the server runs there.
+    pub fn text(&self, dialect: &str) -> Option<&'static MigrationTextDef> {
+        self.texts.iter().find(|t| t.dialect == dialect)
+    }
+}
+
+/// A migration's text in one dialect and its checksum, which the database records when it
+/// applies it.
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
+pub struct MigrationTextDef {
+    pub dialect: &'static str,
+    pub sql: &'static str,
+    /// The SHA-256 of the file's bytes, as lowercase hex.
+    pub checksum: &'static str,
 }
 
 /// A server's side on a database server: the dialect, where the URL may also come from, and

@@ -1985,6 +1985,7 @@ mod tests {
                 derived: "",
                 sample: None,
                 engines: &[],
+                migrations: &[],
             }),
             proxy: None,
             demo: &[],

@@ -5,6 +5,7 @@
 //! [`ENGINES`]; the engine, the protocol,
 //! the command line and the handler API name only the types of this module.
 
+pub mod migrate;
 #[cfg(feature = "mysql")]
 pub mod mysql;
 pub mod paths;
@@ -716,6 +717,9 @@ pub struct EngineEntry {
     /// Creates the spec's schema (and sample rows) in a new or empty database; whether
     /// sample rows were loaded.
     pub create: fn(&Creation<'_>) -> Result<bool, OpenError>,
+    /// A connection that migrates the existing database at a location (read-only unless
+    /// asked to write).
+    pub migrator: fn(&Location, bool) -> Result<Box<dyn migrate::Migrator>, OpenError>,
 }
 
 /// Every engine built in, one per enabled feature.
@@ -765,6 +769,18 @@ pub fn create(
         def,
         sample,
     })
+}
+
+/// A connection that migrates the database at `location` for the spec `server` (see
+/// [`migrate`]); it only reads unless `write`.
+pub fn migrator(
+    location: &Location,
+    server: &str,
+    def: &DatabaseDef,
+    write: bool,
+) -> Result<Box<dyn migrate::Migrator>, OpenError> {
+    let entry = engine_for(location, server, def)?;
+    (entry.migrator)(location, write)
 }
 
 /// Problems opening or creating a database, each with what to do about it, never with a

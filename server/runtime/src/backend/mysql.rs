@@ -52,6 +52,7 @@ pub const ENGINE: super::EngineEntry = super::EngineEntry {
     feature: "mysql",
     open: open_engine,
     create: create_engine,
+    migrator: open_migrator,
 };
 
 fn open_engine(t: &super::Target<'_>) -> Result<Box<dyn Backend>, OpenError> {
@@ -63,7 +64,13 @@ fn create_engine(c: &super::Creation<'_>) -> Result<bool, OpenError> {
     let side = c.def.engine(sqlscan::MYSQL.name);
     let (schema, sample) = side.map_or(("", None), |s| (s.schema, s.sample));
     let rows = if c.sample { sample } else { None };
-    init(url_of(c.location)?, schema, rows)?;
+    let url = url_of(c.location)?;
+    let schema = super::migrate::creation_ddl(c.def, sqlscan::MYSQL.name, schema, MIGRATIONS_DDL)
+        .map_err(|e| OpenError::Create {
+        path: super::redact(url),
+        reason: e.to_string(),
+    })?;
+    init(url, &schema, rows)?;
     Ok(rows.is_some())
 }
 
@@ -887,4 +894,88 @@ fn undo(conn: &mut mysql::Conn) {
         "SET FOREIGN_KEY_CHECKS = 0; DROP TABLE IF EXISTS {}; SET FOREIGN_KEY_CHECKS = 1",
         names.join(", ")
     ));
+}
+
+const MIGRATIONS_DDL: &str = "CREATE TABLE mcpspec_migrations (\n  version INT PRIMARY KEY,\n  name VARCHAR(200) NOT NULL,\n  checksum CHAR(64) NOT NULL,\n  applied_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)\n) ENGINE = InnoDB";
+
+/// MariaDB's and MySQL's side of migrating: DDL commits as it goes, so a run holds a named
+/// lock (`GET_LOCK`, per database) instead of a transaction, and each migration is recorded
+/// as soon as it ran.
+struct MysqlMigrator {
+    conn: mysql::Conn,
+    lock: String,
+}
+
+fn open_migrator(
+    location: &super::Location,
+    _write: bool,
+) -> Result<Box<dyn super::migrate::Migrator>, OpenError> {
+    let url = url_of(location)?;
+    let opts: Opts = base_opts(url)?
+        .init(vec![
+            "SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',ANSI_QUOTES,PIPES_AS_CONCAT')",
+            "SET SESSION time_zone = '+00:00'",
+        ])
+        .into();
+    let mut conn = mysql::Conn::new(opts).map_err(|e| connect_error(url, &e))?;
+    let db: Option<String> = conn
+        .query_first("SELECT DATABASE()")
+        .map_err(|e| connect_error(url, &e))?
+        .flatten();
+    Ok(Box::new(MysqlMigrator {
+        conn,
+        lock: format!("mcpspec_migrations {}", db.unwrap_or_default()),
+    }))
+}
+
+impl super::migrate::Migrator for MysqlMigrator {
+    fn found(&mut self) -> Result<super::migrate::Found, String> {
+        use super::migrate::{Applied, Found, TABLE};
+        let all = tables(&mut self.conn).map_err(|e| describe(&e))?;
+        if !all.iter().any(|t| t == TABLE) {
+            return Ok(Found::Unversioned(all));
+        }
+        let rows: Vec<(u32, String, String)> = self
+            .conn
+            .query("SELECT version, name, checksum FROM mcpspec_migrations ORDER BY version")
+            .map_err(|e| describe(&e))?;
+        Ok(Found::Versioned(
+            rows.into_iter()
+                .map(|(version, name, checksum)| Applied {
+                    version,
+                    name,
+                    checksum,
+                })
+                .collect(),
+        ))
+    }
+
+    fn lock(&mut self) -> Result<(), String> {
+        let got: Option<Option<i64>> = self
+            .conn
+            .exec_first("SELECT GET_LOCK(?, 600)", (self.lock.as_str(),))
+            .map_err(|e| describe(&e))?;
+        match got.flatten() {
+            Some(1) => Ok(()),
+            _ => Err("another migration held the lock for 10 minutes".into()),
+        }
+    }
+
+    fn finish(&mut self, _keep: bool) -> Result<(), String> {
+        self.conn
+            .exec_drop("DO RELEASE_LOCK(?)", (self.lock.as_str(),))
+            .map_err(|e| describe(&e))
+    }
+
+    fn execute(&mut self, sql: &str) -> Result<(), String> {
+        self.conn.query_drop(sql).map_err(|e| describe(&e))
+    }
+
+    fn table_ddl(&self) -> &'static str {
+        MIGRATIONS_DDL
+    }
+
+    fn transactional(&self) -> bool {
+        false
+    }
 }

@@ -363,6 +363,7 @@ pub const ENGINE: super::EngineEntry = super::EngineEntry {
     feature: "postgres",
     open: open_engine,
     create: create_engine,
+    migrator: open_migrator,
 };
 
 /// The URL of a location, or why it has none.
@@ -386,7 +387,14 @@ fn create_engine(c: &super::Creation<'_>) -> Result<bool, OpenError> {
     let side = c.def.engine(sqlscan::POSTGRES.name);
     let (schema, sample) = side.map_or(("", None), |s| (s.schema, s.sample));
     let rows = if c.sample { sample } else { None };
-    init(url_of(c.location)?, schema, rows)?;
+    let url = url_of(c.location)?;
+    let schema =
+        super::migrate::creation_ddl(c.def, sqlscan::POSTGRES.name, schema, MIGRATIONS_DDL)
+            .map_err(|e| OpenError::Create {
+                path: redact(url),
+                reason: e.to_string(),
+            })?;
+    init(url, &schema, rows)?;
     Ok(rows.is_some())
 }
 
@@ -894,4 +902,76 @@ pub fn init(url: &str, schema: &str, sample: Option<&str>) -> Result<(), OpenErr
     }
     script.push_str("\nCOMMIT;");
     client.batch_execute(&script).map_err(create)
+}
+
+const MIGRATIONS_DDL: &str = "CREATE TABLE mcpspec_migrations (\n  version integer PRIMARY KEY,\n  name text NOT NULL,\n  checksum text NOT NULL,\n  applied_at timestamptz NOT NULL DEFAULT now()\n)";
+
+/// PostgreSQL's side of migrating: a run is one transaction that first takes a
+/// transaction-scoped advisory lock keyed by the schema, so replicas starting together queue
+/// on it and the later ones find the work done; DDL is transactional, so a failed run leaves
+/// nothing behind.
+struct PgMigrator {
+    client: Client,
+}
+
+fn open_migrator(
+    location: &super::Location,
+    write: bool,
+) -> Result<Box<dyn super::migrate::Migrator>, OpenError> {
+    let url = url_of(location)?;
+    let config = config(url, !write, Duration::from_secs(600))?;
+    let client = config.connect(tls()).map_err(|e| connect_error(url, &e))?;
+    Ok(Box::new(PgMigrator { client }))
+}
+
+impl super::migrate::Migrator for PgMigrator {
+    fn found(&mut self) -> Result<super::migrate::Found, String> {
+        use super::migrate::{Applied, Found, TABLE};
+        let all = tables(&mut self.client).map_err(|e| describe(&e))?;
+        if !all.iter().any(|t| t == TABLE) {
+            return Ok(Found::Unversioned(all));
+        }
+        let rows = self
+            .client
+            .query(
+                "SELECT version, name, checksum FROM mcpspec_migrations ORDER BY version",
+                &[],
+            )
+            .map_err(|e| describe(&e))?;
+        Ok(Found::Versioned(
+            rows.iter()
+                .map(|r| Applied {
+                    version: u32::try_from(r.get::<_, i32>(0)).unwrap_or(0),
+                    name: r.get(1),
+                    checksum: r.get(2),
+                })
+                .collect(),
+        ))
+    }
+
+    fn lock(&mut self) -> Result<(), String> {
+        self.client
+            .batch_execute(
+                "BEGIN; SELECT pg_advisory_xact_lock(hashtext('mcpspec_migrations ' || current_schema()))",
+            )
+            .map_err(|e| describe(&e))
+    }
+
+    fn finish(&mut self, keep: bool) -> Result<(), String> {
+        self.client
+            .batch_execute(if keep { "COMMIT" } else { "ROLLBACK" })
+            .map_err(|e| describe(&e))
+    }
+
+    fn execute(&mut self, sql: &str) -> Result<(), String> {
+        self.client.batch_execute(sql).map_err(|e| describe(&e))
+    }
+
+    fn table_ddl(&self) -> &'static str {
+        MIGRATIONS_DDL
+    }
+
+    fn transactional(&self) -> bool {
+        true
+    }
 }

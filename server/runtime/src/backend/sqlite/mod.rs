@@ -4,7 +4,9 @@
 //! [`Context::sqlite`](crate::handler::Context::sqlite).
 
 mod handler;
+pub mod migrator;
 pub mod mirror;
+pub mod shape;
 
 pub use handler::Sqlite;
 
@@ -217,7 +219,14 @@ pub fn init(def: &DatabaseDef, path: &Path, sample: bool) -> Result<(), OpenErro
         "PRAGMA application_id = {};\nBEGIN;\n",
         mirror::APPLICATION_ID
     );
-    script.push_str(def.schema);
+    let schema = crate::backend::migrate::creation_ddl(
+        def,
+        sqlscan::SQLITE.name,
+        def.schema,
+        migrator::table_ddl(),
+    )
+    .map_err(|e| create_err(e.to_string()))?;
+    script.push_str(&schema);
     script.push('\n');
     script.push_str(def.derived);
     if sample && let Some(s) = def.sample {
@@ -707,7 +716,18 @@ pub const ENGINE: crate::backend::EngineEntry = crate::backend::EngineEntry {
     feature: "sqlite",
     open: open_engine,
     create: create_engine,
+    migrator: open_migrator,
 };
+
+fn open_migrator(
+    location: &crate::backend::Location,
+    write: bool,
+) -> Result<Box<dyn crate::backend::migrate::Migrator>, OpenError> {
+    Ok(Box::new(migrator::SqliteMigrator::open(
+        file(location)?,
+        write,
+    )?))
+}
 
 /// The file of a location SQLite opens.
 fn file(location: &crate::backend::Location) -> Result<&Path, OpenError> {

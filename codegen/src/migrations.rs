@@ -1,0 +1,366 @@
+//! Read stage of `database.migrations`: the numbered SQL files in the directory a spec names,
+//! as versions with a text and a checksum per engine the server runs on. Every problem is a
+//! diagnostic at the `migrations:` key or in the file itself, all of them collected.
+//!
+//! A file is `NNNN_name.sql` (SQLite's text, which the other engines run too) or
+//! `NNNN_name.<dialect>.sql` (that engine's own text of the same version). Versions count up
+//! from 1 without gaps. A migration whose statements lose data (a dropped table or column, a
+//! changed type, a rename, a new NOT NULL) must say so with a line `-- mcpspec: destructive`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use crate::diag::{Diagnostic, Diagnostics, Pos};
+use crate::ir::{Migration, MigrationText};
+
+/// The line a migration file carries when its destructive statements were read and meant.
+pub(crate) const ACKNOWLEDGED: &str = "-- mcpspec: destructive";
+
+/// The largest migration file read, in bytes.
+const MAX_FILE_BYTES: u64 = crate::MAX_SPEC_BYTES;
+
+/// Where the directory is, and how problems name it.
+pub(crate) struct Place<'a> {
+    /// The spec file as shown in messages.
+    pub spec_file: &'a Path,
+    /// The `migrations:` key's position in the spec.
+    pub pos: Pos,
+    /// The directory on disk.
+    pub dir: &'a Path,
+    /// The directory as shown in messages (beside the shown spec file).
+    pub shown: &'a Path,
+}
+
+/// The migrations in `place.dir` for a server that runs on `dialects` (SQLite first), in
+/// version order; every problem found otherwise.
+pub(crate) fn read(
+    place: &Place<'_>,
+    dialects: &[&'static sqlscan::Dialect],
+) -> Result<Vec<Migration>, Diagnostics> {
+    let mut problems = Diagnostics::default();
+    let at_key = |message: String, help: &str| Diagnostic {
+        file: place.spec_file.to_path_buf(),
+        pos: place.pos,
+        message,
+        label: Some("the migrations directory".into()),
+        help: Some(help.to_string()),
+    };
+    let entries = match std::fs::read_dir(place.dir) {
+        Ok(e) => e,
+        Err(e) => {
+            problems.items.push(at_key(
+                format!(
+                    "cannot read the migrations directory {}: {}",
+                    place.shown.display(),
+                    e.to_string().to_lowercase()
+                ),
+                "create it with a first migration, e.g. `0001_init.sql` holding the schema",
+            ));
+            return Err(problems);
+        }
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".sql"))
+        .collect();
+    names.sort();
+    // version -> (name, dialect or None for the base text -> file name)
+    let mut found: BTreeMap<u32, (String, BTreeMap<Option<&'static str>, String>)> =
+        BTreeMap::new();
+    for file in names {
+        let shown = place.shown.join(&file);
+        let Some((version, name, dialect)) = file_name(&file) else {
+            problems.items.push(file_problem(
+                &shown,
+                Pos::default(),
+                format!("`{file}` is not a migration file name"),
+                "name it `NNNN_name.sql` (four digits, then lowercase letters, digits and `_`), or `NNNN_name.<dialect>.sql` for one engine's own text",
+            ));
+            continue;
+        };
+        let dialect = match dialect {
+            None => None,
+            Some(d) => {
+                match dialects.iter().skip(1).find(|x| x.name == d) {
+                    Some(x) => Some(x.name),
+                    None => {
+                        problems.items.push(file_problem(
+                        &shown,
+                        Pos::default(),
+                        format!("`{file}` is a `{d}` text, but the spec gives no `database.{d}` side"),
+                        "remove the file, or declare the engine's side in the spec",
+                    ));
+                        continue;
+                    }
+                }
+            }
+        };
+        let entry = found
+            .entry(version)
+            .or_insert_with(|| (name.to_string(), BTreeMap::new()));
+        if entry.0 != name {
+            problems.items.push(file_problem(
+                &shown,
+                Pos::default(),
+                format!(
+                    "migration {version:04} is named both `{}` and `{name}`",
+                    entry.0
+                ),
+                "give each version one name: its texts for other engines share it",
+            ));
+            continue;
+        }
+        entry.1.insert(dialect, file);
+    }
+    if found.is_empty() && problems.is_empty() {
+        problems.items.push(at_key(
+            format!("{} holds no migrations", place.shown.display()),
+            "add a first migration, `0001_init.sql`, holding the schema",
+        ));
+    }
+    let mut out = Vec::new();
+    for (i, (version, (name, files))) in found.into_iter().enumerate() {
+        let expected = u32::try_from(i + 1).unwrap_or(u32::MAX);
+        if version != expected {
+            problems.items.push(at_key(
+                format!("migration {expected:04} is missing: the versions go on at {version:04}"),
+                "number migrations 0001, 0002, ... without gaps; never renumber one a database may have applied",
+            ));
+            break;
+        }
+        let Some(base) = files.get(&None) else {
+            problems.items.push(at_key(
+                format!("migration {version:04}_{name} has no `{version:04}_{name}.sql`: SQLite's text, which every engine without its own runs"),
+                "add the SQLite text of the migration",
+            ));
+            continue;
+        };
+        let mut texts = Vec::new();
+        for dialect in dialects {
+            let file = files
+                .get(&Some(dialect.name))
+                .filter(|_| dialect.name != sqlscan::SQLITE.name)
+                .unwrap_or(base);
+            match text(place, file, dialect) {
+                Ok(t) => texts.push(t),
+                Err(d) => problems.items.push(d),
+            }
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for t in texts.iter().filter(|t| seen.insert(t.file.clone())) {
+            acknowledged(t, &mut problems);
+        }
+        out.push(Migration {
+            version,
+            name,
+            texts,
+        });
+    }
+    if problems.is_empty() {
+        Ok(out)
+    } else {
+        Err(problems)
+    }
+}
+
+/// The version, name and dialect a file name gives; `None` when it is not a migration's.
+fn file_name(file: &str) -> Option<(u32, &str, Option<&str>)> {
+    let stem = file.strip_suffix(".sql")?;
+    let (stem, dialect) = match stem.split_once('.') {
+        Some((s, d)) => (s, Some(d)),
+        None => (stem, None),
+    };
+    let (digits, name) = stem.split_once('_')?;
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    };
+    if digits.len() != 4 || !digits.bytes().all(|b| b.is_ascii_digit()) || !plain(name) {
+        return None;
+    }
+    if dialect.is_some_and(|d| !plain(d)) {
+        return None;
+    }
+    let version: u32 = digits.parse().ok()?;
+    (version > 0).then_some((version, name, dialect))
+}
+
+/// One file's text and checksum, read as a spec is read (a regular file, bounded, UTF-8).
+fn text(
+    place: &Place<'_>,
+    file: &str,
+    dialect: &'static sqlscan::Dialect,
+) -> Result<MigrationText, Diagnostic> {
+    let shown = place.shown.join(file);
+    let sql = read_bounded(&place.dir.join(file)).map_err(|e| {
+        file_problem(
+            &shown,
+            Pos::default(),
+            format!("cannot read: {}", e.to_string().to_lowercase()),
+            "a migration is a UTF-8 text file",
+        )
+    })?;
+    Ok(MigrationText {
+        dialect,
+        file: shown.to_string_lossy().replace('\\', "/"),
+        checksum: checksum(&sql),
+        sql,
+    })
+}
+
+fn read_bounded(path: &Path) -> std::io::Result<String> {
+    let meta = std::fs::metadata(path)?;
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(std::io::Error::other(format!(
+            "the file is {} bytes; a migration may be at most {MAX_FILE_BYTES} bytes",
+            meta.len()
+        )));
+    }
+    crate::read_spec(path)
+}
+
+/// The SHA-256 of a migration's text, as lowercase hex: what a database records when it
+/// applies it and what the contract snapshot records.
+pub(crate) fn checksum(text: &str) -> String {
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn file_problem(file: &Path, pos: Pos, message: String, help: &str) -> Diagnostic {
+    Diagnostic {
+        file: file.to_path_buf(),
+        pos,
+        message,
+        label: None,
+        help: Some(help.to_string()),
+    }
+}
+
+/// A problem for each destructive statement of `t` when the file does not acknowledge them.
+fn acknowledged(t: &MigrationText, problems: &mut Diagnostics) {
+    if t.sql.lines().any(|l| l.trim() == ACKNOWLEDGED) {
+        return;
+    }
+    for (what, offset) in destructive(&t.sql) {
+        let line = u32::try_from(t.sql[..offset].matches('\n').count() + 1).unwrap_or(u32::MAX);
+        problems.items.push(Diagnostic {
+            file: t.file.clone().into(),
+            pos: Pos { line, column: 1 },
+            message: format!("`{what}` may lose data, and the migration does not say it means it"),
+            label: Some("destructive".into()),
+            help: Some(format!(
+                "read what it drops or changes, then add the line `{ACKNOWLEDGED}` to the file; the contract then needs a major version step"
+            )),
+        });
+    }
+}
+
+/// Whether `t`'s statements may lose data.
+pub(crate) fn is_destructive(t: &MigrationText) -> bool {
+    !destructive(&t.sql).is_empty()
+}
+
+/// The statements of `sql` that may lose data or fail on existing rows, named by their
+/// leading words, with where they start: DROP TABLE/COLUMN/VIEW-less drops of data, TRUNCATE,
+/// DELETE, a rename, a changed column (`ALTER COLUMN`, `MODIFY`, `CHANGE`) and a new NOT NULL
+/// on an existing column.
+pub(crate) fn destructive(sql: &str) -> Vec<(String, usize)> {
+    let words = located_words(sql);
+    let mut out = Vec::new();
+    let at = |i: usize| words.get(i).map_or("", |(w, _)| w.as_str());
+    for (i, (w, offset)) in words.iter().enumerate() {
+        let found = match (w.as_str(), at(i + 1)) {
+            ("DROP", next @ ("TABLE" | "COLUMN" | "SCHEMA" | "DATABASE")) => {
+                Some(format!("DROP {next}"))
+            }
+            ("TRUNCATE", _) => Some("TRUNCATE".to_string()),
+            ("DELETE", "FROM") => Some("DELETE FROM".to_string()),
+            ("RENAME", _) => Some("RENAME".to_string()),
+            ("ALTER", "COLUMN") => Some("ALTER COLUMN".to_string()),
+            ("MODIFY" | "CHANGE", _) if i > 0 && words[..i].iter().any(|(w, _)| w == "ALTER") => {
+                Some(w.clone())
+            }
+            _ => None,
+        };
+        if let Some(f) = found {
+            out.push((f, *offset));
+        }
+    }
+    out
+}
+
+/// The words of `sql`'s code (outside literals and comments) in upper case, with where each
+/// starts.
+fn located_words(sql: &str) -> Vec<(String, usize)> {
+    let mut out = Vec::new();
+    for range in sqlscan::code(sql) {
+        let base = range.start;
+        let mut start = None;
+        for (i, c) in sql[range.clone()].char_indices() {
+            let inside = c.is_ascii_alphanumeric() || c == '_';
+            match (inside, start) {
+                (true, None) => start = Some(i),
+                (false, Some(s)) => {
+                    out.push((sql[base + s..base + i].to_ascii_uppercase(), base + s));
+                    start = None;
+                }
+                _ => {}
+            }
+        }
+        if let Some(s) = start {
+            out.push((sql[base + s..range.end].to_ascii_uppercase(), base + s));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_give_version_name_and_dialect() {
+        let cases = [
+            ("0001_init.sql", Some((1, "init", None))),
+            (
+                "0012_add_due_date.postgres.sql",
+                Some((12, "add_due_date", Some("postgres"))),
+            ),
+            ("0000_zero.sql", None),
+            ("1_init.sql", None),
+            ("0001-init.sql", None),
+            ("0001_Init.sql", None),
+            ("0001_.sql", None),
+            ("0001_init.txt", None),
+        ];
+        for (file, want) in cases {
+            assert_eq!(file_name(file), want, "{file}");
+        }
+    }
+
+    #[test]
+    fn destructive_statements_are_found_outside_literals_and_comments() {
+        let cases: [(&str, &[&str]); 6] = [
+            ("ALTER TABLE t ADD COLUMN c TEXT;", &[]),
+            ("ALTER TABLE t DROP COLUMN c;", &["DROP COLUMN"]),
+            ("drop table t; -- DROP TABLE u\n", &["DROP TABLE"]),
+            ("INSERT INTO t VALUES ('DROP TABLE x');", &[]),
+            (
+                "ALTER TABLE t ALTER COLUMN c TYPE bigint;",
+                &["ALTER COLUMN"],
+            ),
+            ("ALTER TABLE t RENAME TO u; DROP INDEX i;", &["RENAME"]),
+        ];
+        for (sql, want) in cases {
+            let got: Vec<String> = destructive(sql).into_iter().map(|(w, _)| w).collect();
+            assert_eq!(got, want, "{sql}");
+        }
+    }
+}
