@@ -52,6 +52,7 @@ pub fn check_repo(root: &Path, spec_dir: &Path, live: Option<(&str, &Location)>)
     for spec in &specs {
         report.extend(Kind::Sql, &check_schemas(spec));
         report.extend(Kind::Sql, &check_sql(spec));
+        report.extend(Kind::Sql, &crate::migcheck::check_migrations(spec));
         if let Some((_, location)) = live.filter(|(name, _)| *name == spec.name()) {
             report.extend(Kind::Sql, &live_findings(spec, location));
         }
@@ -349,6 +350,7 @@ pub fn check_file(path: &Path, live: Option<&Location>) -> Report {
     report.tools = spec.ir.tools.len();
     report.extend(Kind::Sql, &check_schemas(&spec));
     report.extend(Kind::Sql, &check_sql(&spec));
+    report.extend(Kind::Sql, &crate::migcheck::check_migrations(&spec));
     if let Some(location) = live {
         report.extend(Kind::Sql, &live_findings(&spec, location));
     }

@@ -23,6 +23,10 @@ commands:
                        fresh render
   snapshot             record each server's tool contract in spec/<server>.lock.json; refused
                        when the changes need a larger version step (see docs/guide.md)
+  migrate --plan SERVER [--name NAME]
+                       write SERVER's next migration from the difference between the schema
+                       its migrations give and the declared `database.schema`; steps that may
+                       lose data are marked and need acknowledging in the file
   docs                 write docs/<server>.md
   generate --out DIR   write the Rust generated from spec/*.yaml into DIR
 
@@ -66,6 +70,8 @@ fn run(mut root: PathBuf) -> Result<ExitCode> {
     let mut out: Option<PathBuf> = None;
     let mut db: Option<(Option<String>, PathBuf)> = None;
     let mut json = false;
+    let mut plan: Option<String> = None;
+    let mut name: Option<String> = None;
     while let Some(a) = args.next() {
         let mut value = |name: &str| args.next().with_context(|| format!("{name} needs a value"));
         match a.as_str() {
@@ -77,6 +83,8 @@ fn run(mut root: PathBuf) -> Result<ExitCode> {
                 anyhow::ensure!(root.is_dir(), "--root {}: no such directory", dir.display());
             }
             "--out" => out = Some(PathBuf::from(value("--out")?)),
+            "--plan" => plan = Some(value("--plan")?),
+            "--name" => name = Some(value("--name")?),
             "--db" => {
                 // `SERVER=PATH` names the server the live file belongs to; split it off before
                 // the path is made absolute.
@@ -133,6 +141,10 @@ fn run(mut root: PathBuf) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        "migrate" => {
+            let server = plan.context("migrate needs --plan SERVER")?;
+            plan_migration(&root, &specs, &server, name.as_deref())
+        }
         "docs" => {
             for (path, text) in crate::render_docs(&specs)? {
                 write_if_changed(&root, &path, &text)?;
@@ -168,6 +180,45 @@ fn run(mut root: PathBuf) -> Result<ExitCode> {
         }
         other => anyhow::bail!("unknown command `{other}`\n\n{USAGE}"),
     }
+}
+
+/// `migrate --plan SERVER`: writes the next migration and says what it does.
+fn plan_migration(
+    root: &Path,
+    specs: &[crate::Spec],
+    server: &str,
+    name: Option<&str>,
+) -> Result<ExitCode> {
+    if let Some(n) = name {
+        anyhow::ensure!(
+            !n.is_empty()
+                && n.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+            "--name {n:?}: a migration's name is lowercase letters, digits and `_`"
+        );
+    }
+    let spec = specs
+        .iter()
+        .find(|s| s.name() == server)
+        .with_context(|| format!("no spec declares server `{server}`"))?;
+    let planned = crate::plan::plan(spec, name).map_err(|e| anyhow::anyhow!(e))?;
+    let target = root.join(&planned.file);
+    anyhow::ensure!(!target.exists(), "{} already exists", planned.file);
+    std::fs::write(&target, &planned.text)
+        .with_context(|| format!("writing {}", target.display()))?;
+    println!("wrote {}", planned.file);
+    for step in &planned.steps {
+        println!("  {step}");
+    }
+    if planned.destructive {
+        println!(
+            "it has destructive steps: read them, then add the line `-- mcpspec: destructive` to the file"
+        );
+    }
+    println!(
+        "next: `cargo run -p codegen -- check`, which asks for the version step the migration needs, then `cargo run -p codegen -- snapshot`"
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn read_or_empty(p: &Path) -> String {

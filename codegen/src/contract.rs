@@ -99,6 +99,13 @@ pub(crate) fn snapshot(server: &ir::Server) -> Value {
         });
         out["resources"] = Value::Object(resources.collect());
     }
+    if let Some(db) = server
+        .database
+        .as_ref()
+        .filter(|d| !d.migrations.is_empty())
+    {
+        out["migrations"] = migrations_contract(&db.migrations);
+    }
     if !server.prompts.is_empty() {
         let prompts = server
             .prompts
@@ -107,6 +114,67 @@ pub(crate) fn snapshot(server: &ir::Server) -> Value {
         out["prompts"] = Value::Object(prompts.collect());
     }
     canonical(&out)
+}
+
+/// The migrations a database may have applied, by `NNNN_name`: each text's checksum by
+/// dialect, and whether it is destructive. A recorded migration never changes.
+fn migrations_contract(migrations: &[ir::Migration]) -> Value {
+    let entries = migrations.iter().map(|m| {
+        let sums: Map<String, Value> = m
+            .texts
+            .iter()
+            .map(|t| (t.dialect.name.to_string(), Value::from(t.checksum.clone())))
+            .collect();
+        let mut v = json!({ "sha256": sums });
+        if m.texts.iter().any(crate::migrations::is_destructive) {
+            v["destructive"] = Value::Bool(true);
+        }
+        (format!("{:04}_{}", m.version, m.name), v)
+    });
+    Value::Object(entries.collect())
+}
+
+/// The recorded migrations that `new` no longer has as they were: edited (another
+/// checksum) or gone. No version step allows that: a database may have applied them.
+pub fn edited_migrations(old: &Value, new: &Value) -> Vec<String> {
+    let empty = Map::new();
+    let olds = old["migrations"].as_object().unwrap_or(&empty);
+    let news = new["migrations"].as_object().unwrap_or(&empty);
+    olds.iter()
+        .filter_map(|(name, o)| match news.get(name) {
+            None => Some(format!("{name} was removed (or renamed)")),
+            Some(n) if n["sha256"] != o["sha256"] => Some(format!("{name} was edited")),
+            Some(_) => None,
+        })
+        .collect()
+}
+
+/// Migrations added since the snapshot: a database needs them applied before the new
+/// version serves it, so each is a compatible change at least, and a destructive one breaks.
+fn migration_changes(old: &Value, new: &Value, out: &mut Vec<Change>) {
+    let empty = Map::new();
+    let olds = old["migrations"].as_object().unwrap_or(&empty);
+    let news = new["migrations"].as_object().unwrap_or(&empty);
+    for (name, n) in news {
+        if olds.contains_key(name) {
+            continue;
+        }
+        let destructive = n["destructive"] == Value::Bool(true);
+        out.push(Change {
+            level: if destructive {
+                Level::Major
+            } else {
+                Level::Minor
+            },
+            kind: "migration",
+            tool: name.clone(),
+            what: if destructive {
+                "destructive migration added".into()
+            } else {
+                "migration added".into()
+            },
+        });
+    }
 }
 
 /// What a tool promises its clients.
@@ -269,6 +337,7 @@ pub fn compare(old: &Value, new: &Value) -> Vec<Change> {
         }
     }
     content_changes(old, new, &mut out);
+    migration_changes(old, new, &mut out);
     out.sort_by(|a, b| {
         b.level
             .cmp(&a.level)

@@ -318,6 +318,25 @@ pub fn contract_outcome(spec: &Spec, committed: Option<&str>) -> Contract {
             ));
         }
     };
+    let edited = contract::edited_migrations(&old, &fresh);
+    if !edited.is_empty() {
+        let mut f = Finding::file_level(
+            Kind::Contract,
+            &lock,
+            format!(
+                "a migration that {lock} records changed: {}; a database may have applied it as it was",
+                edited.join(", ")
+            ),
+            "restore the migration as recorded (from version control) and put the change in a new migration; `codegen migrate --plan` writes one".to_string(),
+        );
+        f.diff = Some(textdiff::unified(
+            &format!("{lock} (committed)"),
+            &format!("{lock} (from {})", spec.ir.file),
+            text,
+            &fresh_text,
+        ));
+        return Contract::Refused(f);
+    }
     let changes = contract::compare(&old, &fresh);
     let Some(level) = changes.iter().map(|c| c.level).max() else {
         return Contract::Allowed(changes);

@@ -348,6 +348,7 @@ pub(crate) struct Migration {
 
 impl Migration {
     /// The text for `dialect`.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub fn text(&self, dialect: &sqlscan::Dialect) -> Option<&MigrationText> {
         self.texts.iter().find(|t| t.dialect == dialect)
     }

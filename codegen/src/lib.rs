@@ -29,8 +29,12 @@ pub mod live;
 #[cfg(feature = "sqlite")]
 mod livecheck;
 mod lower;
+#[cfg(feature = "sqlite")]
+mod migcheck;
 mod migrations;
 mod names;
+#[cfg(feature = "sqlite")]
+pub mod plan;
 #[cfg(feature = "editor-schema")]
 pub mod reference;
 mod spec;

@@ -19,6 +19,7 @@ mod laminark;
 mod lessons;
 mod lessons_scan;
 mod mariadb;
+mod migrate;
 mod new;
 mod pm;
 mod postgres;

@@ -13,6 +13,20 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// Copies the directory `from` to `to`, with everything under it.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let p = e.unwrap().path();
+        let target = to.join(p.file_name().unwrap());
+        if p.is_dir() {
+            copy_tree(&p, &target);
+        } else {
+            std::fs::copy(&p, target).unwrap();
+        }
+    }
+}
+
 /// A temporary workspace holding a copy of everything `check` reads.
 struct Copy {
     dir: tempfile::TempDir,
@@ -23,11 +37,7 @@ impl Copy {
         let dir = tempfile::tempdir().unwrap();
         let root = root();
         for sub in ["spec", "docs"] {
-            std::fs::create_dir_all(dir.path().join(sub)).unwrap();
-            for e in std::fs::read_dir(root.join(sub)).unwrap() {
-                let p = e.unwrap().path();
-                std::fs::copy(&p, dir.path().join(sub).join(p.file_name().unwrap())).unwrap();
-            }
+            copy_tree(&root.join(sub), &dir.path().join(sub));
         }
         Copy { dir }
     }

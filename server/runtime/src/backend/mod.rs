@@ -719,8 +719,11 @@ pub struct EngineEntry {
     pub create: fn(&Creation<'_>) -> Result<bool, OpenError>,
     /// A connection that migrates the existing database at a location (read-only unless
     /// asked to write).
-    pub migrator: fn(&Location, bool) -> Result<Box<dyn migrate::Migrator>, OpenError>,
+    pub migrator: fn(&Location, bool) -> Result<Migrating, OpenError>,
 }
+
+/// A connection that migrates one database.
+pub type Migrating = Box<dyn migrate::Migrator>;
 
 /// Every engine built in, one per enabled feature.
 pub static ENGINES: &[EngineEntry] = &[
@@ -778,7 +781,7 @@ pub fn migrator(
     server: &str,
     def: &DatabaseDef,
     write: bool,
-) -> Result<Box<dyn migrate::Migrator>, OpenError> {
+) -> Result<Migrating, OpenError> {
     let entry = engine_for(location, server, def)?;
     (entry.migrator)(location, write)
 }

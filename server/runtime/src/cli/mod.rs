@@ -6,6 +6,7 @@
 pub mod demo;
 pub mod dev;
 pub mod examples;
+mod migrate;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -88,6 +89,11 @@ enum Cmd {
         /// database mcpspec did not create, instead of in a mirror under the cache directory.
         #[arg(long)]
         derive_in_place: bool,
+        /// Apply the spec's migrations that the database lacks before serving, when the
+        /// database is new or mcpspec's migrations made it (replicas starting together
+        /// apply each once); another application's database needs an explicit `migrate`.
+        #[arg(long, conflicts_with = "read_only")]
+        migrate: bool,
         #[command(flatten)]
         http: HttpArgs,
     },
@@ -121,6 +127,24 @@ enum Cmd {
         /// Also load the spec's sample rows.
         #[arg(long)]
         sample: bool,
+    },
+    /// Apply the spec's migrations that the database lacks, in order, recording each in its
+    /// mcpspec_migrations table; a database without that table is first matched to the
+    /// version it is at. Never run by itself on another application's database.
+    Migrate {
+        #[command(flatten)]
+        target: Target,
+        /// The database file, or a postgres:// or mysql:// URL (else the spec's environment
+        /// variables and default path, as for `serve`).
+        #[arg(long)]
+        db: Option<PathBuf>,
+        /// Say what would be applied, and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// For a database without a migrations table: the version it is at (found from its
+        /// schema on SQLite when not given).
+        #[arg(long, value_name = "VERSION")]
+        baseline: Option<u32>,
     },
     /// Start the server on a scratch database with sample rows and drive a scripted session.
     Demo {
@@ -338,10 +362,18 @@ fn limits() -> Result<Limits> {
     Ok(l)
 }
 
+/// How a server starting on a database treats the spec's migrations: whether to apply the
+/// missing ones, and the command that would.
+struct Migrating {
+    apply: bool,
+    command: migrate::Command,
+}
+
 fn start(
     server: Server,
     flag: Option<&std::path::Path>,
     placing: crate::backend::Placing,
+    migrating: &Migrating,
 ) -> Result<std::sync::Arc<Engine>> {
     let limits = limits()?;
     // Settings are refused before anything starts.
@@ -354,7 +386,16 @@ fn start(
         return Ok(engine);
     };
     let location = locate(def.name, database, flag)?;
-    let engine = Engine::start_placed(def, Some(&location), placing, limits, handlers)?;
+    let command = &migrating.command;
+    let unversioned =
+        migrate::before_start(def.name, database, &location, migrating.apply, command)?;
+    let engine =
+        Engine::start_placed(def, Some(&location), placing, limits, handlers).map_err(|e| {
+            match unversioned {
+                true => migrate::unversioned_hint(e.into(), def.name, &location, command),
+                false => e.into(),
+            }
+        })?;
     tracing::info!(server = def.name, db = %location.display(), read_only = engine.is_read_only(), "ready");
     Ok(engine)
 }
@@ -444,6 +485,7 @@ fn run_main(servers: Vec<Server>, extras: Vec<Extra>, compile: Option<dev::Compi
         .unwrap_or_else(|| "mcpspec".into());
     // Once per process: clap keeps the names for the life of the program.
     let name: &'static str = Box::leak(name.into_boxed_str());
+    let _ = BINARY.set(name);
     let mut command = Cli::command().name(name).bin_name(name);
     for e in &extras {
         command = command.subcommand(e.command.clone());
@@ -543,8 +585,13 @@ fn run(cli: Cli, mut servers: Vec<Server>, compile: Option<dev::Compile>) -> Res
             db,
             read_only,
             derive_in_place,
+            migrate,
             http,
         } => {
+            let migrating = Migrating {
+                apply: migrate,
+                command: migrate_command(&target),
+            };
             let server = resolve(&mut servers, &target, compile)?;
             if let Some(spec) = &target.spec {
                 servable(&server, spec)?;
@@ -554,7 +601,8 @@ fn run(cli: Cli, mut servers: Vec<Server>, compile: Option<dev::Compile>) -> Res
                 Some(addr) => Some((addr, http_options(&http)?)),
                 None => None,
             };
-            let engine = start(server, db.as_deref(), placing(read_only, derive_in_place))?;
+            let placing = placing(read_only, derive_in_place);
+            let engine = start(server, db.as_deref(), placing, &migrating)?;
             match options {
                 Some((addr, options)) => serve_http(engine, addr, options)?,
                 None => serve(engine)?,
@@ -569,15 +617,46 @@ fn run(cli: Cli, mut servers: Vec<Server>, compile: Option<dev::Compile>) -> Res
             derive_in_place,
         } => {
             let (target, tool, arguments) = call_words(words, spec)?;
+            let migrating = Migrating {
+                apply: false,
+                command: migrate_command(&target),
+            };
             let server = resolve(&mut servers, &target, compile)?;
             let args: serde_json::Value =
                 serde_json::from_str(&arguments).context("the arguments are not valid JSON")?;
-            let engine = start(server, db.as_deref(), placing(read_only, derive_in_place))?;
+            let placing = placing(read_only, derive_in_place);
+            let engine = start(server, db.as_deref(), placing, &migrating)?;
             call(&engine, &tool, &args)
         }
         Cmd::Test { target, db } => {
             let server = resolve(&mut servers, &target, compile)?;
             examples::run(server, db.as_deref(), &mut std::io::stdout().lock())
+        }
+        Cmd::Migrate {
+            target,
+            db,
+            dry_run,
+            baseline,
+        } => {
+            let def = resolve(&mut servers, &target, compile)?.def;
+            let database = def
+                .database
+                .as_ref()
+                .ok_or_else(|| anyhow!("the `{}` server has no database to migrate", def.name))?;
+            let location = locate(def.name, database, db.as_deref())?;
+            let ask = crate::backend::migrate::Ask {
+                dry_run,
+                baseline,
+                only_own: false,
+            };
+            migrate::run(
+                def.name,
+                database,
+                &location,
+                ask,
+                &mut std::io::stdout().lock(),
+            )?;
+            Ok(ExitCode::SUCCESS)
         }
         Cmd::Init { target, db, sample } => {
             init(resolve(&mut servers, &target, compile)?.def, &db, sample)
@@ -626,6 +705,18 @@ fn run(cli: Cli, mut servers: Vec<Server>, compile: Option<dev::Compile>) -> Res
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The binary's name as invoked, for the commands messages tell users to run.
+static BINARY: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+/// The `migrate` command for the server `target` names.
+fn migrate_command(target: &Target) -> migrate::Command {
+    let binary = BINARY.get().copied().unwrap_or("mcpspec");
+    migrate::Command(match (&target.spec, &target.server) {
+        (Some(spec), _) => format!("{binary} migrate --spec {}", spec.display()),
+        (None, server) => format!("{binary} migrate {}", server.as_deref().unwrap_or_default()),
+    })
 }
 
 /// `call`'s words: `SERVER TOOL [ARGUMENTS]`, or `TOOL [ARGUMENTS]` with `--spec`.

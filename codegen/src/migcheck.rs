@@ -1,0 +1,92 @@
+//! The check that a spec's migrations give its declared schema (`codegen check`): the
+//! migrations' SQLite texts are run in order on an empty in-memory database, and its shape
+//! (tables, columns, types, NOT NULL, defaults, keys, indexes, triggers, views) is compared
+//! with that of the declared `database.schema`, through the runtime's
+//! [`shape`](mcpspec::backend::sqlite::shape), the same comparison `mcpspec migrate` uses to
+//! find the version of a database without a migrations table. Also the difference that
+//! `codegen migrate --plan` turns into the next migration.
+
+use std::path::PathBuf;
+
+use mcpspec::backend::sqlite::shape::{self, Shape};
+
+use crate::Spec;
+use crate::diag::{Diagnostic, Diagnostics, Pos};
+use crate::ir;
+
+/// The declared schema's shape and the migrations' shape, or the problems that stop either
+/// from being built (a migration that does not run, a schema that does not load).
+pub(crate) fn shapes(db: &ir::Database) -> Result<(Shape, Shape), Diagnostics> {
+    let mut out = Diagnostics::default();
+    let declared = shape::of_ddl(&db.schema);
+    let mut ddl = String::new();
+    let mut migrated = None;
+    for m in &db.migrations {
+        let Some(t) = m.text(&sqlscan::SQLITE) else {
+            continue;
+        };
+        ddl.push_str(&t.sql);
+        ddl.push_str("\n;\n");
+        match shape::of_ddl(&ddl) {
+            Ok(s) => migrated = Some(s),
+            Err(e) => {
+                out.items.push(Diagnostic {
+                    file: PathBuf::from(&t.file),
+                    pos: Pos { line: 1, column: 1 },
+                    message: format!(
+                        "migration {:04}_{} does not run on SQLite after the ones before it: {e}",
+                        m.version, m.name
+                    ),
+                    label: None,
+                    help: Some(
+                        "fix the statement; a migration runs on the schema the earlier ones made"
+                            .into(),
+                    ),
+                });
+                return Err(out);
+            }
+        }
+    }
+    match (declared, migrated) {
+        (Ok(d), Some(m)) => Ok((d, m)),
+        // A schema that does not load is reported by the statement checks.
+        _ => Err(out),
+    }
+}
+
+/// A finding when the migrations do not give exactly the declared schema.
+pub fn check_migrations(spec: &Spec) -> Diagnostics {
+    let mut out = Diagnostics::default();
+    let Some(db) = spec
+        .ir
+        .database
+        .as_ref()
+        .filter(|d| !d.migrations.is_empty())
+    else {
+        return out;
+    };
+    let (declared, migrated) = match shapes(db) {
+        Ok(s) => s,
+        Err(d) => return d,
+    };
+    let differences = shape::differences(&declared, &migrated);
+    if differences.is_empty() {
+        return out;
+    }
+    let (pos, dir) = db.migrations_at.clone().unwrap_or_default();
+    let lines: Vec<String> = differences.iter().map(|d| format!("    {d}")).collect();
+    out.items.push(Diagnostic {
+        file: PathBuf::from(&spec.ir.file),
+        pos,
+        message: format!(
+            "the migrations in {dir} do not give the declared `database.schema` (- only in the schema, + only after the migrations):\n{}",
+            lines.join("\n")
+        ),
+        label: Some("the migrations".into()),
+        help: Some(format!(
+            "add the migration that makes the difference (`cargo run -p codegen -- migrate --plan {}` writes it), or correct the schema",
+            spec.ir.name
+        )),
+    });
+    out
+}
