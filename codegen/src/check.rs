@@ -96,7 +96,11 @@ pub fn check_repo(root: &Path, spec_dir: &Path, live: Option<(&str, &Location)>)
 /// it cannot be opened.
 fn live_findings(spec: &crate::Spec, location: &Location) -> Diagnostics {
     match crate::livecheck::open(spec, location) {
-        Ok(db) => crate::livecheck::check_live(spec, &db),
+        Ok(db) => {
+            let mut out = crate::migcheck::check_live_migrations(spec, location);
+            out.extend(crate::livecheck::check_live(spec, &db));
+            out
+        }
         Err(e) => {
             let mut out = Diagnostics::default();
             out.items.push(finding(

@@ -333,8 +333,9 @@ pub(crate) struct Database {
     pub engines: Vec<EngineSide>,
     /// The versioned migrations, in order (read from `migrations:` by `migrations::read`).
     pub migrations: Vec<Migration>,
-    /// Where `migrations:` is written and the directory it names, as shown.
-    pub migrations_at: Option<(crate::diag::Pos, String)>,
+    /// Where `migrations:` is written, the directory it names as shown in messages, and as
+    /// written (relative to the spec file).
+    pub migrations_at: Option<(crate::diag::Pos, String, String)>,
 }
 
 /// One versioned migration, with its text for each engine the server runs on.

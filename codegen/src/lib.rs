@@ -85,6 +85,28 @@ impl Spec {
         contract::snapshot_text(&self.ir)
     }
 
+    /// The spec's migration files, each with its path relative to the spec file's directory
+    /// (under the directory `database.migrations` names) and its text: what a copy of the
+    /// spec elsewhere (a bundle) must carry beside it.
+    pub fn migration_files(&self) -> Vec<(PathBuf, &str)> {
+        let Some(db) = &self.ir.database else {
+            return Vec::new();
+        };
+        let Some((_, _, dir)) = &db.migrations_at else {
+            return Vec::new();
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        db.migrations
+            .iter()
+            .flat_map(|m| &m.texts)
+            .filter(|t| seen.insert(t.file.clone()))
+            .filter_map(|t| {
+                let name = Path::new(&t.file).file_name()?;
+                Some((Path::new(dir).join(name), t.sql.as_str()))
+            })
+            .collect()
+    }
+
     /// The names of the server's tools, in spec order.
     pub fn tool_names(&self) -> Vec<&str> {
         self.ir.tools.iter().map(|t| t.name.as_str()).collect()
@@ -121,7 +143,10 @@ pub fn compile_in(dir: &Path, display_path: &Path, text: &str) -> Result<Spec, D
         let mut dialects = vec![&sqlscan::SQLITE];
         dialects.extend(db.value.engines().into_iter().map(|(d, _)| d));
         match migrations::read(&place, &dialects) {
-            Ok(m) => read = Some((m, place.pos, shown.to_string_lossy().replace('\\', "/"))),
+            Ok(m) => {
+                let shown = shown.to_string_lossy().replace('\\', "/");
+                read = Some((m, (place.pos, shown, key.value.clone())));
+            }
             Err(d) => problems.extend(d),
         }
     }
@@ -130,9 +155,9 @@ pub fn compile_in(dir: &Path, display_path: &Path, text: &str) -> Result<Spec, D
     }
     let shown = display_path.to_string_lossy().replace('\\', "/");
     let mut ir = lower::lower(&shown, &raw);
-    if let (Some(db), Some((migrations, pos, dir))) = (&mut ir.database, read) {
+    if let (Some(db), Some((migrations, at))) = (&mut ir.database, read) {
         db.migrations = migrations;
-        db.migrations_at = Some((pos, dir));
+        db.migrations_at = Some(at);
     }
     Ok(Spec { ir })
 }

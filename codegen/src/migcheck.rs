@@ -73,7 +73,7 @@ pub fn check_migrations(spec: &Spec) -> Diagnostics {
     if differences.is_empty() {
         return out;
     }
-    let (pos, dir) = db.migrations_at.clone().unwrap_or_default();
+    let (pos, dir, _) = db.migrations_at.clone().unwrap_or_default();
     let lines: Vec<String> = differences.iter().map(|d| format!("    {d}")).collect();
     out.items.push(Diagnostic {
         file: PathBuf::from(&spec.ir.file),
@@ -86,6 +86,54 @@ pub fn check_migrations(spec: &Spec) -> Diagnostics {
         help: Some(format!(
             "add the migration that makes the difference (`cargo run -p codegen -- migrate --plan {}` writes it), or correct the schema",
             spec.ir.name
+        )),
+    });
+    out
+}
+
+/// A finding when the live database at `location` lacks some of the spec's migrations, has
+/// one that was edited since, or is newer than the spec; nothing is written. A database
+/// without a migrations table is judged by its tables, as the server judges it.
+pub fn check_live_migrations(spec: &Spec, location: &mcpspec::backend::Location) -> Diagnostics {
+    use mcpspec::backend::migrate::{self, Status};
+    let mut out = Diagnostics::default();
+    let Some(db) = spec
+        .ir
+        .database
+        .as_ref()
+        .filter(|d| !d.migrations.is_empty())
+    else {
+        return out;
+    };
+    let def = crate::defs::server_def(spec);
+    let Some(database) = def.database.as_ref() else {
+        return out;
+    };
+    let status = mcpspec::backend::migrator(location, def.name, database, false)
+        .map_err(|e| e.to_string())
+        .and_then(|mut m| {
+            migrate::status(&mut *m, database, location.dialect().name).map_err(|e| e.to_string())
+        });
+    let message = match status {
+        Ok(Status::Current | Status::Unversioned(_)) => return out,
+        Ok(Status::Behind { at, pending }) => format!(
+            "the live database {} is at migration {at} of {}; not applied: {}",
+            location.display(),
+            db.migrations.len(),
+            pending.join(", ")
+        ),
+        Err(e) => format!("the live database {}: {e}", location.display()),
+    };
+    let (pos, _, _) = db.migrations_at.clone().unwrap_or_default();
+    out.items.push(Diagnostic {
+        file: PathBuf::from(&spec.ir.file),
+        pos,
+        message,
+        label: Some("the migrations".into()),
+        help: Some(format!(
+            "bring it up to date with `mcpspec migrate {} --db {}`",
+            spec.ir.name,
+            location.display()
         )),
     });
     out

@@ -58,7 +58,7 @@ pub fn plan(spec: &Spec, name: Option<&str>) -> Result<Planned, String> {
             .clone()
             .unwrap_or_else(|| "schema_changes".into()),
     };
-    let (_, dir) = db.migrations_at.clone().unwrap_or_default();
+    let (_, dir, _) = db.migrations_at.clone().unwrap_or_default();
     let stem = format!("{version:04}_{name}");
     Ok(Planned {
         file: format!("{dir}/{stem}.sql"),

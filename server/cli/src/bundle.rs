@@ -76,6 +76,30 @@ pub fn command() -> mcpspec::cli::Extra {
 struct Source {
     def: &'static ServerDef,
     spec: Option<(PathBuf, String)>,
+    /// The files the spec names beside it (its migrations), by path relative to the spec's
+    /// directory, with their texts.
+    files: Vec<(PathBuf, String)>,
+}
+
+/// The files the spec file `spec` reads beside it, which its bundle carries at the same
+/// places beside the bundled spec; a place outside the spec's directory is refused.
+fn beside(spec: &Path, text: &str) -> Result<Vec<(PathBuf, String)>> {
+    let compiled = codegen::compile(spec, text).map_err(|d| anyhow::anyhow!("{d}"))?;
+    let mut out = Vec::new();
+    for (rel, text) in compiled.migration_files() {
+        let inside = rel
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !inside {
+            bail!(
+                "{}: a bundle carries migrations under the spec's directory, and `database.migrations` names {}",
+                spec.display(),
+                rel.parent().unwrap_or(&rel).display()
+            );
+        }
+        out.push((rel, text.to_string()));
+    }
+    Ok(out)
 }
 
 fn run(m: &ArgMatches, mut servers: Vec<mcpspec::Server>) -> Result<ExitCode> {
@@ -86,15 +110,18 @@ fn run(m: &ArgMatches, mut servers: Vec<mcpspec::Server>) -> Result<ExitCode> {
             mcpspec::cli::servable(&server, spec)?;
             let text = codegen::read_spec(spec)
                 .with_context(|| format!("cannot read {}", spec.display()))?;
+            let files = beside(spec, &text)?;
             Source {
                 def: server.def(),
                 spec: Some((spec.clone(), text)),
+                files,
             }
         }
         (None, Some(name)) => match servers.iter().find(|s| s.def().name == name) {
             Some(s) => Source {
                 def: s.def(),
                 spec: None,
+                files: Vec::new(),
             },
             None => bail!("no compiled server named `{name}`; bundle a spec file with --spec FILE"),
         },
@@ -110,13 +137,7 @@ fn run(m: &ArgMatches, mut servers: Vec<mcpspec::Server>) -> Result<ExitCode> {
         .unwrap_or_else(|| source.def.title.unwrap_or(source.def.name).to_string());
     let manifest = manifest(source.def, &layout, source.spec.is_some(), &author);
     let file = out.join(format!("{}-{}.mcpb", source.def.name, source.def.version));
-    let sha = write_bundle(
-        &file,
-        &manifest,
-        &exe,
-        &layout,
-        source.spec.as_ref().map(|(_, t)| t.as_str()),
-    )?;
+    let sha = write_bundle(&file, &manifest, &exe, &layout, &source)?;
     let name = m
         .get_one::<String>("registry-name")
         .cloned()
@@ -283,7 +304,7 @@ fn write_bundle(
     manifest: &Value,
     exe: &Path,
     layout: &Layout,
-    spec: Option<&str>,
+    source: &Source,
 ) -> Result<String> {
     use zip::write::SimpleFileOptions;
     let out =
@@ -294,9 +315,14 @@ fn write_bundle(
         .unix_permissions(0o644);
     zip.start_file("manifest.json", text)?;
     zip.write_all(serde_json::to_string_pretty(manifest)?.as_bytes())?;
-    if let Some(spec) = spec {
+    if let Some((_, spec)) = &source.spec {
         zip.start_file(layout.spec.as_str(), text)?;
         zip.write_all(spec.as_bytes())?;
+    }
+    for (rel, body) in &source.files {
+        let name = format!("server/{}", rel.to_string_lossy().replace('\\', "/"));
+        zip.start_file(name, text)?;
+        zip.write_all(body.as_bytes())?;
     }
     // Large binaries are written in 64-bit form; the permissions keep it executable.
     let binary = text.unix_permissions(0o755).large_file(true);

@@ -19,6 +19,10 @@ const FILES: &[(&str, &str)] = &[
         "spec/{name}.yaml",
         include_str!("../templates/new/spec.yaml.j2"),
     ),
+    (
+        "spec/migrations/{name}/0001_init.sql",
+        include_str!("../templates/new/migration.sql.j2"),
+    ),
     ("src/main.rs", include_str!("../templates/new/main.rs.j2")),
     (
         "tests/stdio.rs",
@@ -222,7 +226,16 @@ fn contract_and_docs(name: &str, files: &[(PathBuf, String)]) -> Result<Vec<(Pat
         .iter()
         .find(|(p, _)| *p == path)
         .context("the template set has a spec")?;
-    let spec = codegen::compile(&path, text).map_err(|d| {
+    // The spec reads its migrations beside it: compiled from a copy of the spec directory.
+    let scratch = tempfile::tempdir().context("a scratch directory")?;
+    for (p, body) in files.iter().filter(|(p, _)| p.starts_with("spec")) {
+        let target = scratch.path().join(p);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&target, body)?;
+    }
+    let spec = codegen::compile_in(&scratch.path().join("spec"), &path, text).map_err(|d| {
         anyhow::anyhow!(
             "the new spec does not compile:\n{}",
             d.render_with(&|_| text.clone())

@@ -562,3 +562,83 @@ fn a_server_name_without_compiled_servers_points_at_spec_files() {
         "{err}"
     );
 }
+
+/// A spec with migrations is bundled with them, at the place its `database.migrations` names
+/// beside the bundled spec, so that the bundled binary creates and migrates databases from
+/// them; the published binary migrates a database of an earlier version.
+#[test]
+fn a_bundle_carries_the_spec_s_migrations_and_migrate_works_on_the_published_binary() {
+    let with_migrations = SPEC.replace(
+        "  access: read_write\n",
+        "  access: read_write\n  migrations: migrations\n",
+    );
+    let project = Project::new(&with_migrations);
+    let dir = project.dir.path();
+    std::fs::create_dir(dir.join("migrations")).expect("mkdir");
+    std::fs::write(
+        dir.join("migrations/0001_init.sql"),
+        "CREATE TABLE parts (id INTEGER PRIMARY KEY, name TEXT NOT NULL);\n",
+    )
+    .expect("0001");
+    // A database of the first version, made before the second migration existed.
+    let first = with_migrations
+        .replace("      stock INTEGER NOT NULL\n", "")
+        .replace("name TEXT NOT NULL,", "name TEXT NOT NULL");
+    std::fs::write(project.spec(), &first).expect("spec v1");
+    let out = project.run(&["init", "--spec", "parts.yaml", "--db", "parts.db"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    std::fs::write(
+        dir.join("migrations/0002_stock.sql"),
+        "ALTER TABLE parts ADD COLUMN stock INTEGER NOT NULL DEFAULT 0;\n",
+    )
+    .expect("0002");
+    let second = with_migrations.replace(
+        "      stock INTEGER NOT NULL\n",
+        "      stock INTEGER NOT NULL DEFAULT 0\n",
+    );
+    std::fs::write(project.spec(), &second).expect("spec v2");
+    let out = project.run(&["migrate", "--spec", "parts.yaml", "--db", "parts.db"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "applied 0002_stock\nparts.db is at migration 0002_stock\n"
+    );
+
+    let out = project.run(&["bundle", "--spec", "parts.yaml", "--out", "dist"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let file = std::fs::File::open(dir.join("dist/parts-0.1.0.mcpb")).expect("bundle");
+    let mut archive = zip::ZipArchive::new(file).expect("a zip");
+    let unpacked = dir.join("unpacked");
+    archive.extract(&unpacked).expect("extract");
+    for m in ["0001_init.sql", "0002_stock.sql"] {
+        assert_eq!(
+            std::fs::read(unpacked.join("server/migrations").join(m)).expect("bundled"),
+            std::fs::read(dir.join("migrations").join(m)).expect("source"),
+            "{m}"
+        );
+    }
+    let binary = unpacked
+        .join("server")
+        .join(exe().file_name().expect("a name"));
+    let made = Command::new(&binary)
+        .args(["init", "--spec"])
+        .arg(unpacked.join("server/parts.yaml"))
+        .arg("--db")
+        .arg(dir.join("fresh.db"))
+        .output()
+        .expect("run the bundled binary");
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let applied = Command::new(&binary)
+        .args(["migrate", "--spec"])
+        .arg(unpacked.join("server/parts.yaml"))
+        .arg("--db")
+        .arg(dir.join("fresh.db"))
+        .output()
+        .expect("run the bundled binary");
+    assert!(
+        text(&applied.stdout).ends_with("is at migration 0002_stock: nothing to apply\n"),
+        "{}{}",
+        text(&applied.stdout),
+        text(&applied.stderr)
+    );
+}

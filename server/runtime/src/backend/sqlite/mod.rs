@@ -423,7 +423,8 @@ impl Pool {
             mirror::Placement::Unbuilt(why) => (None, None, Some(why)),
         };
         if let Some(w) = &mut writer {
-            set_up_writer(w, mirror.as_deref()).map_err(err)?;
+            // A check (`check --db`, `test --db`) leaves the file as it was, journal mode too.
+            set_up_writer(w, mirror.as_deref(), !how.scratch).map_err(err)?;
         }
         let writer = writer.map(|w| Box::new(Mutex::new(Pooled::from(w))));
         // One reader now, for the start-up checks; more are opened when calls overlap.
@@ -885,12 +886,16 @@ fn table_columns(
 }
 
 /// Sets the writer up: WAL for a database that is mcpspec's own or in WAL already (another
-/// program's keeps its journal mode), foreign keys, and the replay into the mirror.
-fn set_up_writer(w: &Connection, mirror: Option<&mirror::Mirror>) -> rusqlite::Result<()> {
+/// program's keeps its journal mode) when `wal`, foreign keys, and the replay into the mirror.
+fn set_up_writer(
+    w: &Connection,
+    mirror: Option<&mirror::Mirror>,
+    wal: bool,
+) -> rusqlite::Result<()> {
     let mode: String = w.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
     let ours =
         w.query_row("PRAGMA application_id", [], |r| r.get::<_, i32>(0))? == mirror::APPLICATION_ID;
-    if ours || mode.eq_ignore_ascii_case("wal") {
+    if wal && (ours || mode.eq_ignore_ascii_case("wal")) {
         w.pragma_update(None, "journal_mode", "WAL")?;
     }
     w.pragma_update(None, "synchronous", "NORMAL")?;
