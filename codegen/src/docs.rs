@@ -117,6 +117,9 @@ struct ServerCtx {
     has_database: bool,
     /// The database servers the server also runs on.
     engines: Vec<EngineCtx>,
+    /// The migrations, as `NNNN_name`, and their directory.
+    migrations: Vec<String>,
+    migrations_dir: String,
     read_only: bool,
     default_paths: Vec<PathCtx>,
     desktop_json: String,
@@ -342,6 +345,15 @@ fn server_ctx(s: &ir::Server) -> ServerCtx {
         env: db.env.clone(),
         has_database: s.database.is_some(),
         engines: db.engines.iter().map(engine_ctx).collect(),
+        migrations: db
+            .migrations
+            .iter()
+            .map(|m| format!("{:04}_{}", m.version, m.name))
+            .collect(),
+        migrations_dir: db
+            .migrations_at
+            .as_ref()
+            .map_or_else(String::new, |(_, dir, _)| dir.clone()),
         read_only: db.read_only,
         default_paths,
         desktop_json: contract::to_pretty(&desktop).trim_end().to_string(),

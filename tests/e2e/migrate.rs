@@ -391,3 +391,43 @@ fn knowledge_migrations_give_its_declared_postgres_schema() {
     );
     assert_eq!(got, want);
 }
+
+/// On MariaDB (whose DDL commits as it goes, so a run holds a named lock instead of a
+/// transaction) `migrate` makes an empty database, records it, and finds nothing to do after;
+/// the server then serves it.
+#[test]
+fn migrate_on_mariadb_makes_an_empty_database_and_records_it() {
+    let url = crate::maria::Server::shared().create_database();
+    let (code, out, err) = mcpspec(&["migrate", "knowledge", "--db", &url, "--dry-run"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("would apply 0001_init\n"), "{out}");
+    let (code, out, err) = mcpspec(&["migrate", "knowledge", "--db", &url], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("applied 0001_init\n"), "{out}");
+    let (code, out, err) = mcpspec(&["migrate", "knowledge", "--db", &url], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.ends_with("is at migration 0001_init: nothing to apply\n"),
+        "{out}"
+    );
+    let (code, out, err) = mcpspec(
+        &[
+            "call",
+            "knowledge",
+            "kb_add",
+            r#"{"content": "MariaDB migrated.", "role": "qa"}"#,
+            "--db",
+            &url,
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        crate::common::sql_on(
+            crate::common::Engine::Mariadb,
+            Path::new(&url),
+            "SELECT CONCAT(version, ' ', name) FROM mcpspec_migrations"
+        ),
+        "1 init"
+    );
+}
