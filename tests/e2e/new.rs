@@ -147,6 +147,7 @@ fn scaffold(dir: &Path) {
         "Cargo.lock",
         "build.rs",
         "spec/notes.yaml",
+        "spec/migrations/notes/0001_init.sql",
         "src/main.rs",
         "tests/stdio.rs",
         ".mcp.json",
@@ -190,6 +191,16 @@ fn serves_both_tools(dir: &Path) {
         &[
             "run", "-q", "--", "init", "notes", "--sample", "--db", "notes.db",
         ],
+    );
+    // `init` ran the scaffold's first migration and recorded it; `migrate` finds it current.
+    assert_eq!(crate::common::count_rows(&db, "mcpspec_migrations"), 1);
+    let current = cargo(
+        dir,
+        &["run", "-q", "--", "migrate", "notes", "--db", "notes.db"],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&current.stdout),
+        "notes.db is at migration 0001_init: nothing to apply\n"
     );
     let mut client = StdioClient::spawn(
         cargo_command(dir, &["run", "-q", "--", "serve", "notes", "--db"])
