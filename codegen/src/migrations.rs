@@ -33,6 +33,23 @@ pub(crate) struct Place<'a> {
     pub shown: &'a Path,
 }
 
+/// The files of one version: its name, and the file of each text (`None`: SQLite's, which
+/// every engine without its own runs).
+type Files = (String, BTreeMap<Option<&'static str>, String>);
+
+impl Place<'_> {
+    /// A problem at the spec's `migrations:` key.
+    fn at_key(&self, message: String, help: &str) -> Diagnostic {
+        Diagnostic {
+            file: self.spec_file.to_path_buf(),
+            pos: self.pos,
+            message,
+            label: Some("the migrations directory".into()),
+            help: Some(help.to_string()),
+        }
+    }
+}
+
 /// The migrations in `place.dir` for a server that runs on `dialects` (SQLite first), in
 /// version order; every problem found otherwise.
 pub(crate) fn read(
@@ -40,17 +57,45 @@ pub(crate) fn read(
     dialects: &[&'static sqlscan::Dialect],
 ) -> Result<Vec<Migration>, Diagnostics> {
     let mut problems = Diagnostics::default();
-    let at_key = |message: String, help: &str| Diagnostic {
-        file: place.spec_file.to_path_buf(),
-        pos: place.pos,
-        message,
-        label: Some("the migrations directory".into()),
-        help: Some(help.to_string()),
-    };
+    let found = list(place, dialects, &mut problems);
+    if found.is_empty() && problems.is_empty() {
+        problems.items.push(place.at_key(
+            format!("{} holds no migrations", place.shown.display()),
+            "add a first migration, `0001_init.sql`, holding the schema",
+        ));
+    }
+    let mut out = Vec::new();
+    for (i, (version, files)) in found.into_iter().enumerate() {
+        let expected = u32::try_from(i + 1).unwrap_or(u32::MAX);
+        if version != expected {
+            problems.items.push(place.at_key(
+                format!("migration {expected:04} is missing: the versions go on at {version:04}"),
+                "number migrations 0001, 0002, ... without gaps; never renumber one a database may have applied",
+            ));
+            break;
+        }
+        if let Some(m) = migration(place, dialects, version, files, &mut problems) {
+            out.push(m);
+        }
+    }
+    if problems.is_empty() {
+        Ok(out)
+    } else {
+        Err(problems)
+    }
+}
+
+/// The migration files in the directory, by version.
+fn list(
+    place: &Place<'_>,
+    dialects: &[&'static sqlscan::Dialect],
+    problems: &mut Diagnostics,
+) -> BTreeMap<u32, Files> {
+    let mut found: BTreeMap<u32, Files> = BTreeMap::new();
     let entries = match std::fs::read_dir(place.dir) {
         Ok(e) => e,
         Err(e) => {
-            problems.items.push(at_key(
+            problems.items.push(place.at_key(
                 format!(
                     "cannot read the migrations directory {}: {}",
                     place.shown.display(),
@@ -58,7 +103,7 @@ pub(crate) fn read(
                 ),
                 "create it with a first migration, e.g. `0001_init.sql` holding the schema",
             ));
-            return Err(problems);
+            return found;
         }
     };
     let mut names: Vec<String> = entries
@@ -68,15 +113,12 @@ pub(crate) fn read(
         .filter(|n| n.ends_with(".sql"))
         .collect();
     names.sort();
-    // version -> (name, dialect or None for the base text -> file name)
-    let mut found: BTreeMap<u32, (String, BTreeMap<Option<&'static str>, String>)> =
-        BTreeMap::new();
     for file in names {
         let shown = place.shown.join(&file);
+        let problem =
+            |message: String, help: &str| file_problem(&shown, Pos::default(), message, help);
         let Some((version, name, dialect)) = file_name(&file) else {
-            problems.items.push(file_problem(
-                &shown,
-                Pos::default(),
+            problems.items.push(problem(
                 format!("`{file}` is not a migration file name"),
                 "name it `NNNN_name.sql` (four digits, then lowercase letters, digits and `_`), or `NNNN_name.<dialect>.sql` for one engine's own text",
             ));
@@ -88,9 +130,7 @@ pub(crate) fn read(
                 match dialects.iter().skip(1).find(|x| x.name == d) {
                     Some(x) => Some(x.name),
                     None => {
-                        problems.items.push(file_problem(
-                        &shown,
-                        Pos::default(),
+                        problems.items.push(problem(
                         format!("`{file}` is a `{d}` text, but the spec gives no `database.{d}` side"),
                         "remove the file, or declare the engine's side in the spec",
                     ));
@@ -103,9 +143,7 @@ pub(crate) fn read(
             .entry(version)
             .or_insert_with(|| (name.to_string(), BTreeMap::new()));
         if entry.0 != name {
-            problems.items.push(file_problem(
-                &shown,
-                Pos::default(),
+            problems.items.push(problem(
                 format!(
                     "migration {version:04} is named both `{}` and `{name}`",
                     entry.0
@@ -116,55 +154,42 @@ pub(crate) fn read(
         }
         entry.1.insert(dialect, file);
     }
-    if found.is_empty() && problems.is_empty() {
-        problems.items.push(at_key(
-            format!("{} holds no migrations", place.shown.display()),
-            "add a first migration, `0001_init.sql`, holding the schema",
+    found
+}
+
+/// One version's migration: a text per dialect (the engine's own file, else SQLite's), each
+/// read and checked for unacknowledged destructive statements.
+fn migration(
+    place: &Place<'_>,
+    dialects: &[&'static sqlscan::Dialect],
+    version: u32,
+    (name, files): Files,
+    problems: &mut Diagnostics,
+) -> Option<Migration> {
+    let Some(base) = files.get(&None) else {
+        problems.items.push(place.at_key(
+            format!("migration {version:04}_{name} has no `{version:04}_{name}.sql`: SQLite's text, which every engine without its own runs"),
+            "add the SQLite text of the migration",
         ));
-    }
-    let mut out = Vec::new();
-    for (i, (version, (name, files))) in found.into_iter().enumerate() {
-        let expected = u32::try_from(i + 1).unwrap_or(u32::MAX);
-        if version != expected {
-            problems.items.push(at_key(
-                format!("migration {expected:04} is missing: the versions go on at {version:04}"),
-                "number migrations 0001, 0002, ... without gaps; never renumber one a database may have applied",
-            ));
-            break;
+        return None;
+    };
+    let mut texts = Vec::new();
+    for dialect in dialects {
+        let file = files.get(&Some(dialect.name)).unwrap_or(base);
+        match text(place, file, dialect) {
+            Ok(t) => texts.push(t),
+            Err(d) => problems.items.push(d),
         }
-        let Some(base) = files.get(&None) else {
-            problems.items.push(at_key(
-                format!("migration {version:04}_{name} has no `{version:04}_{name}.sql`: SQLite's text, which every engine without its own runs"),
-                "add the SQLite text of the migration",
-            ));
-            continue;
-        };
-        let mut texts = Vec::new();
-        for dialect in dialects {
-            let file = files
-                .get(&Some(dialect.name))
-                .filter(|_| dialect.name != sqlscan::SQLITE.name)
-                .unwrap_or(base);
-            match text(place, file, dialect) {
-                Ok(t) => texts.push(t),
-                Err(d) => problems.items.push(d),
-            }
-        }
-        let mut seen = std::collections::BTreeSet::new();
-        for t in texts.iter().filter(|t| seen.insert(t.file.clone())) {
-            acknowledged(t, &mut problems);
-        }
-        out.push(Migration {
-            version,
-            name,
-            texts,
-        });
     }
-    if problems.is_empty() {
-        Ok(out)
-    } else {
-        Err(problems)
+    let mut seen = std::collections::BTreeSet::new();
+    for t in texts.iter().filter(|t| seen.insert(t.file.clone())) {
+        acknowledged(t, problems);
     }
+    Some(Migration {
+        version,
+        name,
+        texts,
+    })
 }
 
 /// The version, name and dialect a file name gives; `None` when it is not a migration's.
