@@ -93,7 +93,7 @@ impl HttpServer {
         self.wait()
     }
 
-    fn wait(mut self) -> std::process::ExitStatus {
+    pub(crate) fn wait(mut self) -> std::process::ExitStatus {
         self.child.wait().expect("wait")
     }
 }

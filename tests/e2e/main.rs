@@ -13,6 +13,7 @@ mod deadlines;
 mod dev;
 mod examples;
 mod goldens;
+mod health;
 mod http;
 mod knowledge;
 mod laminark;

@@ -431,6 +431,37 @@ impl Engine {
         self.read_only
     }
 
+    /// Whether calls can be answered now: the database answers a trivial statement within
+    /// `within` (so a connection came free and the server responded); why not otherwise, in
+    /// words that name no location. A server without a database is always ready. For
+    /// `/readyz`.
+    pub fn ready(&self, within: Duration) -> Result<(), &'static str> {
+        let Some(db) = &self.db else {
+            return Ok(());
+        };
+        let stop = crate::backend::Stop::after(within, Arc::default());
+        let no_params: crate::backend::Bind<'_> = &|_| crate::backend::Value::Null;
+        let answered = db.job(
+            false,
+            false,
+            &stop,
+            |_| (),
+            |session| {
+                session
+                    .query(
+                        crate::backend::Sql::from("SELECT 1"),
+                        no_params,
+                        &mut |_| false,
+                    )
+                    .map_err(|_| ())
+            },
+        );
+        match answered {
+            Some(Ok(())) => Ok(()),
+            _ => Err("the database does not answer"),
+        }
+    }
+
     /// The message templates of the server, where resources and prompts keep theirs too.
     pub fn templates(&self) -> &minijinja::Environment<'static> {
         &self.templates

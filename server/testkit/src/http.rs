@@ -425,6 +425,29 @@ impl HttpClient {
     }
 }
 
+/// One `GET path` to `addr` on a connection of its own (`Connection: close`), without a token:
+/// what a load balancer's or an orchestrator's probe sends.
+pub fn get(addr: std::net::SocketAddr, path: &str) -> Result<HttpResponse, ClientError> {
+    let stream =
+        std::net::TcpStream::connect_timeout(&addr, RESPONSE_TIMEOUT).map_err(ClientError::Io)?;
+    stream
+        .set_read_timeout(Some(RESPONSE_TIMEOUT))
+        .map_err(ClientError::Io)?;
+    let mut conn = BufReader::new(stream);
+    conn.get_mut()
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .map_err(ClientError::Io)?;
+    let (status, headers) = read_head(&mut conn)?;
+    let body = read_body(&mut conn, &headers)?;
+    Ok(HttpResponse {
+        status,
+        headers,
+        body,
+    })
+}
+
 /// The address a `serve --http` process announced on its stderr (`mcpspec: listening on
 /// http://ADDR/mcp`), waited for with a deadline, and the rest of its stderr line by line
 /// (read by a thread of its own until the process closes it, whether or not anyone receives,

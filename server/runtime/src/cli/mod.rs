@@ -805,6 +805,7 @@ fn http_options(args: &HttpArgs) -> Result<crate::transport::http::HttpOptions> 
                 .map(usize::try_from)
                 .transpose()?,
         ),
+        ready_grace: Duration::from_millis(env_whole("MCPSPEC_READY_GRACE_MS", 0)?.unwrap_or(0)),
     };
     if let Some(addr) = args.http
         && options.token.is_none()

@@ -44,6 +44,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use super::health::Health;
 use super::http_conns::{Backoff, Busy, Connections};
 use super::http_lane::{HttpLane, is_initialized, session_of};
 use super::lane::Lane;
@@ -72,6 +73,10 @@ pub struct HttpOptions {
     pub workers: usize,
     /// How many connections may be open at once (see `transport::http_conns`).
     pub max_connections: usize,
+    /// How long after a shutdown signal the server keeps accepting requests while `/readyz`
+    /// answers 503, so that a load balancer stops sending before the listener closes; zero
+    /// closes it at once.
+    pub ready_grace: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -206,6 +211,8 @@ struct Gate {
     service: StreamableHttpService<McpServer, LocalSessionManager>,
     /// Plain SQL reads answered without rmcp, when the runtime has workers to spare.
     lane: Option<HttpLane>,
+    /// `/healthz` and `/readyz`.
+    health: Health,
 }
 
 /// A short JSON error body; it never echoes what the client sent.
@@ -235,6 +242,7 @@ impl Gate {
         origins.extend(options.allow_origins.iter().cloned());
         let lower = |v: Vec<String>| v.into_iter().map(|s| s.to_ascii_lowercase()).collect();
         let sessions = Arc::new(LocalSessionManager::default());
+        let health = Health::new(server.live());
         let lane = (options.workers > 1)
             .then(|| HttpLane::new(Lane::new(server.live()), sessions.clone(), options.workers));
         let service = StreamableHttpService::new(
@@ -252,6 +260,7 @@ impl Gate {
             sessions,
             service,
             lane,
+            health,
         }
     }
 
@@ -311,6 +320,16 @@ impl Gate {
                 "bad_request",
                 "a request must have exactly one Host header",
             );
+        }
+        // Probes come from load balancers and orchestrators, by whatever address they reach
+        // the server, without a token; they learn nothing but ready or not.
+        if let Some((status, body)) = self.health.answer(req.method(), req.uri().path()).await {
+            let mut answer = json_answer(status, &body);
+            answer.headers_mut().insert(
+                header::CACHE_CONTROL,
+                header::HeaderValue::from_static("no-store"),
+            );
+            return answer;
         }
         if !self.host_allowed(&req) {
             tracing::warn!(host = ?req.headers().get(header::HOST), "refused a request: Host not allowed");
@@ -635,6 +654,9 @@ pub async fn serve(
     let mut backoff = Backoff::default();
     let mut refused = 0_u64;
     tokio::pin!(shutdown);
+    // After the shutdown signal: readiness fails at once, and requests are still accepted
+    // until the grace period ends (at once when there is none).
+    let mut grace: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -646,13 +668,20 @@ pub async fn serve(
                     if let Some(n) = report {
                         tracing::warn!(error = %e, failures = n, open = conns.len(), "accepting connections failed; backing off");
                     }
-                    tokio::select! {
-                        () = tokio::time::sleep(sleep) => continue,
-                        () = &mut shutdown => break,
-                    }
+                    tokio::time::sleep(sleep).await;
+                    continue;
                 }
             },
-            () = &mut shutdown => break,
+            () = &mut shutdown, if grace.is_none() => {
+                gate.health.drain();
+                if options.ready_grace.is_zero() {
+                    break;
+                }
+                tracing::info!(grace_ms = options.ready_grace.as_millis(), "shutting down: /readyz answers 503; accepting requests for the grace period");
+                grace = Some(Box::pin(tokio::time::sleep(options.ready_grace)));
+                continue;
+            }
+            () = async { grace.as_mut().expect("guarded").await }, if grace.is_some() => break,
         };
         backoff.accepted();
         let Some(slot) = conns.admit() else {
@@ -689,6 +718,7 @@ pub async fn serve(
         });
     }
     drop(listener);
+    gate.health.drain();
     tracing::info!("stopped accepting connections; finishing calls in flight");
     // Listen streams end now; calls in flight are answered.
     ending.drain();

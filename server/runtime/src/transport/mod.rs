@@ -2,6 +2,8 @@
 //! as a subprocess, [`http`] for Streamable HTTP.
 
 #[cfg(feature = "http")]
+mod health;
+#[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "http")]
 mod http_conns;
