@@ -20,6 +20,7 @@ mod laminark;
 mod lessons;
 mod lessons_scan;
 mod mariadb;
+mod metrics;
 mod migrate;
 mod new;
 mod pm;

@@ -572,25 +572,22 @@ impl Engine {
         let started = Instant::now();
         let cancel = cancel.unwrap_or_default();
         let slow = link.slow.clone();
+        #[cfg(feature = "http")]
+        let running = crate::metrics::Running::start();
         let result = self
             .call_inner(name, arguments, request, &cancel, link, json)
             .map_err(|e| self.declared(name, arguments, e))
             .map_err(|e| self.rename(e));
         // A call that gave way runs again, and is logged then.
         let gave_way = slow.is_some_and(|s| s.gave_way());
+        #[cfg(feature = "http")]
+        if running.is_some() && !gave_way {
+            // A tool the spec does not have is one label, whatever name the client sent.
+            let tool = self.def.tool(name).map_or("(unknown)", |t| t.name);
+            crate::metrics::record(tool, outcome(&result).0, started.elapsed());
+        }
         if calllog::enabled() && !gave_way {
-            let (outcome, size) = match &result {
-                Ok(r) => ("ok", r.size()),
-                Err(CallError::Tool(e)) => (e.code, e.message.len()),
-                Err(CallError::Rpc(e)) => (
-                    e.data
-                        .get("code")
-                        .and_then(Value::as_str)
-                        .unwrap_or("rpc_error"),
-                    e.message.len(),
-                ),
-                Err(_) => ("protocol_error", 0),
-            };
+            let (outcome, size) = outcome(&result);
             calllog::log(&calllog::Call {
                 request,
                 tool: name,
@@ -1979,6 +1976,23 @@ fn json_type(v: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
+    }
+}
+
+/// A call's outcome as the log and the metrics name it (`ok`, or the error code), and the
+/// size of what it answered.
+fn outcome(result: &Result<Reply, CallError>) -> (&str, usize) {
+    match result {
+        Ok(r) => ("ok", r.size()),
+        Err(CallError::Tool(e)) => (e.code, e.message.len()),
+        Err(CallError::Rpc(e)) => (
+            e.data
+                .get("code")
+                .and_then(Value::as_str)
+                .unwrap_or("rpc_error"),
+            e.message.len(),
+        ),
+        Err(_) => ("protocol_error", 0),
     }
 }
 

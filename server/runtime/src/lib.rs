@@ -35,6 +35,8 @@ pub mod content;
 pub mod engine;
 pub mod examples;
 pub mod handler;
+#[cfg(feature = "http")]
+pub(crate) mod metrics;
 pub(crate) mod numbers;
 pub mod params;
 pub(crate) mod protocol;

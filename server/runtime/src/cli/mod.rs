@@ -193,6 +193,10 @@ struct HttpArgs {
     /// argument limit MCPSPEC_MAX_ARGUMENT_BYTES, 4 MiB by default).
     #[arg(long, value_name = "BYTES", requires = "http")]
     max_body_bytes: Option<usize>,
+    /// Serve Prometheus metrics of the tool calls at http://ADDR/metrics (behind the token,
+    /// when there is one). Off by default, and then nothing is counted.
+    #[arg(long, requires = "http")]
+    metrics: bool,
 }
 
 /// The environment variable the token is read from when no flag names a source.
@@ -806,6 +810,7 @@ fn http_options(args: &HttpArgs) -> Result<crate::transport::http::HttpOptions> 
                 .transpose()?,
         ),
         ready_grace: Duration::from_millis(env_whole("MCPSPEC_READY_GRACE_MS", 0)?.unwrap_or(0)),
+        metrics: args.metrics,
     };
     if let Some(addr) = args.http
         && options.token.is_none()
@@ -843,6 +848,9 @@ fn serve_http(
     addr: std::net::SocketAddr,
     options: crate::transport::http::HttpOptions,
 ) -> Result<()> {
+    if options.metrics {
+        crate::metrics::enable(engine.def.name);
+    }
     // A fixed set of workers reads requests and answers plain SQL reads itself (the lane);
     // every other call's SQLite work goes to the blocking pool.
     let runtime = tokio::runtime::Builder::new_multi_thread()

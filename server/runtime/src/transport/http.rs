@@ -53,6 +53,9 @@ use crate::protocol::McpServer;
 /// The path of the MCP endpoint.
 pub const ENDPOINT: &str = "/mcp";
 
+/// Where Prometheus scrapes the metrics, when `--metrics` turned them on.
+pub const METRICS: &str = "/metrics";
+
 type HttpBody = BoxBody<Bytes, Infallible>;
 
 /// How the HTTP endpoint is protected and bounded.
@@ -77,6 +80,8 @@ pub struct HttpOptions {
     /// answers 503, so that a load balancer stops sending before the listener closes; zero
     /// closes it at once.
     pub ready_grace: Duration,
+    /// Whether to count calls and serve them at `/metrics`.
+    pub metrics: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -359,6 +364,17 @@ impl Gate {
                 header::HeaderValue::from_static("Bearer"),
             );
             return r;
+        }
+        if req.uri().path() == METRICS
+            && req.method() == Method::GET
+            && let Some(text) = crate::metrics::encode()
+        {
+            let mut answer = Response::new(Full::new(Bytes::from(text)).boxed());
+            answer.headers_mut().insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static(crate::metrics::CONTENT_TYPE),
+            );
+            return answer;
         }
         if req.uri().path() != ENDPOINT {
             return refuse(

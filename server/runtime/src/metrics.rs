@@ -1,0 +1,126 @@
+//! Prometheus metrics of the tool calls, served at `/metrics` on the Streamable HTTP transport
+//! when `serve --http ADDR --metrics` asks for them. Off by default, and then free: a call asks
+//! one `OnceLock` whether metrics are on and records nothing. On, each call adds to a counter
+//! by tool and outcome (`ok` or the error code) and to a histogram of its duration by tool.
+//! The tool names and codes are the spec's (and the runtime's own codes), so the label sets
+//! are bounded; arguments never become labels.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// The media type of what [`encode`] writes, which Prometheus asks for first.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Outcome {
+    tool: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Tool {
+    tool: String,
+}
+
+/// The process's metrics.
+struct Metrics {
+    registry: Registry,
+    calls: Family<Outcome, Counter>,
+    durations: Family<Tool, Histogram>,
+    in_flight: Gauge,
+}
+
+static METRICS: OnceLock<Metrics> = OnceLock::new();
+
+/// Turns metrics on for the process, naming the server in every series' `server` label.
+pub fn enable(server: &str) {
+    METRICS.get_or_init(|| {
+        let mut registry = Registry::with_labels(
+            [(
+                std::borrow::Cow::Borrowed("server"),
+                std::borrow::Cow::Owned(server.to_string()),
+            )]
+            .into_iter(),
+        );
+        let calls = Family::<Outcome, Counter>::default();
+        registry.register(
+            "mcpspec_tool_calls",
+            "Tool calls answered, by tool and outcome (ok or the error code)",
+            calls.clone(),
+        );
+        // 100 µs to about 6.5 s, doubling.
+        let durations = Family::<Tool, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.0001, 2.0, 17))
+        });
+        registry.register(
+            "mcpspec_tool_call_duration_seconds",
+            "How long tool calls took, by tool",
+            durations.clone(),
+        );
+        let in_flight = Gauge::default();
+        registry.register(
+            "mcpspec_tool_calls_in_flight",
+            "Tool calls running now",
+            in_flight.clone(),
+        );
+        Metrics {
+            registry,
+            calls,
+            durations,
+            in_flight,
+        }
+    });
+}
+
+/// A call that started: counted in flight until the guard drops.
+pub struct Running(());
+
+impl Running {
+    /// Starts counting a call, when metrics are on.
+    pub fn start() -> Option<Running> {
+        let m = METRICS.get()?;
+        m.in_flight.inc();
+        Some(Running(()))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(m) = METRICS.get() {
+            m.in_flight.dec();
+        }
+    }
+}
+
+/// Records one answered call of `tool` with `outcome` that took `took`.
+pub fn record(tool: &str, outcome: &str, took: Duration) {
+    let Some(m) = METRICS.get() else {
+        return;
+    };
+    m.calls
+        .get_or_create(&Outcome {
+            tool: tool.to_string(),
+            outcome: outcome.to_string(),
+        })
+        .inc();
+    m.durations
+        .get_or_create(&Tool {
+            tool: tool.to_string(),
+        })
+        .observe(took.as_secs_f64());
+}
+
+/// Every series in the OpenMetrics text format; `None` when metrics are off.
+pub fn encode() -> Option<String> {
+    let m = METRICS.get()?;
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &m.registry).ok()?;
+    Some(out)
+}
