@@ -300,7 +300,17 @@ pub(crate) fn destructive(sql: &str) -> Vec<(String, usize)> {
     let words = located_words(sql);
     let mut out = Vec::new();
     let at = |i: usize| words.get(i).map_or("", |(w, _)| w.as_str());
+    // A trigger's body runs later, on the rows of its event: its statements change nothing now.
+    let mut in_trigger = false;
     for (i, (w, offset)) in words.iter().enumerate() {
+        if in_trigger {
+            in_trigger = !(w == "END" && matches!(at(i + 1), ";" | ""));
+            continue;
+        }
+        if w == "TRIGGER" && (1..=2).any(|back| i >= back && at(i - back) == "CREATE") {
+            in_trigger = true;
+            continue;
+        }
         let found = match (w.as_str(), at(i + 1)) {
             ("DROP", next @ ("TABLE" | "COLUMN" | "SCHEMA" | "DATABASE")) => {
                 Some(format!("DROP {next}"))
@@ -321,8 +331,8 @@ pub(crate) fn destructive(sql: &str) -> Vec<(String, usize)> {
     out
 }
 
-/// The words of `sql`'s code (outside literals and comments) in upper case, with where each
-/// starts.
+/// The words of `sql`'s code (outside literals and comments) in upper case, and its `;`s,
+/// with where each starts.
 fn located_words(sql: &str) -> Vec<(String, usize)> {
     let mut out = Vec::new();
     for range in sqlscan::code(sql) {
@@ -337,6 +347,9 @@ fn located_words(sql: &str) -> Vec<(String, usize)> {
                     start = None;
                 }
                 _ => {}
+            }
+            if c == ';' {
+                out.push((";".to_string(), base + i));
             }
         }
         if let Some(s) = start {
@@ -372,7 +385,11 @@ mod tests {
 
     #[test]
     fn destructive_statements_are_found_outside_literals_and_comments() {
-        let cases: [(&str, &[&str]); 6] = [
+        let cases: [(&str, &[&str]); 7] = [
+            (
+                "CREATE TRIGGER t_ad AFTER DELETE ON t BEGIN DELETE FROM u WHERE id = old.id; END;\nDROP TABLE v;",
+                &["DROP TABLE"],
+            ),
             ("ALTER TABLE t ADD COLUMN c TEXT;", &[]),
             ("ALTER TABLE t DROP COLUMN c;", &["DROP COLUMN"]),
             ("drop table t; -- DROP TABLE u\n", &["DROP TABLE"]),
