@@ -29,4 +29,5 @@ mod protocol;
 mod proxy;
 mod studio;
 mod task_bounds;
+mod team;
 mod untouched;

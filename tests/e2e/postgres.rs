@@ -221,7 +221,9 @@ fn init_creates_the_schema_once_and_refuses_a_database_with_tables() {
     let (code, _, err) = mcpspec(&["init", "knowledge", "--sample", "--db", &url], &[]);
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("already holds tables (knowledge_entries, mcpspec_migrations)"),
+        err.contains(
+            "already holds tables (knowledge_entries, mcpspec_migrations, mcpspec_request_states)"
+        ),
         "{err}"
     );
     assert_eq!(

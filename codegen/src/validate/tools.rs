@@ -336,6 +336,10 @@ impl Validator<'_> {
             };
             self.statement(&cx, st, &mut used, &mut earlier);
         }
+        // The confirmation's argument is the runtime's to check, not the SQL's to read.
+        if let Some(c) = &tool.confirm {
+            used.insert(c.value.argument.value.clone());
+        }
         for r in required {
             if props.contains_key(r) && !used.contains(r) {
                 self.sink.error(

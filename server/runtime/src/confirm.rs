@@ -42,29 +42,39 @@ pub enum Confirmation {
     Ask(Box<InputRequiredResult>),
 }
 
+/// Where a team of replicas records the states they redeemed: given a state's nonce and its
+/// life, `Ok(true)` when no replica used it before. The shared database's
+/// [`Database::redeem_state`](crate::backend::Database::redeem_state).
+pub type Ledger = std::sync::Arc<dyn Fn(&str, Duration) -> Result<bool, String> + Send + Sync>;
+
 /// The confirmation policy of one server process: the wait bound and the state seal.
 pub struct Confirmer {
     timeout: Duration,
     codec: RequestStateCodec,
     /// States already used, by nonce, until they expire: each confirms one retry only.
     used: Mutex<HashMap<String, Instant>>,
+    /// The team's record of used states, when replicas share a database; then `used` is not
+    /// consulted.
+    ledger: Option<Ledger>,
 }
 
 impl Confirmer {
     /// A confirmer with a fresh random key; `timeout` bounds both the wait for an answer and
     /// the life of an issued state.
     pub fn new(timeout: Duration) -> Confirmer {
-        Confirmer::with_key(timeout, random_bytes::<32>().to_vec())
+        Confirmer::with_key(timeout, random_bytes::<32>().to_vec(), None)
     }
 
     /// A confirmer that seals with `key` (32 bytes or more): replicas given the same key
-    /// accept each other's states. Each process still remembers only the states it redeemed,
-    /// so a state can be used once per replica within its life.
-    pub fn with_key(timeout: Duration, key: Vec<u8>) -> Confirmer {
+    /// accept each other's states. With a `ledger` a state is redeemed once in the whole
+    /// team; without one each process remembers only the states it redeemed, so a state can
+    /// be used once per replica within its life.
+    pub fn with_key(timeout: Duration, key: Vec<u8>, ledger: Option<Ledger>) -> Confirmer {
         Confirmer {
             timeout,
             codec: RequestStateCodec::new_unchecked(key),
             used: Mutex::new(HashMap::new()),
+            ledger,
         }
     }
 
@@ -194,6 +204,22 @@ impl Confirmer {
             .iter()
             .filter_map(|k| k.as_str().map(str::to_string))
             .collect();
+        if let Some(ledger) = &self.ledger {
+            // The database's synchronous driver must not run on an async runtime's thread.
+            let recorded = std::thread::scope(|s| {
+                s.spawn(|| ledger(nonce, self.timeout))
+                    .join()
+                    .unwrap_or_else(|_| Err("the record of used states failed".into()))
+            });
+            return match recorded {
+                Ok(true) => Ok((answers.clone(), asked)),
+                Ok(false) => Err("request state was already used".into()),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the team's record of used request states did not answer");
+                    Err("request state could not be checked; retry the call".into())
+                }
+            };
+        }
         let now = Instant::now();
         let mut used = self
             .used

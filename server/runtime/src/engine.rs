@@ -431,6 +431,26 @@ impl Engine {
         self.read_only
     }
 
+    /// Where replicas sharing this server's database record the request states they
+    /// redeemed, so that each confirms one retry in the whole team; `None` when the database
+    /// is SQLite's or there is none (one process remembers), or when the database lacks
+    /// mcpspec's table for them (said once in the log, with how to add it).
+    pub fn state_ledger(&self) -> Option<crate::confirm::Ledger> {
+        let db = self.db.clone()?;
+        match db.shares_states()? {
+            true => Some(Arc::new(move |nonce: &str, ttl: Duration| {
+                db.redeem_state(nonce, ttl)
+            })),
+            false => {
+                tracing::warn!(
+                    table = crate::backend::STATES_TABLE,
+                    "replicas share the request-state key but this database has no table for used states: each replica remembers only its own, so a state could be redeemed once per replica; `mcpspec init` on a new database or `mcpspec migrate` adds it"
+                );
+                None
+            }
+        }
+    }
+
     /// Whether calls can be answered now: the database answers a trivial statement within
     /// `within` (so a connection came free and the server responded); why not otherwise, in
     /// words that name no location. A server without a database is always ready. For

@@ -171,6 +171,9 @@ pub struct HttpClient {
     next_id: i64,
     /// Every message the server sent that was not the awaited response, in order.
     pub other: Vec<Value>,
+    /// The capabilities a per-request client declares in each request's `_meta` (none unless
+    /// set, e.g. `{"elicitation": {}}` to be asked questions).
+    pub capabilities: Value,
 }
 
 impl HttpClient {
@@ -185,6 +188,7 @@ impl HttpClient {
             conn: None,
             next_id: 1,
             other: Vec::new(),
+            capabilities: json!({}),
         }
     }
 
@@ -310,7 +314,7 @@ impl HttpClient {
         }
         params["_meta"] = json!({
             "io.modelcontextprotocol/protocolVersion": PER_REQUEST_VERSION,
-            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientCapabilities": self.capabilities,
             "io.modelcontextprotocol/clientInfo": {"name": "mcpspec-client", "version": env!("CARGO_PKG_VERSION")}
         });
         let name = ["name", "uri"]

@@ -49,6 +49,11 @@ pub trait Migrator {
     }
     /// The DDL of [`TABLE`] in the engine's dialect.
     fn table_ddl(&self) -> &'static str;
+    /// Idempotent DDL of mcpspec's other tables in a database a team of replicas shares
+    /// (the used request states), run by every run that writes.
+    fn system_ddl(&self) -> Option<&'static str> {
+        None
+    }
     /// Whether a run's DDL is one transaction (false on MariaDB and MySQL).
     fn transactional(&self) -> bool;
     /// The newest version whose migrations give exactly the schema of this database, which
@@ -206,6 +211,11 @@ fn run(
         }
     };
     report.at = at;
+    if !ask.dry_run
+        && let Some(ddl) = m.system_ddl()
+    {
+        m.execute(ddl).map_err(MigrateError::Database)?;
+    }
     for x in all.iter().filter(|x| x.version > at) {
         let t = text(x, dialect)?;
         if !ask.dry_run {
@@ -311,6 +321,17 @@ fn record_sql(x: &MigrationDef, checksum: &str) -> String {
     )
 }
 
+/// `ddl` followed by `statement`, each ended by a `;`.
+pub fn with_statement(ddl: &str, statement: &str) -> String {
+    let ddl = ddl.trim_end();
+    if ddl.is_empty() {
+        return format!("{statement};\n");
+    }
+    // A newline before the `;`, so that a last line that is a comment does not swallow it.
+    let sep = if ddl.ends_with(';') { "\n" } else { "\n;\n" };
+    format!("{ddl}{sep}{statement};\n")
+}
+
 /// The DDL that creates a new database at `def`'s last migration in `dialect`: the migrations
 /// table, each migration and the row that records it; `schema` itself when the spec has no
 /// migrations. What `init` runs.
@@ -330,7 +351,8 @@ pub fn creation_ddl(
         let t = text(x, dialect)?;
         out.push_str(t.sql.trim_end());
         if !t.sql.trim_end().ends_with(';') {
-            out.push(';');
+            // On a line of its own: a last line that is a comment would swallow it.
+            out.push_str("\n;");
         }
         out.push('\n');
         out.push_str(&record_sql(x, t.checksum));

@@ -504,8 +504,32 @@ pub trait Backend: Send + Sync + 'static {
         false
     }
 
+    /// The statements that keep the used request states of a team of replicas in the
+    /// database (see [`SharedStates`]); `None` for an engine served by one process (SQLite),
+    /// which remembers them in memory.
+    fn shared_states(&self) -> Option<&'static SharedStates> {
+        None
+    }
+
     /// The backend itself, for a handler's typed accessor (`Context::sqlite`).
     fn as_any(&self) -> &dyn std::any::Any;
+}
+
+/// The table in which replicas on one database server record the `requestState`s they
+/// redeemed, so that a state confirms one retry in the whole team: a row per used state's
+/// nonce until the state expires. mcpspec owns it: `init` and `migrate` create it.
+pub const STATES_TABLE: &str = "mcpspec_request_states";
+
+/// One engine's statements for [`STATES_TABLE`], each in its dialect.
+#[derive(Debug)]
+pub struct SharedStates {
+    /// Creates the table when it is missing.
+    pub ddl: &'static str,
+    /// Records a nonce (`nonce`, `expires`: seconds since the epoch) unless it is there
+    /// already: one row changed when the state was unused.
+    pub insert: Sql<'static>,
+    /// Forgets the nonces of expired states (`now`).
+    pub cleanup: Sql<'static>,
 }
 
 /// Runs `work` on `session`, inside a transaction when `transaction`, which is committed when
@@ -661,6 +685,55 @@ impl Database {
     /// See [`Backend::table_columns`].
     pub fn table_columns(&self, table: &str) -> Result<Vec<TableColumn>, String> {
         self.0.table_columns(table)
+    }
+
+    /// Whether the used request states can be recorded in this database for the whole team:
+    /// `None` for an engine served by one process, else whether its [`STATES_TABLE`] exists.
+    pub fn shares_states(&self) -> Option<bool> {
+        self.0.shared_states()?;
+        Some(
+            self.tables()
+                .is_ok_and(|t| t.iter().any(|t| t == STATES_TABLE)),
+        )
+    }
+
+    /// Records that the state with `nonce`, which expires in `ttl`, was used: `Ok(true)` when
+    /// it was not used before anywhere in the team, `Ok(false)` when it was; why not, when the
+    /// database could not say. Expired rows are forgotten now and then.
+    pub fn redeem_state(&self, nonce: &str, ttl: Duration) -> Result<bool, String> {
+        let states = self
+            .0
+            .shared_states()
+            .ok_or_else(|| "this engine keeps no shared states".to_string())?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        let expires = now.saturating_add(i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX));
+        let sweep = now % 16 == 0;
+        let stop = Stop::after(Duration::from_secs(10), Arc::default());
+        let bind = move |name: &str| match name {
+            "nonce" => Value::Text(nonce.to_string()),
+            "expires" => Value::Integer(expires),
+            _ => Value::Integer(now),
+        };
+        self.job(
+            true,
+            true,
+            &stop,
+            |f| f.message,
+            |session| {
+                if sweep {
+                    session
+                        .execute(states.cleanup, &bind)
+                        .map_err(|f| f.message)?;
+                }
+                let changed = session
+                    .execute(states.insert, &bind)
+                    .map_err(|f| f.message)?;
+                Ok(changed.changes == 1)
+            },
+        )
+        .unwrap_or_else(|| Err("the database is served read-only".into()))
     }
 }
 

@@ -70,6 +70,7 @@ fn create_engine(c: &super::Creation<'_>) -> Result<bool, OpenError> {
         path: super::redact(url),
         reason: e.to_string(),
     })?;
+    let schema = super::migrate::with_statement(&schema, STATES.ddl);
     init(url, &schema, rows)?;
     Ok(rows.is_some())
 }
@@ -476,6 +477,10 @@ impl Backend for Pool {
 
     fn is_read_only(&self) -> bool {
         self.read_only
+    }
+
+    fn shared_states(&self) -> Option<&'static super::SharedStates> {
+        Some(&STATES)
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
@@ -896,6 +901,19 @@ fn undo(conn: &mut mysql::Conn) {
     ));
 }
 
+/// The team's used request states (see [`super::STATES_TABLE`]).
+static STATES: super::SharedStates = super::SharedStates {
+    ddl: "CREATE TABLE IF NOT EXISTS mcpspec_request_states (nonce VARCHAR(64) PRIMARY KEY, expires_at BIGINT NOT NULL) ENGINE = InnoDB",
+    insert: Sql {
+        text: "INSERT IGNORE INTO mcpspec_request_states (nonce, expires_at) VALUES (?, ?)",
+        params: Some(&["nonce", "expires"]),
+    },
+    cleanup: Sql {
+        text: "DELETE FROM mcpspec_request_states WHERE expires_at < ?",
+        params: Some(&["now"]),
+    },
+};
+
 const MIGRATIONS_DDL: &str = "CREATE TABLE mcpspec_migrations (\n  version INT PRIMARY KEY,\n  name VARCHAR(200) NOT NULL,\n  checksum CHAR(64) NOT NULL,\n  applied_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)\n) ENGINE = InnoDB";
 
 /// MariaDB's and MySQL's side of migrating: DDL commits as it goes, so a run holds a named
@@ -977,5 +995,9 @@ impl super::migrate::Migrator for MysqlMigrator {
 
     fn transactional(&self) -> bool {
         false
+    }
+
+    fn system_ddl(&self) -> Option<&'static str> {
+        Some(STATES.ddl)
     }
 }

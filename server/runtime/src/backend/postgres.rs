@@ -352,6 +352,10 @@ impl Backend for Pool {
         self.read_only
     }
 
+    fn shared_states(&self) -> Option<&'static super::SharedStates> {
+        Some(&STATES)
+    }
+
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }
@@ -394,6 +398,7 @@ fn create_engine(c: &super::Creation<'_>) -> Result<bool, OpenError> {
                 path: redact(url),
                 reason: e.to_string(),
             })?;
+    let schema = super::migrate::with_statement(&schema, STATES.ddl);
     init(url, &schema, rows)?;
     Ok(rows.is_some())
 }
@@ -904,6 +909,19 @@ pub fn init(url: &str, schema: &str, sample: Option<&str>) -> Result<(), OpenErr
     client.batch_execute(&script).map_err(create)
 }
 
+/// The team's used request states (see [`super::STATES_TABLE`]).
+static STATES: super::SharedStates = super::SharedStates {
+    ddl: "CREATE TABLE IF NOT EXISTS mcpspec_request_states (nonce text PRIMARY KEY, expires_at bigint NOT NULL)",
+    insert: Sql {
+        text: "INSERT INTO mcpspec_request_states (nonce, expires_at) VALUES ($1, $2) ON CONFLICT (nonce) DO NOTHING",
+        params: Some(&["nonce", "expires"]),
+    },
+    cleanup: Sql {
+        text: "DELETE FROM mcpspec_request_states WHERE expires_at < $1",
+        params: Some(&["now"]),
+    },
+};
+
 const MIGRATIONS_DDL: &str = "CREATE TABLE mcpspec_migrations (\n  version integer PRIMARY KEY,\n  name text NOT NULL,\n  checksum text NOT NULL,\n  applied_at timestamptz NOT NULL DEFAULT now()\n)";
 
 /// PostgreSQL's side of migrating: a run is one transaction that first takes a
@@ -973,5 +991,9 @@ impl super::migrate::Migrator for PgMigrator {
 
     fn transactional(&self) -> bool {
         true
+    }
+
+    fn system_ddl(&self) -> Option<&'static str> {
+        Some(STATES.ddl)
     }
 }

@@ -400,8 +400,12 @@ impl McpServer {
     /// The same server sealing its `requestState`s with `key` (32 bytes or more) instead of a
     /// key of its own: replicas behind one address accept each other's states.
     pub fn with_request_state_key(mut self, key: Vec<u8>) -> Self {
-        let timeout = self.now().engine.limits().confirm_timeout;
-        self.confirmer = Arc::new(Confirmer::with_key(timeout, key));
+        let engine = self.now().engine.clone();
+        let timeout = engine.limits().confirm_timeout;
+        // The database is asked on a thread of its own: this may run on an async runtime.
+        let ledger =
+            std::thread::scope(|s| s.spawn(|| engine.state_ledger()).join().ok().flatten());
+        self.confirmer = Arc::new(Confirmer::with_key(timeout, key, ledger));
         self
     }
 
