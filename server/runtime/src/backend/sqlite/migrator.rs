@@ -2,7 +2,7 @@
 //! it holds the database's write lock from before it reads what is applied until it commits,
 //! and another process migrating the same file waits for it and then finds nothing to do. A
 //! database without a migrations table is matched against each version of the spec's
-//! migrations by its [`shape`](super::shape).
+//! migrations by its [`shape`].
 
 use std::path::Path;
 use std::time::Duration;
