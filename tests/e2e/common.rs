@@ -116,6 +116,24 @@ macro_rules! on_every_engine {
     )*};
 }
 
+/// Generates, for each named `fn name(engine: Engine)`, a module `name` with one test per
+/// engine a team of replicas shares (`name::postgres`, `name::mariadb`).
+#[macro_export]
+macro_rules! on_every_engine_of_a_team {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn postgres() {
+                super::$name($crate::common::Engine::Postgres)
+            }
+            #[test]
+            fn mariadb() {
+                super::$name($crate::common::Engine::Mariadb)
+            }
+        }
+    )*};
+}
+
 /// A database with a server's sample rows on `engine`: a SQLite file, or a new database in
 /// the test process's PostgreSQL cluster or MariaDB server (its URL is the `path`, passed as
 /// `--db`).

@@ -1,13 +1,15 @@
-//! A team of replicas on one PostgreSQL database, each with the same request-state key: a
+//! A team of replicas on one PostgreSQL or MariaDB database, each with the same request-state
+//! key: a
 //! `requestState` that confirmed a call on one replica is refused on every other, because the
 //! replicas record the states they redeem in the database they share (`mcpspec_request_states`,
 //! made by `init`). Served from a spec file whose one tool deletes with a confirmation.
 
+use std::path::Path;
+
 use serde_json::{Value, json};
 
-use crate::common::mcpspec;
+use crate::common::{Engine, mcpspec, sql_on};
 use crate::http::HttpServer;
-use crate::pg::Cluster;
 
 const SPEC: &str = r#"server:
   name: notes
@@ -20,6 +22,11 @@ database:
   postgres:
     schema: |
       CREATE TABLE notes (id integer PRIMARY KEY, body text NOT NULL);
+    sample: |
+      INSERT INTO notes (id, body) VALUES (1, 'one'), (2, 'two');
+  mysql:
+    schema: |
+      CREATE TABLE notes (id INT PRIMARY KEY, body TEXT NOT NULL) ENGINE = InnoDB;
     sample: |
       INSERT INTO notes (id, body) VALUES (1, 'one'), (2, 'two');
 tools:
@@ -55,17 +62,28 @@ fn delete(client: &mut mcpspec_testkit::HttpClient, extra: Value) -> Value {
         .unwrap_or_else(|| panic!("no message: {} {}", response.status, response.text()))
 }
 
-#[test]
-fn a_state_redeemed_on_one_replica_is_refused_on_another() {
+crate::on_every_engine_of_a_team!(a_state_redeemed_on_one_replica_is_refused_on_another);
+
+fn a_state_redeemed_on_one_replica_is_refused_on_another(engine: Engine) {
     let dir = tempfile::tempdir().expect("tempdir");
     let spec = dir.path().join("notes.yaml");
     std::fs::write(&spec, SPEC).expect("spec");
     let spec = spec.display().to_string();
-    let url = Cluster::shared().create_database();
+    let url = match engine {
+        Engine::Postgres => crate::pg::Cluster::shared().create_database(),
+        _ => crate::maria::Server::shared().create_database(),
+    };
+    let count = |table: &str| {
+        sql_on(
+            engine,
+            Path::new(&url),
+            &format!("SELECT count(*) FROM {table}"),
+        )
+    };
     let (code, _, err) = mcpspec(&["init", "--spec", &spec, "--sample", "--db", &url], &[]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(
-        Cluster::shared().psql(&url, "SELECT count(*) FROM mcpspec_request_states"),
+        count("mcpspec_request_states"),
         "0",
         "init made mcpspec's table for used states"
     );
@@ -95,14 +113,15 @@ fn a_state_redeemed_on_one_replica_is_refused_on_another() {
         json!({"inputResponses": accept, "requestState": state}),
     );
     assert_eq!(done["result"]["isError"], false, "{done}");
-    assert_eq!(
-        Cluster::shared().psql(&url, "SELECT count(*) FROM notes"),
-        "1"
-    );
+    assert_eq!(count("notes"), "1");
 
     // The same state and answer replayed on the other replica (which accepts the first's
     // states: same key) and on the first: refused, nothing runs.
-    Cluster::shared().psql(&url, "INSERT INTO notes (id, body) VALUES (1, 'again')");
+    sql_on(
+        engine,
+        Path::new(&url),
+        "INSERT INTO notes (id, body) VALUES (1, 'again')",
+    );
     for i in [1, 0] {
         let replayed = delete(
             &mut clients[i],
@@ -120,14 +139,8 @@ fn a_state_redeemed_on_one_replica_is_refused_on_another() {
             "{replayed}"
         );
     }
-    assert_eq!(
-        Cluster::shared().psql(&url, "SELECT count(*) FROM notes"),
-        "2"
-    );
-    assert_eq!(
-        Cluster::shared().psql(&url, "SELECT count(*) FROM mcpspec_request_states"),
-        "1"
-    );
+    assert_eq!(count("notes"), "2");
+    assert_eq!(count("mcpspec_request_states"), "1");
 
     // A state issued by the second replica is good on the first, once.
     let asked = delete(&mut clients[1], json!({}));
