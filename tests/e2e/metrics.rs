@@ -138,6 +138,15 @@ fn prometheus_scrapes_calls_by_tool_and_outcome_and_their_durations() {
         !text.contains("00000000-0000"),
         "arguments never become labels: {text}"
     );
+    // The pool as it is at the scrape: SQLite's four readers at most, none busy now.
+    assert!(
+        text.contains("mcpspec_pool_max_connections{server=\"knowledge\"} 4"),
+        "{text}"
+    );
+    assert!(
+        text.contains("mcpspec_pool_connections{server=\"knowledge\",state=\"in_use\"} 0"),
+        "{text}"
+    );
 
     let prometheus = Prometheus::scraping(server.addr);
     let within = Duration::from_secs(30);
@@ -162,6 +171,10 @@ fn prometheus_scrapes_calls_by_tool_and_outcome_and_their_durations() {
             within
         ),
         "1"
+    );
+    assert_eq!(
+        prometheus.value("mcpspec_pool_max_connections", within),
+        "4"
     );
 }
 

@@ -431,6 +431,12 @@ impl Engine {
         self.read_only
     }
 
+    /// How many connections the database pool holds and uses now (see
+    /// [`Database::pool_use`]); `None` without a database.
+    pub fn pool_use(&self) -> Option<crate::backend::PoolUse> {
+        self.db.as_ref()?.pool_use()
+    }
+
     /// Where replicas sharing this server's database record the request states they
     /// redeemed, so that each confirms one retry in the whole team; `None` when the database
     /// is SQLite's or there is none (one process remembers), or when the database lacks

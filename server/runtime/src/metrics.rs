@@ -29,12 +29,20 @@ struct Tool {
     tool: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolState {
+    state: &'static str,
+}
+
 /// The process's metrics.
 struct Metrics {
     registry: Registry,
     calls: Family<Outcome, Counter>,
     durations: Family<Tool, Histogram>,
     in_flight: Gauge,
+    /// The database pool's connections by state (`in_use`, `idle`), read at each scrape.
+    pool: Family<PoolState, Gauge>,
+    pool_max: Gauge,
 }
 
 static METRICS: OnceLock<Metrics> = OnceLock::new();
@@ -70,11 +78,25 @@ pub fn enable(server: &str) {
             "Tool calls running now",
             in_flight.clone(),
         );
+        let pool = Family::<PoolState, Gauge>::default();
+        registry.register(
+            "mcpspec_pool_connections",
+            "The database pool's connections, by state (in_use or idle; SQLite: its readers)",
+            pool.clone(),
+        );
+        let pool_max = Gauge::default();
+        registry.register(
+            "mcpspec_pool_max_connections",
+            "The most connections the database pool opens",
+            pool_max.clone(),
+        );
         Metrics {
             registry,
             calls,
             durations,
             in_flight,
+            pool,
+            pool_max,
         }
     });
 }
@@ -117,9 +139,17 @@ pub fn record(tool: &str, outcome: &str, took: Duration) {
         .observe(took.as_secs_f64());
 }
 
-/// Every series in the OpenMetrics text format; `None` when metrics are off.
-pub fn encode() -> Option<String> {
+/// Every series in the OpenMetrics text format, with the pool's use as it is now; `None`
+/// when metrics are off.
+pub fn encode(pool: Option<crate::backend::PoolUse>) -> Option<String> {
     let m = METRICS.get()?;
+    if let Some(p) = pool {
+        let idle = p.open.saturating_sub(p.in_use);
+        for (state, n) in [("in_use", p.in_use), ("idle", idle)] {
+            m.pool.get_or_create(&PoolState { state }).set(i64::from(n));
+        }
+        m.pool_max.set(i64::from(p.max));
+    }
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &m.registry).ok()?;
     Some(out)

@@ -504,6 +504,12 @@ pub trait Backend: Send + Sync + 'static {
         false
     }
 
+    /// How many connections the pool holds and how many jobs have one now, for `/metrics`;
+    /// `None` when the engine does not say.
+    fn pool_use(&self) -> Option<PoolUse> {
+        None
+    }
+
     /// The statements that keep the used request states of a team of replicas in the
     /// database (see [`SharedStates`]); `None` for an engine served by one process (SQLite),
     /// which remembers them in memory.
@@ -513,6 +519,17 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The backend itself, for a handler's typed accessor (`Context::sqlite`).
     fn as_any(&self) -> &dyn std::any::Any;
+}
+
+/// A pool's connections at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolUse {
+    /// Connections open, in use or idle.
+    pub open: u32,
+    /// Connections a job holds now.
+    pub in_use: u32,
+    /// The most the pool opens.
+    pub max: u32,
 }
 
 /// The table in which replicas on one database server record the `requestState`s they
@@ -685,6 +702,11 @@ impl Database {
     /// See [`Backend::table_columns`].
     pub fn table_columns(&self, table: &str) -> Result<Vec<TableColumn>, String> {
         self.0.table_columns(table)
+    }
+
+    /// See [`Backend::pool_use`].
+    pub fn pool_use(&self) -> Option<PoolUse> {
+        self.0.pool_use()
     }
 
     /// Whether the used request states can be recorded in this database for the whole team:

@@ -352,6 +352,15 @@ impl Backend for Pool {
         self.read_only
     }
 
+    fn pool_use(&self) -> Option<super::PoolUse> {
+        let state = self.pool().state();
+        Some(super::PoolUse {
+            open: state.connections,
+            in_use: state.connections.saturating_sub(state.idle_connections),
+            max: self.pool().max_size(),
+        })
+    }
+
     fn shared_states(&self) -> Option<&'static super::SharedStates> {
         Some(&STATES)
     }

@@ -395,9 +395,10 @@ fn start(
         migrate::before_start(def.name, database, &location, migrating.apply, command)?;
     let engine =
         Engine::start_placed(def, Some(&location), placing, limits, handlers).map_err(|e| {
-            match unversioned {
-                true => migrate::unversioned_hint(e.into(), def.name, &location, command),
-                false => e.into(),
+            if unversioned {
+                migrate::unversioned_hint(e.into(), def.name, &location, command)
+            } else {
+                e.into()
             }
         })?;
     tracing::info!(server = def.name, db = %location.display(), read_only = engine.is_read_only(), "ready");

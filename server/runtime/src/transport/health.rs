@@ -53,6 +53,11 @@ impl Health {
         }
     }
 
+    /// The database pool's use now, for `/metrics`.
+    pub fn pool_use(&self) -> Option<crate::backend::PoolUse> {
+        self.live.now().engine.pool_use()
+    }
+
     /// From now on `/readyz` answers 503: the shutdown has begun.
     pub fn drain(&self) {
         self.draining.store(true, Ordering::SeqCst);

@@ -367,7 +367,7 @@ impl Gate {
         }
         if req.uri().path() == METRICS
             && req.method() == Method::GET
-            && let Some(text) = crate::metrics::encode()
+            && let Some(text) = crate::metrics::encode(self.health.pool_use())
         {
             let mut answer = Response::new(Full::new(Bytes::from(text)).boxed());
             answer.headers_mut().insert(

@@ -853,6 +853,21 @@ impl crate::backend::Backend for Pool {
         true
     }
 
+    fn pool_use(&self) -> Option<crate::backend::PoolUse> {
+        // The readers: the writer is one connection whose use is the write lock's.
+        let readers = self
+            .readers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let open = u32::try_from(readers.open).unwrap_or(u32::MAX);
+        let idle = u32::try_from(readers.idle.len()).unwrap_or(u32::MAX);
+        Some(crate::backend::PoolUse {
+            open,
+            in_use: open.saturating_sub(idle),
+            max: u32::try_from(READERS).unwrap_or(u32::MAX),
+        })
+    }
+
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }
