@@ -530,6 +530,65 @@ mod tests {
     }
 
     #[test]
+    fn creation_ddl_ends_each_text_even_after_a_closing_comment() {
+        static COMMENTED: [MigrationTextDef; 1] = [MigrationTextDef {
+            dialect: "sqlite",
+            sql: "CREATE TABLE a (x TEXT NOT NULL)\n-- no semicolon, and a comment last",
+            checksum: "c1",
+        }];
+        static ONE: [MigrationDef; 1] = [MigrationDef {
+            version: 1,
+            name: "init",
+            texts: &COMMENTED,
+        }];
+        let def = DatabaseDef {
+            migrations: &ONE,
+            ..DEF
+        };
+        let ddl = creation_ddl(
+            &def,
+            "sqlite",
+            "",
+            crate::backend::sqlite::migrator::table_ddl(),
+        )
+        .unwrap();
+        let ddl = with_statement(&ddl, "CREATE TABLE b (y)");
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch(&ddl)
+            .unwrap_or_else(|e| panic!("{e}: {ddl}"));
+        let tables: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE type = 'table'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(tables, 3, "{ddl}");
+        let recorded: String = conn
+            .query_row("SELECT name FROM mcpspec_migrations", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(recorded, "init");
+        // A schema of its own without migrations is the schema, the statement after it.
+        assert_eq!(
+            with_statement("CREATE TABLE s (z);", "X"),
+            "CREATE TABLE s (z);\nX;\n"
+        );
+        assert_eq!(
+            creation_ddl(
+                &DatabaseDef {
+                    migrations: &[],
+                    ..DEF
+                },
+                "sqlite",
+                "S",
+                "T"
+            )
+            .unwrap(),
+            "S"
+        );
+    }
+
+    #[test]
     fn a_failing_migration_applies_nothing() {
         static BAD: [MigrationTextDef; 1] = [MigrationTextDef {
             dialect: "sqlite",
