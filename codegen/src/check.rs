@@ -95,9 +95,11 @@ pub fn check_repo(root: &Path, spec_dir: &Path, live: Option<(&str, &Location)>)
 /// The findings of `spec`'s statements on its live database at `location`; one finding when
 /// it cannot be opened.
 fn live_findings(spec: &crate::Spec, location: &Location) -> Diagnostics {
-    match crate::livecheck::open(spec, location) {
+    // The definition is built once: the live database and its migrations are read through it.
+    let def = crate::defs::server_def(spec);
+    match crate::livecheck::open(def, location) {
         Ok(db) => {
-            let mut out = crate::migcheck::check_live_migrations(spec, location);
+            let mut out = crate::migcheck::check_live_migrations(spec, def, location);
             out.extend(crate::livecheck::check_live(spec, &db));
             out
         }

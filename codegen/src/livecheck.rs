@@ -16,6 +16,7 @@
 use std::time::Duration;
 
 use mcpspec::backend::{Database, Described, Dialect, Location, Placing, Sql};
+use mcpspec::def::ServerDef;
 use serde_json::Value;
 
 use crate::Spec;
@@ -26,10 +27,9 @@ use crate::sqlcheck::{finding, lower};
 /// How long a check waits for one statement on the live database.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Opens the live database of `spec` at `location` for checking: read-only, derived
+/// Opens the live database of the server `def` at `location` for checking: read-only, derived
 /// structures (if the file lacks them) built in a temporary place, never in it.
-pub fn open(spec: &Spec, location: &Location) -> Result<Database, String> {
-    let def = crate::defs::server_def(spec);
+pub fn open(def: &'static ServerDef, location: &Location) -> Result<Database, String> {
     let Some(database) = &def.database else {
         return Err(format!(
             "the `{}` server has no database; run `check` without --db",

@@ -54,15 +54,18 @@ pub(crate) fn shapes(db: &ir::Database) -> Result<(Shape, Shape), Diagnostics> {
     }
 }
 
-/// A finding when the migrations do not give exactly the declared schema.
-pub fn check_migrations(spec: &Spec) -> Diagnostics {
-    let mut out = Diagnostics::default();
-    let Some(db) = spec
-        .ir
+/// The spec's database when it declares migrations.
+fn versioned(spec: &Spec) -> Option<&ir::Database> {
+    spec.ir
         .database
         .as_ref()
         .filter(|d| !d.migrations.is_empty())
-    else {
+}
+
+/// A finding when the migrations do not give exactly the declared schema.
+pub fn check_migrations(spec: &Spec) -> Diagnostics {
+    let mut out = Diagnostics::default();
+    let Some(db) = versioned(spec) else {
         return out;
     };
     let (declared, migrated) = match shapes(db) {
@@ -94,19 +97,14 @@ pub fn check_migrations(spec: &Spec) -> Diagnostics {
 /// A finding when the live database at `location` lacks some of the spec's migrations, has
 /// one that was edited since, or is newer than the spec; nothing is written. A database
 /// without a migrations table is judged by its tables, as the server judges it.
-pub fn check_live_migrations(spec: &Spec, location: &mcpspec::backend::Location) -> Diagnostics {
+pub fn check_live_migrations(
+    spec: &Spec,
+    def: &mcpspec::def::ServerDef,
+    location: &mcpspec::backend::Location,
+) -> Diagnostics {
     use mcpspec::backend::migrate::{self, Status};
     let mut out = Diagnostics::default();
-    let Some(db) = spec
-        .ir
-        .database
-        .as_ref()
-        .filter(|d| !d.migrations.is_empty())
-    else {
-        return out;
-    };
-    let def = crate::defs::server_def(spec);
-    let Some(database) = def.database.as_ref() else {
+    let (Some(db), Some(database)) = (versioned(spec), def.database.as_ref()) else {
         return out;
     };
     let status = mcpspec::backend::migrator(location, def.name, database, false)

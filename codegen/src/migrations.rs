@@ -18,9 +18,6 @@ use crate::ir::{Migration, MigrationText};
 /// The line a migration file carries when its destructive statements were read and meant.
 pub(crate) const ACKNOWLEDGED: &str = "-- mcpspec: destructive";
 
-/// The largest migration file read, in bytes.
-const MAX_FILE_BYTES: u64 = crate::MAX_SPEC_BYTES;
-
 /// Where the directory is, and how problems name it.
 pub(crate) struct Place<'a> {
     /// The spec file as shown in messages.
@@ -222,7 +219,8 @@ fn text(
     dialect: &'static sqlscan::Dialect,
 ) -> Result<MigrationText, Diagnostic> {
     let shown = place.shown.join(file);
-    let sql = read_bounded(&place.dir.join(file)).map_err(|e| {
+    // Read as a spec is read: a regular file, bounded, UTF-8.
+    let sql = crate::read_spec(&place.dir.join(file)).map_err(|e| {
         file_problem(
             &shown,
             Pos::default(),
@@ -236,17 +234,6 @@ fn text(
         checksum: checksum(&sql),
         sql,
     })
-}
-
-fn read_bounded(path: &Path) -> std::io::Result<String> {
-    let meta = std::fs::metadata(path)?;
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(std::io::Error::other(format!(
-            "the file is {} bytes; a migration may be at most {MAX_FILE_BYTES} bytes",
-            meta.len()
-        )));
-    }
-    crate::read_spec(path)
 }
 
 /// The SHA-256 of a migration's text, as lowercase hex: what a database records when it
@@ -297,7 +284,7 @@ pub(crate) fn is_destructive(t: &MigrationText) -> bool {
 /// DELETE, a rename, a changed column (`ALTER COLUMN`, `MODIFY`, `CHANGE`) and a new NOT NULL
 /// on an existing column.
 pub(crate) fn destructive(sql: &str) -> Vec<(String, usize)> {
-    let words = located_words(sql);
+    let words = sqlscan::words_at(sql);
     let mut out = Vec::new();
     let at = |i: usize| words.get(i).map_or("", |(w, _)| w.as_str());
     // A trigger's body runs later, on the rows of its event: its statements change nothing now.
@@ -326,34 +313,6 @@ pub(crate) fn destructive(sql: &str) -> Vec<(String, usize)> {
         };
         if let Some(f) = found {
             out.push((f, *offset));
-        }
-    }
-    out
-}
-
-/// The words of `sql`'s code (outside literals and comments) in upper case, and its `;`s,
-/// with where each starts.
-fn located_words(sql: &str) -> Vec<(String, usize)> {
-    let mut out = Vec::new();
-    for range in sqlscan::code(sql) {
-        let base = range.start;
-        let mut start = None;
-        for (i, c) in sql[range.clone()].char_indices() {
-            let inside = c.is_ascii_alphanumeric() || c == '_';
-            match (inside, start) {
-                (true, None) => start = Some(i),
-                (false, Some(s)) => {
-                    out.push((sql[base + s..base + i].to_ascii_uppercase(), base + s));
-                    start = None;
-                }
-                _ => {}
-            }
-            if c == ';' {
-                out.push((";".to_string(), base + i));
-            }
-        }
-        if let Some(s) = start {
-            out.push((sql[base + s..range.end].to_ascii_uppercase(), base + s));
         }
     }
     out

@@ -13,7 +13,9 @@ const KEYWORDS: &[&str] = &[
     "override", "priv", "try", "typeof", "unsized", "virtual", "yield",
 ];
 
-fn words(name: &str) -> Vec<String> {
+/// The lowercase words of a name: split at every other character and where a lowercase letter
+/// or digit meets an uppercase one.
+pub(crate) fn words(name: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut prev_lower = false;

@@ -98,19 +98,13 @@ impl Steps {
     }
 }
 
-/// A name as a migration file's name may have it: lowercase letters, digits and `_`.
+/// A name as a migration file's name may have it: lowercase words joined by `_`.
 fn file_word(name: &str) -> String {
-    let word: String = name
+    crate::names::words(name)
+        .join("_")
         .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    word.trim_matches('_').chars().take(60).collect()
+        .take(60)
+        .collect()
 }
 
 /// Tables added, dropped, altered or rebuilt.

@@ -48,7 +48,7 @@ fn probes_need_no_token_and_readiness_follows_the_database() {
     let (code, _, err) = mcpspec(&["init", "knowledge", "--db", &url], &[]);
     assert_eq!(code, 0, "{err}");
     let server = HttpServer::serve(
-        &["knowledge", "--db", &url],
+        &["knowledge", "--db", &url, "--metrics"],
         &[("MCPSPEC_HTTP_TOKEN", "s3cret-token")],
     );
     let addr = server.addr;
@@ -64,8 +64,18 @@ fn probes_need_no_token_and_readiness_follows_the_database() {
         Some("no-store"),
         "a probe's answer is never cached"
     );
-    // The MCP endpoint itself still wants the token.
+    // The MCP endpoint itself still wants the token, and so do the metrics, which show the
+    // PostgreSQL pool.
     assert_eq!(probe(addr, "/mcp").status, 401);
+    assert_eq!(probe(addr, "/metrics").status, 401);
+    let metrics = mcpspec_testkit::get_with_token(addr, "/metrics", Some("s3cret-token"))
+        .expect("GET /metrics")
+        .text();
+    assert!(
+        metrics.contains("mcpspec_pool_connections{server=\"knowledge\",state=\"in_use\"} 0")
+            && metrics.contains("mcpspec_pool_max_connections{server=\"knowledge\"} "),
+        "{metrics}"
+    );
 
     cluster.stop();
     let down = probe_until(addr, "/readyz", 503, Duration::from_secs(10));

@@ -13,14 +13,17 @@ use serde_json::{Value, json};
 use crate::common::sample_db;
 use crate::http::HttpServer;
 
-/// Debian's Prometheus server, or how to get it.
+/// The Prometheus server on the PATH (Debian's is /usr/bin/prometheus), or how to get it.
 fn prometheus_bin() -> PathBuf {
-    let bin = PathBuf::from("/usr/bin/prometheus");
-    assert!(
-        bin.is_file(),
-        "these tests scrape /metrics with a real Prometheus: install Debian's `prometheus` package (apt-get install prometheus), as .ci/run does"
-    );
-    bin
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("prometheus"))
+        .find(|bin| bin.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "these tests scrape /metrics with a real Prometheus: install it (Debian and Ubuntu: apt-get install prometheus, as .ci/run does; macOS: brew install prometheus)"
+            )
+        })
 }
 
 /// A Prometheus that scrapes `target` every second, stopped when dropped.

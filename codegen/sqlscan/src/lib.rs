@@ -129,24 +129,29 @@ pub fn placed(sql: &str, style: Placeholders) -> Positional {
 
 /// The words of `sql`'s code in upper case, and its `;`s, in order.
 pub fn words(sql: &str) -> Vec<String> {
+    words_at(sql).into_iter().map(|(w, _)| w).collect()
+}
+
+/// [`words`], each with the byte offset in `sql` where it starts (for pointing at a line).
+pub fn words_at(sql: &str) -> Vec<(String, usize)> {
     let mut out = Vec::new();
     for range in code(sql) {
-        let part = &sql[range];
-        let mut word = String::new();
-        for c in part.chars() {
+        let base = range.start;
+        let mut start = None;
+        for (i, c) in sql[range.clone()].char_indices() {
             if c.is_ascii_alphanumeric() || c == '_' {
-                word.push(c.to_ascii_uppercase());
+                start.get_or_insert(i);
                 continue;
             }
-            if !word.is_empty() {
-                out.push(std::mem::take(&mut word));
+            if let Some(s) = start.take() {
+                out.push((sql[base + s..base + i].to_ascii_uppercase(), base + s));
             }
             if c == ';' {
-                out.push(";".to_string());
+                out.push((";".to_string(), base + i));
             }
         }
-        if !word.is_empty() {
-            out.push(word);
+        if let Some(s) = start {
+            out.push((sql[base + s..range.end].to_ascii_uppercase(), base + s));
         }
     }
     out

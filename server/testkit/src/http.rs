@@ -432,6 +432,18 @@ impl HttpClient {
 /// One `GET path` to `addr` on a connection of its own (`Connection: close`), without a token:
 /// what a load balancer's or an orchestrator's probe sends.
 pub fn get(addr: std::net::SocketAddr, path: &str) -> Result<HttpResponse, ClientError> {
+    get_with_token(addr, path, None)
+}
+
+/// [`get`] with `Authorization: Bearer TOKEN` when there is a token: what a Prometheus
+/// configured with the server's token sends.
+pub fn get_with_token(
+    addr: std::net::SocketAddr,
+    path: &str,
+    token: Option<&str>,
+) -> Result<HttpResponse, ClientError> {
+    let authorization =
+        token.map_or_else(String::new, |t| format!("Authorization: Bearer {t}\r\n"));
     let stream =
         std::net::TcpStream::connect_timeout(&addr, RESPONSE_TIMEOUT).map_err(ClientError::Io)?;
     stream
@@ -440,7 +452,10 @@ pub fn get(addr: std::net::SocketAddr, path: &str) -> Result<HttpResponse, Clien
     let mut conn = BufReader::new(stream);
     conn.get_mut()
         .write_all(
-            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+            format!(
+                "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{authorization}Connection: close\r\n\r\n"
+            )
+            .as_bytes(),
         )
         .map_err(ClientError::Io)?;
     let (status, headers) = read_head(&mut conn)?;

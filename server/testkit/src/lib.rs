@@ -5,7 +5,9 @@
 
 mod http;
 
-pub use http::{HttpClient, HttpResponse, OpenStream, announced_addr, get, sse_events};
+pub use http::{
+    HttpClient, HttpResponse, OpenStream, announced_addr, get, get_with_token, sse_events,
+};
 pub use mcpspec::client::{
     ClientError, PER_REQUEST_VERSION, PROTOCOL_VERSION, RESPONSE_TIMEOUT, StdioClient,
 };

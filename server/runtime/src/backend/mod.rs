@@ -869,6 +869,28 @@ pub fn create(
     })
 }
 
+/// What `init` runs on a database server's empty database: the side's schema (or all
+/// migrations, recorded), then mcpspec's table of used request states (`states_ddl`); and
+/// the sample rows when asked. Each database-server engine's `create` starts here.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) fn server_creation(
+    c: &Creation<'_>,
+    dialect: &'static Dialect,
+    migrations_ddl: &str,
+    states_ddl: &str,
+) -> Result<(String, Option<&'static str>), OpenError> {
+    let side = c.def.engine(dialect.name);
+    let (schema, sample) = side.map_or(("", None), |s| (s.schema, s.sample));
+    let ddl = migrate::creation_ddl(c.def, dialect.name, schema, migrations_ddl).map_err(|e| {
+        OpenError::Create {
+            path: c.location.display(),
+            reason: e.to_string(),
+        }
+    })?;
+    let rows = if c.sample { sample } else { None };
+    Ok((migrate::with_statement(&ddl, states_ddl), rows))
+}
+
 /// A connection that migrates the database at `location` for the spec `server` (see
 /// [`migrate`]); it only reads unless `write`.
 pub fn migrator(

@@ -61,17 +61,8 @@ fn open_engine(t: &super::Target<'_>) -> Result<Box<dyn Backend>, OpenError> {
 }
 
 fn create_engine(c: &super::Creation<'_>) -> Result<bool, OpenError> {
-    let side = c.def.engine(sqlscan::MYSQL.name);
-    let (schema, sample) = side.map_or(("", None), |s| (s.schema, s.sample));
-    let rows = if c.sample { sample } else { None };
-    let url = url_of(c.location)?;
-    let schema = super::migrate::creation_ddl(c.def, sqlscan::MYSQL.name, schema, MIGRATIONS_DDL)
-        .map_err(|e| OpenError::Create {
-        path: super::redact(url),
-        reason: e.to_string(),
-    })?;
-    let schema = super::migrate::with_statement(&schema, STATES.ddl);
-    init(url, &schema, rows)?;
+    let (ddl, rows) = super::server_creation(c, &sqlscan::MYSQL, MIGRATIONS_DDL, STATES.ddl)?;
+    init(url_of(c.location)?, &ddl, rows)?;
     Ok(rows.is_some())
 }
 
@@ -201,22 +192,25 @@ pub fn is_url(location: &str) -> bool {
     })
 }
 
+/// What every connection runs first, the pool's and `init`'s alike: ANSI quotes, `||` as
+/// concatenation, UTC.
+const SESSION_MODES: [&str; 2] = [
+    "SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',ANSI_QUOTES,PIPES_AS_CONCAT')",
+    "SET SESSION time_zone = '+00:00'",
+];
+
 /// Commands every session of the server runs first.
 fn session_setup(read_only: bool, mariadb: bool, timeout: Duration) -> Vec<String> {
     let backstop = timeout + STATEMENT_TIMEOUT_MARGIN;
-    let mut init = vec![
-        "SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',ANSI_QUOTES,PIPES_AS_CONCAT')"
-            .to_string(),
-        "SET SESSION time_zone = '+00:00'".to_string(),
-        if mariadb {
-            format!(
-                "SET SESSION max_statement_time = {}",
-                backstop.as_secs_f64()
-            )
-        } else {
-            format!("SET SESSION max_execution_time = {}", backstop.as_millis())
-        },
-    ];
+    let mut init: Vec<String> = SESSION_MODES.iter().map(|s| s.to_string()).collect();
+    init.push(if mariadb {
+        format!(
+            "SET SESSION max_statement_time = {}",
+            backstop.as_secs_f64()
+        )
+    } else {
+        format!("SET SESSION max_execution_time = {}", backstop.as_millis())
+    });
     if read_only {
         init.push("SET SESSION TRANSACTION READ ONLY".to_string());
     }
@@ -848,17 +842,18 @@ pub fn describe(e: &mysql::Error) -> String {
     }
 }
 
+/// One connection to the database at `url`, outside the pool, in the pool's
+/// [`SESSION_MODES`]: for `init` and migrations.
+fn one_connection(url: &str) -> Result<mysql::Conn, OpenError> {
+    let opts: Opts = base_opts(url)?.init(SESSION_MODES.to_vec()).into();
+    mysql::Conn::new(opts).map_err(|e| connect_error(url, &e))
+}
+
 /// Creates the schema (and the sample rows when asked) in the empty database at `url`. DDL
 /// commits as it goes in MariaDB and MySQL, so a schema or sample that fails half-way is
 /// undone by dropping every table made: the database was empty before, and is again.
 pub fn init(url: &str, schema: &str, sample: Option<&str>) -> Result<(), OpenError> {
-    let opts: Opts = base_opts(url)?
-        .init(vec![
-            "SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',ANSI_QUOTES,PIPES_AS_CONCAT')",
-            "SET SESSION time_zone = '+00:00'",
-        ])
-        .into();
-    let mut conn = mysql::Conn::new(opts).map_err(|e| connect_error(url, &e))?;
+    let mut conn = one_connection(url)?;
     let create = |e: &mysql::Error| OpenError::Create {
         path: format!("the schema at {}", super::redact(url)),
         reason: describe(e),
@@ -929,13 +924,7 @@ fn open_migrator(
     _write: bool,
 ) -> Result<Box<dyn super::migrate::Migrator>, OpenError> {
     let url = url_of(location)?;
-    let opts: Opts = base_opts(url)?
-        .init(vec![
-            "SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',ANSI_QUOTES,PIPES_AS_CONCAT')",
-            "SET SESSION time_zone = '+00:00'",
-        ])
-        .into();
-    let mut conn = mysql::Conn::new(opts).map_err(|e| connect_error(url, &e))?;
+    let mut conn = one_connection(url)?;
     let db: Option<String> = conn
         .query_first("SELECT DATABASE()")
         .map_err(|e| connect_error(url, &e))?

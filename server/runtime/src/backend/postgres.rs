@@ -397,18 +397,8 @@ fn open_engine(t: &super::Target<'_>) -> Result<Box<dyn Backend>, OpenError> {
 }
 
 fn create_engine(c: &super::Creation<'_>) -> Result<bool, OpenError> {
-    let side = c.def.engine(sqlscan::POSTGRES.name);
-    let (schema, sample) = side.map_or(("", None), |s| (s.schema, s.sample));
-    let rows = if c.sample { sample } else { None };
-    let url = url_of(c.location)?;
-    let schema =
-        super::migrate::creation_ddl(c.def, sqlscan::POSTGRES.name, schema, MIGRATIONS_DDL)
-            .map_err(|e| OpenError::Create {
-                path: redact(url),
-                reason: e.to_string(),
-            })?;
-    let schema = super::migrate::with_statement(&schema, STATES.ddl);
-    init(url, &schema, rows)?;
+    let (ddl, rows) = super::server_creation(c, &sqlscan::POSTGRES, MIGRATIONS_DDL, STATES.ddl)?;
+    init(url_of(c.location)?, &ddl, rows)?;
     Ok(rows.is_some())
 }
 

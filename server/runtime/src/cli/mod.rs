@@ -644,24 +644,12 @@ fn run(cli: Cli, mut servers: Vec<Server>, compile: Option<dev::Compile>) -> Res
             baseline,
         } => {
             let def = resolve(&mut servers, &target, compile)?.def;
-            let database = def
-                .database
-                .as_ref()
-                .ok_or_else(|| anyhow!("the `{}` server has no database to migrate", def.name))?;
-            let location = locate(def.name, database, db.as_deref())?;
             let ask = crate::backend::migrate::Ask {
                 dry_run,
                 baseline,
                 only_own: false,
             };
-            migrate::run(
-                def.name,
-                database,
-                &location,
-                ask,
-                &mut std::io::stdout().lock(),
-            )?;
-            Ok(ExitCode::SUCCESS)
+            migrate_cmd(def, db.as_deref(), ask)
         }
         Cmd::Init { target, db, sample } => {
             init(resolve(&mut servers, &target, compile)?.def, &db, sample)
@@ -710,6 +698,27 @@ fn run(cli: Cli, mut servers: Vec<Server>, compile: Option<dev::Compile>) -> Res
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `mcpspec migrate`: the database `locate` finds for `def`, migrated as `ask` says.
+fn migrate_cmd(
+    def: &'static ServerDef,
+    db: Option<&Path>,
+    ask: crate::backend::migrate::Ask,
+) -> Result<ExitCode> {
+    let database = def
+        .database
+        .as_ref()
+        .ok_or_else(|| anyhow!("the `{}` server has no database to migrate", def.name))?;
+    let location = locate(def.name, database, db)?;
+    migrate::run(
+        def.name,
+        database,
+        &location,
+        ask,
+        &mut std::io::stdout().lock(),
+    )?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The binary's name as invoked, for the commands messages tell users to run.

@@ -328,12 +328,7 @@ impl Gate {
         }
         // Probes come from load balancers and orchestrators, by whatever address they reach
         // the server, without a token; they learn nothing but ready or not.
-        if let Some((status, body)) = self.health.answer(req.method(), req.uri().path()).await {
-            let mut answer = json_answer(status, &body);
-            answer.headers_mut().insert(
-                header::CACHE_CONTROL,
-                header::HeaderValue::from_static("no-store"),
-            );
+        if let Some(answer) = self.probe(&req).await {
             return answer;
         }
         if !self.host_allowed(&req) {
@@ -365,15 +360,7 @@ impl Gate {
             );
             return r;
         }
-        if req.uri().path() == METRICS
-            && req.method() == Method::GET
-            && let Some(text) = crate::metrics::encode(self.health.pool_use())
-        {
-            let mut answer = Response::new(Full::new(Bytes::from(text)).boxed());
-            answer.headers_mut().insert(
-                header::CONTENT_TYPE,
-                header::HeaderValue::from_static(crate::metrics::CONTENT_TYPE),
-            );
+        if let Some(answer) = self.metrics(&req) {
             return answer;
         }
         if req.uri().path() != ENDPOINT {
@@ -422,6 +409,31 @@ impl Gate {
             }
             .boxed()
         })
+    }
+
+    /// The answer to a load balancer's probe (`/healthz`, `/readyz`), never cached.
+    async fn probe(&self, req: &Request<Incoming>) -> Option<Response<HttpBody>> {
+        let (status, body) = self.health.answer(req.method(), req.uri().path()).await?;
+        let mut answer = json_answer(status, &body);
+        answer.headers_mut().insert(
+            header::CACHE_CONTROL,
+            header::HeaderValue::from_static("no-store"),
+        );
+        Some(answer)
+    }
+
+    /// The metrics, for a `GET /metrics` when `--metrics` turned them on.
+    fn metrics(&self, req: &Request<Incoming>) -> Option<Response<HttpBody>> {
+        if req.uri().path() != METRICS || req.method() != Method::GET {
+            return None;
+        }
+        let text = crate::metrics::encode(self.health.pool_use())?;
+        let mut answer = Response::new(Full::new(Bytes::from(text)).boxed());
+        answer.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static(crate::metrics::CONTENT_TYPE),
+        );
+        Some(answer)
     }
 
     /// Records a request of a session as unanswered; a second request with the id of one
