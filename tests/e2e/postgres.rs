@@ -222,7 +222,7 @@ fn init_creates_the_schema_once_and_refuses_a_database_with_tables() {
     assert_eq!(code, 2, "{err}");
     assert!(
         err.contains(
-            "already holds tables (knowledge_entries, mcpspec_migrations, mcpspec_request_states)"
+            "already holds tables (knowledge_entries, mcpspec_migrations, mcpspec_request_states, mcpspec_tasks)"
         ),
         "{err}"
     );

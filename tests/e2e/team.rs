@@ -1,8 +1,10 @@
-//! A team of replicas on one PostgreSQL or MariaDB database, each with the same request-state
-//! key: a
-//! `requestState` that confirmed a call on one replica is refused on every other, because the
-//! replicas record the states they redeem in the database they share (`mcpspec_request_states`,
-//! made by `init`). Served from a spec file whose one tool deletes with a confirmation.
+//! A team of replicas on one PostgreSQL or MariaDB database. With the same request-state key,
+//! a `requestState` that confirmed a call on one replica is refused on every other, because
+//! the replicas record the states they redeem in the database they share
+//! (`mcpspec_request_states`, made by `init`). A task minted on one replica is polled and
+//! cancelled on the others, and fails with a reason when its replica is killed
+//! (`mcpspec_tasks`). Served from a spec file with a tool that deletes with a confirmation and
+//! one that waits in the database as a task.
 
 use std::path::Path;
 
@@ -43,6 +45,21 @@ tools:
     sql:
       returns: execute
       query: DELETE FROM notes WHERE id = :id
+  - name: wait
+    description: Waits a number of seconds in the database, then says how long.
+    annotations: {readOnlyHint: true}
+    task: optional
+    input:
+      type: object
+      properties:
+        seconds: {type: integer, minimum: 0, maximum: 120}
+      required: [seconds]
+    sql:
+      key: waited
+      columns: {seconds: integer}
+      query: SELECT :seconds AS seconds
+      postgres: SELECT CAST(:seconds AS integer) AS seconds FROM pg_sleep(:seconds)
+      mysql: SELECT CAST(:seconds AS SIGNED) AS seconds FROM (SELECT SLEEP(:seconds)) AS s
 "#;
 
 /// A 2026-07-28 call of `delete_note` that can be asked questions, with `extra` params.
@@ -62,26 +79,60 @@ fn delete(client: &mut mcpspec_testkit::HttpClient, extra: Value) -> Value {
         .unwrap_or_else(|| panic!("no message: {} {}", response.status, response.text()))
 }
 
-crate::on_every_engine_of_a_team!(a_state_redeemed_on_one_replica_is_refused_on_another);
+crate::on_every_engine_of_a_team!(
+    a_state_redeemed_on_one_replica_is_refused_on_another,
+    a_task_is_polled_and_cancelled_on_any_replica,
+    a_task_whose_replica_is_killed_fails_with_a_reason,
+);
 
-fn a_state_redeemed_on_one_replica_is_refused_on_another(engine: Engine) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let spec = dir.path().join("notes.yaml");
-    std::fs::write(&spec, SPEC).expect("spec");
-    let spec = spec.display().to_string();
-    let url = match engine {
-        Engine::Postgres => crate::pg::Cluster::shared().create_database(),
-        _ => crate::maria::Server::shared().create_database(),
-    };
-    let count = |table: &str| {
-        sql_on(
+/// The spec file in `dir` and a new database on `engine` that `init --sample` made from it.
+struct Team {
+    _dir: tempfile::TempDir,
+    spec: String,
+    url: String,
+    engine: Engine,
+}
+
+impl Team {
+    fn new(engine: Engine) -> Team {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let spec = dir.path().join("notes.yaml");
+        std::fs::write(&spec, SPEC).expect("spec");
+        let spec = spec.display().to_string();
+        let url = match engine {
+            Engine::Postgres => crate::pg::Cluster::shared().create_database(),
+            _ => crate::maria::Server::shared().create_database(),
+        };
+        let (code, _, err) = mcpspec(&["init", "--spec", &spec, "--sample", "--db", &url], &[]);
+        assert_eq!(code, 0, "{err}");
+        Team {
+            _dir: dir,
+            spec,
+            url,
             engine,
-            Path::new(&url),
+        }
+    }
+
+    fn count(&self, table: &str) -> String {
+        sql_on(
+            self.engine,
+            Path::new(&self.url),
             &format!("SELECT count(*) FROM {table}"),
         )
-    };
-    let (code, _, err) = mcpspec(&["init", "--spec", &spec, "--sample", "--db", &url], &[]);
-    assert_eq!(code, 0, "{err}");
+    }
+
+    /// `n` replicas serving the spec over HTTP on the database, with `env`.
+    fn replicas(&self, n: usize, env: &[(&str, &str)]) -> Vec<HttpServer> {
+        (0..n)
+            .map(|_| HttpServer::serve(&["--spec", &self.spec, "--db", &self.url], env))
+            .collect()
+    }
+}
+
+fn a_state_redeemed_on_one_replica_is_refused_on_another(engine: Engine) {
+    let team = Team::new(engine);
+    let url = &team.url;
+    let count = |table: &str| team.count(table);
     assert_eq!(
         count("mcpspec_request_states"),
         "0",
@@ -91,9 +142,7 @@ fn a_state_redeemed_on_one_replica_is_refused_on_another(engine: Engine) {
         "MCPSPEC_REQUEST_STATE_KEY",
         "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",
     );
-    let replicas: Vec<HttpServer> = (0..2)
-        .map(|_| HttpServer::serve(&["--spec", &spec, "--db", &url], &[key]))
-        .collect();
+    let replicas = team.replicas(2, &[key]);
     let mut clients: Vec<_> = replicas
         .iter()
         .map(|r| {
@@ -119,7 +168,7 @@ fn a_state_redeemed_on_one_replica_is_refused_on_another(engine: Engine) {
     // states: same key) and on the first: refused, nothing runs.
     sql_on(
         engine,
-        Path::new(&url),
+        Path::new(url),
         "INSERT INTO notes (id, body) VALUES (1, 'again')",
     );
     for i in [1, 0] {
@@ -155,4 +204,148 @@ fn a_state_redeemed_on_one_replica_is_refused_on_another(engine: Engine) {
         json!({"inputResponses": accept, "requestState": state}),
     );
     assert_eq!(replayed["error"]["code"], -32602, "{replayed}");
+}
+
+/// A 2026-07-28 client of `replica` that takes tasks.
+fn tasks_client(replica: &HttpServer) -> mcpspec_testkit::HttpClient {
+    let mut c = mcpspec_testkit::HttpClient::per_request(replica.addr, None);
+    c.capabilities = crate::conformance::tasks::caps();
+    c
+}
+
+/// One request of `method` through `client`: its one message.
+fn rpc(client: &mut mcpspec_testkit::HttpClient, method: &str, params: Value) -> Value {
+    let response = client
+        .post(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .unwrap_or_else(|e| panic!("{method}: {e}"));
+    response
+        .messages()
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("no message: {} {}", response.status, response.text()))
+}
+
+/// `wait` for `seconds` through `client`, which answers with a task at once: its id.
+fn start_wait(client: &mut mcpspec_testkit::HttpClient, seconds: u64) -> String {
+    let r = rpc(
+        client,
+        "tools/call",
+        json!({"name": "wait", "arguments": {"seconds": seconds}}),
+    );
+    crate::conformance::tasks::created(&r)
+}
+
+/// Polls `tasks/get` for `id` through `client` until the task reaches `status`; panics after
+/// `within`.
+fn until(
+    client: &mut mcpspec_testkit::HttpClient,
+    id: &str,
+    status: &str,
+    within: std::time::Duration,
+) -> Value {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let r = rpc(client, "tasks/get", json!({"taskId": id}));
+        assert_eq!(r["result"]["resultType"], "complete", "{r}");
+        if r["result"]["status"] == status {
+            return r["result"].clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "never {status}: {r}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Three replicas: a task minted on the first is seen working and then completed, with its
+/// result inlined, on the second and the third; one cancelled through the third stops on the
+/// first (its statement interrupted) and reads cancelled everywhere; an unknown id is an
+/// unknown task on every replica, and a task's questions are not answered on another.
+fn a_task_is_polled_and_cancelled_on_any_replica(engine: Engine) {
+    let team = Team::new(engine);
+    assert_eq!(team.count("mcpspec_tasks"), "0", "init made the task table");
+    let replicas = team.replicas(3, &[("MCPSPEC_TASK_AFTER_MS", "0")]);
+    let mut clients: Vec<_> = replicas.iter().map(tasks_client).collect();
+
+    let id = start_wait(&mut clients[0], 2);
+    let seen = rpc(&mut clients[2], "tasks/get", json!({"taskId": id}));
+    assert_eq!(seen["result"]["status"], "working", "{seen}");
+    assert_eq!(seen["result"]["taskId"], id, "{seen}");
+    let done = until(
+        &mut clients[1],
+        &id,
+        "completed",
+        std::time::Duration::from_secs(20),
+    );
+    assert_eq!(
+        done["result"]["structuredContent"],
+        json!({"waited": [{"seconds": 2}]}),
+        "{done}"
+    );
+    let here = until(
+        &mut clients[0],
+        &id,
+        "completed",
+        std::time::Duration::from_secs(1),
+    );
+    assert_eq!(here["result"], done["result"], "the same result everywhere");
+
+    let id = start_wait(&mut clients[0], 60);
+    let r = rpc(&mut clients[2], "tasks/cancel", json!({"taskId": id}));
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    let within = std::time::Duration::from_secs(20);
+    until(&mut clients[1], &id, "cancelled", within);
+    until(&mut clients[0], &id, "cancelled", within);
+
+    let r = rpc(
+        &mut clients[1],
+        "tasks/get",
+        json!({"taskId": "00000000-0000-4000-8000-000000000000"}),
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("unknown task")),
+        "{r}"
+    );
+    let r = rpc(
+        &mut clients[1],
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {}}),
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("another replica")),
+        "{r}"
+    );
+    assert_eq!(team.count("mcpspec_tasks"), "2");
+}
+
+/// A replica killed with SIGKILL while it runs a task: the other replica soon answers that
+/// the task failed, saying why, and keeps answering so.
+fn a_task_whose_replica_is_killed_fails_with_a_reason(engine: Engine) {
+    let team = Team::new(engine);
+    let mut replicas = team.replicas(2, &[("MCPSPEC_TASK_AFTER_MS", "0")]);
+    let mut clients: Vec<_> = replicas.iter().map(tasks_client).collect();
+    let id = start_wait(&mut clients[0], 120);
+    let seen = rpc(&mut clients[1], "tasks/get", json!({"taskId": id}));
+    assert_eq!(seen["result"]["status"], "working", "{seen}");
+    replicas[0].child.kill().expect("SIGKILL");
+    replicas[0].child.wait().expect("wait");
+
+    let failed = until(
+        &mut clients[1],
+        &id,
+        "failed",
+        std::time::Duration::from_secs(60),
+    );
+    assert!(
+        failed["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("replica running this task stopped")),
+        "{failed}"
+    );
+    let again = rpc(&mut clients[1], "tasks/get", json!({"taskId": id}));
+    assert_eq!(again["result"]["status"], "failed", "{again}");
 }

@@ -457,6 +457,22 @@ impl Engine {
         }
     }
 
+    /// The database in which replicas sharing it keep their tasks, so that any of them
+    /// answers for a task; `None` when the database is SQLite's or there is none (the process
+    /// keeps its tasks), or when it lacks mcpspec's table for them (said once in the log, with
+    /// how to add it).
+    pub fn task_table(&self) -> Option<Arc<crate::backend::Database>> {
+        let db = self.db.clone()?;
+        if db.shares_tasks()? {
+            return Some(db);
+        }
+        tracing::warn!(
+            table = crate::backend::TASKS_TABLE,
+            "this database has no table for tasks: a task is reached only on the replica that runs it; `mcpspec init` on a new database or `mcpspec migrate` adds it"
+        );
+        None
+    }
+
     /// Whether calls can be answered now: the database answers a trivial statement within
     /// `within` (so a connection came free and the server responded); why not otherwise, in
     /// words that name no location. A server without a database is always ready. For

@@ -301,7 +301,7 @@ impl HttpClient {
     /// POSTs one JSON-RPC message and returns the whole response. A per-request client
     /// (protocol 2026-07-28) adds what that revision asks of every request: `_meta` with the
     /// protocol version, the client's capabilities and name, and the `MCP-Protocol-Version`,
-    /// `Mcp-Method` and (for a call, read or prompt) `Mcp-Name` headers.
+    /// `Mcp-Method` and (for a call, read or prompt, and a task's methods) `Mcp-Name` headers.
     pub fn post(&mut self, message: &Value) -> Result<HttpResponse, ClientError> {
         if !self.per_request || message.get("id").is_none() {
             return self.exchange("POST", &[], message.to_string().as_bytes());
@@ -317,7 +317,7 @@ impl HttpClient {
             "io.modelcontextprotocol/clientCapabilities": self.capabilities,
             "io.modelcontextprotocol/clientInfo": {"name": "mcpspec-client", "version": env!("CARGO_PKG_VERSION")}
         });
-        let name = ["name", "uri"]
+        let name = ["name", "uri", "taskId"]
             .iter()
             .find_map(|k| params[*k].as_str())
             .map(str::to_string);
@@ -482,10 +482,15 @@ pub fn announced_addr(
             let _ = tx.send(line);
         }
     });
+    let mut said = Vec::new();
     let addr = loop {
-        let line = rx
-            .recv_timeout(RESPONSE_TIMEOUT)
-            .expect("the server reports its address on stderr");
+        let line = rx.recv_timeout(RESPONSE_TIMEOUT).unwrap_or_else(|e| {
+            panic!(
+                "the server reports its address on stderr ({e}); it said:\n{}",
+                said.join("\n")
+            )
+        });
+        said.push(line.clone());
         if let Some(url) = line.strip_prefix("mcpspec: listening on http://") {
             let addr = url.strip_suffix("/mcp").expect("the endpoint is /mcp");
             break addr.parse().expect("a socket address");

@@ -50,9 +50,9 @@ pub trait Migrator {
     /// The DDL of [`TABLE`] in the engine's dialect.
     fn table_ddl(&self) -> &'static str;
     /// Idempotent DDL of mcpspec's other tables in a database a team of replicas shares
-    /// (the used request states), run by every run that writes.
-    fn system_ddl(&self) -> Option<&'static str> {
-        None
+    /// (used request states, tasks), each statement run by every run that writes.
+    fn system_ddl(&self) -> &'static [&'static str] {
+        &[]
     }
     /// Whether a run's DDL is one transaction (false on MariaDB and MySQL).
     fn transactional(&self) -> bool;
@@ -211,10 +211,10 @@ fn run(
         }
     };
     report.at = at;
-    if !ask.dry_run
-        && let Some(ddl) = m.system_ddl()
-    {
-        m.execute(ddl).map_err(MigrateError::Database)?;
+    if !ask.dry_run {
+        for ddl in m.system_ddl() {
+            m.execute(ddl).map_err(MigrateError::Database)?;
+        }
     }
     for x in all.iter().filter(|x| x.version > at) {
         let t = text(x, dialect)?;

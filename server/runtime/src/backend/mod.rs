@@ -13,11 +13,13 @@ pub mod paths;
 pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+mod team;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub mod watchdog;
 
 pub use crate::params::SqlValue as Value;
 pub use sqlscan::Dialect;
+pub use team::{FoundTask, STATES_TABLE, SharedStates, SharedTasks, TASKS_TABLE, Team, now_ms};
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -510,10 +512,10 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 
-    /// The statements that keep the used request states of a team of replicas in the
-    /// database (see [`SharedStates`]); `None` for an engine served by one process (SQLite),
-    /// which remembers them in memory.
-    fn shared_states(&self) -> Option<&'static SharedStates> {
+    /// The statements of mcpspec's own tables in a database a team of replicas shares (see
+    /// [`Team`]); `None` for an engine served by one process (SQLite), which keeps that state
+    /// in memory.
+    fn team(&self) -> Option<&'static Team> {
         None
     }
 
@@ -530,23 +532,6 @@ pub struct PoolUse {
     pub in_use: u32,
     /// The most the pool opens.
     pub max: u32,
-}
-
-/// The table in which replicas on one database server record the `requestState`s they
-/// redeemed, so that a state confirms one retry in the whole team: a row per used state's
-/// nonce until the state expires. mcpspec owns it: `init` and `migrate` create it.
-pub const STATES_TABLE: &str = "mcpspec_request_states";
-
-/// One engine's statements for [`STATES_TABLE`], each in its dialect.
-#[derive(Debug)]
-pub struct SharedStates {
-    /// Creates the table when it is missing.
-    pub ddl: &'static str,
-    /// Records a nonce (`nonce`, `expires`: seconds since the epoch) unless it is there
-    /// already: one row changed when the state was unused.
-    pub insert: Sql<'static>,
-    /// Forgets the nonces of expired states (`now`).
-    pub cleanup: Sql<'static>,
 }
 
 /// Runs `work` on `session`, inside a transaction when `transaction`, which is committed when
@@ -708,55 +693,6 @@ impl Database {
     pub fn pool_use(&self) -> Option<PoolUse> {
         self.0.pool_use()
     }
-
-    /// Whether the used request states can be recorded in this database for the whole team:
-    /// `None` for an engine served by one process, else whether its [`STATES_TABLE`] exists.
-    pub fn shares_states(&self) -> Option<bool> {
-        self.0.shared_states()?;
-        Some(
-            self.tables()
-                .is_ok_and(|t| t.iter().any(|t| t == STATES_TABLE)),
-        )
-    }
-
-    /// Records that the state with `nonce`, which expires in `ttl`, was used: `Ok(true)` when
-    /// it was not used before anywhere in the team, `Ok(false)` when it was; why not, when the
-    /// database could not say. Expired rows are forgotten now and then.
-    pub fn redeem_state(&self, nonce: &str, ttl: Duration) -> Result<bool, String> {
-        let states = self
-            .0
-            .shared_states()
-            .ok_or_else(|| "this engine keeps no shared states".to_string())?;
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-        let expires = now.saturating_add(i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX));
-        let sweep = now % 16 == 0;
-        let stop = Stop::after(Duration::from_secs(10), Arc::default());
-        let bind = move |name: &str| match name {
-            "nonce" => Value::Text(nonce.to_string()),
-            "expires" => Value::Integer(expires),
-            _ => Value::Integer(now),
-        };
-        self.job(
-            true,
-            true,
-            &stop,
-            |f| f.message,
-            |session| {
-                if sweep {
-                    session
-                        .execute(states.cleanup, &bind)
-                        .map_err(|f| f.message)?;
-                }
-                let changed = session
-                    .execute(states.insert, &bind)
-                    .map_err(|f| f.message)?;
-                Ok(changed.changes == 1)
-            },
-        )
-        .unwrap_or_else(|| Err("the database is served read-only".into()))
-    }
 }
 
 /// The text of `st` that a database of `dialect` runs: its text for that dialect where it has
@@ -870,14 +806,14 @@ pub fn create(
 }
 
 /// What `init` runs on a database server's empty database: the side's schema (or all
-/// migrations, recorded), then mcpspec's table of used request states (`states_ddl`); and
+/// migrations, recorded), then mcpspec's tables for a team of replicas (`team`); and
 /// the sample rows when asked. Each database-server engine's `create` starts here.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) fn server_creation(
     c: &Creation<'_>,
     dialect: &'static Dialect,
     migrations_ddl: &str,
-    states_ddl: &str,
+    team: &Team,
 ) -> Result<(String, Option<&'static str>), OpenError> {
     let side = c.def.engine(dialect.name);
     let (schema, sample) = side.map_or(("", None), |s| (s.schema, s.sample));
@@ -888,7 +824,11 @@ pub(crate) fn server_creation(
         }
     })?;
     let rows = if c.sample { sample } else { None };
-    Ok((migrate::with_statement(&ddl, states_ddl), rows))
+    let ddl = team
+        .ddl
+        .iter()
+        .fold(ddl, |ddl, table| migrate::with_statement(&ddl, table));
+    Ok((ddl, rows))
 }
 
 /// A connection that migrates the database at `location` for the spec `server` (see

@@ -61,7 +61,7 @@ fn open_engine(t: &super::Target<'_>) -> Result<Box<dyn Backend>, OpenError> {
 }
 
 fn create_engine(c: &super::Creation<'_>) -> Result<bool, OpenError> {
-    let (ddl, rows) = super::server_creation(c, &sqlscan::MYSQL, MIGRATIONS_DDL, STATES.ddl)?;
+    let (ddl, rows) = super::server_creation(c, &sqlscan::MYSQL, MIGRATIONS_DDL, &TEAM)?;
     init(url_of(c.location)?, &ddl, rows)?;
     Ok(rows.is_some())
 }
@@ -473,8 +473,8 @@ impl Backend for Pool {
         self.read_only
     }
 
-    fn shared_states(&self) -> Option<&'static super::SharedStates> {
-        Some(&STATES)
+    fn team(&self) -> Option<&'static super::Team> {
+        Some(&TEAM)
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
@@ -896,16 +896,55 @@ fn undo(conn: &mut mysql::Conn) {
     ));
 }
 
-/// The team's used request states (see [`super::STATES_TABLE`]).
-static STATES: super::SharedStates = super::SharedStates {
-    ddl: "CREATE TABLE IF NOT EXISTS mcpspec_request_states (nonce VARCHAR(64) PRIMARY KEY, expires_at BIGINT NOT NULL) ENGINE = InnoDB",
-    insert: Sql {
-        text: "INSERT IGNORE INTO mcpspec_request_states (nonce, expires_at) VALUES (?, ?)",
-        params: Some(&["nonce", "expires"]),
+/// mcpspec's tables for a team of replicas (see [`super::Team`]).
+static TEAM: super::Team = super::Team {
+    ddl: &[
+        "CREATE TABLE IF NOT EXISTS mcpspec_request_states (nonce VARCHAR(64) PRIMARY KEY, expires_at BIGINT NOT NULL) ENGINE = InnoDB",
+        "CREATE TABLE IF NOT EXISTS mcpspec_tasks (id VARCHAR(64) PRIMARY KEY, replica VARCHAR(64) NOT NULL, status VARCHAR(16) NOT NULL, cancel_requested BOOLEAN NOT NULL DEFAULT FALSE, detail LONGTEXT NOT NULL, beat_at BIGINT NOT NULL, expires_at BIGINT NOT NULL) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4",
+    ],
+    states: super::SharedStates {
+        insert: Sql {
+            text: "INSERT IGNORE INTO mcpspec_request_states (nonce, expires_at) VALUES (?, ?)",
+            params: Some(&["nonce", "expires"]),
+        },
+        cleanup: Sql {
+            text: "DELETE FROM mcpspec_request_states WHERE expires_at < ?",
+            params: Some(&["now"]),
+        },
     },
-    cleanup: Sql {
-        text: "DELETE FROM mcpspec_request_states WHERE expires_at < ?",
-        params: Some(&["now"]),
+    tasks: super::SharedTasks {
+        insert: Sql {
+            text: "INSERT INTO mcpspec_tasks (id, replica, status, detail, beat_at, expires_at) VALUES (?, ?, 'working', ?, ?, ?)",
+            params: Some(&["id", "replica", "detail", "now", "expires"]),
+        },
+        settle: Sql {
+            text: "UPDATE mcpspec_tasks SET status = ?, detail = ?, expires_at = ? WHERE id = ? AND status = 'working'",
+            params: Some(&["status", "detail", "expires", "id"]),
+        },
+        find: Sql {
+            text: "SELECT status, detail, beat_at FROM mcpspec_tasks WHERE id = ? AND expires_at >= ?",
+            params: Some(&["id", "now"]),
+        },
+        fail_stale: Sql {
+            text: "UPDATE mcpspec_tasks SET status = 'failed', detail = ? WHERE id = ? AND status = 'working' AND beat_at < ?",
+            params: Some(&["detail", "id", "stale"]),
+        },
+        cancel: Sql {
+            text: "UPDATE mcpspec_tasks SET cancel_requested = TRUE WHERE id = ? AND status = 'working'",
+            params: Some(&["id"]),
+        },
+        beat: Sql {
+            text: "UPDATE mcpspec_tasks SET beat_at = ? WHERE replica = ? AND status = 'working'",
+            params: Some(&["now", "replica"]),
+        },
+        cancelled: Sql {
+            text: "SELECT id FROM mcpspec_tasks WHERE replica = ? AND status = 'working' AND cancel_requested",
+            params: Some(&["replica"]),
+        },
+        cleanup: Sql {
+            text: "DELETE FROM mcpspec_tasks WHERE expires_at < ?",
+            params: Some(&["now"]),
+        },
     },
 };
 
@@ -986,7 +1025,7 @@ impl super::migrate::Migrator for MysqlMigrator {
         false
     }
 
-    fn system_ddl(&self) -> Option<&'static str> {
-        Some(STATES.ddl)
+    fn system_ddl(&self) -> &'static [&'static str] {
+        TEAM.ddl
     }
 }

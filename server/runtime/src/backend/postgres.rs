@@ -361,8 +361,8 @@ impl Backend for Pool {
         })
     }
 
-    fn shared_states(&self) -> Option<&'static super::SharedStates> {
-        Some(&STATES)
+    fn team(&self) -> Option<&'static super::Team> {
+        Some(&TEAM)
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
@@ -397,7 +397,7 @@ fn open_engine(t: &super::Target<'_>) -> Result<Box<dyn Backend>, OpenError> {
 }
 
 fn create_engine(c: &super::Creation<'_>) -> Result<bool, OpenError> {
-    let (ddl, rows) = super::server_creation(c, &sqlscan::POSTGRES, MIGRATIONS_DDL, STATES.ddl)?;
+    let (ddl, rows) = super::server_creation(c, &sqlscan::POSTGRES, MIGRATIONS_DDL, &TEAM)?;
     init(url_of(c.location)?, &ddl, rows)?;
     Ok(rows.is_some())
 }
@@ -908,16 +908,55 @@ pub fn init(url: &str, schema: &str, sample: Option<&str>) -> Result<(), OpenErr
     client.batch_execute(&script).map_err(create)
 }
 
-/// The team's used request states (see [`super::STATES_TABLE`]).
-static STATES: super::SharedStates = super::SharedStates {
-    ddl: "CREATE TABLE IF NOT EXISTS mcpspec_request_states (nonce text PRIMARY KEY, expires_at bigint NOT NULL)",
-    insert: Sql {
-        text: "INSERT INTO mcpspec_request_states (nonce, expires_at) VALUES ($1, $2) ON CONFLICT (nonce) DO NOTHING",
-        params: Some(&["nonce", "expires"]),
+/// mcpspec's tables for a team of replicas (see [`super::Team`]).
+static TEAM: super::Team = super::Team {
+    ddl: &[
+        "CREATE TABLE IF NOT EXISTS mcpspec_request_states (nonce text PRIMARY KEY, expires_at bigint NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS mcpspec_tasks (id text PRIMARY KEY, replica text NOT NULL, status text NOT NULL, cancel_requested boolean NOT NULL DEFAULT false, detail text NOT NULL, beat_at bigint NOT NULL, expires_at bigint NOT NULL)",
+    ],
+    states: super::SharedStates {
+        insert: Sql {
+            text: "INSERT INTO mcpspec_request_states (nonce, expires_at) VALUES ($1, $2) ON CONFLICT (nonce) DO NOTHING",
+            params: Some(&["nonce", "expires"]),
+        },
+        cleanup: Sql {
+            text: "DELETE FROM mcpspec_request_states WHERE expires_at < $1",
+            params: Some(&["now"]),
+        },
     },
-    cleanup: Sql {
-        text: "DELETE FROM mcpspec_request_states WHERE expires_at < $1",
-        params: Some(&["now"]),
+    tasks: super::SharedTasks {
+        insert: Sql {
+            text: "INSERT INTO mcpspec_tasks (id, replica, status, detail, beat_at, expires_at) VALUES ($1, $2, 'working', $3, $4, $5)",
+            params: Some(&["id", "replica", "detail", "now", "expires"]),
+        },
+        settle: Sql {
+            text: "UPDATE mcpspec_tasks SET status = $1, detail = $2, expires_at = $3 WHERE id = $4 AND status = 'working'",
+            params: Some(&["status", "detail", "expires", "id"]),
+        },
+        find: Sql {
+            text: "SELECT status, detail, beat_at FROM mcpspec_tasks WHERE id = $1 AND expires_at >= $2",
+            params: Some(&["id", "now"]),
+        },
+        fail_stale: Sql {
+            text: "UPDATE mcpspec_tasks SET status = 'failed', detail = $1 WHERE id = $2 AND status = 'working' AND beat_at < $3",
+            params: Some(&["detail", "id", "stale"]),
+        },
+        cancel: Sql {
+            text: "UPDATE mcpspec_tasks SET cancel_requested = true WHERE id = $1 AND status = 'working'",
+            params: Some(&["id"]),
+        },
+        beat: Sql {
+            text: "UPDATE mcpspec_tasks SET beat_at = $1 WHERE replica = $2 AND status = 'working'",
+            params: Some(&["now", "replica"]),
+        },
+        cancelled: Sql {
+            text: "SELECT id FROM mcpspec_tasks WHERE replica = $1 AND status = 'working' AND cancel_requested",
+            params: Some(&["replica"]),
+        },
+        cleanup: Sql {
+            text: "DELETE FROM mcpspec_tasks WHERE expires_at < $1",
+            params: Some(&["now"]),
+        },
     },
 };
 
@@ -992,7 +1031,7 @@ impl super::migrate::Migrator for PgMigrator {
         true
     }
 
-    fn system_ddl(&self) -> Option<&'static str> {
-        Some(STATES.ddl)
+    fn system_ddl(&self) -> &'static [&'static str] {
+        TEAM.ddl
     }
 }

@@ -17,6 +17,7 @@
 mod admission;
 pub mod jsonrpc;
 mod tasks;
+mod team_tasks;
 
 pub use admission::BLOCKING_THREADS;
 
@@ -358,13 +359,14 @@ impl McpServer {
             config = config.with_instructions(i);
         }
         let confirmer = Arc::new(Confirmer::new(engine.limits().confirm_timeout));
+        let tasks = task_store(&engine);
         let live = Arc::new(Live::new(Surface::of(engine)));
         if let Some(p) = &proxy {
             forward_tool_changes(p, &live);
         }
         McpServer {
             confirmer,
-            tasks: tasks::Tasks::default(),
+            tasks,
             admission: Arc::default(),
             shutdown: crate::shutdown::Shutdown::default(),
             live,
@@ -452,6 +454,17 @@ fn forward_tool_changes(proxy: &Proxy, live: &Arc<Live>) {
             live.changed(Change::Tools);
         }
     });
+}
+
+/// Where the server keeps its tasks: in the database a team of replicas shares when it has
+/// mcpspec's task table and the spec has tools that run as tasks, else in memory. The
+/// database is asked on a thread of its own: this may run on an async runtime.
+fn task_store(engine: &Arc<Engine>) -> tasks::Tasks {
+    if !engine.def.tools.iter().any(|t| t.task.is_some()) {
+        return tasks::Tasks::default();
+    }
+    let table = std::thread::scope(|s| s.spawn(|| engine.task_table()).join().ok().flatten());
+    table.map_or_else(tasks::Tasks::default, tasks::Tasks::shared)
 }
 
 /// Advertises the tasks extension (`io.modelcontextprotocol/tasks`).
@@ -1181,6 +1194,7 @@ impl ServerHandler for McpServer {
     ) -> Result<GetTaskResult, ErrorData> {
         self.tasks
             .get(self.owner(&context), &request.task_id)
+            .await
             .map(GetTaskResult::new)
     }
 
@@ -1189,11 +1203,13 @@ impl ServerHandler for McpServer {
         request: UpdateTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.tasks.update(
-            self.owner(&context),
-            &request.task_id,
-            request.input_responses,
-        )
+        self.tasks
+            .update(
+                self.owner(&context),
+                &request.task_id,
+                request.input_responses,
+            )
+            .await
     }
 
     async fn cancel_task(
@@ -1201,7 +1217,9 @@ impl ServerHandler for McpServer {
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.tasks.cancel(self.owner(&context), &request.task_id)
+        self.tasks
+            .cancel(self.owner(&context), &request.task_id)
+            .await
     }
 }
 
@@ -1279,7 +1297,7 @@ impl McpServer {
         ending.detach();
         let cancel = ending.cancel.clone();
         let finish = async move { ending.answer(job.await).await };
-        Ok(self.tasks.mint(owner, reply, cancel, finish))
+        Ok(self.tasks.mint(owner, reply, cancel, finish).await)
     }
 
     /// Whom a request's tasks belong to: its session, or nobody for a request of protocol
@@ -1302,7 +1320,10 @@ impl McpServer {
             answer @ Ok(CallToolResponse::Complete(_))
                 if support == Some(TaskSupport::Required) =>
             {
-                Ok(self.tasks.mint(owner, None, cancel, async move { answer }))
+                Ok(self
+                    .tasks
+                    .mint(owner, None, cancel, async move { answer })
+                    .await)
             }
             answer => answer,
         }

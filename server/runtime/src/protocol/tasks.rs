@@ -16,7 +16,8 @@
 //! in a file of the process's own temporary directory (at most [`STORED_RESULT_BYTES`] in
 //! all), not in memory. A task is its session's: `tasks/get`, `tasks/update` and
 //! `tasks/cancel` from another session find no such task. Requests of protocol 2026-07-28
-//! have no session; their tasks are reached by id alone, a random UUID.
+//! have no session; their tasks are reached by id alone, a random UUID, and on a database a
+//! team of replicas shares, from any replica (see [`super::team_tasks`]).
 
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -27,6 +28,7 @@ use rmcp::service::RequestContext;
 use rmcp::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions};
 use serde_json::{Map, Value};
 
+use super::team_tasks::Shared;
 use crate::def::TaskSupport;
 use crate::handler::Unanswered;
 use rmcp::ErrorData;
@@ -143,14 +145,20 @@ pub const STORED_RESULT_BYTES: u64 = 512 * 1024 * 1024;
 const RETAINED: std::time::Duration =
     std::time::Duration::from_millis(rmcp::task_manager::DEFAULT_TASK_TTL_MS);
 
+/// [`RETAINED`] in milliseconds, for the team's task table.
+#[allow(clippy::cast_possible_wrap)]
+pub(super) const RETAINED_MS: i64 = rmcp::task_manager::DEFAULT_TASK_TTL_MS as i64;
+
 /// Who may reach a task: the session that minted it, or anyone (no session).
 type Owner = Option<u64>;
 
-/// The process's tasks: rmcp's manager and what bounds it (see the module comment).
+/// The process's tasks: rmcp's manager and what bounds it (see the module comment), and the
+/// team's table when the database is shared.
 #[derive(Clone, Default)]
 pub(super) struct Tasks {
     manager: TaskManager,
     held: Arc<Mutex<Held>>,
+    team: Option<Arc<Shared>>,
 }
 
 #[derive(Default)]
@@ -271,11 +279,24 @@ impl Tasks {
         held.full(owner)
     }
 
+    /// Tasks that a team of replicas on `db` shares (see [`super::team_tasks`]).
+    pub(super) fn shared(db: Arc<crate::backend::Database>) -> Tasks {
+        Tasks {
+            team: Some(Shared::new(db)),
+            ..Tasks::default()
+        }
+    }
+
+    /// The team's table, for a task of `owner`: only tasks without a session are the team's.
+    fn team(&self, owner: Owner) -> Option<&Arc<Shared>> {
+        self.team.as_ref().filter(|_| owner.is_none())
+    }
+
     /// Mints a task of `owner` whose result is what `finish` settles to, and the answer to
-    /// the call that made it. `reply` hands the task's context to a handler waiting in
-    /// `ctx.background()`; `cancel` is the call's flag, which `tasks/cancel` sets. The caller
-    /// asked [`Tasks::refused`] first.
-    pub(super) fn mint<F>(
+    /// the call that made it, once the team's table (if any) has the task. `reply` hands the
+    /// task's context to a handler waiting in `ctx.background()`; `cancel` is the call's
+    /// flag, which `tasks/cancel` sets. The caller asked [`Tasks::refused`] first.
+    pub(super) async fn mint<F>(
         &self,
         owner: Owner,
         reply: Option<SyncSender<TaskContext>>,
@@ -286,6 +307,8 @@ impl Tasks {
         F: std::future::Future<Output = Result<CallToolResponse, ErrorData>> + Send + 'static,
     {
         let store = self.clone();
+        let team = self.team(owner).cloned();
+        let (recorded, was_recorded) = tokio::sync::oneshot::channel::<()>();
         let task = self
             .manager
             .spawn(TaskOptions::new(), move |task: TaskContext| {
@@ -302,6 +325,8 @@ impl Tasks {
                     let _ = reply.send(task.clone());
                 }
                 Box::pin(async move {
+                    let team = store.record(team, task.task_id()).await;
+                    let _ = recorded.send(());
                     let asked = task.clone();
                     let stopper = tokio::spawn(async move {
                         asked.cancelled().await;
@@ -309,15 +334,33 @@ impl Tasks {
                     });
                     let settled = finish.await;
                     stopper.abort();
+                    let outcome = settle(settled, task.is_cancel_requested());
+                    if let Some((team, meta)) = team {
+                        team.settle(meta, &outcome).await;
+                    }
                     let mut held = store.lock();
                     if let Some(e) = held.entries.get_mut(task.task_id()) {
                         e.settled = Some(std::time::Instant::now());
                     }
-                    settle(settled, task.is_cancel_requested())
-                        .and_then(|r| held.store(task.task_id(), r))
+                    outcome.and_then(|r| held.store(task.task_id(), r))
                 })
             });
+        let _ = was_recorded.await;
         CallToolResponse::Task(CreateTaskResult::new(task))
+    }
+
+    /// Records task `id` in the team's table when there is one: the table and the task as
+    /// minted, when it took it.
+    async fn record(
+        &self,
+        team: Option<Arc<Shared>>,
+        id: &str,
+    ) -> Option<(Arc<Shared>, rmcp::model::Task)> {
+        let team = team?;
+        let meta = self.manager.get_task(id).ok()?.task;
+        team.record(&meta, &self.manager)
+            .await
+            .then_some((team, meta))
     }
 
     /// Whether `owner` may reach task `id`: one the process holds, of the same session or of
@@ -334,13 +377,21 @@ impl Tasks {
         }
     }
 
-    /// `tasks/get`: the task's state, its result read back from its file when kept there.
-    pub(super) fn get(
+    /// `tasks/get`: the task's state, its result read back from its file when kept there; a
+    /// task of the team that another replica minted, as the team's table has it.
+    pub(super) async fn get(
         &self,
         owner: Owner,
         id: &str,
     ) -> Result<rmcp::model::DetailedTask, ErrorData> {
-        self.reaches(owner, id)?;
+        match (self.reaches(owner, id), self.team(owner)) {
+            (Ok(()), _) => self.get_here(id),
+            (Err(_), Some(team)) => team.get(id).await,
+            (Err(e), None) => Err(e),
+        }
+    }
+
+    fn get_here(&self, id: &str) -> Result<rmcp::model::DetailedTask, ErrorData> {
         let mut task = self.manager.get_task(id)?;
         let file = self.lock().entries.get(id).and_then(|e| e.file.clone());
         if let (Some((path, _)), rmcp::model::TaskPayload::Completed { result }) =
@@ -363,20 +414,26 @@ impl Tasks {
     }
 
     /// `tasks/update`.
-    pub(super) fn update(
+    pub(super) async fn update(
         &self,
         owner: Owner,
         id: &str,
         responses: impl IntoIterator<Item = (String, Value)>,
     ) -> Result<(), ErrorData> {
-        self.reaches(owner, id)?;
-        self.manager.update_task(id, responses)
+        match (self.reaches(owner, id), self.team(owner)) {
+            (Ok(()), _) => self.manager.update_task(id, responses),
+            (Err(_), Some(team)) => team.update(id).await,
+            (Err(e), None) => Err(e),
+        }
     }
 
     /// `tasks/cancel`.
-    pub(super) fn cancel(&self, owner: Owner, id: &str) -> Result<(), ErrorData> {
-        self.reaches(owner, id)?;
-        self.manager.cancel_task(id)
+    pub(super) async fn cancel(&self, owner: Owner, id: &str) -> Result<(), ErrorData> {
+        match (self.reaches(owner, id), self.team(owner)) {
+            (Ok(()), _) => self.manager.cancel_task(id),
+            (Err(_), Some(team)) => team.cancel(id).await,
+            (Err(e), None) => Err(e),
+        }
     }
 }
 

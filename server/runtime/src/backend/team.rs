@@ -1,0 +1,300 @@
+//! mcpspec's own tables in a database that a team of replicas shares (PostgreSQL, MariaDB,
+//! MySQL), and the [`Database`] methods that read and write them: the `requestState`s the team
+//! redeemed ([`STATES_TABLE`]), so that a state confirms one retry in the whole team, and the
+//! tasks its replicas run ([`TASKS_TABLE`]), so that any replica answers `tasks/get` and
+//! `tasks/cancel`. Each engine writes its statements once, in its dialect, as a [`Team`];
+//! `init` and `migrate` create the tables. SQLite, served by one process, keeps both in
+//! memory and has no `Team`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Database, Session, Sql, Stop, Value, ValueRef};
+
+/// The table of used request states: a row per redeemed state's nonce until the state
+/// expires.
+pub const STATES_TABLE: &str = "mcpspec_request_states";
+
+/// The table of tasks: a row per task of a request without a session, with the replica
+/// running it, its status, its `tasks/get` answer as JSON (`detail`), when its replica last
+/// said it still runs it (`beat_at`) and when the row is forgotten (`expires_at`), both in
+/// milliseconds since the epoch.
+pub const TASKS_TABLE: &str = "mcpspec_tasks";
+
+/// One engine's statements for mcpspec's team tables, each in its dialect.
+#[derive(Debug)]
+pub struct Team {
+    /// Creates the tables that are missing (idempotent), one statement each.
+    pub ddl: &'static [&'static str],
+    pub states: SharedStates,
+    pub tasks: SharedTasks,
+}
+
+/// The statements of [`STATES_TABLE`].
+#[derive(Debug)]
+pub struct SharedStates {
+    /// Records a nonce (`nonce`, `expires`: seconds since the epoch) unless it is there
+    /// already: one row changed when the state was unused.
+    pub insert: Sql<'static>,
+    /// Forgets the nonces of expired states (`now`).
+    pub cleanup: Sql<'static>,
+}
+
+/// The statements of [`TASKS_TABLE`].
+#[derive(Debug)]
+pub struct SharedTasks {
+    /// A new working task (`id`, `replica`, `detail`, `now`, `expires`).
+    pub insert: Sql<'static>,
+    /// A working task settles (`status`, `detail`, `expires`, `id`); no row changes when it
+    /// is no longer working.
+    pub settle: Sql<'static>,
+    /// A task's `status`, `detail` and `beat_at`, unless expired (`id`, `now`).
+    pub find: Sql<'static>,
+    /// A working task whose replica stopped saying so before `stale` fails (`detail`, `id`,
+    /// `stale`).
+    pub fail_stale: Sql<'static>,
+    /// Asks the replica running a working task to cancel it (`id`).
+    pub cancel: Sql<'static>,
+    /// A replica says it still runs its working tasks (`now`, `replica`).
+    pub beat: Sql<'static>,
+    /// The ids of a replica's working tasks that another replica asked to cancel (`replica`).
+    pub cancelled: Sql<'static>,
+    /// Forgets expired tasks (`now`).
+    pub cleanup: Sql<'static>,
+}
+
+/// A task as [`TASKS_TABLE`] holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoundTask {
+    pub status: String,
+    /// The task's `tasks/get` answer, as JSON.
+    pub detail: String,
+    /// When its replica last said it runs it, in milliseconds since the epoch.
+    pub beat_at: i64,
+}
+
+/// Milliseconds since the epoch, by this machine's clock.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// A statement's parameters by name; a name not given binds NULL.
+fn binding<'a>(pairs: &'a [(&'a str, Value)]) -> impl Fn(&str) -> Value + 'a {
+    move |name| {
+        pairs
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(Value::Null, |(_, v)| v.clone())
+    }
+}
+
+fn text(v: ValueRef<'_>) -> String {
+    match v {
+        ValueRef::Text(b) | ValueRef::Blob(b) => String::from_utf8_lossy(b).into_owned(),
+        ValueRef::Integer(n) => n.to_string(),
+        ValueRef::Real(f) => f.to_string(),
+        ValueRef::Null => String::new(),
+    }
+}
+
+impl Database {
+    /// The engine's team tables, `None` for an engine served by one process.
+    fn team(&self) -> Option<&'static Team> {
+        self.0.team()
+    }
+
+    /// Whether `table` of the team tables exists: `None` for an engine served by one
+    /// process.
+    fn has_team_table(&self, table: &str) -> Option<bool> {
+        self.team()?;
+        Some(self.tables().is_ok_and(|t| t.iter().any(|t| t == table)))
+    }
+
+    /// Whether the used request states can be recorded in this database for the whole team:
+    /// `None` for an engine served by one process, else whether its [`STATES_TABLE`] exists.
+    pub fn shares_states(&self) -> Option<bool> {
+        self.has_team_table(STATES_TABLE)
+    }
+
+    /// Whether tasks can be kept in this database for the whole team: `None` for an engine
+    /// served by one process, else whether its [`TASKS_TABLE`] exists.
+    pub fn shares_tasks(&self) -> Option<bool> {
+        self.has_team_table(TASKS_TABLE)
+    }
+
+    /// Runs `work` with the team's statements in one writing transaction, bounded to ten
+    /// seconds.
+    fn team_job<T>(
+        &self,
+        work: impl FnMut(&mut dyn Session, &'static Team) -> Result<T, String>,
+    ) -> Result<T, String> {
+        let mut work = work;
+        let team = self
+            .team()
+            .ok_or_else(|| "this engine keeps no team tables".to_string())?;
+        let stop = Stop::after(Duration::from_secs(10), Arc::default());
+        self.job(true, true, &stop, |f| f.message, |s| work(s, team))
+            .unwrap_or_else(|| Err("the database is served read-only".into()))
+    }
+
+    /// Records that the state with `nonce`, which expires in `ttl`, was used: `Ok(true)` when
+    /// it was not used before anywhere in the team, `Ok(false)` when it was; why not, when the
+    /// database could not say. Expired rows are forgotten now and then.
+    pub fn redeem_state(&self, nonce: &str, ttl: Duration) -> Result<bool, String> {
+        let now = now_ms() / 1000;
+        let expires = now.saturating_add(i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX));
+        let pairs = [
+            ("nonce", Value::Text(nonce.to_string())),
+            ("expires", Value::Integer(expires)),
+            ("now", Value::Integer(now)),
+        ];
+        let bind = binding(&pairs);
+        self.team_job(|session, team| {
+            if now % 16 == 0 {
+                session
+                    .execute(team.states.cleanup, &bind)
+                    .map_err(|f| f.message)?;
+            }
+            let changed = session
+                .execute(team.states.insert, &bind)
+                .map_err(|f| f.message)?;
+            Ok(changed.changes == 1)
+        })
+    }
+
+    /// Records a new working task `id` that `replica` runs, whose `tasks/get` answer is
+    /// `detail`, kept until `expires` (ms). Expired tasks are forgotten now and then.
+    pub fn record_task(
+        &self,
+        id: &str,
+        replica: &str,
+        detail: &str,
+        expires: i64,
+    ) -> Result<(), String> {
+        let now = now_ms();
+        let pairs = [
+            ("id", Value::Text(id.to_string())),
+            ("replica", Value::Text(replica.to_string())),
+            ("detail", Value::Text(detail.to_string())),
+            ("now", Value::Integer(now)),
+            ("expires", Value::Integer(expires)),
+        ];
+        let bind = binding(&pairs);
+        self.team_job(|session, team| {
+            if (now / 1000) % 16 == 0 {
+                session
+                    .execute(team.tasks.cleanup, &bind)
+                    .map_err(|f| f.message)?;
+            }
+            session
+                .execute(team.tasks.insert, &bind)
+                .map_err(|f| f.message)?;
+            Ok(())
+        })
+    }
+
+    /// Settles working task `id` to `status` with its final `detail`, kept until `expires`
+    /// (ms): false when it was no longer working (it failed as stale meanwhile).
+    pub fn settle_task(
+        &self,
+        id: &str,
+        status: &str,
+        detail: &str,
+        expires: i64,
+    ) -> Result<bool, String> {
+        let pairs = [
+            ("id", Value::Text(id.to_string())),
+            ("status", Value::Text(status.to_string())),
+            ("detail", Value::Text(detail.to_string())),
+            ("expires", Value::Integer(expires)),
+        ];
+        let bind = binding(&pairs);
+        self.team_job(|session, team| {
+            let changed = session
+                .execute(team.tasks.settle, &bind)
+                .map_err(|f| f.message)?;
+            Ok(changed.changes == 1)
+        })
+    }
+
+    /// Task `id` as the team keeps it, unless unknown or expired.
+    pub fn find_task(&self, id: &str) -> Result<Option<FoundTask>, String> {
+        let pairs = [
+            ("id", Value::Text(id.to_string())),
+            ("now", Value::Integer(now_ms())),
+        ];
+        let bind = binding(&pairs);
+        self.team_job(|session, team| {
+            let mut found = None;
+            session
+                .query(team.tasks.find, &bind, &mut |row| {
+                    let beat_at = match row.value(2) {
+                        ValueRef::Integer(n) => n,
+                        other => text(other).parse().unwrap_or(0),
+                    };
+                    found = Some(FoundTask {
+                        status: text(row.value(0)),
+                        detail: text(row.value(1)),
+                        beat_at,
+                    });
+                    false
+                })
+                .map_err(|f| f.message)?;
+            Ok(found)
+        })
+    }
+
+    /// Fails working task `id` with `detail` when its replica last said it runs it before
+    /// `stale` (ms): whether it did.
+    pub fn fail_stale_task(&self, id: &str, detail: &str, stale: i64) -> Result<bool, String> {
+        let pairs = [
+            ("id", Value::Text(id.to_string())),
+            ("detail", Value::Text(detail.to_string())),
+            ("stale", Value::Integer(stale)),
+        ];
+        let bind = binding(&pairs);
+        self.team_job(|session, team| {
+            let changed = session
+                .execute(team.tasks.fail_stale, &bind)
+                .map_err(|f| f.message)?;
+            Ok(changed.changes == 1)
+        })
+    }
+
+    /// Asks the replica running working task `id` to cancel it.
+    pub fn request_task_cancel(&self, id: &str) -> Result<(), String> {
+        let pairs = [("id", Value::Text(id.to_string()))];
+        let bind = binding(&pairs);
+        self.team_job(|session, team| {
+            session
+                .execute(team.tasks.cancel, &bind)
+                .map_err(|f| f.message)?;
+            Ok(())
+        })
+    }
+
+    /// `replica` says it still runs its working tasks: the ids of those another replica
+    /// asked to cancel.
+    pub fn beat_tasks(&self, replica: &str) -> Result<Vec<String>, String> {
+        let pairs = [
+            ("replica", Value::Text(replica.to_string())),
+            ("now", Value::Integer(now_ms())),
+        ];
+        let bind = binding(&pairs);
+        self.team_job(|session, team| {
+            session
+                .execute(team.tasks.beat, &bind)
+                .map_err(|f| f.message)?;
+            let mut ids = Vec::new();
+            session
+                .query(team.tasks.cancelled, &bind, &mut |row| {
+                    ids.push(text(row.value(0)));
+                    true
+                })
+                .map_err(|f| f.message)?;
+            Ok(ids)
+        })
+    }
+}
