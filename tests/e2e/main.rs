@@ -23,6 +23,7 @@ mod mariadb;
 mod metrics;
 mod migrate;
 mod new;
+mod otel;
 mod pm;
 mod postgres;
 mod protocol;

@@ -24,6 +24,8 @@ pub struct Dialect {
     pub name: &'static str,
     /// Its name in messages.
     pub title: &'static str,
+    /// Its engine's name in OpenTelemetry's `db.system.name` (the statements' spans).
+    pub system: &'static str,
     /// The URL schemes that reach its engine, lower case; none for an engine opened by file
     /// name.
     pub schemes: &'static [&'static str],
@@ -43,6 +45,7 @@ pub struct Dialect {
 pub static SQLITE: Dialect = Dialect {
     name: "sqlite",
     title: "SQLite",
+    system: "sqlite",
     schemes: &[],
     placeholders: Placeholders::Named,
     url_form: "PATH",
@@ -54,6 +57,7 @@ pub static SQLITE: Dialect = Dialect {
 pub static POSTGRES: Dialect = Dialect {
     name: "postgres",
     title: "PostgreSQL",
+    system: "postgresql",
     schemes: &["postgres", "postgresql"],
     placeholders: Placeholders::Numbered,
     url_form: "postgresql://USER:PASSWORD@HOST:PORT/DATABASE",
@@ -81,6 +85,7 @@ impl Eq for Dialect {}
 pub static MYSQL: Dialect = Dialect {
     name: "mysql",
     title: "MariaDB/MySQL",
+    system: "mysql",
     schemes: &["mysql", "mariadb"],
     placeholders: Placeholders::Question,
     url_form: "mysql://USER:PASSWORD@HOST:PORT/DATABASE",

@@ -45,6 +45,7 @@ pub(crate) mod questions;
 mod rows;
 pub(crate) mod shutdown;
 pub mod startup;
+pub mod telemetry;
 pub(crate) mod templates;
 pub mod transform;
 pub(crate) mod transport;

@@ -43,6 +43,8 @@ struct Metrics {
     /// The database pool's connections by state (`in_use`, `idle`), read at each scrape.
     pool: Family<PoolState, Gauge>,
     pool_max: Gauge,
+    /// Spans the OpenTelemetry exporter could not deliver, read at each scrape.
+    dropped_spans: Counter,
 }
 
 static METRICS: OnceLock<Metrics> = OnceLock::new();
@@ -90,6 +92,12 @@ pub fn enable(server: &str) {
             "The most connections the database pool opens",
             pool_max.clone(),
         );
+        let dropped_spans = Counter::default();
+        registry.register(
+            "mcpspec_otel_dropped_spans",
+            "Spans the OpenTelemetry exporter could not deliver to the collector (dropped)",
+            dropped_spans.clone(),
+        );
         Metrics {
             registry,
             calls,
@@ -97,6 +105,7 @@ pub fn enable(server: &str) {
             in_flight,
             pool,
             pool_max,
+            dropped_spans,
         }
     });
 }
@@ -150,6 +159,9 @@ pub fn encode(pool: Option<crate::backend::PoolUse>) -> Option<String> {
         }
         m.pool_max.set(i64::from(p.max));
     }
+    let dropped = crate::telemetry::dropped_spans();
+    m.dropped_spans
+        .inc_by(dropped.saturating_sub(m.dropped_spans.get()));
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &m.registry).ok()?;
     Some(out)

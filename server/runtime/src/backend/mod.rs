@@ -646,16 +646,21 @@ impl Database {
             writes,
             transaction,
         };
-        let ran = self.0.run(kind, stop, &mut |session| match f(session) {
-            Ok(t) => {
-                out = Some(Ok(t));
-                Ok(())
-            }
-            Err(e) => {
-                out = Some(Err(e));
-                Err(Aborted)
-            }
-        })?;
+        let ran =
+            self.0.run(
+                kind,
+                stop,
+                &mut |session| match crate::telemetry::traced(session, &mut f) {
+                    Ok(t) => {
+                        out = Some(Ok(t));
+                        Ok(())
+                    }
+                    Err(e) => {
+                        out = Some(Err(e));
+                        Err(Aborted)
+                    }
+                },
+            )?;
         let lost = || {
             fail(Failure {
                 kind: ErrorKind::Other,

@@ -608,6 +608,7 @@ fn run(cli: Cli, mut servers: Vec<Server>, compile: Option<dev::Compile>) -> Res
             };
             let placing = placing(read_only, derive_in_place);
             let engine = start(server, db.as_deref(), placing, &migrating)?;
+            let _telemetry = telemetry(&engine)?;
             match options {
                 Some((addr, options)) => serve_http(engine, addr, options)?,
                 None => serve(engine)?,
@@ -831,6 +832,14 @@ fn http_options(args: &HttpArgs) -> Result<crate::transport::http::HttpOptions> 
     Ok(options)
 }
 
+/// OpenTelemetry for a serving `engine`, when the standard variables ask for it (see
+/// [`crate::telemetry`]); kept until the server exits, when what is batched is sent.
+fn telemetry(engine: &std::sync::Arc<Engine>) -> Result<crate::telemetry::Installed> {
+    let pool = engine.clone();
+    crate::telemetry::install(engine.def.name, move || pool.pool_use())
+        .map_err(|e| anyhow!("OpenTelemetry could not start: {e}"))
+}
+
 fn drain_timeout() -> Result<Duration> {
     Ok(Duration::from_secs(
         env_number("MCPSPEC_SHUTDOWN_TIMEOUT_SECS")?.unwrap_or(30),
@@ -960,7 +969,7 @@ fn serve_stdio(
         let jobs = crate::startup::spawn(engine.clone());
         let handler = shared_key(make(engine, proxy.clone()))?;
         // Plain SQL tool calls are answered on the thread that read them (zero hops).
-        let lane = crate::transport::lane::Lane::new(handler.live());
+        let lane = crate::transport::lane::Lane::new(handler.live(), "pipe");
         let (transport, writer) = crate::transport::stdio::StdioTransport::stdio(Some(lane));
         let transport = transport
             .with_drain_timeout(drain)

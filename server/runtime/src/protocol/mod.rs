@@ -18,6 +18,7 @@ mod admission;
 pub mod jsonrpc;
 mod tasks;
 mod team_tasks;
+mod traced;
 
 pub use admission::BLOCKING_THREADS;
 
@@ -819,7 +820,13 @@ pub fn to_result(
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, crate::content::ContentError> + Send + 'static,
 ) -> Result<T, ErrorData> {
-    match tokio::task::spawn_blocking(f).await {
+    let carry = traced::carry();
+    match tokio::task::spawn_blocking(move || {
+        let _cx = carry.attach();
+        f()
+    })
+    .await
+    {
         Ok(r) => r.map_err(ErrorData::from),
         Err(e) => {
             tracing::error!(error = %e, "a content request panicked");
@@ -861,58 +868,79 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let now = self.now();
-        let mut tools = if per_request(&context) {
-            now.tools.clone()
-        } else {
-            now.portable.clone()
-        };
-        if let Some(p) = &self.proxy {
-            tools.extend(p.tools());
-        }
-        Ok(ListToolsResult::with_all_items(tools))
+        let span = traced::start("tools/list", None, &context);
+        span.run(async move {
+            let now = self.now();
+            let mut tools = if per_request(&context) {
+                now.tools.clone()
+            } else {
+                now.portable.clone()
+            };
+            if let Some(p) = &self.proxy {
+                tools.extend(p.tools());
+            }
+            Ok(ListToolsResult::with_all_items(tools))
+        })
+        .await
     }
 
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        Ok(ListResourcesResult::with_all_items(
-            self.now().resources.clone(),
-        ))
+        let span = traced::start("resources/list", None, &context);
+        span.run(async move {
+            Ok(ListResourcesResult::with_all_items(
+                self.now().resources.clone(),
+            ))
+        })
+        .await
     }
 
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        Ok(ListResourceTemplatesResult::with_all_items(
-            self.now().templates.clone(),
-        ))
+        let span = traced::start("resources/templates/list", None, &context);
+        span.run(async move {
+            Ok(ListResourceTemplatesResult::with_all_items(
+                self.now().templates.clone(),
+            ))
+        })
+        .await
     }
 
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let engine = self.now().engine.clone();
-        let uri = request.uri;
-        let within = engine.limits().call_timeout;
-        let contents = blocking_within(within, move || crate::content::read(&engine, &uri)).await?;
-        Ok(ReadResourceResult::new(vec![contents]).into())
+        let span = traced::start("resources/read", None, &context);
+        span.run(async move {
+            let engine = self.now().engine.clone();
+            let uri = request.uri;
+            let within = engine.limits().call_timeout;
+            let contents =
+                blocking_within(within, move || crate::content::read(&engine, &uri)).await?;
+            Ok(ReadResourceResult::new(vec![contents]).into())
+        })
+        .await
     }
 
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        Ok(ListPromptsResult::with_all_items(
-            self.now().prompts.clone(),
-        ))
+        let span = traced::start("prompts/list", None, &context);
+        span.run(async move {
+            Ok(ListPromptsResult::with_all_items(
+                self.now().prompts.clone(),
+            ))
+        })
+        .await
     }
 
     /// Renders a prompt; one that asks the person first does so the way a handler's
@@ -922,56 +950,64 @@ impl ServerHandler for McpServer {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let engine = self.now().engine.clone();
-        let prompt = crate::content::prompt(engine.def, &request.name)?;
-        let arguments = request.arguments.map(Value::Object);
-        let call = Call {
-            method: "prompts/get",
-            name: prompt.name,
-            arguments: arguments.as_ref(),
-            request_state: request.request_state.as_deref(),
-            responses: request.input_responses.as_ref(),
-        };
-        let round = self.round(&context, &call)?;
-        let link = self.link(&context, round, None);
-        let asker = link.clone();
-        let rendered = blocking(move || {
-            let Some(answers) = crate::questions::answers(prompt, asker.as_ref())? else {
-                return Ok(None);
+        let span = traced::start("prompts/get", Some(&request.name), &context);
+        span.run(async move {
+            let engine = self.now().engine.clone();
+            let prompt = crate::content::prompt(engine.def, &request.name)?;
+            let arguments = request.arguments.map(Value::Object);
+            let call = Call {
+                method: "prompts/get",
+                name: prompt.name,
+                arguments: arguments.as_ref(),
+                request_state: request.request_state.as_deref(),
+                responses: request.input_responses.as_ref(),
             };
-            let arguments = arguments.as_ref().and_then(Value::as_object);
-            crate::content::get_prompt(&engine, prompt, arguments, answers).map(Some)
+            let round = self.round(&context, &call)?;
+            let link = self.link(&context, round, None);
+            let asker = link.clone();
+            let rendered = blocking(move || {
+                let Some(answers) = crate::questions::answers(prompt, asker.as_ref())? else {
+                    return Ok(None);
+                };
+                let arguments = arguments.as_ref().and_then(Value::as_object);
+                crate::content::get_prompt(&engine, prompt, arguments, answers).map(Some)
+            })
+            .await?;
+            match rendered {
+                Some(result) => Ok(result.into()),
+                None => match link.asked.as_ref().and_then(|a| a.answer(&self.confirmer)) {
+                    Some(asked) => asked.map(Into::into),
+                    None => Err(ErrorData::internal_error(
+                        "the prompt's questions were not recorded",
+                        None,
+                    )),
+                },
+            }
         })
-        .await?;
-        match rendered {
-            Some(result) => Ok(result.into()),
-            None => match link.asked.as_ref().and_then(|a| a.answer(&self.confirmer)) {
-                Some(asked) => asked.map(Into::into),
-                None => Err(ErrorData::internal_error(
-                    "the prompt's questions were not recorded",
-                    None,
-                )),
-            },
-        }
+        .await
     }
 
     async fn complete(
         &self,
         request: CompleteRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        let engine = self.now().engine.clone();
-        let within = engine.limits().call_timeout;
-        let info = blocking_within(within, move || {
-            crate::content::complete(
-                &engine,
-                &request.r#ref,
-                &request.argument,
-                request.context.as_ref(),
-            )
+        let span = traced::start("completion/complete", None, &context);
+        span.run(async move {
+            let engine = self.now().engine.clone();
+            let within = engine.limits().call_timeout;
+            let info = blocking_within(within, move || {
+                crate::content::complete(
+                    &engine,
+                    &request.r#ref,
+                    &request.argument,
+                    request.context.as_ref(),
+                )
+            })
+            .await?;
+            Ok(CompleteResult::new(info))
         })
-        .await?;
-        Ok(CompleteResult::new(info))
+        .await
     }
 
     async fn set_level(
@@ -979,57 +1015,69 @@ impl ServerHandler for McpServer {
         request: SetLevelRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        removed_in_2026("logging/setLevel", &context)?;
-        let level: LogLevel = serde_json::from_value(json!(request.level))
-            .map_err(|e| ErrorData::invalid_params(format!("unknown log level: {e}"), None))?;
-        *lock(&self.session.level) = level;
-        Ok(())
+        let span = traced::start("logging/setLevel", None, &context);
+        span.run(async move {
+            removed_in_2026("logging/setLevel", &context)?;
+            let level: LogLevel = serde_json::from_value(json!(request.level))
+                .map_err(|e| ErrorData::invalid_params(format!("unknown log level: {e}"), None))?;
+            *lock(&self.session.level) = level;
+            Ok(())
+        })
+        .await
     }
 
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        if self.now().engine.def.resources.is_empty() {
-            return Err(ErrorData::new(
-                ErrorCode::METHOD_NOT_FOUND,
-                "this server has no resources",
-                None,
-            ));
-        }
-        // A session's subscriptions are bounded in number and length, as all it may hold.
-        let uri = request.uri;
-        if uri.len() > MAX_URI_BYTES {
-            return Err(ErrorData::invalid_params(
-                format!(
-                    "uri is {} bytes; the longest a subscription takes is {MAX_URI_BYTES}: {}",
-                    uri.len(),
-                    crate::transform::quote(&uri)
-                ),
-                None,
-            ));
-        }
-        let mut subscriptions = lock(&self.session.subscriptions);
-        if subscriptions.len() >= MAX_SUBSCRIPTIONS && !subscriptions.contains(&uri) {
-            return Err(ErrorData::invalid_params(
-                format!(
-                    "a session subscribes to at most {MAX_SUBSCRIPTIONS} resources; unsubscribe from some first"
-                ),
-                None,
-            ));
-        }
-        subscriptions.insert(uri);
-        Ok(())
+        let span = traced::start("resources/subscribe", None, &context);
+        span.run(async move {
+            if self.now().engine.def.resources.is_empty() {
+                return Err(ErrorData::new(
+                    ErrorCode::METHOD_NOT_FOUND,
+                    "this server has no resources",
+                    None,
+                ));
+            }
+            // A session's subscriptions are bounded in number and length, as all it may hold.
+            let uri = request.uri;
+            if uri.len() > MAX_URI_BYTES {
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "uri is {} bytes; the longest a subscription takes is {MAX_URI_BYTES}: {}",
+                        uri.len(),
+                        crate::transform::quote(&uri)
+                    ),
+                    None,
+                ));
+            }
+            let mut subscriptions = lock(&self.session.subscriptions);
+            if subscriptions.len() >= MAX_SUBSCRIPTIONS && !subscriptions.contains(&uri) {
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "a session subscribes to at most {MAX_SUBSCRIPTIONS} resources; unsubscribe from some first"
+                    ),
+                    None,
+                ));
+            }
+            subscriptions.insert(uri);
+            Ok(())
+        })
+        .await
     }
 
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        lock(&self.session.subscriptions).remove(&request.uri);
-        Ok(())
+        let span = traced::start("resources/unsubscribe", None, &context);
+        span.run(async move {
+            lock(&self.session.subscriptions).remove(&request.uri);
+            Ok(())
+        })
+        .await
     }
 
     /// Protocol 2026-07-28: a listen stream gets what it asked for of what the server
@@ -1082,109 +1130,115 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let now = self.now();
-        // The server's own tools win a clash, so only other names reach the proxy.
-        if let Some(p) = &self.proxy
-            && now.engine.def.tool(&request.name).is_none()
-            && p.routes(&request.name)
-        {
-            return p
-                .call(
-                    &request.name,
-                    request.arguments,
-                    context.ct.clone(),
-                    &self.session.hints,
-                )
+        let span = traced::start("tools/call", Some(&request.name), &context);
+        span.run(async move {
+            let now = self.now();
+            // The server's own tools win a clash, so only other names reach the proxy.
+            if let Some(p) = &self.proxy
+                && now.engine.def.tool(&request.name).is_none()
+                && p.routes(&request.name)
+            {
+                return p
+                    .call(
+                        &request.name,
+                        request.arguments,
+                        context.ct.clone(),
+                        &self.session.hints,
+                    )
+                    .await
+                    .map(Into::into);
+            }
+            let engine = now.engine.clone();
+            let name = request.name.into_owned();
+            let def = engine.def.tool(&name);
+            let support = def.and_then(|t| t.task);
+            let as_task = tasks::eligible(support, &context)?;
+            let owner = self.owner(&context);
+            // A tool that runs only as a task is refused at once when no more tasks fit.
+            if as_task
+                && support == Some(TaskSupport::Required)
+                && let Some(full) = self.tasks.refused(owner)
+            {
+                return to_result(Err(CallError::Tool(full)), engine.def).map(Into::into);
+            }
+            let handler = def.is_some_and(|t| matches!(t.binding, crate::def::BindingDef::Handler));
+            let writes = def.is_some_and(|t| t.writes);
+            let arguments = request.arguments.map(Value::Object);
+            let call = Call {
+                method: "tools/call",
+                name: &name,
+                arguments: arguments.as_ref(),
+                request_state: request.request_state.as_deref(),
+                responses: request.input_responses.as_ref(),
+            };
+            let round = self.round(&context, &call)?;
+            if let Some(stopped) = self
+                .confirm_first(&context, &name, arguments.as_ref(), round.as_ref())
                 .await
-                .map(Into::into);
-        }
-        let engine = now.engine.clone();
-        let name = request.name.into_owned();
-        let def = engine.def.tool(&name);
-        let support = def.and_then(|t| t.task);
-        let as_task = tasks::eligible(support, &context)?;
-        let owner = self.owner(&context);
-        // A tool that runs only as a task is refused at once when no more tasks fit.
-        if as_task
-            && support == Some(TaskSupport::Required)
-            && let Some(full) = self.tasks.refused(owner)
-        {
-            return to_result(Err(CallError::Tool(full)), engine.def).map(Into::into);
-        }
-        let handler = def.is_some_and(|t| matches!(t.binding, crate::def::BindingDef::Handler));
-        let writes = def.is_some_and(|t| t.writes);
-        let arguments = request.arguments.map(Value::Object);
-        let call = Call {
-            method: "tools/call",
-            name: &name,
-            arguments: arguments.as_ref(),
-            request_state: request.request_state.as_deref(),
-            responses: request.input_responses.as_ref(),
-        };
-        let round = self.round(&context, &call)?;
-        if let Some(stopped) = self
-            .confirm_first(&context, &name, arguments.as_ref(), round.as_ref())
-            .await
-        {
-            return stopped;
-        }
-        let (cancel, watcher) = cancel_flag(&context);
-        // The call is answered by its deadline, whatever its work does (see `bounded`).
-        let stop = engine.stop_for(&name, cancel.clone());
-        let (progress, forwarder) = progress_forwarder(&context);
-        // A handler's call becomes a task when the handler asks to; any other, after a while.
-        let (slot, minted) = match as_task && handler {
-            true => {
-                let (slot, minted) = tasks::TaskSlot::new();
-                (Some(slot), Some(minted))
+            {
+                return stopped;
             }
-            false => (None, None),
-        };
-        let session_link = self.link(&context, round, slot);
-        let link = Link {
-            progress,
-            client: Some(session_link.clone() as Arc<dyn ClientLink>),
-            slow: None,
-            stop: Some(stop.clone()),
-        };
-        let flag = cancel.clone();
-        let (job_engine, tool) = (engine.clone(), name.clone());
-        // A known tool waits for its place (see `admission`), which it keeps until its work
-        // ends; one that finds none by its deadline is answered as timed out.
-        let place = match def {
-            Some(_) => self.admission.enter(&name, &stop).await.map(Some),
-            None => Some(None),
-        };
-        let job: Job = match place {
-            Some(place) => bounded(
-                tokio::task::spawn_blocking(move || {
-                    let _place = place;
-                    job_engine.call_full(&name, arguments.as_ref(), Some(flag), link)
-                }),
-                stop,
-                self.shutdown.clone(),
-                engine.clone(),
-                tool.clone(),
-            ),
-            None => {
-                let timed_out = Ok(Err(engine.timed_out(&tool)));
-                Box::pin(std::future::ready(timed_out))
-            }
-        };
-        let ending = Ending {
-            watcher,
-            forwarder,
-            link: session_link,
-            writes,
-            engine,
-            tool,
-            confirmer: self.confirmer.clone(),
-            cancel,
-        };
-        // A SQL or content call answers as usual unless it runs past the grace period.
-        let after = (as_task && !handler).then(|| ending.engine.limits().task_after);
-        self.conclude(job, ending, minted, after, support, owner)
-            .await
+            let (cancel, watcher) = cancel_flag(&context);
+            // The call is answered by its deadline, whatever its work does (see `bounded`).
+            let stop = engine.stop_for(&name, cancel.clone());
+            let (progress, forwarder) = progress_forwarder(&context);
+            // A handler's call becomes a task when the handler asks to; any other, after a while.
+            let (slot, minted) = match as_task && handler {
+                true => {
+                    let (slot, minted) = tasks::TaskSlot::new();
+                    (Some(slot), Some(minted))
+                }
+                false => (None, None),
+            };
+            let session_link = self.link(&context, round, slot);
+            let link = Link {
+                progress,
+                client: Some(session_link.clone() as Arc<dyn ClientLink>),
+                slow: None,
+                stop: Some(stop.clone()),
+            };
+            let flag = cancel.clone();
+            let (job_engine, tool) = (engine.clone(), name.clone());
+            // A known tool waits for its place (see `admission`), which it keeps until its work
+            // ends; one that finds none by its deadline is answered as timed out.
+            let place = match def {
+                Some(_) => self.admission.enter(&name, &stop).await.map(Some),
+                None => Some(None),
+            };
+            let carry = traced::carry();
+            let job: Job = match place {
+                Some(place) => bounded(
+                    tokio::task::spawn_blocking(move || {
+                        let _cx = carry.attach();
+                        let _place = place;
+                        job_engine.call_full(&name, arguments.as_ref(), Some(flag), link)
+                    }),
+                    stop,
+                    self.shutdown.clone(),
+                    engine.clone(),
+                    tool.clone(),
+                ),
+                None => {
+                    let timed_out = Ok(Err(engine.timed_out(&tool)));
+                    Box::pin(std::future::ready(timed_out))
+                }
+            };
+            let ending = Ending {
+                watcher,
+                forwarder,
+                link: session_link,
+                writes,
+                engine,
+                tool,
+                confirmer: self.confirmer.clone(),
+                cancel,
+            };
+            // A SQL or content call answers as usual unless it runs past the grace period.
+            let after = (as_task && !handler).then(|| ending.engine.limits().task_after);
+            self.conclude(job, ending, minted, after, support, owner)
+                .await
+        })
+        .await
     }
 
     async fn get_task(
@@ -1192,10 +1246,14 @@ impl ServerHandler for McpServer {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        self.tasks
-            .get(self.owner(&context), &request.task_id)
-            .await
-            .map(GetTaskResult::new)
+        let span = traced::start("tasks/get", None, &context);
+        span.run(async move {
+            self.tasks
+                .get(self.owner(&context), &request.task_id)
+                .await
+                .map(GetTaskResult::new)
+        })
+        .await
     }
 
     async fn update_task(
@@ -1203,13 +1261,17 @@ impl ServerHandler for McpServer {
         request: UpdateTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.tasks
-            .update(
-                self.owner(&context),
-                &request.task_id,
-                request.input_responses,
-            )
-            .await
+        let span = traced::start("tasks/update", None, &context);
+        span.run(async move {
+            self.tasks
+                .update(
+                    self.owner(&context),
+                    &request.task_id,
+                    request.input_responses,
+                )
+                .await
+        })
+        .await
     }
 
     async fn cancel_task(
@@ -1217,9 +1279,13 @@ impl ServerHandler for McpServer {
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.tasks
-            .cancel(self.owner(&context), &request.task_id)
-            .await
+        let span = traced::start("tasks/cancel", None, &context);
+        span.run(async move {
+            self.tasks
+                .cancel(self.owner(&context), &request.task_id)
+                .await
+        })
+        .await
     }
 }
 

@@ -248,8 +248,13 @@ impl Gate {
         let lower = |v: Vec<String>| v.into_iter().map(|s| s.to_ascii_lowercase()).collect();
         let sessions = Arc::new(LocalSessionManager::default());
         let health = Health::new(server.live());
-        let lane = (options.workers > 1)
-            .then(|| HttpLane::new(Lane::new(server.live()), sessions.clone(), options.workers));
+        let lane = (options.workers > 1).then(|| {
+            HttpLane::new(
+                Lane::new(server.live(), "tcp"),
+                sessions.clone(),
+                options.workers,
+            )
+        });
         let service = StreamableHttpService::new(
             move || Ok(server.for_new_session()),
             sessions.clone(),

@@ -168,6 +168,10 @@ impl HttpLane {
         if !self.accepted(session, headers) || !plain_post(headers) {
             return None;
         }
+        // A request with trace context is rmcp's, whose span takes it as the parent.
+        if crate::telemetry::on() && headers.contains_key("traceparent") {
+            return None;
+        }
         let call = Call::parse(body)?;
         // Requests of 2026-07-28 over HTTP are rmcp's.
         if call.per_request() {

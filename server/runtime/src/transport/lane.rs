@@ -147,6 +147,8 @@ fn takes_lane(tool: &ToolDef) -> bool {
 #[derive(Clone)]
 pub struct Lane {
     live: Arc<Live>,
+    /// `pipe` (stdio) or `tcp` (HTTP), for the calls' spans.
+    transport: &'static str,
 }
 
 #[derive(Serialize)]
@@ -160,8 +162,9 @@ struct Answer<'a, T: Serialize> {
 }
 
 impl Lane {
-    pub fn new(live: Arc<Live>) -> Lane {
-        Lane { live }
+    /// The lane of the transport `transport` (`pipe` for stdio, `tcp` for HTTP).
+    pub fn new(live: Arc<Live>, transport: &'static str) -> Lane {
+        Lane { live, transport }
     }
 
     /// The engine that answers `call` on the lane, when the lane takes it.
@@ -174,9 +177,10 @@ impl Lane {
             .then_some(engine)
     }
 
-    /// Runs `call` on this thread and returns its answer, the JSON-RPC message. `cancel`
-    /// interrupts the statement when the client cancels the request; `slow` acts once the
-    /// call turns out slow.
+    /// Runs `call` on this thread and returns its answer, the JSON-RPC message, in a span of
+    /// its own when telemetry is on (a lane request carries no trace context; one that does
+    /// goes to rmcp). `cancel` interrupts the statement when the client cancels the request;
+    /// `slow` acts once the call turns out slow.
     pub fn answer(
         &self,
         call: Call<'_>,
@@ -184,6 +188,31 @@ impl Lane {
         cancel: Arc<AtomicBool>,
         slow: Option<Slow>,
     ) -> Vec<u8> {
+        let id = call.id.get().trim_matches('"').to_string();
+        let name = call.params.name.clone();
+        let info = crate::telemetry::RequestInfo {
+            method: "tools/call",
+            target: Some(&name),
+            id: Some(&id),
+            session: None,
+            transport: self.transport,
+        };
+        let span = crate::telemetry::Request::start(&info, crate::telemetry::Parent::default());
+        let attached = span.carry().attach();
+        let (answer, error) = self.run(call, engine, cancel, slow);
+        drop(attached);
+        span.finish(&info, error.as_deref());
+        answer
+    }
+
+    /// [`Lane::answer`]'s work: the message, and the error type of its answer.
+    fn run(
+        &self,
+        call: Call<'_>,
+        engine: &Engine,
+        cancel: Arc<AtomicBool>,
+        slow: Option<Slow>,
+    ) -> (Vec<u8>, Option<String>) {
         let modern = call.per_request();
         let name = call.params.name;
         let arguments = call.params.arguments.map(Value::Object);
@@ -202,9 +231,17 @@ impl Lane {
         });
         let outcome = match outcome {
             // A row, already written as a JSON object.
-            Ok(Reply::Json { text, .. }) => return structured_answer(call.id, &text, modern),
+            Ok(Reply::Json { text, .. }) => {
+                return (structured_answer(call.id, &text, modern), None);
+            }
             Ok(Reply::Done(s)) => Ok(s),
             Err(e) => Err(e),
+        };
+        let error = match &outcome {
+            Ok(_) => None,
+            Err(crate::engine::CallError::Tool(_)) => Some("tool_error".to_string()),
+            Err(crate::engine::CallError::Rpc(e)) => Some(e.code.to_string()),
+            Err(_) => Some("-32602".to_string()),
         };
         let text = match &outcome {
             Ok(s) if !s.content && s.structured.is_object() => {
@@ -212,14 +249,15 @@ impl Lane {
             }
             _ => None,
         };
-        match text {
+        let answer = match text {
             Some(text) => structured_answer(call.id, &text, modern),
             None => rmcp_answer(
                 call.id,
                 crate::protocol::to_result(outcome, engine.def),
                 modern,
             ),
-        }
+        };
+        (answer, error)
     }
 }
 

@@ -1,0 +1,168 @@
+//! Each request the server answers in a span of its own, its duration recorded (see
+//! [`crate::telemetry`]): every method of [`super::McpServer`]'s `ServerHandler` starts with
+//! [`start`] and runs its work through [`Span::run`]. The span's parent is the trace context
+//! of the request's `_meta` (SEP-414), else of its HTTP `traceparent` header; the work's
+//! statements are its children, on whatever thread they run. `initialize`, `ping` and
+//! `server/discover`, which rmcp answers itself, have none. With telemetry off, a request
+//! costs one check.
+
+use rmcp::model::CallToolResponse;
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer};
+
+use crate::telemetry::{Carry, Parent, Request, RequestInfo};
+
+/// A request's span while its work runs; nothing when telemetry is off.
+pub(super) struct Span(Option<Live>);
+
+struct Live {
+    method: &'static str,
+    target: Option<String>,
+    id: String,
+    session: Option<String>,
+    transport: &'static str,
+    request: Request,
+}
+
+/// The request's HTTP header `name`, on the Streamable HTTP transport.
+#[cfg(feature = "http")]
+fn header<'a>(context: &'a RequestContext<RoleServer>, name: &str) -> Option<&'a str> {
+    context
+        .extensions
+        .get::<http::request::Parts>()?
+        .headers
+        .get(name)?
+        .to_str()
+        .ok()
+}
+
+#[cfg(not(feature = "http"))]
+fn header<'a>(_: &'a RequestContext<RoleServer>, _: &str) -> Option<&'a str> {
+    None
+}
+
+/// Whether the request came over HTTP (rmcp hands its parts to the handler).
+#[cfg(feature = "http")]
+fn over_http(context: &RequestContext<RoleServer>) -> bool {
+    context.extensions.get::<http::request::Parts>().is_some()
+}
+
+#[cfg(not(feature = "http"))]
+fn over_http(_: &RequestContext<RoleServer>) -> bool {
+    false
+}
+
+/// Starts the span of request `method` (naming `target`, a tool or prompt).
+pub(super) fn start(
+    method: &'static str,
+    target: Option<&str>,
+    context: &RequestContext<RoleServer>,
+) -> Span {
+    if !crate::telemetry::on() {
+        return Span(None);
+    }
+    let meta = &context.meta.0.0;
+    let text = |k: &str| meta.get(k).and_then(serde_json::Value::as_str);
+    let parent = match text("traceparent") {
+        Some(p) => Parent {
+            traceparent: Some(p),
+            tracestate: text("tracestate"),
+        },
+        None => Parent {
+            traceparent: header(context, "traceparent"),
+            tracestate: header(context, "tracestate"),
+        },
+    };
+    let id = context.id.to_string();
+    let session = header(context, "mcp-session-id");
+    let transport = if over_http(context) { "tcp" } else { "pipe" };
+    let info = RequestInfo {
+        method,
+        target,
+        id: Some(&id),
+        session,
+        transport,
+    };
+    let request = Request::start(&info, parent);
+    Span(Some(Live {
+        method,
+        target: target.map(str::to_string),
+        session: session.map(str::to_string),
+        id,
+        transport,
+        request,
+    }))
+}
+
+/// What an answer says of how the request went, for `error.type`.
+pub(super) trait Outcome {
+    /// `tool_error` for a tool result with `isError`.
+    fn error_type(&self) -> Option<&'static str> {
+        None
+    }
+}
+
+impl Outcome for CallToolResponse {
+    fn error_type(&self) -> Option<&'static str> {
+        match self {
+            CallToolResponse::Complete(r) if r.is_error == Some(true) => Some("tool_error"),
+            _ => None,
+        }
+    }
+}
+
+macro_rules! plain_outcomes {
+    ($($t:ty),* $(,)?) => {$(impl Outcome for $t {})*};
+}
+
+plain_outcomes!(
+    (),
+    rmcp::model::ListToolsResult,
+    rmcp::model::ListResourcesResult,
+    rmcp::model::ListResourceTemplatesResult,
+    rmcp::model::ReadResourceResponse,
+    rmcp::model::ListPromptsResult,
+    rmcp::model::GetPromptResponse,
+    rmcp::model::CompleteResult,
+    rmcp::model::GetTaskResult,
+);
+
+impl Span {
+    /// Runs `work` as the request's (its statements the span's children), then ends the span
+    /// with the answer's error type and records the duration.
+    pub(super) async fn run<T: Outcome>(
+        self,
+        work: impl std::future::Future<Output = Result<T, ErrorData>>,
+    ) -> Result<T, ErrorData> {
+        let Some(live) = self.0 else {
+            return work.await;
+        };
+        let result = crate::telemetry::within(live.request.carry(), work).await;
+        let error = match &result {
+            Err(e) => Some(e.code.0.to_string()),
+            Ok(t) => t.error_type().map(str::to_string),
+        };
+        let Live {
+            method,
+            target,
+            id,
+            session,
+            transport,
+            request,
+        } = live;
+        let info = RequestInfo {
+            method,
+            target: target.as_deref(),
+            id: Some(&id),
+            session: session.as_deref(),
+            transport,
+        };
+        request.finish(&info, error.as_deref());
+        result
+    }
+}
+
+/// The current request's context, for the thread that runs its work.
+pub(super) fn carry() -> Carry {
+    Carry::current()
+}

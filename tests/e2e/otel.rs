@@ -1,0 +1,431 @@
+//! OpenTelemetry export, received by a real OTLP/HTTP receiver that the test starts on a
+//! loopback port and that decodes what arrives with OpenTelemetry's own protobuf definitions
+//! (`opentelemetry-proto`): a request's span with the client's trace context as its parent
+//! (from `_meta` over stdio, from the `traceparent` header over HTTP), its statements' spans
+//! as its children, the MCP attributes and no argument, the duration histogram, and a
+//! collector that is down costing no call, its spans dropped and counted.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mcpspec_testkit::StdioClient;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message;
+use serde_json::{Value, json};
+
+use crate::common::{EXE, Engine, sample_db, sample_db_on};
+use crate::http::HttpServer;
+
+/// A data point's attributes, as text.
+type Point = Vec<(String, String)>;
+
+/// What the receiver was sent.
+#[derive(Default)]
+struct Got {
+    /// Each span with its resource's `service.name`.
+    spans: Vec<(String, Span)>,
+    /// The names of the metrics, with each data point's attributes as text.
+    metrics: Vec<(String, Vec<Point>)>,
+    /// The headers of every export request, lower-cased names.
+    headers: Vec<Vec<(String, String)>>,
+}
+
+/// An OTLP/HTTP receiver (protobuf) on 127.0.0.1, answering 200 to `/v1/traces` and
+/// `/v1/metrics`; stopped when dropped.
+struct Receiver {
+    addr: SocketAddr,
+    got: Arc<Mutex<Got>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Receiver {
+    fn start() -> Receiver {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let got = Arc::new(Mutex::new(Got::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (g, s) = (got.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if s.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(conn) = conn else { continue };
+                let g = g.clone();
+                std::thread::spawn(move || serve(conn, &g));
+            }
+        });
+        Receiver { addr, got, stop }
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Waits (up to 30 s, polling) until `found` finds something in what arrived.
+    fn until<T>(&self, what: &str, found: impl Fn(&Got) -> Option<T>) -> T {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(t) = found(&self.got.lock().unwrap()) {
+                return t;
+            }
+            assert!(Instant::now() < deadline, "never received {what}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+/// Answers the export requests of one connection (kept alive) until it closes.
+fn serve(conn: TcpStream, got: &Mutex<Got>) {
+    let mut reader = BufReader::new(conn.try_clone().expect("clone"));
+    let mut conn = conn;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let path = line
+            .split_whitespace()
+            .nth(1)
+            .unwrap_or_default()
+            .to_string();
+        let mut headers = Vec::new();
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                return;
+            }
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+            }
+        }
+        let length: usize = headers
+            .iter()
+            .find(|(k, _)| k == "content-length")
+            .and_then(|(_, v)| v.parse().ok())
+            .expect("the exporter sends a content-length");
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).expect("body");
+        record(&path, &body, headers, got);
+        let ok =
+            "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
+        if conn.write_all(ok.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+/// Decodes one export request with the official messages.
+fn record(path: &str, body: &[u8], headers: Vec<(String, String)>, got: &Mutex<Got>) {
+    let mut got = got.lock().unwrap();
+    got.headers.push(headers);
+    match path {
+        "/v1/traces" => {
+            let request = ExportTraceServiceRequest::decode(body).expect("an OTLP trace export");
+            for rs in request.resource_spans {
+                let service = rs
+                    .resource
+                    .as_ref()
+                    .and_then(|r| attr(&r.attributes, "service.name"))
+                    .unwrap_or_default();
+                for ss in rs.scope_spans {
+                    for span in ss.spans {
+                        got.spans.push((service.clone(), span));
+                    }
+                }
+            }
+        }
+        "/v1/metrics" => {
+            let request =
+                ExportMetricsServiceRequest::decode(body).expect("an OTLP metrics export");
+            for rm in request.resource_metrics {
+                for sm in rm.scope_metrics {
+                    for m in sm.metrics {
+                        got.metrics.push((m.name.clone(), points(&m)));
+                    }
+                }
+            }
+        }
+        other => panic!("an export to an unknown path: {other}"),
+    }
+}
+
+/// Each data point's attributes of a metric, as text.
+fn points(m: &opentelemetry_proto::tonic::metrics::v1::Metric) -> Vec<Point> {
+    use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+    let attrs = |a: &[KeyValue]| {
+        a.iter()
+            .map(|kv| (kv.key.clone(), attr(a, &kv.key).unwrap_or_default()))
+            .collect()
+    };
+    match &m.data {
+        Some(Data::Histogram(h)) => h.data_points.iter().map(|p| attrs(&p.attributes)).collect(),
+        Some(Data::Sum(s)) => s.data_points.iter().map(|p| attrs(&p.attributes)).collect(),
+        Some(Data::Gauge(g)) => g.data_points.iter().map(|p| attrs(&p.attributes)).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// An attribute's value as text.
+fn attr(attributes: &[KeyValue], key: &str) -> Option<String> {
+    let value = attributes.iter().find(|kv| kv.key == key)?.value.as_ref()?;
+    match value.value.as_ref()? {
+        any_value::Value::StringValue(s) => Some(s.clone()),
+        any_value::Value::IntValue(n) => Some(n.to_string()),
+        any_value::Value::BoolValue(b) => Some(b.to_string()),
+        any_value::Value::DoubleValue(d) => Some(d.to_string()),
+        _ => None,
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const PARENT: &str = "00f067aa0ba902b7";
+
+/// The environment that points the server at `receiver`, exporting at once.
+fn otel_env(endpoint: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.to_string()),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "x-team=blue".to_string()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "50".to_string()),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "200".to_string()),
+    ]
+}
+
+/// The request span of `tool` in trace `trace`, and its statements' spans.
+fn request_spans(got: &Got, trace: &str, tool: &str) -> Option<(String, Span, Vec<Span>)> {
+    let (service, span) = got
+        .spans
+        .iter()
+        .find(|(_, s)| hex(&s.trace_id) == trace && s.name == format!("tools/call {tool}"))?;
+    let children: Vec<Span> = got
+        .spans
+        .iter()
+        .filter(|(_, s)| s.parent_span_id == span.span_id)
+        .map(|(_, s)| s.clone())
+        .collect();
+    (!children.is_empty()).then(|| (service.clone(), span.clone(), children))
+}
+
+/// Asserts what every request span says: a server span of `tool` under the client's span,
+/// with the MCP attributes, and statements of `system` under it, naming nothing of the call.
+fn assert_request(span: &Span, children: &[Span], tool: &str, transport: &str, system: &str) {
+    assert_eq!(hex(&span.parent_span_id), PARENT, "{span:?}");
+    assert_eq!(span.kind, 2, "a server span: {span:?}");
+    let a = &span.attributes;
+    assert_eq!(attr(a, "mcp.method.name").as_deref(), Some("tools/call"));
+    assert_eq!(attr(a, "gen_ai.tool.name").as_deref(), Some(tool));
+    assert_eq!(
+        attr(a, "gen_ai.operation.name").as_deref(),
+        Some("execute_tool")
+    );
+    assert_eq!(attr(a, "network.transport").as_deref(), Some(transport));
+    assert!(attr(a, "jsonrpc.request.id").is_some(), "{span:?}");
+    assert!(attr(a, "error.type").is_none(), "{span:?}");
+    for c in children {
+        assert_eq!(c.kind, 3, "a client span: {c:?}");
+        assert_eq!(hex(&c.trace_id), TRACE);
+        assert_eq!(
+            attr(&c.attributes, "db.system.name").as_deref(),
+            Some(system)
+        );
+        assert_eq!(
+            attr(&c.attributes, "db.operation.name").as_deref(),
+            Some("SELECT")
+        );
+        assert_eq!(c.name, "SELECT");
+        assert!(c.start_time_unix_nano >= span.start_time_unix_nano);
+        assert!(c.end_time_unix_nano <= span.end_time_unix_nano);
+    }
+}
+
+/// No span's attribute holds `secret`, an argument the client sent.
+fn assert_never_named(got: &Got, secret: &str) {
+    for (_, s) in &got.spans {
+        for kv in &s.attributes {
+            let v = attr(std::slice::from_ref(kv), &kv.key).unwrap_or_default();
+            assert!(!v.contains(secret), "{} holds an argument: {v}", kv.key);
+        }
+    }
+}
+
+/// Over stdio on SQLite: the parent from `_meta.traceparent` (SEP-414), the statements as
+/// children, the service named after the server, the exporter's headers from
+/// `OTEL_EXPORTER_OTLP_HEADERS`; a call on the lane without trace context is a root span with
+/// its tool error; the duration histogram arrives by tool.
+#[test]
+fn spans_of_a_stdio_call_arrive_under_the_clients_trace() {
+    let receiver = Receiver::start();
+    let db = sample_db("knowledge");
+    let mut command = Command::new(EXE);
+    command
+        .args(["serve", "knowledge", "--db"])
+        .arg(&db.path)
+        .env_remove("OTEL_SERVICE_NAME")
+        .env("MCPSPEC_STARTUP_JOBS", "off")
+        .stderr(Stdio::null());
+    for (k, v) in otel_env(&receiver.endpoint()) {
+        command.env(k, v);
+    }
+    let mut c = StdioClient::spawn(&mut command).expect("spawn");
+    c.initialize().expect("initialize");
+    let traceparent = format!("00-{TRACE}-{PARENT}-01");
+    let r = c
+        .request(
+            "tools/call",
+            json!({"name": "kb_search", "arguments": {"query": "zebraword"},
+                   "_meta": {"traceparent": traceparent, "tracestate": "team=blue"}}),
+        )
+        .expect("tools/call");
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let r = c
+        .call_tool("kb_get", json!({"id": "no-such-entry"}))
+        .expect("tools/call");
+    assert_eq!(r["result"]["isError"], true, "{r}");
+
+    let (service, span, children) = receiver.until("the kb_search span", |g| {
+        request_spans(g, TRACE, "kb_search")
+    });
+    assert_eq!(service, "knowledge");
+    assert_request(&span, &children, "kb_search", "pipe", "sqlite");
+    let missing = receiver.until("the kb_get span", |g| {
+        g.spans
+            .iter()
+            .find(|(_, s)| s.name == "tools/call kb_get")
+            .map(|(_, s)| s.clone())
+    });
+    assert!(
+        missing.parent_span_id.is_empty(),
+        "a root span: {missing:?}"
+    );
+    assert_eq!(
+        attr(&missing.attributes, "error.type").as_deref(),
+        Some("tool_error")
+    );
+    let got = receiver.got.lock().unwrap();
+    assert!(
+        got.headers
+            .iter()
+            .all(|h| h.iter().any(|(k, v)| k == "x-team" && v == "blue")),
+        "every export carries the configured headers"
+    );
+    assert_never_named(&got, "zebraword");
+    assert_never_named(&got, "no-such-entry");
+    drop(got);
+    let points = receiver.until("the duration histogram", |g| {
+        g.metrics
+            .iter()
+            .find(|(name, points)| {
+                name == "mcp.server.operation.duration"
+                    && points
+                        .iter()
+                        .any(|p| p.contains(&("gen_ai.tool.name".into(), "kb_get".into())))
+            })
+            .map(|(_, p)| p.clone())
+    });
+    assert!(
+        points
+            .iter()
+            .any(|p| p.contains(&("error.type".into(), "tool_error".into()))),
+        "{points:?}"
+    );
+}
+
+/// Over HTTP on PostgreSQL: the parent from the request's `traceparent` header, the
+/// statements PostgreSQL's, the session named.
+#[test]
+fn spans_of_an_http_call_take_the_traceparent_header() {
+    let receiver = Receiver::start();
+    let db = sample_db_on(Engine::Postgres, "knowledge");
+    let env = otel_env(&receiver.endpoint());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let server = HttpServer::start(&db.path, &[], &env);
+    let mut client = mcpspec_testkit::HttpClient::new(server.addr, None);
+    client.initialize().expect("initialize");
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                      "params": {"name": "kb_list", "arguments": {"limit": 2}}});
+    let traceparent = format!("00-{TRACE}-{PARENT}-01");
+    let response = client
+        .exchange(
+            "POST",
+            &[("traceparent", traceparent.as_str())],
+            body.to_string().as_bytes(),
+        )
+        .expect("POST");
+    let answer: Value = response.messages().into_iter().next().expect("a message");
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    let (_, span, children) =
+        receiver.until("the kb_list span", |g| request_spans(g, TRACE, "kb_list"));
+    assert_request(&span, &children, "kb_list", "tcp", "postgresql");
+    assert_eq!(
+        attr(&span.attributes, "jsonrpc.request.id").as_deref(),
+        Some("7")
+    );
+    assert_eq!(
+        attr(&span.attributes, "mcp.session.id"),
+        client.session.clone(),
+        "{span:?}"
+    );
+}
+
+/// A collector that is down: every call is answered as usual, and the spans it could not
+/// take are dropped and counted in `/metrics`.
+#[test]
+fn a_collector_that_is_down_costs_no_call_and_its_spans_are_counted() {
+    let closed = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let endpoint = format!("http://{}", closed.local_addr().expect("addr"));
+    drop(closed);
+    let db = sample_db("knowledge");
+    let env = otel_env(&endpoint);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let server = HttpServer::start(&db.path, &["--metrics"], &env);
+    let mut client = mcpspec_testkit::HttpClient::new(server.addr, None);
+    client.initialize().expect("initialize");
+    for _ in 0..20 {
+        let r = client
+            .request(
+                "tools/call",
+                json!({"name": "kb_list", "arguments": {"limit": 1}}),
+            )
+            .expect("tools/call");
+        assert_eq!(r["result"]["isError"], false, "{r}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = mcpspec_testkit::get(server.addr, "/metrics")
+            .expect("/metrics")
+            .text();
+        let dropped = text
+            .lines()
+            .find_map(|l| l.strip_prefix("mcpspec_otel_dropped_spans_total"))
+            .and_then(|rest| rest.split_whitespace().last())
+            .and_then(|n| n.parse::<f64>().ok())
+            .unwrap_or(0.0);
+        if dropped >= 1.0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no dropped span counted: {text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
