@@ -2604,3 +2604,59 @@ fn a_mariadb_import_stops_at_its_deadline_and_leaves_nothing() {
     );
     drop(project);
 }
+
+/// Replicas of pm (no database) with one request-state key and one state directory
+/// (`MCPSPEC_REQUEST_STATE_DIR`): a confirmation answered on one replica is refused when
+/// replayed on the other, whichever issued it, and nothing runs twice.
+#[test]
+fn a_confirmation_redeemed_on_one_pm_replica_is_refused_on_another() {
+    let dir = project();
+    let dbs = dir.path().join(".pm/databases");
+    let states = tempfile::tempdir().expect("tempdir");
+    let replica = || {
+        StdioClient::spawn(
+            Command::new(crate::common::EXE)
+                .args(["serve", "pm"])
+                .current_dir(dir.path())
+                .env(
+                    "MCPSPEC_REQUEST_STATE_KEY",
+                    "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",
+                )
+                .env("MCPSPEC_REQUEST_STATE_DIR", states.path().join("used"))
+                .stderr(Stdio::null()),
+        )
+        .expect("spawn pm")
+    };
+    let mut replicas = [replica(), replica()];
+    let drop = |c: &mut StdioClient, extra: Value| {
+        let mut params = json!({"name": "db.drop",
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+                "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"}
+            },
+            "arguments": {"database": "scratch", "confirm": true}});
+        for (k, v) in extra.as_object().expect("an object") {
+            params[k] = v.clone();
+        }
+        c.request("tools/call", params).expect("tools/call")
+    };
+    let accept = json!({"confirm": {"action": "accept", "content": {}}});
+    for (issuer, other) in [(0, 1), (1, 0)] {
+        std::fs::copy(dbs.join("app.db"), dbs.join("scratch.db")).unwrap();
+        let asked = drop(&mut replicas[issuer], json!({}));
+        assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+        let answer =
+            json!({"inputResponses": accept, "requestState": asked["result"]["requestState"]});
+        let done = drop(&mut replicas[other], answer.clone());
+        assert_eq!(done["result"]["isError"], json!(false), "{done}");
+        assert!(!dbs.join("scratch.db").exists());
+        std::fs::copy(dbs.join("app.db"), dbs.join("scratch.db")).unwrap();
+        for i in [issuer, other] {
+            let replayed = drop(&mut replicas[i], answer.clone());
+            assert_eq!(replayed["error"]["code"], -32602, "{replayed}");
+            assert_eq!(replayed["error"]["data"]["field"], "requestState");
+            assert!(dbs.join("scratch.db").exists(), "nothing ran twice");
+        }
+    }
+}

@@ -310,6 +310,73 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A [`Ledger`] in directory `dir`, for replicas that share no database but a directory (a
+/// server without one, such as pm, or a volume every replica mounts): a used state's nonce is
+/// a file created there only if it does not exist yet (`O_CREAT | O_EXCL`, atomic on a local
+/// file system and on NFS), holding when the state expires; expired files are removed now and
+/// then. The directory is made (owner only) when missing.
+pub fn directory_ledger(dir: std::path::PathBuf) -> std::io::Result<Ledger> {
+    std::fs::create_dir_all(&dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(std::sync::Arc::new(move |nonce: &str, ttl: Duration| {
+        redeem_in(&dir, nonce, ttl)
+    }))
+}
+
+/// Seconds since the epoch.
+fn epoch_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// [`directory_ledger`]'s work for one nonce.
+fn redeem_in(dir: &std::path::Path, nonce: &str, ttl: Duration) -> Result<bool, String> {
+    // The nonce comes from a sealed state, so it is ours; still, only a plain name is a file.
+    if nonce.is_empty() || nonce.len() > 64 || !nonce.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return Err("a request state's nonce is not a plain name".into());
+    }
+    let now = epoch_secs();
+    if now % 16 == 0 {
+        sweep(dir, now);
+    }
+    let created = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(dir.join(nonce));
+    match created {
+        Ok(mut f) => {
+            use std::io::Write;
+            let expires = now.saturating_add(ttl.as_secs());
+            f.write_all(expires.to_string().as_bytes())
+                .map_err(|e| e.to_string())?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Removes the files of states that expired before `now`.
+fn sweep(dir: &std::path::Path, now: u64) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let expired = std::fs::read_to_string(entry.path())
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok())
+            .is_some_and(|expires| expires < now);
+        if expired {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -396,6 +463,28 @@ mod tests {
             !round.answers.contains_key("confirm"),
             "a confirmation needs its state"
         );
+    }
+
+    #[test]
+    fn a_directory_ledger_redeems_a_nonce_once_across_processes_sharing_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("states");
+        let one = directory_ledger(path.clone()).expect("ledger");
+        let two = directory_ledger(path.clone()).expect("ledger");
+        let ttl = Duration::from_secs(60);
+        assert_eq!(one("ab12", ttl), Ok(true));
+        assert_eq!(two("ab12", ttl), Ok(false), "used by the other");
+        assert_eq!(one("ab12", ttl), Ok(false));
+        assert_eq!(two("cd34", ttl), Ok(true));
+        for hostile in ["../x", "a/b", "", ".", "a b"] {
+            assert!(one(hostile, ttl).is_err(), "{hostile}");
+        }
+        assert_eq!(std::fs::read_dir(&path).unwrap().count(), 2);
+        // An expired state's file goes at a sweep.
+        std::fs::write(path.join("ef56"), "1").unwrap();
+        sweep(&path, epoch_secs());
+        assert!(!path.join("ef56").exists());
+        assert!(path.join("ab12").exists());
     }
 
     #[test]

@@ -442,8 +442,16 @@ impl Engine {
     /// is SQLite's or there is none (one process remembers), or when the database lacks
     /// mcpspec's table for them (said once in the log, with how to add it).
     pub fn state_ledger(&self) -> Option<crate::confirm::Ledger> {
-        let db = self.db.clone()?;
-        match db.shares_states()? {
+        const ALONE: &str = "replicas share the request-state key but no database server: each replica remembers only the states it redeemed, so a state could be redeemed once per replica; set MCPSPEC_REQUEST_STATE_DIR to a directory the replicas share";
+        let Some(db) = self.db.clone() else {
+            tracing::warn!("{ALONE}");
+            return None;
+        };
+        let Some(shares) = db.shares_states() else {
+            tracing::warn!("{ALONE}");
+            return None;
+        };
+        match shares {
             true => Some(Arc::new(move |nonce: &str, ttl: Duration| {
                 db.redeem_state(nonce, ttl)
             })),

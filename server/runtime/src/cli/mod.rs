@@ -912,9 +912,21 @@ fn serve_http(
 /// The server with the `requestState` key of `MCPSPEC_REQUEST_STATE_KEY`, when set.
 fn shared_key(server: crate::protocol::McpServer) -> Result<crate::protocol::McpServer> {
     Ok(match state_key()? {
-        Some(key) => server.with_request_state_key(key),
+        Some(key) => server.with_request_state_key(key, state_dir()?),
         None => server,
     })
+}
+
+/// The ledger of used request states in `MCPSPEC_REQUEST_STATE_DIR`, for replicas that share
+/// a directory rather than a database server (see [`crate::confirm::directory_ledger`]).
+fn state_dir() -> Result<Option<crate::confirm::Ledger>> {
+    const VAR: &str = "MCPSPEC_REQUEST_STATE_DIR";
+    match std::env::var_os(VAR).filter(|v| !v.is_empty()) {
+        None => Ok(None),
+        Some(dir) => crate::confirm::directory_ledger(dir.into())
+            .map(Some)
+            .map_err(|e| anyhow!("{VAR}: the directory cannot be used: {e}")),
+    }
 }
 
 /// The key of `MCPSPEC_REQUEST_STATE_KEY` (hexadecimal, 32 bytes or more), with which replicas

@@ -401,13 +401,20 @@ impl McpServer {
     }
 
     /// The same server sealing its `requestState`s with `key` (32 bytes or more) instead of a
-    /// key of its own: replicas behind one address accept each other's states.
-    pub fn with_request_state_key(mut self, key: Vec<u8>) -> Self {
+    /// key of its own: replicas behind one address accept each other's states. They record
+    /// the states they redeem in `ledger` when given (a directory they share), else in the
+    /// database they share when it is a database server's.
+    pub fn with_request_state_key(
+        mut self,
+        key: Vec<u8>,
+        ledger: Option<crate::confirm::Ledger>,
+    ) -> Self {
         let engine = self.now().engine.clone();
         let timeout = engine.limits().confirm_timeout;
         // The database is asked on a thread of its own: this may run on an async runtime.
-        let ledger =
-            std::thread::scope(|s| s.spawn(|| engine.state_ledger()).join().ok().flatten());
+        let ledger = ledger.or_else(|| {
+            std::thread::scope(|s| s.spawn(|| engine.state_ledger()).join().ok().flatten())
+        });
         self.confirmer = Arc::new(Confirmer::with_key(timeout, key, ledger));
         self
     }
