@@ -341,7 +341,7 @@ fn redeem_in(dir: &std::path::Path, nonce: &str, ttl: Duration) -> Result<bool, 
         return Err("a request state's nonce is not a plain name".into());
     }
     let now = epoch_secs();
-    if now % 16 == 0 {
+    if now.is_multiple_of(16) {
         sweep(dir, now);
     }
     let created = std::fs::OpenOptions::new()

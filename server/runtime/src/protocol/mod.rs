@@ -957,7 +957,7 @@ impl ServerHandler for McpServer {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let span = traced::start("prompts/get", Some(&request.name), &context);
+        let span = traced::start("prompts/get", self.target_prompt(&request.name), &context);
         span.run(async move {
             let engine = self.now().engine.clone();
             let prompt = crate::content::prompt(engine.def, &request.name)?;
@@ -1137,7 +1137,7 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let span = traced::start("tools/call", Some(&request.name), &context);
+        let span = traced::start("tools/call", self.target_tool(&request.name), &context);
         span.run(async move {
             let now = self.now();
             // The server's own tools win a clash, so only other names reach the proxy.
@@ -1371,6 +1371,30 @@ impl McpServer {
         let cancel = ending.cancel.clone();
         let finish = async move { ending.answer(job.await).await };
         Ok(self.tasks.mint(owner, reply, cancel, finish).await)
+    }
+
+    /// A span's target for a call of `name`: the definition's name, or the request's for a
+    /// proxied tool; nothing when telemetry is off.
+    fn target_tool(&self, name: &str) -> Option<std::borrow::Cow<'static, str>> {
+        if !crate::telemetry::on() {
+            return None;
+        }
+        Some(match self.now().engine.def.tool(name) {
+            Some(t) => t.name.into(),
+            None => name.to_string().into(),
+        })
+    }
+
+    /// A span's target for prompt `name`, as [`McpServer::target_tool`].
+    fn target_prompt(&self, name: &str) -> Option<std::borrow::Cow<'static, str>> {
+        if !crate::telemetry::on() {
+            return None;
+        }
+        let def = self.now().engine.def;
+        Some(match def.prompts.iter().find(|p| p.name == name) {
+            Some(p) => p.name.into(),
+            None => name.to_string().into(),
+        })
     }
 
     /// Whom a request's tasks belong to: its session, or nobody for a request of protocol

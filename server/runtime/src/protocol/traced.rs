@@ -6,6 +6,8 @@
 //! `server/discover`, which rmcp answers itself, have none. With telemetry off, a request
 //! costs one check.
 
+use std::borrow::Cow;
+
 use rmcp::model::CallToolResponse;
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
@@ -17,7 +19,7 @@ pub(super) struct Span(Option<Live>);
 
 struct Live {
     method: &'static str,
-    target: Option<String>,
+    target: Option<Cow<'static, str>>,
     id: String,
     session: Option<String>,
     transport: &'static str,
@@ -55,7 +57,7 @@ fn over_http(_: &RequestContext<RoleServer>) -> bool {
 /// Starts the span of request `method` (naming `target`, a tool or prompt).
 pub(super) fn start(
     method: &'static str,
-    target: Option<&str>,
+    target: Option<Cow<'static, str>>,
     context: &RequestContext<RoleServer>,
 ) -> Span {
     if !crate::telemetry::on() {
@@ -86,7 +88,7 @@ pub(super) fn start(
     let request = Request::start(&info, parent);
     Span(Some(Live {
         method,
-        target: target.map(str::to_string),
+        target: info.target,
         session: session.map(str::to_string),
         id,
         transport,
@@ -152,7 +154,7 @@ impl Span {
         } = live;
         let info = RequestInfo {
             method,
-            target: target.as_deref(),
+            target,
             id: Some(&id),
             session: session.as_deref(),
             transport,

@@ -24,14 +24,16 @@ pub struct Parent<'a> {
     pub tracestate: Option<&'a str>,
 }
 
-/// What a request is, for its span and its duration's attributes.
-#[derive(Debug, Clone, Copy)]
+/// What a request is, for its span and its duration's attributes. The method and (for the
+/// server's own tools and prompts) the target are the spec's static names, so that a span
+/// or a histogram point copies no text for them.
+#[derive(Debug, Clone)]
 pub struct RequestInfo<'a> {
     /// The JSON-RPC method (`mcp.method.name`).
-    pub method: &'a str,
+    pub method: &'static str,
     /// The tool or prompt it names (`gen_ai.tool.name`, `gen_ai.prompt.name`), the span's
-    /// target.
-    pub target: Option<&'a str>,
+    /// target: the definition's name, or the request's for a proxied tool.
+    pub target: Option<std::borrow::Cow<'static, str>>,
     /// The JSON-RPC id as text (`jsonrpc.request.id`).
     pub id: Option<&'a str>,
     /// The session (`mcp.session.id`), on HTTP.

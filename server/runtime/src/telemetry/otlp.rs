@@ -237,13 +237,12 @@ fn extract(parent: Parent<'_>) -> Context {
 
 /// The attributes a request's span and duration share.
 fn common(info: &RequestInfo<'_>, error: Option<&str>) -> Vec<KeyValue> {
-    let mut a = vec![
-        KeyValue::new("mcp.method.name", info.method.to_string()),
-        KeyValue::new("network.transport", info.transport),
-    ];
-    match (info.method, info.target) {
-        ("tools/call", Some(t)) => a.push(KeyValue::new("gen_ai.tool.name", t.to_string())),
-        ("prompts/get", Some(t)) => a.push(KeyValue::new("gen_ai.prompt.name", t.to_string())),
+    let mut a = Vec::with_capacity(8);
+    a.push(KeyValue::new("mcp.method.name", info.method));
+    a.push(KeyValue::new("network.transport", info.transport));
+    match (info.method, &info.target) {
+        ("tools/call", Some(t)) => a.push(KeyValue::new("gen_ai.tool.name", t.clone())),
+        ("prompts/get", Some(t)) => a.push(KeyValue::new("gen_ai.prompt.name", t.clone())),
         _ => {}
     }
     if let Some(e) = error {
@@ -258,11 +257,11 @@ impl Request {
         let Some(tracer) = tracer() else {
             return Request { cx: parent };
         };
-        let name = match info.target {
+        let name: std::borrow::Cow<'static, str> = match &info.target {
             Some(t) if matches!(info.method, "tools/call" | "prompts/get") => {
-                format!("{} {t}", info.method)
+                format!("{} {t}", info.method).into()
             }
-            _ => info.method.to_string(),
+            _ => info.method.into(),
         };
         let mut attributes = common(info, None);
         if info.method == "tools/call" {

@@ -14,10 +14,18 @@ pub fn traced<T>(session: &mut dyn Session, f: impl FnOnce(&mut dyn Session) -> 
     f(session)
 }
 
-/// The operation a statement starts with, upper case (`SELECT`, `WITH`), skipping blanks and
-/// comments; `None` when it starts with no word.
+/// The operations a statement's span is named by (`db.operation.name`), as static text.
 #[cfg_attr(not(feature = "otel"), allow(dead_code))]
-fn operation(sql: &str) -> Option<String> {
+const OPERATIONS: &[&str] = &[
+    "SELECT", "INSERT", "UPDATE", "DELETE", "WITH", "REPLACE", "MERGE", "VALUES", "CALL", "PRAGMA",
+    "CREATE", "DROP", "ALTER", "TRUNCATE", "BEGIN", "COMMIT", "ROLLBACK", "SET", "SHOW", "EXPLAIN",
+    "ANALYZE", "VACUUM", "COPY", "LOCK",
+];
+
+/// The operation a statement starts with (`SELECT`, `WITH`), skipping blanks and comments;
+/// `None` when it starts with no word of [`OPERATIONS`].
+#[cfg_attr(not(feature = "otel"), allow(dead_code))]
+fn operation(sql: &str) -> Option<&'static str> {
     let mut rest = sql;
     loop {
         rest = rest.trim_start();
@@ -29,8 +37,14 @@ fn operation(sql: &str) -> Option<String> {
             break;
         }
     }
-    let word: String = rest.chars().take_while(char::is_ascii_alphabetic).collect();
-    (!word.is_empty()).then(|| word.to_ascii_uppercase())
+    let end = rest
+        .find(|c: char| !c.is_ascii_alphabetic())
+        .unwrap_or(rest.len());
+    let word = &rest[..end];
+    OPERATIONS
+        .iter()
+        .find(|op| op.eq_ignore_ascii_case(word))
+        .copied()
 }
 
 #[cfg(feature = "otel")]
@@ -49,8 +63,9 @@ mod imp {
             let tracer = super::super::otlp::tracer()?;
             let system = self.inner.dialect().system;
             let op = super::operation(sql);
-            let name = op.clone().unwrap_or_else(|| system.to_string());
-            let mut attributes = vec![KeyValue::new("db.system.name", system)];
+            let name = op.unwrap_or(system);
+            let mut attributes = Vec::with_capacity(2);
+            attributes.push(KeyValue::new("db.system.name", system));
             if let Some(op) = op {
                 attributes.push(KeyValue::new("db.operation.name", op));
             }
@@ -123,9 +138,10 @@ mod tests {
             ("", None),
             ("-- only a comment", None),
             ("(SELECT 1)", None),
+            ("SELECTED", None),
         ];
         for (sql, op) in cases {
-            assert_eq!(super::operation(sql).as_deref(), op, "{sql}");
+            assert_eq!(super::operation(sql), op, "{sql}");
         }
     }
 }

@@ -188,11 +188,17 @@ impl Lane {
         cancel: Arc<AtomicBool>,
         slow: Option<Slow>,
     ) -> Vec<u8> {
+        if !crate::telemetry::on() {
+            return self.run(call, engine, cancel, slow).0;
+        }
         let id = call.id.get().trim_matches('"').to_string();
-        let name = call.params.name.clone();
+        let target = engine
+            .def
+            .tool(&call.params.name)
+            .map(|t| std::borrow::Cow::Borrowed(t.name));
         let info = crate::telemetry::RequestInfo {
             method: "tools/call",
-            target: Some(&name),
+            target,
             id: Some(&id),
             session: None,
             transport: self.transport,
