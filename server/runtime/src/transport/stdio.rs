@@ -14,7 +14,8 @@
 //! [`super::lane`]). It keeps its turn at stdin while the call is quick, so that a client that
 //! waits for each answer costs no thread switch, and gives the turn to a waiting thread when
 //! more input is already buffered or once the call turns out slow (SQLite's progress handler
-//! notices); only when no other thread is free to read does such a call go to rmcp, so
+//! notices; on PostgreSQL and MariaDB, the watchdog that stops late statements, within its
+//! 20 ms round); only when no other thread is free to read does such a call go to rmcp, so
 //! cancellations are always read.
 
 use std::io::{BufRead, Write};
@@ -509,14 +510,16 @@ impl Readers {
 
     /// Runs a claimed lane call on this thread, which has the turn at stdin, and writes its
     /// answer; whether the thread still has the turn. The turn is given up at once when more
-    /// input is `buffered` or the database is not SQLite (whose statements say when they
-    /// turn out slow), else once the call turns out slow.
+    /// input is `buffered`, else once the call turns out slow: SQLite's statements say so as
+    /// they run; on a database server the watchdog that stops late statements does, within
+    /// its interval (`backend::watchdog::WATCH_INTERVAL`), so that a client that waits for
+    /// each answer costs no thread switch there either.
     fn answer(self: &Arc<Self>, claimed: Claimed<'_>, buffered: bool) -> bool {
         let Some(lane) = &self.lane else {
             self.give_turn();
             return false;
         };
-        let slow = if buffered || !super::lane::notices_slow(&claimed.engine) {
+        let slow = if buffered {
             self.give_turn();
             None
         } else {
