@@ -1111,3 +1111,137 @@ fn a_body_of_another_media_type_is_refused_even_for_a_plain_read() {
         assert_eq!(r.status, status, "{content_type}: {}", r.text());
     }
 }
+
+/// A read of protocol 2026-07-28 (no session) takes the lane only with the SEP-2243 headers
+/// rmcp takes it with: the same requests, well formed and not, sent to a server with the lane
+/// and to one without (`MCPSPEC_HTTP_LANE=off`, every request rmcp's) get the same status and
+/// the same JSON-RPC message; only the valid call is the lane's (one JSON body, where rmcp
+/// answers with an event stream).
+#[test]
+fn a_2026_read_takes_the_lane_only_with_the_headers_rmcp_takes() {
+    let db = sample_db("knowledge");
+    let lane = HttpServer::start(&db.path, &[], &[]);
+    let rmcp = HttpServer::start(&db.path, &[], &[("MCPSPEC_HTTP_LANE", "off")]);
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"}
+    });
+    let body = |name: &str, meta: &Value| {
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+               "params": {"name": name, "arguments": {"limit": 2}, "_meta": meta}})
+        .to_string()
+    };
+    let good = [
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "kb_list"),
+    ];
+    let with = |extra: &[(&'static str, &'static str)], without: &str| {
+        let mut h: Vec<(&str, &str)> = good
+            .iter()
+            .copied()
+            .filter(|(k, _)| !k.eq_ignore_ascii_case(without))
+            .collect();
+        h.extend_from_slice(extra);
+        h
+    };
+    // (what, headers, body, taken by the lane)
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, String, bool);
+    let cases: Vec<Case> = vec![
+        ("valid", with(&[], ""), body("kb_list", &meta), true),
+        (
+            "no Mcp-Name",
+            with(&[], "Mcp-Name"),
+            body("kb_list", &meta),
+            false,
+        ),
+        (
+            "another Mcp-Name",
+            with(&[("Mcp-Name", "kb_get")], "Mcp-Name"),
+            body("kb_list", &meta),
+            false,
+        ),
+        (
+            "two Mcp-Name",
+            with(&[("Mcp-Name", "kb_list")], ""),
+            body("kb_list", &meta),
+            false,
+        ),
+        (
+            "no Mcp-Method",
+            with(&[], "Mcp-Method"),
+            body("kb_list", &meta),
+            false,
+        ),
+        (
+            "another Mcp-Method",
+            with(&[("Mcp-Method", "tools/list")], "Mcp-Method"),
+            body("kb_list", &meta),
+            false,
+        ),
+        (
+            "no version header",
+            with(&[], "MCP-Protocol-Version"),
+            body("kb_list", &meta),
+            false,
+        ),
+        (
+            "an older version header",
+            with(
+                &[("MCP-Protocol-Version", "2025-11-25")],
+                "MCP-Protocol-Version",
+            ),
+            body("kb_list", &meta),
+            false,
+        ),
+        (
+            "an Mcp-Param header",
+            with(&[("Mcp-Param-Limit", "2")], ""),
+            body("kb_list", &meta),
+            false,
+        ),
+        (
+            "an unknown tool",
+            with(&[("Mcp-Name", "no_such_tool")], "Mcp-Name"),
+            body("no_such_tool", &meta),
+            false,
+        ),
+    ];
+    for (what, headers, body, lane_takes) in cases {
+        let answers: Vec<_> = [&lane, &rmcp]
+            .iter()
+            .map(|server| {
+                let mut c = mcpspec_testkit::HttpClient::new(server.addr, None);
+                let r = c
+                    .exchange("POST", &headers, body.as_bytes())
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
+                let message = r.messages().into_iter().next();
+                (
+                    r.status,
+                    r.header("content-type").map(str::to_string),
+                    message,
+                )
+            })
+            .collect();
+        let (lane_answer, rmcp_answer) = (&answers[0], &answers[1]);
+        assert_eq!(lane_answer.0, rmcp_answer.0, "{what}: the status");
+        assert_eq!(lane_answer.2, rmcp_answer.2, "{what}: the message");
+        assert!(rmcp_answer.2.is_some(), "{what}: rmcp answered nothing");
+        let json = lane_answer.1.as_deref() == Some("application/json");
+        if lane_takes {
+            assert!(
+                json,
+                "{what}: the lane answers one JSON body: {lane_answer:?}"
+            );
+            let m = lane_answer.2.as_ref().unwrap();
+            assert_eq!(m["result"]["resultType"], "complete", "{m}");
+            assert_eq!(m["result"]["isError"], false, "{m}");
+        } else {
+            assert_eq!(
+                lane_answer.1, rmcp_answer.1,
+                "{what}: rmcp's answer, as rmcp sends it"
+            );
+        }
+    }
+}

@@ -822,6 +822,7 @@ fn http_options(args: &HttpArgs) -> Result<crate::transport::http::HttpOptions> 
         ),
         ready_grace: Duration::from_millis(env_whole("MCPSPEC_READY_GRACE_MS", 0)?.unwrap_or(0)),
         metrics: args.metrics,
+        lane: lane_on()?,
     };
     if let Some(addr) = args.http
         && options.token.is_none()
@@ -838,6 +839,16 @@ fn telemetry(engine: &std::sync::Arc<Engine>) -> Result<crate::telemetry::Instal
     let pool = engine.clone();
     crate::telemetry::install(engine.def.name, move || pool.pool_use())
         .map_err(|e| anyhow!("OpenTelemetry could not start: {e}"))
+}
+
+/// `MCPSPEC_HTTP_LANE`: `off` sends every HTTP request through rmcp; `on` (the default)
+/// lets plain SQL reads take the lane.
+fn lane_on() -> Result<bool> {
+    match std::env::var("MCPSPEC_HTTP_LANE").as_deref() {
+        Err(_) | Ok("on" | "") => Ok(true),
+        Ok("off") => Ok(false),
+        Ok(_) => Err(anyhow!("MCPSPEC_HTTP_LANE must be `on` or `off`")),
+    }
 }
 
 fn drain_timeout() -> Result<Duration> {

@@ -82,6 +82,9 @@ pub struct HttpOptions {
     pub ready_grace: Duration,
     /// Whether to count calls and serve them at `/metrics`.
     pub metrics: bool,
+    /// Whether plain SQL reads take the lane (`MCPSPEC_HTTP_LANE=off` sends every request
+    /// through rmcp, to compare answers or rule the lane out).
+    pub lane: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -248,7 +251,7 @@ impl Gate {
         let lower = |v: Vec<String>| v.into_iter().map(|s| s.to_ascii_lowercase()).collect();
         let sessions = Arc::new(LocalSessionManager::default());
         let health = Health::new(server.live());
-        let lane = (options.workers > 1).then(|| {
+        let lane = (options.workers > 1 && options.lane).then(|| {
             HttpLane::new(
                 Lane::new(server.live(), "tcp"),
                 sessions.clone(),

@@ -3,11 +3,14 @@
 //! read the request, as one `application/json` body, without rmcp's session worker, its
 //! channels, the blocking pool or an SSE stream of three chunks.
 //!
-//! The lane takes a POST only when rmcp has already accepted the same session with the same
-//! headers, so that every refusal stays rmcp's: the session exists and its client sent
-//! `notifications/initialized`, which rmcp answered 202 with the `MCP-Protocol-Version` the
-//! call carries (a revision before 2026-07-28); `Accept` names JSON and SSE and the body is
-//! JSON. Anything else goes to rmcp.
+//! The lane takes a POST only when rmcp would take it as it is, so that every refusal stays
+//! rmcp's. In a session (a revision before 2026-07-28): the session exists and its client
+//! sent `notifications/initialized`, which rmcp answered 202 with the `MCP-Protocol-Version`
+//! the call carries. Without one (a request of 2026-07-28, whose `_meta` carries its version,
+//! the client's capabilities and name and nothing else): the SEP-2243 headers are exactly
+//! those of a valid call (one `MCP-Protocol-Version` equal to the `_meta` version, one
+//! `Mcp-Method: tools/call`, one `Mcp-Name` equal to the tool's name, no `Mcp-Param-*`).
+//! Either way `Accept` names JSON and SSE and the body is JSON. Anything else goes to rmcp.
 //!
 //! - **Engines.** Only a database whose jobs may run on a runtime worker (SQLite) answers
 //!   there; PostgreSQL's synchronous driver drives a runtime of its own, which cannot start
@@ -106,6 +109,37 @@ fn plain_post(headers: &HeaderMap) -> bool {
         && accepted.iter().any(|a| a == "text/event-stream")
 }
 
+/// The one value of header `name`, when there is exactly one and it is text.
+fn only<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    let mut values = headers.get_all(name).iter();
+    let first = values.next()?;
+    values
+        .next()
+        .is_none()
+        .then(|| first.to_str().ok())
+        .flatten()
+}
+
+/// Whether a 2026-07-28 `tools/call`'s headers are those rmcp accepts it with (SEP-2243):
+/// one `MCP-Protocol-Version` equal to the request's `_meta` version (which the lane takes
+/// only as 2026-07-28), one `Mcp-Method: tools/call`, one `Mcp-Name` equal to the tool's
+/// name written as itself (a name of letters, digits, `_`, `-` and `.`, which no header
+/// encoding changes), and no
+/// `Mcp-Param-*` header, which rmcp checks against the tool's schema. Anything else, valid
+/// or not, is rmcp's to answer.
+fn standard_headers(headers: &HeaderMap, call: &Call<'_>) -> bool {
+    let name = call.name();
+    let plain_name = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    only(headers, "mcp-protocol-version") == Some(super::lane::PER_REQUEST)
+        && only(headers, "mcp-method") == Some("tools/call")
+        && plain_name
+        && only(headers, "mcp-name") == Some(name)
+        && !headers.keys().any(|k| k.as_str().starts_with("mcp-param-"))
+}
+
 impl HttpLane {
     /// A lane that runs at most `workers - 1` calls on the runtime's workers at once.
     pub(super) fn new(lane: Lane, sessions: Arc<LocalSessionManager>, workers: usize) -> Self {
@@ -164,17 +198,19 @@ impl HttpLane {
     /// The answer to the POST of `headers` and `body`, when the lane takes it: the JSON-RPC
     /// response as its body's bytes. `None` leaves the request to rmcp.
     pub(super) async fn answer(&self, headers: &HeaderMap, body: &Bytes) -> Option<Vec<u8>> {
-        let session = session_of(headers)?;
-        if !self.accepted(session, headers) || !plain_post(headers) {
-            return None;
-        }
         // A request with trace context is rmcp's, whose span takes it as the parent.
         if crate::telemetry::on() && headers.contains_key("traceparent") {
             return None;
         }
+        if !plain_post(headers) {
+            return None;
+        }
         let call = Call::parse(body)?;
-        // Requests of 2026-07-28 over HTTP are rmcp's.
         if call.per_request() {
+            return self.sessionless(headers, call, body).await;
+        }
+        let session = session_of(headers)?;
+        if !self.accepted(session, headers) {
             return None;
         }
         let engine = self.lane.takes(&call)?;
@@ -185,7 +221,41 @@ impl HttpLane {
         let key = (session.to_string(), id.to_string());
         let cancel = Arc::new(AtomicBool::new(false));
         lock(&self.running).insert(key.clone(), cancel.clone());
-        let answer = if !runs_on_worker(&engine) {
+        let answer = self.run(call, body, engine, cancel).await;
+        lock(&self.running).remove(&key);
+        (!answer.is_empty()).then_some(answer)
+    }
+
+    /// A request of protocol 2026-07-28 (no session) that the lane takes only when its
+    /// headers are exactly those rmcp accepts such a call with (see [`standard_headers`]);
+    /// with any other, rmcp answers, refusals included. Being of no session, it is stopped by
+    /// its deadline, not by a `notifications/cancelled` of whoever names its id.
+    async fn sessionless(
+        &self,
+        headers: &HeaderMap,
+        call: Call<'_>,
+        body: &Bytes,
+    ) -> Option<Vec<u8>> {
+        if session_of(headers).is_some() || !standard_headers(headers, &call) {
+            return None;
+        }
+        let engine = self.lane.takes(&call)?;
+        let answer = self
+            .run(call, body, engine, Arc::new(AtomicBool::new(false)))
+            .await;
+        (!answer.is_empty()).then_some(answer)
+    }
+
+    /// Runs a lane call: on this worker when a spare one is free and the database allows it,
+    /// else as [`HttpLane::on_last_worker`] or on the blocking pool.
+    async fn run(
+        &self,
+        call: Call<'_>,
+        body: &Bytes,
+        engine: Arc<Engine>,
+        cancel: Arc<AtomicBool>,
+    ) -> Vec<u8> {
+        if !runs_on_worker(&engine) {
             Self::on_blocking_pool(&self.lane, body, engine, cancel).await
         } else if self.take_spare() {
             let answer = self.lane.answer(call, &engine, cancel, None);
@@ -193,9 +263,7 @@ impl HttpLane {
             answer
         } else {
             self.on_last_worker(call, body, engine, cancel).await
-        };
-        lock(&self.running).remove(&key);
-        (!answer.is_empty()).then_some(answer)
+        }
     }
 
     /// Answers a call that finds every spare worker answering one. It starts on this worker,

@@ -10,7 +10,8 @@
 //! without `_meta` in a session that began with `initialize` on a revision before
 //! 2026-07-28, once the client said `notifications/initialized`; or a request of 2026-07-28,
 //! whose `_meta` holds its version, the client's capabilities and name and nothing else, once
-//! such a request has made rmcp choose that lifecycle. Over HTTP, only the first kind.
+//! such a request has made rmcp choose that lifecycle. Over HTTP, both kinds too: see
+//! `transport::http_lane` for the headers each must carry.
 //! Everything else goes to rmcp as before. The answer is what rmcp would send: the same
 //! [`to_result`], in the shape rmcp gives the request's revision, in the same envelope.
 //!
@@ -103,6 +104,11 @@ impl<'a> Call<'a> {
     /// began with `initialize` on an earlier revision.
     pub fn per_request(&self) -> bool {
         self.params.meta.is_some()
+    }
+
+    /// The tool the request calls.
+    pub fn name(&self) -> &str {
+        &self.params.name
     }
 
     /// The request id as rmcp's type, for the in-flight bookkeeping.
