@@ -1209,12 +1209,43 @@ fn a_2026_read_takes_the_lane_only_with_the_headers_rmcp_takes() {
         ),
     ];
     for (what, headers, body, lane_takes) in cases {
-        let answers: Vec<_> = [&lane, &rmcp]
+        compare(what, [&lane, &rmcp], &headers, &body, lane_takes);
+    }
+    // A tool that mirrors an argument into a header (`x-mcp-header`, SEP-2243) is rmcp's
+    // whatever the headers: a missing `Mcp-Param-Region` is refused as rmcp refuses it.
+    let lane = HttpServer::serve(&["conformance"], &[]);
+    let rmcp = HttpServer::serve(&["conformance"], &[("MCPSPEC_HTTP_LANE", "off")]);
+    let body = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+        "params": {"name": "test_custom_headers", "arguments": {"region": "eu"}, "_meta": meta}})
+    .to_string();
+    let named = [
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "test_custom_headers"),
+    ];
+    let mut mirrored = named.to_vec();
+    mirrored.push(("Mcp-Param-Region", "eu"));
+    compare("no Mcp-Param-Region", [&lane, &rmcp], &named, &body, false);
+    compare("Mcp-Param-Region", [&lane, &rmcp], &mirrored, &body, false);
+}
+
+/// Sends one POST to the server with the lane and to the one without, and asserts their
+/// answers are the same, and that the lane answered (one JSON body where rmcp streams SSE)
+/// when `lane_takes`, else that rmcp did.
+fn compare(
+    what: &str,
+    servers: [&HttpServer; 2],
+    headers: &[(&str, &str)],
+    body: &str,
+    lane_takes: bool,
+) {
+    {
+        let answers: Vec<_> = servers
             .iter()
             .map(|server| {
                 let mut c = mcpspec_testkit::HttpClient::new(server.addr, None);
                 let r = c
-                    .exchange("POST", &headers, body.as_bytes())
+                    .exchange("POST", headers, body.as_bytes())
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
                 let message = r.messages().into_iter().next();
                 (

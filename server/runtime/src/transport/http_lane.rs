@@ -9,7 +9,8 @@
 //! the call carries. Without one (a request of 2026-07-28, whose `_meta` carries its version,
 //! the client's capabilities and name and nothing else): the SEP-2243 headers are exactly
 //! those of a valid call (one `MCP-Protocol-Version` equal to the `_meta` version, one
-//! `Mcp-Method: tools/call`, one `Mcp-Name` equal to the tool's name, no `Mcp-Param-*`).
+//! `Mcp-Method: tools/call`, one `Mcp-Name` equal to the tool's name, no `Mcp-Param-*`) and
+//! the tool mirrors no argument into a header (`x-mcp-header`), which rmcp checks.
 //! Either way `Accept` names JSON and SSE and the body is JSON. Anything else goes to rmcp.
 //!
 //! - **Engines.** Only a database whose jobs may run on a runtime worker (SQLite) answers
@@ -240,6 +241,15 @@ impl HttpLane {
             return None;
         }
         let engine = self.lane.takes(&call)?;
+        // A tool that mirrors arguments into `Mcp-Param-*` headers (`x-mcp-header`) has them
+        // checked against the body by rmcp, the missing ones included.
+        let mirrors = engine
+            .def
+            .tool(call.name())
+            .is_none_or(|t| contains(t.input_schema.as_bytes(), b"x-mcp-header"));
+        if mirrors {
+            return None;
+        }
         let answer = self
             .run(call, body, engine, Arc::new(AtomicBool::new(false)))
             .await;
