@@ -32,6 +32,10 @@ pub struct Plan {
     pub seconds: f64,
     /// Calls each session makes before the level's clock starts.
     pub warmup_calls: usize,
+    /// Requests of protocol 2026-07-28: no session, each carrying its version and the
+    /// client's capabilities and name in `_meta` and the SEP-2243 headers, as clients of that
+    /// revision send them.
+    pub per_request: bool,
 }
 
 /// The server process, killed when dropped.
@@ -120,23 +124,59 @@ struct Session {
     params: Vec<String>,
     next: usize,
     id: u64,
+    /// The tool's name, for the `Mcp-Name` header of a request of 2026-07-28; `None` in a
+    /// session.
+    per_request: Option<String>,
+}
+
+/// `params` with the `_meta` a request of 2026-07-28 carries, and the tool it names.
+fn per_request_params(params: &Value) -> (String, String) {
+    let mut p = params.clone();
+    p["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "mcpbench", "version": "1"}
+    });
+    let name = p["name"].as_str().unwrap_or_default().to_string();
+    (p.to_string(), name)
 }
 
 impl Session {
-    fn open(addr: SocketAddr, index: usize, rows: usize, dialect: Dialect) -> Result<Session> {
+    fn open(
+        addr: SocketAddr,
+        index: usize,
+        rows: usize,
+        dialect: Dialect,
+        per_request: bool,
+    ) -> Result<Session> {
         let mut client = HttpClient::new(addr, None);
-        client.initialize()?;
+        if !per_request {
+            client.initialize()?;
+        }
         let mut w = Workload::new(Kind::Pk, dialect, rows);
         // Sessions start at different points of the same sequence.
         for _ in 0..index * 37 {
             w.next_params();
         }
-        let params = (0..256).map(|_| w.next_params().to_string()).collect();
+        let mut name = None;
+        let params = (0..256)
+            .map(|_| {
+                let p = w.next_params();
+                if per_request {
+                    let (text, tool) = per_request_params(&p);
+                    name = Some(tool);
+                    text
+                } else {
+                    p.to_string()
+                }
+            })
+            .collect();
         let mut s = Session {
             client,
             params,
             next: 0,
             id: 0,
+            per_request: name,
         };
         let first = s.call_bytes()?;
         let answer: Vec<Value> = first.messages();
@@ -159,7 +199,18 @@ impl Session {
             r#"{{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{params}}}"#,
             self.id
         );
-        let r = self.client.exchange("POST", &[], body.as_bytes())?;
+        let r = match &self.per_request {
+            Some(name) => self.client.exchange(
+                "POST",
+                &[
+                    ("MCP-Protocol-Version", "2026-07-28"),
+                    ("Mcp-Method", "tools/call"),
+                    ("Mcp-Name", name),
+                ],
+                body.as_bytes(),
+            )?,
+            None => self.client.exchange("POST", &[], body.as_bytes())?,
+        };
         ensure!(r.status == 200, "HTTP {}: {}", r.status, r.text());
         Ok(r)
     }
@@ -179,15 +230,17 @@ fn level(served: &Served, n: usize, rows: usize, dialect: Dialect, plan: &Plan) 
     let barrier = Arc::new(Barrier::new(n + 1));
     let budget = Duration::from_secs_f64(plan.seconds);
     let warmup = plan.warmup_calls;
+    let per_request = plan.per_request;
     let addr = served.addr;
     let workers: Vec<_> = (0..n)
         .map(|i| {
             let barrier = barrier.clone();
             std::thread::spawn(move || -> Result<(Vec<f64>, Instant)> {
-                let opened = Session::open(addr, i, rows, dialect).and_then(|mut s| {
-                    (0..warmup).try_for_each(|_| s.call().map(drop))?;
-                    Ok(s)
-                });
+                let opened =
+                    Session::open(addr, i, rows, dialect, per_request).and_then(|mut s| {
+                        (0..warmup).try_for_each(|_| s.call().map(drop))?;
+                        Ok(s)
+                    });
                 barrier.wait();
                 let mut s = opened?;
                 let start = Instant::now();

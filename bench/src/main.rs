@@ -369,6 +369,7 @@ fn http_cmd(args: &Args) -> Result<()> {
             None => 3.0,
         },
         warmup_calls: if quick { 5 } else { 50 },
+        per_request: args.has("--per-request"),
     };
     let log = args.get("log").map(PathBuf::from);
     let result = http::run(&args.rest, &db, rows, dialect(args)?, &plan, log.as_deref())?;
