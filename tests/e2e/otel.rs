@@ -272,8 +272,9 @@ fn assert_never_named(got: &Got, secret: &str) {
 
 /// Over stdio on SQLite: the parent from `_meta.traceparent` (SEP-414), the statements as
 /// children, the service named after the server, the exporter's headers from
-/// `OTEL_EXPORTER_OTLP_HEADERS`; a call on the lane without trace context is a root span with
-/// its tool error; the duration histogram arrives by tool.
+/// `OTEL_EXPORTER_OTLP_HEADERS`; a trace the client did not sample is not recorded; a call on
+/// the lane without trace context is a root span with its tool error; the duration histogram
+/// arrives by tool.
 #[test]
 fn spans_of_a_stdio_call_arrive_under_the_clients_trace() {
     let receiver = Receiver::start();
@@ -290,6 +291,16 @@ fn spans_of_a_stdio_call_arrive_under_the_clients_trace() {
     }
     let mut c = StdioClient::spawn(&mut command).expect("spawn");
     c.initialize().expect("initialize");
+    // A trace the client did not sample: the server records none of it (parent-based).
+    let unsampled = "0af7651916cd43dd8448eb211c80319c";
+    let r = c
+        .request(
+            "tools/call",
+            json!({"name": "kb_search", "arguments": {"query": "zebraword"},
+                   "_meta": {"traceparent": format!("00-{unsampled}-{PARENT}-00")}}),
+        )
+        .expect("tools/call");
+    assert_eq!(r["result"]["isError"], false, "{r}");
     let traceparent = format!("00-{TRACE}-{PARENT}-01");
     let r = c
         .request(
@@ -324,6 +335,10 @@ fn spans_of_a_stdio_call_arrive_under_the_clients_trace() {
         Some("tool_error")
     );
     let got = receiver.got.lock().unwrap();
+    assert!(
+        got.spans.iter().all(|(_, s)| hex(&s.trace_id) != unsampled),
+        "spans of a trace the client did not sample"
+    );
     assert!(
         got.headers
             .iter()

@@ -467,9 +467,13 @@ impl Engine {
 
     /// The database in which replicas sharing it keep their tasks, so that any of them
     /// answers for a task; `None` when the database is SQLite's or there is none (the process
-    /// keeps its tasks), or when it lacks mcpspec's table for them (said once in the log, with
-    /// how to add it).
+    /// keeps its tasks), when the server is read-only, or when it lacks mcpspec's table for
+    /// them (said once in the log, with how to add it).
     pub fn task_table(&self) -> Option<Arc<crate::backend::Database>> {
+        // A server that may not write keeps its tasks to itself.
+        if self.read_only {
+            return None;
+        }
         let db = self.db.clone()?;
         if db.shares_tasks()? {
             return Some(db);

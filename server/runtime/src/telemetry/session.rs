@@ -50,7 +50,7 @@ fn operation(sql: &str) -> Option<&'static str> {
 #[cfg(feature = "otel")]
 mod imp {
     use opentelemetry::KeyValue;
-    use opentelemetry::trace::{Span, SpanKind, Status, Tracer};
+    use opentelemetry::trace::{Span, SpanKind, Status, TraceContextExt, Tracer};
 
     use crate::backend::{Bind, Changes, Dialect, Failure, Row, Session, Sql};
 
@@ -61,6 +61,13 @@ mod imp {
     impl Traced<'_> {
         fn span(&self, sql: &str) -> Option<opentelemetry_sdk::trace::Span> {
             let tracer = super::super::otlp::tracer()?;
+            // A statement of a request whose span is not sampled would not be either.
+            let cx = opentelemetry::Context::current();
+            let parent = cx.span();
+            let parent = parent.span_context();
+            if parent.is_valid() && !parent.is_sampled() {
+                return None;
+            }
             let system = self.inner.dialect().system;
             let op = super::operation(sql);
             let name = op.unwrap_or(system);
