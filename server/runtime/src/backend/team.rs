@@ -139,6 +139,21 @@ impl Database {
             .unwrap_or_else(|| Err("the database is served read-only".into()))
     }
 
+    /// Runs the one statement `pick` chooses with `pairs` bound: how many rows it changed.
+    fn team_execute(
+        &self,
+        pick: fn(&'static Team) -> Sql<'static>,
+        pairs: &[(&str, Value)],
+    ) -> Result<u64, String> {
+        let bind = binding(pairs);
+        self.team_job(|session, team| {
+            session
+                .execute(pick(team), &bind)
+                .map(|c| c.changes)
+                .map_err(|f| f.message)
+        })
+    }
+
     /// Records that the state with `nonce`, which expires in `ttl`, was used: `Ok(true)` when
     /// it was not used before anywhere in the team, `Ok(false)` when it was; why not, when the
     /// database could not say. Expired rows are forgotten now and then.
@@ -210,13 +225,7 @@ impl Database {
             ("detail", Value::Text(detail.to_string())),
             ("expires", Value::Integer(expires)),
         ];
-        let bind = binding(&pairs);
-        self.team_job(|session, team| {
-            let changed = session
-                .execute(team.tasks.settle, &bind)
-                .map_err(|f| f.message)?;
-            Ok(changed.changes == 1)
-        })
+        Ok(self.team_execute(|t| t.tasks.settle, &pairs)? == 1)
     }
 
     /// Task `id` as the team keeps it, unless unknown or expired.
@@ -254,25 +263,13 @@ impl Database {
             ("detail", Value::Text(detail.to_string())),
             ("stale", Value::Integer(stale)),
         ];
-        let bind = binding(&pairs);
-        self.team_job(|session, team| {
-            let changed = session
-                .execute(team.tasks.fail_stale, &bind)
-                .map_err(|f| f.message)?;
-            Ok(changed.changes == 1)
-        })
+        Ok(self.team_execute(|t| t.tasks.fail_stale, &pairs)? == 1)
     }
 
     /// Asks the replica running working task `id` to cancel it.
     pub fn request_task_cancel(&self, id: &str) -> Result<(), String> {
         let pairs = [("id", Value::Text(id.to_string()))];
-        let bind = binding(&pairs);
-        self.team_job(|session, team| {
-            session
-                .execute(team.tasks.cancel, &bind)
-                .map_err(|f| f.message)?;
-            Ok(())
-        })
+        self.team_execute(|t| t.tasks.cancel, &pairs).map(drop)
     }
 
     /// `replica` says it still runs its working tasks: the ids of those another replica

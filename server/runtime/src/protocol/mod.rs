@@ -827,7 +827,7 @@ pub fn to_result(
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, crate::content::ContentError> + Send + 'static,
 ) -> Result<T, ErrorData> {
-    let carry = traced::carry();
+    let carry = crate::telemetry::Carry::current();
     match tokio::task::spawn_blocking(move || {
         let _cx = carry.attach();
         f()
@@ -1212,7 +1212,7 @@ impl ServerHandler for McpServer {
                 Some(_) => self.admission.enter(&name, &stop).await.map(Some),
                 None => Some(None),
             };
-            let carry = traced::carry();
+            let carry = crate::telemetry::Carry::current();
             let job: Job = match place {
                 Some(place) => bounded(
                     tokio::task::spawn_blocking(move || {

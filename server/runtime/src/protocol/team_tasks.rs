@@ -184,14 +184,19 @@ impl Shared {
         }
     }
 
+    /// Task `id` as the team's table has it; an unknown task when it has none.
+    async fn find(&self, id: &str) -> Result<crate::backend::FoundTask, ErrorData> {
+        let (db, key) = (self.db.clone(), id.to_string());
+        blocking(move || db.find_task(&key))
+            .await
+            .map_err(|r| unavailable(&r))?
+            .ok_or_else(|| unknown(id))
+    }
+
     /// `tasks/get` of a task another replica minted: its recorded answer, or failed when its
     /// replica stopped saying it runs it.
     pub(super) async fn get(&self, id: &str) -> Result<DetailedTask, ErrorData> {
-        let (db, key) = (self.db.clone(), id.to_string());
-        let found = blocking(move || db.find_task(&key))
-            .await
-            .map_err(|r| unavailable(&r))?
-            .ok_or_else(|| unknown(id))?;
+        let found = self.find(id).await?;
         let mut detail: DetailedTask =
             serde_json::from_str(&found.detail).map_err(|e| unavailable(&e.to_string()))?;
         let stale = now_ms().saturating_sub(i64::try_from(STALE.as_millis()).unwrap_or(0));
@@ -210,31 +215,17 @@ impl Shared {
                 .await
                 .map_err(|r| unavailable(&r))?;
             // Whoever wrote last, the table says what the task came to.
-            return self.get_settled(id).await;
+            let settled = self.find(id).await?;
+            return serde_json::from_str(&settled.detail).map_err(|e| unavailable(&e.to_string()));
         }
         detail.task.status = detail.payload.status();
         Ok(detail)
     }
 
-    /// The recorded answer of a task, read again.
-    async fn get_settled(&self, id: &str) -> Result<DetailedTask, ErrorData> {
-        let (db, key) = (self.db.clone(), id.to_string());
-        let found = blocking(move || db.find_task(&key))
-            .await
-            .map_err(|r| unavailable(&r))?
-            .ok_or_else(|| unknown(id))?;
-        serde_json::from_str(&found.detail).map_err(|e| unavailable(&e.to_string()))
-    }
-
     /// `tasks/cancel` of a task another replica runs: asks that replica to cancel it (within
     /// a [`BEAT`]); a task that already settled is left as it is.
     pub(super) async fn cancel(&self, id: &str) -> Result<(), ErrorData> {
-        let (db, key) = (self.db.clone(), id.to_string());
-        let found = blocking(move || db.find_task(&key))
-            .await
-            .map_err(|r| unavailable(&r))?
-            .ok_or_else(|| unknown(id))?;
-        if found.status == "working" {
+        if self.find(id).await?.status == "working" {
             let (db, key) = (self.db.clone(), id.to_string());
             blocking(move || db.request_task_cancel(&key))
                 .await
@@ -245,11 +236,7 @@ impl Shared {
 
     /// `tasks/update` of a task another replica runs: its questions are answered there.
     pub(super) async fn update(&self, id: &str) -> Result<(), ErrorData> {
-        let (db, key) = (self.db.clone(), id.to_string());
-        blocking(move || db.find_task(&key))
-            .await
-            .map_err(|r| unavailable(&r))?
-            .ok_or_else(|| unknown(id))?;
+        self.find(id).await?;
         Err(ErrorData::invalid_params(
             format!(
                 "task {} runs on another replica: its questions are answered there (send tasks/update to the replica that asked them)",

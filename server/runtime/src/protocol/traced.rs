@@ -12,7 +12,7 @@ use rmcp::model::CallToolResponse;
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 
-use crate::telemetry::{Carry, Parent, Request, RequestInfo};
+use crate::telemetry::{Parent, Request, RequestInfo};
 
 /// A request's span while its work runs; nothing when telemetry is off.
 pub(super) struct Span(Option<Live>);
@@ -162,9 +162,4 @@ impl Span {
         request.finish(&info, error.as_deref());
         result
     }
-}
-
-/// The current request's context, for the thread that runs its work.
-pub(super) fn carry() -> Carry {
-    Carry::current()
 }
