@@ -10,9 +10,9 @@
 use mcpspec_def::{
     AnnotationsDef, AskDef, Bind, BindingDef, BlockDef, BlockKind, ColumnDef, ConfirmDef,
     ContentDef, DatabaseDef, DemoCallDef, DialectSqlDef, DownstreamDef, EngineDef, EnvelopeDef,
-    ErrorDef, ExampleDef, ExpectDef, InterceptRuleDef, MessageBodyDef, MessageDef, MigrationDef,
-    MigrationTextDef, ParamKind, PromptArgumentDef, PromptDef, ProxyConfigDef, ProxyDef,
-    ResourceDef, RuleDef, RuleKindDef, ServerDef, StartupJobDef, StatementDef, ToolDef,
+    ErrorDef, ExampleDef, ExpectDef, IdentityDef, InterceptRuleDef, MessageBodyDef, MessageDef,
+    MigrationDef, MigrationTextDef, ParamKind, PromptArgumentDef, PromptDef, ProxyConfigDef,
+    ProxyDef, ResourceDef, RuleDef, RuleKindDef, ServerDef, StartupJobDef, StatementDef, ToolDef,
 };
 
 use crate::ir;
@@ -46,6 +46,7 @@ pub(crate) fn server(s: &ir::Server) -> &'static ServerDef {
         errors: list(&s.errors, error),
         resources: list(&s.resources, resource),
         prompts: list(&s.prompts, prompt),
+        scopes: texts(&s.scopes),
         examples: list(&s.examples, example),
     })
 }
@@ -121,6 +122,11 @@ fn database(db: &ir::Database) -> DatabaseDef {
             env: opt(e.env.as_deref()),
             schema: text(&e.schema),
             sample: opt(e.sample.as_deref()),
+            identity: e.identity.as_ref().map(|i| IdentityDef {
+                role_claim: opt(i.role_claim.as_deref()),
+                roles: texts(&i.roles),
+                claims_setting: text(&i.claims_setting),
+            }),
         }),
         migrations: list(&db.migrations, |m| MigrationDef {
             version: m.version,
@@ -182,6 +188,7 @@ fn resource(r: &ir::Resource) -> ResourceDef {
             handler: r.handler.is_some(),
         },
         complete: pairs(&r.complete),
+        scopes: texts(&r.scopes),
     }
 }
 
@@ -210,6 +217,7 @@ fn prompt(p: &ir::Prompt) -> PromptDef {
                 ir::MessageBody::Image(d, m) => MessageBodyDef::Image(text(d), text(m)),
             },
         }),
+        scopes: texts(&p.scopes),
     }
 }
 
@@ -290,6 +298,7 @@ fn params(t: &ir::Tool) -> &'static [(&'static str, ParamKind)] {
             Some(ir::ArgType::Boolean) => ParamKind::Boolean,
             Some(ir::ArgType::Array(_)) => ParamKind::Array,
             Some(ir::ArgType::Json) => ParamKind::Json,
+            None if wire == ir::AUTH_SUB_PARAM => ParamKind::AuthSub,
             None => ParamKind::Arguments,
         };
         (text(wire), kind)
@@ -315,6 +324,7 @@ fn tool(t: &ir::Tool) -> ToolDef {
         required_any: texts(&t.required_any),
         transforms: list(&t.transforms, |(arg, l)| (text(arg), texts(l))),
         timeout_ms: t.timeout_ms,
+        scopes: texts(&t.scopes),
         derive: list(&t.derive, |(n, from, l)| (text(n), text(from), texts(l))),
         env_defaults: pairs(&t.env_defaults),
         binding: binding(&t.binding),

@@ -189,6 +189,8 @@ struct ToolCtx {
     description: String,
     effect: &'static str,
     annotations: Vec<NameValue>,
+    /// The OAuth scopes a caller needs, the server's and the tool's, as `a`, `b`.
+    scopes: String,
     params: Vec<ParamCtx>,
     required_any: String,
     result_kind: String,
@@ -722,6 +724,31 @@ fn errors(s: &ir::Server, t: &ir::Tool) -> Vec<ErrorCtx> {
         });
         return out;
     }
+    let identity = s
+        .database
+        .iter()
+        .flat_map(|d| &d.engines)
+        .find_map(|e| e.identity.as_ref());
+    if identity.is_some() || t.sql_args.iter().any(|a| a == crate::ir::AUTH_SUB_PARAM) {
+        out.push(ErrorCtx {
+            code: "IDENTITY_REQUIRED".into(),
+            when: "the request carries no OAuth access token (stdio, or the static token): the tool acts as its caller".into(),
+        });
+    }
+    if let Some(identity) = identity {
+        out.push(ErrorCtx {
+            code: "FORBIDDEN".into(),
+            when: format!(
+                "on PostgreSQL, the access token names a role other than {}",
+                identity
+                    .roles
+                    .iter()
+                    .map(|r| format!("`{r}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        });
+    }
     if t.writes {
         out.push(ErrorCtx {
             code: "READ_ONLY".into(),
@@ -796,6 +823,13 @@ fn tool_ctx(server: &ir::Server, t: &ir::Tool) -> ToolCtx {
             .collect::<Vec<_>>()
             .join(" "),
         effect,
+        scopes: server
+            .scopes
+            .iter()
+            .chain(t.scopes.iter().filter(|x| !server.scopes.contains(x)))
+            .map(|x| format!("`{x}`"))
+            .collect::<Vec<_>>()
+            .join(", "),
         annotations: vec![
             NameValue {
                 name: "readOnlyHint",

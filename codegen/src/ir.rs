@@ -35,6 +35,8 @@ pub(crate) struct Server {
     pub resources: Vec<Resource>,
     /// MCP prompts, in spec order.
     pub prompts: Vec<Prompt>,
+    /// OAuth scopes every request of a caller needs.
+    pub scopes: Vec<String>,
     /// Every tool's `examples:`, in spec order.
     pub examples: Vec<Example>,
 }
@@ -97,6 +99,8 @@ pub(crate) struct Resource {
     pub line: u32,
     /// Completion SQL per template variable, in variable name order.
     pub complete: Vec<(String, String)>,
+    /// OAuth scopes a caller needs, besides the server's.
+    pub scopes: Vec<String>,
 }
 
 /// How the text of a resource or the data of a prompt is made: an optional statement whose
@@ -119,6 +123,8 @@ pub(crate) struct Prompt {
     pub ask: Vec<Ask>,
     pub statement: Option<Statement>,
     pub messages: Vec<Message>,
+    /// OAuth scopes a caller needs, besides the server's.
+    pub scopes: Vec<String>,
 }
 
 /// A question a prompt asks the person before it renders.
@@ -381,6 +387,16 @@ pub(crate) struct EngineSide {
     pub env: Option<String>,
     pub schema: String,
     pub sample: Option<String>,
+    /// How a caller becomes the database's role and claims (PostgreSQL).
+    pub identity: Option<Identity>,
+}
+
+/// `database.postgres.identity`.
+#[derive(Debug, Clone)]
+pub(crate) struct Identity {
+    pub role_claim: Option<String>,
+    pub roles: Vec<String>,
+    pub claims_setting: String,
 }
 
 /// A statement's text in one dialect, its parameters written as the dialect's placeholders.
@@ -517,6 +533,8 @@ pub(crate) struct Tool {
     /// Transforms per argument, applied in order after validation.
     pub transforms: Vec<(String, Vec<String>)>,
     pub timeout_ms: Option<u64>,
+    /// OAuth scopes a caller needs, besides the server's.
+    pub scopes: Vec<String>,
     /// Derived parameters: `(name, argument, transforms)`.
     pub derive: Vec<(String, String, Vec<String>)>,
     /// Defaults from the environment: `(argument, variable)`.
@@ -619,11 +637,17 @@ pub(crate) const ERROR_CODES: &[&str] = &[
     "INTERNAL_ERROR",
     "CONFIRMATION_REQUIRED",
     "DECLINED",
+    "IDENTITY_REQUIRED",
+    "FORBIDDEN",
 ];
 
 /// The SQL parameter that binds the whole validated arguments object as JSON text, so that a
 /// statement can tell an absent argument (`json_type(:arguments, '$.x') IS NULL`) from null.
 pub(crate) const ARGUMENTS_PARAM: &str = "arguments";
+
+/// The SQL parameter that binds the caller's subject: the `sub` of the OAuth access token the
+/// request came with (see the runtime's `auth`). No argument can supply it.
+pub(crate) const AUTH_SUB_PARAM: &str = "auth.sub";
 
 #[derive(Debug, Clone)]
 pub(crate) enum Binding {

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::ir::{
     Annotations, Arg, ArgType, Ask, Binding, Block, Column, ColumnKind, Confirm, Content, Database,
-    DemoCall, DialectSql, Downstream, EngineSide, Envelope, ErrorDecl, Example, Expect,
+    DemoCall, DialectSql, Downstream, EngineSide, Envelope, ErrorDecl, Example, Expect, Identity,
     InterceptAction, InterceptRule, InterceptSql, Message, MessageBody, Mode, OutField, OutStruct,
     OutType, Prompt, PromptArg, Proxy, ProxyConfig, Resource, Rule, RuleKind, Server, StartupJob,
     Statement, Tool,
@@ -131,6 +131,7 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
             .map(|(r, ty)| resource(&r.value, crate::spec::pos(r).line, ty, pg))
             .collect(),
         prompts: spec.prompts.iter().map(|p| prompt(&p.value, pg)).collect(),
+        scopes: scopes(&server.scopes),
     }
 }
 
@@ -155,6 +156,11 @@ fn database(db: &crate::spec::RawDatabase) -> Database {
                 env: side.value.env.as_ref().map(|e| e.value.clone()),
                 schema: side.value.schema.value.clone(),
                 sample: side.value.sample.as_ref().map(|s| s.value.clone()),
+                identity: side.value.identity.as_ref().map(|i| Identity {
+                    role_claim: i.value.role_claim.as_ref().map(|c| c.value.clone()),
+                    roles: scopes(&i.value.roles),
+                    claims_setting: i.value.claims_setting.value.clone(),
+                }),
             })
             .collect(),
         // Read from disk by `migrations::read`, which `compile` runs after lowering.
@@ -206,7 +212,13 @@ fn resource(
             .iter()
             .map(|(k, v)| (k.clone(), v.value.trim_end().to_string()))
             .collect(),
+        scopes: scopes(&r.scopes),
     }
+}
+
+/// The scopes of a `scopes:` list, as written.
+pub(crate) fn scopes(list: &[crate::spec::Sp<String>]) -> Vec<String> {
+    list.iter().map(|s| s.value.clone()).collect()
 }
 
 fn prompt(p: &RawPrompt, pg: &[&'static sqlscan::Dialect]) -> Prompt {
@@ -264,6 +276,7 @@ fn prompt(p: &RawPrompt, pg: &[&'static sqlscan::Dialect]) -> Prompt {
                 },
             })
             .collect(),
+        scopes: scopes(&p.scopes),
     }
 }
 
@@ -388,6 +401,7 @@ fn tool(
             .map(|(k, v)| (k.clone(), v.value.clone()))
             .collect(),
         timeout_ms: t.timeout_ms.as_ref().map(|t| t.value),
+        scopes: scopes(&t.scopes),
         derive: t
             .derive
             .iter()
@@ -648,7 +662,7 @@ fn statement(s: &RawStatement, tool: &str, pg: &[&'static sqlscan::Dialect]) -> 
             .key
             .as_ref()
             .map_or_else(|| default_key.to_string(), |k| k.value.clone()),
-        sql: s.query.value.trim_end().to_string(),
+        sql: sqlscan::sqlite_text(s.query.value.trim_end()),
         texts: pg
             .iter()
             .map(|&dialect| {

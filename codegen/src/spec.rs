@@ -121,6 +121,10 @@ pub(crate) struct RawResource {
     #[serde(default)]
     #[cfg_attr(feature = "editor-schema", schemars(with = "BTreeMap<String, String>"))]
     pub complete: BTreeMap<String, Sp<String>>,
+    /// OAuth scopes a caller needs to read the resource, besides the server's `scopes`.
+    #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
+    pub scopes: Vec<Sp<String>>,
 }
 
 /// An MCP prompt: arguments, an optional statement, and the messages it renders.
@@ -152,6 +156,10 @@ pub(crate) struct RawPrompt {
     /// The messages, in order.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawMessage>"))]
     pub messages: Vec<Sp<RawMessage>>,
+    /// OAuth scopes a caller needs to get the prompt, besides the server's `scopes`.
+    #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
+    pub scopes: Vec<Sp<String>>,
 }
 
 /// An argument of a prompt.
@@ -300,6 +308,13 @@ pub(crate) struct RawServer {
     /// Markdown for people, appended to the generated reference `docs/<server>.md`: how the
     /// server's handlers work, and why.
     pub docs: Option<String>,
+    /// OAuth scopes every request of a caller must have, over HTTP with `--oauth-issuer`
+    /// (tools, resources and prompts may ask for more with their own `scopes`); listed in the
+    /// protected resource metadata. A request without them is refused with 403
+    /// `insufficient_scope` naming the scopes to ask for.
+    #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
+    pub scopes: Vec<Sp<String>>,
 }
 
 /// The SQLite database the tools run against.
@@ -384,6 +399,33 @@ pub(crate) struct RawEngine {
     /// Sample rows as SQL, loaded by `mcpspec init --sample`.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub sample: Option<Sp<String>>,
+    /// PostgreSQL only: each call of a caller (an OAuth access token over HTTP) runs in a
+    /// transaction that first takes the role the token names and puts the token's claims in a
+    /// setting, so that row-level security policies see who is calling (the PostgREST way). A
+    /// call without a caller is refused.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawIdentity>"))]
+    pub identity: Option<Sp<RawIdentity>>,
+}
+
+/// How a caller's access token becomes the database's idea of who is calling (PostgreSQL).
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Identity"))]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawIdentity {
+    /// The claim that names the role to take (`SET LOCAL ROLE`), e.g. `role`; without it, or
+    /// when the token lacks the claim, the call runs as the first of `roles`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub role_claim: Option<Sp<String>>,
+    /// The roles a call may take; a token naming another is refused before any statement.
+    /// The server's login role must be a member of each.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
+    pub roles: Vec<Sp<String>>,
+    /// The setting that receives the token's claims as JSON (`set_config(setting, claims,
+    /// true)`, transaction-local), e.g. `request.jwt.claims`; policies read it with
+    /// `current_setting('request.jwt.claims', true)::json->>'sub'`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
+    pub claims_setting: Sp<String>,
 }
 
 /// Proxy bindings: the downstream servers and the interceptor in front of them.
@@ -645,6 +687,12 @@ pub(crate) struct RawTool {
     /// How long one call may run before its query is interrupted.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<u64>"))]
     pub timeout_ms: Option<Sp<u64>>,
+    /// OAuth scopes a caller's access token must grant to call this tool (besides the
+    /// server's `scopes`); a call without them is refused with 403 `insufficient_scope`. Only
+    /// served over HTTP with `--oauth-issuer`; stdio and the static token are not scoped.
+    #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
+    pub scopes: Vec<Sp<String>>,
     /// The tasks extension (`io.modelcontextprotocol/tasks`): `optional`, the call runs as a
     /// task when the client declared the extension; `required`, it runs only as one and a
     /// client without the extension gets -32021. A SQL or content call becomes a task when it
@@ -1324,6 +1372,8 @@ enum Ctx {
     Database,
     /// A database side (`database.postgres`, `database.mysql`).
     Engine,
+    /// `database.postgres.identity`.
+    Identity,
     DefaultPath,
     Demos,
     Demo,
@@ -1390,6 +1440,7 @@ impl Ctx {
                 crate::fields::of::<RawEngine>(),
             ),
             Ctx::DefaultPath => ("`default_path`", crate::fields::of::<RawDefaultPath>()),
+            Ctx::Identity => ("`identity`", crate::fields::of::<RawIdentity>()),
             Ctx::Demo => ("a demo call", crate::fields::of::<RawDemoCall>()),
             Ctx::Startup => ("a start-up job", crate::fields::of::<RawStartupJob>()),
             Ctx::Schema => ("a JSON Schema", SCHEMA_KEYWORDS),
@@ -1460,6 +1511,7 @@ impl Ctx {
             (Ctx::Database, "default_path") => Ctx::DefaultPath,
             (Ctx::Database, "fts") => Ctx::FtsList,
             (Ctx::Database, "postgres" | "mysql") => Ctx::Engine,
+            (Ctx::Engine, "identity") => Ctx::Identity,
             (Ctx::Tool, "derive") => Ctx::Derives,
             (Ctx::Derives, _) => Ctx::Derive,
             (Ctx::Tool, "input") => Ctx::Input,

@@ -103,6 +103,18 @@ fn tokens(sql: &str) -> Vec<Tok> {
                 while i < b.len() && ident(b[i]) {
                     i += 1;
                 }
+                // `:auth.sub`: the caller's identity, a dotted name under `auth` only.
+                if &sql[start + 1..i] == "auth" {
+                    while i + 1 < b.len()
+                        && b[i] == b'.'
+                        && (b[i + 1].is_ascii_alphabetic() || b[i + 1] == b'_')
+                    {
+                        i += 1;
+                        while i < b.len() && ident(b[i]) {
+                            i += 1;
+                        }
+                    }
+                }
                 out.push(Tok::Param(sql[start + 1..i].to_string(), start));
             }
             _ if ident(c) => {

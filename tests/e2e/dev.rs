@@ -285,8 +285,8 @@ fn same_params(
             .or_insert_with(|| serde_json::from_str(v).unwrap());
     }
     let (x, y) = (
-        mcpspec::params::bind(&a.bind, &args),
-        mcpspec::params::bind(&b.bind, &args),
+        mcpspec::params::bind(&a.bind, &args, None),
+        mcpspec::params::bind(&b.bind, &args, None),
     );
     assert_eq!(x, y, "{}: `{tool}` {arguments}", compiled.name);
     true

@@ -282,7 +282,7 @@ fn golden_tables_are_usable_by_the_runtime() {
     let mut args = serde_json::Map::new();
     args.insert("q".into(), serde_json::json!("x"));
     args.insert("limit".into(), serde_json::json!(3));
-    let params = mcpspec::params::bind(&t.bind, &args);
+    let params = mcpspec::params::bind(&t.bind, &args, None);
     assert_eq!(params.len(), 2);
     // Wire names that are Rust keywords or clash after sanitising still decode: `projectId`
     // sorts first and keeps `project_id`, the later `project_id` becomes `project_id_2`.

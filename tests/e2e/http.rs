@@ -23,7 +23,7 @@ pub(crate) struct HttpServer {
     pub(crate) child: Child,
     pub(crate) addr: SocketAddr,
     /// The rest of the server's stderr, line by line.
-    stderr: Receiver<String>,
+    pub(crate) stderr: Receiver<String>,
 }
 
 impl HttpServer {

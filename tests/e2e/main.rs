@@ -23,6 +23,8 @@ mod mariadb;
 mod metrics;
 mod migrate;
 mod new;
+mod oauth;
+mod oidc;
 mod otel;
 mod pm;
 mod postgres;

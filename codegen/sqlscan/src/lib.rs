@@ -61,8 +61,8 @@ pub struct Positional {
     pub refs: Vec<(String, usize)>,
 }
 
-/// `sql` with each `:name` parameter (a letter or `_`, then letters, digits and `_`) replaced by
-/// `$n`. `::` casts, `arr[1:2]` slices and anything in literals or comments are left alone.
+/// `sql` with each `:name` parameter (a letter or `_`, then letters, digits and `_`; under
+/// `auth`, dotted: `:auth.sub`) replaced by `$n`. `::` casts, `arr[1:2]` slices and anything in literals or comments are left alone.
 pub fn positional(sql: &str) -> Positional {
     placed(sql, Placeholders::Numbered)
 }
@@ -89,9 +89,19 @@ pub fn placed(sql: &str, style: Placeholders) -> Positional {
                 i += 1;
                 continue;
             }
-            let end = (i + 1..range.end)
-                .find(|&j| !(b[j].is_ascii_alphanumeric() || b[j] == b'_'))
-                .unwrap_or(range.end);
+            let word_end = |from: usize| {
+                (from..range.end)
+                    .find(|&j| !(b[j].is_ascii_alphanumeric() || b[j] == b'_'))
+                    .unwrap_or(range.end)
+            };
+            let mut end = word_end(i + 1);
+            // `:auth.sub` and `:auth.claims.NAME`: the caller's identity, dotted names under
+            // `auth` only (elsewhere a dot ends the name, as in `:a.b`).
+            if &sql[i + 1..end] == "auth" {
+                while end + 1 < range.end && b[end] == b'.' && starts(b[end + 1]) {
+                    end = word_end(end + 1);
+                }
+            }
             let name = &sql[i + 1..end];
             p.refs.push((name.to_string(), i));
             let placeholder = match style {
@@ -125,6 +135,29 @@ pub fn placed(sql: &str, style: Placeholders) -> Positional {
     }
     p.text.push_str(&sql[copied..]);
     p
+}
+
+/// `sql` as SQLite runs it: its parameters keep their names, but SQLite's names have no dots,
+/// so the caller's `:auth.sub` is written `:auth$sub` (`$` is a name character to SQLite,
+/// never one of an mcpspec parameter); [`sqlite_param`] reads the name back.
+pub fn sqlite_text(sql: &str) -> String {
+    let mut out = sql.to_string();
+    for (name, at) in placed(sql, Placeholders::Named).refs.iter().rev() {
+        if name.contains('.') {
+            let start = at + 1;
+            out.replace_range(start..start + name.len(), &name.replace('.', "$"));
+        }
+    }
+    out
+}
+
+/// The mcpspec parameter a SQLite parameter name (without its sigil) stands for: see
+/// [`sqlite_text`].
+pub fn sqlite_param(name: &str) -> std::borrow::Cow<'_, str> {
+    match name.contains('$') {
+        true => name.replace('$', ".").into(),
+        false => name.into(),
+    }
 }
 
 /// The words of `sql`'s code in upper case, and its `;`s, in order.
@@ -422,6 +455,25 @@ mod tests {
             assert_eq!(shown, want, "{url}");
             assert!(!shown.contains("PW") && !shown.contains("P W"), "{url}");
         }
+    }
+
+    #[test]
+    fn the_callers_identity_is_a_dotted_name_under_auth_only() {
+        let p = positional(
+            "SELECT * FROM n WHERE owner = :auth.sub AND t = :auth.claims.team AND x = :a.b AND y = :auth.",
+        );
+        assert_eq!(p.names, ["auth.sub", "auth.claims.team", "a", "auth"]);
+        let sqlite = sqlite_text("SELECT ':auth.sub' WHERE owner = :auth.sub AND x = :a.b");
+        assert_eq!(
+            sqlite,
+            "SELECT ':auth.sub' WHERE owner = :auth$sub AND x = :a.b"
+        );
+        assert_eq!(sqlite_param("auth$sub"), "auth.sub");
+        assert_eq!(sqlite_param("title"), "title");
+        assert_eq!(
+            p.text,
+            "SELECT * FROM n WHERE owner = $1 AND t = $2 AND x = $3.b AND y = $4."
+        );
     }
 
     #[test]

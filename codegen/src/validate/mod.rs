@@ -70,7 +70,106 @@ pub(crate) fn validate(file: &Path, source: &str, spec: &RawSpec) -> Diagnostics
     v.startup(spec);
     v.resources(spec);
     v.prompts(spec);
+    v.all_scopes(spec);
     v.sink.finish()
+}
+
+impl Validator<'_> {
+    /// Every `scopes:` list of the spec: the server's, each tool's, resource's and prompt's.
+    fn all_scopes(&mut self, spec: &RawSpec) {
+        self.scopes(&spec.server.value.scopes);
+        for t in &spec.tools {
+            self.scopes(&t.value.scopes);
+        }
+        for r in &spec.resources {
+            self.scopes(&r.value.scopes);
+        }
+        for p in &spec.prompts {
+            self.scopes(&p.value.scopes);
+        }
+        let sides = spec.database.iter().flat_map(|d| d.value.engines());
+        for (dialect, side) in sides {
+            if let Some(identity) = &side.value.identity {
+                self.identity(dialect, identity);
+            }
+        }
+    }
+
+    /// `database.<engine>.identity`: PostgreSQL's only; roles and the setting are names.
+    fn identity(&mut self, dialect: &sqlscan::Dialect, identity: &Sp<crate::spec::RawIdentity>) {
+        if dialect.name != sqlscan::POSTGRES.name {
+            self.sink.error(
+                pos(identity),
+                format!(
+                    "`identity` is PostgreSQL's; {} has no roles a call could take",
+                    dialect.name
+                ),
+                "",
+                "on this engine statements read the caller as the parameter `:auth.sub`",
+            );
+            return;
+        }
+        let id = &identity.value;
+        if id.roles.is_empty() {
+            self.sink.error(
+                pos(identity),
+                "`identity.roles` lists no role",
+                "",
+                "list the roles a caller's call may take, e.g. `roles: [notes_user]`",
+            );
+        }
+        let name = |s: &str, dots: bool| {
+            !s.is_empty()
+                && s.len() <= 63
+                && s.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+                && s.chars().all(|c| {
+                    c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || (dots && c == '.')
+                })
+        };
+        for role in &id.roles {
+            if !name(&role.value, false) {
+                self.sink.error(
+                    pos(role),
+                    format!("`{}` is not a role name mcpspec takes", role.value),
+                    "",
+                    "lowercase letters, digits and `_`, starting with a letter or `_`, at most 63",
+                );
+            }
+        }
+        let setting = &id.claims_setting;
+        if !name(&setting.value, true) || !setting.value.contains('.') {
+            self.sink.error(
+                pos(setting),
+                format!("`{}` is not a custom setting's name", setting.value),
+                "",
+                "PostgreSQL's custom settings have a prefix and a dot, e.g. `request.jwt.claims`",
+            );
+        }
+    }
+
+    /// A `scopes:` list: each an OAuth scope token (RFC 6749, section 3.3: printable ASCII
+    /// without spaces, `"` or `\\`), none twice.
+    fn scopes(&mut self, list: &[Sp<String>]) {
+        let mut seen = std::collections::BTreeSet::new();
+        for s in list {
+            let token = |c: char| c.is_ascii_graphic() && c != '"' && c != '\\';
+            if s.value.is_empty() || !s.value.chars().all(token) {
+                self.sink.error(
+                    pos(s),
+                    format!("`{}` is not an OAuth scope", s.value),
+                    "",
+                    "a scope is printable ASCII without spaces, `\"` or `\\`, e.g. `notes:write`",
+                );
+            } else if !seen.insert(s.value.as_str()) {
+                self.sink.error(
+                    pos(s),
+                    format!("scope `{}` is listed twice", s.value),
+                    "",
+                    "",
+                );
+            }
+        }
+    }
 }
 
 /// What a statement's checks need to know of the tool it belongs to.

@@ -361,6 +361,15 @@ impl Validator<'_> {
             } else if p.name == crate::ir::ARGUMENTS_PARAM {
                 // The reserved parameter binds every argument as JSON text.
                 used.extend(props.keys().cloned());
+            } else if p.name == crate::ir::AUTH_SUB_PARAM && noun == "input property" {
+                // The caller's subject, from the access token; never an argument.
+            } else if p.name.starts_with("auth.") || p.name == crate::ir::AUTH_SUB_PARAM {
+                self.sink.error(
+                    self.offset_pos(&s.query, p.offset),
+                    format!("SQL parameter `:{}` of `{tool}` is not the caller's identity", p.name),
+                    "",
+                    "a tool's statements may read the caller's subject as `:auth.sub`; resources and prompts may not",
+                );
             } else {
                 let names: Vec<&str> = props.keys().map(String::as_str).collect();
                 self.sink.error(

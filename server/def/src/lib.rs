@@ -38,6 +38,8 @@ pub enum ParamKind {
     Json,
     /// The reserved `:arguments` parameter: every argument as one JSON object.
     Arguments,
+    /// `:auth.sub`: the caller's subject, from the request's OAuth access token.
+    AuthSub,
 }
 
 /// A server compiled from one spec file.
@@ -66,6 +68,8 @@ pub struct ServerDef {
     pub resources: &'static [ResourceDef],
     /// MCP prompts, in spec order.
     pub prompts: &'static [PromptDef],
+    /// OAuth scopes every request of a caller must have (see `ToolDef::scopes`).
+    pub scopes: &'static [&'static str],
     /// The tools' `examples:`, run by `mcpspec test` and `codegen check --db`.
     pub examples: &'static [ExampleDef],
 }
@@ -147,6 +151,8 @@ pub struct ResourceDef {
     pub content: ContentDef,
     /// Completion SQL per template variable: `(variable, SQL)`; `:value` is the partial text.
     pub complete: &'static [(&'static str, &'static str)],
+    /// OAuth scopes a caller needs to read the resource, besides the server's.
+    pub scopes: &'static [&'static str],
 }
 
 /// How text is made from data: an optional statement whose result is `data`, and an optional
@@ -177,6 +183,8 @@ pub struct PromptDef {
     /// A statement over the arguments whose result is `data` in the messages.
     pub statement: Option<StatementDef>,
     pub messages: &'static [MessageDef],
+    /// OAuth scopes a caller needs to get the prompt, besides the server's.
+    pub scopes: &'static [&'static str],
 }
 
 /// A question a prompt asks the person (a form): the messages read the accepted answer's
@@ -354,6 +362,18 @@ pub struct EngineDef {
     pub schema: &'static str,
     /// Sample rows for `init --sample`.
     pub sample: Option<&'static str>,
+    /// How a caller becomes the database's role and claims (PostgreSQL).
+    pub identity: Option<IdentityDef>,
+}
+
+/// Each call of a caller runs as `SET LOCAL ROLE` (one of `roles`, named by the claim
+/// `role_claim`, else the first) with the token's claims in the setting `claims_setting`.
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
+pub struct IdentityDef {
+    pub role_claim: Option<&'static str>,
+    pub roles: &'static [&'static str],
+    pub claims_setting: &'static str,
 }
 
 /// A statement's text in one dialect, its named parameters rewritten to the dialect's
@@ -487,6 +507,8 @@ pub struct ToolDef {
     pub transforms: &'static [(&'static str, &'static [&'static str])],
     /// The tool's own call timeout; the server default applies when absent.
     pub timeout_ms: Option<u64>,
+    /// OAuth scopes a caller needs to call the tool, besides the server's.
+    pub scopes: &'static [&'static str],
     /// Extra SQL parameters computed from arguments: `(name, argument, [transform])`.
     pub derive: &'static [(&'static str, &'static str, &'static [&'static str])],
     /// Defaults for absent arguments read from environment variables at start-up.

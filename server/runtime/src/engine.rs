@@ -74,7 +74,7 @@ pub struct ToolError {
 }
 
 impl ToolError {
-    fn new(code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: &'static str, message: impl Into<String>) -> Self {
         ToolError {
             code,
             message: message.into(),
@@ -536,7 +536,7 @@ impl Engine {
             .db
             .as_deref()
             .ok_or_else(|| ToolError::new("INTERNAL_ERROR", "this server has no database"))?;
-        self.run(db, job, params, args, &stop, request)
+        self.run(db, job, None, params, args, &stop, request)
             .map_err(|e| self.interrupted(job, e, &stop.cancel, timeout))
     }
 
@@ -626,6 +626,7 @@ impl Engine {
         let started = Instant::now();
         let cancel = cancel.unwrap_or_default();
         let slow = link.slow.clone();
+        let caller = link.caller.clone();
         #[cfg(feature = "http")]
         let running = crate::metrics::Running::start();
         let result = self
@@ -639,6 +640,19 @@ impl Engine {
             // A tool the spec does not have is one label, whatever name the client sent.
             let tool = self.def.tool(name).map_or("(unknown)", |t| t.name);
             crate::metrics::record(tool, outcome(&result).0, started.elapsed());
+        }
+        if let Some(caller) = &caller
+            && !gave_way
+        {
+            // The audit line of a caller's call: who, what, how it ended, how long.
+            tracing::info!(
+                target: "mcpspec::audit",
+                sub = %caller.sub,
+                tool = self.def.tool(name).map_or("(unknown)", |t| t.name),
+                outcome = outcome(&result).0,
+                duration_ms = (started.elapsed().as_secs_f64() * 1e6).round() / 1e3,
+                "call"
+            );
         }
         if calllog::enabled() && !gave_way {
             let (outcome, size) = outcome(&result);
@@ -861,7 +875,8 @@ impl Engine {
             return self.render_blocks(tool.def, blocks, &args).map(Reply::Done);
         }
         let stop = stop.with_slow(link.slow);
-        self.run_sql(tool, &args, shown.as_ref(), request, &stop, json)
+        let caller = link.caller.as_deref();
+        self.run_sql(tool, &args, shown.as_ref(), caller, request, &stop, json)
     }
 
     /// How long a call of `tool` may run.
@@ -1022,17 +1037,34 @@ impl Engine {
     /// Runs a SQL tool: binds the typed parameters and the derived ones, runs its statements
     /// under its timeout, and applies a `no_change` rule. With `json`, a result that is one
     /// row comes back as JSON text.
+    #[allow(clippy::too_many_arguments)]
     fn run_sql(
         &self,
         tool: &CompiledTool,
         args: &Arguments,
         shown: Option<&Arguments>,
+        caller: Option<&crate::auth::Identity>,
         request: u64,
         stop: &Stop,
         json: bool,
     ) -> Result<Reply, CallError> {
         let name = tool.def.name;
-        let mut params = crate::params::bind(&tool.def.bind, args);
+        let reads_caller = tool
+            .def
+            .bind
+            .0
+            .iter()
+            .any(|(_, k)| *k == crate::def::ParamKind::AuthSub);
+        if reads_caller && caller.is_none() {
+            return Err(ToolError::new(
+                "IDENTITY_REQUIRED",
+                format!(
+                    "`{name}` acts as its caller (:auth.sub), and this request names none; call it over HTTP with an OAuth access token (serve --http ADDR --oauth-issuer URL)"
+                ),
+            )
+            .into());
+        }
+        let mut params = crate::params::bind(&tool.def.bind, args, caller);
         for (name, from, transforms) in tool.def.derive {
             let mut v = shown
                 .unwrap_or(args)
@@ -1053,6 +1085,7 @@ impl Engine {
         }
         let job = Job::of(tool.def);
         let (db, shown) = (self.db()?, shown.unwrap_or(args));
+        let acting = self.acting(db, name, caller)?;
         // A read whose text holds a NUL matches nothing on any engine (see `nul_matters`):
         // its statements run against no rows, which gives the tool's own empty answer.
         if !tool.def.writes && self.nul_matters() && shown.values().any(|v| nul_path(v).is_some()) {
@@ -1066,14 +1099,14 @@ impl Engine {
         let interrupted = |e| self.interrupted(job, e, &stop.cancel, self.timeout(tool.def));
         if json && let Some(st) = job.lone_row() {
             let (text, size) = self
-                .in_session(db, job, stop, request, |session| {
+                .in_session(db, job, acting.as_ref(), stop, request, |session| {
                     self.lone_row_text(session, job, st, &params, shown, request)
                 })
                 .map_err(interrupted)?;
             return Ok(Reply::Json { text, size });
         }
         let out = self
-            .run(db, job, &params, shown, stop, request)
+            .run(db, job, acting.as_ref(), &params, shown, stop, request)
             .map_err(interrupted)?;
         // A single `execute` that changed no rows fails only when a `no_change` rule maps it.
         if let BindingDef::Single(st) = &tool.def.binding
@@ -1286,16 +1319,18 @@ impl Engine {
 
     /// Runs a job's statements on one session of `db`, in a transaction when it writes or
     /// has several statements, and bounds the size of the result.
+    #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
         db: &Database,
         job: Job,
+        acting: Option<&crate::auth::Acting>,
         params: &[(&'static str, SqlValue)],
         args: &Arguments,
         stop: &Stop,
         request: u64,
     ) -> Result<Value, ToolError> {
-        self.in_session(db, job, stop, request, |session| {
+        self.in_session(db, job, acting, stop, request, |session| {
             let v = self.run_statements(job, session, params, args, request)?;
             self.within_result_limit(job, approx_json_size(&v))?;
             Ok(v)
@@ -1334,14 +1369,24 @@ impl Engine {
         &self,
         db: &Database,
         job: Job,
+        acting: Option<&crate::auth::Acting>,
         stop: &Stop,
         request: u64,
-        f: impl FnMut(&mut dyn Session) -> Result<T, ToolError>,
+        mut f: impl FnMut(&mut dyn Session) -> Result<T, ToolError>,
     ) -> Result<T, ToolError> {
         if stop.cancel.load(Ordering::Relaxed) {
             return Err(ToolError::new("TIMEOUT", "cancelled before it started"));
         }
-        let transaction = job.writes || job.statements.len() > 1;
+        // A caller's call takes its role and claims for its own transaction only.
+        let transaction = job.writes || job.statements.len() > 1 || acting.is_some();
+        let f = |session: &mut dyn Session| {
+            if let Some(acting) = acting {
+                acting
+                    .apply(session)
+                    .map_err(|e| self.db_error(job, e, request))?;
+            }
+            f(session)
+        };
         let fail = |f: Failure| {
             // A job that gave way is run again elsewhere: its stop is no error.
             if f.kind == crate::backend::ErrorKind::Interrupted && stop.gave_way() {
@@ -1356,6 +1401,34 @@ impl Engine {
                     "this server is running read-only",
                 ))
             })
+    }
+
+    /// The role and claims a call takes on a database whose side declares `identity:`: the
+    /// caller's (refused when the token names a role outside the allow-list), and a refusal for
+    /// a call without a caller, which would otherwise run as the server's own login.
+    fn acting(
+        &self,
+        db: &Database,
+        tool: &str,
+        caller: Option<&crate::auth::Identity>,
+    ) -> Result<Option<crate::auth::Acting>, ToolError> {
+        let side = self
+            .def
+            .database
+            .as_ref()
+            .and_then(|d| d.engines.iter().find(|e| e.dialect == db.dialect().name));
+        let Some(identity) = side.and_then(|s| s.identity.as_ref()) else {
+            return Ok(None);
+        };
+        let Some(caller) = caller else {
+            return Err(ToolError::new(
+                "IDENTITY_REQUIRED",
+                format!(
+                    "`{tool}` runs as its caller's database role, and this request names no caller; call it over HTTP with an OAuth access token (serve --http ADDR --oauth-issuer URL)"
+                ),
+            ));
+        };
+        crate::auth::Acting::of(identity, caller).map(Some)
     }
 
     /// `RESULT_TOO_LARGE` when a result of about `size` bytes is larger than the result limit.
@@ -2094,6 +2167,7 @@ mod tests {
             errors: basic.errors,
             resources: basic.resources,
             prompts: basic.prompts,
+            scopes: &[],
             examples: &[],
         }));
         let fix = super::which_side(broken, &sqlscan::SQLITE);

@@ -39,6 +39,8 @@ pub struct Link {
     /// The call's deadline and cancellation, when the caller answers the call by its deadline
     /// itself (the MCP layer does); the engine makes its own otherwise.
     pub stop: Option<Stop>,
+    /// Who is calling: the identity an OAuth access token named, over HTTP.
+    pub caller: Option<Arc<crate::auth::Identity>>,
 }
 
 fn no_client() -> HandlerError {

@@ -25,6 +25,7 @@
 // crates.
 extern crate self as mcpspec;
 
+pub mod auth;
 pub mod backend;
 pub(crate) mod calllog;
 pub mod cli;

@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 
+use crate::auth::Identity;
 use crate::def::{Arguments, Bind, ParamKind};
 
 /// A value bound to a statement parameter or read from a result column; the runtime's database
@@ -21,17 +22,26 @@ pub enum SqlValue {
 /// SQL parameters by name (without the `:` sigil), from a tool's validated arguments.
 pub type Params = Vec<(&'static str, SqlValue)>;
 
-/// The SQL parameters of a tool bound by `bind`, from its validated arguments.
-pub fn bind(bind: &Bind, arguments: &Arguments) -> Params {
+/// The SQL parameters of a tool bound by `bind`, from its validated arguments and the caller
+/// (`:auth.sub`; NULL without one, which the engine refuses before binding).
+pub fn bind(bind: &Bind, arguments: &Arguments, caller: Option<&Identity>) -> Params {
     bind.0
         .iter()
-        .map(|(name, kind)| (*name, json_param(arguments, name, *kind)))
+        .map(|(name, kind)| (*name, json_param(arguments, caller, name, *kind)))
         .collect()
 }
 
-fn json_param(arguments: &Arguments, name: &str, kind: ParamKind) -> SqlValue {
+fn json_param(
+    arguments: &Arguments,
+    caller: Option<&Identity>,
+    name: &str,
+    kind: ParamKind,
+) -> SqlValue {
     let v = match (kind, arguments.get(name)) {
         (ParamKind::Arguments, _) => return arguments_param(arguments),
+        (ParamKind::AuthSub, _) => {
+            return caller.map_or(SqlValue::Null, |c| SqlValue::Text(c.sub.clone()));
+        }
         (_, None | Some(Value::Null)) => return SqlValue::Null,
         (_, Some(v)) => v,
     };
@@ -43,7 +53,7 @@ fn json_param(arguments: &Arguments, name: &str, kind: ParamKind) -> SqlValue {
             .as_str()
             .map_or_else(|| v.to_param(), |s| SqlValue::Text(s.into())),
         ParamKind::Array => SqlValue::Text(v.to_string()),
-        ParamKind::Json | ParamKind::Arguments => v.to_param(),
+        ParamKind::Json | ParamKind::Arguments | ParamKind::AuthSub => v.to_param(),
     }
 }
 

@@ -205,8 +205,8 @@ impl HttpClient {
 
     /// The request head: the method, the path `/mcp`, this client's own headers, then
     /// `headers` (which may repeat one to override it).
-    fn head(&self, method: &str, headers: &[(&str, &str)], body_len: usize) -> String {
-        let mut head = format!("{method} /mcp HTTP/1.1\r\nHost: {}\r\n", self.host);
+    fn head(&self, path: &str, method: &str, headers: &[(&str, &str)], body_len: usize) -> String {
+        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\n", self.host);
         let mut own: Vec<(&str, String)> = vec![
             ("Accept", "application/json, text/event-stream".into()),
             ("Content-Type", "application/json".into()),
@@ -243,7 +243,18 @@ impl HttpClient {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> Result<HttpResponse, ClientError> {
-        let mut message = self.head(method, headers, body.len()).into_bytes();
+        self.exchange_to("/mcp", method, headers, body)
+    }
+
+    /// [`HttpClient::exchange`] with another path than `/mcp` (a query string included).
+    pub fn exchange_to(
+        &mut self,
+        path: &str,
+        method: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<HttpResponse, ClientError> {
+        let mut message = self.head(path, method, headers, body.len()).into_bytes();
         message.extend_from_slice(body);
         for attempt in 0..2 {
             let conn = match self.conn.take() {
@@ -416,7 +427,7 @@ impl HttpClient {
     /// start of the body.
     pub fn open_stream(&self) -> Result<OpenStream, ClientError> {
         let mut conn = BufReader::new(self.connect()?);
-        let head = self.head("GET", &[("Accept", "text/event-stream")], 0);
+        let head = self.head("/mcp", "GET", &[("Accept", "text/event-stream")], 0);
         conn.get_mut()
             .write_all(head.as_bytes())
             .map_err(ClientError::Io)?;

@@ -193,6 +193,16 @@ struct HttpArgs {
     /// argument limit MCPSPEC_MAX_ARGUMENT_BYTES, 4 MiB by default).
     #[arg(long, value_name = "BYTES", requires = "http")]
     max_body_bytes: Option<usize>,
+    /// Accept OAuth 2.1 access tokens (JWTs) from this issuer (default:
+    /// MCPSPEC_OAUTH_ISSUER): its keys are found through its metadata, and each request needs a
+    /// token it signed for this server. With a static token as well, that token still admits
+    /// the operator.
+    #[arg(long, value_name = "URL", requires = "http")]
+    oauth_issuer: Option<String>,
+    /// The audience access tokens must name (default: MCPSPEC_OAUTH_AUDIENCE, else this
+    /// server's own http://ADDR/mcp); set it to the public URL behind a proxy.
+    #[arg(long, value_name = "URI", requires = "http")]
+    oauth_audience: Option<String>,
     /// Serve Prometheus metrics of the tool calls at http://ADDR/metrics (behind the token,
     /// when there is one). Off by default, and then nothing is counted.
     #[arg(long, requires = "http")]
@@ -823,14 +833,45 @@ fn http_options(args: &HttpArgs) -> Result<crate::transport::http::HttpOptions> 
         ready_grace: Duration::from_millis(env_whole("MCPSPEC_READY_GRACE_MS", 0)?.unwrap_or(0)),
         metrics: args.metrics,
         lane: lane_on()?,
+        oauth: oauth(args)?,
     };
     if let Some(addr) = args.http
         && options.token.is_none()
+        && options.oauth.is_none()
         && !crate::transport::http::is_loopback(&addr)
     {
         return Err(crate::transport::http::HttpError::Unprotected(addr).into());
     }
     Ok(options)
+}
+
+/// The OAuth issuer and audience, from the flags or their environment variables.
+#[cfg(feature = "http")]
+fn oauth(args: &HttpArgs) -> Result<Option<crate::transport::http::OAuthOptions>> {
+    let from = |flag: &Option<String>, var: &str| {
+        flag.clone()
+            .or_else(|| std::env::var(var).ok())
+            .filter(|v| !v.trim().is_empty())
+    };
+    let issuer = from(&args.oauth_issuer, "MCPSPEC_OAUTH_ISSUER");
+    let audience = from(&args.oauth_audience, "MCPSPEC_OAUTH_AUDIENCE");
+    match (issuer, audience) {
+        (Some(issuer), audience) => {
+            if !issuer.starts_with("https://") && !issuer.starts_with("http://") {
+                return Err(anyhow!(
+                    "--oauth-issuer must be an http(s) URL, not {issuer:?}"
+                ));
+            }
+            Ok(Some(crate::transport::http::OAuthOptions {
+                issuer,
+                audience,
+            }))
+        }
+        (None, Some(_)) => Err(anyhow!(
+            "--oauth-audience needs --oauth-issuer (or MCPSPEC_OAUTH_ISSUER)"
+        )),
+        (None, None) => Ok(None),
+    }
 }
 
 /// OpenTelemetry for a serving `engine`, when the standard variables ask for it (see
@@ -843,6 +884,7 @@ fn telemetry(engine: &std::sync::Arc<Engine>) -> Result<crate::telemetry::Instal
 
 /// `MCPSPEC_HTTP_LANE`: `off` sends every HTTP request through rmcp; `on` (the default)
 /// lets plain SQL reads take the lane.
+#[cfg(feature = "http")]
 fn lane_on() -> Result<bool> {
     match std::env::var("MCPSPEC_HTTP_LANE").as_deref() {
         Err(_) | Ok("on" | "") => Ok(true),

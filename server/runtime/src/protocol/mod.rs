@@ -1203,6 +1203,7 @@ impl ServerHandler for McpServer {
                 client: Some(session_link.clone() as Arc<dyn ClientLink>),
                 slow: None,
                 stop: Some(stop.clone()),
+                caller: caller_of(&context),
             };
             let flag = cancel.clone();
             let (job_engine, tool) = (engine.clone(), name.clone());
@@ -1580,4 +1581,22 @@ fn progress_forwarder(
         let _ = tx.send(p);
     });
     (Some(sink), Some(forwarder))
+}
+
+/// The caller of a request over HTTP: the identity the transport verified from its access
+/// token (see [`crate::auth`]), which rmcp hands on with the request's HTTP parts.
+fn caller_of(context: &RequestContext<RoleServer>) -> Option<Arc<crate::auth::Identity>> {
+    #[cfg(feature = "http")]
+    {
+        let parts = context.extensions.get::<http::request::Parts>()?;
+        parts
+            .extensions
+            .get::<crate::auth::Caller>()
+            .map(|c| c.0.clone())
+    }
+    #[cfg(not(feature = "http"))]
+    {
+        let _ = context;
+        None
+    }
 }

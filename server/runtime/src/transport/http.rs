@@ -48,6 +48,7 @@ use super::health::Health;
 use super::http_conns::{Backoff, Busy, Connections};
 use super::http_lane::{HttpLane, is_initialized, session_of};
 use super::lane::Lane;
+use crate::auth::{Caller, Identity, Verifier};
 use crate::protocol::McpServer;
 
 /// The path of the MCP endpoint.
@@ -85,6 +86,18 @@ pub struct HttpOptions {
     /// Whether plain SQL reads take the lane (`MCPSPEC_HTTP_LANE=off` sends every request
     /// through rmcp, to compare answers or rule the lane out).
     pub lane: bool,
+    /// OAuth 2.1: the issuer whose access tokens are accepted (see [`crate::auth`]).
+    pub oauth: Option<OAuthOptions>,
+}
+
+/// The authorization server whose access tokens the endpoint accepts.
+#[derive(Debug, Clone)]
+pub struct OAuthOptions {
+    /// The issuer, exactly as its tokens' `iss` and its metadata name it.
+    pub issuer: String,
+    /// The audience tokens must name; by default this server's own endpoint URL,
+    /// `http://ADDR/mcp` (set it to the public URL behind a proxy).
+    pub audience: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -93,6 +106,8 @@ pub enum HttpError {
         "refusing to serve on {0} without a token: a non-loopback address is reachable from other machines; set MCPSPEC_HTTP_TOKEN, or pass --token-env VAR or --token-file PATH"
     )]
     Unprotected(SocketAddr),
+    #[error("the OAuth issuer could not be used: {0}")]
+    Issuer(#[from] crate::auth::KeysError),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -115,7 +130,7 @@ pub fn is_loopback(addr: &SocketAddr) -> bool {
 
 /// Binds the listener, refusing a non-loopback address when no token protects it.
 pub async fn bind(addr: SocketAddr, options: &HttpOptions) -> Result<TcpListener, HttpError> {
-    if options.token.is_none() && !is_loopback(&addr) {
+    if options.token.is_none() && options.oauth.is_none() && !is_loopback(&addr) {
         return Err(HttpError::Unprotected(addr));
     }
     TcpListener::bind(addr)
@@ -210,6 +225,10 @@ impl Body for Tracked {
 /// The checks in front of rmcp's service, and the service itself.
 struct Gate {
     token: Option<Vec<u8>>,
+    /// OAuth: the access tokens' verifier, when `--oauth-issuer` named an issuer.
+    oauth: Option<Arc<Verifier>>,
+    /// The served surface, whose definition says which scopes a request needs.
+    live: Arc<crate::protocol::Live>,
     hosts: Vec<String>,
     origins: Vec<String>,
     max_body_bytes: usize,
@@ -232,6 +251,7 @@ impl Gate {
     fn new(
         bound: SocketAddr,
         options: &HttpOptions,
+        oauth: Option<Arc<Verifier>>,
         server: McpServer,
         config: StreamableHttpServerConfig,
     ) -> Self {
@@ -250,6 +270,7 @@ impl Gate {
         origins.extend(options.allow_origins.iter().cloned());
         let lower = |v: Vec<String>| v.into_iter().map(|s| s.to_ascii_lowercase()).collect();
         let sessions = Arc::new(LocalSessionManager::default());
+        let live = server.live();
         let health = Health::new(server.live());
         let lane = (options.workers > 1 && options.lane).then(|| {
             HttpLane::new(
@@ -265,6 +286,8 @@ impl Gate {
         );
         Gate {
             token: options.token.as_ref().map(|t| t.as_bytes().to_vec()),
+            oauth,
+            live,
             hosts: lower(hosts),
             origins: lower(origins),
             max_body_bytes: options.max_body_bytes,
@@ -299,22 +322,108 @@ impl Gate {
         }
     }
 
-    fn authorized(&self, req: &Request<Incoming>) -> bool {
-        let Some(expected) = &self.token else {
-            return true;
+    /// Whether the static token was sent, exactly.
+    fn static_token(&self, bearer: Option<&[u8]>) -> bool {
+        matches!((&self.token, bearer), (Some(expected), Some(given)) if same_secret(expected, given))
+    }
+
+    /// Who the request is from: `Ok(None)` for a request the static token (or no protection at
+    /// all) admits, the caller a verified access token names, or the refusal (401).
+    async fn access(
+        &self,
+        req: &Request<Incoming>,
+    ) -> Result<Option<Arc<Identity>>, Response<HttpBody>> {
+        let bearer = match bearer(req.headers()) {
+            Ok(b) => b,
+            Err(why) => return Err(refuse(StatusCode::BAD_REQUEST, "invalid_request", why)),
         };
-        let Some(value) = req.headers().get(header::AUTHORIZATION) else {
-            return false;
+        let Some(verifier) = &self.oauth else {
+            if self.token.is_none() || self.static_token(bearer) {
+                return Ok(None);
+            }
+            tracing::warn!("refused a request: missing or wrong bearer token");
+            let mut r = refuse(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "a valid bearer token is required",
+            );
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+            return Err(r);
         };
-        let value = value.as_bytes();
-        let Some((scheme, token)) = value
-            .iter()
-            .position(|b| *b == b' ')
-            .map(|i| (&value[..i], &value[i + 1..]))
-        else {
-            return false;
+        // The static token, when there is one too, admits the operator (no identity).
+        if self.static_token(bearer) {
+            return Ok(None);
+        }
+        let challenge = |error: Option<(&str, &str)>| {
+            crate::auth::verify::challenge(&verifier.metadata_url(), error, None)
         };
-        scheme.eq_ignore_ascii_case(b"bearer") && same_secret(expected, token.trim_ascii())
+        let Some(token) = bearer else {
+            tracing::warn!("refused a request: no access token");
+            return Err(unauthorized(
+                challenge(None),
+                "invalid_token",
+                "an access token is required (Authorization: Bearer)",
+            ));
+        };
+        let token = std::str::from_utf8(token).unwrap_or_default();
+        match verifier.verify(token).await {
+            Ok(identity) => Ok(Some(Arc::new(identity))),
+            Err(e) => {
+                let why = e.to_string();
+                tracing::warn!("refused a request: {why}");
+                Err(unauthorized(
+                    challenge(Some(("invalid_token", &why))),
+                    "invalid_token",
+                    &why,
+                ))
+            }
+        }
+    }
+
+    /// The protected resource metadata (RFC 9728), for a GET of either of its addresses.
+    fn resource_metadata(&self, req: &Request<Incoming>) -> Option<Response<HttpBody>> {
+        let verifier = self.oauth.as_ref()?;
+        let path = req.uri().path();
+        let ours = path == "/.well-known/oauth-protected-resource"
+            || verifier.metadata_url().ends_with(path);
+        if req.method() != Method::GET
+            || !path.starts_with("/.well-known/oauth-protected-resource")
+            || !ours
+        {
+            return None;
+        }
+        let scopes = crate::auth::all_scopes(self.live.now().engine.def);
+        Some(json_answer(StatusCode::OK, &verifier.metadata(&scopes)))
+    }
+
+    /// The 403 of a caller whose token lacks scopes `body`'s request needs (step-up: the
+    /// challenge names every scope the request needs, so the client asks for all of them).
+    fn insufficient_scope(&self, identity: &Identity, body: &Bytes) -> Option<Response<HttpBody>> {
+        let verifier = self.oauth.as_ref()?;
+        let message: serde_json::Value = serde_json::from_slice(body).ok()?;
+        let method = message.get("method")?.as_str()?;
+        let def = self.live.now().engine.def;
+        let needed = crate::auth::needed_scopes(def, method, message.get("params"));
+        let missing = identity.missing(needed.iter().copied());
+        if missing.is_empty() {
+            return None;
+        }
+        let why = format!("this request needs the scopes {}", missing.join(" "));
+        tracing::warn!(sub = %identity.sub, method, "refused a request: {why}");
+        let scope = needed.join(" ");
+        let challenge = crate::auth::verify::challenge(
+            &verifier.metadata_url(),
+            Some(("insufficient_scope", &why)),
+            Some(&scope),
+        );
+        let mut r = refuse(StatusCode::FORBIDDEN, "insufficient_scope", &why);
+        if let Ok(v) = header::HeaderValue::from_str(&challenge) {
+            r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+        }
+        Some(r)
     }
 
     fn declared_too_large(&self, req: &Request<Incoming>) -> bool {
@@ -355,19 +464,21 @@ impl Gate {
                 "the Origin header is not allowed",
             );
         }
-        if !self.authorized(&req) {
-            tracing::warn!("refused a request: missing or wrong bearer token");
-            let mut r = refuse(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                "a valid bearer token is required",
-            );
-            r.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                header::HeaderValue::from_static("Bearer"),
-            );
-            return r;
+        if let Some(answer) = self.resource_metadata(&req) {
+            return answer;
         }
+        if token_in_query(&req) {
+            tracing::warn!("refused a request: an access token in the query string");
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                "access tokens are accepted in the Authorization header only, never in the URL",
+            );
+        }
+        let caller = match self.access(&req).await {
+            Ok(caller) => caller,
+            Err(refusal) => return refusal,
+        };
         if let Some(answer) = self.metrics(&req) {
             return answer;
         }
@@ -394,7 +505,7 @@ impl Gate {
         // A POST counts as in flight from now until its answer has been sent, so that shutdown
         // can wait for it; the guard travels with the response body.
         let guard = self.in_flight.enter();
-        let (parts, body, id) = match self.one_message(req).await {
+        let (mut parts, body, id) = match self.one_message(req).await {
             Ok(r) => r,
             Err(answer) => return answer,
         };
@@ -402,7 +513,19 @@ impl Gate {
             Ok(open) => open,
             Err(refusal) => return json_answer(StatusCode::OK, &refusal),
         };
-        let response = match self.lane_answer(&parts.headers, &body).await {
+        // A caller's requests go to rmcp, which hands the request's extensions (the caller
+        // among them) to the call; the lane answers requests without one.
+        let lane = match caller {
+            Some(identity) => {
+                if let Some(refusal) = self.insufficient_scope(&identity, &body) {
+                    return refusal;
+                }
+                parts.extensions.insert(Caller(identity));
+                None
+            }
+            None => self.lane_answer(&parts.headers, &body).await,
+        };
+        let response = match lane {
             Some(answer) => answer,
             None => match custom_refusal(&parts.headers, &body) {
                 Some(refusal) => refusal,
@@ -552,6 +675,48 @@ fn custom_refusal(headers: &http::HeaderMap, body: &Bytes) -> Option<Response<Ht
     Some(json_answer(status, &answer))
 }
 
+/// The bearer token of `headers`: `None` without an `Authorization` header; refused when
+/// there are several, or when it is not the Bearer scheme with one token.
+fn bearer(headers: &http::HeaderMap) -> Result<Option<&[u8]>, &'static str> {
+    let mut all = headers.get_all(header::AUTHORIZATION).iter();
+    let (Some(value), None) = (all.next(), all.next()) else {
+        return match headers.contains_key(header::AUTHORIZATION) {
+            true => Err("a request must have at most one Authorization header"),
+            false => Ok(None),
+        };
+    };
+    let value = value.as_bytes();
+    let Some(space) = value.iter().position(|b| *b == b' ') else {
+        return Ok(Some(&[]));
+    };
+    let (scheme, token) = (&value[..space], value[space + 1..].trim_ascii());
+    if !scheme.eq_ignore_ascii_case(b"bearer") {
+        return Ok(Some(&[]));
+    }
+    Ok(Some(token))
+}
+
+/// Whether the URL carries an access token (`access_token=`), which OAuth 2.1 forbids: URLs
+/// end up in logs and histories.
+fn token_in_query(req: &Request<Incoming>) -> bool {
+    req.uri().query().is_some_and(|q| {
+        q.split('&').any(|pair| {
+            pair.split('=')
+                .next()
+                .is_some_and(|k| k.eq_ignore_ascii_case("access_token"))
+        })
+    })
+}
+
+/// A 401 with the `WWW-Authenticate` challenge `challenge`.
+fn unauthorized(challenge: String, error: &str, message: &str) -> Response<HttpBody> {
+    let mut r = refuse(StatusCode::UNAUTHORIZED, error, message);
+    if let Ok(v) = header::HeaderValue::from_str(&challenge) {
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+    }
+    r
+}
+
 /// A JSON body with a status.
 fn json_answer(status: StatusCode, body: &serde_json::Value) -> Response<HttpBody> {
     let mut response = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
@@ -681,7 +846,21 @@ pub async fn serve(
         .with_max_request_body_bytes(options.max_body_bytes);
     let sessions = config.cancellation_token.clone();
     let ending = server.shutdown();
-    let gate = Arc::new(Gate::new(bound, &options, server, config));
+    let oauth = match &options.oauth {
+        Some(o) => {
+            let audience = o
+                .audience
+                .clone()
+                .unwrap_or_else(|| format!("http://{bound}{ENDPOINT}"));
+            let verifier = Verifier::new(&o.issuer, &audience)
+                .await
+                .map_err(std::io::Error::other)?;
+            tracing::info!(issuer = %o.issuer, %audience, "accepting OAuth access tokens");
+            Some(Arc::new(verifier))
+        }
+        None => None,
+    };
+    let gate = Arc::new(Gate::new(bound, &options, oauth, server, config));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     // The timer bounds how long a client may take to send its headers.

@@ -107,6 +107,7 @@ impl<'a> Call<'a> {
     }
 
     /// The tool the request calls.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub fn name(&self) -> &str {
         &self.params.name
     }
@@ -130,6 +131,7 @@ pub(super) fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 
 /// Whether `engine`'s statements say when they turn out slow (SQLite's progress handler
 /// does), so that a lane call can act on it while it runs.
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
 pub(super) fn notices_slow(engine: &Engine) -> bool {
     engine.database().is_some_and(|d| d.notices_slow())
 }
@@ -233,6 +235,7 @@ impl Lane {
             client: None,
             slow,
             stop: None,
+            caller: None,
         };
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             engine.call_json(&name, arguments.as_ref(), Some(cancel), link)

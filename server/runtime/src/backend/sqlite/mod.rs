@@ -957,7 +957,7 @@ fn bind_all(
         let Some(full) = stmt.parameter_name(i) else {
             continue;
         };
-        stmt.raw_bind_parameter(i, bind(&full[1..]))?;
+        stmt.raw_bind_parameter(i, bind(&sqlscan::sqlite_param(&full[1..])))?;
     }
     Ok(())
 }

@@ -1,0 +1,236 @@
+//! The issuer's signing keys: found through its metadata (RFC 8414, else OpenID discovery),
+//! fetched from its `jwks_uri`, and fetched again when a token names a key not seen yet (key
+//! rotation), at most once per [`REFETCH_EVERY`] whatever the tokens say, so that a flood of
+//! made-up key ids costs the issuer nothing.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use jsonwebtoken::jwk::{Jwk, JwkSet};
+use jsonwebtoken::{Algorithm, DecodingKey};
+use std::sync::{Arc, RwLock};
+use tokio::sync::Mutex;
+
+/// The shortest time between two fetches of the key set, by default: a rotated key is picked
+/// up within this long of its first token. `MCPSPEC_OAUTH_REFETCH_SECS` sets another (at most
+/// 300; the tests use 0).
+pub const REFETCH_EVERY: Duration = Duration::from_secs(10);
+
+/// [`REFETCH_EVERY`], or what `MCPSPEC_OAUTH_REFETCH_SECS` says.
+fn refetch_every() -> Duration {
+    std::env::var("MCPSPEC_OAUTH_REFETCH_SECS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(REFETCH_EVERY, |s| Duration::from_secs(s.min(300)))
+}
+
+/// Fetching metadata or keys gives up after this long.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The largest metadata document or key set read.
+const MAX_DOCUMENT: usize = 256 * 1024;
+
+/// Why the issuer's metadata or keys could not be had; never carries a token.
+#[derive(Debug, thiserror::Error)]
+pub enum KeysError {
+    #[error("cannot fetch {url}: {why}")]
+    Fetch { url: String, why: String },
+    #[error(
+        "the issuer's metadata at {url} names the issuer {found:?}, not {expected:?}; check --oauth-issuer"
+    )]
+    IssuerMismatch {
+        url: String,
+        found: String,
+        expected: String,
+    },
+    #[error(
+        "the issuer {0} publishes no metadata with a jwks_uri at /.well-known/oauth-authorization-server or /.well-known/openid-configuration"
+    )]
+    NoMetadata(String),
+}
+
+/// A verification key and the algorithm it is for.
+#[derive(Clone)]
+pub struct Key {
+    pub key: DecodingKey,
+    pub alg: Option<Algorithm>,
+}
+
+/// The issuer's keys, fetched again on an unknown key id (bounded). Tokens with known keys
+/// read the set under a read lock and never wait for a fetch.
+pub struct Keys {
+    client: reqwest::Client,
+    jwks_uri: String,
+    keys: RwLock<Arc<HashMap<String, Key>>>,
+    /// When the set was last fetched; held while fetching, so that one fetch runs at a time.
+    fetched: Mutex<Instant>,
+    /// The shortest time between two fetches.
+    every: Duration,
+}
+
+/// An HTTP client for the issuer: no redirects followed to other hosts' keys, a timeout.
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(FETCH_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("an HTTP client with rustls")
+}
+
+/// GET `url` as JSON, refusing a body past [`MAX_DOCUMENT`].
+async fn get_json(client: &reqwest::Client, url: &str) -> Result<serde_json::Value, KeysError> {
+    let fail = |why: String| KeysError::Fetch {
+        url: url.to_string(),
+        why,
+    };
+    let response = client
+        .get(url)
+        .send()
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    if !response.status().is_success() {
+        return Err(fail(format!("HTTP {}", response.status())));
+    }
+    let body = response.bytes().await.map_err(|e| fail(e.to_string()))?;
+    if body.len() > MAX_DOCUMENT {
+        return Err(fail(format!("larger than {MAX_DOCUMENT} bytes")));
+    }
+    serde_json::from_slice(&body).map_err(|e| fail(format!("not JSON: {e}")))
+}
+
+/// The metadata addresses of `issuer`, in the order tried: RFC 8414's (the well-known part
+/// goes between the host and the issuer's path), then OpenID Connect discovery's (appended).
+fn metadata_urls(issuer: &str) -> Vec<String> {
+    let trimmed = issuer.trim_end_matches('/');
+    let (origin, path) = match trimmed.find("://").map(|i| i + 3) {
+        Some(start) => match trimmed[start..].find('/') {
+            Some(p) => trimmed.split_at(start + p),
+            None => (trimmed, ""),
+        },
+        None => (trimmed, ""),
+    };
+    vec![
+        format!("{origin}/.well-known/oauth-authorization-server{path}"),
+        format!("{trimmed}/.well-known/openid-configuration"),
+    ]
+}
+
+impl Keys {
+    /// Finds `issuer`'s key set through its metadata and fetches it.
+    pub async fn discover(issuer: &str) -> Result<Keys, KeysError> {
+        let client = client();
+        let mut jwks_uri = None;
+        for url in metadata_urls(issuer) {
+            let Ok(meta) = get_json(&client, &url).await else {
+                continue;
+            };
+            let found = meta["issuer"].as_str().unwrap_or_default();
+            if found != issuer {
+                return Err(KeysError::IssuerMismatch {
+                    url,
+                    found: found.to_string(),
+                    expected: issuer.to_string(),
+                });
+            }
+            if let Some(uri) = meta["jwks_uri"].as_str() {
+                jwks_uri = Some(uri.to_string());
+                break;
+            }
+        }
+        let jwks_uri = jwks_uri.ok_or_else(|| KeysError::NoMetadata(issuer.to_string()))?;
+        let keys = fetch(&client, &jwks_uri).await?;
+        Ok(Keys {
+            client,
+            jwks_uri,
+            keys: RwLock::new(Arc::new(keys)),
+            fetched: Mutex::new(Instant::now()),
+            every: refetch_every(),
+        })
+    }
+
+    fn known(&self, kid: Option<&str>) -> Option<Key> {
+        let keys = self.keys.read().unwrap_or_else(|e| e.into_inner()).clone();
+        pick(&keys, kid)
+    }
+
+    /// The key `kid` (or the only key, for a token without a key id), fetching the key set
+    /// again when it is unknown and the last fetch is older than [`REFETCH_EVERY`].
+    pub async fn get(&self, kid: Option<&str>) -> Option<Key> {
+        if let Some(key) = self.known(kid) {
+            return Some(key);
+        }
+        let mut fetched = self.fetched.lock().await;
+        // Another token may have brought the key while this one waited.
+        if let Some(key) = self.known(kid) {
+            return Some(key);
+        }
+        if fetched.elapsed() < self.every {
+            return None;
+        }
+        *fetched = Instant::now();
+        match fetch(&self.client, &self.jwks_uri).await {
+            Ok(keys) => {
+                tracing::info!(keys = keys.len(), "fetched the issuer's keys again");
+                *self.keys.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(keys);
+            }
+            Err(e) => tracing::warn!("the issuer's keys could not be fetched again: {e}"),
+        }
+        self.known(kid)
+    }
+}
+
+fn pick(keys: &HashMap<String, Key>, kid: Option<&str>) -> Option<Key> {
+    match kid {
+        Some(kid) => keys.get(kid).cloned(),
+        None if keys.len() == 1 => keys.values().next().cloned(),
+        None => None,
+    }
+}
+
+/// The signing keys of the set at `url` by key id; keys for encryption, without an id or of a
+/// kind jsonwebtoken cannot read are left out.
+async fn fetch(client: &reqwest::Client, url: &str) -> Result<HashMap<String, Key>, KeysError> {
+    let set: JwkSet =
+        serde_json::from_value(get_json(client, url).await?).map_err(|e| KeysError::Fetch {
+            url: url.to_string(),
+            why: format!("not a JWK set: {e}"),
+        })?;
+    Ok(set.keys.iter().filter_map(signing_key).collect())
+}
+
+fn signing_key(jwk: &Jwk) -> Option<(String, Key)> {
+    use jsonwebtoken::jwk::PublicKeyUse;
+    if matches!(jwk.common.public_key_use, Some(ref u) if *u != PublicKeyUse::Signature) {
+        return None;
+    }
+    let kid = jwk.common.key_id.clone()?;
+    let alg = jwk
+        .common
+        .key_algorithm
+        .and_then(|a| a.to_string().parse().ok());
+    let key = DecodingKey::from_jwk(jwk).ok()?;
+    Some((kid, Key { key, alg }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::metadata_urls;
+
+    #[test]
+    fn metadata_urls_put_the_well_known_part_where_each_standard_says() {
+        assert_eq!(
+            metadata_urls("https://id.example.com"),
+            [
+                "https://id.example.com/.well-known/oauth-authorization-server",
+                "https://id.example.com/.well-known/openid-configuration"
+            ]
+        );
+        assert_eq!(
+            metadata_urls("https://id.example.com/realms/team/"),
+            [
+                "https://id.example.com/.well-known/oauth-authorization-server/realms/team",
+                "https://id.example.com/realms/team/.well-known/openid-configuration"
+            ]
+        );
+    }
+}

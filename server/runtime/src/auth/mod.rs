@@ -1,0 +1,168 @@
+//! Who is calling, over HTTP: mcpspec as an OAuth 2.1 resource server (MCP's authorization
+//! specification). `serve --http ADDR --oauth-issuer URL` makes every request carry an access
+//! token from that issuer: a JWT (RFC 9068) signed with one of the issuer's published keys
+//! ([`keys`], [`verify`]), with an asymmetric algorithm only (RS*, PS*, ES256/384, EdDSA; `none` and the
+//! HMAC ones are refused, so a public key can never be used as a shared secret), this issuer,
+//! this server as its audience (RFC 8707), and `exp`/`nbf` checked with [`verify::LEEWAY`] of clock
+//! skew. A verified token becomes an [`Identity`]: its subject, its scopes (the `scope` string
+//! or an `scp` list) and its claims, which the transport hands to the call and the call's SQL
+//! may read (`:auth.sub`, `:auth.claims.NAME`).
+//!
+//! [`verify::Verifier::metadata`] is the protected resource metadata (RFC 9728) served at
+//! `/.well-known/oauth-protected-resource` (and the path-suffixed form); [`verify::challenge`] the
+//! `WWW-Authenticate` header of a 401 or 403. Nothing here writes a token, a signature or a
+//! claim set to a log or an answer: errors say what was wrong with a token, never what it held.
+
+#[cfg(feature = "http")]
+pub mod keys;
+#[cfg(feature = "http")]
+pub mod verify;
+
+#[cfg(feature = "http")]
+pub use keys::KeysError;
+#[cfg(feature = "http")]
+pub use verify::{TokenError, Verifier};
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+/// The caller a verified access token names. `Debug` shows the subject and scopes only.
+#[derive(Clone)]
+pub struct Identity {
+    /// The token's `sub`.
+    pub sub: String,
+    /// The scopes the token grants.
+    pub scopes: Vec<String>,
+    /// Every claim of the token.
+    pub claims: Map<String, Value>,
+}
+
+impl fmt::Debug for Identity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Identity")
+            .field("sub", &self.sub)
+            .field("scopes", &self.scopes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Identity {
+    /// Those of `needed` the token does not grant.
+    pub fn missing<'a>(&self, needed: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+        needed
+            .into_iter()
+            .filter(|s| !self.scopes.iter().any(|g| g == s))
+            .collect()
+    }
+}
+
+/// The caller of a request, as the HTTP transport hands it to the call: in the request's
+/// extensions, where rmcp passes them on to the handler.
+#[derive(Clone, Debug)]
+pub struct Caller(pub Arc<Identity>);
+
+/// The scopes a request needs: the server's, and those of the tool (`tools/call`), resource
+/// (`resources/read`) or prompt (`prompts/get`) it names. A name the server does not have needs
+/// the server's only (the call then fails as unknown, as it would anyway).
+pub fn needed_scopes(
+    def: &'static crate::def::ServerDef,
+    method: &str,
+    params: Option<&Value>,
+) -> Vec<&'static str> {
+    let param = |k: &str| params.and_then(|p| p.get(k)).and_then(Value::as_str);
+    let own: &'static [&'static str] = match method {
+        "tools/call" => param("name")
+            .and_then(|n| def.tool(n))
+            .map_or(&[], |t| t.scopes),
+        "prompts/get" => param("name")
+            .and_then(|n| def.prompts.iter().find(|p| p.name == n))
+            .map_or(&[], |p| p.scopes),
+        "resources/read" => param("uri")
+            .and_then(|uri| {
+                def.resources.iter().find(|r| match r.templated {
+                    false => r.uri == uri,
+                    true => crate::content::match_template(r.uri, uri).is_some(),
+                })
+            })
+            .map_or(&[], |r| r.scopes),
+        _ => &[],
+    };
+    let mut needed: Vec<&'static str> = def.scopes.to_vec();
+    needed.extend(own.iter().filter(|s| !def.scopes.contains(s)));
+    needed
+}
+
+/// Every scope the spec names, for the protected resource metadata's `scopes_supported`.
+pub fn all_scopes(def: &crate::def::ServerDef) -> Vec<&'static str> {
+    let lists = std::iter::once(def.scopes)
+        .chain(def.tools.iter().map(|t| t.scopes))
+        .chain(def.resources.iter().map(|r| r.scopes))
+        .chain(def.prompts.iter().map(|p| p.scopes));
+    let mut all: Vec<&'static str> = lists.flatten().copied().collect();
+    all.sort_unstable();
+    all.dedup();
+    all
+}
+
+/// A caller's call on PostgreSQL with `identity:` declared: the role it takes and the claims
+/// it carries, set for its transaction only (PostgREST's model; see [`Acting::apply`]).
+pub struct Acting {
+    role: &'static str,
+    setting: &'static str,
+    claims: String,
+}
+
+impl Acting {
+    /// What `caller` takes under `identity`: the role its `role_claim` names (the first of the
+    /// allow-list when the claim is absent or none is declared), refused with `FORBIDDEN` when
+    /// that role is not allowed.
+    pub fn of(
+        identity: &'static crate::def::IdentityDef,
+        caller: &Identity,
+    ) -> Result<Acting, crate::engine::ToolError> {
+        let named = identity
+            .role_claim
+            .and_then(|c| caller.claims.get(c))
+            .map(|v| v.as_str().unwrap_or_default());
+        let role = match named {
+            None => identity.roles.first().copied(),
+            Some(named) => identity.roles.iter().copied().find(|r| *r == named),
+        };
+        let Some(role) = role else {
+            return Err(crate::engine::ToolError::new(
+                "FORBIDDEN",
+                format!(
+                    "the access token names a database role this server does not let a call take; the roles allowed are {}",
+                    identity.roles.join(", ")
+                ),
+            ));
+        };
+        Ok(Acting {
+            role,
+            setting: identity.claims_setting,
+            claims: Value::Object(caller.claims.clone()).to_string(),
+        })
+    }
+
+    /// Takes the role and sets the claims in the session's transaction (`set_config(..., true)`
+    /// is `SET LOCAL`: both end with the transaction, so a pooled connection keeps neither).
+    pub fn apply(
+        &self,
+        session: &mut dyn crate::backend::Session,
+    ) -> Result<(), crate::backend::Failure> {
+        use crate::backend::{Sql, Value as V};
+        const NAMES: &[&str] = &["role", "setting", "claims"];
+        let sql = Sql {
+            text: "SELECT set_config('role', $1, true), set_config($2, $3, true)",
+            params: Some(NAMES),
+        };
+        let bind = |name: &str| match name {
+            "role" => V::Text(self.role.to_string()),
+            "setting" => V::Text(self.setting.to_string()),
+            _ => V::Text(self.claims.clone()),
+        };
+        session.query(sql, &bind, &mut |_| true)
+    }
+}

@@ -1,0 +1,529 @@
+//! `serve --http --oauth-issuer`: mcpspec as an OAuth 2.1 resource server in front of the
+//! `teamnotes` example, against a real authorization server (`oidc-provider`, see `oidc`)
+//! issuing JWT access tokens with client credentials and resource indicators. The protected
+//! resource metadata and the challenges; tokens signed with RS256, ES256 and EdDSA; callers
+//! kept apart by `:auth.sub` on SQLite and by row-level security on PostgreSQL; scopes (403
+//! with a step-up challenge); key rotation; every hostile token refused with nothing run; no
+//! token in the log, and an audit line per call naming the subject.
+
+use std::net::SocketAddr;
+
+use mcpspec_testkit::{HttpClient, HttpResponse};
+use serde_json::{Value, json};
+
+use crate::common::mcpspec;
+use crate::http::HttpServer;
+use crate::oidc::{Client, Provider};
+
+/// The team: alice and bob write (RS256 and ES256), carol only reads (EdDSA), dave has no
+/// scope of this server, mallory names a database role outside the allow-list.
+fn team() -> Vec<Client> {
+    let user = |id, scope, alg, role: &str| Client {
+        id,
+        scope,
+        alg,
+        claims: json!({"role": role, "team": "red"}),
+    };
+    vec![
+        user("alice", "notes:read notes:write", "RS256", "notes_user"),
+        user("bob", "notes:read notes:write", "ES256", "notes_user"),
+        user("carol", "notes:read", "EdDSA", "notes_user"),
+        user("dave", "other:scope", "RS256", "notes_user"),
+        user("mallory", "notes:read notes:write", "RS256", "postgres"),
+    ]
+}
+
+/// A teamnotes database made by `init` at `db` (a file or a URL).
+fn init(db: &str) {
+    let (code, _, err) = mcpspec(&["init", "teamnotes", "--db", db], &[]);
+    assert_eq!(code, 0, "init teamnotes on {db}: {err}");
+}
+
+/// teamnotes on `db` over HTTP, accepting `provider`'s tokens; key sets are fetched again at
+/// once when a token names an unknown key, so that rotation is seen on the first token.
+fn serve(db: &str, provider: &Provider, extra: &[&str]) -> HttpServer {
+    let mut args = vec!["teamnotes", "--db", db, "--oauth-issuer", &provider.issuer];
+    args.extend_from_slice(extra);
+    HttpServer::serve(
+        &args,
+        &[("MCPSPEC_LOG", "info"), ("MCPSPEC_OAUTH_REFETCH_SECS", "0")],
+    )
+}
+
+/// The resource tokens must be for: the server's own endpoint.
+fn resource(addr: SocketAddr) -> String {
+    format!("http://{addr}/mcp")
+}
+
+/// A session of the caller `token` names.
+fn session(addr: SocketAddr, token: &str) -> HttpClient {
+    let mut c = HttpClient::new(addr, Some(token));
+    let init = c.initialize().expect("initialize");
+    assert!(init.get("result").is_some(), "initialize failed: {init}");
+    c
+}
+
+/// The structured result of a successful call.
+fn call(c: &mut HttpClient, tool: &str, arguments: Value) -> Value {
+    let r = c.call_tool(tool, arguments).expect("tools/call");
+    assert_eq!(r["result"]["isError"], json!(false), "{tool}: {r}");
+    r["result"]["structuredContent"].clone()
+}
+
+/// The texts of the caller's notes.
+fn notes(c: &mut HttpClient) -> Vec<String> {
+    let list = call(c, "list_notes", json!({}));
+    list["rows"]
+        .as_array()
+        .or_else(|| list.as_array())
+        .unwrap_or_else(|| panic!("rows: {list}"))
+        .iter()
+        .map(|n| n["text"].as_str().expect("text").to_string())
+        .collect()
+}
+
+/// A `tools/call add_note` of protocol 2026-07-28 (no session needed) with `authorization`
+/// as the whole `Authorization` header, or none.
+fn add_with(addr: SocketAddr, authorization: Option<&str>, text: &str) -> HttpResponse {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "add_note", "arguments": {"text": text}}});
+    if let Some(token) = authorization.and_then(|a| a.strip_prefix("Bearer ")) {
+        return HttpClient::per_request(addr, Some(token))
+            .post(&body)
+            .expect("POST");
+    }
+    let headers: Vec<(&str, &str)> = authorization
+        .map(|a| vec![("Authorization", a)])
+        .unwrap_or_default();
+    HttpClient::new(addr, None)
+        .exchange("POST", &headers, body.to_string().as_bytes())
+        .expect("POST")
+}
+
+/// The server's log so far, once it has exited.
+fn log_of(server: HttpServer) -> String {
+    let log = std::mem::replace(&mut { server }.stderr, std::sync::mpsc::channel().1);
+    log.iter().collect::<Vec<_>>().join("\n")
+}
+
+#[test]
+fn the_metadata_and_the_challenges_point_clients_at_the_issuer() {
+    let provider = Provider::start(team());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("notes.db");
+    let db = db.to_str().expect("utf-8");
+    init(db);
+    let server = serve(db, &provider, &[]);
+    let mut c = HttpClient::new(server.addr, None);
+    let metadata_url = format!(
+        "http://{}/.well-known/oauth-protected-resource/mcp",
+        server.addr
+    );
+    for path in [
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+    ] {
+        let r = raw_get(server.addr, path);
+        assert_eq!(r.0, 200, "{path}: {}", r.1);
+        let m: Value = serde_json::from_str(&r.1).expect("JSON");
+        assert_eq!(m["resource"], json!(resource(server.addr)), "{m}");
+        assert_eq!(m["authorization_servers"], json!([provider.issuer]), "{m}");
+        assert_eq!(m["scopes_supported"], json!(["notes:read", "notes:write"]));
+        assert_eq!(m["bearer_methods_supported"], json!(["header"]));
+    }
+    // No token: 401 pointing at the metadata, without an error.
+    let r = add_with(server.addr, None, "x");
+    assert_eq!(r.status, 401, "{}", r.text());
+    let challenge = r.header("www-authenticate").expect("a challenge");
+    assert_eq!(
+        challenge,
+        format!("Bearer resource_metadata=\"{metadata_url}\"")
+    );
+    // A token that is not one: 401 with invalid_token.
+    let r = add_with(server.addr, Some("Bearer not-a-jwt"), "x");
+    assert_eq!(r.status, 401);
+    let challenge = r.header("www-authenticate").expect("a challenge");
+    assert!(
+        challenge.starts_with(&format!("Bearer resource_metadata=\"{metadata_url}\""))
+            && challenge.contains("error=\"invalid_token\""),
+        "{challenge}"
+    );
+    // A token in the URL is refused before it is read.
+    let token = provider.token("alice", &resource(server.addr));
+    let r = c
+        .exchange_to(&format!("/mcp?access_token={token}"), "POST", &[], b"{}")
+        .expect("POST");
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(
+        r.text().contains("Authorization header only"),
+        "{}",
+        r.text()
+    );
+}
+
+/// One HTTP/1.1 GET of `path`; status and body.
+fn raw_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut c = HttpClient::new(addr, None);
+    let r = c.exchange_to(path, "GET", &[], b"").expect("GET");
+    (r.status, r.text())
+}
+
+#[test]
+fn callers_see_and_change_only_their_own_notes_on_sqlite() {
+    let provider = Provider::start(team());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("notes.db");
+    let db = db.to_str().expect("utf-8");
+    init(db);
+    let server = serve(db, &provider, &[]);
+    let (alice_token, bob_token, carol_token) = (
+        provider.token("alice", &resource(server.addr)),
+        provider.token("bob", &resource(server.addr)),
+        provider.token("carol", &resource(server.addr)),
+    );
+    let mut alice = session(server.addr, &alice_token);
+    let mut bob = session(server.addr, &bob_token);
+    let mut carol = session(server.addr, &carol_token);
+    let a = call(&mut alice, "add_note", json!({"text": "alice's plan"}));
+    call(&mut bob, "add_note", json!({"text": "bob's idea"}));
+    assert_eq!(notes(&mut alice), ["alice's plan"]);
+    assert_eq!(notes(&mut bob), ["bob's idea"]);
+    // EdDSA-signed, and nothing of carol's.
+    assert!(notes(&mut carol).is_empty());
+    // Bob cannot delete alice's note; alice can.
+    let id = a["id"].clone();
+    assert_eq!(
+        call(&mut bob, "delete_note", json!({"id": id}))["changes"],
+        0
+    );
+    assert_eq!(notes(&mut alice), ["alice's plan"]);
+    assert_eq!(
+        call(&mut alice, "delete_note", json!({"id": id}))["changes"],
+        1
+    );
+    assert!(notes(&mut alice).is_empty());
+    // The subject cannot be smuggled in as an argument.
+    let r = alice
+        .call_tool("add_note", json!({"text": "mine?", "auth.sub": "bob"}))
+        .expect("tools/call");
+    let refused = r["result"]["isError"] == json!(true) || r.get("error").is_some();
+    assert!(refused, "an argument named auth.sub is refused: {r}");
+    assert_eq!(notes(&mut bob), ["bob's idea"]);
+    // Every call has its audit line with the subject; no token is in the log.
+    let log = log_of(server);
+    assert!(
+        log.lines()
+            .any(|l| l.contains("mcpspec::audit") && l.contains("alice") && l.contains("add_note")),
+        "an audit line for alice's add_note:\n{log}"
+    );
+    for token in [&alice_token, &bob_token, &carol_token] {
+        let signature = token.rsplit('.').next().expect("a signature");
+        assert!(
+            !log.contains(signature),
+            "a token's signature is in the log"
+        );
+    }
+}
+
+#[test]
+fn scopes_are_enforced_with_a_step_up_challenge() {
+    let provider = Provider::start(team());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("notes.db");
+    let db = db.to_str().expect("utf-8");
+    init(db);
+    let server = serve(db, &provider, &[]);
+    let carol_token = provider.token("carol", &resource(server.addr));
+    let mut carol = session(server.addr, &carol_token);
+    // tools/list shows what carol may not call (see the README for why).
+    let list = carol.request("tools/list", json!({})).expect("tools/list");
+    assert_eq!(list["result"]["tools"].as_array().map(Vec::len), Some(3));
+    let r = carol
+        .post(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+            "params": {"name": "add_note", "arguments": {"text": "x"}}}))
+        .expect("POST");
+    assert_eq!(r.status, 403, "{}", r.text());
+    let challenge = r.header("www-authenticate").expect("a challenge");
+    assert!(
+        challenge.contains("error=\"insufficient_scope\"")
+            && challenge.contains("scope=\"notes:read notes:write\""),
+        "{challenge}"
+    );
+    assert!(notes(&mut carol).is_empty(), "nothing was added");
+    // A token with none of the server's scopes cannot even initialize.
+    let dave_token = provider.token("dave", &resource(server.addr));
+    let r = HttpClient::new(server.addr, Some(&dave_token))
+        .post(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}}),
+        )
+        .expect("POST");
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert!(
+        r.header("www-authenticate")
+            .is_some_and(|c| c.contains("scope=\"notes:read\"")),
+        "{:?}",
+        r.header("www-authenticate")
+    );
+}
+
+#[test]
+fn a_rotated_key_is_picked_up_without_a_restart() {
+    let provider = Provider::start(team());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("notes.db");
+    let db = db.to_str().expect("utf-8");
+    init(db);
+    let server = serve(db, &provider, &[]);
+    let before = provider.token("alice", &resource(server.addr));
+    let mut alice = session(server.addr, &before);
+    call(&mut alice, "add_note", json!({"text": "before"}));
+    let kids = provider.rotate();
+    let after = provider.token("alice", &resource(server.addr));
+    let header = jwt_part(&after, 0);
+    assert!(kids.contains(&header["kid"].as_str().unwrap_or_default().to_string()));
+    let mut again = session(server.addr, &after);
+    call(&mut again, "add_note", json!({"text": "after"}));
+    assert_eq!(notes(&mut again), ["before", "after"]);
+}
+
+/// A part of a JWT (0: header, 1: claims), decoded.
+fn jwt_part(token: &str, i: usize) -> Value {
+    use base64::Engine;
+    let part = token.split('.').nth(i).expect("a JWT");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(part)
+        .expect("base64url");
+    serde_json::from_slice(&bytes).expect("JSON")
+}
+
+#[test]
+fn hostile_tokens_are_refused_and_nothing_runs() {
+    use base64::Engine;
+    let provider = Provider::start(team());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("notes.db");
+    let db = db.to_str().expect("utf-8");
+    init(db);
+    let server = serve(db, &provider, &[]);
+    let aud = resource(server.addr);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time")
+        .as_secs();
+    let claims = |extra: Value| {
+        let mut c = json!({"sub": "alice", "iss": provider.issuer, "aud": aud,
+            "exp": now + 600, "scope": "notes:read notes:write"});
+        for (k, v) in extra.as_object().expect("object") {
+            c[k] = v.clone();
+        }
+        c
+    };
+    let rs = json!({"alg": "RS256", "kid": "rs256-1", "typ": "at+jwt"});
+    // The control: a token forged with the provider's own key and the right claims passes,
+    // so each refusal below is for the one thing that is wrong with it.
+    let good = provider.forge(rs.clone(), claims(json!({})), "current");
+    let r = add_with(server.addr, Some(&format!("Bearer {good}")), "control");
+    assert_eq!(r.status, 200, "the control token is accepted: {}", r.text());
+    let b64 = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+    let none = format!(
+        "{}.{}.",
+        b64(&json!({"alg": "none", "typ": "at+jwt"})),
+        b64(&claims(json!({})))
+    );
+    let other_resource = provider
+        .token_for(
+            "alice",
+            "https://other.example/mcp",
+            "notes:read notes:write",
+        )
+        .expect("a token for another resource");
+    let hostile = [
+        (
+            "expired",
+            provider.forge(rs.clone(), claims(json!({"exp": now - 120})), "current"),
+            "expired",
+        ),
+        (
+            "not yet valid",
+            provider.forge(rs.clone(), claims(json!({"nbf": now + 600})), "current"),
+            "not valid yet",
+        ),
+        (
+            "wrong audience",
+            provider.forge(
+                rs.clone(),
+                claims(json!({"aud": "http://127.0.0.1:1/mcp"})),
+                "current",
+            ),
+            "another audience",
+        ),
+        (
+            "another resource's token",
+            other_resource,
+            "another audience",
+        ),
+        (
+            "wrong issuer",
+            provider.forge(
+                rs.clone(),
+                claims(json!({"iss": "http://evil.example"})),
+                "current",
+            ),
+            "another issuer",
+        ),
+        (
+            "unknown kid",
+            provider.forge(
+                json!({"alg": "RS256", "kid": "nobody"}),
+                claims(json!({})),
+                "stranger",
+            ),
+            "a key the issuer does not publish",
+        ),
+        (
+            "a stranger's key under a known kid",
+            provider.forge(rs.clone(), claims(json!({})), "stranger"),
+            "signature does not verify",
+        ),
+        ("alg none", none, "algorithm none is not accepted"),
+        (
+            "HS256 keyed with the public key",
+            provider.forge(
+                json!({"alg": "HS256", "kid": "rs256-1"}),
+                claims(json!({})),
+                "hmac-public",
+            ),
+            "algorithm HS256 is not accepted",
+        ),
+        (
+            "no subject",
+            provider.forge(rs.clone(), claims(json!({"sub": null})), "current"),
+            "lacks the claim sub",
+        ),
+        (
+            "oversized",
+            format!("{good}{}", "A".repeat(9000)),
+            "longer than",
+        ),
+    ];
+    for (what, token, why) in &hostile {
+        let r = add_with(server.addr, Some(&format!("Bearer {token}")), what);
+        assert_eq!(r.status, 401, "{what}: {}", r.text());
+        let challenge = r.header("www-authenticate").unwrap_or_default();
+        assert!(
+            challenge.contains("error=\"invalid_token\"") && r.text().contains(why),
+            "{what}: {challenge} {}",
+            r.text()
+        );
+        assert!(
+            !r.text().contains(token.as_str()),
+            "{what}: the token is echoed"
+        );
+    }
+    // Not the Bearer scheme, and two Authorization headers.
+    let r = add_with(server.addr, Some(&format!("Basic {good}")), "basic");
+    assert_eq!(r.status, 401, "{}", r.text());
+    let two = format!("Bearer {good}");
+    let r = HttpClient::new(server.addr, None)
+        .exchange(
+            "POST",
+            &[("Authorization", &two), ("Authorization", &two)],
+            b"{}",
+        )
+        .expect("POST");
+    assert_eq!(r.status, 400, "{}", r.text());
+    // Only the control's note was written.
+    let mut alice = session(server.addr, &good);
+    assert_eq!(notes(&mut alice), ["control"]);
+    let log = log_of(server);
+    for (what, token, _) in &hostile {
+        let signature = token.rsplit('.').next().unwrap_or_default();
+        assert!(
+            signature.len() < 8 || !log.contains(signature),
+            "{what}: the token is in the log"
+        );
+    }
+}
+
+#[test]
+fn without_a_token_a_tool_that_acts_as_its_caller_refuses() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("notes.db");
+    let db = db.to_str().expect("utf-8");
+    init(db);
+    let (code, out, err) = mcpspec(&["call", "teamnotes", "list_notes", "{}", "--db", db], &[]);
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        format!("{out}{err}").contains("IDENTITY_REQUIRED"),
+        "{out}\n{err}"
+    );
+}
+
+/// On PostgreSQL the database keeps callers apart: `teamnotes`' statements there have no
+/// owner filter, and row-level security policies read the claims each call's transaction
+/// sets, under the role the token names. The server logs in as a role that is no superuser.
+#[test]
+fn row_level_security_keeps_callers_apart_on_postgres() {
+    let cluster = crate::pg::Cluster::shared();
+    cluster.psql(
+        "postgres",
+        "DO $$ BEGIN
+           IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'notes_user') THEN
+             CREATE ROLE notes_user NOLOGIN; END IF;
+           IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'teamnotes_app') THEN
+             CREATE ROLE teamnotes_app LOGIN; GRANT notes_user TO teamnotes_app; END IF;
+         END $$",
+    );
+    let name = format!("teamnotes_{}", std::process::id());
+    cluster.psql(
+        "postgres",
+        &format!("CREATE DATABASE {name} OWNER teamnotes_app"),
+    );
+    let url = cluster.url_as(&name, "teamnotes_app");
+    init(&url);
+    let provider = Provider::start(team());
+    let server = serve(&url, &provider, &[]);
+    let token = |who| provider.token(who, &resource(server.addr));
+    let (mut alice, mut bob) = (
+        session(server.addr, &token("alice")),
+        session(server.addr, &token("bob")),
+    );
+    let a = call(&mut alice, "add_note", json!({"text": "alice's plan"}));
+    call(&mut bob, "add_note", json!({"text": "bob's idea"}));
+    assert_eq!(notes(&mut alice), ["alice's plan"]);
+    assert_eq!(notes(&mut bob), ["bob's idea"]);
+    assert_eq!(
+        call(&mut bob, "delete_note", json!({"id": a["id"]}))["changes"],
+        0
+    );
+    assert_eq!(notes(&mut alice), ["alice's plan"]);
+    // The rows, as the database's owner sees them: each with its caller as owner.
+    let rows = cluster.psql(&name, "SELECT owner || ':' || text FROM notes ORDER BY id");
+    assert_eq!(rows, "alice:alice's plan\nbob:bob's idea");
+    // A role outside the allow-list is refused before any statement.
+    let mut mallory = session(server.addr, &token("mallory"));
+    let r = mallory
+        .call_tool("add_note", json!({"text": "as postgres"}))
+        .expect("tools/call");
+    assert_eq!(r["result"]["isError"], json!(true), "{r}");
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    let error: Value = serde_json::from_str(text).expect("the error as JSON");
+    assert_eq!(error["error"]["code"], "FORBIDDEN", "{r}");
+    assert_eq!(cluster.psql(&name, "SELECT count(*) FROM notes"), "2");
+    // Without a caller (stdio), no statement runs as the login role.
+    let (code, out, err) = mcpspec(
+        &["call", "teamnotes", "list_notes", "{}", "--db", &url],
+        &[],
+    );
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        format!("{out}{err}").contains("IDENTITY_REQUIRED"),
+        "{out}\n{err}"
+    );
+    drop(server);
+    cluster.psql("postgres", &format!("DROP DATABASE {name}"));
+}
