@@ -41,12 +41,13 @@ pub(crate) fn server(s: &ir::Server) -> &'static ServerDef {
             tool: text(&j.tool),
             arguments: text(&j.arguments.to_string()),
         }),
-        tools: list(&s.tools, tool),
+        tools: list(&s.tools, |t| tool(t, s)),
         error_codes: list(&s.error_codes, |(k, v)| (text(k), text(v))),
         errors: list(&s.errors, error),
         resources: list(&s.resources, resource),
         prompts: list(&s.prompts, prompt),
         scopes: texts(&s.scopes),
+        issuer: opt(s.issuer.as_deref()),
         examples: list(&s.examples, example),
     })
 }
@@ -289,7 +290,7 @@ fn binding(b: &ir::Binding) -> BindingDef {
 
 /// How each SQL parameter of `t` binds: as the argument's typed field would, or (for the one
 /// name that is no argument) as every argument together.
-fn params(t: &ir::Tool) -> &'static [(&'static str, ParamKind)] {
+fn params(t: &ir::Tool, s: &ir::Server) -> &'static [(&'static str, ParamKind)] {
     list(&t.sql_args, |wire| {
         let kind = match t.args.iter().find(|a| &a.wire == wire).map(|a| &a.ty) {
             Some(ir::ArgType::String) => ParamKind::Text,
@@ -299,13 +300,19 @@ fn params(t: &ir::Tool) -> &'static [(&'static str, ParamKind)] {
             Some(ir::ArgType::Array(_)) => ParamKind::Array,
             Some(ir::ArgType::Json) => ParamKind::Json,
             None if wire == ir::AUTH_SUB_PARAM => ParamKind::AuthSub,
+            None if wire.starts_with(ir::AUTH_CLAIM_PREFIX) => {
+                let name = &wire[ir::AUTH_CLAIM_PREFIX.len()..];
+                let kind = s.claims.iter().find(|(n, _)| n == name).map(|(_, k)| *k);
+                // Validation refuses an undeclared claim before this runs.
+                ParamKind::AuthClaim(kind.unwrap_or(mcpspec_def::ClaimKind::Text))
+            }
             None => ParamKind::Arguments,
         };
         (text(wire), kind)
     })
 }
 
-fn tool(t: &ir::Tool) -> ToolDef {
+fn tool(t: &ir::Tool, s: &ir::Server) -> ToolDef {
     let a = t.annotations;
     ToolDef {
         name: text(&t.name),
@@ -329,7 +336,7 @@ fn tool(t: &ir::Tool) -> ToolDef {
         env_defaults: pairs(&t.env_defaults),
         binding: binding(&t.binding),
         content: t.content,
-        bind: Bind(params(t)),
+        bind: Bind(params(t, s)),
         confirm: t.confirm.as_ref().map(|c| ConfirmDef {
             argument: text(&c.argument),
             message: text(&c.message),

@@ -37,6 +37,10 @@ pub(crate) struct Server {
     pub prompts: Vec<Prompt>,
     /// OAuth scopes every request of a caller needs.
     pub scopes: Vec<String>,
+    /// The OAuth issuer the spec names.
+    pub issuer: Option<String>,
+    /// The access token's claims statements may read, by name.
+    pub claims: Vec<(String, mcpspec_def::ClaimKind)>,
     /// Every tool's `examples:`, in spec order.
     pub examples: Vec<Example>,
 }
@@ -648,6 +652,10 @@ pub(crate) const ARGUMENTS_PARAM: &str = "arguments";
 /// The SQL parameter that binds the caller's subject: the `sub` of the OAuth access token the
 /// request came with (see the runtime's `auth`). No argument can supply it.
 pub(crate) const AUTH_SUB_PARAM: &str = "auth.sub";
+
+/// The prefix of the SQL parameters that bind a declared claim of the caller's access token,
+/// `:auth.claims.NAME`.
+pub(crate) const AUTH_CLAIM_PREFIX: &str = "auth.claims.";
 
 #[derive(Debug, Clone)]
 pub(crate) enum Binding {

@@ -132,6 +132,12 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
             .collect(),
         prompts: spec.prompts.iter().map(|p| prompt(&p.value, pg)).collect(),
         scopes: scopes(&server.scopes),
+        issuer: server.issuer.as_ref().map(|i| i.value.clone()),
+        claims: server
+            .claims
+            .iter()
+            .filter_map(|(name, ty)| Some((name.clone(), mcpspec_def::ClaimKind::of(&ty.value)?)))
+            .collect(),
     }
 }
 

@@ -315,6 +315,17 @@ pub(crate) struct RawServer {
     #[serde(default)]
     #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
     pub scopes: Vec<Sp<String>>,
+    /// The OAuth issuer whose access tokens the server accepts over HTTP, when neither
+    /// `--oauth-issuer` nor `MCPSPEC_OAUTH_ISSUER` names one.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub issuer: Option<Sp<String>>,
+    /// Claims of the caller's access token that statements may read as `:auth.claims.NAME`,
+    /// each with its type: `string`, `integer`, `number` or `boolean`. A claim the token lacks
+    /// binds NULL; one of another type refuses the call (`FORBIDDEN`). `:auth.sub` needs no
+    /// declaration.
+    #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "BTreeMap<String, String>"))]
+    pub claims: BTreeMap<String, Sp<String>>,
 }
 
 /// The SQLite database the tools run against.

@@ -206,8 +206,16 @@ fn callers_see_and_change_only_their_own_notes_on_sqlite() {
     let r = alice
         .call_tool("add_note", json!({"text": "mine?", "auth.sub": "bob"}))
         .expect("tools/call");
-    let refused = r["result"]["isError"] == json!(true) || r.get("error").is_some();
-    assert!(refused, "an argument named auth.sub is refused: {r}");
+    assert_eq!(r["result"]["isError"], json!(true), "{r}");
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    let error: Value = serde_json::from_str(text).expect("the error as JSON");
+    assert_eq!(error["error"]["code"], "INVALID_ARGUMENTS", "{r}");
+    assert!(
+        text.contains("auth.sub"),
+        "the refusal names the argument: {text}"
+    );
     assert_eq!(notes(&mut bob), ["bob's idea"]);
     // Every call has its audit line with the subject; no token is in the log.
     let log = log_of(server);
@@ -526,4 +534,83 @@ fn row_level_security_keeps_callers_apart_on_postgres() {
     );
     drop(server);
     cluster.psql("postgres", &format!("DROP DATABASE {name}"));
+}
+
+/// A server from a spec file that names its issuer and reads two declared claims.
+const WHOAMI: &str = r#"server:
+  name: whoami
+  version: 0.1.0
+  issuer: ISSUER
+  claims: {team: string, level: integer}
+database:
+  schema: CREATE TABLE seen (sub TEXT);
+tools:
+  - name: whoami
+    description: The caller as the database sees it.
+    annotations: {readOnlyHint: true}
+    input: {type: object, properties: {}}
+    sql:
+      returns: one
+      query: SELECT :auth.sub AS sub, :auth.claims.team AS team, :auth.claims.level AS level
+      columns: {sub: text, team: text, level: integer}
+"#;
+
+#[test]
+fn statements_read_declared_claims_of_the_callers_token() {
+    let mut clients = team();
+    clients.push(Client {
+        id: "erin",
+        scope: "notes:read",
+        alg: "ES256",
+        claims: json!({"team": 7, "level": 3}),
+    });
+    clients.push(Client {
+        id: "frank",
+        scope: "notes:read",
+        alg: "EdDSA",
+        claims: json!({"team": "blue", "level": 3}),
+    });
+    let provider = Provider::start(clients);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = dir.path().join("whoami.yaml");
+    std::fs::write(&spec, WHOAMI.replace("ISSUER", &provider.issuer)).expect("write the spec");
+    let (spec, db) = (
+        spec.to_str().expect("utf-8").to_string(),
+        dir.path().join("w.db").to_str().expect("utf-8").to_string(),
+    );
+    let (code, _, err) = mcpspec(&["init", "--spec", &spec, "--db", &db], &[]);
+    assert_eq!(code, 0, "{err}");
+    // No --oauth-issuer: the spec's issuer is the one.
+    let server = HttpServer::serve(
+        &["--spec", &spec, "--db", &db],
+        &[("MCPSPEC_OAUTH_REFETCH_SECS", "0")],
+    );
+    let token = |who| provider.token(who, &resource(server.addr));
+    let mut alice = session(server.addr, &token("alice"));
+    assert_eq!(
+        call(&mut alice, "whoami", json!({})),
+        // A claim the token lacks binds NULL, and a NULL column is left out of the row.
+        json!({"sub": "alice", "team": "red"})
+    );
+    let mut frank = session(server.addr, &token("frank"));
+    assert_eq!(
+        call(&mut frank, "whoami", json!({})),
+        json!({"sub": "frank", "team": "blue", "level": 3})
+    );
+    // A claim of another type than declared refuses the call, naming the claim only.
+    let mut erin = session(server.addr, &token("erin"));
+    let r = erin.call_tool("whoami", json!({})).expect("tools/call");
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    let error: Value = serde_json::from_str(text).expect("the error as JSON");
+    assert_eq!(error["error"]["code"], "FORBIDDEN", "{r}");
+    assert!(text.contains("`team`") && !text.contains('7'), "{text}");
+    // Without a token the claims are absent, and the tool says why it cannot run.
+    let (code, out, err) = mcpspec(&["call", "--spec", &spec, "whoami", "{}", "--db", &db], &[]);
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        format!("{out}{err}").contains("IDENTITY_REQUIRED"),
+        "{out}\n{err}"
+    );
 }

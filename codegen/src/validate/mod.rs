@@ -27,6 +27,7 @@ pub(crate) fn validate(file: &Path, source: &str, spec: &RawSpec) -> Diagnostics
     let mut v = Validator {
         sink: Sink::new(file),
         source,
+        claims: spec.server.value.claims.keys().cloned().collect(),
         engines: spec
             .database
             .as_ref()
@@ -77,6 +78,34 @@ pub(crate) fn validate(file: &Path, source: &str, spec: &RawSpec) -> Diagnostics
 impl Validator<'_> {
     /// Every `scopes:` list of the spec: the server's, each tool's, resource's and prompt's.
     fn all_scopes(&mut self, spec: &RawSpec) {
+        for (name, ty) in &spec.server.value.claims {
+            if !is_ident(name) {
+                self.sink.error(
+                    pos(ty),
+                    format!("claim `{name}` cannot be read as `:auth.claims.{name}`"),
+                    "",
+                    "a claim statements read is named with letters, digits and `_`",
+                );
+            }
+            if mcpspec_def::ClaimKind::of(&ty.value).is_none() {
+                self.sink.error(
+                    pos(ty),
+                    format!("claim `{name}` has the type `{}`", ty.value),
+                    "",
+                    "a claim is a `string`, `integer`, `number` or `boolean`",
+                );
+            }
+        }
+        if let Some(issuer) = &spec.server.value.issuer
+            && !(issuer.value.starts_with("https://") || issuer.value.starts_with("http://"))
+        {
+            self.sink.error(
+                pos(issuer),
+                format!("`{}` is not an issuer's URL", issuer.value),
+                "",
+                "an OAuth issuer is an https URL, e.g. `https://id.example.com`",
+            );
+        }
         self.scopes(&spec.server.value.scopes);
         for t in &spec.tools {
             self.scopes(&t.value.scopes);
@@ -186,6 +215,8 @@ struct ToolScope<'a> {
 struct Validator<'a> {
     sink: Sink<'a>,
     source: &'a str,
+    /// The claims `server.claims` declares, which statements may read as `:auth.claims.NAME`.
+    claims: BTreeSet<String>,
     /// The dialects the database declares a side for.
     engines: Vec<&'static sqlscan::Dialect>,
 }

@@ -363,12 +363,30 @@ impl Validator<'_> {
                 used.extend(props.keys().cloned());
             } else if p.name == crate::ir::AUTH_SUB_PARAM && noun == "input property" {
                 // The caller's subject, from the access token; never an argument.
+            } else if let Some(claim) = p.name.strip_prefix(crate::ir::AUTH_CLAIM_PREFIX)
+                && noun == "input property"
+            {
+                if !self.claims.contains(claim) {
+                    let declared: Vec<&str> = self.claims.iter().map(String::as_str).collect();
+                    self.sink.error(
+                        self.offset_pos(&s.query, p.offset),
+                        format!("SQL parameter `:{}` of `{tool}` reads a claim the spec does not declare", p.name),
+                        "undeclared claim",
+                        &match did_you_mean(claim, &declared) {
+                            Some(n) => format!("did you mean `:auth.claims.{n}`?"),
+                            None => format!("declare it with its type under `server.claims`, e.g. `{claim}: string`"),
+                        },
+                    );
+                }
             } else if p.name.starts_with("auth.") || p.name == crate::ir::AUTH_SUB_PARAM {
                 self.sink.error(
                     self.offset_pos(&s.query, p.offset),
                     format!("SQL parameter `:{}` of `{tool}` is not the caller's identity", p.name),
                     "",
-                    "a tool's statements may read the caller's subject as `:auth.sub`; resources and prompts may not",
+                    match noun {
+                        "input property" => "a tool's statements read the caller as `:auth.sub` and its token's declared claims as `:auth.claims.NAME`",
+                        _ => "only a tool's statements may read the caller; a resource's or a prompt's cannot",
+                    },
                 );
             } else {
                 let names: Vec<&str> = props.keys().map(String::as_str).collect();

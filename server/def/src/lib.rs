@@ -40,6 +40,41 @@ pub enum ParamKind {
     Arguments,
     /// `:auth.sub`: the caller's subject, from the request's OAuth access token.
     AuthSub,
+    /// `:auth.claims.NAME`: a claim of the caller's access token, of the declared type.
+    AuthClaim(ClaimKind),
+}
+
+/// The declared type of a claim statements read (`server.claims`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
+pub enum ClaimKind {
+    Text,
+    Integer,
+    Real,
+    Boolean,
+}
+
+impl ClaimKind {
+    /// The kind a spec's type name (`string`, `integer`, `number`, `boolean`) declares.
+    pub fn of(name: &str) -> Option<ClaimKind> {
+        Some(match name {
+            "string" => ClaimKind::Text,
+            "integer" => ClaimKind::Integer,
+            "number" => ClaimKind::Real,
+            "boolean" => ClaimKind::Boolean,
+            _ => return None,
+        })
+    }
+
+    /// The spec's name of the type.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClaimKind::Text => "string",
+            ClaimKind::Integer => "integer",
+            ClaimKind::Real => "number",
+            ClaimKind::Boolean => "boolean",
+        }
+    }
 }
 
 /// A server compiled from one spec file.
@@ -70,6 +105,8 @@ pub struct ServerDef {
     pub prompts: &'static [PromptDef],
     /// OAuth scopes every request of a caller must have (see `ToolDef::scopes`).
     pub scopes: &'static [&'static str],
+    /// The OAuth issuer the spec names, used when the command line and environment name none.
+    pub issuer: Option<&'static str>,
     /// The tools' `examples:`, run by `mcpspec test` and `codegen check --db`.
     pub examples: &'static [ExampleDef],
 }

@@ -1049,12 +1049,12 @@ impl Engine {
         json: bool,
     ) -> Result<Reply, CallError> {
         let name = tool.def.name;
-        let reads_caller = tool
-            .def
-            .bind
-            .0
-            .iter()
-            .any(|(_, k)| *k == crate::def::ParamKind::AuthSub);
+        let reads_caller = tool.def.bind.0.iter().any(|(_, k)| {
+            matches!(
+                k,
+                crate::def::ParamKind::AuthSub | crate::def::ParamKind::AuthClaim(_)
+            )
+        });
         if reads_caller && caller.is_none() {
             return Err(ToolError::new(
                 "IDENTITY_REQUIRED",
@@ -1063,6 +1063,9 @@ impl Engine {
                 ),
             )
             .into());
+        }
+        if let Some(caller) = caller {
+            claims_fit(name, &tool.def.bind, caller)?;
         }
         let mut params = crate::params::bind(&tool.def.bind, args, caller);
         for (name, from, transforms) in tool.def.derive {
@@ -2121,6 +2124,34 @@ fn outcome(result: &Result<Reply, CallError>) -> (&str, usize) {
         ),
         Err(_) => ("protocol_error", 0),
     }
+}
+
+/// Refuses a call (`FORBIDDEN`) whose caller's token has a claim the tool reads in another
+/// type than the spec declares: the claim's name is said, never its value.
+fn claims_fit(
+    tool: &str,
+    bind: &crate::def::Bind,
+    caller: &crate::auth::Identity,
+) -> Result<(), ToolError> {
+    for (param, kind) in bind.0 {
+        let crate::def::ParamKind::AuthClaim(kind) = kind else {
+            continue;
+        };
+        let name = crate::params::claim_name(param);
+        if let Some(v) = caller.claims.get(name)
+            && !v.is_null()
+            && !crate::params::claim_fits(v, *kind)
+        {
+            return Err(ToolError::new(
+                "FORBIDDEN",
+                format!(
+                    "`{tool}` reads the access token's claim `{name}` as a {}, and the token's is not one",
+                    kind.name()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

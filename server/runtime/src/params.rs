@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use crate::auth::Identity;
-use crate::def::{Arguments, Bind, ParamKind};
+use crate::def::{Arguments, Bind, ClaimKind, ParamKind};
 
 /// A value bound to a statement parameter or read from a result column; the runtime's database
 /// seam calls it `backend::Value`.
@@ -42,6 +42,10 @@ fn json_param(
         (ParamKind::AuthSub, _) => {
             return caller.map_or(SqlValue::Null, |c| SqlValue::Text(c.sub.clone()));
         }
+        (ParamKind::AuthClaim(kind), _) => {
+            let claim = caller.and_then(|c| c.claims.get(claim_name(name)));
+            return claim.map_or(SqlValue::Null, |v| claim_param(v, kind));
+        }
         (_, None | Some(Value::Null)) => return SqlValue::Null,
         (_, Some(v)) => v,
     };
@@ -53,7 +57,37 @@ fn json_param(
             .as_str()
             .map_or_else(|| v.to_param(), |s| SqlValue::Text(s.into())),
         ParamKind::Array => SqlValue::Text(v.to_string()),
-        ParamKind::Json | ParamKind::Arguments | ParamKind::AuthSub => v.to_param(),
+        ParamKind::Json | ParamKind::Arguments | ParamKind::AuthSub | ParamKind::AuthClaim(_) => {
+            v.to_param()
+        }
+    }
+}
+
+/// The claim a `:auth.claims.NAME` parameter reads.
+pub fn claim_name(param: &str) -> &str {
+    param.strip_prefix("auth.claims.").unwrap_or(param)
+}
+
+/// Whether a claim's value is of the declared kind (the engine refuses a call whose token
+/// has one that is not).
+pub fn claim_fits(v: &Value, kind: ClaimKind) -> bool {
+    match kind {
+        ClaimKind::Text => v.is_string(),
+        ClaimKind::Integer => v.is_i64(),
+        ClaimKind::Real => v.is_number(),
+        ClaimKind::Boolean => v.is_boolean(),
+    }
+}
+
+/// A claim's value bound as its declared kind; one of another kind binds NULL.
+fn claim_param(v: &Value, kind: ClaimKind) -> SqlValue {
+    if !claim_fits(v, kind) {
+        return SqlValue::Null;
+    }
+    match kind {
+        ClaimKind::Boolean => SqlValue::Integer(i64::from(v.as_bool().unwrap_or(false))),
+        ClaimKind::Real => v.as_f64().map_or(SqlValue::Null, SqlValue::Real),
+        _ => v.to_param(),
     }
 }
 

@@ -835,13 +835,8 @@ fn http_options(args: &HttpArgs) -> Result<crate::transport::http::HttpOptions> 
         lane: lane_on()?,
         oauth: oauth(args)?,
     };
-    if let Some(addr) = args.http
-        && options.token.is_none()
-        && options.oauth.is_none()
-        && !crate::transport::http::is_loopback(&addr)
-    {
-        return Err(crate::transport::http::HttpError::Unprotected(addr).into());
-    }
+    // An unprotected non-loopback address is refused when binding (`transport::http::bind`),
+    // once the spec's own issuer is known.
     Ok(options)
 }
 
@@ -918,10 +913,21 @@ async fn start_proxy(
 fn serve_http(
     engine: std::sync::Arc<Engine>,
     addr: std::net::SocketAddr,
-    options: crate::transport::http::HttpOptions,
+    mut options: crate::transport::http::HttpOptions,
 ) -> Result<()> {
     if options.metrics {
         crate::metrics::enable(engine.def.name);
+    }
+    // The spec's issuer, when the command line and the environment name none.
+    if options.oauth.is_none()
+        && let Some(issuer) = engine.def.issuer
+    {
+        options.oauth = Some(crate::transport::http::OAuthOptions {
+            issuer: issuer.to_string(),
+            audience: std::env::var("MCPSPEC_OAUTH_AUDIENCE")
+                .ok()
+                .filter(|a| !a.trim().is_empty()),
+        });
     }
     // A fixed set of workers reads requests and answers plain SQL reads itself (the lane);
     // every other call's SQLite work goes to the blocking pool.

@@ -103,7 +103,7 @@ pub struct OAuthOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
     #[error(
-        "refusing to serve on {0} without a token: a non-loopback address is reachable from other machines; set MCPSPEC_HTTP_TOKEN, or pass --token-env VAR or --token-file PATH"
+        "refusing to serve on {0} without a token: a non-loopback address is reachable from other machines; set MCPSPEC_HTTP_TOKEN, pass --token-env VAR or --token-file PATH, or accept OAuth access tokens with --oauth-issuer URL"
     )]
     Unprotected(SocketAddr),
     #[error("the OAuth issuer could not be used: {0}")]
