@@ -2199,6 +2199,7 @@ mod tests {
             resources: basic.resources,
             prompts: basic.prompts,
             scopes: &[],
+            issuer: None,
             examples: &[],
         }));
         let fix = super::which_side(broken, &sqlscan::SQLITE);
