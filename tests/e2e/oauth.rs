@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use crate::common::mcpspec;
 use crate::http::HttpServer;
 use crate::oidc::{Client, Provider};
+use crate::on_every_engine;
 
 /// The team: alice and bob write (RS256 and ES256), carol only reads (EdDSA), dave has no
 /// scope of this server, mallory names a database role outside the allow-list.
@@ -442,6 +443,13 @@ fn hostile_tokens_are_refused_and_nothing_runs() {
         )
         .expect("POST");
     assert_eq!(r.status, 400, "{}", r.text());
+    // A header far past any token: refused by the HTTP layer, and the server goes on.
+    let huge = format!("Bearer {}", "A".repeat(1 << 20));
+    let r = HttpClient::new(server.addr, None).exchange("POST", &[("Authorization", &huge)], b"{}");
+    match r {
+        Ok(r) => assert_eq!(r.status, 431, "{}", r.text()),
+        Err(e) => panic!("a huge header is answered, not dropped: {e:?}"),
+    }
     // Only the control's note was written.
     let mut alice = session(server.addr, &good);
     assert_eq!(notes(&mut alice), ["control"]);
@@ -536,7 +544,8 @@ fn row_level_security_keeps_callers_apart_on_postgres() {
     cluster.psql("postgres", &format!("DROP DATABASE {name}"));
 }
 
-/// A server from a spec file that names its issuer and reads two declared claims.
+/// A server from a spec file that names its issuer and reads two declared claims, on each
+/// engine (claims are parameters on every one).
 const WHOAMI: &str = r#"server:
   name: whoami
   version: 0.1.0
@@ -544,6 +553,10 @@ const WHOAMI: &str = r#"server:
   claims: {team: string, level: integer}
 database:
   schema: CREATE TABLE seen (sub TEXT);
+  postgres:
+    schema: CREATE TABLE seen (sub text);
+  mysql:
+    schema: CREATE TABLE seen (sub TEXT);
 tools:
   - name: whoami
     description: The caller as the database sees it.
@@ -552,11 +565,25 @@ tools:
     sql:
       returns: one
       query: SELECT :auth.sub AS sub, :auth.claims.team AS team, :auth.claims.level AS level
+      postgres: SELECT CAST(:auth.sub AS text) AS sub, CAST(:auth.claims.team AS text) AS team, CAST(:auth.claims.level AS bigint) AS level
+      mysql: SELECT CAST(:auth.sub AS CHAR) AS sub, CAST(:auth.claims.team AS CHAR) AS team, CAST(:auth.claims.level AS SIGNED) AS level
       columns: {sub: text, team: text, level: integer}
+resources:
+  - uri: whoami://guide
+    name: guide
+    template: Ask whoami who you are.
+    scopes: [notes:write]
+prompts:
+  - name: introduce
+    scopes: [notes:write]
+    messages:
+      - role: user
+        text: Introduce me.
 "#;
 
-#[test]
-fn statements_read_declared_claims_of_the_callers_token() {
+on_every_engine!(statements_read_declared_claims_of_the_callers_token);
+
+fn statements_read_declared_claims_of_the_callers_token(engine: crate::common::Engine) {
     let mut clients = team();
     clients.push(Client {
         id: "erin",
@@ -574,10 +601,14 @@ fn statements_read_declared_claims_of_the_callers_token() {
     let dir = tempfile::tempdir().expect("tempdir");
     let spec = dir.path().join("whoami.yaml");
     std::fs::write(&spec, WHOAMI.replace("ISSUER", &provider.issuer)).expect("write the spec");
-    let (spec, db) = (
-        spec.to_str().expect("utf-8").to_string(),
-        dir.path().join("w.db").to_str().expect("utf-8").to_string(),
-    );
+    let db = match engine {
+        crate::common::Engine::Sqlite => {
+            dir.path().join("w.db").to_str().expect("utf-8").to_string()
+        }
+        crate::common::Engine::Postgres => crate::pg::Cluster::shared().create_database(),
+        crate::common::Engine::Mariadb => crate::maria::Server::shared().create_database(),
+    };
+    let spec = spec.to_str().expect("utf-8").to_string();
     let (code, _, err) = mcpspec(&["init", "--spec", &spec, "--db", &db], &[]);
     assert_eq!(code, 0, "{err}");
     // No --oauth-issuer: the spec's issuer is the one.
@@ -606,6 +637,23 @@ fn statements_read_declared_claims_of_the_callers_token() {
     let error: Value = serde_json::from_str(text).expect("the error as JSON");
     assert_eq!(error["error"]["code"], "FORBIDDEN", "{r}");
     assert!(text.contains("`team`") && !text.contains('7'), "{text}");
+    // A resource's and a prompt's own scopes: alice has notes:write, frank has not.
+    for (method, params) in [
+        ("resources/read", json!({"uri": "whoami://guide"})),
+        ("prompts/get", json!({"name": "introduce"})),
+    ] {
+        let ok = alice.request(method, params.clone()).expect(method);
+        assert!(ok.get("result").is_some(), "{method}: {ok}");
+        let message = json!({"jsonrpc": "2.0", "id": 77, "method": method, "params": params});
+        let r = frank.post(&message).expect(method);
+        assert_eq!(r.status, 403, "{method}: {}", r.text());
+        assert!(
+            r.header("www-authenticate")
+                .is_some_and(|c| c.contains("scope=\"notes:write\"")),
+            "{method}: {:?}",
+            r.header("www-authenticate")
+        );
+    }
     // Without a token the claims are absent, and the tool says why it cannot run.
     let (code, out, err) = mcpspec(&["call", "--spec", &spec, "whoami", "{}", "--db", &db], &[]);
     assert_ne!(code, 0, "{out}");

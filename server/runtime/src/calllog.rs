@@ -37,6 +37,8 @@ pub fn install(format: Format) {
 pub struct Call<'a> {
     /// The engine's number for the call.
     pub request: u64,
+    /// The caller's subject, for a call an OAuth access token made.
+    pub sub: Option<&'a str>,
     /// The tool's wire name.
     pub tool: &'a str,
     /// `ok`, or the error code.
@@ -84,6 +86,20 @@ pub fn log(call: &Call<'_>) {
 
 /// `call` as a `tracing` event, to whatever subscriber there is.
 fn event(call: &Call<'_>) {
+    if let Some(sub) = call.sub {
+        tracing::info!(
+            target: "mcpspec::call",
+            request = call.request,
+            sub,
+            tool = call.tool,
+            outcome = call.outcome,
+            duration_ms = call.duration_ms,
+            result_bytes = call.result_bytes,
+            arguments = %call.logged_arguments(),
+            "call"
+        );
+        return;
+    }
     tracing::info!(
         target: "mcpspec::call",
         request = call.request,
@@ -119,6 +135,10 @@ fn write_line(out: &mut Vec<u8>, format: Format, time: (u64, u32), call: &Call<'
             write_time(out, time);
             out.extend_from_slice(b"  INFO mcpspec::call: call request=");
             write_json(out, call.request);
+            if let Some(sub) = call.sub {
+                out.extend_from_slice(b" sub=");
+                write_debug_str(out, sub);
+            }
             out.extend_from_slice(b" tool=");
             write_debug_str(out, call.tool);
             out.extend_from_slice(b" outcome=");
@@ -137,6 +157,10 @@ fn write_line(out: &mut Vec<u8>, format: Format, time: (u64, u32), call: &Call<'
                 b"\",\"level\":\"INFO\",\"fields\":{\"message\":\"call\",\"request\":",
             );
             write_json(out, call.request);
+            if let Some(sub) = call.sub {
+                out.extend_from_slice(b",\"sub\":");
+                write_json(out, sub);
+            }
             out.extend_from_slice(b",\"tool\":");
             write_json(out, call.tool);
             out.extend_from_slice(b",\"outcome\":");
@@ -412,6 +436,7 @@ mod tests {
             None,
         ];
         let tools = ["get_learning", "weird tool\"\\\u{7}"];
+        let subs = [None, Some("alice"), Some("user \"x\"@example.com\u{7}")];
         let outcomes = ["ok", "NOT_FOUND", "INVALID_ARGUMENT"];
         let durations = [
             0.0,
@@ -438,6 +463,7 @@ mod tests {
                     for duration_ms in durations {
                         let call = Call {
                             request: i as u64 * 1_000_003,
+                            sub: subs[i % subs.len()],
                             tool,
                             outcome,
                             duration_ms,

@@ -658,6 +658,7 @@ impl Engine {
             let (outcome, size) = outcome(&result);
             calllog::log(&calllog::Call {
                 request,
+                sub: caller.as_ref().map(|c| c.sub.as_str()),
                 tool: name,
                 outcome,
                 duration_ms: (started.elapsed().as_secs_f64() * 1e6).round() / 1e3,
