@@ -662,3 +662,59 @@ fn statements_read_declared_claims_of_the_callers_token(engine: crate::common::E
         "{out}\n{err}"
     );
 }
+
+/// Opaque access tokens, checked at the issuer's introspection endpoint with the server's own
+/// client credentials; without them an opaque token is refused as no JWT.
+#[test]
+fn opaque_tokens_are_checked_by_introspection() {
+    let mut clients = team();
+    let server_client = Client {
+        id: "teamnotes-server",
+        scope: "",
+        alg: "RS256",
+        claims: json!({}),
+    };
+    let secret = server_client.secret();
+    clients.push(server_client);
+    clients.push(Client {
+        id: "olga",
+        scope: "notes:read notes:write",
+        alg: "opaque",
+        claims: json!({}),
+    });
+    let provider = Provider::start(clients);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("notes.db");
+    let db = db.to_str().expect("utf-8");
+    init(db);
+    let server = HttpServer::serve(
+        &["teamnotes", "--db", db, "--oauth-issuer", &provider.issuer],
+        &[
+            ("MCPSPEC_OAUTH_CLIENT_ID", "teamnotes-server"),
+            ("MCPSPEC_OAUTH_CLIENT_SECRET", &secret),
+        ],
+    );
+    let token = provider.token("olga", &resource(server.addr));
+    assert_eq!(token.matches('.').count(), 0, "an opaque token: {token}");
+    let mut olga = session(server.addr, &token);
+    call(&mut olga, "add_note", json!({"text": "opaque but known"}));
+    assert_eq!(notes(&mut olga), ["opaque but known"]);
+    // One for another resource, and one the issuer never issued.
+    let elsewhere = provider
+        .token_for("olga", "https://other.example/mcp", "notes:read")
+        .expect("a token for another resource");
+    for (what, t, why) in [
+        ("another resource's", elsewhere.as_str(), "another audience"),
+        ("made up", "not-issued-by-anyone-0123456789", "not active"),
+    ] {
+        let r = add_with(server.addr, Some(&format!("Bearer {t}")), what);
+        assert_eq!(r.status, 401, "{what}: {}", r.text());
+        assert!(r.text().contains(why), "{what}: {}", r.text());
+    }
+    // A server without credentials of its own accepts JWTs only.
+    let jwt_only = serve(db, &provider, &[]);
+    let r = add_with(jwt_only.addr, Some(&format!("Bearer {token}")), "x");
+    assert_eq!(r.status, 401, "{}", r.text());
+    assert!(r.text().contains("not a JWT"), "{}", r.text());
+    assert_eq!(notes(&mut olga), ["opaque but known"]);
+}

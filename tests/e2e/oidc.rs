@@ -54,7 +54,8 @@ pub struct Client {
 }
 
 impl Client {
-    fn secret(&self) -> String {
+    /// The client's secret.
+    pub fn secret(&self) -> String {
         format!("secret-of-{}-0123456789abcdef", self.id)
     }
 }
@@ -73,6 +74,10 @@ impl Provider {
         installed();
         let config = json!({"clients": clients.iter().map(|c| json!({
             "id": c.id, "secret": c.secret(), "scope": c.scope, "alg": c.alg, "claims": c.claims,
+            // An `opaque` algorithm asks for opaque access tokens instead of JWTs.
+            "format": if c.alg == "opaque" { "opaque" } else { "jwt" },
+            // A client with no scope is a resource server, which authenticates with Basic.
+            "basic": c.scope.is_empty(),
         })).collect::<Vec<_>>()});
         let mut child = Command::new("node")
             .arg("provider.mjs")

@@ -6,6 +6,9 @@
 //   node provider.mjs '{"clients": [{"id": "alice", "secret": "...", "scope": "notes:read",
 //                        "alg": "RS256", "claims": {"role": "notes_user"}}]}'
 //
+// A client with "format": "opaque" gets opaque access tokens, which a resource server checks
+// at the introspection endpoint (RFC 7662) with client credentials of its own.
+//
 // Besides the provider's own endpoints it answers two test-only ones under /control/:
 //   POST /control/rotate  new signing keys (new kids) for every algorithm, the old ones still
 //                         published after them; tokens issued from now on carry the new kids.
@@ -49,14 +52,16 @@ function provider(issuer, keys) {
       grant_types: ['client_credentials'],
       redirect_uris: [],
       response_types: [],
-      token_endpoint_auth_method: 'client_secret_post',
-      scope: c.scope,
+      // A resource server asks about tokens with HTTP Basic, as RFC 7662's examples do.
+      token_endpoint_auth_method: c.basic ? 'client_secret_basic' : 'client_secret_post',
+      scope: c.scope || undefined,
     })),
     jwks: { keys },
     scopes: ['notes:read', 'notes:write', 'other:scope'],
     features: {
       devInteractions: { enabled: false },
       clientCredentials: { enabled: true },
+      introspection: { enabled: true },
       resourceIndicators: {
         enabled: true,
         useGrantedResource: () => true,
@@ -64,7 +69,7 @@ function provider(issuer, keys) {
           scope: 'notes:read notes:write other:scope',
           audience: resource,
           accessTokenTTL: 600,
-          accessTokenFormat: 'jwt',
+          accessTokenFormat: clientOf(client.clientId)?.format ?? 'jwt',
           jwt: { sign: { alg: clientOf(client.clientId)?.alg ?? 'RS256' } },
         }),
       },

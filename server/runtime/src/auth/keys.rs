@@ -47,6 +47,10 @@ pub enum KeysError {
         "the issuer {0} publishes no metadata with a jwks_uri at /.well-known/oauth-authorization-server or /.well-known/openid-configuration"
     )]
     NoMetadata(String),
+    #[error(
+        "the issuer {0} names no introspection_endpoint in its metadata, so opaque tokens cannot be checked; unset MCPSPEC_OAUTH_CLIENT_ID to accept JWTs only"
+    )]
+    NoIntrospection(String),
 }
 
 /// A verification key and the algorithm it is for.
@@ -116,10 +120,11 @@ fn metadata_urls(issuer: &str) -> Vec<String> {
 }
 
 impl Keys {
-    /// Finds `issuer`'s key set through its metadata and fetches it.
-    pub async fn discover(issuer: &str) -> Result<Keys, KeysError> {
+    /// Finds `issuer`'s key set through its metadata and fetches it; the metadata too.
+    pub async fn discover(issuer: &str) -> Result<(Keys, serde_json::Value), KeysError> {
         let client = client();
         let mut jwks_uri = None;
+        let mut metadata = serde_json::Value::Null;
         for url in metadata_urls(issuer) {
             let Ok(meta) = get_json(&client, &url).await else {
                 continue;
@@ -134,18 +139,25 @@ impl Keys {
             }
             if let Some(uri) = meta["jwks_uri"].as_str() {
                 jwks_uri = Some(uri.to_string());
+                metadata = meta;
                 break;
             }
         }
         let jwks_uri = jwks_uri.ok_or_else(|| KeysError::NoMetadata(issuer.to_string()))?;
         let keys = fetch(&client, &jwks_uri).await?;
-        Ok(Keys {
+        let keys = Keys {
             client,
             jwks_uri,
             keys: RwLock::new(Arc::new(keys)),
             fetched: Mutex::new(Instant::now()),
             every: refetch_every(),
-        })
+        };
+        Ok((keys, metadata))
+    }
+
+    /// The HTTP client that talks to the issuer.
+    pub fn client(&self) -> reqwest::Client {
+        self.client.clone()
     }
 
     fn known(&self, kid: Option<&str>) -> Option<Key> {

@@ -95,7 +95,7 @@ enum Cmd {
         #[arg(long, conflicts_with = "read_only")]
         migrate: bool,
         #[command(flatten)]
-        http: HttpArgs,
+        http: Box<HttpArgs>,
     },
     /// Run one tool call and print its result as JSON; exits 1 when the tool fails.
     #[command(
@@ -203,6 +203,11 @@ struct HttpArgs {
     /// server's own http://ADDR/mcp); set it to the public URL behind a proxy.
     #[arg(long, value_name = "URI", requires = "http")]
     oauth_audience: Option<String>,
+    /// This server's client id at the issuer (default: MCPSPEC_OAUTH_CLIENT_ID), with its
+    /// secret in MCPSPEC_OAUTH_CLIENT_SECRET: opaque access tokens are then checked by
+    /// introspection (RFC 7662). Without it only JWT access tokens are accepted.
+    #[arg(long, value_name = "ID", requires = "http")]
+    oauth_client_id: Option<String>,
     /// Serve Prometheus metrics of the tool calls at http://ADDR/metrics (behind the token,
     /// when there is one). Off by default, and then nothing is counted.
     #[arg(long, requires = "http")]
@@ -857,9 +862,11 @@ fn oauth(args: &HttpArgs) -> Result<Option<crate::transport::http::OAuthOptions>
                     "--oauth-issuer must be an http(s) URL, not {issuer:?}"
                 ));
             }
+            let client = introspection_client(args.oauth_client_id.as_deref())?;
             Ok(Some(crate::transport::http::OAuthOptions {
                 issuer,
                 audience,
+                client,
             }))
         }
         (None, Some(_)) => Err(anyhow!(
@@ -867,6 +874,32 @@ fn oauth(args: &HttpArgs) -> Result<Option<crate::transport::http::OAuthOptions>
         )),
         (None, None) => Ok(None),
     }
+}
+
+/// The server's own credentials at the issuer, for introspecting opaque tokens: the id from
+/// `--oauth-client-id` or MCPSPEC_OAUTH_CLIENT_ID, the secret from MCPSPEC_OAUTH_CLIENT_SECRET
+/// only (never the command line, where other users of the machine could read it).
+#[cfg(feature = "http")]
+fn introspection_client(
+    flag: Option<&str>,
+) -> Result<Option<crate::auth::introspect::ClientCredentials>> {
+    let id = flag
+        .map(str::to_string)
+        .or_else(|| std::env::var("MCPSPEC_OAUTH_CLIENT_ID").ok())
+        .filter(|v| !v.trim().is_empty());
+    let Some(id) = id else {
+        return Ok(None);
+    };
+    let secret = std::env::var("MCPSPEC_OAUTH_CLIENT_SECRET")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .ok_or_else(|| {
+            anyhow!("the OAuth client {id} needs its secret in MCPSPEC_OAUTH_CLIENT_SECRET to introspect tokens")
+        })?;
+    Ok(Some(crate::auth::introspect::ClientCredentials {
+        id,
+        secret: secret.trim().to_string(),
+    }))
 }
 
 /// OpenTelemetry for a serving `engine`, when the standard variables ask for it (see
@@ -927,6 +960,7 @@ fn serve_http(
             audience: std::env::var("MCPSPEC_OAUTH_AUDIENCE")
                 .ok()
                 .filter(|a| !a.trim().is_empty()),
+            client: introspection_client(None)?,
         });
     }
     // A fixed set of workers reads requests and answers plain SQL reads itself (the lane);

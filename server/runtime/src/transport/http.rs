@@ -98,6 +98,9 @@ pub struct OAuthOptions {
     /// The audience tokens must name; by default this server's own endpoint URL,
     /// `http://ADDR/mcp` (set it to the public URL behind a proxy).
     pub audience: Option<String>,
+    /// The server's own credentials at the issuer, to check opaque tokens by introspection
+    /// (RFC 7662); without them only JWTs are accepted.
+    pub client: Option<crate::auth::introspect::ClientCredentials>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -852,7 +855,7 @@ pub async fn serve(
                 .audience
                 .clone()
                 .unwrap_or_else(|| format!("http://{bound}{ENDPOINT}"));
-            let verifier = Verifier::new(&o.issuer, &audience)
+            let verifier = Verifier::new(&o.issuer, &audience, o.client.clone())
                 .await
                 .map_err(std::io::Error::other)?;
             tracing::info!(issuer = %o.issuer, %audience, "accepting OAuth access tokens");
