@@ -218,6 +218,15 @@ fn callers_see_and_change_only_their_own_notes_on_sqlite() {
         "the refusal names the argument: {text}"
     );
     assert_eq!(notes(&mut bob), ["bob's idea"]);
+    // A session is its opener's: bob's token naming alice's session finds no such session.
+    alice.token = Some(bob_token.clone());
+    let r = alice
+        .post(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+            "params": {"name": "list_notes", "arguments": {}}}))
+        .expect("POST");
+    assert_eq!(r.status, 404, "{}", r.text());
+    alice.token = Some(alice_token.clone());
+    assert!(notes(&mut alice).is_empty(), "alice's session goes on");
     // Every call has its audit line with the subject; no token is in the log.
     let log = log_of(server);
     assert!(

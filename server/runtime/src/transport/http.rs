@@ -232,6 +232,9 @@ struct Gate {
     oauth: Option<Arc<Verifier>>,
     /// The served surface, whose definition says which scopes a request needs.
     live: Arc<crate::protocol::Live>,
+    /// The subject each session was opened by, when a caller opened it: a session is its
+    /// caller's, and another caller's request naming it is answered as for no such session.
+    owners: Owners,
     hosts: Vec<String>,
     origins: Vec<String>,
     max_body_bytes: usize,
@@ -291,6 +294,7 @@ impl Gate {
             token: options.token.as_ref().map(|t| t.as_bytes().to_vec()),
             oauth,
             live,
+            owners: Owners::default(),
             hosts: lower(hosts),
             origins: lower(origins),
             max_body_bytes: options.max_body_bytes,
@@ -384,6 +388,31 @@ impl Gate {
                 ))
             }
         }
+    }
+
+    /// The refusal of a request naming a session another caller opened: answered as for a
+    /// session that does not exist, so that it learns nothing of it.
+    fn not_theirs(
+        &self,
+        req: &Request<Incoming>,
+        caller: Option<&Identity>,
+    ) -> Option<Response<HttpBody>> {
+        let session = session_of(req.headers())?;
+        if !self
+            .owners
+            .someone_else(session, caller.map(|c| c.sub.as_str()))
+        {
+            return None;
+        }
+        tracing::warn!(
+            sub = caller.map(|c| c.sub.as_str()),
+            "refused a request naming another caller's session"
+        );
+        Some(refuse(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "no such session; it may have ended already",
+        ))
     }
 
     /// The protected resource metadata (RFC 9728), for a GET of either of its addresses.
@@ -499,6 +528,9 @@ impl Gate {
                 &format!("the request body exceeds {} bytes", self.max_body_bytes),
             );
         }
+        if let Some(refusal) = self.not_theirs(&req, caller.as_deref()) {
+            return refusal;
+        }
         if req.method() == Method::DELETE {
             return self.delete(req).await;
         }
@@ -528,6 +560,7 @@ impl Gate {
             }
             None => self.lane_answer(&parts.headers, &body).await,
         };
+        let opener = caller_sub(&parts);
         let response = match lane {
             Some(answer) => answer,
             None => match custom_refusal(&parts.headers, &body) {
@@ -535,6 +568,9 @@ impl Gate {
                 None => self.to_rmcp(parts, body).await,
             },
         };
+        if let (Some(sub), Some(session)) = (opener, response.headers().get("mcp-session-id")) {
+            self.owners.opened(session, sub, &self.sessions).await;
+        }
         response.map(|inner| {
             Tracked {
                 inner,
@@ -676,6 +712,65 @@ fn custom_refusal(headers: &http::HeaderMap, body: &Bytes) -> Option<Response<Ht
         (false, _) => StatusCode::OK,
     };
     Some(json_answer(status, &answer))
+}
+
+/// The subject of the caller a request's parts carry.
+fn caller_sub(parts: &http::request::Parts) -> Option<String> {
+    parts.extensions.get::<Caller>().map(|c| c.0.sub.clone())
+}
+
+/// Which caller opened each session (see `Gate::owners`), bounded: past
+/// [`Owners::MAX`] entries, those of sessions that ended are dropped.
+#[derive(Default)]
+struct Owners(std::sync::Mutex<std::collections::HashMap<String, String>>);
+
+impl Owners {
+    const MAX: usize = 10_000;
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, String>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records that `sub` opened `session`.
+    async fn opened(
+        &self,
+        session: &header::HeaderValue,
+        sub: String,
+        sessions: &LocalSessionManager,
+    ) {
+        use rmcp::transport::streamable_http_server::session::SessionManager;
+        let Ok(session) = session.to_str() else {
+            return;
+        };
+        if self.lock().len() >= Self::MAX {
+            let known: Vec<String> = self.lock().keys().cloned().collect();
+            let mut ended = Vec::new();
+            for id in known {
+                if !sessions
+                    .has_session(&id.clone().into())
+                    .await
+                    .unwrap_or(false)
+                {
+                    ended.push(id);
+                }
+            }
+            let mut owners = self.lock();
+            for id in ended {
+                owners.remove(&id);
+            }
+        }
+        self.lock().insert(session.to_string(), sub);
+    }
+
+    /// Whether `session` was opened by a caller other than `sub` (or by one, when `sub` is
+    /// no caller).
+    fn someone_else(&self, session: &str, sub: Option<&str>) -> bool {
+        self.lock()
+            .get(session)
+            .is_some_and(|owner| Some(owner.as_str()) != sub)
+    }
 }
 
 /// The bearer token of `headers`: `None` without an `Authorization` header; refused when
