@@ -99,7 +99,10 @@ fn serve(
         if let Some(status) = served.child.try_wait()? {
             bail!("the server exited before listening: {status}");
         }
-        if HttpClient::new(served.addr, None).initialize().is_ok() {
+        if HttpClient::new(served.addr, token().as_deref())
+            .initialize()
+            .is_ok()
+        {
             return Ok(served);
         }
         ensure!(
@@ -109,6 +112,14 @@ fn serve(
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The bearer token every request carries: `MCPBENCH_HTTP_TOKEN` (a static token, or an OAuth
+/// access token when the server checks those), none when unset.
+fn token() -> Option<String> {
+    std::env::var("MCPBENCH_HTTP_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty())
 }
 
 /// Whether an answer's bytes hold a successful tool result (JSON or one SSE event).
@@ -149,7 +160,7 @@ impl Session {
         dialect: Dialect,
         per_request: bool,
     ) -> Result<Session> {
-        let mut client = HttpClient::new(addr, None);
+        let mut client = HttpClient::new(addr, token().as_deref());
         if !per_request {
             client.initialize()?;
         }

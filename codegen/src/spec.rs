@@ -1572,6 +1572,7 @@ impl Ctx {
             Ctx::Database => "Database",
             Ctx::Engine => "DatabaseSide",
             Ctx::DefaultPath => "DefaultPath",
+            Ctx::Identity => "Identity",
             Ctx::Demo => "DemoCall",
             Ctx::Startup => "StartupJob",
             Ctx::Tool => "Tool",

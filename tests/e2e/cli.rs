@@ -198,7 +198,15 @@ fn list_names_every_seed_server_and_tool() {
         .collect();
     assert_eq!(
         servers,
-        ["knowledge", "laminark", "lessons", "pm", "studio"],
+        // The five seeds, and the OAuth example (`teamnotes`, README "Teams").
+        [
+            "knowledge",
+            "laminark",
+            "lessons",
+            "pm",
+            "studio",
+            "teamnotes"
+        ],
         "{out}"
     );
     let (code, _, err) = mcpspec(&["serve", "nope"], &[]);

@@ -48,6 +48,11 @@ mod on_postgres {
     include!("../fixtures/postgres/expected/notes.rs");
 }
 
+#[allow(dead_code)]
+mod identity {
+    include!("../fixtures/identity/expected/identity.rs");
+}
+
 /// A hand-written implementation of the aliases golden: `notes.get` and `notes.touch` return
 /// the same type, so one function serves both.
 struct Notes;
@@ -615,4 +620,33 @@ fn golden_postgres_statements_are_numbered_and_run_on_postgresql() {
         call("tagged", serde_json::json!({"tag": "a"}))["rows"],
         serde_json::json!([{"id": 1, "title": "first"}])
     );
+}
+
+/// The identity golden's tables carry the issuer, each scope list and how the caller binds:
+/// `:auth.sub` as the subject, `:auth.claims.team` as a claim of the declared type, and the
+/// SQLite text with SQLite's own names for them.
+#[test]
+fn golden_identity_carries_scopes_issuer_and_the_callers_parameters() {
+    use mcpspec::def::{ClaimKind, ParamKind};
+    let def = &identity::SERVER;
+    assert_eq!(def.issuer, Some("https://id.example.com"));
+    assert_eq!(def.scopes, ["notes:read"]);
+    let tool = def.tool("team_notes").unwrap();
+    assert_eq!(tool.scopes, ["notes:team"]);
+    assert_eq!(
+        tool.bind.0,
+        [
+            ("auth.sub", ParamKind::AuthSub),
+            ("auth.claims.team", ParamKind::AuthClaim(ClaimKind::Text)),
+        ]
+    );
+    assert!(
+        tool.binding.statements()[0]
+            .sql
+            .contains("owner = :auth$sub AND team = :auth$claims$team"),
+        "{}",
+        tool.binding.statements()[0].sql
+    );
+    assert_eq!(def.resources[0].scopes, ["notes:guide"]);
+    assert_eq!(def.prompts[0].scopes, ["notes:prompts"]);
 }

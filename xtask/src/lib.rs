@@ -18,8 +18,8 @@ pub const REFERENCE: &str = "docs/spec-reference.md";
 /// Where the editor schema is committed, relative to the workspace root.
 pub const EDITOR_SCHEMA: &str = "codegen/spec.schema.json";
 
-/// The specs in `spec/` the reference quotes besides the codegen fixtures: the seed servers
-/// and the test doubles, which this repository compiles and tests. A spec someone adds to
+/// The specs in `spec/` the reference quotes besides the codegen fixtures: the seed servers,
+/// the OAuth example and the test doubles, which this repository compiles and tests. A spec someone adds to
 /// `spec/` (as docs/getting-started.md does) leaves the reference as it is.
 const QUOTED_SPECS: &[&str] = &[
     "conformance",
@@ -29,6 +29,7 @@ const QUOTED_SPECS: &[&str] = &[
     "lessons",
     "pm",
     "studio",
+    "teamnotes",
 ];
 
 /// The workspace root of this checkout.

@@ -548,18 +548,15 @@ impl Gate {
             Ok(open) => open,
             Err(refusal) => return json_answer(StatusCode::OK, &refusal),
         };
-        // A caller's requests go to rmcp, which hands the request's extensions (the caller
-        // among them) to the call; the lane answers requests without one.
-        let lane = match caller {
-            Some(identity) => {
-                if let Some(refusal) = self.insufficient_scope(&identity, &body) {
-                    return refusal;
-                }
-                parts.extensions.insert(Caller(identity));
-                None
+        // The caller travels with the request: to the lane's call, or in the extensions rmcp
+        // hands to the handler.
+        if let Some(identity) = &caller {
+            if let Some(refusal) = self.insufficient_scope(identity, &body) {
+                return refusal;
             }
-            None => self.lane_answer(&parts.headers, &body).await,
-        };
+            parts.extensions.insert(Caller(identity.clone()));
+        }
+        let lane = self.lane_answer(&parts.headers, &body, caller).await;
         let opener = caller_sub(&parts);
         let response = match lane {
             Some(answer) => answer,
@@ -643,8 +640,9 @@ impl Gate {
         &self,
         headers: &http::HeaderMap,
         body: &Bytes,
+        caller: Option<Arc<Identity>>,
     ) -> Option<Response<HttpBody>> {
-        let answer = self.lane.as_ref()?.answer(headers, body).await?;
+        let answer = self.lane.as_ref()?.answer(headers, body, caller).await?;
         let mut response = Response::new(Full::new(Bytes::from(answer)).boxed());
         response.headers_mut().insert(
             header::CONTENT_TYPE,

@@ -198,7 +198,12 @@ impl HttpLane {
 
     /// The answer to the POST of `headers` and `body`, when the lane takes it: the JSON-RPC
     /// response as its body's bytes. `None` leaves the request to rmcp.
-    pub(super) async fn answer(&self, headers: &HeaderMap, body: &Bytes) -> Option<Vec<u8>> {
+    pub(super) async fn answer(
+        &self,
+        headers: &HeaderMap,
+        body: &Bytes,
+        caller: Option<Arc<crate::auth::Identity>>,
+    ) -> Option<Vec<u8>> {
         // A request with trace context is rmcp's, whose span takes it as the parent.
         if crate::telemetry::on() && headers.contains_key("traceparent") {
             return None;
@@ -206,7 +211,8 @@ impl HttpLane {
         if !plain_post(headers) {
             return None;
         }
-        let call = Call::parse(body)?;
+        let mut call = Call::parse(body)?;
+        call.caller = caller;
         if call.per_request() {
             return self.sessionless(headers, call, body).await;
         }
@@ -266,7 +272,8 @@ impl HttpLane {
         cancel: Arc<AtomicBool>,
     ) -> Vec<u8> {
         if !runs_on_worker(&engine) {
-            Self::on_blocking_pool(&self.lane, body, engine, cancel).await
+            let caller = call.caller.clone();
+            Self::on_blocking_pool(&self.lane, body, caller, engine, cancel).await
         } else if self.take_spare() {
             let answer = self.lane.answer(call, &engine, cancel, None);
             self.spare.fetch_add(1, Ordering::SeqCst);
@@ -289,6 +296,7 @@ impl HttpLane {
         engine: Arc<Engine>,
         cancel: Arc<AtomicBool>,
     ) -> Vec<u8> {
+        let caller = call.caller.clone();
         if notices_slow(&engine) {
             let slow = Slow::giving_way(GIVE_WAY_AFTER);
             let answer = self
@@ -298,19 +306,24 @@ impl HttpLane {
                 return answer;
             }
         }
-        Self::on_blocking_pool(&self.lane, body, engine, cancel).await
+        Self::on_blocking_pool(&self.lane, body, caller, engine, cancel).await
     }
 
-    /// Answers a call on the blocking pool, which needs its own copy of the request.
+    /// Answers a call on the blocking pool, which needs its own copy of the request (and of
+    /// its caller).
     async fn on_blocking_pool(
         lane: &Lane,
         body: &Bytes,
+        caller: Option<Arc<crate::auth::Identity>>,
         engine: Arc<Engine>,
         cancel: Arc<AtomicBool>,
     ) -> Vec<u8> {
         let (lane, body) = (lane.clone(), body.clone());
         tokio::task::spawn_blocking(move || {
-            Call::parse(&body).map(|call| lane.answer(call, &engine, cancel, None))
+            Call::parse(&body).map(|mut call| {
+                call.caller = caller;
+                lane.answer(call, &engine, cancel, None)
+            })
         })
         .await
         .ok()

@@ -40,6 +40,9 @@ pub struct Call<'a> {
     method: &'a str,
     #[serde(borrow)]
     params: Params<'a>,
+    /// The caller the HTTP transport verified, never read from the message.
+    #[serde(skip)]
+    pub caller: Option<Arc<crate::auth::Identity>>,
 }
 
 #[derive(Deserialize)]
@@ -235,7 +238,7 @@ impl Lane {
             client: None,
             slow,
             stop: None,
-            caller: None,
+            caller: call.caller.clone(),
         };
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             engine.call_json(&name, arguments.as_ref(), Some(cancel), link)
