@@ -1050,24 +1050,7 @@ impl Engine {
         json: bool,
     ) -> Result<Reply, CallError> {
         let name = tool.def.name;
-        let reads_caller = tool.def.bind.0.iter().any(|(_, k)| {
-            matches!(
-                k,
-                crate::def::ParamKind::AuthSub | crate::def::ParamKind::AuthClaim(_)
-            )
-        });
-        if reads_caller && caller.is_none() {
-            return Err(ToolError::new(
-                "IDENTITY_REQUIRED",
-                format!(
-                    "`{name}` acts as its caller (:auth.sub), and this request names none; call it over HTTP with an OAuth access token (serve --http ADDR --oauth-issuer URL)"
-                ),
-            )
-            .into());
-        }
-        if let Some(caller) = caller {
-            claims_fit(name, &tool.def.bind, caller)?;
-        }
+        caller_fits(tool.def, caller)?;
         let mut params = crate::params::bind(&tool.def.bind, args, caller);
         for (name, from, transforms) in tool.def.derive {
             let mut v = shown
@@ -2124,6 +2107,31 @@ fn outcome(result: &Result<Reply, CallError>) -> (&str, usize) {
             e.message.len(),
         ),
         Err(_) => ("protocol_error", 0),
+    }
+}
+
+/// Refuses a call of `tool` that reads the caller (`:auth.sub`, `:auth.claims.NAME`) without
+/// one (`IDENTITY_REQUIRED`), or whose caller's claims are not of the declared types.
+fn caller_fits(
+    tool: &'static ToolDef,
+    caller: Option<&crate::auth::Identity>,
+) -> Result<(), ToolError> {
+    let name = tool.name;
+    let reads_caller = tool.bind.0.iter().any(|(_, k)| {
+        matches!(
+            k,
+            crate::def::ParamKind::AuthSub | crate::def::ParamKind::AuthClaim(_)
+        )
+    });
+    match caller {
+        Some(caller) => claims_fit(name, &tool.bind, caller),
+        None if reads_caller => Err(ToolError::new(
+            "IDENTITY_REQUIRED",
+            format!(
+                "`{name}` acts as its caller (its SQL reads `:auth.*`), and this request names none; call it over HTTP with an OAuth access token (serve --http ADDR --oauth-issuer URL)"
+            ),
+        )),
+        None => Ok(()),
     }
 }
 

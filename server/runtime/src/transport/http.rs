@@ -467,49 +467,9 @@ impl Gate {
     }
 
     async fn handle(&self, req: Request<Incoming>) -> Response<HttpBody> {
-        if req.headers().get_all(header::HOST).iter().count() > 1 {
-            tracing::warn!("refused a request with more than one Host header");
-            return refuse(
-                StatusCode::BAD_REQUEST,
-                "bad_request",
-                "a request must have exactly one Host header",
-            );
-        }
-        // Probes come from load balancers and orchestrators, by whatever address they reach
-        // the server, without a token; they learn nothing but ready or not.
-        if let Some(answer) = self.probe(&req).await {
-            return answer;
-        }
-        if !self.host_allowed(&req) {
-            tracing::warn!(host = ?req.headers().get(header::HOST), "refused a request: Host not allowed");
-            return refuse(
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                "the Host header is not allowed",
-            );
-        }
-        if !self.origin_allowed(&req) {
-            tracing::warn!(origin = ?req.headers().get(header::ORIGIN), "refused a request: Origin not allowed");
-            return refuse(
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                "the Origin header is not allowed",
-            );
-        }
-        if let Some(answer) = self.resource_metadata(&req) {
-            return answer;
-        }
-        if token_in_query(&req) {
-            tracing::warn!("refused a request: an access token in the query string");
-            return refuse(
-                StatusCode::BAD_REQUEST,
-                "invalid_request",
-                "access tokens are accepted in the Authorization header only, never in the URL",
-            );
-        }
-        let caller = match self.access(&req).await {
+        let caller = match self.admit(&req).await {
             Ok(caller) => caller,
-            Err(refusal) => return refusal,
+            Err(answer) => return answer,
         };
         if let Some(answer) = self.metrics(&req) {
             return answer;
@@ -531,14 +491,72 @@ impl Gate {
         if let Some(refusal) = self.not_theirs(&req, caller.as_deref()) {
             return refusal;
         }
-        if req.method() == Method::DELETE {
-            return self.delete(req).await;
+        match *req.method() {
+            Method::DELETE => self.delete(req).await,
+            Method::POST => self.post(req, caller).await,
+            _ => self.service.handle(req).await,
         }
-        if req.method() != Method::POST {
-            return self.service.handle(req).await;
+    }
+
+    /// The checks every request passes before its path means anything: one `Host`, the
+    /// probes (answered here, open to all), `Host` and `Origin`, the resource metadata (open
+    /// to all), no token in the URL, and the token (see [`Gate::access`]). The caller, or the
+    /// answer that ends the request.
+    async fn admit(
+        &self,
+        req: &Request<Incoming>,
+    ) -> Result<Option<Arc<Identity>>, Response<HttpBody>> {
+        if req.headers().get_all(header::HOST).iter().count() > 1 {
+            tracing::warn!("refused a request with more than one Host header");
+            return Err(refuse(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                "a request must have exactly one Host header",
+            ));
         }
-        // A POST counts as in flight from now until its answer has been sent, so that shutdown
-        // can wait for it; the guard travels with the response body.
+        // Probes come from load balancers and orchestrators, by whatever address they reach
+        // the server, without a token; they learn nothing but ready or not.
+        if let Some(answer) = self.probe(req).await {
+            return Err(answer);
+        }
+        if !self.host_allowed(req) {
+            tracing::warn!(host = ?req.headers().get(header::HOST), "refused a request: Host not allowed");
+            return Err(refuse(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "the Host header is not allowed",
+            ));
+        }
+        if !self.origin_allowed(req) {
+            tracing::warn!(origin = ?req.headers().get(header::ORIGIN), "refused a request: Origin not allowed");
+            return Err(refuse(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "the Origin header is not allowed",
+            ));
+        }
+        if let Some(answer) = self.resource_metadata(req) {
+            return Err(answer);
+        }
+        if token_in_query(req) {
+            tracing::warn!("refused a request: an access token in the query string");
+            return Err(refuse(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                "access tokens are accepted in the Authorization header only, never in the URL",
+            ));
+        }
+        self.access(req).await
+    }
+
+    /// A POST: one message, its id claimed in its session, the caller's scopes checked, then
+    /// answered by the lane or rmcp. It counts as in flight until its answer has been sent, so
+    /// that shutdown can wait for it; the guard travels with the response body.
+    async fn post(
+        &self,
+        req: Request<Incoming>,
+        caller: Option<Arc<Identity>>,
+    ) -> Response<HttpBody> {
         let guard = self.in_flight.enter();
         let (mut parts, body, id) = match self.one_message(req).await {
             Ok(r) => r,
@@ -556,9 +574,8 @@ impl Gate {
             }
             parts.extensions.insert(Caller(identity.clone()));
         }
-        let lane = self.lane_answer(&parts.headers, &body, caller).await;
-        let opener = caller_sub(&parts);
-        let response = match lane {
+        let opener = caller.as_ref().map(|c| c.sub.clone());
+        let response = match self.lane_answer(&parts.headers, &body, caller).await {
             Some(answer) => answer,
             None => match custom_refusal(&parts.headers, &body) {
                 Some(refusal) => refusal,
@@ -710,11 +727,6 @@ fn custom_refusal(headers: &http::HeaderMap, body: &Bytes) -> Option<Response<Ht
         (false, _) => StatusCode::OK,
     };
     Some(json_answer(status, &answer))
-}
-
-/// The subject of the caller a request's parts carry.
-fn caller_sub(parts: &http::request::Parts) -> Option<String> {
-    parts.extensions.get::<Caller>().map(|c| c.0.sub.clone())
 }
 
 /// Which caller opened each session (see `Gate::owners`), bounded: past
