@@ -304,6 +304,21 @@ fn a_rotated_key_is_picked_up_without_a_restart() {
     let mut again = session(server.addr, &after);
     call(&mut again, "add_note", json!({"text": "after"}));
     assert_eq!(notes(&mut again), ["before", "after"]);
+    // The refetch is bounded: a server that fetched the keys within the bound (here an hour)
+    // does not fetch them again for a new key id, and refuses its tokens meanwhile.
+    let bounded = HttpServer::serve(
+        &["teamnotes", "--db", db, "--oauth-issuer", &provider.issuer],
+        &[("MCPSPEC_OAUTH_REFETCH_SECS", "300")],
+    );
+    provider.rotate();
+    let newest = provider.token("alice", &resource(bounded.addr));
+    let r = add_with(bounded.addr, Some(&format!("Bearer {newest}")), "too new");
+    assert_eq!(r.status, 401, "{}", r.text());
+    assert!(
+        r.text().contains("a key the issuer does not publish"),
+        "{}",
+        r.text()
+    );
 }
 
 /// A part of a JWT (0: header, 1: claims), decoded.
@@ -344,6 +359,19 @@ fn hostile_tokens_are_refused_and_nothing_runs() {
     let good = provider.forge(rs.clone(), claims(json!({})), "current");
     let r = add_with(server.addr, Some(&format!("Bearer {good}")), "control");
     assert_eq!(r.status, 200, "the control token is accepted: {}", r.text());
+    // Clocks differ a little: a token expired 10 s ago, or valid in 10 s, is within the skew.
+    for (what, extra) in [
+        ("expired 10 s ago", json!({"exp": now - 10})),
+        ("valid in 10 s", json!({"nbf": now + 10})),
+    ] {
+        let t = provider.forge(rs.clone(), claims(extra), "current");
+        let mut c = HttpClient::per_request(server.addr, Some(&t));
+        let r = c
+            .post(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "list_notes", "arguments": {}}}))
+            .expect("POST");
+        assert_eq!(r.status, 200, "{what}: {}", r.text());
+    }
     let b64 = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
     let none = format!(
         "{}.{}.",
