@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use opentelemetry::metrics::{Histogram, MeterProvider as _};
 use opentelemetry::propagation::TextMapPropagator;
-use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer, TracerProvider as _};
+use opentelemetry::trace::{
+    Span as _, SpanKind, Status, TraceContextExt, Tracer, TracerProvider as _,
+};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::Resource;
@@ -251,33 +253,41 @@ fn common(info: &RequestInfo<'_>, error: Option<&str>) -> Vec<KeyValue> {
     a
 }
 
+/// The attributes of a request's span.
+fn attributes(info: &RequestInfo<'_>) -> Vec<KeyValue> {
+    let mut attributes = common(info, None);
+    if info.method == "tools/call" {
+        attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
+    }
+    if let Some(id) = info.id {
+        attributes.push(KeyValue::new("jsonrpc.request.id", id.to_string()));
+    }
+    if let Some(s) = info.session {
+        attributes.push(KeyValue::new("mcp.session.id", s.to_string()));
+    }
+    attributes
+}
+
 impl Request {
     pub(super) fn start(info: &RequestInfo<'_>, parent: Parent<'_>) -> Request {
         let parent = extract(parent);
         let Some(tracer) = tracer() else {
             return Request { cx: parent };
         };
-        let name: std::borrow::Cow<'static, str> = match &info.target {
-            Some(t) if matches!(info.method, "tools/call" | "prompts/get") => {
-                format!("{} {t}", info.method).into()
-            }
-            _ => info.method.into(),
-        };
-        let mut attributes = common(info, None);
-        if info.method == "tools/call" {
-            attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
-        }
-        if let Some(id) = info.id {
-            attributes.push(KeyValue::new("jsonrpc.request.id", id.to_string()));
-        }
-        if let Some(s) = info.session {
-            attributes.push(KeyValue::new("mcp.session.id", s.to_string()));
-        }
-        let span = tracer
-            .span_builder(name)
+        // The sampler decides on the method alone; only a span it records gets its full name
+        // and attributes, so that a request whose trace is not sampled builds neither.
+        let mut span = tracer
+            .span_builder(info.method)
             .with_kind(SpanKind::Server)
-            .with_attributes(attributes)
             .start_with_context(tracer, &parent);
+        if span.is_recording() {
+            if let Some(t) = &info.target
+                && matches!(info.method, "tools/call" | "prompts/get")
+            {
+                span.update_name(format!("{} {t}", info.method));
+            }
+            span.set_attributes(attributes(info));
+        }
         Request {
             cx: parent.with_span(span),
         }
