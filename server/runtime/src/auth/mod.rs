@@ -14,6 +14,8 @@
 //! claim set to a log or an answer: errors say what was wrong with a token, never what it held.
 
 #[cfg(feature = "http")]
+pub mod cache;
+#[cfg(feature = "http")]
 pub mod introspect;
 #[cfg(feature = "http")]
 pub mod keys;

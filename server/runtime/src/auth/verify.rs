@@ -7,7 +7,10 @@ use std::time::Duration;
 use jsonwebtoken::{Algorithm, Validation, errors::ErrorKind};
 use serde_json::{Map, Value, json};
 
+use std::sync::Arc;
+
 use super::Identity;
+use super::cache::{self, Verified};
 use super::introspect::{ClientCredentials, Introspector};
 use super::keys::{Keys, KeysError};
 
@@ -69,6 +72,8 @@ pub struct Verifier {
     keys: Keys,
     /// Opaque tokens' checks, when the server has credentials to ask the issuer with.
     introspector: Option<Introspector>,
+    /// JWTs that verified, until they expire (bounded).
+    verified: Verified,
 }
 
 impl Verifier {
@@ -98,6 +103,7 @@ impl Verifier {
             audience: audience.to_string(),
             keys,
             introspector,
+            verified: Verified::default(),
         })
     }
 
@@ -106,17 +112,25 @@ impl Verifier {
         &self.audience
     }
 
-    /// The identity `token` names, once its signature, issuer, audience and times verify.
-    pub async fn verify(&self, token: &str) -> Result<Identity, TokenError> {
+    /// The identity `token` names, once its signature, issuer, audience and times verify (or
+    /// did, for a JWT seen before and not expired; see [`super::cache`]).
+    pub async fn verify(&self, token: &str) -> Result<Arc<Identity>, TokenError> {
         if token.len() > MAX_TOKEN_BYTES {
             return Err(TokenError::TooLarge);
+        }
+        let digest = cache::key(token);
+        if let Some(identity) = self.verified.get(&digest) {
+            return Ok(identity);
         }
         // The algorithm is read first, as written, so that `none` and names jsonwebtoken does
         // not know are refused by name rather than as a malformed token. A token that is no
         // JWT is the issuer's to judge, when the server may ask it.
         let Some(alg) = written_alg(token) else {
             return match &self.introspector {
-                Some(i) => i.identity(token, &self.issuer, &self.audience).await,
+                Some(i) => i
+                    .identity(token, &self.issuer, &self.audience)
+                    .await
+                    .map(Arc::new),
                 None => Err(TokenError::Malformed),
             };
         };
@@ -144,7 +158,10 @@ impl Verifier {
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         let data = jsonwebtoken::decode::<Map<String, Value>>(token, &key.key, &validation)
             .map_err(|e| refusal(e.kind()))?;
-        identity(data.claims)
+        let exp = data.claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
+        let identity = Arc::new(identity(data.claims)?);
+        self.verified.put(digest, identity.clone(), exp);
+        Ok(identity)
     }
 
     /// The protected resource metadata (RFC 9728) of this server.

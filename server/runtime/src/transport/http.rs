@@ -377,7 +377,7 @@ impl Gate {
         };
         let token = std::str::from_utf8(token).unwrap_or_default();
         match verifier.verify(token).await {
-            Ok(identity) => Ok(Some(Arc::new(identity))),
+            Ok(identity) => Ok(Some(identity)),
             Err(e) => {
                 let why = e.to_string();
                 tracing::warn!("refused a request: {why}");
