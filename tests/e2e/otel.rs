@@ -404,6 +404,38 @@ fn spans_of_an_http_call_take_the_traceparent_header() {
     );
 }
 
+/// A request of protocol 2026-07-28 (no session) over HTTP on MariaDB: its parent comes from
+/// its own `_meta.traceparent` (SEP-414; such a request is rmcp's, not the lane's), its
+/// statements are MariaDB's children, and it names no session.
+#[test]
+fn spans_of_a_2026_07_28_request_take_its_meta_on_mariadb() {
+    let receiver = Receiver::start();
+    let db = sample_db_on(Engine::Mariadb, "knowledge");
+    let env = otel_env(&receiver.endpoint());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let server = HttpServer::start(&db.path, &[], &env);
+    let mut client = mcpspec_testkit::HttpClient::per_request(server.addr, None);
+    let traceparent = format!("00-{TRACE}-{PARENT}-01");
+    let response = client
+        .post(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+            "params": {"name": "kb_list", "arguments": {"limit": 2},
+                       "_meta": {"traceparent": traceparent}}}))
+        .expect("POST");
+    let answer: Value = response.messages().into_iter().next().expect("a message");
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    let (_, span, children) =
+        receiver.until("the kb_list span", |g| request_spans(g, TRACE, "kb_list"));
+    assert_request(&span, &children, "kb_list", "tcp", "mysql");
+    assert_eq!(
+        attr(&span.attributes, "jsonrpc.request.id").as_deref(),
+        Some("9")
+    );
+    assert!(
+        attr(&span.attributes, "mcp.session.id").is_none(),
+        "{span:?}"
+    );
+}
+
 /// A collector that is down: every call is answered as usual, and the spans it could not
 /// take are dropped and counted in `/metrics`.
 #[test]

@@ -323,11 +323,17 @@ impl HttpClient {
         if !params.is_object() {
             *params = json!({});
         }
+        // What the caller put in `_meta` (trace context, say) stays beside what the revision
+        // requires.
+        let given = params["_meta"].as_object().cloned().unwrap_or_default();
         params["_meta"] = json!({
             "io.modelcontextprotocol/protocolVersion": PER_REQUEST_VERSION,
             "io.modelcontextprotocol/clientCapabilities": self.capabilities,
             "io.modelcontextprotocol/clientInfo": {"name": "mcpspec-client", "version": env!("CARGO_PKG_VERSION")}
         });
+        for (k, v) in given {
+            params["_meta"][k] = v;
+        }
         let name = ["name", "uri", "taskId"]
             .iter()
             .find_map(|k| params[*k].as_str())
