@@ -155,6 +155,12 @@ impl Provider {
             .collect()
     }
 
+    /// Withdraws every key but the newest of each algorithm.
+    pub fn retire(&self) {
+        let (status, body) = self.post("/control/retire", "application/json", "{}");
+        assert_eq!(status, 200, "retire: {body}");
+    }
+
     /// A token signed outside the provider's rules (see `provider.mjs`): `header` and
     /// `claims` as given, with the key `key` (`current`, `stranger` or `hmac-public`).
     pub fn forge(&self, header: Value, claims: Value, key: &str) -> String {

@@ -12,6 +12,8 @@
 // Besides the provider's own endpoints it answers two test-only ones under /control/:
 //   POST /control/rotate  new signing keys (new kids) for every algorithm, the old ones still
 //                         published after them; tokens issued from now on carry the new kids.
+//   POST /control/retire  withdraws every key but the newest of each algorithm (a key the
+//                         issuer no longer publishes must stop verifying tokens).
 //   POST /control/forge   {header, claims, key}: a token signed outside the provider's rules,
 //                         for the hostile-token tests: with the provider's current key of
 //                         header.alg ("current"), a key the provider never published
@@ -98,6 +100,12 @@ const server = http.createServer(async (req, res) => {
       keys = [...(await newKeys()), ...keys];
       current = provider(current.issuer, keys);
       res.end(JSON.stringify({ kids: keys.slice(0, ALGS.length).map((k) => k.kid) }));
+      return;
+    }
+    if (req.method === 'POST' && req.url === '/control/retire') {
+      keys = keys.slice(0, ALGS.length);
+      current = provider(current.issuer, keys);
+      res.end(JSON.stringify({ kids: keys.map((k) => k.kid) }));
       return;
     }
     if (req.method === 'POST' && req.url === '/control/forge') {

@@ -1,13 +1,16 @@
 //! The issuer's signing keys: found through its metadata (RFC 8414, else OpenID discovery),
 //! fetched from its `jwks_uri`, and fetched again when a token names a key not seen yet (key
 //! rotation), at most once per [`REFETCH_EVERY`] whatever the tokens say, so that a flood of
-//! made-up key ids costs the issuer nothing.
+//! made-up key ids costs the issuer nothing; and fetched again once the set is older than
+//! [`MAX_AGE`], so that a key the issuer withdraws stops verifying. Each fetch that loses a key
+//! moves the [`Keys::generation`] on, which retires the tokens verified before it.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use jsonwebtoken::jwk::{Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use tokio::sync::Mutex;
 
@@ -15,6 +18,19 @@ use tokio::sync::Mutex;
 /// up within this long of its first token. `MCPSPEC_OAUTH_REFETCH_SECS` sets another (at most
 /// 300; the tests use 0).
 pub const REFETCH_EVERY: Duration = Duration::from_secs(10);
+
+/// How old the key set may grow before the next token fetches it again (one token at a time;
+/// the others use the set they have). `MCPSPEC_OAUTH_KEYS_MAX_AGE_SECS` sets another (the
+/// tests use 0: every token).
+pub const MAX_AGE: Duration = Duration::from_secs(300);
+
+/// [`MAX_AGE`], or what `MCPSPEC_OAUTH_KEYS_MAX_AGE_SECS` says.
+fn max_age() -> Duration {
+    std::env::var("MCPSPEC_OAUTH_KEYS_MAX_AGE_SECS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(MAX_AGE, |s| Duration::from_secs(s.min(86_400)))
+}
 
 /// [`REFETCH_EVERY`], or what `MCPSPEC_OAUTH_REFETCH_SECS` says.
 fn refetch_every() -> Duration {
@@ -70,6 +86,13 @@ pub struct Keys {
     fetched: Mutex<Instant>,
     /// The shortest time between two fetches.
     every: Duration,
+    /// How old the set may grow.
+    max_age: Duration,
+    /// When the set was fetched, in nanoseconds since `born`: read without a lock.
+    fetched_at: AtomicU64,
+    born: Instant,
+    /// Moves on each time a fetch loses a key the set had.
+    generation: AtomicU64,
 }
 
 /// An HTTP client for the issuer: no redirects followed to other hosts' keys, a timeout.
@@ -151,6 +174,10 @@ impl Keys {
             keys: RwLock::new(Arc::new(keys)),
             fetched: Mutex::new(Instant::now()),
             every: refetch_every(),
+            max_age: max_age(),
+            fetched_at: AtomicU64::new(0),
+            born: Instant::now(),
+            generation: AtomicU64::new(0),
         };
         Ok((keys, metadata))
     }
@@ -168,10 +195,11 @@ impl Keys {
     /// The key `kid` (or the only key, for a token without a key id), fetching the key set
     /// again when it is unknown and the last fetch is older than [`REFETCH_EVERY`].
     pub async fn get(&self, kid: Option<&str>) -> Option<Key> {
+        self.refresh().await;
         if let Some(key) = self.known(kid) {
             return Some(key);
         }
-        let mut fetched = self.fetched.lock().await;
+        let fetched = self.fetched.lock().await;
         // Another token may have brought the key while this one waited.
         if let Some(key) = self.known(kid) {
             return Some(key);
@@ -179,15 +207,53 @@ impl Keys {
         if fetched.elapsed() < self.every {
             return None;
         }
+        self.fetch_again(fetched).await;
+        self.known(kid)
+    }
+
+    /// Fetches the set again when it is older than [`MAX_AGE`]: one token fetches, the others
+    /// go on with the set they have. A lock-free check when it is not.
+    pub async fn refresh(&self) {
+        if !self.stale() {
+            return;
+        }
+        if let Ok(fetched) = self.fetched.try_lock()
+            && self.stale()
+        {
+            self.fetch_again(fetched).await;
+        }
+    }
+
+    /// Which set of keys verified a token: a token verified under an older generation may
+    /// have been signed with a key the issuer has withdrawn since.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Whether the set is older than [`MAX_AGE`].
+    fn stale(&self) -> bool {
+        let at = Duration::from_nanos(self.fetched_at.load(Ordering::Relaxed));
+        self.born.elapsed().saturating_sub(at) >= self.max_age
+    }
+
+    /// Fetches the set again (holding `fetched`, so one fetch runs at a time); a set that lost
+    /// a key moves the generation on. A failed fetch keeps the set it had.
+    async fn fetch_again(&self, mut fetched: tokio::sync::MutexGuard<'_, Instant>) {
         *fetched = Instant::now();
+        let now = self.born.elapsed().as_nanos() as u64;
+        self.fetched_at.store(now, Ordering::Relaxed);
         match fetch(&self.client, &self.jwks_uri).await {
             Ok(keys) => {
                 tracing::info!(keys = keys.len(), "fetched the issuer's keys again");
-                *self.keys.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(keys);
+                let mut current = self.keys.write().unwrap_or_else(|e| e.into_inner());
+                if current.keys().any(|kid| !keys.contains_key(kid)) {
+                    tracing::info!("the issuer withdrew a key; tokens it signed are refused");
+                    self.generation.fetch_add(1, Ordering::AcqRel);
+                }
+                *current = Arc::new(keys);
             }
             Err(e) => tracing::warn!("the issuer's keys could not be fetched again: {e}"),
         }
-        self.known(kid)
     }
 }
 

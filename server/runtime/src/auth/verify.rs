@@ -118,8 +118,11 @@ impl Verifier {
         if token.len() > MAX_TOKEN_BYTES {
             return Err(TokenError::TooLarge);
         }
+        // An aged key set is fetched first, so that a kept token of a withdrawn key is not
+        // taken from the cache.
+        self.keys.refresh().await;
         let digest = cache::key(token);
-        if let Some(identity) = self.verified.get(&digest) {
+        if let Some(identity) = self.verified.get(&digest, self.keys.generation()) {
             return Ok(identity);
         }
         // The algorithm is read first, as written, so that `none` and names jsonwebtoken does
@@ -141,6 +144,9 @@ impl Verifier {
         if !ACCEPTED.contains(&header.alg) {
             return Err(TokenError::Algorithm(format!("{:?}", header.alg)));
         }
+        // Read before the key: a fetch meanwhile that withdraws it leaves this token's entry
+        // of an older generation, verified again next time.
+        let generation = self.keys.generation();
         let key = self
             .keys
             .get(header.kid.as_deref())
@@ -160,7 +166,7 @@ impl Verifier {
             .map_err(|e| refusal(e.kind()))?;
         let exp = data.claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
         let identity = Arc::new(identity(data.claims)?);
-        self.verified.put(digest, identity.clone(), exp);
+        self.verified.put(digest, identity.clone(), exp, generation);
         Ok(identity)
     }
 
