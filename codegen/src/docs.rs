@@ -651,6 +651,40 @@ fn result_kind(t: &ir::Tool) -> String {
     }
 }
 
+/// The errors of a tool that acts as its caller: `IDENTITY_REQUIRED` when it reads `:auth.*`
+/// or the server declares a PostgreSQL `identity`, and `FORBIDDEN` for a role outside it.
+fn identity_errors(s: &ir::Server, t: &ir::Tool, out: &mut Vec<ErrorCtx>) {
+    let identity = s
+        .database
+        .iter()
+        .flat_map(|d| &d.engines)
+        .find_map(|e| e.identity.as_ref());
+    let reads_caller = t
+        .sql_args
+        .iter()
+        .any(|a| a == crate::ir::AUTH_SUB_PARAM || a.starts_with(crate::ir::AUTH_CLAIM_PREFIX));
+    if identity.is_some() || reads_caller {
+        out.push(ErrorCtx {
+            code: "IDENTITY_REQUIRED".into(),
+            when: "the request carries no OAuth access token (stdio, or the static token): the tool acts as its caller".into(),
+        });
+    }
+    if let Some(identity) = identity {
+        out.push(ErrorCtx {
+            code: "FORBIDDEN".into(),
+            when: format!(
+                "on PostgreSQL, the access token names a role other than {}",
+                identity
+                    .roles
+                    .iter()
+                    .map(|r| format!("`{r}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        });
+    }
+}
+
 fn errors(s: &ir::Server, t: &ir::Tool) -> Vec<ErrorCtx> {
     let mut out = vec![ErrorCtx {
         code: "INVALID_ARGUMENTS".into(),
@@ -724,31 +758,7 @@ fn errors(s: &ir::Server, t: &ir::Tool) -> Vec<ErrorCtx> {
         });
         return out;
     }
-    let identity = s
-        .database
-        .iter()
-        .flat_map(|d| &d.engines)
-        .find_map(|e| e.identity.as_ref());
-    if identity.is_some() || t.sql_args.iter().any(|a| a == crate::ir::AUTH_SUB_PARAM) {
-        out.push(ErrorCtx {
-            code: "IDENTITY_REQUIRED".into(),
-            when: "the request carries no OAuth access token (stdio, or the static token): the tool acts as its caller".into(),
-        });
-    }
-    if let Some(identity) = identity {
-        out.push(ErrorCtx {
-            code: "FORBIDDEN".into(),
-            when: format!(
-                "on PostgreSQL, the access token names a role other than {}",
-                identity
-                    .roles
-                    .iter()
-                    .map(|r| format!("`{r}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        });
-    }
+    identity_errors(s, t, &mut out);
     if t.writes {
         out.push(ErrorCtx {
             code: "READ_ONLY".into(),

@@ -40,6 +40,15 @@ fn init(db: &str) {
     assert_eq!(code, 0, "init teamnotes on {db}: {err}");
 }
 
+/// A teamnotes database file made by `init`, in a directory that lives as long as the result.
+fn teamnotes_file() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("notes.db");
+    let db = db.to_str().expect("utf-8").to_string();
+    init(&db);
+    (dir, db)
+}
+
 /// teamnotes on `db` over HTTP, accepting `provider`'s tokens; key sets are fetched again at
 /// once when a token names an unknown key, so that rotation is seen on the first token.
 fn serve(db: &str, provider: &Provider, extra: &[&str]) -> HttpServer {
@@ -110,10 +119,8 @@ fn log_of(server: HttpServer) -> String {
 #[test]
 fn the_metadata_and_the_challenges_point_clients_at_the_issuer() {
     let provider = Provider::start(team());
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("notes.db");
-    let db = db.to_str().expect("utf-8");
-    init(db);
+    let (_dir, db) = teamnotes_file();
+    let db = db.as_str();
     let server = serve(db, &provider, &[]);
     let mut c = HttpClient::new(server.addr, None);
     let metadata_url = format!(
@@ -172,10 +179,8 @@ fn raw_get(addr: SocketAddr, path: &str) -> (u16, String) {
 #[test]
 fn callers_see_and_change_only_their_own_notes_on_sqlite() {
     let provider = Provider::start(team());
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("notes.db");
-    let db = db.to_str().expect("utf-8");
-    init(db);
+    let (_dir, db) = teamnotes_file();
+    let db = db.as_str();
     let server = serve(db, &provider, &[]);
     let (alice_token, bob_token, carol_token) = (
         provider.token("alice", &resource(server.addr)),
@@ -246,10 +251,8 @@ fn callers_see_and_change_only_their_own_notes_on_sqlite() {
 #[test]
 fn scopes_are_enforced_with_a_step_up_challenge() {
     let provider = Provider::start(team());
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("notes.db");
-    let db = db.to_str().expect("utf-8");
-    init(db);
+    let (_dir, db) = teamnotes_file();
+    let db = db.as_str();
     let server = serve(db, &provider, &[]);
     let carol_token = provider.token("carol", &resource(server.addr));
     let mut carol = session(server.addr, &carol_token);
@@ -289,10 +292,8 @@ fn scopes_are_enforced_with_a_step_up_challenge() {
 #[test]
 fn a_rotated_key_is_picked_up_without_a_restart() {
     let provider = Provider::start(team());
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("notes.db");
-    let db = db.to_str().expect("utf-8");
-    init(db);
+    let (_dir, db) = teamnotes_file();
+    let db = db.as_str();
     let server = serve(db, &provider, &[]);
     let before = provider.token("alice", &resource(server.addr));
     let mut alice = session(server.addr, &before);
@@ -327,10 +328,8 @@ fn a_rotated_key_is_picked_up_without_a_restart() {
 #[test]
 fn a_withdrawn_key_stops_verifying_tokens_seen_before() {
     let provider = Provider::start(team());
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("notes.db");
-    let db = db.to_str().expect("utf-8");
-    init(db);
+    let (_dir, db) = teamnotes_file();
+    let db = db.as_str();
     let server = HttpServer::serve(
         &["teamnotes", "--db", db, "--oauth-issuer", &provider.issuer],
         &[("MCPSPEC_OAUTH_KEYS_MAX_AGE_SECS", "0")],
@@ -373,47 +372,33 @@ fn jwt_part(token: &str, i: usize) -> Value {
     serde_json::from_slice(&bytes).expect("JSON")
 }
 
-#[test]
-fn hostile_tokens_are_refused_and_nothing_runs() {
-    use base64::Engine;
-    let provider = Provider::start(team());
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("notes.db");
-    let db = db.to_str().expect("utf-8");
-    init(db);
-    let server = serve(db, &provider, &[]);
-    let aud = resource(server.addr);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("time")
-        .as_secs();
-    let claims = |extra: Value| {
-        let mut c = json!({"sub": "alice", "iss": provider.issuer, "aud": aud,
-            "exp": now + 600, "scope": "notes:read notes:write"});
-        for (k, v) in extra.as_object().expect("object") {
-            c[k] = v.clone();
-        }
-        c
-    };
-    let rs = json!({"alg": "RS256", "kid": "rs256-1", "typ": "at+jwt"});
-    // The control: a token forged with the provider's own key and the right claims passes,
-    // so each refusal below is for the one thing that is wrong with it.
-    let good = provider.forge(rs.clone(), claims(json!({})), "current");
-    let r = add_with(server.addr, Some(&format!("Bearer {good}")), "control");
-    assert_eq!(r.status, 200, "the control token is accepted: {}", r.text());
-    // Clocks differ a little: a token expired 10 s ago, or valid in 10 s, is within the skew.
-    for (what, extra) in [
-        ("expired 10 s ago", json!({"exp": now - 10})),
-        ("valid in 10 s", json!({"nbf": now + 10})),
-    ] {
-        let t = provider.forge(rs.clone(), claims(extra), "current");
-        let mut c = HttpClient::per_request(server.addr, Some(&t));
-        let r = c
-            .post(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                "params": {"name": "list_notes", "arguments": {}}}))
-            .expect("POST");
-        assert_eq!(r.status, 200, "{what}: {}", r.text());
+/// Alice's claims for `aud` from `provider`, valid for ten minutes from `now`, with `extra`
+/// set over them (`null` removes nothing: it sets the claim to null).
+fn claims_of(provider: &Provider, aud: &str, now: u64, extra: Value) -> Value {
+    let mut c = json!({"sub": "alice", "iss": provider.issuer, "aud": aud,
+        "exp": now + 600, "scope": "notes:read notes:write"});
+    for (k, v) in extra.as_object().expect("object") {
+        c[k] = v.clone();
     }
+    c
+}
+
+/// The header of a token signed with the provider's first RS256 key.
+fn rs256_header() -> Value {
+    json!({"alg": "RS256", "kid": "rs256-1", "typ": "at+jwt"})
+}
+
+/// The hostile tokens, each with what it is and the words its refusal must say: each differs
+/// from an accepted token (`good`, forged with the right claims) in one thing.
+fn hostile_tokens(
+    provider: &Provider,
+    aud: &str,
+    now: u64,
+    good: &str,
+) -> Vec<(&'static str, String, &'static str)> {
+    use base64::Engine;
+    let claims = |extra: Value| claims_of(provider, aud, now, extra);
+    let rs = rs256_header();
     let b64 = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
     let none = format!(
         "{}.{}.",
@@ -427,7 +412,7 @@ fn hostile_tokens_are_refused_and_nothing_runs() {
             "notes:read notes:write",
         )
         .expect("a token for another resource");
-    let hostile = [
+    vec![
         (
             "expired",
             provider.forge(rs.clone(), claims(json!({"exp": now - 120})), "current"),
@@ -495,7 +480,41 @@ fn hostile_tokens_are_refused_and_nothing_runs() {
             format!("{good}{}", "A".repeat(9000)),
             "longer than",
         ),
-    ];
+    ]
+}
+
+#[test]
+fn hostile_tokens_are_refused_and_nothing_runs() {
+    let provider = Provider::start(team());
+    let (_dir, db) = teamnotes_file();
+    let db = db.as_str();
+    let server = serve(db, &provider, &[]);
+    let aud = resource(server.addr);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time")
+        .as_secs();
+    let claims = |extra: Value| claims_of(&provider, &aud, now, extra);
+    let rs = rs256_header();
+    // The control: a token forged with the provider's own key and the right claims passes,
+    // so each refusal below is for the one thing that is wrong with it.
+    let good = provider.forge(rs.clone(), claims(json!({})), "current");
+    let r = add_with(server.addr, Some(&format!("Bearer {good}")), "control");
+    assert_eq!(r.status, 200, "the control token is accepted: {}", r.text());
+    // Clocks differ a little: a token expired 10 s ago, or valid in 10 s, is within the skew.
+    for (what, extra) in [
+        ("expired 10 s ago", json!({"exp": now - 10})),
+        ("valid in 10 s", json!({"nbf": now + 10})),
+    ] {
+        let t = provider.forge(rs.clone(), claims(extra), "current");
+        let mut c = HttpClient::per_request(server.addr, Some(&t));
+        let r = c
+            .post(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "list_notes", "arguments": {}}}))
+            .expect("POST");
+        assert_eq!(r.status, 200, "{what}: {}", r.text());
+    }
+    let hostile = hostile_tokens(&provider, &aud, now, &good);
     for (what, token, why) in &hostile {
         let r = add_with(server.addr, Some(&format!("Bearer {token}")), what);
         assert_eq!(r.status, 401, "{what}: {}", r.text());
@@ -544,10 +563,8 @@ fn hostile_tokens_are_refused_and_nothing_runs() {
 
 #[test]
 fn without_a_token_a_tool_that_acts_as_its_caller_refuses() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("notes.db");
-    let db = db.to_str().expect("utf-8");
-    init(db);
+    let (_dir, db) = teamnotes_file();
+    let db = db.as_str();
     let (code, out, err) = mcpspec(&["call", "teamnotes", "list_notes", "{}", "--db", db], &[]);
     assert_ne!(code, 0, "{out}");
     assert!(
@@ -762,10 +779,8 @@ fn opaque_tokens_are_checked_by_introspection() {
         claims: json!({}),
     });
     let provider = Provider::start(clients);
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("notes.db");
-    let db = db.to_str().expect("utf-8");
-    init(db);
+    let (_dir, db) = teamnotes_file();
+    let db = db.as_str();
     let server = HttpServer::serve(
         &["teamnotes", "--db", db, "--oauth-issuer", &provider.issuer],
         &[

@@ -13,7 +13,6 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 
 use super::Identity;
 use super::verify::TokenError;
@@ -67,7 +66,7 @@ impl Introspector {
         issuer: &str,
         audience: &str,
     ) -> Result<Identity, TokenError> {
-        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let key = super::cache::key(token);
         if let Some(answer) = self.cached(&key) {
             return answer;
         }

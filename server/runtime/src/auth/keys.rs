@@ -82,13 +82,14 @@ pub struct Keys {
     client: reqwest::Client,
     jwks_uri: String,
     keys: RwLock<Arc<HashMap<String, Key>>>,
-    /// When the set was last fetched; held while fetching, so that one fetch runs at a time.
-    fetched: Mutex<Instant>,
+    /// Held while fetching, so that one fetch runs at a time.
+    fetching: Mutex<()>,
     /// The shortest time between two fetches.
     every: Duration,
     /// How old the set may grow.
     max_age: Duration,
-    /// When the set was fetched, in nanoseconds since `born`: read without a lock.
+    /// When the set was last fetched (or a fetch was tried), in nanoseconds since `born`:
+    /// read without a lock.
     fetched_at: AtomicU64,
     born: Instant,
     /// Moves on each time a fetch loses a key the set had.
@@ -172,7 +173,7 @@ impl Keys {
             client,
             jwks_uri,
             keys: RwLock::new(Arc::new(keys)),
-            fetched: Mutex::new(Instant::now()),
+            fetching: Mutex::new(()),
             every: refetch_every(),
             max_age: max_age(),
             fetched_at: AtomicU64::new(0),
@@ -199,15 +200,15 @@ impl Keys {
         if let Some(key) = self.known(kid) {
             return Some(key);
         }
-        let fetched = self.fetched.lock().await;
+        let fetching = self.fetching.lock().await;
         // Another token may have brought the key while this one waited.
         if let Some(key) = self.known(kid) {
             return Some(key);
         }
-        if fetched.elapsed() < self.every {
+        if self.age() < self.every {
             return None;
         }
-        self.fetch_again(fetched).await;
+        self.fetch_again(fetching).await;
         self.known(kid)
     }
 
@@ -217,10 +218,10 @@ impl Keys {
         if !self.stale() {
             return;
         }
-        if let Ok(fetched) = self.fetched.try_lock()
+        if let Ok(fetching) = self.fetching.try_lock()
             && self.stale()
         {
-            self.fetch_again(fetched).await;
+            self.fetch_again(fetching).await;
         }
     }
 
@@ -230,16 +231,20 @@ impl Keys {
         self.generation.load(Ordering::Acquire)
     }
 
-    /// Whether the set is older than [`MAX_AGE`].
-    fn stale(&self) -> bool {
+    /// How long ago the set was last fetched (or a fetch was tried).
+    fn age(&self) -> Duration {
         let at = Duration::from_nanos(self.fetched_at.load(Ordering::Relaxed));
-        self.born.elapsed().saturating_sub(at) >= self.max_age
+        self.born.elapsed().saturating_sub(at)
     }
 
-    /// Fetches the set again (holding `fetched`, so one fetch runs at a time); a set that lost
-    /// a key moves the generation on. A failed fetch keeps the set it had.
-    async fn fetch_again(&self, mut fetched: tokio::sync::MutexGuard<'_, Instant>) {
-        *fetched = Instant::now();
+    /// Whether the set is older than [`MAX_AGE`].
+    fn stale(&self) -> bool {
+        self.age() >= self.max_age
+    }
+
+    /// Fetches the set again (holding `fetching`, so one fetch runs at a time); a set that
+    /// lost a key moves the generation on. A failed fetch keeps the set it had.
+    async fn fetch_again(&self, _fetching: tokio::sync::MutexGuard<'_, ()>) {
         let now = self.born.elapsed().as_nanos() as u64;
         self.fetched_at.store(now, Ordering::Relaxed);
         match fetch(&self.client, &self.jwks_uri).await {

@@ -939,6 +939,20 @@ fn busy_until_sent(response: Response<HttpBody>, busy: Busy) -> Response<HttpBod
     })
 }
 
+/// The checker of `o`'s access tokens for the server bound at `bound` (the audience defaults
+/// to its own endpoint URL), with the issuer's keys fetched now.
+async fn verifier(o: &OAuthOptions, bound: SocketAddr) -> std::io::Result<Arc<Verifier>> {
+    let audience = o
+        .audience
+        .clone()
+        .unwrap_or_else(|| format!("http://{bound}{ENDPOINT}"));
+    let verifier = Verifier::new(&o.issuer, &audience, o.client.clone())
+        .await
+        .map_err(std::io::Error::other)?;
+    tracing::info!(issuer = %o.issuer, %audience, "accepting OAuth access tokens");
+    Ok(Arc::new(verifier))
+}
+
 /// Serves `server` on `listener` until `shutdown` resolves, then drains as described in the
 /// module documentation.
 pub async fn serve(
@@ -955,17 +969,7 @@ pub async fn serve(
     let sessions = config.cancellation_token.clone();
     let ending = server.shutdown();
     let oauth = match &options.oauth {
-        Some(o) => {
-            let audience = o
-                .audience
-                .clone()
-                .unwrap_or_else(|| format!("http://{bound}{ENDPOINT}"));
-            let verifier = Verifier::new(&o.issuer, &audience, o.client.clone())
-                .await
-                .map_err(std::io::Error::other)?;
-            tracing::info!(issuer = %o.issuer, %audience, "accepting OAuth access tokens");
-            Some(Arc::new(verifier))
-        }
+        Some(o) => Some(verifier(o, bound).await?),
         None => None,
     };
     let gate = Arc::new(Gate::new(bound, &options, oauth, server, config));
