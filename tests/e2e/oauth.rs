@@ -561,16 +561,21 @@ fn hostile_tokens_are_refused_and_nothing_runs() {
     }
 }
 
-#[test]
-fn without_a_token_a_tool_that_acts_as_its_caller_refuses() {
-    let (_dir, db) = teamnotes_file();
-    let db = db.as_str();
-    let (code, out, err) = mcpspec(&["call", "teamnotes", "list_notes", "{}", "--db", db], &[]);
+/// `mcpspec ARGS` (a call over stdio, so with no caller) fails with `IDENTITY_REQUIRED`.
+fn refused_without_a_caller(args: &[&str]) {
+    let (code, out, err) = mcpspec(args, &[]);
     assert_ne!(code, 0, "{out}");
     assert!(
         format!("{out}{err}").contains("IDENTITY_REQUIRED"),
         "{out}\n{err}"
     );
+}
+
+#[test]
+fn without_a_token_a_tool_that_acts_as_its_caller_refuses() {
+    let (_dir, db) = teamnotes_file();
+    let db = db.as_str();
+    refused_without_a_caller(&["call", "teamnotes", "list_notes", "{}", "--db", db]);
 }
 
 /// On PostgreSQL the database keeps callers apart: `teamnotes`' statements there have no
@@ -627,15 +632,7 @@ fn row_level_security_keeps_callers_apart_on_postgres() {
     assert_eq!(error["error"]["code"], "FORBIDDEN", "{r}");
     assert_eq!(cluster.psql(&name, "SELECT count(*) FROM notes"), "2");
     // Without a caller (stdio), no statement runs as the login role.
-    let (code, out, err) = mcpspec(
-        &["call", "teamnotes", "list_notes", "{}", "--db", &url],
-        &[],
-    );
-    assert_ne!(code, 0, "{out}");
-    assert!(
-        format!("{out}{err}").contains("IDENTITY_REQUIRED"),
-        "{out}\n{err}"
-    );
+    refused_without_a_caller(&["call", "teamnotes", "list_notes", "{}", "--db", &url]);
     drop(server);
     cluster.psql("postgres", &format!("DROP DATABASE {name}"));
 }
@@ -751,12 +748,7 @@ fn statements_read_declared_claims_of_the_callers_token(engine: crate::common::E
         );
     }
     // Without a token the claims are absent, and the tool says why it cannot run.
-    let (code, out, err) = mcpspec(&["call", "--spec", &spec, "whoami", "{}", "--db", &db], &[]);
-    assert_ne!(code, 0, "{out}");
-    assert!(
-        format!("{out}{err}").contains("IDENTITY_REQUIRED"),
-        "{out}\n{err}"
-    );
+    refused_without_a_caller(&["call", "--spec", &spec, "whoami", "{}", "--db", &db]);
 }
 
 /// Opaque access tokens, checked at the issuer's introspection endpoint with the server's own

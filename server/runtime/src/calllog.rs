@@ -86,23 +86,11 @@ pub fn log(call: &Call<'_>) {
 
 /// `call` as a `tracing` event, to whatever subscriber there is.
 fn event(call: &Call<'_>) {
-    if let Some(sub) = call.sub {
-        tracing::info!(
-            target: "mcpspec::call",
-            request = call.request,
-            sub,
-            tool = call.tool,
-            outcome = call.outcome,
-            duration_ms = call.duration_ms,
-            result_bytes = call.result_bytes,
-            arguments = %call.logged_arguments(),
-            "call"
-        );
-        return;
-    }
+    // A caller's subject when there is one; `None` records no field at all.
     tracing::info!(
         target: "mcpspec::call",
         request = call.request,
+        sub = call.sub,
         tool = call.tool,
         outcome = call.outcome,
         duration_ms = call.duration_ms,
