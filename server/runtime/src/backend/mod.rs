@@ -10,6 +10,8 @@ pub mod migrate;
 pub mod mysql;
 pub mod paths;
 #[cfg(feature = "postgres")]
+mod pgsync;
+#[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
@@ -501,7 +503,8 @@ pub trait Backend: Send + Sync + 'static {
     }
 
     /// Whether a running statement notices [`Stop::now`] as it goes (SQLite's progress
-    /// handler does), so that a call can act on turning out slow while it runs.
+    /// handler does, PostgreSQL's watchdog within its interval), so that a call can act on
+    /// turning out slow while it runs.
     fn notices_slow(&self) -> bool {
         false
     }

@@ -1,8 +1,10 @@
-//! The PostgreSQL implementation of the seam: a pool of connections (r2d2 over the `postgres`
-//! driver), each keeping its prepared statements; writes in transactions; a watchdog that
+//! The PostgreSQL implementation of the seam: a pool of connections (r2d2 over `pgsync`'s,
+//! the `tokio-postgres` driver polled on the calling thread, so that a job runs on whichever
+//! thread has it, an HTTP runtime worker included), each keeping its prepared statements; writes in transactions; a watchdog that
 //! cancels a statement on the server at the deadline or on a client's cancellation; SQLSTATE
 //! classes mapped to the seam's error kinds; TLS through rustls when the server offers it or the
-//! URL requires it (`sslmode=require`). Nothing here prints a password or a statement.
+//! URL requires it (`sslmode=require`). `init`, migrations and `pm`'s database management use
+//! the `postgres` crate's own connections. Nothing here prints a password or a statement.
 
 use std::collections::HashMap;
 use std::error::Error as StdError;
@@ -14,6 +16,8 @@ use bytes::BytesMut;
 use postgres::error::SqlState;
 use postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
 use postgres::{Client, Statement};
+
+use super::pgsync;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::IDLE_CHECK;
@@ -44,8 +48,12 @@ fn describe(e: &postgres::Error) -> String {
 
 /// Parses `url` into the driver's configuration, with the statement timeout and read-only
 /// mode as session defaults so that the server enforces both.
-fn config(url: &str, read_only: bool, timeout: Duration) -> Result<postgres::Config, OpenError> {
-    let mut config: postgres::Config =
+fn config(
+    url: &str,
+    read_only: bool,
+    timeout: Duration,
+) -> Result<tokio_postgres::Config, OpenError> {
+    let mut config: tokio_postgres::Config =
         url.parse().map_err(|e: postgres::Error| OpenError::Url {
             url: redact(url),
             title: sqlscan::POSTGRES.title,
@@ -136,7 +144,7 @@ impl rustls::client::danger::ServerCertVerifier for EncryptOnly {
 
 /// One pooled connection with the statements it has prepared.
 pub struct Conn {
-    client: Client,
+    client: pgsync::Client,
     statements: HashMap<String, (Statement, Arc<[String]>)>,
     /// When a job last used it.
     used: std::time::Instant,
@@ -149,15 +157,15 @@ pub struct Conn {
 
 /// Opens connections for the pool.
 struct Manager {
-    config: postgres::Config,
+    config: tokio_postgres::Config,
 }
 
 impl r2d2::ManageConnection for Manager {
     type Connection = Conn;
-    type Error = postgres::Error;
+    type Error = pgsync::ConnectError;
 
-    fn connect(&self) -> Result<Conn, postgres::Error> {
-        let client = self.config.connect(tls())?;
+    fn connect(&self) -> Result<Conn, pgsync::ConnectError> {
+        let client = pgsync::Client::connect(&self.config, &tls())?;
         Ok(Conn {
             cancel: Arc::new(CancelPg(client.cancel_token())),
             client,
@@ -167,8 +175,8 @@ impl r2d2::ManageConnection for Manager {
         })
     }
 
-    fn is_valid(&self, conn: &mut Conn) -> Result<(), postgres::Error> {
-        conn.client.simple_query("").map(|_| ())
+    fn is_valid(&self, conn: &mut Conn) -> Result<(), pgsync::ConnectError> {
+        Ok(conn.client.simple_query("").map(|_| ())?)
     }
 
     fn has_broken(&self, conn: &mut Conn) -> bool {
@@ -180,19 +188,27 @@ impl r2d2::ManageConnection for Manager {
 #[derive(Debug)]
 struct LogErrors;
 
-impl r2d2::HandleError<postgres::Error> for LogErrors {
-    fn handle_error(&self, error: postgres::Error) {
-        tracing::warn!(error = %describe(&error), "opening a PostgreSQL connection failed");
+impl r2d2::HandleError<pgsync::ConnectError> for LogErrors {
+    fn handle_error(&self, error: pgsync::ConnectError) {
+        tracing::warn!(error = %describe_connect(&error), "opening a PostgreSQL connection failed");
+    }
+}
+
+/// The words for a failed connection: the server's, or the socket's.
+fn describe_connect(e: &pgsync::ConnectError) -> String {
+    match e {
+        pgsync::ConnectError::Pg(e) => describe(e),
+        io => io.to_string(),
     }
 }
 
 /// PostgreSQL's cancel request for a connection's running statement.
-struct CancelPg(postgres::CancelToken);
+struct CancelPg(pgsync::CancelToken);
 
 impl Cancel for CancelPg {
     fn cancel(&self) {
-        if let Err(e) = self.0.cancel_query(tls()) {
-            tracing::warn!(error = %describe(&e), "cancelling a statement failed");
+        if let Err(e) = self.0.cancel_query(&tls(), CHECKOUT_TIMEOUT) {
+            tracing::warn!(error = %describe_connect(&e), "cancelling a statement failed");
         }
     }
 }
@@ -212,9 +228,9 @@ pub struct Pool {
 }
 
 impl Drop for Pool {
-    /// The driver's connections each own a small runtime that must not be dropped on a thread
-    /// that drives async tasks (the server drops its engine there), so the pool closes its
-    /// connections on a thread of its own.
+    /// The pool closes its connections on a thread of its own: closing one writes a last
+    /// message to its server, which the thread that drops the engine (a runtime worker, when
+    /// the server stops) should not wait for.
     fn drop(&mut self) {
         if let Some(pool) = self.pool.take() {
             let closing = std::thread::Builder::new()
@@ -238,7 +254,9 @@ impl Pool {
     /// the server's reason, and then opens the pool.
     pub fn open(url: &str, read_only: bool, timeout: Duration) -> Result<Pool, OpenError> {
         let config = config(url, read_only, timeout)?;
-        let first = config.connect(tls()).map_err(|e| connect_error(url, &e))?;
+        let first = postgres::Config::from(config.clone())
+            .connect(tls())
+            .map_err(|e| connect_error(url, &e))?;
         drop(first);
         let pool = r2d2::Pool::builder()
             .max_size(MAX_CONNECTIONS)
@@ -292,6 +310,14 @@ impl Backend for Pool {
         let mut retried = false;
         let mut conflicts = 0;
         loop {
+            if self.pool().state().idle_connections == 0 && !stop.waits() {
+                // A job that gives way rather than wait stops as if interrupted.
+                return Some(Err(JobError::Failed(Failure {
+                    kind: ErrorKind::Interrupted,
+                    message: "gave way rather than wait for a connection".into(),
+                    constraint: String::new(),
+                })));
+            }
             let mut conn = match checkout(self) {
                 Ok(c) => c,
                 Err(e) => return Some(Err(JobError::Failed(e))),
@@ -350,6 +376,17 @@ impl Backend for Pool {
 
     fn is_read_only(&self) -> bool {
         self.read_only
+    }
+
+    /// Its connections need no runtime of their own (see `backend::pgsync`).
+    fn runs_on_async_worker(&self) -> bool {
+        true
+    }
+
+    /// The watchdog notices a stop within its interval ([`super::watchdog::WATCH_INTERVAL`]),
+    /// and cancels the statement; a job that would wait for a connection notices at once.
+    fn notices_slow(&self) -> bool {
+        true
     }
 
     fn pool_use(&self) -> Option<super::PoolUse> {
@@ -531,18 +568,15 @@ impl Session for PgSession<'_> {
         let mut run = || -> Result<(), postgres::Error> {
             let (st, names) = self.conn.prepare(sql)?;
             let vals = values(&names, bind);
-            let mut rows = self
-                .conn
-                .client
-                .query_raw(&st, vals.iter().map(|v| v as &dyn ToSql))?;
             let mut wanted = true;
-            while let Some(row) = postgres::fallible_iterator::FallibleIterator::next(&mut rows)? {
-                if wanted && !each(&PgRow(row)) {
-                    // The rest of the rows are read and dropped, so the connection is clean.
-                    wanted = false;
-                }
-            }
-            Ok(())
+            self.conn
+                .client
+                .query_each(&st, vals.iter().map(|v| v as &dyn ToSql), &mut |row| {
+                    if wanted && !each(&PgRow(row)) {
+                        // The rest of the rows are read and dropped, so the connection is clean.
+                        wanted = false;
+                    }
+                })
         };
         run().map_err(|e| self.conn.failed(&e))
     }
@@ -769,7 +803,7 @@ fn describe_statement(conn: &mut Conn, sql: Sql<'_>) -> Result<super::Described,
 
 /// `table.column` when that column of the live table may be NULL. A view's columns always
 /// say they may be, whatever they read, so only tables count.
-fn nullable_source(client: &mut Client, table: u32, attnum: i16) -> Option<String> {
+fn nullable_source(client: &mut impl Catalog, table: u32, attnum: i16) -> Option<String> {
     let row = client
         .query_opt(
             "SELECT c.relname::text, a.attname::text, a.attnotnull
@@ -802,7 +836,10 @@ fn binds(ty: &Type) -> &'static [&'static str] {
 }
 
 /// The columns of `table` in the current schema: their types, and which an INSERT must set.
-fn table_columns(client: &mut Client, table: &str) -> Result<Vec<super::TableColumn>, String> {
+fn table_columns(
+    client: &mut impl Catalog,
+    table: &str,
+) -> Result<Vec<super::TableColumn>, String> {
     let rows = client
         .query(
             "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod),
@@ -869,8 +906,60 @@ pub fn message(e: &postgres::Error) -> String {
     describe(e)
 }
 
+/// The two ways this module reads the catalog: a pooled connection, and one of the driver's
+/// own (`init`, migrations).
+trait Catalog {
+    fn query(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<postgres::Row>, postgres::Error>;
+
+    fn query_opt(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<postgres::Row>, postgres::Error>;
+}
+
+impl Catalog for Client {
+    fn query(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<postgres::Row>, postgres::Error> {
+        Client::query(self, sql, params)
+    }
+
+    fn query_opt(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<postgres::Row>, postgres::Error> {
+        Client::query_opt(self, sql, params)
+    }
+}
+
+impl Catalog for pgsync::Client {
+    fn query(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<postgres::Row>, postgres::Error> {
+        pgsync::Client::query(self, sql, params)
+    }
+
+    fn query_opt(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<postgres::Row>, postgres::Error> {
+        pgsync::Client::query_opt(self, sql, params)
+    }
+}
+
 /// The tables in the public schema of the database at `url`.
-fn tables(client: &mut Client) -> Result<Vec<String>, postgres::Error> {
+fn tables(client: &mut impl Catalog) -> Result<Vec<String>, postgres::Error> {
     Ok(client
         .query(
             "SELECT table_name::text FROM information_schema.tables \
@@ -885,7 +974,7 @@ fn tables(client: &mut Client) -> Result<Vec<String>, postgres::Error> {
 /// Creates the schema (and the sample rows when asked) in the empty database at `url`, in one
 /// transaction; a database that already has tables is refused.
 pub fn init(url: &str, schema: &str, sample: Option<&str>) -> Result<(), OpenError> {
-    let config = config(url, false, Duration::from_secs(600))?;
+    let config = postgres::Config::from(config(url, false, Duration::from_secs(600))?);
     let mut client = config.connect(tls()).map_err(|e| connect_error(url, &e))?;
     let create = |e: postgres::Error| OpenError::Create {
         path: format!("the schema at {}", redact(url)),
@@ -975,7 +1064,7 @@ fn open_migrator(
     write: bool,
 ) -> Result<Box<dyn super::migrate::Migrator>, OpenError> {
     let url = url_of(location)?;
-    let config = config(url, !write, Duration::from_secs(600))?;
+    let config = postgres::Config::from(config(url, !write, Duration::from_secs(600))?);
     let client = config.connect(tls()).map_err(|e| connect_error(url, &e))?;
     Ok(Box::new(PgMigrator { client }))
 }

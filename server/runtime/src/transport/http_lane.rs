@@ -13,14 +13,17 @@
 //! the tool mirrors no argument into a header (`x-mcp-header`), which rmcp checks.
 //! Either way `Accept` names JSON and SSE and the body is JSON. Anything else goes to rmcp.
 //!
-//! - **Engines.** Only a database whose jobs may run on a runtime worker (SQLite) answers
-//!   there; PostgreSQL's synchronous driver drives a runtime of its own, which cannot start
-//!   inside another, so its lane calls run on the blocking pool.
+//! - **Engines.** A database whose jobs may run on a runtime worker answers there: SQLite, and
+//!   PostgreSQL, whose connections are polled on the calling thread (`backend::pgsync`).
+//!   MariaDB's driver blocks on a runtime of its own, which cannot start inside another, so
+//!   its lane calls run on the blocking pool.
 //! - **Workers.** The HTTP runtime has a fixed set of workers; all but one may run lane calls
 //!   to the end, so that one is free to read the next request (a cancellation among them). A
-//!   lane call that finds no other free starts on that last one, and on SQLite gives way to
-//!   the blocking pool once it has run for a millisecond: quick calls, most of them, need no
-//!   hand-off between threads, and the last worker is free again within about a millisecond.
+//!   lane call that finds no other free starts on that last one, and gives way to the
+//!   blocking pool once it has run for a millisecond or would wait for a connection: quick
+//!   calls, most of them, need no hand-off between threads, and the last worker is free again
+//!   within about a millisecond on SQLite, whose statements notice at once, and within the
+//!   watchdog's 20 ms on PostgreSQL, whose statement the watchdog cancels.
 //! - **Cancellation.** `notifications/cancelled` naming a lane call of the same session sets
 //!   its flag, which interrupts the statement; the notification then goes on to rmcp.
 //! - **Idle sessions.** rmcp drops a session after five minutes without an event. A session

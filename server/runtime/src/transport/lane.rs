@@ -139,8 +139,9 @@ pub(super) fn notices_slow(engine: &Engine) -> bool {
     engine.database().is_some_and(|d| d.notices_slow())
 }
 
-/// Whether `engine`'s jobs may run on a thread of an async runtime: SQLite's may; the
-/// PostgreSQL driver blocks on a runtime of its own, which panics inside another.
+/// Whether `engine`'s jobs may run on a thread of an async runtime: SQLite's and
+/// PostgreSQL's may; MariaDB's driver blocks on a runtime of its own, which panics inside
+/// another.
 #[cfg(feature = "http")]
 pub(super) fn runs_on_worker(engine: &Engine) -> bool {
     engine.database().is_none_or(|d| d.runs_on_async_worker())
