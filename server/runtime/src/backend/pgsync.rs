@@ -155,13 +155,13 @@ impl Drop for Client {
     /// Says goodbye to the server (`Terminate`), as the `postgres` crate does, without
     /// waiting: the connection writes it if the socket takes it at once.
     fn drop(&mut self) {
-        if self.driver.ended {
+        let Some(connection) = self.driver.connection.as_mut() else {
             return;
-        }
+        };
         self.client.__private_api_close();
         let mut cx = Context::from_waker(&self.driver.wait.waker);
         for _ in 0..3 {
-            if self.driver.connection.as_mut().poll(&mut cx).is_ready() {
+            if connection.as_mut().poll(&mut cx).is_ready() {
                 break;
             }
         }
@@ -170,10 +170,10 @@ impl Drop for Client {
 
 /// What drives a connection: the driver's half, and what the executor waits with.
 struct Driver {
-    connection: Pin<Box<Connection>>,
+    /// `None` once the connection ended (the server closed it, or it failed): dropping it
+    /// closes the client's channel, so that every request after that fails at once.
+    connection: Option<Pin<Box<Connection>>>,
     wait: Wait,
-    /// The connection ended (the server closed it, or it failed).
-    ended: bool,
     address: Address,
 }
 
@@ -221,10 +221,10 @@ type TlsConnector = <MakeRustlsConnect as MakeTlsConnect<Socket>>::TlsConnect;
 
 /// Runs `fut` to its end on this thread: `connection` (when there is one) is polled beside it,
 /// and when neither can go on without the socket, the thread waits for the socket in
-/// `poll(2)` until `deadline`.
+/// `poll(2)` until `deadline`. A connection that ends is dropped, which ends `fut` too.
 fn drive<T>(
     fut: impl Future<Output = Result<T, Error>>,
-    mut connection: Option<(&mut Pin<Box<Connection>>, &mut bool)>,
+    mut connection: Option<&mut Option<Pin<Box<Connection>>>>,
     wait: &Wait,
     deadline: Option<Instant>,
 ) -> Result<T, Error> {
@@ -236,16 +236,15 @@ fn drive<T>(
         if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
             return out;
         }
-        if let Some((c, ended)) = connection.as_mut()
-            && !**ended
-        {
-            match c.as_mut().poll(&mut cx) {
-                Poll::Ready(Ok(())) => **ended = true,
-                Poll::Ready(Err(e)) => {
-                    **ended = true;
-                    return Err(e);
-                }
-                Poll::Pending => {}
+        if let Some(slot) = connection.as_mut() {
+            let polled = match slot.as_mut() {
+                Some(c) => c.as_mut().poll(&mut cx),
+                // Ended: the request failed at once, or its answer will never come.
+                None => return Err(Error::__private_api_timeout()),
+            };
+            if let Poll::Ready(ended) = polled {
+                **slot = None;
+                ended?;
             }
             // What the connection just read may have finished the request.
             if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
@@ -409,9 +408,8 @@ impl Client {
         Ok(Client {
             client,
             driver: Driver {
-                connection: Box::pin(connection),
+                connection: Some(Box::pin(connection)),
                 wait,
-                ended: false,
                 address,
             },
         })
@@ -494,7 +492,7 @@ impl Client {
 
     /// Whether the connection is closed.
     pub fn is_closed(&self) -> bool {
-        self.driver.ended || self.client.is_closed()
+        self.driver.connection.is_none() || self.client.is_closed()
     }
 
     /// What cancels the statement running on this connection, from another thread.
@@ -513,12 +511,7 @@ impl Driver {
         fut: impl Future<Output = Result<T, Error>>,
         deadline: Option<Instant>,
     ) -> Result<T, Error> {
-        drive(
-            fut,
-            Some((&mut self.connection, &mut self.ended)),
-            &self.wait,
-            deadline,
-        )
+        drive(fut, Some(&mut self.connection), &self.wait, deadline)
     }
 }
 
