@@ -150,6 +150,8 @@ pub struct Conn {
     used: std::time::Instant,
     /// Cancels what runs on it, from another thread.
     cancel: Arc<dyn Cancel>,
+    /// A cancel request was sent for it (or is about to be): it is not used again.
+    cancelled: Arc<std::sync::atomic::AtomicBool>,
     /// Whether the last job's failure was a serialization failure or a deadlock: its
     /// transaction was rolled back whole and may run again.
     conflict: bool,
@@ -166,8 +168,13 @@ impl r2d2::ManageConnection for Manager {
 
     fn connect(&self) -> Result<Conn, pgsync::ConnectError> {
         let client = pgsync::Client::connect(&self.config, &tls())?;
+        let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
         Ok(Conn {
-            cancel: Arc::new(CancelPg(client.cancel_token())),
+            cancel: Arc::new(CancelPg {
+                token: client.cancel_token(),
+                due: Arc::clone(&cancelled),
+            }),
+            cancelled,
             client,
             statements: HashMap::new(),
             used: std::time::Instant::now(),
@@ -179,8 +186,10 @@ impl r2d2::ManageConnection for Manager {
         Ok(conn.client.simple_query("").map(|_| ())?)
     }
 
+    /// A connection a cancel request was sent for is closed rather than kept: the request
+    /// reaches the server later, and would stop whatever the connection's next job runs.
     fn has_broken(&self, conn: &mut Conn) -> bool {
-        conn.client.is_closed()
+        conn.client.is_closed() || conn.cancelled.load(Ordering::SeqCst)
     }
 }
 
@@ -203,13 +212,21 @@ fn describe_connect(e: &pgsync::ConnectError) -> String {
 }
 
 /// PostgreSQL's cancel request for a connection's running statement.
-struct CancelPg(pgsync::CancelToken);
+struct CancelPg {
+    token: pgsync::CancelToken,
+    /// Shared with the connection, which the pool then closes (see `Manager::has_broken`).
+    due: Arc<std::sync::atomic::AtomicBool>,
+}
 
 impl Cancel for CancelPg {
     fn cancel(&self) {
-        if let Err(e) = self.0.cancel_query(&tls(), CHECKOUT_TIMEOUT) {
+        if let Err(e) = self.token.cancel_query(&tls(), CHECKOUT_TIMEOUT) {
             tracing::warn!(error = %describe_connect(&e), "cancelling a statement failed");
         }
+    }
+
+    fn due(&self) {
+        self.due.store(true, Ordering::SeqCst);
     }
 }
 

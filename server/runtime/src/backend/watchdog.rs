@@ -14,6 +14,10 @@ use super::Stop;
 pub trait Cancel: Send + Sync {
     /// Asks the server to stop the connection's running statement; failures are logged.
     fn cancel(&self);
+
+    /// Notes, before the job can end, that [`Cancel::cancel`] is about to be sent: it reaches
+    /// the server later, and must not stop a statement of the connection's next job.
+    fn due(&self) {}
 }
 
 /// The running jobs by number: each one's stop flags and how to cancel its statement.
@@ -104,10 +108,14 @@ impl Watchdog {
                 .filter(|(_, (stop, _))| stop.now())
                 .map(|(id, _)| *id)
                 .collect();
-            let due = ids
+            let due: Vec<Arc<dyn Cancel>> = ids
                 .iter()
                 .filter_map(|id| jobs.remove(id).map(|(_, t)| t))
                 .collect();
+            // Under the lock, so that a job that ends (and unregisters) after this round knows.
+            for token in &due {
+                token.due();
+            }
             (due, !jobs.is_empty())
         };
         for token in &due {
