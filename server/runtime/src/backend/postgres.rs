@@ -327,7 +327,8 @@ impl Backend for Pool {
         let mut retried = false;
         let mut conflicts = 0;
         loop {
-            if self.pool().state().idle_connections == 0 && !stop.waits() {
+            // Only a job that acts on waiting asks the pool whether it would wait.
+            if stop.slow.is_some() && self.pool().state().idle_connections == 0 && !stop.waits() {
                 // A job that gives way rather than wait stops as if interrupted.
                 return Some(Err(JobError::Failed(Failure {
                     kind: ErrorKind::Interrupted,
@@ -820,7 +821,7 @@ fn describe_statement(conn: &mut Conn, sql: Sql<'_>) -> Result<super::Described,
 
 /// `table.column` when that column of the live table may be NULL. A view's columns always
 /// say they may be, whatever they read, so only tables count.
-fn nullable_source(client: &mut impl Catalog, table: u32, attnum: i16) -> Option<String> {
+fn nullable_source(client: &mut pgsync::Client, table: u32, attnum: i16) -> Option<String> {
     let row = client
         .query_opt(
             "SELECT c.relname::text, a.attname::text, a.attnotnull
@@ -854,7 +855,7 @@ fn binds(ty: &Type) -> &'static [&'static str] {
 
 /// The columns of `table` in the current schema: their types, and which an INSERT must set.
 fn table_columns(
-    client: &mut impl Catalog,
+    client: &mut pgsync::Client,
     table: &str,
 ) -> Result<Vec<super::TableColumn>, String> {
     let rows = client
@@ -923,65 +924,30 @@ pub fn message(e: &postgres::Error) -> String {
     describe(e)
 }
 
-/// The two ways this module reads the catalog: a pooled connection, and one of the driver's
-/// own (`init`, migrations).
+/// The two connections `tables` reads the catalog through: a pooled one, and one of the
+/// `postgres` crate's (`init`, migrations).
 trait Catalog {
-    fn query(
-        &mut self,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Vec<postgres::Row>, postgres::Error>;
-
-    fn query_opt(
-        &mut self,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Option<postgres::Row>, postgres::Error>;
+    fn rows(&mut self, sql: &str) -> Result<Vec<postgres::Row>, postgres::Error>;
 }
 
 impl Catalog for Client {
-    fn query(
-        &mut self,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Vec<postgres::Row>, postgres::Error> {
-        Client::query(self, sql, params)
-    }
-
-    fn query_opt(
-        &mut self,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Option<postgres::Row>, postgres::Error> {
-        Client::query_opt(self, sql, params)
+    fn rows(&mut self, sql: &str) -> Result<Vec<postgres::Row>, postgres::Error> {
+        Client::query(self, sql, &[])
     }
 }
 
 impl Catalog for pgsync::Client {
-    fn query(
-        &mut self,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Vec<postgres::Row>, postgres::Error> {
-        pgsync::Client::query(self, sql, params)
-    }
-
-    fn query_opt(
-        &mut self,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Option<postgres::Row>, postgres::Error> {
-        pgsync::Client::query_opt(self, sql, params)
+    fn rows(&mut self, sql: &str) -> Result<Vec<postgres::Row>, postgres::Error> {
+        pgsync::Client::query(self, sql, &[])
     }
 }
 
 /// The tables in the public schema of the database at `url`.
 fn tables(client: &mut impl Catalog) -> Result<Vec<String>, postgres::Error> {
     Ok(client
-        .query(
+        .rows(
             "SELECT table_name::text FROM information_schema.tables \
              WHERE table_schema = current_schema() ORDER BY 1",
-            &[],
         )?
         .iter()
         .map(|r| r.get(0))
