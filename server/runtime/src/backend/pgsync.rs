@@ -575,3 +575,73 @@ impl CancelToken {
         Ok(())
     }
 }
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixStream;
+
+    /// The driver's side of a socket pair, its `Wait`, and the peer's end.
+    fn pair() -> (Socket, Wait, UnixStream) {
+        let (ours, peer) = UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        let state = Arc::new(SocketState::default());
+        let polled = Stream::Unix(ours.try_clone().unwrap());
+        let woken = Arc::new(Flag(AtomicBool::new(false)));
+        let wait = Wait {
+            polled,
+            state: state.clone(),
+            waker: Waker::from(woken.clone()),
+            woken,
+        };
+        let socket = Socket {
+            stream: Stream::Unix(ours),
+            state,
+        };
+        (socket, wait, peer)
+    }
+
+    /// One read into a buffer of `size` bytes: what it read, or `None` when `Pending`.
+    fn read(socket: &mut Socket, wait: &Wait, size: usize) -> Option<Vec<u8>> {
+        let mut bytes = vec![0; size];
+        let mut buf = ReadBuf::new(&mut bytes);
+        let mut cx = Context::from_waker(&wait.waker);
+        match Pin::new(socket).poll_read(&mut cx, &mut buf) {
+            Poll::Ready(r) => {
+                r.unwrap();
+                Some(buf.filled().to_vec())
+            }
+            Poll::Pending => None,
+        }
+    }
+
+    #[test]
+    fn a_read_that_emptied_the_socket_waits_for_poll_before_the_next() {
+        let (mut socket, wait, mut peer) = pair();
+        let deadline = Some(Instant::now() + Duration::from_secs(5));
+        peer.write_all(b"one").unwrap();
+        assert_eq!(read(&mut socket, &wait, 16).as_deref(), Some(&b"one"[..]));
+        // Short: the socket was emptied, so what arrives next waits for poll(2) to say so.
+        peer.write_all(b"two").unwrap();
+        assert_eq!(read(&mut socket, &wait, 16), None);
+        wait.until_ready(deadline).unwrap();
+        assert_eq!(read(&mut socket, &wait, 16).as_deref(), Some(&b"two"[..]));
+        // A read that filled its buffer may have left more behind: the next one asks.
+        peer.write_all(b"threefour").unwrap();
+        wait.until_ready(deadline).unwrap();
+        assert_eq!(read(&mut socket, &wait, 5).as_deref(), Some(&b"three"[..]));
+        assert_eq!(read(&mut socket, &wait, 16).as_deref(), Some(&b"four"[..]));
+        // Nothing more came: the next read waits for poll(2), which times out here, and a
+        // read that then would block waits for poll(2) too.
+        assert_eq!(read(&mut socket, &wait, 16), None);
+        let soon = Some(Instant::now() + Duration::from_millis(10));
+        assert!(wait.until_ready(soon).is_err());
+        assert!(!socket.state.drained.load(Ordering::Relaxed));
+        assert_eq!(read(&mut socket, &wait, 16), None);
+        assert!(socket.state.drained.load(Ordering::Relaxed));
+        // An end is read as one.
+        drop(peer);
+        wait.until_ready(deadline).unwrap();
+        assert_eq!(read(&mut socket, &wait, 16).as_deref(), Some(&b""[..]));
+    }
+}
