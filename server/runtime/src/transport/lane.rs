@@ -203,7 +203,7 @@ impl Lane {
         if !crate::telemetry::on() {
             return self.run(call, engine, cancel, slow).0;
         }
-        let id = call.id.get().trim_matches('"').to_string();
+        let id = call.id.get().trim_matches('"');
         let target = engine
             .def
             .tool(&call.params.name)
@@ -211,7 +211,7 @@ impl Lane {
         let info = crate::telemetry::RequestInfo {
             method: "tools/call",
             target,
-            id: Some(&id),
+            id: Some(id),
             session: None,
             transport: self.transport,
         };
