@@ -236,17 +236,27 @@ impl Session {
     }
 }
 
-/// One level: `n` sessions calling for `seconds`; returns its figures.
-fn level(served: &Served, n: usize, rows: usize, dialect: Dialect, plan: &Plan) -> Result<Value> {
-    let barrier = Arc::new(Barrier::new(n + 1));
+/// What one client thread brings back: the server it called, its latencies, when it ended.
+type ClientRun = (usize, Vec<f64>, Instant);
+
+/// One level: `n` sessions on each server calling for `seconds`, all servers at once; returns
+/// each server's figures, in the order of `served`.
+fn level(
+    served: &[Served],
+    n: usize,
+    rows: usize,
+    dialect: Dialect,
+    plan: &Plan,
+) -> Result<Vec<Value>> {
+    let barrier = Arc::new(Barrier::new(n * served.len() + 1));
     let budget = Duration::from_secs_f64(plan.seconds);
     let warmup = plan.warmup_calls;
     let per_request = plan.per_request;
-    let addr = served.addr;
-    let workers: Vec<_> = (0..n)
-        .map(|i| {
-            let barrier = barrier.clone();
-            std::thread::spawn(move || -> Result<(Vec<f64>, Instant)> {
+    let mut workers = Vec::new();
+    for (k, server) in served.iter().enumerate() {
+        for i in 0..n {
+            let (barrier, addr) = (barrier.clone(), server.addr);
+            workers.push(std::thread::spawn(move || -> Result<ClientRun> {
                 let opened =
                     Session::open(addr, i, rows, dialect, per_request).and_then(|mut s| {
                         (0..warmup).try_for_each(|_| s.call().map(drop))?;
@@ -259,64 +269,79 @@ fn level(served: &Served, n: usize, rows: usize, dialect: Dialect, plan: &Plan) 
                 while start.elapsed() < budget {
                     samples.push(s.call()?);
                 }
-                Ok((samples, Instant::now()))
-            })
-        })
-        .collect();
+                Ok((k, samples, Instant::now()))
+            }));
+        }
+    }
     barrier.wait();
     let start = Instant::now();
-    let cpu_before = proc_cpu_ms(served.child.id());
-    let mut samples = Vec::new();
-    let mut end = start;
+    let cpu_before: Vec<_> = served.iter().map(|s| proc_cpu_ms(s.child.id())).collect();
+    let mut samples = vec![Vec::new(); served.len()];
+    let mut end = vec![start; served.len()];
     for w in workers {
-        let (s, finished) = w
+        let (k, s, finished) = w
             .join()
             .map_err(|_| anyhow!("a client thread panicked"))??;
-        samples.extend(s);
-        end = end.max(finished);
+        samples[k].extend(s);
+        end[k] = end[k].max(finished);
     }
-    let cpu = proc_cpu_ms(served.child.id())
-        .zip(cpu_before)
-        .map(|(a, b)| a - b);
-    let elapsed = (end - start).as_secs_f64();
-    let calls = samples.len();
-    let s = Summary::of(&samples);
-    Ok(json!({
-        "clients": n,
-        "calls": calls,
-        "seconds": crate::stats::round(elapsed),
-        "calls_per_s": (calls as f64 / elapsed).round(),
-        "median_us": crate::stats::round(s.median),
-        "p99_us": crate::stats::round(s.p99),
-        "server_cpu_us_per_call": cpu.map(|ms| crate::stats::round(ms * 1000.0 / calls.max(1) as f64)),
-    }))
+    let figures = served.iter().enumerate().map(|(k, server)| {
+        let cpu = proc_cpu_ms(server.child.id())
+            .zip(cpu_before[k])
+            .map(|(a, b)| a - b);
+        let elapsed = (end[k] - start).as_secs_f64();
+        let calls = samples[k].len();
+        let s = Summary::of(&samples[k]);
+        json!({
+            "clients": n,
+            "calls": calls,
+            "seconds": crate::stats::round(elapsed),
+            "calls_per_s": (calls as f64 / elapsed).round(),
+            "median_us": crate::stats::round(s.median),
+            "p99_us": crate::stats::round(s.p99),
+            "server_cpu_us_per_call": cpu.map(|ms| crate::stats::round(ms * 1000.0 / calls.max(1) as f64)),
+        })
+    });
+    Ok(figures.collect())
 }
 
-/// Starts the server and measures every level of `plan` on one server process.
+/// Starts each server of `commands` and measures every level of `plan` on them, all at
+/// once when there are several (side by side, so that the machine's drift touches each
+/// alike). A level's figures are an object for one server, else an array in the order of
+/// `commands`.
 pub fn run(
-    command: &[String],
+    commands: &[Vec<String>],
     db: &str,
     rows: usize,
     dialect: Dialect,
     plan: &Plan,
     log: Option<&std::path::Path>,
 ) -> Result<Value> {
-    let Some((program, args)) = command.split_first() else {
-        bail!("give the server command after --");
-    };
-    ensure!(
-        args.iter().any(|a| a.contains("{port}")),
-        "the server command must take the port as {{port}}"
-    );
-    let served = serve(program, args, db, log)?;
+    let mut served = Vec::new();
+    for command in commands {
+        let Some((program, args)) = command.split_first() else {
+            bail!("give the server command after --");
+        };
+        ensure!(
+            args.iter().any(|a| a.contains("{port}")),
+            "the server command must take the port as {{port}}"
+        );
+        served.push(serve(program, args, db, log)?);
+    }
     let mut levels = serde_json::Map::new();
     for &n in &plan.clients {
-        let figures = level(&served, n, rows, dialect, plan)
+        let mut figures = level(&served, n, rows, dialect, plan)
             .with_context(|| format!("{n} concurrent clients"))?;
-        eprintln!(
-            "  http {n:>2} clients: {} calls/s, p99 {} µs",
-            figures["calls_per_s"], figures["p99_us"]
-        );
+        for f in &figures {
+            eprintln!(
+                "  http {n:>2} clients: {} calls/s, p99 {} µs",
+                f["calls_per_s"], f["p99_us"]
+            );
+        }
+        let figures = match figures.len() {
+            1 => figures.remove(0),
+            _ => Value::Array(figures),
+        };
         levels.insert(n.to_string(), figures);
     }
     Ok(json!({

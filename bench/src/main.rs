@@ -15,8 +15,9 @@
 //!   drives the server (handshake, then N sequential calls), for running it under a profiler.
 //! - `mcpbench floor --db DB --rows N` times `get_learning`'s SQL straight through rusqlite.
 //! - `mcpbench http --name NAME --db DB --rows N [--dialect studio|toolbox] [--clients 1,16,64]
-//!   [--seconds S] --out FILE -- CMD...` starts the Streamable HTTP server CMD (`{port}` and
-//!   `{db}` in its arguments) and measures calls/s and p99 with each number of concurrent clients.
+//!   [--seconds S] --out FILE -- CMD... [--and CMD...]` starts the Streamable HTTP server CMD
+//!   (`{port}` and `{db}` in its arguments) and measures calls/s and p99 with each number of
+//!   concurrent clients; with `--and`, every server at once, each with that many clients.
 //! - `mcpbench report --json OUT --markdown BENCHMARKS.md RUN...` assembles measurements into
 //!   the results file and the markdown report, and prints the table.
 //! - `mcpbench laminark --mcpspec BIN --sizes 10000,100000,1000000 --dir DIR --out FILE
@@ -372,7 +373,13 @@ fn http_cmd(args: &Args) -> Result<()> {
         per_request: args.has("--per-request"),
     };
     let log = args.get("log").map(PathBuf::from);
-    let result = http::run(&args.rest, &db, rows, dialect(args)?, &plan, log.as_deref())?;
+    // `-- A... --and B...`: servers measured side by side.
+    let commands: Vec<Vec<String>> = args
+        .rest
+        .split(|a| a == "--and")
+        .map(<[String]>::to_vec)
+        .collect();
+    let result = http::run(&commands, &db, rows, dialect(args)?, &plan, log.as_deref())?;
     let out = json!({
         "kind": "http",
         "contender": args.need("name")?,
