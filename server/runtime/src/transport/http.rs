@@ -29,6 +29,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -42,7 +43,6 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 
 use super::health::Health;
 use super::http_conns::{Backoff, Busy, Connections};
@@ -152,31 +152,53 @@ fn same_secret(expected: &[u8], given: &[u8]) -> bool {
 }
 
 /// Requests whose answers have not been sent yet: POSTs only, since a GET stream stays open
-/// for as long as its session lives.
+/// for as long as its session lives. Counting costs two atomic additions a request; only a
+/// drain, once it has begun, is woken when the count reaches zero.
 #[derive(Clone)]
-struct InFlight(Arc<watch::Sender<usize>>);
+struct InFlight(Arc<Counter>);
+
+#[derive(Default)]
+struct Counter {
+    requests: AtomicUsize,
+    draining: AtomicBool,
+    idle: tokio::sync::Notify,
+}
 
 impl InFlight {
     fn new() -> Self {
-        InFlight(Arc::new(watch::Sender::new(0)))
+        InFlight(Arc::default())
     }
 
     fn enter(&self) -> InFlightGuard {
-        self.0.send_modify(|n| *n += 1);
+        self.0.requests.fetch_add(1, Ordering::SeqCst);
         InFlightGuard(self.0.clone())
     }
 
+    /// Returns once no request is in flight.
     async fn idle(&self) {
-        let mut rx = self.0.subscribe();
-        let _ = rx.wait_for(|n| *n == 0).await;
+        self.0.draining.store(true, Ordering::SeqCst);
+        loop {
+            let notified = self.0.idle.notified();
+            let mut notified = std::pin::pin!(notified);
+            // Registered before the count is read, so that a request ending in between
+            // wakes it.
+            notified.as_mut().enable();
+            if self.0.requests.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            notified.await;
+        }
     }
 }
 
-struct InFlightGuard(Arc<watch::Sender<usize>>);
+struct InFlightGuard(Arc<Counter>);
 
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
-        self.0.send_modify(|n| *n = n.saturating_sub(1));
+        let before = self.0.requests.fetch_sub(1, Ordering::SeqCst);
+        if before == 1 && self.0.draining.load(Ordering::SeqCst) {
+            self.0.idle.notify_waiters();
+        }
     }
 }
 
