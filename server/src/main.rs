@@ -3,6 +3,10 @@
 //! Claude Desktop's servers. The published `mcpspec` binary is the same command line with no
 //! compiled servers.
 
+/// The same allocator as the `mcpspec` binary's (ARCHITECTURE.md, "Allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     mcpspec_cli::main(
         server::servers::seeds(),
