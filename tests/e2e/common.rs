@@ -134,6 +134,25 @@ macro_rules! on_every_engine_of_a_team {
     )*};
 }
 
+/// Generates, for each named `fn name(engine: Engine)`, a module `name` with one test per
+/// engine whose calls run on the HTTP runtime's workers (`name::sqlite`, `name::postgres`;
+/// MariaDB's run on the blocking pool).
+#[macro_export]
+macro_rules! on_every_engine_on_the_workers {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn sqlite() {
+                super::$name($crate::common::Engine::Sqlite)
+            }
+            #[test]
+            fn postgres() {
+                super::$name($crate::common::Engine::Postgres)
+            }
+        }
+    )*};
+}
+
 /// A database with a server's sample rows on `engine`: a SQLite file, or a new database in
 /// the test process's PostgreSQL cluster or MariaDB server (its URL is the `path`, passed as
 /// `--db`).

@@ -894,23 +894,18 @@ fn plain_reads_answer_as_json_and_stop_when_cancelled() {
     assert_eq!(outcomes, ["ok", "CANCELLED", "ok"]);
 }
 
+crate::on_every_engine_on_the_workers!(
+    a_read_on_the_last_free_worker_gives_way_and_every_read_can_be_cancelled
+);
+
 /// With every runtime worker but one answering a long lane read, the next long read starts
 /// on the last worker and gives way to the blocking pool (within about a millisecond on
 /// SQLite, within the watchdog's interval on PostgreSQL), so that the cancellations of all of
 /// them are read while they run. Each call has one line in the call log, however it ran, and
 /// giving way is no error. On both engines whose calls run on the runtime's workers.
-mod a_read_on_the_last_free_worker_gives_way_and_every_read_can_be_cancelled {
-    #[test]
-    fn sqlite() {
-        super::last_free_worker_gives_way(crate::common::Engine::Sqlite)
-    }
-    #[test]
-    fn postgres() {
-        super::last_free_worker_gives_way(crate::common::Engine::Postgres)
-    }
-}
-
-fn last_free_worker_gives_way(engine: crate::common::Engine) {
+fn a_read_on_the_last_free_worker_gives_way_and_every_read_can_be_cancelled(
+    engine: crate::common::Engine,
+) {
     // The server runs one worker per core, and at least two.
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
     let db = crate::knowledge::big_db_on(engine, 300_000);

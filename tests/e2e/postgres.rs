@@ -464,21 +464,12 @@ fn acknowledged_writes_present_once(engine: Engine, db: &Path, acked: &[&String]
     );
 }
 
+crate::on_every_engine_of_a_team!(a_team_of_replicas_on_one_database_loses_no_acknowledged_write);
+
 /// Three replicas on one database, twenty clients with no affinity writing 1,000 entries and
 /// reading each back from another replica; one replica is killed with SIGKILL mid-burst. On
 /// each database server engine.
-mod a_team_of_replicas_on_one_database_loses_no_acknowledged_write {
-    #[test]
-    fn postgres() {
-        super::team_loses_no_acknowledged_write(crate::common::Engine::Postgres)
-    }
-    #[test]
-    fn mariadb() {
-        super::team_loses_no_acknowledged_write(crate::common::Engine::Mariadb)
-    }
-}
-
-fn team_loses_no_acknowledged_write(engine: Engine) {
+fn a_team_of_replicas_on_one_database_loses_no_acknowledged_write(engine: Engine) {
     const CLIENTS: usize = 20;
     const WRITES: usize = 50;
     let db = sample_db_on(engine, "knowledge");

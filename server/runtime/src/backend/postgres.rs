@@ -1,10 +1,11 @@
 //! The PostgreSQL implementation of the seam: a pool of connections (r2d2 over `pgsync`'s,
 //! the `tokio-postgres` driver polled on the calling thread, so that a job runs on whichever
-//! thread has it, an HTTP runtime worker included), each keeping its prepared statements; writes in transactions; a watchdog that
-//! cancels a statement on the server at the deadline or on a client's cancellation; SQLSTATE
-//! classes mapped to the seam's error kinds; TLS through rustls when the server offers it or the
-//! URL requires it (`sslmode=require`). `init`, migrations and `pm`'s database management use
-//! the `postgres` crate's own connections. Nothing here prints a password or a statement.
+//! thread has it, an HTTP runtime worker included), each keeping its prepared statements;
+//! writes in transactions; a watchdog that cancels a statement on the server at the deadline
+//! or on a client's cancellation; SQLSTATE classes mapped to the seam's error kinds; TLS
+//! through rustls when the server offers it or the URL requires it (`sslmode=require`).
+//! `init`, migrations and `pm`'s database management use the `postgres` crate's own
+//! connections. Nothing here prints a password or a statement.
 
 use std::collections::HashMap;
 use std::error::Error as StdError;
@@ -16,11 +17,10 @@ use bytes::BytesMut;
 use postgres::error::SqlState;
 use postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
 use postgres::{Client, Statement};
-
-use super::pgsync;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::IDLE_CHECK;
+use super::pgsync;
 use super::watchdog::{Cancel, Watchdog};
 use super::{
     Backend, Bind, Changes, ErrorKind, Failure, JobError, JobKind, OpenError, Row, Session, Sql,
