@@ -367,6 +367,67 @@ fn spans_of_a_stdio_call_arrive_under_the_clients_trace() {
     );
 }
 
+/// With a ratio sampler of 0 under the client's decision (`parentbased_traceidratio`): a call
+/// without trace context is dropped and leaves no span, not even its statements' as roots of
+/// their own, yet its duration is recorded; a call under a sampled client span is traced with
+/// its statements. Checked after the server exits, which flushes what it batched.
+#[test]
+fn a_call_the_sampler_drops_leaves_no_span_but_its_duration() {
+    let receiver = Receiver::start();
+    let db = sample_db("knowledge");
+    let mut command = Command::new(EXE);
+    command
+        .args(["serve", "knowledge", "--db"])
+        .arg(&db.path)
+        .env("MCPSPEC_STARTUP_JOBS", "off")
+        .env("OTEL_TRACES_SAMPLER", "parentbased_traceidratio")
+        .env("OTEL_TRACES_SAMPLER_ARG", "0")
+        .stderr(Stdio::null());
+    for (k, v) in otel_env(&receiver.endpoint()) {
+        command.env(k, v);
+    }
+    let mut c = StdioClient::spawn(&mut command).expect("spawn");
+    c.initialize().expect("initialize");
+    for _ in 0..3 {
+        let r = c
+            .call_tool("kb_list", json!({"limit": 2}))
+            .expect("tools/call");
+        assert_eq!(r["result"]["isError"], false, "{r}");
+    }
+    let r = c
+        .request(
+            "tools/call",
+            json!({"name": "kb_search", "arguments": {"query": "zebraword"},
+                   "_meta": {"traceparent": format!("00-{TRACE}-{PARENT}-01")}}),
+        )
+        .expect("tools/call");
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let status = c.finish(Duration::from_secs(30)).expect("the server exits");
+    assert!(status.success(), "{status:?}");
+
+    let got = receiver.got.lock().unwrap();
+    let (_, span, children) =
+        request_spans(&got, TRACE, "kb_search").expect("the sampled call's spans");
+    assert_request(&span, &children, "kb_search", "pipe", "sqlite");
+    let strays: Vec<&Span> = got
+        .spans
+        .iter()
+        .map(|(_, s)| s)
+        .filter(|s| hex(&s.trace_id) != TRACE)
+        .collect();
+    assert!(strays.is_empty(), "spans of dropped calls: {strays:?}");
+    assert!(
+        got.metrics.iter().any(|(name, points)| {
+            name == "mcp.server.operation.duration"
+                && points
+                    .iter()
+                    .any(|p| p.contains(&("gen_ai.tool.name".into(), "kb_list".into())))
+        }),
+        "the dropped calls' duration: {:?}",
+        got.metrics
+    );
+}
+
 /// Over HTTP on PostgreSQL: the parent from the request's `traceparent` header, the
 /// statements PostgreSQL's, the session named.
 #[test]

@@ -124,7 +124,7 @@ impl Request {
     pub fn carry(&self) -> Carry {
         Carry {
             #[cfg(feature = "otel")]
-            cx: self.inner.as_ref().map(otlp::Request::context),
+            cx: self.inner.as_ref().and_then(otlp::Request::context),
         }
     }
 
@@ -145,7 +145,12 @@ impl Carry {
     pub fn current() -> Carry {
         Carry {
             #[cfg(feature = "otel")]
-            cx: otlp::on().then(opentelemetry::Context::current),
+            cx: otlp::on()
+                .then(opentelemetry::Context::current)
+                .filter(|cx| {
+                    use opentelemetry::trace::TraceContextExt as _;
+                    cx.has_active_span()
+                }),
         }
     }
 

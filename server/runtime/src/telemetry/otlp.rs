@@ -3,14 +3,16 @@
 //! thread of its own with a bounded queue, so exporting never blocks a call; a batch the
 //! collector does not take (down, refusing) is dropped and counted ([`dropped_spans`]).
 
+use std::borrow::Cow;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use opentelemetry::metrics::{Histogram, MeterProvider as _};
-use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::propagation::{Extractor, TextMapPropagator};
 use opentelemetry::trace::{
-    Span as _, SpanKind, Status, TraceContextExt, Tracer, TracerProvider as _,
+    SamplingDecision, SamplingResult, SpanKind, Status, TraceContextExt, TraceId, Tracer,
+    TracerProvider as _,
 };
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_otlp::{Protocol, WithExportConfig};
@@ -219,43 +221,77 @@ impl SpanExporter for Counting {
     }
 }
 
-/// A request's span, current in its context.
+/// A request's span, current in its context; none for a request the sampler dropped or when
+/// only metrics are on, so that such a request makes no span and carries no context.
 pub(super) struct Request {
-    cx: Context,
+    cx: Option<Context>,
+}
+
+/// The trace context a request names, as the propagator reads it: its two headers, without
+/// copying them into a map.
+impl Extractor for Parent<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        match key {
+            "traceparent" => self.traceparent,
+            "tracestate" => self.tracestate,
+            _ => None,
+        }
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        let mut keys = Vec::with_capacity(2);
+        if self.traceparent.is_some() {
+            keys.push("traceparent");
+        }
+        if self.tracestate.is_some() {
+            keys.push("tracestate");
+        }
+        keys
+    }
 }
 
 /// The parent context `parent` names, when it is a valid W3C trace context.
 fn extract(parent: Parent<'_>) -> Context {
-    let Some(traceparent) = parent.traceparent else {
+    if parent.traceparent.is_none() {
         return Context::new();
-    };
-    let mut carrier = std::collections::HashMap::new();
-    carrier.insert("traceparent".to_string(), traceparent.to_string());
-    if let Some(state) = parent.tracestate {
-        carrier.insert("tracestate".to_string(), state.to_string());
     }
-    TraceContextPropagator::new().extract(&carrier)
+    TraceContextPropagator::new().extract(&parent)
 }
 
-/// The attributes a request's span and duration share.
-fn common(info: &RequestInfo<'_>, error: Option<&str>) -> Vec<KeyValue> {
-    let mut a = Vec::with_capacity(8);
-    a.push(KeyValue::new("mcp.method.name", info.method));
-    a.push(KeyValue::new("network.transport", info.transport));
-    match (info.method, &info.target) {
-        ("tools/call", Some(t)) => a.push(KeyValue::new("gen_ai.tool.name", t.clone())),
-        ("prompts/get", Some(t)) => a.push(KeyValue::new("gen_ai.prompt.name", t.clone())),
-        _ => {}
+/// The attributes a request's span and duration share, at most five: the first `n` of the
+/// array (no allocation for a request that succeeds).
+fn common(info: &RequestInfo<'_>, error: Option<&str>) -> ([KeyValue; 4], usize) {
+    let empty = || KeyValue::new("", "");
+    let mut a = [
+        KeyValue::new("mcp.method.name", info.method),
+        KeyValue::new("network.transport", info.transport),
+        empty(),
+        empty(),
+    ];
+    let mut n = 2;
+    let target = match (info.method, &info.target) {
+        ("tools/call", Some(t)) => Some(KeyValue::new("gen_ai.tool.name", t.clone())),
+        ("prompts/get", Some(t)) => Some(KeyValue::new("gen_ai.prompt.name", t.clone())),
+        _ => None,
+    };
+    for kv in [
+        target,
+        error.map(|e| KeyValue::new("error.type", e.to_string())),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        a[n] = kv;
+        n += 1;
     }
-    if let Some(e) = error {
-        a.push(KeyValue::new("error.type", e.to_string()));
-    }
-    a
+    (a, n)
 }
 
 /// The attributes of a request's span.
 fn attributes(info: &RequestInfo<'_>) -> Vec<KeyValue> {
-    let mut attributes = common(info, None);
+    let (common, n) = common(info, None);
+    let mut attributes = Vec::with_capacity(n + 3);
+    attributes.extend(common.into_iter().take(n));
     if info.method == "tools/call" {
         attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
     }
@@ -268,47 +304,80 @@ fn attributes(info: &RequestInfo<'_>) -> Vec<KeyValue> {
     attributes
 }
 
+/// The sampler's decision for a request span named `name` under `parent`, with the trace id
+/// it was taken for: the SDK's own sampler and id generator (what `OTEL_TRACES_SAMPLER` set),
+/// asked before any span is made, the way `tracing-opentelemetry` pre-samples.
+fn sample(tracer: &SdkTracer, parent: &Context, name: &str) -> (TraceId, SamplingResult) {
+    let trace_id = if parent.has_active_span() {
+        parent.span().span_context().trace_id()
+    } else {
+        tracer.id_generator().new_trace_id()
+    };
+    let result = tracer.should_sample().should_sample(
+        Some(parent),
+        trace_id,
+        name,
+        &SpanKind::Server,
+        &[],
+        &[],
+    );
+    (trace_id, result)
+}
+
 impl Request {
     pub(super) fn start(info: &RequestInfo<'_>, parent: Parent<'_>) -> Request {
-        let parent = extract(parent);
         let Some(tracer) = tracer() else {
-            return Request { cx: parent };
+            return Request { cx: None };
         };
-        // The sampler decides on the method alone; only a span it records gets its full name
-        // and attributes, so that a request whose trace is not sampled builds neither.
-        let mut span = tracer
-            .span_builder(info.method)
-            .with_kind(SpanKind::Server)
-            .start_with_context(tracer, &parent);
-        if span.is_recording() {
-            if let Some(t) = &info.target
-                && matches!(info.method, "tools/call" | "prompts/get")
-            {
-                span.update_name(format!("{} {t}", info.method));
-            }
-            span.set_attributes(attributes(info));
+        let parent = extract(parent);
+        // A request the sampler drops makes no span at all: no builder, no tracer cloned, no
+        // context to carry (its statements, finding no sampled span, make none either).
+        let (trace_id, sampling) = sample(tracer, &parent, info.method);
+        if sampling.decision == SamplingDecision::Drop {
+            return Request { cx: None };
         }
+        let name = match &info.target {
+            Some(t) if matches!(info.method, "tools/call" | "prompts/get") => {
+                Cow::Owned(format!("{} {t}", info.method))
+            }
+            _ => Cow::Borrowed(info.method),
+        };
+        let mut builder = tracer
+            .span_builder(name)
+            .with_kind(SpanKind::Server)
+            .with_attributes(attributes(info));
+        builder.trace_id = Some(trace_id);
+        builder.sampling_result = Some(sampling);
+        let span = tracer.build_with_context(builder, &parent);
         Request {
-            cx: parent.with_span(span),
+            cx: Some(parent.with_span(span)),
         }
     }
 
-    pub(super) fn context(&self) -> Context {
+    pub(super) fn context(&self) -> Option<Context> {
         self.cx.clone()
     }
 
     pub(super) fn finish(self, info: &RequestInfo<'_>, error: Option<&str>, took: Duration) {
-        let span = self.cx.span();
-        if let Some(e) = error {
-            span.set_attribute(KeyValue::new("error.type", e.to_string()));
-            if let Ok(code) = e.parse::<i64>() {
-                span.set_attribute(KeyValue::new("rpc.response.status_code", code.to_string()));
-            }
-            span.set_status(Status::error(e.to_string()));
+        if let Some(cx) = &self.cx {
+            end(&cx.span(), error);
         }
-        span.end();
         if let Some(h) = LIVE.get().and_then(|l| l.duration.as_ref()) {
-            h.record(took.as_secs_f64(), &common(info, error));
+            let (attributes, n) = common(info, error);
+            h.record(took.as_secs_f64(), &attributes[..n]);
         }
     }
+}
+
+/// Ends a request's span with `error` (`error.type`, and the JSON-RPC code as
+/// `rpc.response.status_code`).
+fn end(span: &opentelemetry::trace::SpanRef<'_>, error: Option<&str>) {
+    if let Some(e) = error {
+        span.set_attribute(KeyValue::new("error.type", e.to_string()));
+        if let Ok(code) = e.parse::<i64>() {
+            span.set_attribute(KeyValue::new("rpc.response.status_code", code.to_string()));
+        }
+        span.set_status(Status::error(e.to_string()));
+    }
+    span.end();
 }

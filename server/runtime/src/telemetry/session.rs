@@ -1,7 +1,8 @@
 //! A span per database statement: a job's [`Session`] wrapped so that each `execute` and
-//! `query` is a client span, a child of the request being served on this thread, named by its
-//! operation (`SELECT`, `INSERT`, ...) with `db.system.name` and `db.operation.name`, and
-//! `error.type` when it fails. Never the statement's text or its arguments.
+//! `query` is a client span, a child of the sampled request being served on this thread (a
+//! statement outside one is not traced), named by its operation (`SELECT`, `INSERT`, ...)
+//! with `db.system.name` and `db.operation.name`, and `error.type` when it fails. Never the
+//! statement's text or its arguments.
 
 use crate::backend::Session;
 
@@ -61,11 +62,11 @@ mod imp {
     impl Traced<'_> {
         fn span(&self, sql: &str) -> Option<opentelemetry_sdk::trace::Span> {
             let tracer = super::super::otlp::tracer()?;
-            // A statement of a request whose span is not sampled would not be either.
+            // A statement is traced as the child of a sampled span only: a request the sampler
+            // dropped carries none, and its statements are not roots of traces of their own.
             let cx = opentelemetry::Context::current();
             let parent = cx.span();
-            let parent = parent.span_context();
-            if parent.is_valid() && !parent.is_sampled() {
+            if !parent.span_context().is_sampled() {
                 return None;
             }
             let system = self.inner.dialect().system;
