@@ -36,6 +36,9 @@ pub struct Plan {
     /// client's capabilities and name in `_meta` and the SEP-2243 headers, as clients of that
     /// revision send them.
     pub per_request: bool,
+    /// Calls per second each server is sent, spread evenly over its clients (each waits for
+    /// its turn before a call); `None` calls as fast as the answers come.
+    pub rate: Option<f64>,
 }
 
 /// The server process, killed when dropped.
@@ -239,8 +242,9 @@ impl Session {
 /// What one client thread brings back: the server it called, its latencies, when it ended.
 type ClientRun = (usize, Vec<f64>, Instant);
 
-/// One level: `n` sessions on each server calling for `seconds`, all servers at once; returns
-/// each server's figures, in the order of `served`.
+/// One level: `n` sessions on each server calling for `seconds` (as fast as they are answered,
+/// or paced at the plan's rate), all servers at once; returns each server's figures, in the
+/// order of `served`.
 fn level(
     served: &[Served],
     n: usize,
@@ -252,6 +256,8 @@ fn level(
     let budget = Duration::from_secs_f64(plan.seconds);
     let warmup = plan.warmup_calls;
     let per_request = plan.per_request;
+    // Each client's time between calls when paced: `n` clients share the server's rate.
+    let gap = plan.rate.map(|r| Duration::from_secs_f64(n as f64 / r));
     let mut workers = Vec::new();
     for (k, server) in served.iter().enumerate() {
         for i in 0..n {
@@ -265,8 +271,16 @@ fn level(
                 barrier.wait();
                 let mut s = opened?;
                 let start = Instant::now();
+                let mut pace = gap.map(|g| (g, start + g.mul_f64(i as f64 / n as f64)));
                 let mut samples = Vec::new();
                 while start.elapsed() < budget {
+                    if let Some((gap, next)) = &mut pace {
+                        let now = Instant::now();
+                        if *next > now {
+                            std::thread::sleep(*next - now);
+                        }
+                        *next += *gap;
+                    }
                     samples.push(s.call()?);
                 }
                 Ok((k, samples, Instant::now()))
@@ -347,6 +361,7 @@ pub fn run(
     Ok(json!({
         "tool": "get_learning",
         "seconds_per_level": plan.seconds,
+        "rate": plan.rate,
         "levels": levels,
     }))
 }

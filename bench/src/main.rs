@@ -15,9 +15,10 @@
 //!   drives the server (handshake, then N sequential calls), for running it under a profiler.
 //! - `mcpbench floor --db DB --rows N` times `get_learning`'s SQL straight through rusqlite.
 //! - `mcpbench http --name NAME --db DB --rows N [--dialect studio|toolbox] [--clients 1,16,64]
-//!   [--seconds S] --out FILE -- CMD... [--and CMD...]` starts the Streamable HTTP server CMD
-//!   (`{port}` and `{db}` in its arguments) and measures calls/s and p99 with each number of
-//!   concurrent clients; with `--and`, every server at once, each with that many clients.
+//!   [--seconds S] [--rate R] --out FILE -- CMD... [--and CMD...]` starts the Streamable HTTP
+//!   server CMD (`{port}` and `{db}` in its arguments) and measures calls/s and p99 with each
+//!   number of concurrent clients, calling as fast as answered or, with `--rate`, R calls/s
+//!   per server; with `--and`, every server at once, each with that many clients.
 //! - `mcpbench report --json OUT --markdown BENCHMARKS.md RUN...` assembles measurements into
 //!   the results file and the markdown report, and prints the table.
 //! - `mcpbench laminark --mcpspec BIN --sizes 10000,100000,1000000 --dir DIR --out FILE
@@ -34,6 +35,8 @@
 //! - `mcpbench untouched --mcpspec BIN --rows N[,N] --dir DIR --out FILE [--calls N]` measures
 //!   studio on a database the application made, its derived structures in a mirror, against
 //!   the same data with them in the file, and prints a Markdown section.
+//! - `mcpbench telemetry-path [--calls N]` times telemetry's request path in-process with the
+//!   OpenTelemetry set-up the environment asks for, and prints it as JSON.
 
 mod client;
 mod data;
@@ -48,6 +51,7 @@ mod report;
 mod rng;
 mod stats;
 mod sync;
+mod telpath;
 mod transports;
 mod untouched;
 mod workload;
@@ -193,6 +197,15 @@ fn main() -> Result<()> {
             Ok(())
         }
         "dev-loop" => dev_loop_cmd(&args),
+        "telemetry-path" => {
+            let calls: u64 = args
+                .get("calls")
+                .unwrap_or("1000000")
+                .parse()
+                .context("--calls")?;
+            println!("{}", telpath::run(calls)?);
+            Ok(())
+        }
         "untouched" => {
             let rows: Vec<usize> = args
                 .need("rows")?
@@ -371,6 +384,10 @@ fn http_cmd(args: &Args) -> Result<()> {
         },
         warmup_calls: if quick { 5 } else { 50 },
         per_request: args.has("--per-request"),
+        rate: args
+            .get("rate")
+            .map(|r| r.parse().context("--rate"))
+            .transpose()?,
     };
     let log = args.get("log").map(PathBuf::from);
     // `-- A... --and B...`: servers measured side by side.

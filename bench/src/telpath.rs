@@ -1,0 +1,77 @@
+//! `mcpbench telemetry-path`: what the telemetry's request path costs in-process, with the
+//! OpenTelemetry set-up the environment asks for (as a server reads it): each request starts
+//! its span (or is dropped by the sampler), carries its context to the thread that runs it,
+//! and ends with its duration recorded. Timed on one thread and on two at once (the two
+//! sharing the SDK's locks), then the process's CPU per request once the exporters have sent
+//! what they batched (their threads included; give `OTEL_BSP_MAX_QUEUE_SIZE` room for every
+//! span, as `bench/telemetry` does, or the SDK drops what it cannot queue and the figure
+//! leaves their export out). No server, no socket: the figure `bench/telemetry` cannot
+//! resolve within its rounds' spread.
+
+use std::borrow::Cow;
+use std::time::Instant;
+
+use anyhow::{Result, anyhow};
+use mcpspec::telemetry::{Parent, Request, RequestInfo};
+use serde_json::{Value, json};
+
+/// `calls` requests of `tools/call get_learning`, as the lane serves them.
+fn requests(calls: u64) {
+    for i in 0..calls {
+        let id = i.to_string();
+        let info = RequestInfo {
+            method: "tools/call",
+            target: Some(Cow::Borrowed("get_learning")),
+            id: Some(&id),
+            session: None,
+            transport: "tcp",
+        };
+        let request = Request::start(&info, Parent::default());
+        let attached = request.carry().attach();
+        drop(attached);
+        request.finish(&info, None);
+    }
+}
+
+/// Nanoseconds per request on `threads` threads at once, each making `calls` requests.
+fn timed(threads: usize, calls: u64) -> f64 {
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| requests(calls));
+        }
+    });
+    started.elapsed().as_nanos() as f64 / calls as f64
+}
+
+/// The process's CPU time so far (user and system), in nanoseconds, from `/proc/self/stat`.
+fn process_cpu_ns() -> Result<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    let rest = stat
+        .rfind(')')
+        .map(|i| &stat[i + 2..])
+        .ok_or_else(|| anyhow!("/proc/self/stat"))?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
+    // Linux reports CPU time in clock ticks of 10 ms.
+    Ok(ticks * 1e7)
+}
+
+/// Runs the measurement and returns it as JSON.
+pub fn run(calls: u64) -> Result<Value> {
+    let installed = mcpspec::telemetry::install("mcpbench", || None).map_err(|e| anyhow!(e))?;
+    requests(calls / 10);
+    let cpu_before = process_cpu_ns()?;
+    let one = timed(1, calls);
+    let two = timed(2, calls);
+    // Shutting the exporters down sends what they hold, on their threads.
+    drop(installed);
+    let cpu = (process_cpu_ns()? - cpu_before) / (3 * calls) as f64;
+    Ok(json!({
+        "calls": calls,
+        "on": mcpspec::telemetry::on(),
+        "ns_per_request_1_thread": one,
+        "ns_per_request_2_threads": two,
+        "process_cpu_ns_per_request": cpu,
+    }))
+}
