@@ -213,6 +213,36 @@ fn otel_env(endpoint: &str) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// knowledge over stdio on `db`, exporting to `receiver` with `env` besides, initialised.
+fn stdio_server(receiver: &Receiver, db: &std::path::Path, env: &[(&str, &str)]) -> StdioClient {
+    let mut command = Command::new(EXE);
+    command
+        .args(["serve", "knowledge", "--db"])
+        .arg(db)
+        .env_remove("OTEL_SERVICE_NAME")
+        .env("MCPSPEC_STARTUP_JOBS", "off")
+        .stderr(Stdio::null());
+    for (k, v) in otel_env(&receiver.endpoint()) {
+        command.env(k, v);
+    }
+    command.envs(env.iter().copied());
+    let mut c = StdioClient::spawn(&mut command).expect("spawn");
+    c.initialize().expect("initialize");
+    c
+}
+
+/// Calls `kb_search` for an argument no span may name, with `meta` as the request's `_meta`,
+/// and checks that it succeeded.
+fn search_with_meta(c: &mut StdioClient, meta: Value) {
+    let r = c
+        .request(
+            "tools/call",
+            json!({"name": "kb_search", "arguments": {"query": "zebraword"}, "_meta": meta}),
+        )
+        .expect("tools/call");
+    assert_eq!(r["result"]["isError"], false, "{r}");
+}
+
 /// The request span of `tool` in trace `trace`, and its statements' spans.
 fn request_spans(got: &Got, trace: &str, tool: &str) -> Option<(String, Span, Vec<Span>)> {
     let (service, span) = got
@@ -279,37 +309,18 @@ fn assert_never_named(got: &Got, secret: &str) {
 fn spans_of_a_stdio_call_arrive_under_the_clients_trace() {
     let receiver = Receiver::start();
     let db = sample_db("knowledge");
-    let mut command = Command::new(EXE);
-    command
-        .args(["serve", "knowledge", "--db"])
-        .arg(&db.path)
-        .env_remove("OTEL_SERVICE_NAME")
-        .env("MCPSPEC_STARTUP_JOBS", "off")
-        .stderr(Stdio::null());
-    for (k, v) in otel_env(&receiver.endpoint()) {
-        command.env(k, v);
-    }
-    let mut c = StdioClient::spawn(&mut command).expect("spawn");
-    c.initialize().expect("initialize");
+    let mut c = stdio_server(&receiver, &db.path, &[]);
     // A trace the client did not sample: the server records none of it (parent-based).
     let unsampled = "0af7651916cd43dd8448eb211c80319c";
-    let r = c
-        .request(
-            "tools/call",
-            json!({"name": "kb_search", "arguments": {"query": "zebraword"},
-                   "_meta": {"traceparent": format!("00-{unsampled}-{PARENT}-00")}}),
-        )
-        .expect("tools/call");
-    assert_eq!(r["result"]["isError"], false, "{r}");
+    search_with_meta(
+        &mut c,
+        json!({"traceparent": format!("00-{unsampled}-{PARENT}-00")}),
+    );
     let traceparent = format!("00-{TRACE}-{PARENT}-01");
-    let r = c
-        .request(
-            "tools/call",
-            json!({"name": "kb_search", "arguments": {"query": "zebraword"},
-                   "_meta": {"traceparent": traceparent, "tracestate": "team=blue"}}),
-        )
-        .expect("tools/call");
-    assert_eq!(r["result"]["isError"], false, "{r}");
+    search_with_meta(
+        &mut c,
+        json!({"traceparent": traceparent, "tracestate": "team=blue"}),
+    );
     let r = c
         .call_tool("kb_get", json!({"id": "no-such-entry"}))
         .expect("tools/call");
@@ -375,33 +386,21 @@ fn spans_of_a_stdio_call_arrive_under_the_clients_trace() {
 fn a_call_the_sampler_drops_leaves_no_span_but_its_duration() {
     let receiver = Receiver::start();
     let db = sample_db("knowledge");
-    let mut command = Command::new(EXE);
-    command
-        .args(["serve", "knowledge", "--db"])
-        .arg(&db.path)
-        .env("MCPSPEC_STARTUP_JOBS", "off")
-        .env("OTEL_TRACES_SAMPLER", "parentbased_traceidratio")
-        .env("OTEL_TRACES_SAMPLER_ARG", "0")
-        .stderr(Stdio::null());
-    for (k, v) in otel_env(&receiver.endpoint()) {
-        command.env(k, v);
-    }
-    let mut c = StdioClient::spawn(&mut command).expect("spawn");
-    c.initialize().expect("initialize");
+    let sampler = [
+        ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+        ("OTEL_TRACES_SAMPLER_ARG", "0"),
+    ];
+    let mut c = stdio_server(&receiver, &db.path, &sampler);
     for _ in 0..3 {
         let r = c
             .call_tool("kb_list", json!({"limit": 2}))
             .expect("tools/call");
         assert_eq!(r["result"]["isError"], false, "{r}");
     }
-    let r = c
-        .request(
-            "tools/call",
-            json!({"name": "kb_search", "arguments": {"query": "zebraword"},
-                   "_meta": {"traceparent": format!("00-{TRACE}-{PARENT}-01")}}),
-        )
-        .expect("tools/call");
-    assert_eq!(r["result"]["isError"], false, "{r}");
+    search_with_meta(
+        &mut c,
+        json!({"traceparent": format!("00-{TRACE}-{PARENT}-01")}),
+    );
     let status = c.finish(Duration::from_secs(30)).expect("the server exits");
     assert!(status.success(), "{status:?}");
 
