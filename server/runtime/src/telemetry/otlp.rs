@@ -258,7 +258,7 @@ fn extract(parent: Parent<'_>) -> Context {
     TraceContextPropagator::new().extract(&parent)
 }
 
-/// The attributes a request's span and duration share, at most five: the first `n` of the
+/// The attributes a request's span and duration share, at most four: the first `n` of the
 /// array (no allocation for a request that succeeds).
 fn common(info: &RequestInfo<'_>, error: Option<&str>) -> ([KeyValue; 4], usize) {
     let empty = || KeyValue::new("", "");
