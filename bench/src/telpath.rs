@@ -44,34 +44,23 @@ fn timed(threads: usize, calls: u64) -> f64 {
     started.elapsed().as_nanos() as f64 / calls as f64
 }
 
-/// The process's CPU time so far (user and system), in nanoseconds, from `/proc/self/stat`.
-fn process_cpu_ns() -> Result<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat")?;
-    let rest = stat
-        .rfind(')')
-        .map(|i| &stat[i + 2..])
-        .ok_or_else(|| anyhow!("/proc/self/stat"))?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
-    // Linux reports CPU time in clock ticks of 10 ms.
-    Ok(ticks * 1e7)
-}
-
 /// Runs the measurement and returns it as JSON.
 pub fn run(calls: u64) -> Result<Value> {
     let installed = mcpspec::telemetry::install("mcpbench", || None).map_err(|e| anyhow!(e))?;
     requests(calls / 10);
-    let cpu_before = process_cpu_ns()?;
+    let cpu =
+        || crate::client::proc_cpu_ms(std::process::id()).ok_or_else(|| anyhow!("/proc/self/stat"));
+    let cpu_before = cpu()?;
     let one = timed(1, calls);
     let two = timed(2, calls);
     // Shutting the exporters down sends what they hold, on their threads.
     drop(installed);
-    let cpu = (process_cpu_ns()? - cpu_before) / (3 * calls) as f64;
+    let cpu_ns = (cpu()? - cpu_before) * 1e6 / (3 * calls) as f64;
     Ok(json!({
         "calls": calls,
         "on": mcpspec::telemetry::on(),
         "ns_per_request_1_thread": one,
         "ns_per_request_2_threads": two,
-        "process_cpu_ns_per_request": cpu,
+        "process_cpu_ns_per_request": cpu_ns,
     }))
 }

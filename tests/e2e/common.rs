@@ -95,62 +95,46 @@ macro_rules! on_every_engine_and_transport {
 }
 
 /// Generates, for each named `fn name(engine: Engine)`, a module `name` with one test per
-/// engine (`name::sqlite`, `name::postgres`, `name::mariadb`).
+/// engine of the bracketed list (`[sqlite => Sqlite, ...]`: the test's name, then the
+/// `Engine`). The macros below name the lists the tests use.
+#[macro_export]
+macro_rules! on_engines {
+    ($engines:tt $($name:ident),* $(,)?) => {$(
+        $crate::on_engines!(@one $name $engines);
+    )*};
+    (@one $name:ident [$($test:ident => $engine:ident),+ $(,)?]) => {
+        mod $name {$(
+            #[test]
+            fn $test() {
+                super::$name($crate::common::Engine::$engine)
+            }
+        )+}
+    };
+}
+
+/// One test per engine (`name::sqlite`, `name::postgres`, `name::mariadb`).
 #[macro_export]
 macro_rules! on_every_engine {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            #[test]
-            fn sqlite() {
-                super::$name($crate::common::Engine::Sqlite)
-            }
-            #[test]
-            fn postgres() {
-                super::$name($crate::common::Engine::Postgres)
-            }
-            #[test]
-            fn mariadb() {
-                super::$name($crate::common::Engine::Mariadb)
-            }
-        }
-    )*};
+    ($($name:ident),* $(,)?) => {
+        $crate::on_engines!([sqlite => Sqlite, postgres => Postgres, mariadb => Mariadb] $($name),*);
+    };
 }
 
-/// Generates, for each named `fn name(engine: Engine)`, a module `name` with one test per
-/// engine a team of replicas shares (`name::postgres`, `name::mariadb`).
+/// One test per engine a team of replicas shares (`name::postgres`, `name::mariadb`).
 #[macro_export]
 macro_rules! on_every_engine_of_a_team {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            #[test]
-            fn postgres() {
-                super::$name($crate::common::Engine::Postgres)
-            }
-            #[test]
-            fn mariadb() {
-                super::$name($crate::common::Engine::Mariadb)
-            }
-        }
-    )*};
+    ($($name:ident),* $(,)?) => {
+        $crate::on_engines!([postgres => Postgres, mariadb => Mariadb] $($name),*);
+    };
 }
 
-/// Generates, for each named `fn name(engine: Engine)`, a module `name` with one test per
-/// engine whose calls run on the HTTP runtime's workers (`name::sqlite`, `name::postgres`;
-/// MariaDB's run on the blocking pool).
+/// One test per engine whose calls run on the HTTP runtime's workers (`name::sqlite`,
+/// `name::postgres`; MariaDB's run on the blocking pool).
 #[macro_export]
 macro_rules! on_every_engine_on_the_workers {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            #[test]
-            fn sqlite() {
-                super::$name($crate::common::Engine::Sqlite)
-            }
-            #[test]
-            fn postgres() {
-                super::$name($crate::common::Engine::Postgres)
-            }
-        }
-    )*};
+    ($($name:ident),* $(,)?) => {
+        $crate::on_engines!([sqlite => Sqlite, postgres => Postgres] $($name),*);
+    };
 }
 
 /// A database with a server's sample rows on `engine`: a SQLite file, or a new database in
