@@ -10,8 +10,14 @@
 //! Without the `otel` feature every function here does nothing.
 
 #[cfg(feature = "otel")]
+mod export;
+#[cfg(feature = "otel")]
 mod otlp;
 mod session;
+#[cfg(feature = "otel")]
+mod spans;
+#[cfg(feature = "otel")]
+mod wire;
 
 pub use session::traced;
 
@@ -55,13 +61,13 @@ pub struct Request {
 #[derive(Clone, Default)]
 pub struct Carry {
     #[cfg(feature = "otel")]
-    cx: Option<opentelemetry::Context>,
+    cx: Option<spans::SpanCx>,
 }
 
 /// While alive, the carried context is the thread's current one.
 pub struct Attached {
     #[cfg(feature = "otel")]
-    _guard: Option<opentelemetry::ContextGuard>,
+    _guard: Option<spans::Guard>,
 }
 
 /// Whether anything is recorded: false unless [`install`] found an endpoint.
@@ -145,12 +151,7 @@ impl Carry {
     pub fn current() -> Carry {
         Carry {
             #[cfg(feature = "otel")]
-            cx: otlp::on()
-                .then(opentelemetry::Context::current)
-                .filter(|cx| {
-                    use opentelemetry::trace::TraceContextExt as _;
-                    cx.has_active_span()
-                }),
+            cx: spans::current(),
         }
     }
 
@@ -158,7 +159,7 @@ impl Carry {
     pub fn attach(&self) -> Attached {
         Attached {
             #[cfg(feature = "otel")]
-            _guard: self.cx.as_ref().map(|cx| cx.clone().attach()),
+            _guard: self.cx.clone().map(spans::attach),
         }
     }
 }
@@ -168,8 +169,12 @@ impl Carry {
 pub async fn within<F: std::future::Future>(carry: Carry, f: F) -> F::Output {
     #[cfg(feature = "otel")]
     if let Some(cx) = carry.cx {
-        use opentelemetry::context::FutureExt;
-        return f.with_context(cx).await;
+        let mut f = std::pin::pin!(f);
+        return std::future::poll_fn(move |task| {
+            let _current = spans::attach(cx.clone());
+            f.as_mut().poll(task)
+        })
+        .await;
     }
     let _ = carry;
     f.await

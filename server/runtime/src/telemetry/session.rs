@@ -9,7 +9,7 @@ use crate::backend::Session;
 /// Runs `f` on `session`, each statement traced when telemetry is on.
 pub fn traced<T>(session: &mut dyn Session, f: impl FnOnce(&mut dyn Session) -> T) -> T {
     #[cfg(feature = "otel")]
-    if super::otlp::on() {
+    if super::spans::on() {
         return f(&mut imp::Traced { inner: session });
     }
     f(session)
@@ -50,9 +50,7 @@ fn operation(sql: &str) -> Option<&'static str> {
 
 #[cfg(feature = "otel")]
 mod imp {
-    use opentelemetry::KeyValue;
-    use opentelemetry::trace::{Span, SpanKind, Status, TraceContextExt, Tracer};
-
+    use super::super::spans::{Open, What};
     use crate::backend::{Bind, Changes, Dialect, Failure, Row, Session, Sql};
 
     pub(super) struct Traced<'a> {
@@ -60,41 +58,25 @@ mod imp {
     }
 
     impl Traced<'_> {
-        fn span(&self, sql: &str) -> Option<opentelemetry_sdk::trace::Span> {
-            let tracer = super::super::otlp::tracer()?;
-            // A statement is traced as the child of a sampled span only: a request the sampler
-            // dropped carries none, and its statements are not roots of traces of their own.
-            let cx = opentelemetry::Context::current();
-            let parent = cx.span();
-            if !parent.span_context().is_sampled() {
-                return None;
-            }
-            let system = self.inner.dialect().system;
-            let op = super::operation(sql);
-            let name = op.unwrap_or(system);
-            let mut attributes = Vec::with_capacity(2);
-            attributes.push(KeyValue::new("db.system.name", system));
-            if let Some(op) = op {
-                attributes.push(KeyValue::new("db.operation.name", op));
-            }
-            Some(
-                tracer
-                    .span_builder(name)
-                    .with_kind(SpanKind::Client)
-                    .with_attributes(attributes)
-                    .start(tracer),
-            )
+        /// The statement's span, when the thread serves a sampled request: a request the
+        /// sampler dropped carries none, and its statements are not roots of traces of their own.
+        fn span(&self, sql: &str) -> Option<(Open, What)> {
+            let span = Open::statement()?;
+            let what = What::Statement {
+                system: self.inner.dialect().system,
+                operation: super::operation(sql),
+            };
+            Some((span, what))
         }
     }
 
-    fn end<T>(span: Option<opentelemetry_sdk::trace::Span>, result: &Result<T, Failure>) {
-        let Some(mut span) = span else { return };
-        if let Err(f) = result {
-            let kind = format!("{:?}", f.kind);
-            span.set_attribute(KeyValue::new("error.type", kind.clone()));
-            span.set_status(Status::error(kind));
-        }
-        span.end();
+    fn end<T>(span: Option<(Open, What)>, result: &Result<T, Failure>) {
+        let Some((span, what)) = span else { return };
+        let error = result
+            .as_ref()
+            .err()
+            .map(|f| format!("{:?}", f.kind).into_boxed_str());
+        span.end(what, error);
     }
 
     impl Session for Traced<'_> {

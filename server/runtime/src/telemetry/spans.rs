@@ -1,0 +1,436 @@
+//! The spans: a lean pipeline of mcpspec's own in place of the SDK's span and batch processor.
+//! A sampled request and each of its statements are recorded as a small typed [`Record`] (ids,
+//! two clock readings, static names, the few values the MCP and database conventions ask for)
+//! and handed to the exporter's thread ([`super::export`]) through a bounded queue: a vector
+//! under a lock, the thread woken when a batch is full, never per span. Names, attribute keys
+//! and texts are written there ([`super::wire`]), not on the thread serving the call. A full
+//! queue, or a batch the collector does not take, drops the spans and counts them
+//! ([`dropped`]): a call never waits for the collector.
+//! The sampler and the id generator are the SDK's, as `OTEL_TRACES_SAMPLER*` configure them;
+//! the resource is the SDK's too (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`).
+//!
+//! The context a statement's span is a child of is the thread's current [`SpanCx`], set while
+//! a request's work runs ([`attach`]); only sampled spans are ever current.
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::SyncSender;
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use opentelemetry::propagation::{Extractor, TextMapPropagator};
+use opentelemetry::trace::{SamplingDecision, SpanId, SpanKind, TraceContextExt, TraceId};
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::Config;
+
+use super::Parent;
+
+/// A sampled span as its children see it: its trace, its id, the trace state it carries.
+#[derive(Clone, Debug)]
+pub(super) struct SpanCx {
+    trace: TraceId,
+    span: SpanId,
+    state: Option<Arc<str>>,
+}
+
+/// What a span stands for; its name and attributes are derived from it at export.
+pub(super) enum What {
+    /// An MCP request (a server span).
+    Request {
+        method: &'static str,
+        target: Option<Cow<'static, str>>,
+        transport: &'static str,
+        id: Option<Box<str>>,
+        session: Option<Box<str>>,
+    },
+    /// A database statement (a client span).
+    Statement {
+        system: &'static str,
+        operation: Option<&'static str>,
+    },
+}
+
+/// A span that has ended, on its way to the exporter.
+pub(super) struct Record {
+    cx: SpanCx,
+    /// The parent's id, and whether the parent came from the client (remote).
+    parent: Option<(SpanId, bool)>,
+    start: SystemTime,
+    end: SystemTime,
+    what: What,
+    error: Option<Box<str>>,
+}
+
+/// A span that has started: a sampled request, or a statement under one.
+pub(super) struct Open {
+    cx: SpanCx,
+    parent: Option<(SpanId, bool)>,
+    start: SystemTime,
+}
+
+/// The spans waiting for the exporter, and the flushes asked for.
+#[derive(Default)]
+pub(super) struct Waiting {
+    pub(super) spans: Vec<Record>,
+    pub(super) flushes: Vec<SyncSender<()>>,
+}
+
+/// The bounded queue between the threads that end spans and the exporter's.
+pub(super) struct Queue {
+    waiting: Mutex<Waiting>,
+    /// Signalled when a batch is full or a flush is asked for.
+    ready: Condvar,
+    capacity: usize,
+    batch: usize,
+}
+
+impl Queue {
+    /// Queues `record`, or drops and counts it when the queue is full.
+    fn push(&self, record: Record) {
+        let mut w = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        if w.spans.len() >= self.capacity {
+            drop(w);
+            drop_spans(1, "the export queue is full");
+            return;
+        }
+        w.spans.push(record);
+        let full = w.spans.len() == self.batch;
+        drop(w);
+        if full {
+            self.ready.notify_one();
+        }
+    }
+
+    /// Waits until a batch is full, a flush is asked for or `delay` has passed, and takes
+    /// what is waiting.
+    pub(super) fn take(&self, delay: Duration) -> Waiting {
+        let due = Instant::now() + delay;
+        let mut w = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        while w.spans.len() < self.batch && w.flushes.is_empty() {
+            let left = due.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            w = self
+                .ready
+                .wait_timeout(w, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        let spans = std::mem::replace(&mut w.spans, Vec::with_capacity(self.batch));
+        Waiting {
+            spans,
+            flushes: std::mem::take(&mut w.flushes),
+        }
+    }
+}
+
+struct Pipeline {
+    config: Config,
+    queue: Arc<Queue>,
+}
+
+static PIPELINE: OnceLock<Pipeline> = OnceLock::new();
+
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    static CURRENT: RefCell<Option<SpanCx>> = const { RefCell::new(None) };
+}
+
+/// Whether spans are recorded (an endpoint for traces was found).
+pub(super) fn on() -> bool {
+    PIPELINE.get().is_some()
+}
+
+/// The spans dropped since the process started: the queue was full, or the collector did not
+/// take their batch.
+pub(super) fn dropped() -> u64 {
+    DROPPED.load(Ordering::Relaxed)
+}
+
+/// Counts `n` dropped spans; says so once, then at each power of two, so that a collector that
+/// stays down does not flood the log.
+pub(super) fn drop_spans(n: u64, why: &str) {
+    let before = DROPPED.fetch_add(n, Ordering::Relaxed);
+    let after = before + n;
+    if before == 0 || before.ilog2() != after.ilog2() {
+        tracing::warn!(dropped = after, "spans dropped: {why}");
+    }
+}
+
+/// The thread's current sampled span.
+pub(super) fn current() -> Option<SpanCx> {
+    CURRENT.with(|c| c.borrow().clone())
+}
+
+/// While alive, a span is the thread's current one; the one before is restored on drop.
+pub(super) struct Guard {
+    previous: Option<SpanCx>,
+}
+
+/// Makes `cx` the thread's current span while the guard lives.
+pub(super) fn attach(cx: SpanCx) -> Guard {
+    Guard {
+        previous: CURRENT.with(|c| c.replace(Some(cx))),
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let previous = self.previous.take();
+        let _ = CURRENT.try_with(|c| *c.borrow_mut() = previous);
+    }
+}
+
+/// The trace context a request names, as the propagator reads it: its two headers, without
+/// copying them into a map.
+impl Extractor for Parent<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        match key {
+            "traceparent" => self.traceparent,
+            "tracestate" => self.tracestate,
+            _ => None,
+        }
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        let mut keys = Vec::with_capacity(2);
+        if self.traceparent.is_some() {
+            keys.push("traceparent");
+        }
+        if self.tracestate.is_some() {
+            keys.push("tracestate");
+        }
+        keys
+    }
+}
+
+impl Open {
+    /// A request's span, when the sampler keeps it: the child of `parent` when that is a valid
+    /// trace context, else the root of a new trace. `name` is what the sampler is told.
+    pub(super) fn request(parent: Parent<'_>, name: &str) -> Option<Open> {
+        let p = PIPELINE.get()?;
+        let parent = parent
+            .traceparent
+            .map(|_| TraceContextPropagator::new().extract(&parent))
+            .filter(|cx| cx.has_active_span());
+        let remote = parent.as_ref().map(|cx| {
+            let s = cx.span().span_context().clone();
+            (s.trace_id(), s.span_id())
+        });
+        let trace = remote.map_or_else(|| p.config.id_generator.new_trace_id(), |(t, _)| t);
+        let sampled = p.config.sampler.should_sample(
+            parent.as_ref(),
+            trace,
+            name,
+            &SpanKind::Server,
+            &[],
+            &[],
+        );
+        // The SDK exports only sampled spans: a span recorded but not sampled is not sent.
+        if sampled.decision != SamplingDecision::RecordAndSample {
+            return None;
+        }
+        let state = sampled.trace_state.header();
+        Some(Open {
+            cx: SpanCx {
+                trace,
+                span: p.config.id_generator.new_span_id(),
+                state: (!state.is_empty()).then(|| Arc::from(state)),
+            },
+            parent: remote.map(|(_, s)| (s, true)),
+            start: SystemTime::now(),
+        })
+    }
+
+    /// A statement's span, the child of the thread's current span; none outside a sampled one.
+    pub(super) fn statement() -> Option<Open> {
+        let p = PIPELINE.get()?;
+        let parent = current()?;
+        Some(Open {
+            parent: Some((parent.span, false)),
+            cx: SpanCx {
+                span: p.config.id_generator.new_span_id(),
+                ..parent
+            },
+            start: SystemTime::now(),
+        })
+    }
+
+    pub(super) fn context(&self) -> &SpanCx {
+        &self.cx
+    }
+
+    /// Ends the span as `what`, failed with `error`, and queues it for export (dropped and
+    /// counted when the queue is full).
+    pub(super) fn end(self, what: What, error: Option<Box<str>>) {
+        let record = Record {
+            cx: self.cx,
+            parent: self.parent,
+            start: self.start,
+            end: SystemTime::now(),
+            what,
+            error,
+        };
+        if let Some(p) = PIPELINE.get() {
+            p.queue.push(record);
+        }
+    }
+}
+
+/// Starts the pipeline: its queue and the exporter's thread (sending with `resource`), as the
+/// standard variables configure them. The sampler and id generator are the SDK's default
+/// configuration, read from the same variables.
+pub(super) fn install(resource: &opentelemetry_sdk::Resource) -> Result<(), String> {
+    let settings = super::export::Settings::from_env()?;
+    let queue = Arc::new(Queue {
+        waiting: Mutex::new(Waiting::default()),
+        ready: Condvar::new(),
+        capacity: settings.queue,
+        batch: settings.batch,
+    });
+    super::export::spawn(settings, queue.clone(), resource)?;
+    let _ = PIPELINE.set(Pipeline {
+        config: Config::default(),
+        queue,
+    });
+    Ok(())
+}
+
+/// Sends what is queued and waits for it (at most the export timeout and a second).
+pub(super) fn flush() {
+    let Some(p) = PIPELINE.get() else { return };
+    let (ack, done) = std::sync::mpsc::sync_channel(1);
+    p.queue
+        .waiting
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .flushes
+        .push(ack);
+    p.queue.ready.notify_one();
+    let _ = done.recv_timeout(Duration::from_secs(31));
+}
+
+impl What {
+    /// The span's name in at most two words joined by a space: `tools/call get_learning`,
+    /// `SELECT`.
+    pub(super) fn name(&self) -> (&str, Option<&str>) {
+        match self {
+            What::Request {
+                method,
+                target: Some(t),
+                ..
+            } if matches!(*method, "tools/call" | "prompts/get") => (method, Some(t)),
+            What::Request { method, .. } => (method, None),
+            What::Statement {
+                system, operation, ..
+            } => (operation.unwrap_or(system), None),
+        }
+    }
+
+    /// Each attribute the conventions ask for, key and text, handed to `each`: MCP's for a
+    /// request, the database's for a statement; `error.type` (and a request's JSON-RPC code as
+    /// `rpc.response.status_code`) when the span failed with `error`.
+    pub(super) fn attributes(&self, error: Option<&str>, mut each: impl FnMut(&str, &str)) {
+        match self {
+            What::Request {
+                method,
+                target,
+                transport,
+                id,
+                session,
+            } => {
+                each("mcp.method.name", method);
+                each("network.transport", transport);
+                match (*method, target) {
+                    ("tools/call", Some(t)) => each("gen_ai.tool.name", t),
+                    ("prompts/get", Some(t)) => each("gen_ai.prompt.name", t),
+                    _ => {}
+                }
+                if *method == "tools/call" {
+                    each("gen_ai.operation.name", "execute_tool");
+                }
+                if let Some(id) = id {
+                    each("jsonrpc.request.id", id);
+                }
+                if let Some(s) = session {
+                    each("mcp.session.id", s);
+                }
+                if let Some(e) = error {
+                    each("error.type", e);
+                    if e.parse::<i64>().is_ok() {
+                        each("rpc.response.status_code", e);
+                    }
+                }
+            }
+            What::Statement { system, operation } => {
+                each("db.system.name", system);
+                if let Some(op) = operation {
+                    each("db.operation.name", op);
+                }
+                if let Some(e) = error {
+                    each("error.type", e);
+                }
+            }
+        }
+    }
+}
+
+impl Record {
+    pub(super) fn trace(&self) -> [u8; 16] {
+        self.cx.trace.to_bytes()
+    }
+
+    pub(super) fn span(&self) -> [u8; 8] {
+        self.cx.span.to_bytes()
+    }
+
+    pub(super) fn state(&self) -> Option<&str> {
+        self.cx.state.as_deref()
+    }
+
+    /// The parent's id, and whether the parent came from the client.
+    pub(super) fn parent(&self) -> Option<([u8; 8], bool)> {
+        self.parent.map(|(p, remote)| (p.to_bytes(), remote))
+    }
+
+    pub(super) fn what(&self) -> &What {
+        &self.what
+    }
+
+    pub(super) fn error(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+
+    /// Start and end, in nanoseconds since the Unix epoch.
+    pub(super) fn times(&self) -> (u64, u64) {
+        let nanos = |t: SystemTime| {
+            t.duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+        };
+        (nanos(self.start), nanos(self.end))
+    }
+}
+
+#[cfg(test)]
+impl Record {
+    /// A record of trace `07…`, span `01…` under parent `09…` (from the client when `remote`),
+    /// trace state `team=blue`, lasting 250 µs.
+    pub(super) fn example(what: What, error: Option<&str>, remote: bool) -> Record {
+        let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        Record {
+            cx: SpanCx {
+                trace: TraceId::from_bytes([7; 16]),
+                span: SpanId::from_bytes([1; 8]),
+                state: Some("team=blue".into()),
+            },
+            parent: Some((SpanId::from_bytes([9; 8]), remote)),
+            start,
+            end: start + Duration::from_micros(250),
+            what,
+            error: error.map(Box::from),
+        }
+    }
+}
