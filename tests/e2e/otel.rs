@@ -536,3 +536,53 @@ fn a_collector_that_is_down_costs_no_call_and_its_spans_are_counted() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// A traces endpoint that is not a URL stops `serve` with an error that names the problem and
+/// not the value (an endpoint may carry credentials); a header that is not valid is left out
+/// and the server serves and exports with the others.
+#[test]
+fn an_endpoint_that_is_not_a_url_is_refused_without_its_text() {
+    let db = sample_db("knowledge");
+    let out = Command::new(EXE)
+        .args(["serve", "knowledge", "--db"])
+        .arg(&db.path)
+        .env(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "user:s3cret@collector",
+        )
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run serve");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "served: {stderr}");
+    assert!(
+        stderr.contains("the OTLP traces endpoint is not a URL"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("s3cret"), "the endpoint leaked: {stderr}");
+
+    // A header that is not valid is left out; the others still go with every export.
+    let receiver = Receiver::start();
+    let mut c = stdio_server(
+        &receiver,
+        &db.path,
+        &[("OTEL_EXPORTER_OTLP_HEADERS", "bad header=x,x-team=blue")],
+    );
+    search_with_meta(&mut c, json!({}));
+    let status = c.finish(Duration::from_secs(30)).expect("the server exits");
+    assert!(status.success(), "{status:?}");
+    let got = receiver.got.lock().unwrap();
+    assert!(
+        got.spans
+            .iter()
+            .any(|(_, s)| s.name == "tools/call kb_search"),
+        "the call's span arrived"
+    );
+    assert!(
+        got.headers
+            .iter()
+            .all(|h| h.iter().any(|(k, v)| k == "x-team" && v == "blue")),
+        "every export carries the valid header"
+    );
+}

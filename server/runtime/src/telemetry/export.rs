@@ -34,8 +34,8 @@ fn number(name: &str, default: u64) -> u64 {
 }
 
 impl Settings {
-    /// The settings the variables ask for; an error when the endpoint is not a URL (not said:
-    /// it may carry credentials). A header that is not a valid name or value is left out and
+    /// The settings the variables ask for; an error when the endpoint is not an http(s) URL
+    /// (not said: it may carry credentials). A header that is not a valid name or value is left out and
     /// said, by name only.
     pub(super) fn from_env() -> Result<Settings, String> {
         let endpoint = var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").unwrap_or_else(|| {
@@ -44,6 +44,11 @@ impl Settings {
         });
         let endpoint = reqwest::Url::parse(&endpoint)
             .map_err(|e| format!("the OTLP traces endpoint is not a URL: {e}"))?;
+        if !matches!(endpoint.scheme(), "http" | "https") {
+            return Err(
+                "the OTLP traces endpoint is not a URL: its scheme is not http or https".into(),
+            );
+        }
         let mut headers = HeaderMap::new();
         headers.insert(
             CONTENT_TYPE,
@@ -177,22 +182,21 @@ impl Exporter {
             .post(self.settings.endpoint.clone())
             .headers(self.settings.headers.clone());
         match request.body(body).send() {
-            Ok(r) if r.status().is_success() => {}
+            // Read to its end, so that the connection is kept for the next batch.
+            Ok(r) if r.status().is_success() => {
+                let _ = r.bytes();
+            }
             Ok(r) => drop_spans(
                 spans,
                 &format!("the collector answered {} to a batch", r.status()),
             ),
             Err(e) => drop_spans(
                 spans,
-                &format!("the collector did not take a batch ({})", without_url(e)),
+                // Without its URL: the endpoint may carry credentials.
+                &format!("the collector did not take a batch ({})", e.without_url()),
             ),
         }
     }
-}
-
-/// An HTTP client's error without its URL (the endpoint may carry credentials).
-fn without_url(e: reqwest::Error) -> reqwest::Error {
-    e.without_url()
 }
 
 #[cfg(test)]
