@@ -290,6 +290,17 @@ fn assert_request(span: &Span, children: &[Span], tool: &str, transport: &str, s
     }
 }
 
+/// Every export arrived with the header `otel_env` configures (`x-team: blue`).
+fn assert_team_header(got: &Got) {
+    assert!(
+        got.headers
+            .iter()
+            .all(|h| h.iter().any(|(k, v)| k == "x-team" && v == "blue")),
+        "every export carries the configured header: {:?}",
+        got.headers
+    );
+}
+
 /// No span's attribute holds `secret`, an argument the client sent.
 fn assert_never_named(got: &Got, secret: &str) {
     for (_, s) in &got.spans {
@@ -350,12 +361,7 @@ fn spans_of_a_stdio_call_arrive_under_the_clients_trace() {
         got.spans.iter().all(|(_, s)| hex(&s.trace_id) != unsampled),
         "spans of a trace the client did not sample"
     );
-    assert!(
-        got.headers
-            .iter()
-            .all(|h| h.iter().any(|(k, v)| k == "x-team" && v == "blue")),
-        "every export carries the configured headers"
-    );
+    assert_team_header(&got);
     assert_never_named(&got, "zebraword");
     assert_never_named(&got, "no-such-entry");
     drop(got);
@@ -579,10 +585,5 @@ fn an_endpoint_that_is_not_a_url_is_refused_without_its_text() {
             .any(|(_, s)| s.name == "tools/call kb_search"),
         "the call's span arrived"
     );
-    assert!(
-        got.headers
-            .iter()
-            .all(|h| h.iter().any(|(k, v)| k == "x-team" && v == "blue")),
-        "every export carries the valid header"
-    );
+    assert_team_header(&got);
 }

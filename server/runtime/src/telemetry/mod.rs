@@ -2,9 +2,11 @@
 //! per database statement, and the `mcp.server.operation.duration` histogram and the pool's
 //! connections as metrics, exported over OTLP/HTTP (protobuf). Off unless
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` (or its `_TRACES_`/`_METRICS_` form) is set, and then free: a
-//! request asks one `OnceLock` and records nothing. The exporters, their endpoints and headers,
-//! `OTEL_SERVICE_NAME` and the sampler (`OTEL_TRACES_SAMPLER`, `OTEL_TRACES_SAMPLER_ARG`) are
-//! the OpenTelemetry SDK's own, read from the standard variables (see `otlp`). A request's
+//! request asks one `OnceLock` and records nothing. Everything is configured by the standard
+//! variables: the sampler (`OTEL_TRACES_SAMPLER`, `OTEL_TRACES_SAMPLER_ARG`), the resource
+//! (`OTEL_SERVICE_NAME`) and the metrics are the OpenTelemetry SDK's (`otlp`); spans are
+//! recorded and exported by a lean pipeline of our own (`spans`, `export`, `wire`), which
+//! reads the endpoint, headers, timeout and batching variables as the SDK would. A request's
 //! parent is the trace context in its `_meta` (`traceparent`, `tracestate`, SEP-414), else in
 //! its HTTP `traceparent` header. Arguments, SQL text and results never become attributes.
 //! Without the `otel` feature every function here does nothing.
