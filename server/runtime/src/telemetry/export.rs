@@ -16,7 +16,7 @@ use super::wire::Prefix;
 pub(super) struct Settings {
     endpoint: reqwest::Url,
     headers: HeaderMap,
-    timeout: Duration,
+    pub(super) timeout: Duration,
     pub(super) queue: usize,
     pub(super) batch: usize,
     delay: Duration,

@@ -129,6 +129,8 @@ impl Queue {
 struct Pipeline {
     config: Config,
     queue: Arc<Queue>,
+    /// How long a flush waits: the export timeout and a second.
+    flush_wait: Duration,
 }
 
 static PIPELINE: OnceLock<Pipeline> = OnceLock::new();
@@ -285,6 +287,7 @@ impl Open {
 /// configuration, read from the same variables.
 pub(super) fn install(resource: &opentelemetry_sdk::Resource) -> Result<(), String> {
     let settings = super::export::Settings::from_env()?;
+    let flush_wait = settings.timeout + Duration::from_secs(1);
     let queue = Arc::new(Queue {
         waiting: Mutex::new(Waiting::default()),
         ready: Condvar::new(),
@@ -295,6 +298,7 @@ pub(super) fn install(resource: &opentelemetry_sdk::Resource) -> Result<(), Stri
     let _ = PIPELINE.set(Pipeline {
         config: Config::default(),
         queue,
+        flush_wait,
     });
     Ok(())
 }
@@ -310,7 +314,7 @@ pub(super) fn flush() {
         .flushes
         .push(ack);
     p.queue.ready.notify_one();
-    let _ = done.recv_timeout(Duration::from_secs(31));
+    let _ = done.recv_timeout(p.flush_wait);
 }
 
 impl What {
