@@ -16,6 +16,7 @@ use mcpspec_testkit::StdioClient;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
+use opentelemetry_proto::tonic::metrics::v1::Metric;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
 use serde_json::{Value, json};
@@ -31,8 +32,8 @@ type Point = Vec<(String, String)>;
 struct Got {
     /// Each span with its resource's `service.name`.
     spans: Vec<(String, Span)>,
-    /// The names of the metrics, with each data point's attributes as text.
-    metrics: Vec<(String, Vec<Point>)>,
+    /// The metrics of every export, in order.
+    metrics: Vec<Metric>,
     /// The headers of every export request, lower-cased names.
     headers: Vec<Vec<(String, String)>>,
 }
@@ -158,9 +159,7 @@ fn record(path: &str, body: &[u8], headers: Vec<(String, String)>, got: &Mutex<G
                 ExportMetricsServiceRequest::decode(body).expect("an OTLP metrics export");
             for rm in request.resource_metrics {
                 for sm in rm.scope_metrics {
-                    for m in sm.metrics {
-                        got.metrics.push((m.name.clone(), points(&m)));
-                    }
+                    got.metrics.extend(sm.metrics);
                 }
             }
         }
@@ -169,7 +168,7 @@ fn record(path: &str, body: &[u8], headers: Vec<(String, String)>, got: &Mutex<G
 }
 
 /// Each data point's attributes of a metric, as text.
-fn points(m: &opentelemetry_proto::tonic::metrics::v1::Metric) -> Vec<Point> {
+fn points(m: &Metric) -> Vec<Point> {
     use opentelemetry_proto::tonic::metrics::v1::metric::Data;
     let attrs = |a: &[KeyValue]| {
         a.iter()
@@ -368,13 +367,13 @@ fn spans_of_a_stdio_call_arrive_under_the_clients_trace() {
     let points = receiver.until("the duration histogram", |g| {
         g.metrics
             .iter()
-            .find(|(name, points)| {
-                name == "mcp.server.operation.duration"
-                    && points
-                        .iter()
-                        .any(|p| p.contains(&("gen_ai.tool.name".into(), "kb_get".into())))
+            .filter(|m| m.name == "mcp.server.operation.duration")
+            .map(points)
+            .find(|points| {
+                points
+                    .iter()
+                    .any(|p| p.contains(&("gen_ai.tool.name".into(), "kb_get".into())))
             })
-            .map(|(_, p)| p.clone())
     });
     assert!(
         points
@@ -421,16 +420,67 @@ fn a_call_the_sampler_drops_leaves_no_span_but_its_duration() {
         .filter(|s| hex(&s.trace_id) != TRACE)
         .collect();
     assert!(strays.is_empty(), "spans of dropped calls: {strays:?}");
-    assert!(
-        got.metrics.iter().any(|(name, points)| {
-            name == "mcp.server.operation.duration"
-                && points
-                    .iter()
-                    .any(|p| p.contains(&("gen_ai.tool.name".into(), "kb_list".into())))
-        }),
-        "the dropped calls' duration: {:?}",
-        got.metrics
+    assert_final_metrics(&got.metrics, "kb_list", 3);
+}
+
+/// The last export (the one at exit) holds the histogram's cumulative totals: `calls` calls
+/// of `tool` in one series without error, their buckets adding up to their count under the
+/// conventions' bounds in seconds; and the pool's connections by state and its maximum.
+fn assert_final_metrics(metrics: &[Metric], tool: &str, calls: u64) {
+    use opentelemetry_proto::tonic::metrics::v1::{
+        AggregationTemporality, metric::Data, number_data_point,
+    };
+    let last = |name: &str| {
+        metrics
+            .iter()
+            .rev()
+            .find(|m| m.name == name)
+            .unwrap_or_else(|| panic!("no {name} among {metrics:?}"))
+    };
+    let Some(Data::Histogram(h)) = &last("mcp.server.operation.duration").data else {
+        panic!("the duration is not a histogram")
+    };
+    assert_eq!(
+        h.aggregation_temporality,
+        AggregationTemporality::Cumulative as i32
     );
+    let p = h
+        .data_points
+        .iter()
+        .find(|p| attr(&p.attributes, "gen_ai.tool.name").as_deref() == Some(tool))
+        .unwrap_or_else(|| panic!("no point of {tool}: {h:?}"));
+    assert_eq!(p.count, calls, "{p:?}");
+    assert_eq!(attr(&p.attributes, "error.type"), None, "{p:?}");
+    assert_eq!(
+        attr(&p.attributes, "mcp.method.name").as_deref(),
+        Some("tools/call")
+    );
+    assert_eq!(p.bucket_counts.iter().sum::<u64>(), calls, "{p:?}");
+    assert_eq!(p.bucket_counts.len(), p.explicit_bounds.len() + 1, "{p:?}");
+    assert_eq!(p.explicit_bounds.first(), Some(&0.0001), "{p:?}");
+    assert_eq!(p.explicit_bounds.last(), Some(&300.0), "{p:?}");
+    assert!(p.sum.is_some_and(|s| s > 0.0 && s < 30.0), "{p:?}");
+    assert!(p.start_time_unix_nano > 0 && p.start_time_unix_nano <= p.time_unix_nano);
+    let ints = |name: &str| -> Vec<(Option<String>, i64)> {
+        let Some(Data::Sum(s)) = &last(name).data else {
+            panic!("{name} is not a sum")
+        };
+        assert!(!s.is_monotonic, "{name}");
+        s.data_points
+            .iter()
+            .map(|p| match p.value {
+                Some(number_data_point::Value::AsInt(n)) => {
+                    (attr(&p.attributes, "db.client.connection.state"), n)
+                }
+                _ => panic!("{name}: {p:?}"),
+            })
+            .collect()
+    };
+    let count = ints("db.client.connection.count");
+    let states: Vec<_> = count.iter().map(|(s, _)| s.as_deref()).collect();
+    assert_eq!(states, [Some("used"), Some("idle")], "{count:?}");
+    let max = ints("db.client.connection.max");
+    assert!(matches!(max[..], [(None, n)] if n >= 1), "{max:?}");
 }
 
 /// Over HTTP on PostgreSQL: the parent from the request's `traceparent` header, the

@@ -1,5 +1,6 @@
-//! The span exporter's thread: where it sends and how it batches, from the standard variables
-//! (`OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT`, `_HEADERS`, `_TIMEOUT`, `OTEL_BSP_*`), and the loop
+//! Where the exporters send, from the standard variables (`OTEL_EXPORTER_OTLP_[<SIGNAL>_]ENDPOINT`,
+//! `_HEADERS`, `_TIMEOUT`) and how one export is posted, shared by the span and metric
+//! exporters; and the span exporter's thread: how it batches (`OTEL_BSP_*`), and the loop
 //! that takes a batch from [`super::spans`]' queue when it is full, when the schedule's delay
 //! has passed or when a flush is asked for, and posts it as one OTLP/HTTP protobuf request
 //! ([`super::wire`]). A batch the collector does not take is dropped and counted, never kept.
@@ -12,42 +13,50 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use super::spans::{Queue, Record, Waiting, drop_spans};
 use super::wire::Prefix;
 
-/// Where and how the exporter sends, and how it batches: the standard variables.
-pub(super) struct Settings {
-    endpoint: reqwest::Url,
+/// Where an exporter sends one signal's exports, from the standard variables.
+pub(super) struct Endpoint {
+    url: reqwest::Url,
     headers: HeaderMap,
     pub(super) timeout: Duration,
+}
+
+/// Where and how the span exporter sends, and how it batches: the standard variables.
+pub(super) struct Settings {
+    endpoint: Endpoint,
     pub(super) queue: usize,
     pub(super) batch: usize,
     delay: Duration,
 }
 
-fn var(name: &str) -> Option<String> {
+pub(super) fn var(name: &str) -> Option<String> {
     std::env::var(name)
         .ok()
         .map(|v| v.trim().to_string())
         .filter(|v| !v.is_empty())
 }
 
-fn number(name: &str, default: u64) -> u64 {
+pub(super) fn number(name: &str, default: u64) -> u64 {
     var(name).and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-impl Settings {
-    /// The settings the variables ask for; an error when the endpoint is not an http(s) URL
-    /// (not said: it may carry credentials). A header that is not a valid name or value is left out and
+impl Endpoint {
+    /// Where `signal` (`TRACES`, `METRICS`) goes: `OTEL_EXPORTER_OTLP_<signal>_ENDPOINT`, else
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` with `/v1/<signal>`; the headers of both `_HEADERS`
+    /// variables; the `_TIMEOUT`. An error when the endpoint is not an http(s) URL (not said:
+    /// it may carry credentials). A header that is not a valid name or value is left out and
     /// said, by name only.
-    pub(super) fn from_env() -> Result<Settings, String> {
-        let endpoint = var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").unwrap_or_else(|| {
+    pub(super) fn from_env(signal: &str) -> Result<Endpoint, String> {
+        let lower = signal.to_ascii_lowercase();
+        let url = var(&format!("OTEL_EXPORTER_OTLP_{signal}_ENDPOINT")).unwrap_or_else(|| {
             let base = var("OTEL_EXPORTER_OTLP_ENDPOINT").unwrap_or_default();
-            format!("{}/v1/traces", base.trim_end_matches('/'))
+            format!("{}/v1/{lower}", base.trim_end_matches('/'))
         });
-        let endpoint = reqwest::Url::parse(&endpoint)
-            .map_err(|e| format!("the OTLP traces endpoint is not a URL: {e}"))?;
-        if !matches!(endpoint.scheme(), "http" | "https") {
-            return Err(
-                "the OTLP traces endpoint is not a URL: its scheme is not http or https".into(),
-            );
+        let url = reqwest::Url::parse(&url)
+            .map_err(|e| format!("the OTLP {lower} endpoint is not a URL: {e}"))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(format!(
+                "the OTLP {lower} endpoint is not a URL: its scheme is not http or https"
+            ));
         }
         let mut headers = HeaderMap::new();
         headers.insert(
@@ -55,10 +64,10 @@ impl Settings {
             HeaderValue::from_static("application/x-protobuf"),
         );
         for name in [
-            "OTEL_EXPORTER_OTLP_HEADERS",
-            "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+            "OTEL_EXPORTER_OTLP_HEADERS".to_string(),
+            format!("OTEL_EXPORTER_OTLP_{signal}_HEADERS"),
         ] {
-            for (k, v) in var(name).as_deref().map(parse_headers).unwrap_or_default() {
+            for (k, v) in var(&name).as_deref().map(parse_headers).unwrap_or_default() {
                 match (HeaderName::try_from(k.as_str()), HeaderValue::try_from(v)) {
                     (Ok(k), Ok(v)) => {
                         headers.insert(k, v);
@@ -69,20 +78,65 @@ impl Settings {
                 }
             }
         }
-        let timeout = var("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT")
+        let timeout = var(&format!("OTEL_EXPORTER_OTLP_{signal}_TIMEOUT"))
             .or_else(|| var("OTEL_EXPORTER_OTLP_TIMEOUT"))
             .and_then(|v| v.parse().ok())
             .unwrap_or(10_000);
+        Ok(Endpoint {
+            url,
+            headers,
+            timeout: Duration::from_millis(timeout),
+        })
+    }
+
+    /// A blocking HTTP client for this endpoint (its timeout), for an exporter's own thread.
+    pub(super) fn client(&self) -> Result<reqwest::blocking::Client, String> {
+        reqwest::blocking::Client::builder()
+            .timeout(self.timeout)
+            .build()
+            .map_err(|e| format!("the OTLP exporter's HTTP client: {e}"))
+    }
+
+    /// Posts one protobuf export; what went wrong, without the URL (it may carry
+    /// credentials), when the collector did not take it.
+    pub(super) fn post(
+        &self,
+        client: &reqwest::blocking::Client,
+        body: Vec<u8>,
+    ) -> Result<(), String> {
+        let request = client.post(self.url.clone()).headers(self.headers.clone());
+        match request.body(body).send() {
+            // Read to its end, so that the connection is kept for the next export.
+            Ok(r) if r.status().is_success() => {
+                let _ = r.bytes();
+                Ok(())
+            }
+            Ok(r) => Err(format!("the collector answered {}", r.status())),
+            Err(e) => Err(format!(
+                "the collector did not answer ({})",
+                e.without_url()
+            )),
+        }
+    }
+}
+
+impl Settings {
+    /// The span exporter's settings: its endpoint, and its batching from `OTEL_BSP_*`.
+    pub(super) fn from_env() -> Result<Settings, String> {
+        let endpoint = Endpoint::from_env("TRACES")?;
         let queue = number("OTEL_BSP_MAX_QUEUE_SIZE", 2048).max(1) as usize;
         Ok(Settings {
             endpoint,
-            headers,
-            timeout: Duration::from_millis(timeout),
             queue,
             batch: (number("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512).max(1) as usize).min(queue),
             // At least a millisecond, so that an idle exporter never spins.
             delay: Duration::from_millis(number("OTEL_BSP_SCHEDULE_DELAY", 5000).max(1)),
         })
+    }
+
+    /// How long a flush waits: the export timeout and a second.
+    pub(super) fn flush_wait(&self) -> Duration {
+        self.endpoint.timeout + Duration::from_secs(1)
     }
 }
 
@@ -127,10 +181,7 @@ pub(super) fn spawn(
     queue: Arc<Queue>,
     resource: &opentelemetry_sdk::Resource,
 ) -> Result<(), String> {
-    let client = reqwest::blocking::Client::builder()
-        .timeout(settings.timeout)
-        .build()
-        .map_err(|e| format!("the OTLP span exporter's HTTP client: {e}"))?;
+    let client = settings.endpoint.client()?;
     let exporter = Exporter {
         queue,
         client,
@@ -177,24 +228,8 @@ impl Exporter {
     fn export(&self, batch: Vec<Record>) {
         let spans = batch.len() as u64;
         let body = super::wire::encode(&self.prefix, &batch);
-        let request = self
-            .client
-            .post(self.settings.endpoint.clone())
-            .headers(self.settings.headers.clone());
-        match request.body(body).send() {
-            // Read to its end, so that the connection is kept for the next batch.
-            Ok(r) if r.status().is_success() => {
-                let _ = r.bytes();
-            }
-            Ok(r) => drop_spans(
-                spans,
-                &format!("the collector answered {} to a batch", r.status()),
-            ),
-            Err(e) => drop_spans(
-                spans,
-                // Without its URL: the endpoint may carry credentials.
-                &format!("the collector did not take a batch ({})", e.without_url()),
-            ),
+        if let Err(why) = self.settings.endpoint.post(&self.client, body) {
+            drop_spans(spans, &format!("a batch of spans: {why}"));
         }
     }
 }

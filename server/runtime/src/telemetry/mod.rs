@@ -14,6 +14,8 @@
 #[cfg(feature = "otel")]
 mod export;
 #[cfg(feature = "otel")]
+mod meter;
+#[cfg(feature = "otel")]
 mod otlp;
 mod session;
 #[cfg(feature = "otel")]

@@ -287,7 +287,7 @@ impl Open {
 /// configuration, read from the same variables.
 pub(super) fn install(resource: &opentelemetry_sdk::Resource) -> Result<(), String> {
     let settings = super::export::Settings::from_env()?;
-    let flush_wait = settings.timeout + Duration::from_secs(1);
+    let flush_wait = settings.flush_wait();
     let queue = Arc::new(Queue {
         waiting: Mutex::new(Waiting::default()),
         ready: Condvar::new(),
@@ -317,6 +317,16 @@ pub(super) fn flush() {
     let _ = done.recv_timeout(p.flush_wait);
 }
 
+/// The attribute that names a request's target, for the methods whose target is one of the
+/// spec's tools or prompts (a bounded set); none for the others (a resource's URI is not).
+pub(super) fn target_key(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/call" => Some("gen_ai.tool.name"),
+        "prompts/get" => Some("gen_ai.prompt.name"),
+        _ => None,
+    }
+}
+
 impl What {
     /// The span's name in at most two words joined by a space: `tools/call get_learning`,
     /// `SELECT`.
@@ -326,7 +336,7 @@ impl What {
                 method,
                 target: Some(t),
                 ..
-            } if matches!(*method, "tools/call" | "prompts/get") => (method, Some(t)),
+            } if target_key(method).is_some() => (method, Some(t)),
             What::Request { method, .. } => (method, None),
             What::Statement {
                 system, operation, ..
@@ -348,10 +358,8 @@ impl What {
             } => {
                 each("mcp.method.name", method);
                 each("network.transport", transport);
-                match (*method, target) {
-                    ("tools/call", Some(t)) => each("gen_ai.tool.name", t),
-                    ("prompts/get", Some(t)) => each("gen_ai.prompt.name", t),
-                    _ => {}
+                if let (Some(key), Some(t)) = (target_key(method), target) {
+                    each(key, t);
                 }
                 if *method == "tools/call" {
                     each("gen_ai.operation.name", "execute_tool");

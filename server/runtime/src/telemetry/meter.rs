@@ -1,0 +1,425 @@
+//! The metrics exported over OTLP, aggregated and exported by mcpspec itself: the
+//! `mcp.server.operation.duration` histogram by method, tool or prompt, transport and error
+//! type, and the pool's connections (`db.client.connection.count` by state,
+//! `db.client.connection.max`), read at each export. A request adds to its series with two
+//! relaxed atomic additions under a shared lock, found by a hash of the borrowed names, so
+//! that recording copies no text and allocates nothing once the series exists. A thread of
+//! its own posts the cumulative totals as one `ExportMetricsServiceRequest` (OTLP/HTTP,
+//! protobuf, `opentelemetry-proto`'s messages) every `OTEL_METRIC_EXPORT_INTERVAL` and when
+//! the process exits; an export the collector does not take is logged and the next one
+//! carries its totals.
+
+use std::borrow::Cow;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::SyncSender;
+use std::sync::{Condvar, Mutex, OnceLock, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
+use opentelemetry_proto::tonic::metrics::v1::{
+    AggregationTemporality, Histogram, HistogramDataPoint, Metric, NumberDataPoint,
+    ResourceMetrics, ScopeMetrics, Sum, metric::Data, number_data_point,
+};
+use prost::Message as _;
+
+use super::export::{Endpoint, number};
+use crate::backend::PoolUse;
+
+/// The histogram's upper bounds in nanoseconds: from 100 µs (a read on the embedded engine)
+/// to the semantic conventions' five minutes. Exported in seconds.
+const BOUNDS_NS: [u64; 18] = [
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    50_000_000,
+    100_000_000,
+    250_000_000,
+    500_000_000,
+    1_000_000_000,
+    2_500_000_000,
+    10_000_000_000,
+    30_000_000_000,
+    120_000_000_000,
+    300_000_000_000,
+];
+
+/// A series' totals: the count in each bucket (the last above every bound) and the sum.
+#[derive(Default)]
+struct Series {
+    buckets: [AtomicU64; BOUNDS_NS.len() + 1],
+    sum_ns: AtomicU64,
+}
+
+impl Series {
+    fn add(&self, took: Duration) {
+        let ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        let bucket = BOUNDS_NS.partition_point(|&b| b < ns);
+        self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        self.sum_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+}
+
+/// A series' attributes, owned: the method, the tool or prompt (only for `tools/call` and
+/// `prompts/get`), the transport and the error type.
+#[derive(PartialEq, Eq)]
+struct Key {
+    method: &'static str,
+    target: Option<Cow<'static, str>>,
+    transport: &'static str,
+    error: Option<Box<str>>,
+}
+
+/// A series' attributes as a request has them, borrowed: looked up without copying.
+struct Ask<'a> {
+    method: &'static str,
+    target: Option<&'a str>,
+    transport: &'static str,
+    error: Option<&'a str>,
+}
+
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.ask().hash(state);
+    }
+}
+
+impl Hash for Ask<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (self.method, self.target, self.transport, self.error).hash(state);
+    }
+}
+
+impl hashbrown::Equivalent<Key> for Ask<'_> {
+    fn equivalent(&self, key: &Key) -> bool {
+        let k = key.ask();
+        (self.method, self.target, self.transport, self.error)
+            == (k.method, k.target, k.transport, k.error)
+    }
+}
+
+impl Key {
+    fn ask(&self) -> Ask<'_> {
+        Ask {
+            method: self.method,
+            target: self.target.as_deref(),
+            transport: self.transport,
+            error: self.error.as_deref(),
+        }
+    }
+
+    /// The data point's attributes, as the request's span names them.
+    fn attributes(&self) -> Vec<KeyValue> {
+        let mut out = vec![
+            text("mcp.method.name", self.method),
+            text("network.transport", self.transport),
+        ];
+        if let (Some(key), Some(t)) = (super::spans::target_key(self.method), &self.target) {
+            out.push(text(key, t));
+        }
+        if let Some(e) = &self.error {
+            out.push(text("error.type", e));
+        }
+        out
+    }
+}
+
+fn text(key: &str, value: &str) -> KeyValue {
+    KeyValue {
+        key: key.into(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::StringValue(value.into())),
+        }),
+    }
+}
+
+/// The process's meter: its series, what it reads the pool with, and the exporter's wake-ups.
+struct Meter {
+    series: RwLock<hashbrown::HashMap<Key, Series>>,
+    pool: Box<dyn Fn() -> Option<PoolUse> + Send + Sync>,
+    /// When the totals started, Unix nanoseconds (every series is cumulative from here).
+    start: u64,
+    /// Flushes asked for, each acknowledged once its export was posted.
+    flushes: Mutex<Vec<SyncSender<()>>>,
+    wake: Condvar,
+    /// How long a flush waits: the export timeout and a second.
+    flush_wait: Duration,
+}
+
+static METER: OnceLock<Meter> = OnceLock::new();
+
+fn unix_nanos(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// Records one request that took `took`, when metrics are on. `target` counts only for
+/// `tools/call` and `prompts/get` (the spec's names), so that the series stay bounded.
+pub(super) fn record(
+    method: &'static str,
+    target: Option<&str>,
+    transport: &'static str,
+    error: Option<&str>,
+    took: Duration,
+) {
+    let Some(m) = METER.get() else { return };
+    let ask = Ask {
+        method,
+        target: target.filter(|_| super::spans::target_key(method).is_some()),
+        transport,
+        error,
+    };
+    if let Some(s) = m.series.read().unwrap_or_else(|e| e.into_inner()).get(&ask) {
+        s.add(took);
+        return;
+    }
+    let mut all = m.series.write().unwrap_or_else(|e| e.into_inner());
+    let key = Key {
+        method,
+        target: ask.target.map(|t| Cow::Owned(t.to_string())),
+        transport,
+        error: error.map(Box::from),
+    };
+    all.entry(key).or_default().add(took);
+}
+
+/// Starts the meter and its exporter's thread, posting under `resource` where the standard
+/// variables say; `pool` reads the database pool's connections at each export.
+pub(super) fn install(
+    resource: &opentelemetry_sdk::Resource,
+    pool: Box<dyn Fn() -> Option<PoolUse> + Send + Sync>,
+) -> Result<(), String> {
+    let endpoint = Endpoint::from_env("METRICS")?;
+    let client = endpoint.client()?;
+    let interval = Duration::from_millis(number("OTEL_METRIC_EXPORT_INTERVAL", 60_000).max(1));
+    let flush_wait = endpoint.timeout + Duration::from_secs(1);
+    let prefix = (resource_proto(resource), scope());
+    let _ = METER.set(Meter {
+        series: RwLock::default(),
+        pool,
+        start: unix_nanos(SystemTime::now()),
+        flushes: Mutex::default(),
+        wake: Condvar::new(),
+        flush_wait,
+    });
+    std::thread::Builder::new()
+        .name("mcpspec-metrics".into())
+        .spawn(move || run(&endpoint, &client, interval, &prefix))
+        .map_err(|e| format!("the metric exporter's thread: {e}"))?;
+    Ok(())
+}
+
+fn resource_proto(
+    resource: &opentelemetry_sdk::Resource,
+) -> opentelemetry_proto::tonic::resource::v1::Resource {
+    use opentelemetry_proto::transform::common::tonic::ResourceAttributesWithSchema;
+    opentelemetry_proto::tonic::resource::v1::Resource {
+        attributes: ResourceAttributesWithSchema::from(resource).attributes.0,
+        ..Default::default()
+    }
+}
+
+fn scope() -> InstrumentationScope {
+    InstrumentationScope {
+        name: "mcpspec".into(),
+        ..Default::default()
+    }
+}
+
+type Prefix = (
+    opentelemetry_proto::tonic::resource::v1::Resource,
+    InstrumentationScope,
+);
+
+/// The exporter's loop: an export each interval or when a flush asks, then the flushes
+/// acknowledged.
+fn run(endpoint: &Endpoint, client: &reqwest::blocking::Client, every: Duration, prefix: &Prefix) {
+    let Some(m) = METER.get() else { return };
+    let mut failed = 0u64;
+    loop {
+        let flushes = {
+            let asked = m.flushes.lock().unwrap_or_else(|e| e.into_inner());
+            let (mut asked, _) = m
+                .wake
+                .wait_timeout_while(asked, every, |a| a.is_empty())
+                .unwrap_or_else(|e| e.into_inner());
+            std::mem::take(&mut *asked)
+        };
+        let body = m
+            .export(prefix, unix_nanos(SystemTime::now()))
+            .encode_to_vec();
+        if let Err(why) = endpoint.post(client, body) {
+            failed += 1;
+            // Once, then at each power of two: a collector that stays down does not flood.
+            if failed.is_power_of_two() {
+                tracing::warn!(failed, "an export of metrics: {why}");
+            }
+        }
+        for ack in flushes {
+            let _ = ack.send(());
+        }
+    }
+}
+
+/// Posts the totals now and waits for it (at most the export timeout and a second).
+pub(super) fn flush() {
+    let Some(m) = METER.get() else { return };
+    let (ack, done) = std::sync::mpsc::sync_channel(1);
+    m.flushes
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(ack);
+    m.wake.notify_one();
+    let _ = done.recv_timeout(m.flush_wait);
+}
+
+impl Meter {
+    /// Every series' totals and the pool's connections as of `now`, as one export.
+    fn export(&self, prefix: &Prefix, now: u64) -> ExportMetricsServiceRequest {
+        let mut metrics = vec![self.durations(now)];
+        if let Some(p) = (self.pool)() {
+            metrics.extend(self.pool_metrics(p, now));
+        }
+        ExportMetricsServiceRequest {
+            resource_metrics: vec![ResourceMetrics {
+                resource: Some(prefix.0.clone()),
+                scope_metrics: vec![ScopeMetrics {
+                    scope: Some(prefix.1.clone()),
+                    metrics,
+                    schema_url: String::new(),
+                }],
+                schema_url: String::new(),
+            }],
+        }
+    }
+
+    fn durations(&self, now: u64) -> Metric {
+        let all = self.series.read().unwrap_or_else(|e| e.into_inner());
+        let mut rows: Vec<(&Key, &Series)> = all.iter().collect();
+        rows.sort_by_key(|(k, _)| {
+            let a = k.ask();
+            (a.method, a.target, a.transport, a.error)
+        });
+        let points = rows
+            .into_iter()
+            .map(|(key, s)| {
+                let bucket_counts: Vec<u64> = s
+                    .buckets
+                    .iter()
+                    .map(|b| b.load(Ordering::Relaxed))
+                    .collect();
+                HistogramDataPoint {
+                    attributes: key.attributes(),
+                    start_time_unix_nano: self.start,
+                    time_unix_nano: now,
+                    count: bucket_counts.iter().sum(),
+                    sum: Some(s.sum_ns.load(Ordering::Relaxed) as f64 / 1e9),
+                    bucket_counts,
+                    explicit_bounds: BOUNDS_NS.iter().map(|&b| b as f64 / 1e9).collect(),
+                    ..Default::default()
+                }
+            })
+            .collect();
+        Metric {
+            name: "mcp.server.operation.duration".into(),
+            description: "MCP requests as the server saw them, by method, tool and error type"
+                .into(),
+            unit: "s".into(),
+            data: Some(Data::Histogram(Histogram {
+                data_points: points,
+                aggregation_temporality: AggregationTemporality::Cumulative as i32,
+            })),
+            ..Default::default()
+        }
+    }
+
+    /// The pool's connections by state and its maximum, as non-monotonic sums (what an
+    /// up-down counter exports).
+    fn pool_metrics(&self, p: PoolUse, now: u64) -> [Metric; 2] {
+        let point = |n: u32, attributes: Vec<KeyValue>| NumberDataPoint {
+            attributes,
+            start_time_unix_nano: self.start,
+            time_unix_nano: now,
+            value: Some(number_data_point::Value::AsInt(i64::from(n))),
+            ..Default::default()
+        };
+        let sum = |name: &str, description: &str, data_points| Metric {
+            name: name.into(),
+            description: description.into(),
+            data: Some(Data::Sum(Sum {
+                data_points,
+                aggregation_temporality: AggregationTemporality::Cumulative as i32,
+                is_monotonic: false,
+            })),
+            ..Default::default()
+        };
+        let state = |s: &str| vec![text("db.client.connection.state", s)];
+        let idle = p.open.saturating_sub(p.in_use);
+        [
+            sum(
+                "db.client.connection.count",
+                "The database pool's connections, by state (used or idle)",
+                vec![point(p.in_use, state("used")), point(idle, state("idle"))],
+            ),
+            sum(
+                "db.client.connection.max",
+                "The most connections the database pool opens",
+                vec![point(p.max, Vec::new())],
+            ),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A series found by borrowed names is the one its owned key hashes to, and each
+    /// duration lands in the first bucket whose bound it does not exceed.
+    #[test]
+    fn a_series_is_found_by_borrowed_names_and_buckets_by_bound() {
+        let mut all: hashbrown::HashMap<Key, Series> = hashbrown::HashMap::new();
+        let key = Key {
+            method: "tools/call",
+            target: Some(Cow::Owned("kb_get".into())),
+            transport: "pipe",
+            error: Some("tool_error".into()),
+        };
+        all.insert(key, Series::default());
+        let ask = Ask {
+            method: "tools/call",
+            target: Some("kb_get"),
+            transport: "pipe",
+            error: Some("tool_error"),
+        };
+        let s = all.get(&ask).expect("found by borrowed names");
+        assert!(
+            all.get(&Ask { error: None, ..ask }).is_none(),
+            "another error type is another series"
+        );
+        for ns in [0, 100_000, 100_001, 300_000_000_000, 300_000_000_001] {
+            s.add(Duration::from_nanos(ns));
+        }
+        let counts: Vec<u64> = s
+            .buckets
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
+        assert_eq!(counts[0], 2, "{counts:?}");
+        assert_eq!(counts[1], 1, "{counts:?}");
+        assert_eq!(counts[BOUNDS_NS.len() - 1], 1, "{counts:?}");
+        assert_eq!(counts[BOUNDS_NS.len()], 1, "{counts:?}");
+        assert_eq!(counts.iter().sum::<u64>(), 5);
+        assert_eq!(
+            s.sum_ns.load(Ordering::Relaxed),
+            100_000 + 100_001 + 300_000_000_000 + 300_000_000_001
+        );
+        assert_eq!(BOUNDS_NS[0] as f64 / 1e9, 0.0001);
+    }
+}
