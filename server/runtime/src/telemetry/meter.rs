@@ -1,19 +1,22 @@
 //! The metrics exported over OTLP, aggregated and exported by mcpspec itself: the
 //! `mcp.server.operation.duration` histogram by method, tool or prompt, transport and error
 //! type, and the pool's connections (`db.client.connection.count` by state,
-//! `db.client.connection.max`), read at each export. A request adds to its series with two
-//! relaxed atomic additions under a shared lock, found by a hash of the borrowed names, so
-//! that recording copies no text and allocates nothing once the series exists. A thread of
+//! `db.client.connection.max`), read at each export. Each thread records into series of its
+//! own (a shard), found in a thread-local map by a hash of the borrowed names: a request takes
+//! no shared lock, touches no other core's cache line, copies no text and allocates nothing
+//! once its series exists; two relaxed atomic additions, which only the exporter reads. An
+//! export adds up the shards; a thread that ends leaves its totals behind. A thread of
 //! its own posts the cumulative totals as one `ExportMetricsServiceRequest` (OTLP/HTTP,
 //! protobuf, `opentelemetry-proto`'s messages) every `OTEL_METRIC_EXPORT_INTERVAL` and when
 //! the process exits; an export the collector does not take is logged and the next one
 //! carries its totals.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::SyncSender;
-use std::sync::{Condvar, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
@@ -50,7 +53,8 @@ const BOUNDS_NS: [u64; 18] = [
     300_000_000_000,
 ];
 
-/// A series' totals: the count in each bucket (the last above every bound) and the sum.
+/// One thread's shard of a series: the count in each bucket (the last above every bound) and
+/// the sum, added to by its thread only.
 #[derive(Default)]
 struct Series {
     buckets: [AtomicU64; BOUNDS_NS.len() + 1],
@@ -64,11 +68,74 @@ impl Series {
         self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
         self.sum_ns.fetch_add(ns, Ordering::Relaxed);
     }
+
+    fn counts(&self) -> Counts {
+        Counts {
+            buckets: self.buckets.each_ref().map(|b| b.load(Ordering::Relaxed)),
+            sum_ns: self.sum_ns.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Totals read from shards, added up.
+#[derive(Default, Clone, Copy)]
+struct Counts {
+    buckets: [u64; BOUNDS_NS.len() + 1],
+    sum_ns: u64,
+}
+
+impl std::ops::AddAssign for Counts {
+    fn add_assign(&mut self, other: Counts) {
+        for (a, b) in self.buckets.iter_mut().zip(other.buckets) {
+            *a += b;
+        }
+        self.sum_ns = self.sum_ns.wrapping_add(other.sum_ns);
+    }
+}
+
+/// A series across threads: the shards of the threads recording into it, and what the
+/// threads that ended left.
+#[derive(Default)]
+struct Totals {
+    shards: Vec<Arc<Series>>,
+    retired: Counts,
+}
+
+impl Totals {
+    fn counts(&self) -> Counts {
+        let mut all = self.retired;
+        for s in &self.shards {
+            all += s.counts();
+        }
+        all
+    }
+}
+
+/// This thread's shards, by series. When the thread ends, their totals move to the series'
+/// `retired` (under the lock an export reads them with, so that none is counted twice or lost).
+#[derive(Default)]
+struct Local(hashbrown::HashMap<Key, Arc<Series>>);
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        let Some(m) = METER.get() else { return };
+        let mut all = m.series.lock().unwrap_or_else(|e| e.into_inner());
+        for (key, shard) in self.0.drain() {
+            if let Some(t) = all.get_mut(&key) {
+                t.shards.retain(|s| !Arc::ptr_eq(s, &shard));
+                t.retired += shard.counts();
+            }
+        }
+    }
+}
+
+thread_local! {
+    static LOCAL: RefCell<Local> = RefCell::default();
 }
 
 /// A series' attributes, owned: the method, the tool or prompt (only for `tools/call` and
 /// `prompts/get`), the transport and the error type.
-#[derive(PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 struct Key {
     method: &'static str,
     target: Option<Cow<'static, str>>,
@@ -141,7 +208,7 @@ fn text(key: &str, value: &str) -> KeyValue {
 
 /// The process's meter: its series, what it reads the pool with, and the exporter's wake-ups.
 struct Meter {
-    series: RwLock<hashbrown::HashMap<Key, Series>>,
+    series: Mutex<hashbrown::HashMap<Key, Totals>>,
     pool: Box<dyn Fn() -> Option<PoolUse> + Send + Sync>,
     /// When the totals started, Unix nanoseconds (every series is cumulative from here).
     start: u64,
@@ -175,18 +242,29 @@ pub(super) fn record(
         transport,
         error,
     };
-    if let Some(s) = m.series.read().unwrap_or_else(|e| e.into_inner()).get(&ask) {
-        s.add(took);
-        return;
-    }
-    let mut all = m.series.write().unwrap_or_else(|e| e.into_inner());
-    let key = Key {
-        method,
-        target: ask.target.map(|t| Cow::Owned(t.to_string())),
-        transport,
-        error: error.map(Box::from),
-    };
-    all.entry(key).or_default().add(took);
+    // After the thread's locals are gone (a destructor's request), it is not recorded.
+    let _ = LOCAL.try_with(|local| {
+        let mut local = local.borrow_mut();
+        if let Some(s) = local.0.get(&ask) {
+            s.add(took);
+            return;
+        }
+        let key = Key {
+            method,
+            target: ask.target.map(|t| Cow::Owned(t.to_string())),
+            transport,
+            error: error.map(Box::from),
+        };
+        let shard = Arc::new(Series::default());
+        shard.add(took);
+        let mut all = m.series.lock().unwrap_or_else(|e| e.into_inner());
+        all.entry(key.clone())
+            .or_default()
+            .shards
+            .push(shard.clone());
+        drop(all);
+        local.0.insert(key, shard);
+    });
 }
 
 /// Starts the meter and its exporter's thread, posting under `resource` where the standard
@@ -201,7 +279,7 @@ pub(super) fn install(
     let flush_wait = endpoint.timeout + Duration::from_secs(1);
     let prefix = (resource_proto(resource), scope());
     let _ = METER.set(Meter {
-        series: RwLock::default(),
+        series: Mutex::default(),
         pool,
         start: unix_nanos(SystemTime::now()),
         flushes: Mutex::default(),
@@ -300,32 +378,26 @@ impl Meter {
     }
 
     fn durations(&self, now: u64) -> Metric {
-        let all = self.series.read().unwrap_or_else(|e| e.into_inner());
-        let mut rows: Vec<(&Key, &Series)> = all.iter().collect();
+        let all = self.series.lock().unwrap_or_else(|e| e.into_inner());
+        let mut rows: Vec<(&Key, Counts)> = all.iter().map(|(k, t)| (k, t.counts())).collect();
         rows.sort_by_key(|(k, _)| {
             let a = k.ask();
             (a.method, a.target, a.transport, a.error)
         });
         let points = rows
             .into_iter()
-            .map(|(key, s)| {
-                let bucket_counts: Vec<u64> = s
-                    .buckets
-                    .iter()
-                    .map(|b| b.load(Ordering::Relaxed))
-                    .collect();
-                HistogramDataPoint {
-                    attributes: key.attributes(),
-                    start_time_unix_nano: self.start,
-                    time_unix_nano: now,
-                    count: bucket_counts.iter().sum(),
-                    sum: Some(s.sum_ns.load(Ordering::Relaxed) as f64 / 1e9),
-                    bucket_counts,
-                    explicit_bounds: BOUNDS_NS.iter().map(|&b| b as f64 / 1e9).collect(),
-                    ..Default::default()
-                }
+            .map(|(key, c)| HistogramDataPoint {
+                attributes: key.attributes(),
+                start_time_unix_nano: self.start,
+                time_unix_nano: now,
+                count: c.buckets.iter().sum(),
+                sum: Some(c.sum_ns as f64 / 1e9),
+                bucket_counts: c.buckets.to_vec(),
+                explicit_bounds: BOUNDS_NS.iter().map(|&b| b as f64 / 1e9).collect(),
+                ..Default::default()
             })
             .collect();
+        drop(all);
         Metric {
             name: "mcp.server.operation.duration".into(),
             description: "MCP requests as the server saw them, by method, tool and error type"
@@ -421,5 +493,67 @@ mod tests {
             100_000 + 100_001 + 300_000_000_000 + 300_000_000_001
         );
         assert_eq!(BOUNDS_NS[0] as f64 / 1e9, 0.0001);
+    }
+
+    /// Threads record into shards of their own; an export adds them up, and a thread that
+    /// ended leaves its totals (its shard gone) without counting them twice.
+    #[test]
+    fn an_export_adds_up_the_threads_and_keeps_what_ended_threads_left() {
+        let m = METER.get_or_init(|| Meter {
+            series: Mutex::default(),
+            pool: Box::new(|| None),
+            start: 1,
+            flushes: Mutex::default(),
+            wake: Condvar::new(),
+            flush_wait: Duration::from_secs(1),
+        });
+        let call = || {
+            record(
+                "tools/call",
+                Some("kb_get"),
+                "tcp",
+                None,
+                Duration::from_micros(300),
+            )
+        };
+        let ended: Vec<_> = (0..2)
+            .map(|_| std::thread::spawn(move || (0..3).for_each(|_| call())))
+            .collect();
+        ended
+            .into_iter()
+            .for_each(|t| t.join().expect("a recording thread"));
+        call();
+        call();
+        // A resource's URI is not a series of its own.
+        record(
+            "resources/read",
+            Some("kb://1"),
+            "tcp",
+            None,
+            Duration::from_micros(1),
+        );
+        let prefix = (
+            resource_proto(&opentelemetry_sdk::Resource::builder().build()),
+            scope(),
+        );
+        let export = m.export(&prefix, 2);
+        let metric = &export.resource_metrics[0].scope_metrics[0].metrics[0];
+        let Some(Data::Histogram(h)) = &metric.data else {
+            panic!("{metric:?}")
+        };
+        let counts: Vec<(usize, u64)> = h
+            .data_points
+            .iter()
+            .map(|p| (p.attributes.len(), p.count))
+            .collect();
+        // resources/read: method and transport; tools/call: and the tool.
+        assert_eq!(counts, [(2, 1), (3, 8)], "{h:?}");
+        assert_eq!(
+            h.data_points[1].bucket_counts[2], 8,
+            "300 µs is under the 500 µs bound"
+        );
+        let all = m.series.lock().unwrap();
+        let shards: Vec<usize> = all.values().map(|t| t.shards.len()).collect();
+        assert_eq!(shards, [1, 1], "the ended threads' shards are gone");
     }
 }
