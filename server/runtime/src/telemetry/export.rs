@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 
-use super::spans::{Queue, Record, Waiting, drop_spans};
+use super::queue::{Queue, Waiting};
+use super::spans::{Record, drop_spans};
 use super::wire::Prefix;
 
 /// Where an exporter sends one signal's exports, from the standard variables.

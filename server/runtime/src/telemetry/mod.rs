@@ -17,6 +17,8 @@ mod export;
 mod meter;
 #[cfg(feature = "otel")]
 mod otlp;
+#[cfg(feature = "otel")]
+mod queue;
 mod session;
 #[cfg(feature = "otel")]
 mod spans;

@@ -1,8 +1,8 @@
 //! The spans: a lean pipeline of mcpspec's own in place of the SDK's span and batch processor.
 //! A sampled request and each of its statements are recorded as a small typed [`Record`] (ids,
 //! two clock readings, static names, the few values the MCP and database conventions ask for)
-//! and handed to the exporter's thread ([`super::export`]) through a bounded queue: a vector
-//! under a lock, the thread woken when a batch is full, never per span. Names, attribute keys
+//! and handed to the exporter's thread ([`super::export`]) through a bounded queue sharded by
+//! thread ([`super::queue`]), the exporter woken when a batch is full, never per span. Names, attribute keys
 //! and texts are written there ([`super::wire`]), not on the thread serving the call. A full
 //! queue, or a batch the collector does not take, drops the spans and counts them
 //! ([`dropped`]): a call never waits for the collector.
@@ -15,9 +15,8 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::SyncSender;
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, SystemTime};
 
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
 use opentelemetry::trace::{SamplingDecision, SpanId, SpanKind, TraceContextExt, TraceId};
@@ -25,6 +24,7 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::Config;
 
 use super::Parent;
+use super::queue::Queue;
 
 /// A sampled span as its children see it: its trace, its id, the trace state it carries.
 #[derive(Clone, Debug)]
@@ -67,63 +67,6 @@ pub(super) struct Open {
     cx: SpanCx,
     parent: Option<(SpanId, bool)>,
     start: SystemTime,
-}
-
-/// The spans waiting for the exporter, and the flushes asked for.
-#[derive(Default)]
-pub(super) struct Waiting {
-    pub(super) spans: Vec<Record>,
-    pub(super) flushes: Vec<SyncSender<()>>,
-}
-
-/// The bounded queue between the threads that end spans and the exporter's.
-pub(super) struct Queue {
-    waiting: Mutex<Waiting>,
-    /// Signalled when a batch is full or a flush is asked for.
-    ready: Condvar,
-    capacity: usize,
-    batch: usize,
-}
-
-impl Queue {
-    /// Queues `record`, or drops and counts it when the queue is full.
-    fn push(&self, record: Record) {
-        let mut w = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
-        if w.spans.len() >= self.capacity {
-            drop(w);
-            drop_spans(1, "the export queue is full");
-            return;
-        }
-        w.spans.push(record);
-        let full = w.spans.len() == self.batch;
-        drop(w);
-        if full {
-            self.ready.notify_one();
-        }
-    }
-
-    /// Waits until a batch is full, a flush is asked for or `delay` has passed, and takes
-    /// what is waiting.
-    pub(super) fn take(&self, delay: Duration) -> Waiting {
-        let due = Instant::now() + delay;
-        let mut w = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
-        while w.spans.len() < self.batch && w.flushes.is_empty() {
-            let left = due.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            w = self
-                .ready
-                .wait_timeout(w, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
-        let spans = std::mem::replace(&mut w.spans, Vec::with_capacity(self.batch));
-        Waiting {
-            spans,
-            flushes: std::mem::take(&mut w.flushes),
-        }
-    }
 }
 
 struct Pipeline {
@@ -288,12 +231,7 @@ impl Open {
 pub(super) fn install(resource: &opentelemetry_sdk::Resource) -> Result<(), String> {
     let settings = super::export::Settings::from_env()?;
     let flush_wait = settings.flush_wait();
-    let queue = Arc::new(Queue {
-        waiting: Mutex::new(Waiting::default()),
-        ready: Condvar::new(),
-        capacity: settings.queue,
-        batch: settings.batch,
-    });
+    let queue = Arc::new(Queue::new(settings.queue, settings.batch));
     super::export::spawn(settings, queue.clone(), resource)?;
     let _ = PIPELINE.set(Pipeline {
         config: Config::default(),
@@ -307,13 +245,7 @@ pub(super) fn install(resource: &opentelemetry_sdk::Resource) -> Result<(), Stri
 pub(super) fn flush() {
     let Some(p) = PIPELINE.get() else { return };
     let (ack, done) = std::sync::mpsc::sync_channel(1);
-    p.queue
-        .waiting
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .flushes
-        .push(ack);
-    p.queue.ready.notify_one();
+    p.queue.flush(ack);
     let _ = done.recv_timeout(p.flush_wait);
 }
 
