@@ -208,15 +208,26 @@ impl Exporter {
     /// Exports a batch when it is full, when a flush is asked for, or when the schedule's
     /// delay has passed with spans waiting.
     fn run(self) {
+        // Vectors the shards gave up, given back to them empty; and the encoder's scratch.
+        let (mut spares, mut scratch) = (Vec::new(), Vec::new());
         loop {
-            let Waiting { spans, flushes } = self.queue.take(self.settings.delay);
-            let mut spans = spans.into_iter();
-            loop {
-                let batch: Vec<Record> = spans.by_ref().take(self.settings.batch).collect();
-                if batch.is_empty() {
-                    break;
+            let Waiting { spans, flushes } = self.queue.take(self.settings.delay, &mut spares);
+            {
+                let mut batch: Vec<&Record> = Vec::with_capacity(self.settings.batch);
+                for r in spans.iter().flatten() {
+                    batch.push(r);
+                    if batch.len() == self.settings.batch {
+                        self.export(&batch, &mut scratch);
+                        batch.clear();
+                    }
                 }
-                self.export(batch);
+                if !batch.is_empty() {
+                    self.export(&batch, &mut scratch);
+                }
+            }
+            for mut shard in spans {
+                shard.clear();
+                spares.push(shard);
             }
             for ack in flushes {
                 let _ = ack.send(());
@@ -226,9 +237,9 @@ impl Exporter {
 
     /// Posts `batch` as one OTLP request; counts its spans as dropped when the collector does
     /// not take it.
-    fn export(&self, batch: Vec<Record>) {
+    fn export(&self, batch: &[&Record], scratch: &mut Vec<u8>) {
         let spans = batch.len() as u64;
-        let body = super::wire::encode(&self.prefix, &batch);
+        let body = super::wire::encode(&self.prefix, batch, scratch);
         if let Err(why) = self.settings.endpoint.post(&self.client, body) {
             drop_spans(spans, &format!("a batch of spans: {why}"));
         }

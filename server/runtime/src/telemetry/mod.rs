@@ -125,10 +125,11 @@ impl Request {
     pub fn start(info: &RequestInfo<'_>, parent: Parent<'_>) -> Request {
         #[cfg(not(feature = "otel"))]
         let _ = (info, parent);
+        let started = Instant::now();
         Request {
             #[cfg(feature = "otel")]
-            inner: otlp::on().then(|| otlp::Request::start(info, parent)),
-            started: Instant::now(),
+            inner: otlp::on().then(|| otlp::Request::start(info, parent, started)),
+            started,
         }
     }
 
@@ -145,7 +146,8 @@ impl Request {
     pub fn finish(self, info: &RequestInfo<'_>, error: Option<&str>) {
         #[cfg(feature = "otel")]
         if let Some(inner) = self.inner {
-            inner.finish(info, error, self.started.elapsed());
+            let now = Instant::now();
+            inner.finish(info, error, now, now - self.started);
         }
         #[cfg(not(feature = "otel"))]
         let _ = (info, error, self.started);

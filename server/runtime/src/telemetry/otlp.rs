@@ -5,7 +5,7 @@
 //! exports the totals on a thread of its own.
 
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use opentelemetry_sdk::Resource;
 
@@ -91,9 +91,9 @@ pub(super) struct Request {
 }
 
 impl Request {
-    pub(super) fn start(info: &RequestInfo<'_>, parent: Parent<'_>) -> Request {
+    pub(super) fn start(info: &RequestInfo<'_>, parent: Parent<'_>, at: Instant) -> Request {
         Request {
-            span: Open::request(parent, info.method),
+            span: Open::request(parent, info.method, at),
         }
     }
 
@@ -101,7 +101,14 @@ impl Request {
         self.span.as_ref().map(|s| s.context().clone())
     }
 
-    pub(super) fn finish(self, info: &RequestInfo<'_>, error: Option<&str>, took: Duration) {
+    /// Ends the request `at`, `took` after it started.
+    pub(super) fn finish(
+        self,
+        info: &RequestInfo<'_>,
+        error: Option<&str>,
+        at: Instant,
+        took: Duration,
+    ) {
         if let Some(span) = self.span {
             let what = What::Request {
                 method: info.method,
@@ -110,7 +117,7 @@ impl Request {
                 id: info.id.map(Box::from),
                 session: info.session.map(Box::from),
             };
-            span.end(what, error.map(Box::from));
+            span.end(what, error.map(Box::from), at);
         }
         super::meter::record(
             info.method,

@@ -16,10 +16,11 @@ use super::spans::{Record, drop_spans};
 /// How many spans a thread adds to the shared count at once (at most a batch).
 const CHUNK: usize = 32;
 
-/// The spans waiting for the exporter, and the flushes asked for.
+/// The spans waiting for the exporter (each shard's vector as it was), and the flushes asked
+/// for.
 #[derive(Default)]
 pub(super) struct Waiting {
-    pub(super) spans: Vec<Record>,
+    pub(super) spans: Vec<Vec<Record>>,
     pub(super) flushes: Vec<SyncSender<()>>,
 }
 
@@ -109,8 +110,9 @@ impl Queue {
     }
 
     /// Waits until a batch's worth is waiting, a flush is asked for or `delay` has passed, and
-    /// takes what every shard holds.
-    pub(super) fn take(&self, delay: Duration) -> Waiting {
+    /// takes what every shard holds, giving each an empty vector from `spares` in place of
+    /// its own: no span is copied, and a shard keeps the room it grew.
+    pub(super) fn take(&self, delay: Duration, spares: &mut Vec<Vec<Record>>) -> Waiting {
         let due = Instant::now() + delay;
         let mut signal = lock(&self.signal);
         while !signal.full && signal.flushes.is_empty() {
@@ -128,19 +130,22 @@ impl Queue {
         let flushes = std::mem::take(&mut signal.flushes);
         drop(signal);
         Waiting {
-            spans: self.sweep(),
+            spans: self.sweep(spares),
             flushes,
         }
     }
 
     /// Every shard's spans; the shards of threads that ended are let go once emptied.
-    fn sweep(&self) -> Vec<Record> {
-        let mut out = Vec::with_capacity(self.pending.load(Ordering::Relaxed) + self.batch);
+    fn sweep(&self, spares: &mut Vec<Vec<Record>>) -> Vec<Vec<Record>> {
+        let mut out = Vec::new();
         lock(&self.shards).retain(|shard| {
             let mut s = lock(shard);
             self.pending.fetch_sub(s.counted, Ordering::Relaxed);
             s.counted = 0;
-            out.append(&mut s.spans);
+            if !s.spans.is_empty() {
+                let spare = spares.pop().unwrap_or_default();
+                out.push(std::mem::replace(&mut s.spans, spare));
+            }
             drop(s);
             // Only this list holds the shard of a thread that ended.
             Arc::strong_count(shard) > 1
@@ -178,19 +183,27 @@ mod tests {
             .for_each(|t| t.join().expect("a thread ending spans"));
         queue.push(record());
         let started = Instant::now();
-        let w = queue.take(Duration::from_secs(600));
+        let mut spares = vec![Vec::new()];
+        let w = queue.take(Duration::from_secs(600), &mut spares);
         assert!(
             started.elapsed() < Duration::from_secs(300),
             "woken by the delay"
         );
-        assert_eq!(w.spans.len(), 121);
+        let lengths: Vec<usize> = w.spans.iter().map(Vec::len).collect();
+        assert_eq!(lengths, [40, 40, 40, 1], "each shard's spans, uncopied");
+        assert!(spares.is_empty(), "the spare went to a shard");
         assert_eq!(queue.pending.load(Ordering::Relaxed), 0);
         assert_eq!(
             lock(&queue.shards).len(),
             1,
             "only this thread's shard is left"
         );
-        assert!(queue.take(Duration::from_millis(1)).spans.is_empty());
+        assert!(
+            queue
+                .take(Duration::from_millis(1), &mut spares)
+                .spans
+                .is_empty()
+        );
     }
 
     /// One thread never queues more than the capacity; the rest is dropped and counted.
@@ -200,6 +213,7 @@ mod tests {
         let before = super::super::spans::dropped();
         (0..12).for_each(|_| queue.push(record()));
         assert_eq!(super::super::spans::dropped() - before, 2);
-        assert_eq!(queue.take(Duration::from_millis(1)).spans.len(), 10);
+        let w = queue.take(Duration::from_millis(1), &mut Vec::new());
+        assert_eq!(w.spans.iter().map(Vec::len).sum::<usize>(), 10);
     }
 }

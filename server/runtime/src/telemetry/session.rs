@@ -76,7 +76,7 @@ mod imp {
             .as_ref()
             .err()
             .map(|f| format!("{:?}", f.kind).into_boxed_str());
-        span.end(what, error);
+        span.end(what, error, std::time::Instant::now());
     }
 
     impl Session for Traced<'_> {

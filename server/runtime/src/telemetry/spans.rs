@@ -15,8 +15,8 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::time::{Duration, SystemTime};
+use std::sync::{Arc, LazyLock, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
 
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
 use opentelemetry::trace::{SamplingDecision, SpanId, SpanKind, TraceContextExt, TraceId};
@@ -56,8 +56,8 @@ pub(super) struct Record {
     cx: SpanCx,
     /// The parent's id, and whether the parent came from the client (remote).
     parent: Option<(SpanId, bool)>,
-    start: SystemTime,
-    end: SystemTime,
+    start: Instant,
+    end: Instant,
     what: What,
     error: Option<Box<str>>,
 }
@@ -66,7 +66,7 @@ pub(super) struct Record {
 pub(super) struct Open {
     cx: SpanCx,
     parent: Option<(SpanId, bool)>,
-    start: SystemTime,
+    start: Instant,
 }
 
 struct Pipeline {
@@ -155,7 +155,7 @@ impl Extractor for Parent<'_> {
 impl Open {
     /// A request's span, when the sampler keeps it: the child of `parent` when that is a valid
     /// trace context, else the root of a new trace. `name` is what the sampler is told.
-    pub(super) fn request(parent: Parent<'_>, name: &str) -> Option<Open> {
+    pub(super) fn request(parent: Parent<'_>, name: &str, start: Instant) -> Option<Open> {
         let p = PIPELINE.get()?;
         let parent = parent
             .traceparent
@@ -186,7 +186,7 @@ impl Open {
                 state: (!state.is_empty()).then(|| Arc::from(state)),
             },
             parent: remote.map(|(_, s)| (s, true)),
-            start: SystemTime::now(),
+            start,
         })
     }
 
@@ -200,7 +200,7 @@ impl Open {
                 span: p.config.id_generator.new_span_id(),
                 ..parent
             },
-            start: SystemTime::now(),
+            start: Instant::now(),
         })
     }
 
@@ -208,14 +208,14 @@ impl Open {
         &self.cx
     }
 
-    /// Ends the span as `what`, failed with `error`, and queues it for export (dropped and
-    /// counted when the queue is full).
-    pub(super) fn end(self, what: What, error: Option<Box<str>>) {
+    /// Ends the span `at` as `what`, failed with `error`, and queues it for export (dropped
+    /// and counted when the queue is full).
+    pub(super) fn end(self, what: What, error: Option<Box<str>>, at: Instant) {
         let record = Record {
             cx: self.cx,
             parent: self.parent,
             start: self.start,
-            end: SystemTime::now(),
+            end: at,
             what,
             error,
         };
@@ -225,11 +225,37 @@ impl Open {
     }
 }
 
+/// The wall clock at one reading of the monotonic clock. A span reads only the monotonic clock,
+/// once at each end (the request's reading is the one its duration is measured with), and its
+/// times are placed on the wall clock at export: a clock set back or forward while the
+/// process runs moves no span's length.
+pub(super) struct Anchor {
+    pub(super) at: Instant,
+    pub(super) unix_ns: u64,
+}
+
+pub(super) static ANCHOR: LazyLock<Anchor> = LazyLock::new(|| Anchor {
+    at: Instant::now(),
+    unix_ns: SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64),
+});
+
+/// `t` in nanoseconds since the Unix epoch, by the anchor.
+fn unix(t: Instant) -> u64 {
+    let a = &*ANCHOR;
+    match t.checked_duration_since(a.at) {
+        Some(after) => a.unix_ns.saturating_add(after.as_nanos() as u64),
+        None => a.unix_ns.saturating_sub((a.at - t).as_nanos() as u64),
+    }
+}
+
 /// Starts the pipeline: its queue and the exporter's thread (sending with `resource`), as the
 /// standard variables configure them. The sampler and id generator are the SDK's default
 /// configuration, read from the same variables.
 pub(super) fn install(resource: &opentelemetry_sdk::Resource) -> Result<(), String> {
     let settings = super::export::Settings::from_env()?;
+    LazyLock::force(&ANCHOR);
     let flush_wait = settings.flush_wait();
     let queue = Arc::new(Queue::new(settings.queue, settings.batch));
     super::export::spawn(settings, queue.clone(), resource)?;
@@ -350,20 +376,16 @@ impl Record {
 
     /// Start and end, in nanoseconds since the Unix epoch.
     pub(super) fn times(&self) -> (u64, u64) {
-        let nanos = |t: SystemTime| {
-            t.duration_since(SystemTime::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64)
-        };
-        (nanos(self.start), nanos(self.end))
+        (unix(self.start), unix(self.end))
     }
 }
 
 #[cfg(test)]
 impl Record {
     /// A record of trace `07…`, span `01…` under parent `09…` (from the client when `remote`),
-    /// trace state `team=blue`, lasting 250 µs.
+    /// trace state `team=blue`, starting at the anchor and lasting 250 µs.
     pub(super) fn example(what: What, error: Option<&str>, remote: bool) -> Record {
-        let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let start = ANCHOR.at;
         Record {
             cx: SpanCx {
                 trace: TraceId::from_bytes([7; 16]),

@@ -75,14 +75,15 @@ fn bytes(buf: &mut Vec<u8>, field: u32, b: &[u8]) {
     buf.extend_from_slice(b);
 }
 
-/// The request exporting `records`, with `prefix`'s resource and scope.
-pub(super) fn encode(prefix: &Prefix, records: &[Record]) -> Vec<u8> {
-    let mut spans = Vec::with_capacity(records.len() * 200);
+/// The request exporting `records`, with `prefix`'s resource and scope; `spans` is scratch
+/// space kept between batches.
+pub(super) fn encode(prefix: &Prefix, records: &[&Record], spans: &mut Vec<u8>) -> Vec<u8> {
+    spans.clear();
     let mut one = Vec::with_capacity(256);
     for r in records {
         one.clear();
         span(&mut one, r);
-        bytes(&mut spans, 2, &one);
+        bytes(spans, 2, &one);
     }
     let scope_spans = field_len(prefix.scope.len()) + spans.len();
     let resource_spans = field_len(prefix.resource.len()) + field_len(scope_spans);
@@ -91,7 +92,7 @@ pub(super) fn encode(prefix: &Prefix, records: &[Record]) -> Vec<u8> {
     bytes(&mut out, 1, &prefix.resource);
     header(&mut out, 2, scope_spans);
     bytes(&mut out, 1, &prefix.scope);
-    out.extend_from_slice(&spans);
+    out.extend_from_slice(spans);
     out
 }
 
@@ -172,7 +173,10 @@ mod tests {
         let resource = opentelemetry_sdk::Resource::builder_empty()
             .with_service_name("knowledge")
             .build();
-        let body = super::encode(&super::Prefix::new(&resource), records);
+        let records: Vec<&Record> = records.iter().collect();
+        // Scratch space with something in it already, as a second batch finds it.
+        let mut scratch = vec![0xff; 64];
+        let body = super::encode(&super::Prefix::new(&resource), &records, &mut scratch);
         ExportTraceServiceRequest::decode(body.as_slice()).expect("decodes as OTLP")
     }
 
@@ -229,9 +233,11 @@ mod tests {
         assert_eq!(req.parent_span_id, [9; 8]);
         assert_eq!(req.trace_state, "team=blue");
         assert_eq!(req.flags, 0x301);
+        // The example starts at the anchor: its wall-clock reading, to the nanosecond.
+        let anchor = super::super::spans::ANCHOR.unix_ns;
         assert_eq!(
             (req.start_time_unix_nano, req.end_time_unix_nano),
-            (1_700_000_000_000_000_000, 1_700_000_000_000_250_000)
+            (anchor, anchor + 250_000)
         );
         let pairs = |p: &[(&str, &str)]| -> Vec<(String, String)> {
             p.iter()
