@@ -103,7 +103,7 @@ impl Endpoint {
     pub(super) fn post(
         &self,
         client: &reqwest::blocking::Client,
-        body: Vec<u8>,
+        body: impl Into<reqwest::blocking::Body>,
     ) -> Result<(), String> {
         let request = client.post(self.url.clone()).headers(self.headers.clone());
         match request.body(body).send() {
@@ -208,8 +208,10 @@ impl Exporter {
     /// Exports a batch when it is full, when a flush is asked for, or when the schedule's
     /// delay has passed with spans waiting.
     fn run(self) {
-        // Vectors the shards gave up, given back to them empty; and the encoder's scratch.
+        // Vectors the shards gave up, given back to them empty; the encoder's scratch; the
+        // request's body, whose memory comes back once the client let go of the last one.
         let (mut spares, mut scratch) = (Vec::new(), Vec::new());
+        let mut body = bytes::BytesMut::new();
         loop {
             let Waiting { spans, flushes } = self.queue.take(self.settings.delay, &mut spares);
             {
@@ -217,12 +219,12 @@ impl Exporter {
                 for r in spans.iter().flatten() {
                     batch.push(r);
                     if batch.len() == self.settings.batch {
-                        self.export(&batch, &mut scratch);
+                        self.export(&batch, &mut scratch, &mut body);
                         batch.clear();
                     }
                 }
                 if !batch.is_empty() {
-                    self.export(&batch, &mut scratch);
+                    self.export(&batch, &mut scratch, &mut body);
                 }
             }
             for mut shard in spans {
@@ -237,10 +239,14 @@ impl Exporter {
 
     /// Posts `batch` as one OTLP request; counts its spans as dropped when the collector does
     /// not take it.
-    fn export(&self, batch: &[&Record], scratch: &mut Vec<u8>) {
+    fn export(&self, batch: &[&Record], scratch: &mut Vec<u8>, body: &mut bytes::BytesMut) {
         let spans = batch.len() as u64;
-        let body = super::wire::encode(&self.prefix, batch, scratch);
-        if let Err(why) = self.settings.endpoint.post(&self.client, body) {
+        super::wire::encode(&self.prefix, batch, scratch, body);
+        if let Err(why) = self
+            .settings
+            .endpoint
+            .post(&self.client, body.split().freeze())
+        {
             drop_spans(spans, &format!("a batch of spans: {why}"));
         }
     }

@@ -75,9 +75,15 @@ fn bytes(buf: &mut Vec<u8>, field: u32, b: &[u8]) {
     buf.extend_from_slice(b);
 }
 
-/// The request exporting `records`, with `prefix`'s resource and scope; `spans` is scratch
-/// space kept between batches.
-pub(super) fn encode(prefix: &Prefix, records: &[&Record], spans: &mut Vec<u8>) -> Vec<u8> {
+/// Writes the request exporting `records`, with `prefix`'s resource and scope, into `out`
+/// (emptied first); `spans` is scratch space. Both are kept between batches, so that a batch
+/// writes into memory already mapped.
+pub(super) fn encode(
+    prefix: &Prefix,
+    records: &[&Record],
+    spans: &mut Vec<u8>,
+    out: &mut bytes::BytesMut,
+) {
     spans.clear();
     let mut one = Vec::with_capacity(256);
     for r in records {
@@ -87,13 +93,15 @@ pub(super) fn encode(prefix: &Prefix, records: &[&Record], spans: &mut Vec<u8>) 
     }
     let scope_spans = field_len(prefix.scope.len()) + spans.len();
     let resource_spans = field_len(prefix.resource.len()) + field_len(scope_spans);
-    let mut out = Vec::with_capacity(field_len(resource_spans));
-    header(&mut out, 1, resource_spans);
-    bytes(&mut out, 1, &prefix.resource);
-    header(&mut out, 2, scope_spans);
-    bytes(&mut out, 1, &prefix.scope);
+    let mut head = Vec::with_capacity(32 + prefix.resource.len() + prefix.scope.len());
+    header(&mut head, 1, resource_spans);
+    bytes(&mut head, 1, &prefix.resource);
+    header(&mut head, 2, scope_spans);
+    bytes(&mut head, 1, &prefix.scope);
+    out.clear();
+    out.reserve(head.len() + spans.len());
+    out.extend_from_slice(&head);
     out.extend_from_slice(spans);
-    out
 }
 
 /// One `Span` message's fields.
@@ -176,8 +184,14 @@ mod tests {
         let records: Vec<&Record> = records.iter().collect();
         // Scratch space with something in it already, as a second batch finds it.
         let mut scratch = vec![0xff; 64];
-        let body = super::encode(&super::Prefix::new(&resource), &records, &mut scratch);
-        ExportTraceServiceRequest::decode(body.as_slice()).expect("decodes as OTLP")
+        let mut body = bytes::BytesMut::from(&b"left from the last batch"[..]);
+        super::encode(
+            &super::Prefix::new(&resource),
+            &records,
+            &mut scratch,
+            &mut body,
+        );
+        ExportTraceServiceRequest::decode(&body[..]).expect("decodes as OTLP")
     }
 
     fn attributes(span: &opentelemetry_proto::tonic::trace::v1::Span) -> Vec<(String, String)> {
