@@ -1,8 +1,8 @@
 //! `mcpbench telemetry-path`: what the telemetry's request path costs in-process, with the
 //! OpenTelemetry set-up the environment asks for (as a server reads it): each request starts
 //! its span (or is dropped by the sampler), carries its context to the thread that runs it,
-//! and ends with its duration recorded. Timed on one thread and on two at once (the two
-//! sharing the span queue's and the SDK histogram's locks), then the process's CPU per
+//! and ends with its duration recorded. Timed on one thread and on two at once (each
+//! thread with its own shard of the span queue and of the histogram), then the process's CPU per
 //! request once the exporters have sent what they batched (their threads included; give
 //! `OTEL_BSP_MAX_QUEUE_SIZE` room for every span, as `bench/telemetry` does, or what the queue
 //! cannot hold is dropped and the figure leaves their export out). No server, no socket: the figure `bench/telemetry` cannot
