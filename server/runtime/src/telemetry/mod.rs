@@ -3,13 +3,14 @@
 //! connections as metrics, exported over OTLP/HTTP (protobuf). Off unless
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` (or its `_TRACES_`/`_METRICS_` form) is set, and then free: a
 //! request asks one `OnceLock` and records nothing. Everything is configured by the standard
-//! variables: the sampler (`OTEL_TRACES_SAMPLER`, `OTEL_TRACES_SAMPLER_ARG`), the resource
-//! (`OTEL_SERVICE_NAME`) and the metrics are the OpenTelemetry SDK's (`otlp`); spans are
-//! recorded and exported by a lean pipeline of our own (`spans`, `export`, `wire`), which
-//! reads the endpoint, headers, timeout and batching variables as the SDK would. A request's
-//! parent is the trace context in its `_meta` (`traceparent`, `tracestate`, SEP-414), else in
-//! its HTTP `traceparent` header. Arguments, SQL text and results never become attributes.
-//! Without the `otel` feature every function here does nothing.
+//! variables. The sampler (`OTEL_TRACES_SAMPLER`, `OTEL_TRACES_SAMPLER_ARG`), the id generator
+//! and the resource (`OTEL_SERVICE_NAME`) are the OpenTelemetry SDK's (`otlp` sets them up);
+//! spans are recorded and exported by a lean pipeline of our own (`spans`, `queue`, `export`,
+//! `wire`), and metrics by a meter of our own (`meter`), which read the endpoint, headers,
+//! timeout, batching and interval variables as the SDK would. A request's parent is the trace
+//! context in its `_meta` (`traceparent`, `tracestate`, SEP-414), else in its HTTP
+//! `traceparent` header. Arguments, SQL text and results never become attributes. Without the
+//! `otel` feature every function here does nothing.
 
 #[cfg(feature = "otel")]
 mod export;
