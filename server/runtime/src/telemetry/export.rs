@@ -90,6 +90,11 @@ impl Endpoint {
         })
     }
 
+    /// How long a flush waits for an export: the export timeout and a second.
+    pub(super) fn flush_wait(&self) -> Duration {
+        self.timeout + Duration::from_secs(1)
+    }
+
     /// A blocking HTTP client for this endpoint (its timeout), for an exporter's own thread.
     pub(super) fn client(&self) -> Result<reqwest::blocking::Client, String> {
         reqwest::blocking::Client::builder()
@@ -135,9 +140,9 @@ impl Settings {
         })
     }
 
-    /// How long a flush waits: the export timeout and a second.
+    /// How long a flush waits: the endpoint's.
     pub(super) fn flush_wait(&self) -> Duration {
-        self.endpoint.timeout + Duration::from_secs(1)
+        self.endpoint.flush_wait()
     }
 }
 

@@ -276,8 +276,8 @@ pub(super) fn install(
     let endpoint = Endpoint::from_env("METRICS")?;
     let client = endpoint.client()?;
     let interval = Duration::from_millis(number("OTEL_METRIC_EXPORT_INTERVAL", 60_000).max(1));
-    let flush_wait = endpoint.timeout + Duration::from_secs(1);
-    let prefix = (resource_proto(resource), scope());
+    let flush_wait = endpoint.flush_wait();
+    let prefix = super::wire::resource_and_scope(resource);
     let _ = METER.set(Meter {
         series: Mutex::default(),
         pool,
@@ -291,23 +291,6 @@ pub(super) fn install(
         .spawn(move || run(&endpoint, &client, interval, &prefix))
         .map_err(|e| format!("the metric exporter's thread: {e}"))?;
     Ok(())
-}
-
-fn resource_proto(
-    resource: &opentelemetry_sdk::Resource,
-) -> opentelemetry_proto::tonic::resource::v1::Resource {
-    use opentelemetry_proto::transform::common::tonic::ResourceAttributesWithSchema;
-    opentelemetry_proto::tonic::resource::v1::Resource {
-        attributes: ResourceAttributesWithSchema::from(resource).attributes.0,
-        ..Default::default()
-    }
-}
-
-fn scope() -> InstrumentationScope {
-    InstrumentationScope {
-        name: "mcpspec".into(),
-        ..Default::default()
-    }
 }
 
 type Prefix = (
@@ -532,10 +515,8 @@ mod tests {
             None,
             Duration::from_micros(1),
         );
-        let prefix = (
-            resource_proto(&opentelemetry_sdk::Resource::builder().build()),
-            scope(),
-        );
+        let prefix =
+            super::super::wire::resource_and_scope(&opentelemetry_sdk::Resource::builder().build());
         let export = m.export(&prefix, 2);
         let metric = &export.resource_metrics[0].scope_metrics[0].metrics[0];
         let Some(Data::Histogram(h)) = &metric.data else {

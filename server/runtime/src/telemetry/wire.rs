@@ -26,17 +26,29 @@ pub(super) struct Prefix {
     scope: Vec<u8>,
 }
 
+/// The resource and the instrumentation scope as OTLP's messages, which every export (spans
+/// and metrics) carries.
+pub(super) fn resource_and_scope(
+    resource: &opentelemetry_sdk::Resource,
+) -> (
+    opentelemetry_proto::tonic::resource::v1::Resource,
+    opentelemetry_proto::tonic::common::v1::InstrumentationScope,
+) {
+    use opentelemetry_proto::transform::common::tonic::ResourceAttributesWithSchema;
+    let resource = opentelemetry_proto::tonic::resource::v1::Resource {
+        attributes: ResourceAttributesWithSchema::from(resource).attributes.0,
+        ..Default::default()
+    };
+    let scope = opentelemetry_proto::tonic::common::v1::InstrumentationScope {
+        name: "mcpspec".into(),
+        ..Default::default()
+    };
+    (resource, scope)
+}
+
 impl Prefix {
     pub(super) fn new(resource: &opentelemetry_sdk::Resource) -> Prefix {
-        use opentelemetry_proto::transform::common::tonic::ResourceAttributesWithSchema;
-        let resource = opentelemetry_proto::tonic::resource::v1::Resource {
-            attributes: ResourceAttributesWithSchema::from(resource).attributes.0,
-            ..Default::default()
-        };
-        let scope = opentelemetry_proto::tonic::common::v1::InstrumentationScope {
-            name: "mcpspec".into(),
-            ..Default::default()
-        };
+        let (resource, scope) = resource_and_scope(resource);
         Prefix {
             resource: resource.encode_to_vec(),
             scope: scope.encode_to_vec(),
