@@ -3,7 +3,7 @@
 //! (`opentelemetry-proto`): a request's span with the client's trace context as its parent
 //! (from `_meta` over stdio, from the `traceparent` header over HTTP), its statements' spans
 //! as its children, the MCP attributes and no argument, the duration histogram, and a
-//! collector that is down costing no call, its spans dropped and counted.
+//! collector that is down or never answers costing no call, its spans dropped and counted.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -559,10 +559,32 @@ fn a_collector_that_is_down_costs_no_call_and_its_spans_are_counted() {
     let closed = TcpListener::bind("127.0.0.1:0").expect("bind");
     let endpoint = format!("http://{}", closed.local_addr().expect("addr"));
     drop(closed);
+    assert_calls_answered_and_spans_dropped(&endpoint, &[]);
+}
+
+/// A collector that takes the connection and never answers: the export gives up at
+/// `OTEL_EXPORTER_OTLP_TIMEOUT`, so the calls are answered as usual and the batch is dropped
+/// and counted, not waited for.
+#[test]
+fn a_collector_that_never_answers_is_given_up_at_the_timeout() {
+    let silent = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let endpoint = format!("http://{}", silent.local_addr().expect("addr"));
+    // Holds every connection open, reading nothing and answering nothing.
+    std::thread::spawn(move || {
+        let held: Vec<TcpStream> = silent.incoming().map_while(Result::ok).collect();
+        drop(held);
+    });
+    assert_calls_answered_and_spans_dropped(&endpoint, &[("OTEL_EXPORTER_OTLP_TIMEOUT", "300")]);
+}
+
+/// Starts knowledge over HTTP exporting to `endpoint` (with `env` besides), checks that 20
+/// calls are answered, and waits (up to 30 s) until `/metrics` counts a dropped span.
+fn assert_calls_answered_and_spans_dropped(endpoint: &str, env: &[(&str, &str)]) {
     let db = sample_db("knowledge");
-    let env = otel_env(&endpoint);
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let server = HttpServer::start(&db.path, &["--metrics"], &env);
+    let mut all = otel_env(endpoint);
+    all.extend(env.iter().map(|(k, v)| (*k, v.to_string())));
+    let all: Vec<(&str, &str)> = all.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let server = HttpServer::start(&db.path, &["--metrics"], &all);
     let mut client = mcpspec_testkit::HttpClient::new(server.addr, None);
     client.initialize().expect("initialize");
     for _ in 0..20 {

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use ureq::http::{HeaderName, HeaderValue, Uri};
 
 use super::queue::{Queue, Waiting};
 use super::spans::{Record, drop_spans};
@@ -16,8 +16,8 @@ use super::wire::Prefix;
 
 /// Where an exporter sends one signal's exports, from the standard variables.
 pub(super) struct Endpoint {
-    url: reqwest::Url,
-    headers: HeaderMap,
+    url: Uri,
+    headers: Vec<(HeaderName, HeaderValue)>,
     pub(super) timeout: Duration,
 }
 
@@ -52,18 +52,17 @@ impl Endpoint {
             let base = var("OTEL_EXPORTER_OTLP_ENDPOINT").unwrap_or_default();
             format!("{}/v1/{lower}", base.trim_end_matches('/'))
         });
-        let url = reqwest::Url::parse(&url)
+        let url = Uri::try_from(url)
             .map_err(|e| format!("the OTLP {lower} endpoint is not a URL: {e}"))?;
-        if !matches!(url.scheme(), "http" | "https") {
+        if !matches!(url.scheme_str(), Some("http" | "https")) || url.host().is_none() {
             return Err(format!(
-                "the OTLP {lower} endpoint is not a URL: its scheme is not http or https"
+                "the OTLP {lower} endpoint is not a URL: it is not http or https with a host"
             ));
         }
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            CONTENT_TYPE,
+        let mut headers = vec![(
+            ureq::http::header::CONTENT_TYPE,
             HeaderValue::from_static("application/x-protobuf"),
-        );
+        )];
         for name in [
             "OTEL_EXPORTER_OTLP_HEADERS".to_string(),
             format!("OTEL_EXPORTER_OTLP_{signal}_HEADERS"),
@@ -71,7 +70,9 @@ impl Endpoint {
             for (k, v) in var(&name).as_deref().map(parse_headers).unwrap_or_default() {
                 match (HeaderName::try_from(k.as_str()), HeaderValue::try_from(v)) {
                     (Ok(k), Ok(v)) => {
-                        headers.insert(k, v);
+                        // The signal's own variable comes second and wins.
+                        headers.retain(|(name, _)| *name != k);
+                        headers.push((k, v));
                     }
                     _ => {
                         tracing::warn!(header = %k, "{name} names a header that is not valid; it is left out")
@@ -95,34 +96,63 @@ impl Endpoint {
         self.timeout + Duration::from_secs(1)
     }
 
-    /// A blocking HTTP client for this endpoint (its timeout), for an exporter's own thread.
-    pub(super) fn client(&self) -> Result<reqwest::blocking::Client, String> {
-        reqwest::blocking::Client::builder()
-            .timeout(self.timeout)
+    /// A blocking HTTP client for this endpoint, for an exporter's own thread: the exchange
+    /// runs on the calling thread, with no thread of the client's own. The timeout bounds
+    /// each step (connecting, sending, waiting for the answer, reading it); the host's name is
+    /// looked up by the system's resolver and its own timeouts, since ureq looks a name up on
+    /// a new thread for each request when a timeout covers it. An https endpoint is checked
+    /// against the system's roots. A status is an answer, not an error.
+    pub(super) fn client(&self) -> ureq::Agent {
+        let roots = rustls_native_certs::load_native_certs().certs;
+        let roots: Vec<_> = roots
+            .iter()
+            .map(|c| ureq::tls::Certificate::from_der(c.as_ref()).to_owned())
+            .collect();
+        let tls = ureq::tls::TlsConfig::builder()
+            .root_certs(ureq::tls::RootCerts::new_with_certs(&roots))
+            .build();
+        let each = Some(self.timeout);
+        ureq::Agent::config_builder()
+            .timeout_connect(each)
+            .timeout_send_request(each)
+            .timeout_send_body(each)
+            .timeout_recv_response(each)
+            .timeout_recv_body(each)
+            .http_status_as_error(false)
+            .tls_config(tls)
             .build()
-            .map_err(|e| format!("the OTLP exporter's HTTP client: {e}"))
+            .new_agent()
     }
 
     /// Posts one protobuf export; what went wrong, without the URL (it may carry
     /// credentials), when the collector did not take it.
-    pub(super) fn post(
-        &self,
-        client: &reqwest::blocking::Client,
-        body: impl Into<reqwest::blocking::Body>,
-    ) -> Result<(), String> {
-        let request = client.post(self.url.clone()).headers(self.headers.clone());
-        match request.body(body).send() {
+    pub(super) fn post(&self, client: &ureq::Agent, body: &[u8]) -> Result<(), String> {
+        let mut request = client.post(&self.url);
+        for (k, v) in &self.headers {
+            request = request.header(k, v);
+        }
+        match request.send(body) {
             // Read to its end, so that the connection is kept for the next export.
-            Ok(r) if r.status().is_success() => {
-                let _ = r.bytes();
+            Ok(mut r) if r.status().is_success() => {
+                let _ = std::io::copy(&mut r.body_mut().as_reader(), &mut std::io::sink());
                 Ok(())
             }
             Ok(r) => Err(format!("the collector answered {}", r.status())),
-            Err(e) => Err(format!(
-                "the collector did not answer ({})",
-                e.without_url()
-            )),
+            Err(e) => Err(format!("the collector did not answer ({})", quiet(&e))),
         }
+    }
+}
+
+/// What went wrong in an export, said without the URL (it may carry credentials).
+fn quiet(e: &ureq::Error) -> String {
+    match e {
+        ureq::Error::Timeout(_) => "timed out".into(),
+        ureq::Error::Io(io) => io.kind().to_string(),
+        ureq::Error::HostNotFound => "its host was not found".into(),
+        ureq::Error::ConnectionFailed => "the connection failed".into(),
+        ureq::Error::Tls(why) => format!("TLS: {why}"),
+        ureq::Error::Rustls(why) => format!("TLS: {why}"),
+        _ => "the exchange failed".into(),
     }
 }
 
@@ -187,7 +217,7 @@ pub(super) fn spawn(
     queue: Arc<Queue>,
     resource: &opentelemetry_sdk::Resource,
 ) -> Result<(), String> {
-    let client = settings.endpoint.client()?;
+    let client = settings.endpoint.client();
     let exporter = Exporter {
         queue,
         client,
@@ -204,7 +234,7 @@ pub(super) fn spawn(
 /// The exporter thread's state.
 struct Exporter {
     queue: Arc<Queue>,
-    client: reqwest::blocking::Client,
+    client: ureq::Agent,
     settings: Settings,
     prefix: Prefix,
 }
@@ -216,7 +246,7 @@ impl Exporter {
         // Vectors the shards gave up, given back to them empty; the encoder's scratch; the
         // request's body, whose memory comes back once the client let go of the last one.
         let (mut spares, mut scratch) = (Vec::new(), Vec::new());
-        let mut body = bytes::BytesMut::new();
+        let mut body = Vec::new();
         loop {
             let Waiting { spans, flushes } = self.queue.take(self.settings.delay, &mut spares);
             {
@@ -244,14 +274,10 @@ impl Exporter {
 
     /// Posts `batch` as one OTLP request; counts its spans as dropped when the collector does
     /// not take it.
-    fn export(&self, batch: &[&Record], scratch: &mut Vec<u8>, body: &mut bytes::BytesMut) {
+    fn export(&self, batch: &[&Record], scratch: &mut Vec<u8>, body: &mut Vec<u8>) {
         let spans = batch.len() as u64;
         super::wire::encode(&self.prefix, batch, scratch, body);
-        if let Err(why) = self
-            .settings
-            .endpoint
-            .post(&self.client, body.split().freeze())
-        {
+        if let Err(why) = self.settings.endpoint.post(&self.client, body) {
             drop_spans(spans, &format!("a batch of spans: {why}"));
         }
     }

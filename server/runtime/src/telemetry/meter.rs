@@ -274,7 +274,7 @@ pub(super) fn install(
     pool: Box<dyn Fn() -> Option<PoolUse> + Send + Sync>,
 ) -> Result<(), String> {
     let endpoint = Endpoint::from_env("METRICS")?;
-    let client = endpoint.client()?;
+    let client = endpoint.client();
     let interval = Duration::from_millis(number("OTEL_METRIC_EXPORT_INTERVAL", 60_000).max(1));
     let flush_wait = endpoint.flush_wait();
     let prefix = super::wire::resource_and_scope(resource);
@@ -300,7 +300,7 @@ type Prefix = (
 
 /// The exporter's loop: an export each interval or when a flush asks, then the flushes
 /// acknowledged.
-fn run(endpoint: &Endpoint, client: &reqwest::blocking::Client, every: Duration, prefix: &Prefix) {
+fn run(endpoint: &Endpoint, client: &ureq::Agent, every: Duration, prefix: &Prefix) {
     let Some(m) = METER.get() else { return };
     let mut failed = 0u64;
     loop {
@@ -315,7 +315,7 @@ fn run(endpoint: &Endpoint, client: &reqwest::blocking::Client, every: Duration,
         let body = m
             .export(prefix, unix_nanos(SystemTime::now()))
             .encode_to_vec();
-        if let Err(why) = endpoint.post(client, body) {
+        if let Err(why) = endpoint.post(client, &body) {
             failed += 1;
             // Once, then at each power of two: a collector that stays down does not flood.
             if failed.is_power_of_two() {

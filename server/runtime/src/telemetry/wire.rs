@@ -90,12 +90,7 @@ fn bytes(buf: &mut Vec<u8>, field: u32, b: &[u8]) {
 /// Writes the request exporting `records`, with `prefix`'s resource and scope, into `out`
 /// (emptied first); `spans` is scratch space. Both are kept between batches, so that a batch
 /// writes into memory already mapped.
-pub(super) fn encode(
-    prefix: &Prefix,
-    records: &[&Record],
-    spans: &mut Vec<u8>,
-    out: &mut bytes::BytesMut,
-) {
+pub(super) fn encode(prefix: &Prefix, records: &[&Record], spans: &mut Vec<u8>, out: &mut Vec<u8>) {
     spans.clear();
     let mut one = Vec::with_capacity(256);
     for r in records {
@@ -196,7 +191,7 @@ mod tests {
         let records: Vec<&Record> = records.iter().collect();
         // Scratch space with something in it already, as a second batch finds it.
         let mut scratch = vec![0xff; 64];
-        let mut body = bytes::BytesMut::from(&b"left from the last batch"[..]);
+        let mut body = b"left from the last batch".to_vec();
         super::encode(
             &super::Prefix::new(&resource),
             &records,
