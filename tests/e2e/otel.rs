@@ -3,7 +3,8 @@
 //! (`opentelemetry-proto`): a request's span with the client's trace context as its parent
 //! (from `_meta` over stdio, from the `traceparent` header over HTTP), its statements' spans
 //! as its children, the MCP attributes and no argument, the duration histogram, and a
-//! collector that is down or never answers costing no call, its spans dropped and counted.
+//! collector that is down or never answers costing no call, its spans dropped and counted;
+//! an https collector checked against the system's roots.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -39,35 +40,57 @@ struct Got {
 }
 
 /// An OTLP/HTTP receiver (protobuf) on 127.0.0.1, answering 200 to `/v1/traces` and
-/// `/v1/metrics`; stopped when dropped.
+/// `/v1/metrics`, over TLS when started with a certificate; stopped when dropped.
 struct Receiver {
     addr: SocketAddr,
+    tls: bool,
     got: Arc<Mutex<Got>>,
     stop: Arc<AtomicBool>,
 }
 
 impl Receiver {
     fn start() -> Receiver {
+        Receiver::listen(None)
+    }
+
+    /// A receiver that accepts only TLS, with `config`'s certificate.
+    fn start_tls(config: Arc<rustls::ServerConfig>) -> Receiver {
+        Receiver::listen(Some(config))
+    }
+
+    fn listen(tls: Option<Arc<rustls::ServerConfig>>) -> Receiver {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = listener.local_addr().expect("addr");
         let got = Arc::new(Mutex::new(Got::default()));
         let stop = Arc::new(AtomicBool::new(false));
-        let (g, s) = (got.clone(), stop.clone());
+        let (g, s, secure) = (got.clone(), stop.clone(), tls.is_some());
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 if s.load(Ordering::SeqCst) {
                     return;
                 }
                 let Ok(conn) = conn else { continue };
-                let g = g.clone();
-                std::thread::spawn(move || serve(conn, &g));
+                let (g, tls) = (g.clone(), tls.clone());
+                std::thread::spawn(move || match tls {
+                    None => serve(conn, &g),
+                    Some(config) => {
+                        let session = rustls::ServerConnection::new(config).expect("a TLS session");
+                        serve(rustls::StreamOwned::new(session, conn), &g)
+                    }
+                });
             }
         });
-        Receiver { addr, got, stop }
+        Receiver {
+            addr,
+            tls: secure,
+            got,
+            stop,
+        }
     }
 
     fn endpoint(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// Waits (up to 30 s, polling) until `found` finds something in what arrived.
@@ -91,9 +114,8 @@ impl Drop for Receiver {
 }
 
 /// Answers the export requests of one connection (kept alive) until it closes.
-fn serve(conn: TcpStream, got: &Mutex<Got>) {
-    let mut reader = BufReader::new(conn.try_clone().expect("clone"));
-    let mut conn = conn;
+fn serve(conn: impl Read + Write, got: &Mutex<Got>) {
+    let mut reader = BufReader::new(conn);
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line).unwrap_or(0) == 0 {
@@ -128,7 +150,12 @@ fn serve(conn: TcpStream, got: &Mutex<Got>) {
         record(&path, &body, headers, got);
         let ok =
             "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
-        if conn.write_all(ok.as_bytes()).is_err() {
+        let conn = reader.get_mut();
+        if conn
+            .write_all(ok.as_bytes())
+            .and_then(|()| conn.flush())
+            .is_err()
+        {
             return;
         }
     }
@@ -575,6 +602,134 @@ fn a_collector_that_never_answers_is_given_up_at_the_timeout() {
         drop(held);
     });
     assert_calls_answered_and_spans_dropped(&endpoint, &[("OTEL_EXPORTER_OTLP_TIMEOUT", "300")]);
+}
+
+/// An https collector: the export goes over TLS, the collector's certificate checked against
+/// the system's roots (which `SSL_CERT_FILE` names here, as it does for any program that reads
+/// them). Trusting another root only, the server exports nothing and counts its spans as
+/// dropped.
+#[test]
+fn an_https_collector_is_checked_against_the_systems_roots() {
+    let certs = Certs::make();
+    let receiver = Receiver::start_tls(certs.server_config());
+    let db = sample_db("knowledge");
+    let ca = certs.path("ca.crt");
+    let mut c = stdio_server(&receiver, &db.path, &[("SSL_CERT_FILE", &ca)]);
+    search_with_meta(&mut c, json!({}));
+    let status = c.finish(Duration::from_secs(30)).expect("the server exits");
+    assert!(status.success(), "{status:?}");
+    let exports = {
+        let got = receiver.got.lock().unwrap();
+        assert!(
+            got.spans
+                .iter()
+                .any(|(_, s)| s.name == "tools/call kb_search"),
+            "the call's span arrived over TLS"
+        );
+        assert_team_header(&got);
+        got.headers.len()
+    };
+
+    let other = certs.path("other.crt");
+    assert_calls_answered_and_spans_dropped(&receiver.endpoint(), &[("SSL_CERT_FILE", &other)]);
+    assert_eq!(
+        receiver.got.lock().unwrap().headers.len(),
+        exports,
+        "an export arrived from a server that does not trust the collector's root"
+    );
+}
+
+/// Two certificate authorities made with openssl for one test, `ca` and `other`, and a
+/// certificate for 127.0.0.1 that `ca` signed.
+struct Certs {
+    dir: tempfile::TempDir,
+}
+
+impl Certs {
+    fn make() -> Certs {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        for ca in ["ca", "other"] {
+            let (key, crt) = (format!("{ca}.key"), format!("{ca}.crt"));
+            let subject = format!("/CN=mcpspec test {ca}");
+            let mut args = vec!["req", "-x509", "-days", "1", "-subj", &subject];
+            args.extend(ec);
+            args.extend(["-keyout", &key, "-out", &crt]);
+            openssl(&dir, &args);
+        }
+        let mut args = vec!["req", "-subj", "/CN=127.0.0.1"];
+        args.extend(ec);
+        args.extend(["-keyout", "leaf.key", "-out", "leaf.csr"]);
+        openssl(&dir, &args);
+        std::fs::write(
+            dir.path().join("leaf.ext"),
+            "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+        )
+        .expect("write leaf.ext");
+        openssl(
+            &dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "leaf.csr",
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "1",
+                "-extfile",
+                "leaf.ext",
+                "-out",
+                "leaf.crt",
+            ],
+        );
+        Certs { dir }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
+    /// The receiver's TLS configuration: the certificate for 127.0.0.1 and its key.
+    fn server_config(&self) -> Arc<rustls::ServerConfig> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let chain = CertificateDer::pem_file_iter(self.path("leaf.crt"))
+            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+            .expect("leaf.crt");
+        let key = PrivateKeyDer::from_pem_file(self.path("leaf.key")).expect("leaf.key");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .expect("the receiver's certificate");
+        Arc::new(config)
+    }
+}
+
+/// Runs openssl with `args` in `dir`, and checks that it succeeded.
+fn openssl(dir: &tempfile::TempDir, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir.path())
+        .output()
+        .expect("run openssl (install it: apt-get install openssl)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Starts knowledge over HTTP exporting to `endpoint` (with `env` besides), checks that 20
