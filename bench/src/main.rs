@@ -37,6 +37,8 @@
 //!   the same data with them in the file, and prints a Markdown section.
 //! - `mcpbench telemetry-path [--calls N]` times telemetry's request path in-process with the
 //!   OpenTelemetry set-up the environment asks for, and prints it as JSON.
+//! - `mcpbench otlp-sink --port N` answers every OTLP/HTTP export on 127.0.0.1:N with 200 and
+//!   keeps nothing, for `bench/telemetry`.
 
 mod client;
 mod data;
@@ -49,6 +51,7 @@ mod measure;
 mod postgres;
 mod report;
 mod rng;
+mod sink;
 mod stats;
 mod sync;
 mod telpath;
@@ -206,6 +209,7 @@ fn main() -> Result<()> {
             println!("{}", telpath::run(calls)?);
             Ok(())
         }
+        "otlp-sink" => sink::run(args.need("port")?.parse().context("--port")?),
         "untouched" => {
             let rows: Vec<usize> = args
                 .need("rows")?
