@@ -614,21 +614,8 @@ fn an_https_collector_is_checked_against_the_systems_roots() {
     let receiver = Receiver::start_tls(certs.server_config());
     let db = sample_db("knowledge");
     let ca = certs.path("ca.crt");
-    let mut c = stdio_server(&receiver, &db.path, &[("SSL_CERT_FILE", &ca)]);
-    search_with_meta(&mut c, json!({}));
-    let status = c.finish(Duration::from_secs(30)).expect("the server exits");
-    assert!(status.success(), "{status:?}");
-    let exports = {
-        let got = receiver.got.lock().unwrap();
-        assert!(
-            got.spans
-                .iter()
-                .any(|(_, s)| s.name == "tools/call kb_search"),
-            "the call's span arrived over TLS"
-        );
-        assert_team_header(&got);
-        got.headers.len()
-    };
+    let c = stdio_server(&receiver, &db.path, &[("SSL_CERT_FILE", &ca)]);
+    let exports = assert_search_exported(c, &receiver);
 
     let other = certs.path("other.crt");
     assert_calls_answered_and_spans_dropped(&receiver.endpoint(), &[("SSL_CERT_FILE", &other)]);
@@ -797,11 +784,17 @@ fn an_endpoint_that_is_not_a_url_is_refused_without_its_text() {
 
     // A header that is not valid is left out; the others still go with every export.
     let receiver = Receiver::start();
-    let mut c = stdio_server(
+    let c = stdio_server(
         &receiver,
         &db.path,
         &[("OTEL_EXPORTER_OTLP_HEADERS", "bad header=x,x-team=blue")],
     );
+    assert_search_exported(c, &receiver);
+}
+
+/// Calls `kb_search` on `c`, lets the server exit, and checks that the call's span arrived
+/// at `receiver` with the team's header; how many exports it has received.
+fn assert_search_exported(mut c: StdioClient, receiver: &Receiver) -> usize {
     search_with_meta(&mut c, json!({}));
     let status = c.finish(Duration::from_secs(30)).expect("the server exits");
     assert!(status.success(), "{status:?}");
@@ -813,4 +806,5 @@ fn an_endpoint_that_is_not_a_url_is_refused_without_its_text() {
         "the call's span arrived"
     );
     assert_team_header(&got);
+    got.headers.len()
 }
