@@ -103,25 +103,21 @@ impl Endpoint {
     /// a new thread for each request when a timeout covers it. An https endpoint is checked
     /// against the system's roots. A status is an answer, not an error.
     pub(super) fn client(&self) -> ureq::Agent {
-        let roots = rustls_native_certs::load_native_certs().certs;
-        let roots: Vec<_> = roots
-            .iter()
-            .map(|c| ureq::tls::Certificate::from_der(c.as_ref()).to_owned())
-            .collect();
-        let tls = ureq::tls::TlsConfig::builder()
-            .root_certs(ureq::tls::RootCerts::new_with_certs(&roots))
-            .build();
         let each = Some(self.timeout);
-        ureq::Agent::config_builder()
+        let config = ureq::Agent::config_builder()
             .timeout_connect(each)
             .timeout_send_request(each)
             .timeout_send_body(each)
             .timeout_recv_response(each)
             .timeout_recv_body(each)
-            .http_status_as_error(false)
-            .tls_config(tls)
-            .build()
-            .new_agent()
+            .http_status_as_error(false);
+        // The system's roots are read only for an https endpoint.
+        let config = if self.url.scheme_str() == Some("https") {
+            config.tls_config(system_roots())
+        } else {
+            config
+        };
+        config.build().new_agent()
     }
 
     /// Posts one protobuf export; what went wrong, without the URL (it may carry
@@ -141,6 +137,22 @@ impl Endpoint {
             Err(e) => Err(format!("the collector did not answer ({})", quiet(&e))),
         }
     }
+}
+
+/// TLS checked against the system's roots (`rustls-native-certs`: the system's store, or
+/// `SSL_CERT_FILE` / `SSL_CERT_DIR`), said in the log when there are none.
+fn system_roots() -> ureq::tls::TlsConfig {
+    let roots: Vec<_> = rustls_native_certs::load_native_certs()
+        .certs
+        .iter()
+        .map(|c| ureq::tls::Certificate::from_der(c.as_ref()).to_owned())
+        .collect();
+    if roots.is_empty() {
+        tracing::warn!("no root certificate was found on this system; https exports will fail");
+    }
+    ureq::tls::TlsConfig::builder()
+        .root_certs(ureq::tls::RootCerts::new_with_certs(&roots))
+        .build()
 }
 
 /// What went wrong in an export, said without the URL (it may carry credentials).
