@@ -32,15 +32,19 @@ fn serve(conn: TcpStream) -> std::io::Result<()> {
     let mut reader = BufReader::with_capacity(64 * 1024, conn);
     let (mut line, mut body) = (String::new(), Vec::new());
     loop {
-        let mut length = 0usize;
         // The request line, then the headers up to the blank line.
-        for first in [true].into_iter().chain(std::iter::repeat(false)) {
+        line.clear();
+        if reader.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        let mut length = 0usize;
+        loop {
             line.clear();
             if reader.read_line(&mut line)? == 0 {
                 return Ok(());
             }
             let header = line.trim_end();
-            if header.is_empty() && !first {
+            if header.is_empty() {
                 break;
             }
             if let Some((name, value)) = header.split_once(':')
