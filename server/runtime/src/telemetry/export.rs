@@ -255,9 +255,9 @@ impl Exporter {
     /// Exports a batch when it is full, when a flush is asked for, or when the schedule's
     /// delay has passed with spans waiting.
     fn run(self) {
-        // Vectors the shards gave up, given back to them empty; the encoder's scratch; the
-        // request's body, whose memory comes back once the client let go of the last one.
-        let (mut spares, mut scratch) = (Vec::new(), Vec::new());
+        // Vectors the shards gave up, given back to them empty; the request's body, kept
+        // between batches.
+        let mut spares = Vec::new();
         let mut body = Vec::new();
         loop {
             let Waiting { spans, flushes } = self.queue.take(self.settings.delay, &mut spares);
@@ -266,12 +266,12 @@ impl Exporter {
                 for r in spans.iter().flatten() {
                     batch.push(r);
                     if batch.len() == self.settings.batch {
-                        self.export(&batch, &mut scratch, &mut body);
+                        self.export(&batch, &mut body);
                         batch.clear();
                     }
                 }
                 if !batch.is_empty() {
-                    self.export(&batch, &mut scratch, &mut body);
+                    self.export(&batch, &mut body);
                 }
             }
             for mut shard in spans {
@@ -286,10 +286,10 @@ impl Exporter {
 
     /// Posts `batch` as one OTLP request; counts its spans as dropped when the collector does
     /// not take it.
-    fn export(&self, batch: &[&Record], scratch: &mut Vec<u8>, body: &mut Vec<u8>) {
+    fn export(&self, batch: &[&Record], body: &mut Vec<u8>) {
         let spans = batch.len() as u64;
-        super::wire::encode(&self.prefix, batch, scratch, body);
-        if let Err(why) = self.settings.endpoint.post(&self.client, body) {
+        let request = super::wire::encode(&self.prefix, batch, body);
+        if let Err(why) = self.settings.endpoint.post(&self.client, request) {
             drop_spans(spans, &format!("a batch of spans: {why}"));
         }
     }

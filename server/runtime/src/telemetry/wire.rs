@@ -87,28 +87,54 @@ fn bytes(buf: &mut Vec<u8>, field: u32, b: &[u8]) {
     buf.extend_from_slice(b);
 }
 
+/// The room a length-delimited span's size is given before the span is written: two bytes,
+/// which hold any size from 128 to 16,383 (a span is a few hundred bytes).
+const ROOM: usize = 2;
+
 /// Writes the request exporting `records`, with `prefix`'s resource and scope, into `out`
-/// (emptied first); `spans` is scratch space. Both are kept between batches, so that a batch
-/// writes into memory already mapped.
-pub(super) fn encode(prefix: &Prefix, records: &[&Record], spans: &mut Vec<u8>, out: &mut Vec<u8>) {
-    spans.clear();
-    let mut one = Vec::with_capacity(256);
+/// (emptied first, kept between batches so that a batch writes into memory already mapped),
+/// and returns it. Each span is written in place, after room for its size, and the resource
+/// and scope go in the room left before the spans: no byte of a span is copied after it is
+/// written.
+pub(super) fn encode<'a>(prefix: &Prefix, records: &[&Record], out: &'a mut Vec<u8>) -> &'a [u8] {
+    // The most the head can take: two keys, two sizes of at most ten bytes, and the resource
+    // and the scope as fields.
+    let room = 2 * (1 + 10) + field_len(prefix.resource.len()) + field_len(prefix.scope.len());
+    out.clear();
+    out.resize(room, 0);
     for r in records {
-        one.clear();
-        span(&mut one, r);
-        bytes(spans, 2, &one);
+        nested(out, 2, |buf| span(buf, r));
     }
-    let scope_spans = field_len(prefix.scope.len()) + spans.len();
+    let spans = out.len() - room;
+    let scope_spans = field_len(prefix.scope.len()) + spans;
     let resource_spans = field_len(prefix.resource.len()) + field_len(scope_spans);
-    let mut head = Vec::with_capacity(32 + prefix.resource.len() + prefix.scope.len());
+    let mut head = Vec::with_capacity(room);
     header(&mut head, 1, resource_spans);
     bytes(&mut head, 1, &prefix.resource);
     header(&mut head, 2, scope_spans);
     bytes(&mut head, 1, &prefix.scope);
-    out.clear();
-    out.reserve(head.len() + spans.len());
-    out.extend_from_slice(&head);
-    out.extend_from_slice(spans);
+    let start = room - head.len();
+    out[start..room].copy_from_slice(&head);
+    &out[start..]
+}
+
+/// A length-delimited field `field` whose contents `write` appends to `buf`: written after
+/// [`ROOM`] bytes for its size, which are then filled in; only a size that needs another
+/// number of bytes moves the contents.
+fn nested(buf: &mut Vec<u8>, field: u32, write: impl FnOnce(&mut Vec<u8>)) {
+    key(buf, field, LEN);
+    let at = buf.len();
+    buf.resize(at + ROOM, 0);
+    write(buf);
+    let len = buf.len() - at - ROOM;
+    if varint_len(len as u64) == ROOM {
+        buf[at] = len as u8 | 0x80;
+        buf[at + 1] = (len >> 7) as u8;
+    } else {
+        let mut size = Vec::with_capacity(10);
+        varint(&mut size, len as u64);
+        buf.splice(at..at + ROOM, size);
+    }
 }
 
 /// One `Span` message's fields.
@@ -189,16 +215,10 @@ mod tests {
             .with_service_name("knowledge")
             .build();
         let records: Vec<&Record> = records.iter().collect();
-        // Scratch space with something in it already, as a second batch finds it.
-        let mut scratch = vec![0xff; 64];
+        // A body with something in it already, as a second batch finds it.
         let mut body = b"left from the last batch".to_vec();
-        super::encode(
-            &super::Prefix::new(&resource),
-            &records,
-            &mut scratch,
-            &mut body,
-        );
-        ExportTraceServiceRequest::decode(&body[..]).expect("decodes as OTLP")
+        let request = super::encode(&super::Prefix::new(&resource), &records, &mut body);
+        ExportTraceServiceRequest::decode(request).expect("decodes as OTLP")
     }
 
     fn attributes(span: &opentelemetry_proto::tonic::trace::v1::Span) -> Vec<(String, String)> {
@@ -291,5 +311,30 @@ mod tests {
             ])
         );
         assert_eq!(stmt.status.as_ref().map(|s| s.code), Some(0));
+    }
+
+    /// A span under 128 bytes and one over 16,383 have sizes of one and three bytes, not the
+    /// two they are given room for: both still decode, with the spans around them.
+    #[test]
+    fn spans_whose_size_takes_one_byte_or_three_decode() {
+        let small = || What::Statement {
+            system: "sqlite",
+            operation: None,
+        };
+        let long = "x".repeat(20_000);
+        let records = [
+            Record::example(small(), None, false),
+            Record::example(small(), Some(&long), false),
+            Record::example(small(), None, false),
+        ];
+        let got = decoded(&records);
+        let spans = &got.resource_spans[0].scope_spans[0].spans;
+        let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["sqlite"; 3]);
+        let errors: Vec<usize> = spans
+            .iter()
+            .map(|s| s.status.as_ref().map_or(0, |s| s.message.len()))
+            .collect();
+        assert_eq!(errors, [0, 20_000, 0]);
     }
 }
