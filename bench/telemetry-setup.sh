@@ -1,7 +1,8 @@
-# Sourced by bench/telemetry and bench/telemetry-profile (after `rows` is set, in the
-# repository's root): builds the release binaries, writes a studio database of `rows`
-# learnings to "$db" in a temporary "$work" removed at exit, starts the OTLP sink and defines
-# `envs`, the environment of each telemetry set-up.
+# Sourced by bench/telemetry, bench/telemetry-profile and bench/telemetry-diff (after `rows`
+# is set, in the repository's root): builds the release binaries, writes a studio database of
+# `rows` learnings to "$db" in a temporary "$work" removed at exit, starts the OTLP sink and
+# defines `envs` and `server`, a server under each telemetry set-up, `near_rate` and `at_rate`,
+# the equal-rate level's rate and what keeping it means.
 target="${CARGO_TARGET_DIR:-$PWD/target}"
 cargo build --release --quiet -p server -p bench
 mcpspec="$target/release/mcpspec-seeds"
@@ -33,3 +34,19 @@ envs() {
     otel1) printf '%s\n' env "$otlp" OTEL_TRACES_SAMPLER=parentbased_traceidratio OTEL_TRACES_SAMPLER_ARG=0.01 ;;
   esac
 }
+# The command of a server with telemetry `$1` on the database `$2`, one word a line.
+server() {
+  envs "$1"
+  printf '%s\n' "$mcpspec" serve studio --db "$2" --http '127.0.0.1:{port}'
+  if [ "$1" = metrics ]; then echo --metrics; fi
+}
+# The one rate both servers of a pair are paced at near saturation: `$2` of the slower one's
+# calls/s at 16 clients in `$1`, the pair's unpaced run (mcpbench http's JSON).
+near_rate() {
+  python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+print(int(min(s["calls_per_s"] for s in d["result"]["levels"]["16"]) * float(sys.argv[2])))' "$1" "$2"
+}
+# A paced run counts only if both servers answered this share of its rate: one that fell
+# behind answered fewer calls than the other, which is what pacing is to rule out.
+at_rate=0.98
