@@ -710,10 +710,7 @@ fn a_request_reusing_an_id_in_flight_in_a_session_never_runs() {
 fn custom_headers_call(c: &mut HttpClient, args: Value, headers: &[(&str, &str)]) -> (u16, Value) {
     let tool = "test_custom_headers";
     let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
-        "name": tool, "arguments": args, "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"}}}});
+        "name": tool, "arguments": args, "_meta": meta_2026()}});
     let mut all = vec![
         ("MCP-Protocol-Version", "2026-07-28"),
         ("Mcp-Method", "tools/call"),
@@ -789,6 +786,15 @@ fn annotated_arguments_must_match_their_mcp_param_headers() {
     assert!(!tool.to_string().contains("x-mcp-header"), "{tool}");
     let r = old.call_tool("test_custom_headers", args).unwrap();
     assert_eq!(r["result"]["isError"], json!(false), "{r}");
+}
+
+/// The `_meta` of a request of protocol 2026-07-28: its version, capabilities and client.
+fn meta_2026() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"}
+    })
 }
 
 /// A `tools/call` POST of a 2025-11-25 session with request `id`, and its response.
@@ -1143,11 +1149,7 @@ fn a_2026_read_takes_the_lane_only_with_the_headers_rmcp_takes() {
     let db = sample_db("knowledge");
     let lane = HttpServer::start(&db.path, &[], &[]);
     let rmcp = HttpServer::start(&db.path, &[], &[("MCPSPEC_HTTP_LANE", "off")]);
-    let meta = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"}
-    });
+    let meta = meta_2026();
     let body = |name: &str, meta: &Value| {
         json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
                "params": {"name": name, "arguments": {"limit": 2}, "_meta": meta}})
@@ -1232,12 +1234,17 @@ fn a_2026_read_takes_the_lane_only_with_the_headers_rmcp_takes() {
     for (what, headers, body, lane_takes) in cases {
         compare(what, [&lane, &rmcp], &headers, &body, lane_takes);
     }
-    // A tool that mirrors an argument into a header (`x-mcp-header`, SEP-2243) is rmcp's
-    // whatever the headers: a missing `Mcp-Param-Region` is refused as rmcp refuses it.
+}
+
+/// A 2026-07-28 call of a tool that mirrors an argument into a header (`x-mcp-header`,
+/// SEP-2243) is rmcp's whatever the headers: a missing `Mcp-Param-Region` is refused as rmcp
+/// refuses it, and a present one is answered as rmcp answers it.
+#[test]
+fn a_2026_call_of_a_tool_that_mirrors_an_argument_into_a_header_is_rmcps() {
     let lane = HttpServer::serve(&["conformance"], &[]);
     let rmcp = HttpServer::serve(&["conformance"], &[("MCPSPEC_HTTP_LANE", "off")]);
     let body = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
-        "params": {"name": "test_custom_headers", "arguments": {"region": "eu"}, "_meta": meta}})
+        "params": {"name": "test_custom_headers", "arguments": {"region": "eu"}, "_meta": meta_2026()}})
     .to_string();
     let named = [
         ("MCP-Protocol-Version", "2026-07-28"),
