@@ -255,29 +255,14 @@ impl Exporter {
     /// Exports a batch when it is full, when a flush is asked for, or when the schedule's
     /// delay has passed with spans waiting.
     fn run(self) {
-        // Vectors the shards gave up, given back to them empty; the request's body, kept
-        // between batches.
-        let mut spares = Vec::new();
+        // The request's body, kept between batches.
         let mut body = Vec::new();
         loop {
-            let Waiting { spans, flushes } = self.queue.take(self.settings.delay, &mut spares);
-            {
-                let mut batch: Vec<&Record> = Vec::with_capacity(self.settings.batch);
-                for r in spans.iter().flatten() {
-                    batch.push(r);
-                    if batch.len() == self.settings.batch {
-                        self.export(&batch, &mut body);
-                        batch.clear();
-                    }
-                }
-                if !batch.is_empty() {
-                    self.export(&batch, &mut body);
-                }
-            }
-            for mut shard in spans {
-                shard.clear();
-                spares.push(shard);
-            }
+            let Waiting { mut rings, flushes } = self.queue.take(self.settings.delay);
+            self.queue.drain(&mut rings, self.settings.batch, |batch| {
+                self.export(batch, &mut body)
+            });
+            self.queue.give_back(rings);
             for ack in flushes {
                 let _ = ack.send(());
             }

@@ -1,34 +1,37 @@
-//! The bounded queue between the threads that end spans and the exporter's thread, sharded by
-//! thread: each thread appends to a vector of its own under a lock that only the exporter's
-//! sweep ever contends, so that two threads ending spans at once never share a lock or a cache
-//! line. The spans waiting are counted in a shared counter a chunk at a time; the exporter is
-//! woken when a batch's worth is waiting or a flush is asked for, never per span. A span that
-//! would take the queue past its capacity is dropped and counted.
+//! The bounded queue between the threads that end spans and the exporter's thread: each thread
+//! pushes into a single-producer ring of its own (`rtrb`), which publishes a span with one
+//! release store, no lock and no read-modify-write, so that ending a span never waits on a fence
+//! or shares a lock or a cache line with another thread. The spans waiting are counted in a
+//! shared counter a chunk at a time; the exporter is woken when a batch's worth is waiting or a
+//! flush is asked for, never per span. A span that would take the queue past its capacity is
+//! dropped and counted. A thread's ring starts small and doubles when it is full, up to the
+//! whole capacity, so that one busy thread may fill the queue as it could when every thread
+//! shared one, and a thread keeps only the room its own backlog needed; the ring it outgrew is
+//! emptied by the exporter, in order, before the new one.
 
-use std::cell::OnceCell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::cell::{Cell, OnceCell, RefCell};
+use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+use rtrb::chunks::ReadChunk;
+use rtrb::{Consumer, Producer, PushError, RingBuffer};
 
 use super::spans::{Record, drop_spans};
 
 /// How many spans a thread adds to the shared count at once (at most a batch).
 const CHUNK: usize = 32;
 
-/// The spans waiting for the exporter (each shard's vector as it was), and the flushes asked
-/// for.
+/// How many spans a thread's first ring holds (at most the capacity).
+const FIRST_RING: usize = 4 * CHUNK;
+
+/// The rings' read ends, taken for the exporter while it sends what they hold, and the
+/// flushes asked for.
 #[derive(Default)]
 pub(super) struct Waiting {
-    pub(super) spans: Vec<Vec<Record>>,
+    pub(super) rings: Vec<Consumer<Record>>,
     pub(super) flushes: Vec<SyncSender<()>>,
-}
-
-/// One thread's spans, and how many of them the shared count holds.
-#[derive(Default)]
-struct Shard {
-    spans: Vec<Record>,
-    counted: usize,
 }
 
 /// What wakes the exporter: a batch's worth waiting, or flushes.
@@ -39,10 +42,12 @@ struct Signal {
 }
 
 pub(super) struct Queue {
-    /// Every thread's shard; a thread that ended leaves its shard until a sweep empties it.
-    shards: Mutex<Vec<Arc<Mutex<Shard>>>>,
-    /// The spans the shards hold, counted a chunk at a time.
-    pending: AtomicUsize,
+    /// Every thread's ring, read end, in the order they were made; a thread that ended (or
+    /// outgrew its ring) leaves its ring until a sweep empties it.
+    rings: Mutex<Vec<Consumer<Record>>>,
+    /// The spans queued, as the threads have counted them (a chunk at a time) less those
+    /// taken: behind by the spans each live thread has not counted yet, so it may dip below 0.
+    pending: Arc<AtomicIsize>,
     signal: Mutex<Signal>,
     ready: Condvar,
     capacity: usize,
@@ -50,8 +55,23 @@ pub(super) struct Queue {
     chunk: usize,
 }
 
+/// A thread's write end, and the spans it queued but has not added to the shared count: it
+/// adds them when the thread ends, so that the count never drifts.
+struct Local {
+    ring: RefCell<Producer<Record>>,
+    uncounted: Cell<usize>,
+    pending: Arc<AtomicIsize>,
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        let n = self.uncounted.get() as isize;
+        self.pending.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
 thread_local! {
-    static SHARD: OnceCell<Arc<Mutex<Shard>>> = const { OnceCell::new() };
+    static LOCAL: OnceCell<Local> = const { OnceCell::new() };
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -62,8 +82,8 @@ impl Queue {
     /// A queue holding at most `capacity` spans, waking the exporter every `batch`.
     pub(super) fn new(capacity: usize, batch: usize) -> Queue {
         Queue {
-            shards: Mutex::default(),
-            pending: AtomicUsize::new(0),
+            rings: Mutex::default(),
+            pending: Arc::default(),
             signal: Mutex::default(),
             ready: Condvar::new(),
             capacity,
@@ -72,29 +92,59 @@ impl Queue {
         }
     }
 
-    /// Queues `record` in this thread's shard, or drops and counts it when the queue is full
-    /// (or the thread is ending and has no shard any more).
+    /// A ring of `size` spans, its read end handed to the exporter.
+    fn ring(&self, size: usize) -> Producer<Record> {
+        let (producer, consumer) = RingBuffer::new(size);
+        lock(&self.rings).push(consumer);
+        producer
+    }
+
+    /// This thread's write end, made the first time it ends a span.
+    fn local(&self) -> Local {
+        Local {
+            ring: RefCell::new(self.ring(FIRST_RING.min(self.capacity))),
+            uncounted: Cell::new(0),
+            pending: Arc::clone(&self.pending),
+        }
+    }
+
+    /// Queues `record` in this thread's ring, or drops and counts it when the queue is full
+    /// (or the thread is ending and has no ring any more).
     pub(super) fn push(&self, record: Record) {
-        let queued = SHARD.try_with(|cell| {
-            let shard = cell.get_or_init(|| {
-                let shard = Arc::default();
-                lock(&self.shards).push(Arc::clone(&shard));
-                shard
-            });
-            let mut s = lock(shard);
-            let uncounted = s.spans.len() - s.counted;
-            if self.pending.load(Ordering::Relaxed) + uncounted >= self.capacity {
+        let queued = LOCAL.try_with(|cell| {
+            let local = cell.get_or_init(|| self.local());
+            let uncounted = local.uncounted.get();
+            let pending = self.pending.load(Ordering::Relaxed).max(0) as usize;
+            if pending + uncounted >= self.capacity {
                 return false;
             }
-            s.spans.push(record);
-            if uncounted + 1 >= self.chunk {
-                let before = self.pending.fetch_add(uncounted + 1, Ordering::Relaxed);
-                s.counted = s.spans.len();
-                drop(s);
-                if before < self.batch && before + uncounted + 1 >= self.batch {
-                    lock(&self.signal).full = true;
-                    self.ready.notify_one();
+            let Ok(mut ring) = local.ring.try_borrow_mut() else {
+                return false;
+            };
+            if let Err(PushError::Full(record)) = ring.push(record) {
+                // Outgrown: a ring twice the size takes this span and the next; the exporter
+                // empties the old one, which this thread lets go.
+                let size = ring.buffer().capacity();
+                if size >= self.capacity {
+                    return false;
                 }
+                *ring = self.ring((2 * size).min(self.capacity));
+                if ring.push(record).is_err() {
+                    return false;
+                }
+            }
+            drop(ring);
+            if uncounted + 1 < self.chunk {
+                local.uncounted.set(uncounted + 1);
+                return true;
+            }
+            local.uncounted.set(0);
+            let n = (uncounted + 1) as isize;
+            let before = self.pending.fetch_add(n, Ordering::Relaxed);
+            let batch = self.batch as isize;
+            if before < batch && before + n >= batch {
+                lock(&self.signal).full = true;
+                self.ready.notify_one();
             }
             true
         });
@@ -110,9 +160,8 @@ impl Queue {
     }
 
     /// Waits until a batch's worth is waiting, a flush is asked for or `delay` has passed, and
-    /// takes what every shard holds, giving each an empty vector from `spares` in place of
-    /// its own: no span is copied, and a shard keeps the room it grew.
-    pub(super) fn take(&self, delay: Duration, spares: &mut Vec<Vec<Record>>) -> Waiting {
+    /// takes the rings' read ends for [`Queue::drain`]; [`Queue::give_back`] returns them.
+    pub(super) fn take(&self, delay: Duration) -> Waiting {
         let due = Instant::now() + delay;
         let mut signal = lock(&self.signal);
         while !signal.full && signal.flushes.is_empty() {
@@ -130,27 +179,52 @@ impl Queue {
         let flushes = std::mem::take(&mut signal.flushes);
         drop(signal);
         Waiting {
-            spans: self.sweep(spares),
+            rings: std::mem::take(&mut *lock(&self.rings)),
             flushes,
         }
     }
 
-    /// Every shard's spans; the shards of threads that ended are let go once emptied.
-    fn sweep(&self, spares: &mut Vec<Vec<Record>>) -> Vec<Vec<Record>> {
-        let mut out = Vec::new();
-        lock(&self.shards).retain(|shard| {
-            let mut s = lock(shard);
-            self.pending.fetch_sub(s.counted, Ordering::Relaxed);
-            s.counted = 0;
-            if !s.spans.is_empty() {
-                let spare = spares.pop().unwrap_or_default();
-                out.push(std::mem::replace(&mut s.spans, spare));
+    /// Hands what `rings` hold to `send` where they lie, uncopied, in batches of at most
+    /// `batch` spans (each thread's in the order it ended them), then lets those spans go; the
+    /// rings of write ends let go are dropped once emptied.
+    pub(super) fn drain(
+        &self,
+        rings: &mut Vec<Consumer<Record>>,
+        batch: usize,
+        mut send: impl FnMut(&[&Record]),
+    ) {
+        // Read before the spans: a write end let go pushes nothing after.
+        let ended: Vec<bool> = rings.iter().map(Consumer::is_abandoned).collect();
+        let chunks: Vec<ReadChunk<'_, Record>> = rings
+            .iter_mut()
+            .filter_map(|ring| ring.read_chunk(ring.slots()).ok())
+            .collect();
+        let mut spans: Vec<&Record> = Vec::with_capacity(batch);
+        for (head, tail) in chunks.iter().map(ReadChunk::as_slices) {
+            for record in head.iter().chain(tail) {
+                spans.push(record);
+                if spans.len() == batch {
+                    send(&spans);
+                    spans.clear();
+                }
             }
-            drop(s);
-            // Only this list holds the shard of a thread that ended.
-            Arc::strong_count(shard) > 1
-        });
-        out
+        }
+        if !spans.is_empty() {
+            send(&spans);
+        }
+        drop(spans);
+        let taken: usize = chunks.iter().map(ReadChunk::len).sum();
+        chunks.into_iter().for_each(ReadChunk::commit_all);
+        self.pending.fetch_sub(taken as isize, Ordering::Relaxed);
+        let mut ended = ended.into_iter();
+        rings.retain(|_| !ended.next().unwrap_or(false));
+    }
+
+    /// Returns the read ends [`Queue::take`] took, before the rings made meanwhile.
+    pub(super) fn give_back(&self, rings: Vec<Consumer<Record>>) {
+        let mut now = lock(&self.rings);
+        let made = std::mem::replace(&mut *now, rings);
+        now.extend(made);
     }
 }
 
@@ -167,8 +241,20 @@ mod tests {
         Record::example(what, None, false)
     }
 
+    /// How many spans each ring holds.
+    fn lengths(rings: &[Consumer<Record>]) -> Vec<usize> {
+        rings.iter().map(Consumer::slots).collect()
+    }
+
+    /// The sizes of the batches `rings` are drained in.
+    fn drained(queue: &Queue, rings: &mut Vec<Consumer<Record>>, batch: usize) -> Vec<usize> {
+        let mut batches = Vec::new();
+        queue.drain(rings, batch, |b| batches.push(b.len()));
+        batches
+    }
+
     /// Spans ended on several threads are all taken, the exporter woken once a batch's worth
-    /// is counted (not after the delay), and the shards of threads that ended let go.
+    /// is counted (not after the delay), and the rings of threads that ended let go.
     #[test]
     fn spans_of_every_thread_are_taken_and_a_full_batch_wakes_the_exporter() {
         let queue = Arc::new(Queue::new(1000, 64));
@@ -183,27 +269,53 @@ mod tests {
             .for_each(|t| t.join().expect("a thread ending spans"));
         queue.push(record());
         let started = Instant::now();
-        let mut spares = vec![Vec::new()];
-        let w = queue.take(Duration::from_secs(600), &mut spares);
+        let mut w = queue.take(Duration::from_secs(600));
         assert!(
             started.elapsed() < Duration::from_secs(300),
             "woken by the delay"
         );
-        let lengths: Vec<usize> = w.spans.iter().map(Vec::len).collect();
-        assert_eq!(lengths, [40, 40, 40, 1], "each shard's spans, uncopied");
-        assert!(spares.is_empty(), "the spare went to a shard");
-        assert_eq!(queue.pending.load(Ordering::Relaxed), 0);
+        assert_eq!(lengths(&w.rings), [40, 40, 40, 1], "each thread's ring");
+        let batches = drained(&queue, &mut w.rings, 64);
+        assert_eq!(batches, [64, 57], "every span, in batches");
+        queue.give_back(w.rings);
         assert_eq!(
-            lock(&queue.shards).len(),
+            queue.pending.load(Ordering::Relaxed),
+            -1,
+            "the threads that ended counted all theirs; this one has not counted its one yet"
+        );
+        assert_eq!(
+            lock(&queue.rings).len(),
             1,
-            "only this thread's shard is left"
+            "only this thread's ring is left"
         );
-        assert!(
-            queue
-                .take(Duration::from_millis(1), &mut spares)
-                .spans
-                .is_empty()
+        let mut w = queue.take(Duration::from_millis(1));
+        assert_eq!(lengths(&w.rings), [0], "the spans were let go");
+        assert!(drained(&queue, &mut w.rings, 64).is_empty());
+    }
+
+    /// A thread whose ring is full moves to one twice its size, up to the capacity, without
+    /// dropping a span; the ring it outgrew is drained first, then let go, also when it is
+    /// outgrown while the exporter holds it.
+    #[test]
+    fn a_full_ring_grows_and_the_old_one_is_taken_first() {
+        let queue = Queue::new(1000, 64);
+        (0..300).for_each(|_| queue.push(record()));
+        let mut w = queue.take(Duration::from_millis(1));
+        assert_eq!(
+            lengths(&w.rings),
+            [FIRST_RING, 300 - FIRST_RING],
+            "every span, none dropped, the outgrown ring's first"
         );
+        drained(&queue, &mut w.rings, 1000);
+        assert_eq!(w.rings.len(), 1, "the outgrown ring is let go");
+        let size = LOCAL.with(|l| l.get().map(|l| l.ring.borrow().buffer().capacity()));
+        assert_eq!(size, Some(2 * FIRST_RING));
+        // Outgrown again while the exporter holds the rings: the one made meanwhile comes
+        // after the ones given back.
+        (0..2 * FIRST_RING + 10).for_each(|_| queue.push(record()));
+        queue.give_back(w.rings);
+        let w = queue.take(Duration::from_millis(1));
+        assert_eq!(lengths(&w.rings), [2 * FIRST_RING, 10]);
     }
 
     /// One thread never queues more than the capacity; the rest is dropped and counted.
@@ -213,7 +325,7 @@ mod tests {
         let before = super::super::spans::dropped();
         (0..12).for_each(|_| queue.push(record()));
         assert_eq!(super::super::spans::dropped() - before, 2);
-        let w = queue.take(Duration::from_millis(1), &mut Vec::new());
-        assert_eq!(w.spans.iter().map(Vec::len).sum::<usize>(), 10);
+        let w = queue.take(Duration::from_millis(1));
+        assert_eq!(lengths(&w.rings).iter().sum::<usize>(), 10);
     }
 }
