@@ -2,7 +2,7 @@
 //! OpenTelemetry set-up the environment asks for (as a server reads it): each request starts
 //! its span (or is dropped by the sampler), carries its context to the thread that runs it,
 //! and ends with its duration recorded. Timed on one thread and on two at once (each
-//! thread with its own shard of the span queue and of the histogram), then the process's CPU per
+//! thread with its own ring of the span queue and of the histogram), then the process's CPU per
 //! request once the exporters have sent what they batched (their threads included; give
 //! `OTEL_BSP_MAX_QUEUE_SIZE` room for every span, as `bench/telemetry` does, or what the queue
 //! cannot hold is dropped and the figure leaves their export out). No server, no socket: the figure `bench/telemetry` cannot
@@ -22,14 +22,14 @@ fn requests(calls: u64) {
         let info = RequestInfo {
             method: "tools/call",
             target: Some(Cow::Borrowed("get_learning")),
-            id: Some(&id),
+            id: Some(Cow::Borrowed(&id)),
             session: None,
             transport: "tcp",
         };
         let request = Request::start(&info, Parent::default());
         let attached = request.carry().attach();
         drop(attached);
-        request.finish(&info, None);
+        request.finish(info, None);
     }
 }
 

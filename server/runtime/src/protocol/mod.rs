@@ -1137,12 +1137,13 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let span = traced::start("tools/call", self.target_tool(&request.name), &context);
+        let now = self.now();
+        let def = now.engine.def.tool(&request.name);
+        let span = traced::start("tools/call", target_tool(def, &request.name), &context);
         span.run(async move {
-            let now = self.now();
             // The server's own tools win a clash, so only other names reach the proxy.
             if let Some(p) = &self.proxy
-                && now.engine.def.tool(&request.name).is_none()
+                && def.is_none()
                 && p.routes(&request.name)
             {
                 return p
@@ -1157,7 +1158,6 @@ impl ServerHandler for McpServer {
             }
             let engine = now.engine.clone();
             let name = request.name.into_owned();
-            let def = engine.def.tool(&name);
             let support = def.and_then(|t| t.task);
             let as_task = tasks::eligible(support, &context)?;
             let owner = self.owner(&context);
@@ -1374,18 +1374,6 @@ impl McpServer {
         Ok(self.tasks.mint(owner, reply, cancel, finish).await)
     }
 
-    /// A span's target for a call of `name`: the definition's name, or the request's for a
-    /// proxied tool; nothing when telemetry is off.
-    fn target_tool(&self, name: &str) -> Option<std::borrow::Cow<'static, str>> {
-        if !crate::telemetry::on() {
-            return None;
-        }
-        Some(match self.now().engine.def.tool(name) {
-            Some(t) => t.name.into(),
-            None => name.to_string().into(),
-        })
-    }
-
     /// A span's target for prompt `name`, as [`McpServer::target_tool`].
     fn target_prompt(&self, name: &str) -> Option<std::borrow::Cow<'static, str>> {
         if !crate::telemetry::on() {
@@ -1581,6 +1569,21 @@ fn progress_forwarder(
         let _ = tx.send(p);
     });
     (Some(sink), Some(forwarder))
+}
+
+/// A span's target for a call of `name`: the definition's name (`def`, the tool the call
+/// names), or the request's for a proxied tool; nothing when telemetry is off.
+fn target_tool(
+    def: Option<&'static crate::def::ToolDef>,
+    name: &str,
+) -> Option<std::borrow::Cow<'static, str>> {
+    if !crate::telemetry::on() {
+        return None;
+    }
+    Some(match def {
+        Some(t) => t.name.into(),
+        None => name.to_string().into(),
+    })
 }
 
 /// The caller of a request over HTTP: the identity the transport verified from its access

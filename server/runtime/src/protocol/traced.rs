@@ -75,22 +75,20 @@ pub(super) fn start(
             tracestate: header(context, "tracestate"),
         },
     };
-    let id = context.id.to_string();
-    let session = header(context, "mcp-session-id");
     let transport = if over_http(context) { "tcp" } else { "pipe" };
     let info = RequestInfo {
         method,
         target,
-        id: Some(&id),
-        session,
+        id: None,
+        session: None,
         transport,
     };
     let request = Request::start(&info, parent);
     Span(Some(Live {
         method,
         target: info.target,
-        session: session.map(str::to_string),
-        id,
+        session: header(context, "mcp-session-id").map(str::to_string),
+        id: context.id.to_string(),
         transport,
         request,
     }))
@@ -155,11 +153,11 @@ impl Span {
         let info = RequestInfo {
             method,
             target,
-            id: Some(&id),
-            session: session.as_deref(),
+            id: Some(Cow::Owned(id)),
+            session: session.map(Cow::Owned),
             transport,
         };
-        request.finish(&info, error.as_deref());
+        request.finish(info, error.as_deref());
         result
     }
 }

@@ -4,6 +4,7 @@
 //! counted, [`dropped_spans`]), and its duration added to [`super::meter`]'s histogram, which
 //! exports the totals on a thread of its own.
 
+use std::borrow::Cow;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -101,24 +102,14 @@ impl Request {
         self.span.as_ref().map(|s| s.context().clone())
     }
 
-    /// Ends the request `at`, `took` after it started.
+    /// Ends the request `at`, `took` after it started: its texts move into the span.
     pub(super) fn finish(
         self,
-        info: &RequestInfo<'_>,
+        info: RequestInfo<'_>,
         error: Option<&str>,
         at: Instant,
         took: Duration,
     ) {
-        if let Some(span) = self.span {
-            let what = What::Request {
-                method: info.method,
-                target: info.target.clone(),
-                transport: info.transport,
-                id: info.id.map(Box::from),
-                session: info.session.map(Box::from),
-            };
-            span.end(what, error.map(Box::from), at);
-        }
         super::meter::record(
             info.method,
             info.target.as_deref(),
@@ -126,5 +117,15 @@ impl Request {
             error,
             took,
         );
+        if let Some(span) = self.span {
+            let what = What::Request {
+                method: info.method,
+                target: info.target,
+                transport: info.transport,
+                id: info.id.map(Cow::into_owned),
+                session: info.session.map(Cow::into_owned),
+            };
+            span.end(what, error.map(Box::from), at);
+        }
     }
 }

@@ -42,8 +42,8 @@ pub(super) enum What {
         method: &'static str,
         target: Option<Cow<'static, str>>,
         transport: &'static str,
-        id: Option<Box<str>>,
-        session: Option<Box<str>>,
+        id: Option<String>,
+        session: Option<String>,
     },
     /// A database statement (a client span).
     Statement {

@@ -211,7 +211,7 @@ impl Lane {
         let info = crate::telemetry::RequestInfo {
             method: "tools/call",
             target,
-            id: Some(id),
+            id: Some(std::borrow::Cow::Borrowed(id)),
             session: None,
             transport: self.transport,
         };
@@ -219,7 +219,7 @@ impl Lane {
         let attached = span.carry().attach();
         let (answer, error) = self.run(call, engine, cancel, slow);
         drop(attached);
-        span.finish(&info, error.as_deref());
+        span.finish(info, error.as_deref());
         answer
     }
 
