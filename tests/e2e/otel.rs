@@ -547,6 +547,50 @@ fn spans_of_an_http_call_take_the_traceparent_header() {
     );
 }
 
+/// A call in an HTTP session without trace context, which the HTTP lane answers: a root
+/// span that names the session and the request's id, with its statements under it.
+#[test]
+fn a_call_the_http_lane_answers_names_its_session() {
+    let receiver = Receiver::start();
+    let db = sample_db("knowledge");
+    let env = otel_env(&receiver.endpoint());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let server = HttpServer::start(&db.path, &[], &env);
+    let mut client = mcpspec_testkit::HttpClient::new(server.addr, None);
+    client.initialize().expect("initialize");
+    let answer = client
+        .call_tool("kb_list", json!({"limit": 2}))
+        .expect("tools/call");
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    let (span, children) = receiver.until("the kb_list span", |g| {
+        let (_, span) = g
+            .spans
+            .iter()
+            .find(|(_, s)| s.name == "tools/call kb_list")?;
+        let children: Vec<Span> = g
+            .spans
+            .iter()
+            .filter(|(_, s)| s.parent_span_id == span.span_id)
+            .map(|(_, s)| s.clone())
+            .collect();
+        (!children.is_empty()).then(|| (span.clone(), children))
+    });
+    assert!(span.parent_span_id.is_empty(), "a root span: {span:?}");
+    assert!(children.iter().all(|c| c.kind == 3), "{children:?}");
+    let id = answer["id"].to_string();
+    assert_eq!(
+        attr(&span.attributes, "jsonrpc.request.id"),
+        Some(id),
+        "{span:?}"
+    );
+    assert_eq!(
+        attr(&span.attributes, "mcp.session.id"),
+        client.session.clone(),
+        "{span:?}"
+    );
+    assert!(client.session.is_some());
+}
+
 /// A request of protocol 2026-07-28 (no session) over HTTP on MariaDB: its parent comes from
 /// its own `_meta.traceparent` (SEP-414; such a request is rmcp's, not the lane's), its
 /// statements are MariaDB's children, and it names no session.

@@ -144,6 +144,25 @@ fn standard_headers(headers: &HeaderMap, call: &Call<'_>) -> bool {
         && !headers.keys().any(|k| k.as_str().starts_with("mcp-param-"))
 }
 
+/// Whom a lane call came from, kept for the blocking pool, which parses the request again:
+/// the caller the transport verified and the session the request names.
+struct Origin<'a> {
+    caller: Option<Arc<crate::auth::Identity>>,
+    session: Option<&'a str>,
+}
+
+impl<'a> Origin<'a> {
+    fn of(call: &Call<'a>) -> Origin<'a> {
+        Origin {
+            caller: call.caller.clone(),
+            session: match &call.session {
+                Some(std::borrow::Cow::Borrowed(s)) => Some(s),
+                _ => None,
+            },
+        }
+    }
+}
+
 impl HttpLane {
     /// A lane that runs at most `workers - 1` calls on the runtime's workers at once.
     pub(super) fn new(lane: Lane, sessions: Arc<LocalSessionManager>, workers: usize) -> Self {
@@ -223,6 +242,7 @@ impl HttpLane {
         if !self.accepted(session, headers) {
             return None;
         }
+        call.session = Some(std::borrow::Cow::Borrowed(session));
         let engine = self.lane.takes(&call)?;
         let id: Value = serde_json::from_str(call.id.get()).ok()?;
         if !self.alive(session).await {
@@ -275,8 +295,8 @@ impl HttpLane {
         cancel: Arc<AtomicBool>,
     ) -> Vec<u8> {
         if !runs_on_worker(&engine) {
-            let caller = call.caller.clone();
-            Self::on_blocking_pool(&self.lane, body, caller, engine, cancel).await
+            let from = Origin::of(&call);
+            Self::on_blocking_pool(&self.lane, body, from, engine, cancel).await
         } else if self.take_spare() {
             let answer = self.lane.answer(call, &engine, cancel, None);
             self.spare.fetch_add(1, Ordering::SeqCst);
@@ -299,7 +319,7 @@ impl HttpLane {
         engine: Arc<Engine>,
         cancel: Arc<AtomicBool>,
     ) -> Vec<u8> {
-        let caller = call.caller.clone();
+        let from = Origin::of(&call);
         if notices_slow(&engine) {
             let slow = Slow::giving_way(GIVE_WAY_AFTER);
             let answer = self
@@ -309,22 +329,24 @@ impl HttpLane {
                 return answer;
             }
         }
-        Self::on_blocking_pool(&self.lane, body, caller, engine, cancel).await
+        Self::on_blocking_pool(&self.lane, body, from, engine, cancel).await
     }
 
     /// Answers a call on the blocking pool, which needs its own copy of the request (and of
-    /// its caller).
+    /// whom it came from).
     async fn on_blocking_pool(
         lane: &Lane,
         body: &Bytes,
-        caller: Option<Arc<crate::auth::Identity>>,
+        from: Origin<'_>,
         engine: Arc<Engine>,
         cancel: Arc<AtomicBool>,
     ) -> Vec<u8> {
         let (lane, body) = (lane.clone(), body.clone());
+        let (caller, session) = (from.caller, from.session.map(str::to_string));
         tokio::task::spawn_blocking(move || {
             Call::parse(&body).map(|mut call| {
                 call.caller = caller;
+                call.session = session.map(std::borrow::Cow::Owned);
                 lane.answer(call, &engine, cancel, None)
             })
         })

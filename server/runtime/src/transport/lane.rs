@@ -43,6 +43,9 @@ pub struct Call<'a> {
     /// The caller the HTTP transport verified, never read from the message.
     #[serde(skip)]
     pub caller: Option<Arc<crate::auth::Identity>>,
+    /// The HTTP session the request names (its `Mcp-Session-Id` header), for its span.
+    #[serde(skip)]
+    pub session: Option<std::borrow::Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -212,7 +215,7 @@ impl Lane {
             method: "tools/call",
             target,
             id: Some(std::borrow::Cow::Borrowed(id)),
-            session: None,
+            session: call.session.clone(),
             transport: self.transport,
         };
         let span = crate::telemetry::Request::start(&info, crate::telemetry::Parent::default());
