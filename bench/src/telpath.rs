@@ -22,14 +22,14 @@ fn requests(calls: u64) {
         let info = RequestInfo {
             method: "tools/call",
             target: Some(Cow::Borrowed("get_learning")),
-            id: Some(Cow::Borrowed(&id)),
+            id: Some(&id),
             session: None,
             transport: "tcp",
         };
         let request = Request::start(&info, Parent::default());
         let attached = request.carry().attach();
         drop(attached);
-        request.finish(info, None);
+        request.finish(&info, None);
     }
 }
 

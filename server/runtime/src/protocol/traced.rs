@@ -75,20 +75,22 @@ pub(super) fn start(
             tracestate: header(context, "tracestate"),
         },
     };
+    let id = context.id.to_string();
+    let session = header(context, "mcp-session-id");
     let transport = if over_http(context) { "tcp" } else { "pipe" };
     let info = RequestInfo {
         method,
         target,
-        id: None,
-        session: None,
+        id: Some(&id),
+        session,
         transport,
     };
     let request = Request::start(&info, parent);
     Span(Some(Live {
         method,
         target: info.target,
-        session: header(context, "mcp-session-id").map(str::to_string),
-        id: context.id.to_string(),
+        session: session.map(str::to_string),
+        id,
         transport,
         request,
     }))
@@ -153,11 +155,11 @@ impl Span {
         let info = RequestInfo {
             method,
             target,
-            id: Some(Cow::Owned(id)),
-            session: session.map(Cow::Owned),
+            id: Some(&id),
+            session: session.as_deref(),
             transport,
         };
-        request.finish(info, error.as_deref());
+        request.finish(&info, error.as_deref());
         result
     }
 }

@@ -47,11 +47,10 @@ pub struct RequestInfo<'a> {
     /// The tool or prompt it names (`gen_ai.tool.name`, `gen_ai.prompt.name`), the span's
     /// target: the definition's name, or the request's for a proxied tool.
     pub target: Option<std::borrow::Cow<'static, str>>,
-    /// The JSON-RPC id as text (`jsonrpc.request.id`); an owned one moves into the span
-    /// uncopied.
-    pub id: Option<std::borrow::Cow<'a, str>>,
-    /// The session (`mcp.session.id`), on HTTP; an owned one moves into the span uncopied.
-    pub session: Option<std::borrow::Cow<'a, str>>,
+    /// The JSON-RPC id as text (`jsonrpc.request.id`).
+    pub id: Option<&'a str>,
+    /// The session (`mcp.session.id`), on HTTP.
+    pub session: Option<&'a str>,
     /// `pipe` (stdio) or `tcp` (HTTP): `network.transport`.
     pub transport: &'static str,
 }
@@ -145,7 +144,7 @@ impl Request {
 
     /// Ends the request: its span with `error` (`error.type`: a JSON-RPC code, or
     /// `tool_error` for a tool result with `isError`), and its duration recorded.
-    pub fn finish(self, info: RequestInfo<'_>, error: Option<&str>) {
+    pub fn finish(self, info: &RequestInfo<'_>, error: Option<&str>) {
         #[cfg(feature = "otel")]
         if let Some(inner) = self.inner {
             let now = Instant::now();

@@ -4,13 +4,12 @@
 //! counted, [`dropped_spans`]), and its duration added to [`super::meter`]'s histogram, which
 //! exports the totals on a thread of its own.
 
-use std::borrow::Cow;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use opentelemetry_sdk::Resource;
 
-use super::spans::{Open, SpanCx, What};
+use super::spans::{Open, SpanCx, Text, What};
 use super::{Parent, RequestInfo};
 use crate::backend::PoolUse;
 
@@ -102,14 +101,24 @@ impl Request {
         self.span.as_ref().map(|s| s.context().clone())
     }
 
-    /// Ends the request `at`, `took` after it started: its texts move into the span.
+    /// Ends the request `at`, `took` after it started.
     pub(super) fn finish(
         self,
-        info: RequestInfo<'_>,
+        info: &RequestInfo<'_>,
         error: Option<&str>,
         at: Instant,
         took: Duration,
     ) {
+        if let Some(span) = self.span {
+            let what = What::Request {
+                method: info.method,
+                target: info.target.clone(),
+                transport: info.transport,
+                id: info.id.map(Text::from),
+                session: info.session.map(Text::from),
+            };
+            span.end(what, error.map(Box::from), at);
+        }
         super::meter::record(
             info.method,
             info.target.as_deref(),
@@ -117,15 +126,5 @@ impl Request {
             error,
             took,
         );
-        if let Some(span) = self.span {
-            let what = What::Request {
-                method: info.method,
-                target: info.target,
-                transport: info.transport,
-                id: info.id.map(Cow::into_owned),
-                session: info.session.map(Cow::into_owned),
-            };
-            span.end(what, error.map(Box::from), at);
-        }
     }
 }

@@ -42,14 +42,39 @@ pub(super) enum What {
         method: &'static str,
         target: Option<Cow<'static, str>>,
         transport: &'static str,
-        id: Option<String>,
-        session: Option<String>,
+        id: Option<Text>,
+        session: Option<Text>,
     },
     /// A database statement (a client span).
     Statement {
         system: &'static str,
         operation: Option<&'static str>,
     },
+}
+
+/// A request's id or session as its record keeps it: inline up to 36 bytes (a UUID fits), so
+/// that recording one allocates nothing on the serving thread and frees nothing on the
+/// exporter's; a longer one on the heap.
+pub(super) struct Text(smallvec::SmallVec<[u8; 36]>);
+
+impl Text {
+    pub(super) fn as_str(&self) -> &str {
+        // Made only from text.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+impl From<&str> for Text {
+    fn from(s: &str) -> Text {
+        Text(smallvec::SmallVec::from_slice(s.as_bytes()))
+    }
+}
+
+impl std::fmt::Write for Text {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
 }
 
 /// A span that has ended, on its way to the exporter.
@@ -324,10 +349,10 @@ impl What {
                     each("gen_ai.operation.name", "execute_tool");
                 }
                 if let Some(id) = id {
-                    each("jsonrpc.request.id", id);
+                    each("jsonrpc.request.id", id.as_str());
                 }
                 if let Some(s) = session {
-                    each("mcp.session.id", s);
+                    each("mcp.session.id", s.as_str());
                 }
                 if let Some(e) = error {
                     each("error.type", e);
@@ -399,5 +424,23 @@ impl Record {
             what,
             error: error.map(Box::from),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Text;
+
+    /// A UUID is kept in the record itself; a longer text goes to the heap; both read back.
+    #[test]
+    fn a_text_up_to_36_bytes_is_kept_inline() {
+        let uuid = "0b9d6a2e-5a43-4e0a-9c1d-3f2a7e8b6c10";
+        let inline = Text::from(uuid);
+        assert!(!inline.0.spilled());
+        assert_eq!(inline.as_str(), uuid);
+        let long = format!("{uuid}-and-more-é");
+        let spilled = Text::from(long.as_str());
+        assert!(spilled.0.spilled());
+        assert_eq!(spilled.as_str(), long);
     }
 }

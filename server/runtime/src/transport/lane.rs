@@ -198,7 +198,7 @@ impl Lane {
     /// `slow` acts once the call turns out slow.
     pub fn answer(
         &self,
-        call: Call<'_>,
+        mut call: Call<'_>,
         engine: &Engine,
         cancel: Arc<AtomicBool>,
         slow: Option<Slow>,
@@ -207,6 +207,7 @@ impl Lane {
             return self.run(call, engine, cancel, slow).0;
         }
         let id = call.id.get().trim_matches('"');
+        let session = call.session.take();
         let target = engine
             .def
             .tool(&call.params.name)
@@ -214,15 +215,15 @@ impl Lane {
         let info = crate::telemetry::RequestInfo {
             method: "tools/call",
             target,
-            id: Some(std::borrow::Cow::Borrowed(id)),
-            session: call.session.clone(),
+            id: Some(id),
+            session: session.as_deref(),
             transport: self.transport,
         };
         let span = crate::telemetry::Request::start(&info, crate::telemetry::Parent::default());
         let attached = span.carry().attach();
         let (answer, error) = self.run(call, engine, cancel, slow);
         drop(attached);
-        span.finish(info, error.as_deref());
+        span.finish(&info, error.as_deref());
         answer
     }
 
