@@ -155,10 +155,7 @@ impl<'a> Origin<'a> {
     fn of(call: &Call<'a>) -> Origin<'a> {
         Origin {
             caller: call.caller.clone(),
-            session: match &call.session {
-                Some(std::borrow::Cow::Borrowed(s)) => Some(s),
-                _ => None,
-            },
+            session: call.session,
         }
     }
 }
@@ -242,7 +239,7 @@ impl HttpLane {
         if !self.accepted(session, headers) {
             return None;
         }
-        call.session = Some(std::borrow::Cow::Borrowed(session));
+        call.session = Some(session);
         let engine = self.lane.takes(&call)?;
         let id: Value = serde_json::from_str(call.id.get()).ok()?;
         if !self.alive(session).await {
@@ -346,7 +343,7 @@ impl HttpLane {
         tokio::task::spawn_blocking(move || {
             Call::parse(&body).map(|mut call| {
                 call.caller = caller;
-                call.session = session.map(std::borrow::Cow::Owned);
+                call.session = session.as_deref();
                 lane.answer(call, &engine, cancel, None)
             })
         })

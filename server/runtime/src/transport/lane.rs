@@ -45,7 +45,7 @@ pub struct Call<'a> {
     pub caller: Option<Arc<crate::auth::Identity>>,
     /// The HTTP session the request names (its `Mcp-Session-Id` header), for its span.
     #[serde(skip)]
-    pub session: Option<std::borrow::Cow<'a, str>>,
+    pub session: Option<&'a str>,
 }
 
 #[derive(Deserialize)]
@@ -198,7 +198,7 @@ impl Lane {
     /// `slow` acts once the call turns out slow.
     pub fn answer(
         &self,
-        mut call: Call<'_>,
+        call: Call<'_>,
         engine: &Engine,
         cancel: Arc<AtomicBool>,
         slow: Option<Slow>,
@@ -207,7 +207,6 @@ impl Lane {
             return self.run(call, engine, cancel, slow).0;
         }
         let id = call.id.get().trim_matches('"');
-        let session = call.session.take();
         let target = engine
             .def
             .tool(&call.params.name)
@@ -216,7 +215,7 @@ impl Lane {
             method: "tools/call",
             target,
             id: Some(id),
-            session: session.as_deref(),
+            session: call.session,
             transport: self.transport,
         };
         let span = crate::telemetry::Request::start(&info, crate::telemetry::Parent::default());
