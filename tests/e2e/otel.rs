@@ -275,13 +275,17 @@ fn request_spans(got: &Got, trace: &str, tool: &str) -> Option<(String, Span, Ve
         .spans
         .iter()
         .find(|(_, s)| hex(&s.trace_id) == trace && s.name == format!("tools/call {tool}"))?;
-    let children: Vec<Span> = got
-        .spans
+    let children = children_of(got, span);
+    (!children.is_empty()).then(|| (service.clone(), span.clone(), children))
+}
+
+/// The spans whose parent is `span`.
+fn children_of(got: &Got, span: &Span) -> Vec<Span> {
+    got.spans
         .iter()
         .filter(|(_, s)| s.parent_span_id == span.span_id)
         .map(|(_, s)| s.clone())
-        .collect();
-    (!children.is_empty()).then(|| (service.clone(), span.clone(), children))
+        .collect()
 }
 
 /// Asserts what every request span says: a server span of `tool` under the client's span,
@@ -567,12 +571,7 @@ fn a_call_the_http_lane_answers_names_its_session() {
             .spans
             .iter()
             .find(|(_, s)| s.name == "tools/call kb_list")?;
-        let children: Vec<Span> = g
-            .spans
-            .iter()
-            .filter(|(_, s)| s.parent_span_id == span.span_id)
-            .map(|(_, s)| s.clone())
-            .collect();
+        let children = children_of(g, span);
         (!children.is_empty()).then(|| (span.clone(), children))
     });
     assert!(span.parent_span_id.is_empty(), "a root span: {span:?}");
