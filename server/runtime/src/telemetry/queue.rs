@@ -28,7 +28,6 @@ const FIRST_RING: usize = 4 * CHUNK;
 
 /// The rings' read ends, taken for the exporter while it sends what they hold, and the
 /// flushes asked for.
-#[derive(Default)]
 pub(super) struct Waiting {
     pub(super) rings: Vec<Consumer<Record>>,
     pub(super) flushes: Vec<SyncSender<()>>,

@@ -70,13 +70,6 @@ impl From<&str> for Text {
     }
 }
 
-impl std::fmt::Write for Text {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        self.0.extend_from_slice(s.as_bytes());
-        Ok(())
-    }
-}
-
 /// A span that has ended, on its way to the exporter.
 pub(super) struct Record {
     cx: SpanCx,
