@@ -1142,11 +1142,8 @@ impl ServerHandler for McpServer {
         let span = traced::start("tools/call", target_tool(def, &request.name), &context);
         span.run(async move {
             // The server's own tools win a clash, so only other names reach the proxy.
-            if let Some(p) = &self.proxy
-                && def.is_none()
-                && p.routes(&request.name)
-            {
-                return p
+            match &self.proxy {
+                Some(p) if def.is_none() && p.routes(&request.name) => p
                     .call(
                         &request.name,
                         request.arguments,
@@ -1154,97 +1151,9 @@ impl ServerHandler for McpServer {
                         &self.session.hints,
                     )
                     .await
-                    .map(Into::into);
+                    .map(Into::into),
+                _ => self.call_own(&now.engine, def, request, context).await,
             }
-            let engine = now.engine.clone();
-            let name = request.name.into_owned();
-            let support = def.and_then(|t| t.task);
-            let as_task = tasks::eligible(support, &context)?;
-            let owner = self.owner(&context);
-            // A tool that runs only as a task is refused at once when no more tasks fit.
-            if as_task
-                && support == Some(TaskSupport::Required)
-                && let Some(full) = self.tasks.refused(owner)
-            {
-                return to_result(Err(CallError::Tool(full)), engine.def).map(Into::into);
-            }
-            let handler = def.is_some_and(|t| matches!(t.binding, crate::def::BindingDef::Handler));
-            let writes = def.is_some_and(|t| t.writes);
-            let arguments = request.arguments.map(Value::Object);
-            let call = Call {
-                method: "tools/call",
-                name: &name,
-                arguments: arguments.as_ref(),
-                request_state: request.request_state.as_deref(),
-                responses: request.input_responses.as_ref(),
-            };
-            let round = self.round(&context, &call)?;
-            if let Some(stopped) = self
-                .confirm_first(&context, &name, arguments.as_ref(), round.as_ref())
-                .await
-            {
-                return stopped;
-            }
-            let (cancel, watcher) = cancel_flag(&context);
-            // The call is answered by its deadline, whatever its work does (see `bounded`).
-            let stop = engine.stop_for(&name, cancel.clone());
-            let (progress, forwarder) = progress_forwarder(&context);
-            // A handler's call becomes a task when the handler asks to; any other, after a while.
-            let (slot, minted) = match as_task && handler {
-                true => {
-                    let (slot, minted) = tasks::TaskSlot::new();
-                    (Some(slot), Some(minted))
-                }
-                false => (None, None),
-            };
-            let session_link = self.link(&context, round, slot);
-            let link = Link {
-                progress,
-                client: Some(session_link.clone() as Arc<dyn ClientLink>),
-                slow: None,
-                stop: Some(stop.clone()),
-                caller: caller_of(&context),
-            };
-            let flag = cancel.clone();
-            let (job_engine, tool) = (engine.clone(), name.clone());
-            // A known tool waits for its place (see `admission`), which it keeps until its work
-            // ends; one that finds none by its deadline is answered as timed out.
-            let place = match def {
-                Some(_) => self.admission.enter(&name, &stop).await.map(Some),
-                None => Some(None),
-            };
-            let carry = crate::telemetry::Carry::current();
-            let job: Job = match place {
-                Some(place) => bounded(
-                    tokio::task::spawn_blocking(move || {
-                        let _cx = carry.attach();
-                        let _place = place;
-                        job_engine.call_full(&name, arguments.as_ref(), Some(flag), link)
-                    }),
-                    stop,
-                    self.shutdown.clone(),
-                    engine.clone(),
-                    tool.clone(),
-                ),
-                None => {
-                    let timed_out = Ok(Err(engine.timed_out(&tool)));
-                    Box::pin(std::future::ready(timed_out))
-                }
-            };
-            let ending = Ending {
-                watcher,
-                forwarder,
-                link: session_link,
-                writes,
-                engine,
-                tool,
-                confirmer: self.confirmer.clone(),
-                cancel,
-            };
-            // A SQL or content call answers as usual unless it runs past the grace period.
-            let after = (as_task && !handler).then(|| ending.engine.limits().task_after);
-            self.conclude(job, ending, minted, after, support, owner)
-                .await
         })
         .await
     }
@@ -1306,6 +1215,25 @@ type Job = std::pin::Pin<
     >,
 >;
 
+/// What a call's work runs with, moved to the blocking pool.
+struct Work {
+    engine: Arc<Engine>,
+    name: String,
+    arguments: Option<Value>,
+    /// Set when the call is cancelled or runs past its deadline.
+    cancel: Arc<AtomicBool>,
+    link: Link,
+}
+
+impl Work {
+    /// Runs the call on this thread, to its end.
+    fn run(self) -> Result<crate::engine::Success, CallError> {
+        let arguments = self.arguments.as_ref();
+        self.engine
+            .call_full(&self.name, arguments, Some(self.cancel), self.link)
+    }
+}
+
 /// `work` answered by `stop`'s deadline: when the deadline passes first (the time a handler
 /// waits for the client's answers aside), the call's cancellation flag is set, which stops
 /// its statements and tells its handler, and the outcome is `TIMEOUT`; the work goes on only
@@ -1335,6 +1263,109 @@ fn bounded(
 }
 
 impl McpServer {
+    /// A call to one of the server's own tools (`def`), or to a name it does not know, which
+    /// its engine answers as such: refused at once when it must run as a task and no more
+    /// fit, then its confirmation asked for when its rules say so, then its work run and
+    /// answered (see [`McpServer::conclude`]).
+    async fn call_own(
+        &self,
+        engine: &Arc<Engine>,
+        def: Option<&'static crate::def::ToolDef>,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.into_owned();
+        let support = def.and_then(|t| t.task);
+        let as_task = tasks::eligible(support, &context)?;
+        let owner = self.owner(&context);
+        // A tool that runs only as a task is refused at once when no more tasks fit.
+        if as_task
+            && support == Some(TaskSupport::Required)
+            && let Some(full) = self.tasks.refused(owner)
+        {
+            return to_result(Err(CallError::Tool(full)), engine.def).map(Into::into);
+        }
+        let handler = def.is_some_and(|t| matches!(t.binding, crate::def::BindingDef::Handler));
+        let arguments = request.arguments.map(Value::Object);
+        let call = Call {
+            method: "tools/call",
+            name: &name,
+            arguments: arguments.as_ref(),
+            request_state: request.request_state.as_deref(),
+            responses: request.input_responses.as_ref(),
+        };
+        let round = self.round(&context, &call)?;
+        if let Some(stopped) = self
+            .confirm_first(&context, &name, arguments.as_ref(), round.as_ref())
+            .await
+        {
+            return stopped;
+        }
+        let (cancel, watcher) = cancel_flag(&context);
+        // The call is answered by its deadline, whatever its work does (see `bounded`).
+        let stop = engine.stop_for(&name, cancel.clone());
+        let (progress, forwarder) = progress_forwarder(&context);
+        // A handler's call becomes a task when the handler asks to; any other, after a while.
+        let (slot, minted) = match as_task && handler {
+            true => {
+                let (slot, minted) = tasks::TaskSlot::new();
+                (Some(slot), Some(minted))
+            }
+            false => (None, None),
+        };
+        let session_link = self.link(&context, round, slot);
+        let work = Work {
+            engine: engine.clone(),
+            name: name.clone(),
+            arguments,
+            cancel: cancel.clone(),
+            link: Link {
+                progress,
+                client: Some(session_link.clone() as Arc<dyn ClientLink>),
+                slow: None,
+                stop: Some(stop.clone()),
+                caller: caller_of(&context),
+            },
+        };
+        let job = self.job(work, stop, def.is_some()).await;
+        let ending = Ending {
+            watcher,
+            forwarder,
+            link: session_link,
+            writes: def.is_some_and(|t| t.writes),
+            engine: engine.clone(),
+            tool: name,
+            confirmer: self.confirmer.clone(),
+            cancel,
+        };
+        // A SQL or content call answers as usual unless it runs past the grace period.
+        let after = (as_task && !handler).then(|| ending.engine.limits().task_after);
+        self.conclude(job, ending, minted, after, support, owner)
+            .await
+    }
+
+    /// `work` as a [`Job`] on the blocking pool, answered by `stop`'s deadline (see
+    /// [`bounded`]). A `known` tool first waits for its place (see `admission`), which it keeps
+    /// until its work ends; one that finds none by its deadline is answered as timed out. A
+    /// name the server does not know takes no place: its engine answers it at once.
+    async fn job(&self, work: Work, stop: crate::backend::Stop, known: bool) -> Job {
+        let place = match known {
+            true => self.admission.enter(&work.name, &stop).await.map(Some),
+            false => Some(None),
+        };
+        let (engine, tool) = (work.engine.clone(), work.name.clone());
+        let Some(place) = place else {
+            return Box::pin(std::future::ready(Ok(Err(engine.timed_out(&tool)))));
+        };
+        let carry = crate::telemetry::Carry::current();
+        let run = tokio::task::spawn_blocking(move || {
+            let _cx = carry.attach();
+            let _place = place;
+            work.run()
+        });
+        bounded(run, stop, self.shutdown.clone(), engine, tool)
+    }
+
     /// Answers a running call: as a task once it ran `after` (at once when zero), as a task
     /// when its handler asks to (`minted`), or with its result; a tool that runs only as a
     /// task answers with one even when its call finished first (a handler's questions, if it
