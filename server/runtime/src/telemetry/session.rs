@@ -38,13 +38,17 @@ fn operation(sql: &str) -> Option<&'static str> {
             break;
         }
     }
-    let end = rest
-        .find(|c: char| !c.is_ascii_alphabetic())
-        .unwrap_or(rest.len());
-    let word = &rest[..end];
+    // Bytes, not chars: a word of `OPERATIONS` is ASCII, so the first byte that is not an
+    // ASCII letter ends it, whatever follows.
+    let word = rest.as_bytes();
+    let end = word
+        .iter()
+        .position(|b| !b.is_ascii_alphabetic())
+        .unwrap_or(word.len());
+    let word = &word[..end];
     OPERATIONS
         .iter()
-        .find(|op| op.eq_ignore_ascii_case(word))
+        .find(|op| op.as_bytes().eq_ignore_ascii_case(word))
         .copied()
 }
 
@@ -129,6 +133,9 @@ mod tests {
             ("-- only a comment", None),
             ("(SELECT 1)", None),
             ("SELECTED", None),
+            ("sélect 1", None),
+            // A letter beyond ASCII ends the word as before, and splits no character.
+            ("SELECT\u{e9}", Some("SELECT")),
         ];
         for (sql, op) in cases {
             assert_eq!(super::operation(sql), op, "{sql}");

@@ -58,9 +58,9 @@ pub(super) enum What {
 pub(super) struct Text(smallvec::SmallVec<[u8; 36]>);
 
 impl Text {
-    pub(super) fn as_str(&self) -> &str {
-        // Made only from text.
-        std::str::from_utf8(&self.0).unwrap_or_default()
+    /// The text's UTF-8 bytes, as the exporter writes them (unchecked: made only from text).
+    pub(super) fn as_bytes(&self) -> &[u8] {
+        &self.0
     }
 }
 
@@ -324,7 +324,12 @@ impl What {
     /// Each attribute the conventions ask for, key and text, handed to `each`: MCP's for a
     /// request, the database's for a statement; `error.type` (and a request's JSON-RPC code as
     /// `rpc.response.status_code`) when the span failed with `error`.
-    pub(super) fn attributes(&self, error: Option<&str>, mut each: impl FnMut(&str, &str)) {
+    /// A value is handed as its UTF-8 bytes, which is what the wire carries.
+    pub(super) fn attributes(
+        &self,
+        error: Option<&str>,
+        mut each: impl FnMut(&'static str, &[u8]),
+    ) {
         match self {
             What::Request {
                 method,
@@ -333,34 +338,34 @@ impl What {
                 id,
                 session,
             } => {
-                each("mcp.method.name", method);
-                each("network.transport", transport);
+                each("mcp.method.name", method.as_bytes());
+                each("network.transport", transport.as_bytes());
                 if let (Some(key), Some(t)) = (target_key(method), target) {
-                    each(key, t);
+                    each(key, t.as_bytes());
                 }
                 if *method == "tools/call" {
-                    each("gen_ai.operation.name", "execute_tool");
+                    each("gen_ai.operation.name", b"execute_tool");
                 }
                 if let Some(id) = id {
-                    each("jsonrpc.request.id", id.as_str());
+                    each("jsonrpc.request.id", id.as_bytes());
                 }
                 if let Some(s) = session {
-                    each("mcp.session.id", s.as_str());
+                    each("mcp.session.id", s.as_bytes());
                 }
                 if let Some(e) = error {
-                    each("error.type", e);
+                    each("error.type", e.as_bytes());
                     if e.parse::<i64>().is_ok() {
-                        each("rpc.response.status_code", e);
+                        each("rpc.response.status_code", e.as_bytes());
                     }
                 }
             }
             What::Statement { system, operation } => {
-                each("db.system.name", system);
+                each("db.system.name", system.as_bytes());
                 if let Some(op) = operation {
-                    each("db.operation.name", op);
+                    each("db.operation.name", op.as_bytes());
                 }
                 if let Some(e) = error {
-                    each("error.type", e);
+                    each("error.type", e.as_bytes());
                 }
             }
         }
@@ -430,10 +435,10 @@ mod tests {
         let uuid = "0b9d6a2e-5a43-4e0a-9c1d-3f2a7e8b6c10";
         let inline = Text::from(uuid);
         assert!(!inline.0.spilled());
-        assert_eq!(inline.as_str(), uuid);
+        assert_eq!(inline.as_bytes(), uuid.as_bytes());
         let long = format!("{uuid}-and-more-é");
         let spilled = Text::from(long.as_str());
         assert!(spilled.0.spilled());
-        assert_eq!(spilled.as_str(), long);
+        assert_eq!(spilled.as_bytes(), long.as_bytes());
     }
 }

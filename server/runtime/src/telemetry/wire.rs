@@ -180,12 +180,12 @@ fn kind(what: &What) -> i32 {
 }
 
 /// A span's attribute (field 9): a `KeyValue` whose `AnyValue` is a string.
-fn attribute(buf: &mut Vec<u8>, k: &str, v: &str) {
+fn attribute(buf: &mut Vec<u8>, k: &str, v: &[u8]) {
     let any = field_len(v.len());
     header(buf, 9, field_len(k.len()) + field_len(any));
     bytes(buf, 1, k.as_bytes());
     header(buf, 2, any);
-    bytes(buf, 1, v.as_bytes());
+    bytes(buf, 1, v);
 }
 
 /// A span's `Status` (field 15): unset, or an error with its message.
