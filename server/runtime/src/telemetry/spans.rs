@@ -20,7 +20,9 @@ use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
-use opentelemetry::trace::{SamplingDecision, SpanId, SpanKind, TraceContextExt, TraceId};
+use opentelemetry::trace::{
+    SamplingDecision, SpanId, SpanKind, TraceContextExt, TraceId, TraceState,
+};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::Config;
 
@@ -197,12 +199,15 @@ impl Open {
         if sampled.decision != SamplingDecision::RecordAndSample {
             return None;
         }
-        let state = sampled.trace_state.header();
+        // Most traces carry no state: that is told without writing a header.
+        let state = (sampled.trace_state != TraceState::NONE)
+            .then(|| sampled.trace_state.header())
+            .filter(|s| !s.is_empty());
         Some(Open {
             cx: SpanCx {
                 trace,
                 span: p.config.id_generator.new_span_id(),
-                state: (!state.is_empty()).then(|| Arc::from(state)),
+                state: state.map(Arc::from),
             },
             parent: remote.map(|(_, s)| (s, true)),
             start,
