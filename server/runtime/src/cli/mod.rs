@@ -670,50 +670,56 @@ fn run(cli: Cli, mut servers: Vec<Server>, compile: Option<dev::Compile>) -> Res
         Cmd::Init { target, db, sample } => {
             init(resolve(&mut servers, &target, compile)?.def, &db, sample)
         }
-        Cmd::Demo { target } => {
-            let server = resolve(&mut servers, &target, compile)?;
-            if let Some(spec) = &target.spec {
-                servable(&server, spec)?;
-            }
-            let def = server.def;
-            let exe = std::env::current_exe().context("locating the mcpspec binary")?;
-            // The server process is started in a scratch directory: a spec file by its full path.
-            let serving: Vec<std::ffi::OsString> = match &target.spec {
-                Some(spec) => vec!["--spec".into(), std::path::absolute(spec)?.into()],
-                None => vec![def.name.into()],
+        Cmd::Demo { target } => demo_cmd(resolve(&mut servers, &target, compile)?, &target),
+        Cmd::List => list(servers),
+    }
+}
+
+/// `mcpspec demo`: a scripted session against `server` served by this binary, as `target`
+/// names it, printed.
+fn demo_cmd(server: Server, target: &Target) -> Result<ExitCode> {
+    if let Some(spec) = &target.spec {
+        servable(&server, spec)?;
+    }
+    let def = server.def;
+    let exe = std::env::current_exe().context("locating the mcpspec binary")?;
+    // The server process is started in a scratch directory: a spec file by its full path.
+    let serving: Vec<std::ffi::OsString> = match &target.spec {
+        Some(spec) => vec!["--spec".into(), std::path::absolute(spec)?.into()],
+        None => vec![def.name.into()],
+    };
+    demo::run(def, &exe, &serving, &mut std::io::stdout().lock())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `mcpspec list`: the compiled servers, by name, and each one's tools.
+fn list(mut servers: Vec<Server>) -> Result<ExitCode> {
+    if servers.is_empty() {
+        say!("no compiled servers: this binary serves spec files (serve --spec FILE)");
+        return Ok(ExitCode::SUCCESS);
+    }
+    servers.sort_by_key(|s| s.def.name);
+    for s in servers.iter().map(|s| s.def) {
+        say!(
+            "{} {} ({}, {} tools)",
+            s.name,
+            s.version,
+            s.spec_file,
+            s.tools.len()
+        );
+        for t in s.tools {
+            // The published annotations, which handler tools declare themselves.
+            let kind = if t.annotations.destructive {
+                "destructive"
+            } else if t.annotations.read_only {
+                "read"
+            } else {
+                "write"
             };
-            demo::run(def, &exe, &serving, &mut std::io::stdout().lock())?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Cmd::List => {
-            if servers.is_empty() {
-                say!("no compiled servers: this binary serves spec files (serve --spec FILE)");
-                return Ok(ExitCode::SUCCESS);
-            }
-            servers.sort_by_key(|s| s.def.name);
-            for s in servers.iter().map(|s| s.def) {
-                say!(
-                    "{} {} ({}, {} tools)",
-                    s.name,
-                    s.version,
-                    s.spec_file,
-                    s.tools.len()
-                );
-                for t in s.tools {
-                    // The published annotations, which handler tools declare themselves.
-                    let kind = if t.annotations.destructive {
-                        "destructive"
-                    } else if t.annotations.read_only {
-                        "read"
-                    } else {
-                        "write"
-                    };
-                    say!("  {:<24} {kind:<11} {}", t.name, t.title.unwrap_or(""));
-                }
-            }
-            Ok(ExitCode::SUCCESS)
+            say!("  {:<24} {kind:<11} {}", t.name, t.title.unwrap_or(""));
         }
     }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `mcpspec migrate`: the database `locate` finds for `def`, migrated as `ask` says.

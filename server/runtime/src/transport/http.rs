@@ -1046,7 +1046,33 @@ pub async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let gate = gate.clone();
+        let conn = Accepted { stream, peer, slot };
+        conn.spawn(&http, &graceful, gate.clone());
+    }
+    drop(listener);
+    gate.health.drain();
+    tracing::info!("stopped accepting connections; finishing calls in flight");
+    drain(&gate, &ending, graceful, &sessions, options.drain_timeout).await;
+    Ok(())
+}
+
+/// A connection accepted and given its place among the open ones.
+struct Accepted {
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    slot: super::http_conns::Slot,
+}
+
+impl Accepted {
+    /// Serves the connection's requests through `gate` on a task of its own, until the
+    /// client ends it, `graceful` shuts it down or it is closed to make room for another.
+    fn spawn(
+        self,
+        http: &hyper::server::conn::http1::Builder,
+        graceful: &hyper_util::server::graceful::GracefulShutdown,
+        gate: Arc<Gate>,
+    ) {
+        let Accepted { stream, peer, slot } = self;
         let slot = Arc::new(slot);
         let marks = slot.clone();
         let service = hyper::service::service_fn(move |req| {
@@ -1066,13 +1092,21 @@ pub async fn serve(
             }
         });
     }
-    drop(listener);
-    gate.health.drain();
-    tracing::info!("stopped accepting connections; finishing calls in flight");
-    // Listen streams end now; calls in flight are answered.
+}
+
+/// Once no connection is accepted any more: listen streams end, the calls in flight are
+/// answered (abandoned, each answered as shutting down, once `timeout` has passed), then the
+/// `sessions` end and the connections are given two seconds to close.
+async fn drain(
+    gate: &Gate,
+    ending: &crate::shutdown::Shutdown,
+    graceful: hyper_util::server::graceful::GracefulShutdown,
+    sessions: &tokio_util::sync::CancellationToken,
+    timeout: Duration,
+) {
     ending.drain();
     let closed = graceful.shutdown();
-    if tokio::time::timeout(options.drain_timeout, gate.in_flight.idle())
+    if tokio::time::timeout(timeout, gate.in_flight.idle())
         .await
         .is_err()
     {
@@ -1087,7 +1121,6 @@ pub async fn serve(
     {
         tracing::warn!("some connections did not close in time");
     }
-    Ok(())
 }
 
 #[cfg(test)]
