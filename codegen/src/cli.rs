@@ -60,57 +60,82 @@ fn write_if_changed(root: &Path, rel: &Path, text: &str) -> Result<()> {
     Ok(())
 }
 
+/// The options after the command, as given.
+struct Options {
+    spec_dir: PathBuf,
+    out: Option<PathBuf>,
+    /// `--db [SERVER=]PATH`: the live database, and the server it belongs to when named.
+    db: Option<(Option<String>, PathBuf)>,
+    json: bool,
+    plan: Option<String>,
+    name: Option<String>,
+}
+
+impl Options {
+    /// Reads `args`, `--root` changing `root`; `None` when help was asked for (and printed).
+    fn parse(mut args: impl Iterator<Item = String>, root: &mut PathBuf) -> Result<Option<Self>> {
+        let mut o = Options {
+            spec_dir: PathBuf::from("spec"),
+            out: None,
+            db: None,
+            json: false,
+            plan: None,
+            name: None,
+        };
+        while let Some(a) = args.next() {
+            let mut value =
+                |name: &str| args.next().with_context(|| format!("{name} needs a value"));
+            match a.as_str() {
+                "--spec-dir" => o.spec_dir = PathBuf::from(value("--spec-dir")?),
+                "--root" => {
+                    let dir = PathBuf::from(value("--root")?);
+                    *root = std::path::absolute(&dir)
+                        .with_context(|| format!("--root {}", dir.display()))?;
+                    anyhow::ensure!(root.is_dir(), "--root {}: no such directory", dir.display());
+                }
+                "--out" => o.out = Some(PathBuf::from(value("--out")?)),
+                "--plan" => o.plan = Some(value("--plan")?),
+                "--name" => o.name = Some(value("--name")?),
+                "--db" => o.db = Some(live_db(value("--db")?)),
+                "--format" => match value("--format")?.as_str() {
+                    "human" => o.json = false,
+                    "json" => o.json = true,
+                    other => anyhow::bail!("unknown format `{other}`; use `human` or `json`"),
+                },
+                "-h" | "--help" => {
+                    println!("{USAGE}");
+                    return Ok(None);
+                }
+                other => anyhow::bail!("unknown argument `{other}`\n\n{USAGE}"),
+            }
+        }
+        Ok(Some(o))
+    }
+}
+
+/// `--db`'s value: `SERVER=PATH` names the server the live file belongs to, split off before
+/// the path is made absolute.
+fn live_db(v: String) -> (Option<String>, PathBuf) {
+    match v.split_once('=') {
+        Some((server, path)) if !server.is_empty() && !server.contains(['/', '\\']) => {
+            (Some(server.to_string()), PathBuf::from(path))
+        }
+        _ => (None, PathBuf::from(v)),
+    }
+}
+
 fn run(mut root: PathBuf) -> Result<ExitCode> {
     let mut args = std::env::args().skip(1);
     let Some(command) = args.next() else {
         eprintln!("{USAGE}");
         return Ok(ExitCode::from(2));
     };
-    let mut spec_dir = PathBuf::from("spec");
-    let mut out: Option<PathBuf> = None;
-    let mut db: Option<(Option<String>, PathBuf)> = None;
-    let mut json = false;
-    let mut plan: Option<String> = None;
-    let mut name: Option<String> = None;
-    while let Some(a) = args.next() {
-        let mut value = |name: &str| args.next().with_context(|| format!("{name} needs a value"));
-        match a.as_str() {
-            "--spec-dir" => spec_dir = PathBuf::from(value("--spec-dir")?),
-            "--root" => {
-                let dir = PathBuf::from(value("--root")?);
-                root = std::path::absolute(&dir)
-                    .with_context(|| format!("--root {}", dir.display()))?;
-                anyhow::ensure!(root.is_dir(), "--root {}: no such directory", dir.display());
-            }
-            "--out" => out = Some(PathBuf::from(value("--out")?)),
-            "--plan" => plan = Some(value("--plan")?),
-            "--name" => name = Some(value("--name")?),
-            "--db" => {
-                // `SERVER=PATH` names the server the live file belongs to; split it off before
-                // the path is made absolute.
-                let v = value("--db")?;
-                db = Some(match v.split_once('=') {
-                    Some((server, path)) if !server.is_empty() && !server.contains(['/', '\\']) => {
-                        (Some(server.to_string()), PathBuf::from(path))
-                    }
-                    _ => (None, PathBuf::from(v)),
-                });
-            }
-            "--format" => match value("--format")?.as_str() {
-                "human" => json = false,
-                "json" => json = true,
-                other => anyhow::bail!("unknown format `{other}`; use `human` or `json`"),
-            },
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return Ok(ExitCode::SUCCESS);
-            }
-            other => anyhow::bail!("unknown argument `{other}`\n\n{USAGE}"),
-        }
-    }
+    let Some(o) = Options::parse(args, &mut root)? else {
+        return Ok(ExitCode::SUCCESS);
+    };
     // Paths given on the command line are relative to where the command was run.
-    let out = out.map(std::path::absolute).transpose()?;
-    let db = match db {
+    let out = o.out.map(std::path::absolute).transpose()?;
+    let db = match o.db {
         Some((server, url)) if sqlscan::Dialect::of_url(&url.to_string_lossy()).is_some() => {
             Some((server, url))
         }
@@ -120,9 +145,9 @@ fn run(mut root: PathBuf) -> Result<ExitCode> {
     // Diagnostics and findings name files relative to the workspace root.
     std::env::set_current_dir(&root).with_context(|| format!("entering {}", root.display()))?;
     if command == "check" {
-        return check(&root, &spec_dir, db, json);
+        return check(&root, &o.spec_dir, db, o.json);
     }
-    let specs = match crate::load_dir(&root.join(&spec_dir), &spec_dir) {
+    let specs = match crate::load_dir(&root.join(&o.spec_dir), &o.spec_dir) {
         Ok(s) => s,
         Err(d) => {
             eprint!("{}", d.render());
@@ -130,20 +155,10 @@ fn run(mut root: PathBuf) -> Result<ExitCode> {
         }
     };
     match command.as_str() {
-        "generate" => {
-            let out = out.context("generate needs --out DIR")?;
-            std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-            for (path, text) in crate::render_all(&specs) {
-                let target = out.join(&path);
-                std::fs::write(&target, text)
-                    .with_context(|| format!("writing {}", target.display()))?;
-                println!("wrote {}", target.display());
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        "generate" => generate(&specs, out.context("generate needs --out DIR")?),
         "migrate" => {
-            let server = plan.context("migrate needs --plan SERVER")?;
-            plan_migration(&root, &specs, &server, name.as_deref())
+            let server = o.plan.context("migrate needs --plan SERVER")?;
+            plan_migration(&root, &specs, &server, o.name.as_deref())
         }
         "docs" => {
             for (path, text) in crate::render_docs(&specs)? {
@@ -151,35 +166,50 @@ fn run(mut root: PathBuf) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        "snapshot" => {
-            let mut refused = Vec::new();
-            for spec in &specs {
-                let lock = spec.lock_path();
-                let committed = std::fs::read_to_string(root.join(&lock)).ok();
-                match crate::drift::contract_outcome(spec, committed.as_deref()) {
-                    Contract::Same => println!("unchanged {}", lock.display()),
-                    Contract::Allowed(changes) => {
-                        for c in &changes {
-                            println!("  {c}");
-                        }
-                        write_if_changed(&root, &lock, &spec.snapshot())?;
-                    }
-                    Contract::Refused(f) => refused.push(f),
-                }
-            }
-            if refused.is_empty() {
-                return Ok(ExitCode::SUCCESS);
-            }
-            let report = crate::drift::Report {
-                specs: specs.len(),
-                tools: 0,
-                findings: refused,
-            };
-            eprint!("{}", report.render_with(&read_or_empty));
-            Ok(ExitCode::FAILURE)
-        }
+        "snapshot" => snapshot(&root, &specs),
         other => anyhow::bail!("unknown command `{other}`\n\n{USAGE}"),
     }
+}
+
+/// `generate --out DIR`: every generated file written under `out`.
+fn generate(specs: &[crate::Spec], out: PathBuf) -> Result<ExitCode> {
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    for (path, text) in crate::render_all(specs) {
+        let target = out.join(&path);
+        std::fs::write(&target, text).with_context(|| format!("writing {}", target.display()))?;
+        println!("wrote {}", target.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `snapshot`: each spec's contract lock written anew where its changes are allowed; the
+/// refused changes reported, and nothing of theirs written.
+fn snapshot(root: &Path, specs: &[crate::Spec]) -> Result<ExitCode> {
+    let mut refused = Vec::new();
+    for spec in specs {
+        let lock = spec.lock_path();
+        let committed = std::fs::read_to_string(root.join(&lock)).ok();
+        match crate::drift::contract_outcome(spec, committed.as_deref()) {
+            Contract::Same => println!("unchanged {}", lock.display()),
+            Contract::Allowed(changes) => {
+                for c in &changes {
+                    println!("  {c}");
+                }
+                write_if_changed(root, &lock, &spec.snapshot())?;
+            }
+            Contract::Refused(f) => refused.push(f),
+        }
+    }
+    if refused.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let report = crate::drift::Report {
+        specs: specs.len(),
+        tools: 0,
+        findings: refused,
+    };
+    eprint!("{}", report.render_with(&read_or_empty));
+    Ok(ExitCode::FAILURE)
 }
 
 /// `migrate --plan SERVER`: writes the next migration and says what it does.

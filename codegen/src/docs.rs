@@ -708,6 +708,30 @@ fn errors(s: &ir::Server, t: &ir::Tool) -> Vec<ErrorCtx> {
             mcpspec_def::settings::MAX_ARGUMENT_BYTES.cited()
         ),
     });
+    not_found_errors(t, &mut out);
+    if let Some(c) = &t.confirm {
+        confirm_errors(c, &mut out);
+    }
+    if matches!(t.binding, Binding::Handler(_)) {
+        if !s.errors.is_empty() {
+            out.push(ErrorCtx {
+                code: "declared errors".into(),
+                when: "the handler's failures, as JSON-RPC errors; see [Errors](#errors)".into(),
+            });
+        }
+        out.push(ErrorCtx {
+            code: "INTERNAL_ERROR".into(),
+            when: "the handler failed unexpectedly; the message carries the request id, the server log the details".into(),
+        });
+        return out;
+    }
+    identity_errors(s, t, &mut out);
+    database_errors(t, &mut out);
+    out
+}
+
+/// `NOT_FOUND`, for each statement that must find its one row.
+fn not_found_errors(t: &ir::Tool, out: &mut Vec<ErrorCtx>) {
     for st in t.binding.statements() {
         if st.mode == Mode::One {
             let which = if matches!(t.binding, Binding::Composite(_)) {
@@ -728,37 +752,31 @@ fn errors(s: &ir::Server, t: &ir::Tool) -> Vec<ErrorCtx> {
             });
         }
     }
-    if let Some(c) = &t.confirm {
-        out.push(ErrorCtx {
-            code: "CONFIRMATION_REQUIRED".into(),
-            when: format!("`{}` is not `true`", c.argument),
-        });
-        out.push(ErrorCtx {
-            code: "DECLINED".into(),
-            when: "the client supports elicitation and the person declined or cancelled; nothing changed".into(),
-        });
-        out.push(ErrorCtx {
-            code: "CONFIRMATION_TIMEOUT".into(),
-            when: format!(
-                "nobody answered the question within {}; nothing changed",
-                mcpspec_def::settings::CONFIRM_TIMEOUT_SECS.cited()
-            ),
-        });
-    }
-    if matches!(t.binding, Binding::Handler(_)) {
-        if !s.errors.is_empty() {
-            out.push(ErrorCtx {
-                code: "declared errors".into(),
-                when: "the handler's failures, as JSON-RPC errors; see [Errors](#errors)".into(),
-            });
-        }
-        out.push(ErrorCtx {
-            code: "INTERNAL_ERROR".into(),
-            when: "the handler failed unexpectedly; the message carries the request id, the server log the details".into(),
-        });
-        return out;
-    }
-    identity_errors(s, t, &mut out);
+}
+
+/// The codes of a tool that asks for confirmation.
+fn confirm_errors(c: &ir::Confirm, out: &mut Vec<ErrorCtx>) {
+    out.push(ErrorCtx {
+        code: "CONFIRMATION_REQUIRED".into(),
+        when: format!("`{}` is not `true`", c.argument),
+    });
+    out.push(ErrorCtx {
+        code: "DECLINED".into(),
+        when:
+            "the client supports elicitation and the person declined or cancelled; nothing changed"
+                .into(),
+    });
+    out.push(ErrorCtx {
+        code: "CONFIRMATION_TIMEOUT".into(),
+        when: format!(
+            "nobody answered the question within {}; nothing changed",
+            mcpspec_def::settings::CONFIRM_TIMEOUT_SECS.cited()
+        ),
+    });
+}
+
+/// The database's codes: a writing tool's, then every SQL tool's.
+fn database_errors(t: &ir::Tool, out: &mut Vec<ErrorCtx>) {
     if t.writes {
         out.push(ErrorCtx {
             code: "READ_ONLY".into(),
@@ -795,7 +813,6 @@ fn errors(s: &ir::Server, t: &ir::Tool) -> Vec<ErrorCtx> {
             when,
         });
     }
-    out
 }
 
 fn json_bool(b: bool) -> &'static str {

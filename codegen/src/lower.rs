@@ -47,34 +47,8 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
         file: file.to_string(),
         database: spec.database.as_ref().map(|db| database(&db.value)),
         proxy: spec.proxy.as_ref().map(|p| proxy(&p.value)),
-        demo: spec
-            .demo
-            .iter()
-            .map(|d| DemoCall {
-                pos: crate::spec::pos(&d.value.tool),
-                tool: d.value.tool.value.clone(),
-                arguments: d
-                    .value
-                    .arguments
-                    .as_ref()
-                    .map_or_else(|| json!({}), |a| a.value.clone()),
-                note: d.value.note.clone(),
-                error: d.value.error.clone(),
-            })
-            .collect(),
-        startup: spec
-            .startup
-            .iter()
-            .map(|j| StartupJob {
-                pos: crate::spec::pos(&j.value.tool),
-                tool: j.value.tool.value.clone(),
-                arguments: j
-                    .value
-                    .arguments
-                    .as_ref()
-                    .map_or_else(|| json!({}), |a| a.value.clone()),
-            })
-            .collect(),
+        demo: demo(spec),
+        startup: startup(spec),
         docs: server.docs.clone(),
         examples: examples(file, spec),
         tools: with_aliases(
@@ -89,37 +63,7 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
             .iter()
             .map(|(k, v)| (k.clone(), v.value.clone()))
             .collect(),
-        errors: spec
-            .errors
-            .iter()
-            .map(|e| {
-                let e = &e.value;
-                ErrorDecl {
-                    name: e.name.value.clone(),
-                    code: e.code.value,
-                    message: e.message.value.trim_end().to_string(),
-                    data: e.data.iter().map(|d| d.value.clone()).collect(),
-                    rules: e
-                        .rules
-                        .iter()
-                        .filter_map(|r| {
-                            let r = &r.value;
-                            let when = match r.when.value.as_str() {
-                                "invalid" => RuleKind::Invalid(r.field.as_ref()?.value.clone()),
-                                "constraint" => RuleKind::Constraint,
-                                "no_row" => RuleKind::NoRow,
-                                "no_change" => RuleKind::NoChange,
-                                _ => return None,
-                            };
-                            Some(Rule {
-                                when,
-                                tools: r.tools.iter().map(|t| t.value.clone()).collect(),
-                            })
-                        })
-                        .collect(),
-                }
-            })
-            .collect(),
+        errors: errors(spec),
         resources: spec
             .resources
             .iter()
@@ -139,6 +83,72 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
             .filter_map(|(name, ty)| Some((name.clone(), mcpspec_def::ClaimKind::of(&ty.value)?)))
             .collect(),
     }
+}
+
+/// The demo's calls, in the spec's order.
+fn demo(spec: &RawSpec) -> Vec<DemoCall> {
+    spec.demo
+        .iter()
+        .map(|d| DemoCall {
+            pos: crate::spec::pos(&d.value.tool),
+            tool: d.value.tool.value.clone(),
+            arguments: arguments(&d.value.arguments),
+            note: d.value.note.clone(),
+            error: d.value.error.clone(),
+        })
+        .collect()
+}
+
+/// A call's arguments as the spec gives them; none is the empty object.
+fn arguments(given: &Option<crate::spec::Sp<serde_json::Value>>) -> serde_json::Value {
+    given
+        .as_ref()
+        .map_or_else(|| json!({}), |a| a.value.clone())
+}
+
+/// The jobs run when the server starts, in the spec's order.
+fn startup(spec: &RawSpec) -> Vec<StartupJob> {
+    spec.startup
+        .iter()
+        .map(|j| StartupJob {
+            pos: crate::spec::pos(&j.value.tool),
+            tool: j.value.tool.value.clone(),
+            arguments: arguments(&j.value.arguments),
+        })
+        .collect()
+}
+
+/// The declared errors, each with the rules that raise it (a rule of an unknown kind, which
+/// validation reported, is left out).
+fn errors(spec: &RawSpec) -> Vec<ErrorDecl> {
+    spec.errors
+        .iter()
+        .map(|e| {
+            let e = &e.value;
+            ErrorDecl {
+                name: e.name.value.clone(),
+                code: e.code.value,
+                message: e.message.value.trim_end().to_string(),
+                data: e.data.iter().map(|d| d.value.clone()).collect(),
+                rules: e.rules.iter().filter_map(|r| rule(&r.value)).collect(),
+            }
+        })
+        .collect()
+}
+
+/// One error rule: when it applies, and to which tools.
+fn rule(r: &crate::spec::RawRule) -> Option<Rule> {
+    let when = match r.when.value.as_str() {
+        "invalid" => RuleKind::Invalid(r.field.as_ref()?.value.clone()),
+        "constraint" => RuleKind::Constraint,
+        "no_row" => RuleKind::NoRow,
+        "no_change" => RuleKind::NoChange,
+        _ => return None,
+    };
+    Some(Rule {
+        when,
+        tools: r.tools.iter().map(|t| t.value.clone()).collect(),
+    })
 }
 
 /// The database section: where the file is, the schemas (SQLite's with its FTS tables) and the
