@@ -334,7 +334,32 @@ pub fn plan(
             true
         }
     });
-    let own = Ordered::Object(vec![
+    let own = own_entry(entry);
+    match servers.iter_mut().find(|(k, _)| k == ENTRY) {
+        Some((_, v)) => *v = own,
+        None => servers.push((ENTRY.into(), own)),
+    }
+
+    let proxy_old = read_proxy(proxy_path)?;
+    let mut proxy = match &proxy_old {
+        Some(t) => parse(proxy_path, t)?,
+        None => Ordered::Object(vec![("version".into(), Ordered::Leaf(Value::from(1)))]),
+    };
+    add_downstream(proxy_path, &mut proxy, &moved)?;
+    Ok(Plan {
+        desktop_path: desktop_path.to_path_buf(),
+        desktop_new: pretty(&doc),
+        desktop_old,
+        proxy_path: proxy_path.to_path_buf(),
+        proxy_old,
+        proxy_new: pretty(&proxy),
+        chosen: moved.into_iter().map(|(n, _)| n).collect(),
+    })
+}
+
+/// The proxy's own entry in the Desktop config, as `entry` says.
+fn own_entry(entry: &ProxyEntry) -> Ordered {
+    Ordered::Object(vec![
         (
             "command".into(),
             Ordered::Leaf(Value::from(entry.command.clone())),
@@ -359,27 +384,29 @@ pub fn plan(
                     .collect(),
             ),
         ),
-    ]);
-    match servers.iter_mut().find(|(k, _)| k == ENTRY) {
-        Some((_, v)) => *v = own,
-        None => servers.push((ENTRY.into(), own)),
-    }
+    ])
+}
 
-    let proxy_old = match std::fs::read_to_string(proxy_path) {
-        Ok(t) => Some(t),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => {
-            return Err(SetupError::Read {
-                path: proxy_path.display().to_string(),
-                reason: e.kind().to_string(),
-            });
-        }
-    };
-    let mut proxy = match &proxy_old {
-        Some(t) => parse(proxy_path, t)?,
-        None => Ordered::Object(vec![("version".into(), Ordered::Leaf(Value::from(1)))]),
-    };
-    let Ordered::Object(pentries) = &mut proxy else {
+/// The proxy's config as it is now; `None` when there is none yet.
+fn read_proxy(proxy_path: &Path) -> Result<Option<String>, SetupError> {
+    match std::fs::read_to_string(proxy_path) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(SetupError::Read {
+            path: proxy_path.display().to_string(),
+            reason: e.kind().to_string(),
+        }),
+    }
+}
+
+/// Adds the `moved` servers to the proxy config's `proxyServers` (made when missing),
+/// replacing entries of the same name.
+fn add_downstream(
+    proxy_path: &Path,
+    proxy: &mut Ordered,
+    moved: &[(String, Value)],
+) -> Result<(), SetupError> {
+    let Ordered::Object(pentries) = proxy else {
         return Err(SetupError::Json {
             path: proxy_path.display().to_string(),
             reason: "not a JSON object".into(),
@@ -395,7 +422,7 @@ pub fn plan(
             reason: "`proxyServers` is not an array".into(),
         });
     };
-    for (name, v) in &moved {
+    for (name, v) in moved {
         list.retain(|e| e.get("name").map(Ordered::to_value) != Some(Value::from(name.clone())));
         let mut fields = vec![("name".to_string(), Ordered::Leaf(Value::from(name.clone())))];
         for key in ["command", "args", "env"] {
@@ -408,15 +435,7 @@ pub fn plan(
         }
         list.push(Ordered::Object(fields));
     }
-    Ok(Plan {
-        desktop_path: desktop_path.to_path_buf(),
-        desktop_new: pretty(&doc),
-        desktop_old,
-        proxy_path: proxy_path.to_path_buf(),
-        proxy_old,
-        proxy_new: pretty(&proxy),
-        chosen: moved.into_iter().map(|(n, _)| n).collect(),
-    })
+    Ok(())
 }
 
 /// Parses the person's answer to the numbered list: numbers or names separated by commas or

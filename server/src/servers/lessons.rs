@@ -536,6 +536,42 @@ fn check_guard(l: &Lesson) -> Result<()> {
     Ok(())
 }
 
+/// Refuses a lesson that another one already covers: the same tools and trigger, whatever its
+/// slug (`tool_names` as stored, JSON), or the same `slug`.
+fn refuse_duplicates(conn: &Connection, trigger: &str, tool_names: &str, slug: &str) -> Result<()> {
+    // The same tools and trigger make the same lesson, whatever its slug.
+    let twin: Option<String> = conn
+        .query_row(
+            "SELECT slug FROM lessons WHERE status != 'archived' AND lower(trigger) = lower(?1) \
+               AND tool_names = ?2",
+            params![trigger, tool_names],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(db_error)?;
+    if let Some(existing) = twin {
+        return Err(HandlerError::new("DUPLICATE_LESSON")
+            .message(format!(
+                "lesson `{existing}` already covers this trigger; edit it with lessons_edit"
+            ))
+            .with("slug", existing));
+    }
+    let taken: Option<String> = conn
+        .query_row("SELECT status FROM lessons WHERE slug = ?1", [slug], |r| {
+            r.get(0)
+        })
+        .optional()
+        .map_err(db_error)?;
+    if let Some(status) = taken {
+        return Err(HandlerError::new("DUPLICATE_LESSON")
+            .message(format!(
+                "slug `{slug}` is taken by a lesson that is {status}; pass another `slug`"
+            ))
+            .with("slug", slug));
+    }
+    Ok(())
+}
+
 /// Inserts a new lesson after the intake checks; `status` is `active` for lessons added in
 /// a session and `candidate` for lessons found by a scan.
 fn insert(conn: &Connection, a: &args::LessonsAdd, status: &str, source: &str) -> Result<Lesson> {
@@ -571,36 +607,7 @@ fn insert(conn: &Connection, a: &args::LessonsAdd, status: &str, source: &str) -
         return Err(invalid("slug", "the trigger gives no slug; pass `slug`"));
     }
     let json = |v: &Vec<String>| serde_json::to_string(v).unwrap_or_else(|_| "[]".into());
-    // The same tools and trigger make the same lesson, whatever its slug.
-    let twin: Option<String> = conn
-        .query_row(
-            "SELECT slug FROM lessons WHERE status != 'archived' AND lower(trigger) = lower(?1) \
-               AND tool_names = ?2",
-            params![trigger, json(&tool_names)],
-            |r| r.get(0),
-        )
-        .optional()
-        .map_err(db_error)?;
-    if let Some(existing) = twin {
-        return Err(HandlerError::new("DUPLICATE_LESSON")
-            .message(format!(
-                "lesson `{existing}` already covers this trigger; edit it with lessons_edit"
-            ))
-            .with("slug", existing));
-    }
-    let taken: Option<String> = conn
-        .query_row("SELECT status FROM lessons WHERE slug = ?1", [&slug], |r| {
-            r.get(0)
-        })
-        .optional()
-        .map_err(db_error)?;
-    if let Some(status) = taken {
-        return Err(HandlerError::new("DUPLICATE_LESSON")
-            .message(format!(
-                "slug `{slug}` is taken by a lesson that is {status}; pass another `slug`"
-            ))
-            .with("slug", slug));
-    }
+    refuse_duplicates(conn, &trigger, &json(&tool_names), &slug)?;
     let l = Lesson {
         id: 0,
         slug,

@@ -419,116 +419,168 @@ fn split(sql: &str) -> std::result::Result<Vec<String>, String> {
 
 /// Scans `sql`: see [`Scanned`].
 fn scan(sql: &str) -> Scanned {
-    let mut out = Scanned::default();
-    let mut delimiter = ";".to_string();
-    let mut current = String::new();
-    let chars: Vec<char> = sql.chars().collect();
-    let mut i = 0;
-    let at = |i: usize, s: &str| -> bool {
-        s.chars()
-            .enumerate()
-            .all(|(k, c)| chars.get(i + k).is_some_and(|x| x.eq_ignore_ascii_case(&c)))
+    let mut s = Scanner {
+        chars: sql.chars().collect(),
+        i: 0,
+        delimiter: ";".to_string(),
+        current: String::new(),
+        out: Scanned::default(),
     };
-    while i < chars.len() {
+    while s.i < s.chars.len() {
         // A line that starts a statement may be a client command.
-        if current.trim().is_empty() && (i == 0 || chars[i - 1] == '\n') {
-            let line: String = chars[i..].iter().take_while(|c| **c != '\n').collect();
-            let word = line.trim_start().to_ascii_lowercase();
-            if let Some(rest) = word.strip_prefix("delimiter") {
-                let d = rest.trim();
-                if !d.is_empty() {
-                    delimiter = line.trim_start()[9..].trim().to_string();
-                }
-                i += line.chars().count();
-                continue;
+        if s.current.trim().is_empty() && (s.i == 0 || s.chars[s.i - 1] == '\n') && s.command_line()
+        {
+            continue;
+        }
+        let c = s.chars[s.i];
+        if c == '\'' || c == '"' || c == '`' {
+            s.quoted(c);
+            continue;
+        }
+        if s.line_comment() || s.block_comment() || s.statement_end() {
+            continue;
+        }
+        s.current.push(c);
+        s.out.code.push(c);
+        s.i += 1;
+    }
+    if !s.current.trim().is_empty() {
+        s.out.statements.push(s.current);
+    }
+    s.out
+}
+
+/// A scan under way: the text, where it is, the delimiter that ends a statement now, the
+/// statement being read and what was found so far.
+struct Scanner {
+    chars: Vec<char>,
+    i: usize,
+    delimiter: String,
+    current: String,
+    out: Scanned,
+}
+
+impl Scanner {
+    /// Whether the text at `i` starts with `s`, ignoring ASCII case.
+    fn at(&self, i: usize, s: &str) -> bool {
+        s.chars().enumerate().all(|(k, c)| {
+            self.chars
+                .get(i + k)
+                .is_some_and(|x| x.eq_ignore_ascii_case(&c))
+        })
+    }
+
+    /// At the start of a line that starts a statement: a `DELIMITER` line is taken whole
+    /// (true), setting the delimiter when it names one; the first client command is noted.
+    fn command_line(&mut self) -> bool {
+        let line: String = self.chars[self.i..]
+            .iter()
+            .take_while(|c| **c != '\n')
+            .collect();
+        let word = line.trim_start().to_ascii_lowercase();
+        if let Some(rest) = word.strip_prefix("delimiter") {
+            if !rest.trim().is_empty() {
+                self.delimiter = line.trim_start()[9..].trim().to_string();
             }
-            for (prefix, kind) in [
-                ("source ", "a client command (source)"),
-                ("system ", "a client command (system)"),
-                ("\\!", "a client command (\\!)"),
-                ("\\.", "a client command (\\.)"),
-                ("connect ", "a client command (connect)"),
-            ] {
-                if word.starts_with(prefix) && out.client_command.is_none() {
-                    out.client_command = Some(kind);
-                }
+            self.i += line.chars().count();
+            return true;
+        }
+        for (prefix, kind) in [
+            ("source ", "a client command (source)"),
+            ("system ", "a client command (system)"),
+            ("\\!", "a client command (\\!)"),
+            ("\\.", "a client command (\\.)"),
+            ("connect ", "a client command (connect)"),
+        ] {
+            if word.starts_with(prefix) && self.out.client_command.is_none() {
+                self.out.client_command = Some(kind);
             }
         }
-        let c = chars[i];
-        // Quoted text: kept in the statement, left out of the code.
-        if c == '\'' || c == '"' || c == '`' {
-            let start = i;
-            i += 1;
-            while i < chars.len() {
-                if chars[i] == '\\' && c != '`' {
+        false
+    }
+
+    /// Quoted text opened by `quote`: kept in the statement, left out of the code.
+    fn quoted(&mut self, quote: char) {
+        let start = self.i;
+        let mut i = self.i + 1;
+        while i < self.chars.len() {
+            if self.chars[i] == '\\' && quote != '`' {
+                i += 2;
+                continue;
+            }
+            if self.chars[i] == quote {
+                if self.chars.get(i + 1) == Some(&quote) {
                     i += 2;
                     continue;
                 }
-                if chars[i] == c {
-                    if chars.get(i + 1) == Some(&c) {
-                        i += 2;
-                        continue;
-                    }
-                    break;
-                }
-                i += 1;
+                break;
             }
-            i = (i + 1).min(chars.len());
-            current.extend(&chars[start..i]);
-            out.code.push(' ');
-            continue;
+            i += 1;
         }
-        // Comments: `--` followed by a space, `#`, and `/* */` (run when `/*!` or `/*M!`).
-        if at(i, "-- ")
-            || at(i, "--\t")
-            || (at(i, "--") && chars.get(i + 2).is_none_or(|c| *c == '\n'))
-            || c == '#'
-        {
-            while i < chars.len() && chars[i] != '\n' {
-                i += 1;
-            }
-            continue;
-        }
-        if at(i, "/*") {
-            let start = i;
-            let executable = at(i, "/*!") || at(i, "/*M!");
-            i += 2;
-            while i < chars.len() && !at(i, "*/") {
-                i += 1;
-            }
-            i = (i + 2).min(chars.len());
-            current.extend(&chars[start..i]);
-            if executable {
-                let inner: String = chars[start..i].iter().collect();
-                let inner = inner
-                    .trim_start_matches("/*")
-                    .trim_start_matches(['!', 'M', 'm'])
-                    .trim_start_matches('!')
-                    .trim_start_matches(|c: char| c.is_ascii_digit())
-                    .trim_end_matches("*/");
-                out.code.push(' ');
-                out.code.push_str(inner);
-            }
-            out.code.push(' ');
-            continue;
-        }
-        if at(i, &delimiter) {
-            if !current.trim().is_empty() {
-                out.statements.push(std::mem::take(&mut current));
-            }
-            current.clear();
-            out.code.push_str(" ; ");
-            i += delimiter.chars().count();
-            continue;
-        }
-        current.push(c);
-        out.code.push(c);
-        i += 1;
+        self.i = (i + 1).min(self.chars.len());
+        self.current.extend(&self.chars[start..self.i]);
+        self.out.code.push(' ');
     }
-    if !current.trim().is_empty() {
-        out.statements.push(current);
+
+    /// A comment to the end of the line (`--` followed by a space or the line's end, and
+    /// `#`), skipped; false when none starts here.
+    fn line_comment(&mut self) -> bool {
+        let i = self.i;
+        let dashes = self.at(i, "-- ")
+            || self.at(i, "--\t")
+            || (self.at(i, "--") && self.chars.get(i + 2).is_none_or(|c| *c == '\n'));
+        if !dashes && self.chars[i] != '#' {
+            return false;
+        }
+        while self.i < self.chars.len() && self.chars[self.i] != '\n' {
+            self.i += 1;
+        }
+        true
     }
-    out
+
+    /// A `/* */` comment, kept in the statement; its inside is code when it is run (`/*!`,
+    /// `/*M!`). False when none starts here.
+    fn block_comment(&mut self) -> bool {
+        let start = self.i;
+        if !self.at(start, "/*") {
+            return false;
+        }
+        let executable = self.at(start, "/*!") || self.at(start, "/*M!");
+        let mut i = start + 2;
+        while i < self.chars.len() && !self.at(i, "*/") {
+            i += 1;
+        }
+        self.i = (i + 2).min(self.chars.len());
+        self.current.extend(&self.chars[start..self.i]);
+        if executable {
+            let inner: String = self.chars[start..self.i].iter().collect();
+            let inner = inner
+                .trim_start_matches("/*")
+                .trim_start_matches(['!', 'M', 'm'])
+                .trim_start_matches('!')
+                .trim_start_matches(|c: char| c.is_ascii_digit())
+                .trim_end_matches("*/");
+            self.out.code.push(' ');
+            self.out.code.push_str(inner);
+        }
+        self.out.code.push(' ');
+        true
+    }
+
+    /// The delimiter: the statement read so far ends (kept unless blank). False when the
+    /// delimiter is not here.
+    fn statement_end(&mut self) -> bool {
+        if !self.at(self.i, &self.delimiter) {
+            return false;
+        }
+        if !self.current.trim().is_empty() {
+            self.out.statements.push(std::mem::take(&mut self.current));
+        }
+        self.current.clear();
+        self.out.code.push_str(" ; ");
+        self.i += self.delimiter.chars().count();
+        true
+    }
 }
 
 /// The first statement of `sql` that reaches beyond its database, by kind; `None` when there
