@@ -1,9 +1,10 @@
 //! Where the exporters send, from the standard variables (`OTEL_EXPORTER_OTLP_[<SIGNAL>_]ENDPOINT`,
 //! `_HEADERS`, `_TIMEOUT`) and how one export is posted, shared by the span and metric
 //! exporters; and the span exporter's thread: how it batches (`OTEL_BSP_*`), and the loop
-//! that takes a batch from [`super::spans`]' queue when it is full, when the schedule's delay
-//! has passed or when a flush is asked for, and posts it as one OTLP/HTTP protobuf request
-//! ([`super::wire`]). A batch the collector does not take is dropped and counted, never kept.
+//! that takes what [`super::spans`]' queue holds when half of it is waiting, when the
+//! schedule's delay has passed or when a flush is asked for, and posts it in batches, each one
+//! OTLP/HTTP protobuf request ([`super::wire`]). A batch the collector does not take is dropped
+//! and counted, never kept.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -252,8 +253,8 @@ struct Exporter {
 }
 
 impl Exporter {
-    /// Exports a batch when it is full, when a flush is asked for, or when the schedule's
-    /// delay has passed with spans waiting.
+    /// Exports what is waiting, in batches, when half the queue is waiting, when a flush is
+    /// asked for, or when the schedule's delay has passed.
     fn run(self) {
         // The request's body, kept between batches.
         let mut body = Vec::new();

@@ -2,12 +2,15 @@
 //! pushes into a single-producer ring of its own (`rtrb`), which publishes a span with one
 //! release store, no lock and no read-modify-write, so that ending a span never waits on a fence
 //! or shares a lock or a cache line with another thread. The spans waiting are counted in a
-//! shared counter a chunk at a time; the exporter is woken when a batch's worth is waiting or a
-//! flush is asked for, never per span. A span that would take the queue past its capacity is
-//! dropped and counted. A thread's ring starts small and doubles when it is full, up to the
-//! whole capacity, so that one busy thread may fill the queue as it could when every thread
-//! shared one, and a thread keeps only the room its own backlog needed; the ring it outgrew is
-//! emptied by the exporter, in order, before the new one.
+//! shared counter a chunk at a time; the exporter is woken when half the queue is waiting (in
+//! whole batches, at least one) or a flush is asked for, never per span: at the default sizes
+//! it wakes once for two exports, posted back to back, since on a loaded server a wake-up of
+//! its thread costs more than a batch's encoding (`BENCHMARKS.md`, "Fewer wake-ups"). A span
+//! that would take the queue past its capacity is dropped and counted. A thread's ring starts
+//! small and doubles when it is full, up to the whole capacity, so that one busy thread may
+//! fill the queue as it could when every thread shared one, and a thread keeps only the room
+//! its own backlog needed; the ring it outgrew is emptied by the exporter, in order, before
+//! the new one.
 
 use std::cell::{Cell, OnceCell, RefCell};
 use std::sync::atomic::{AtomicIsize, Ordering};
@@ -33,7 +36,7 @@ pub(super) struct Waiting {
     pub(super) flushes: Vec<SyncSender<()>>,
 }
 
-/// What wakes the exporter: a batch's worth waiting, or flushes.
+/// What wakes the exporter: half the queue waiting, or flushes.
 #[derive(Default)]
 struct Signal {
     full: bool,
@@ -50,8 +53,16 @@ pub(super) struct Queue {
     signal: Mutex<Signal>,
     ready: Condvar,
     capacity: usize,
-    batch: usize,
+    /// How many spans waiting wake the exporter: [`wake_at`].
+    wake: usize,
     chunk: usize,
+}
+
+/// How many spans waiting wake the exporter, for a queue of `capacity` spans exported `batch`
+/// at a time: half the queue rounded down to whole batches, at least one batch. The other half
+/// takes the spans ended while the exporter posts.
+fn wake_at(capacity: usize, batch: usize) -> usize {
+    (capacity / 2 / batch).max(1) * batch
 }
 
 /// A thread's write end, and the spans it queued but has not added to the shared count: it
@@ -78,7 +89,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Queue {
-    /// A queue holding at most `capacity` spans, waking the exporter every `batch`.
+    /// A queue holding at most `capacity` spans, exported `batch` at a time.
     pub(super) fn new(capacity: usize, batch: usize) -> Queue {
         Queue {
             rings: Mutex::default(),
@@ -86,7 +97,7 @@ impl Queue {
             signal: Mutex::default(),
             ready: Condvar::new(),
             capacity,
-            batch,
+            wake: wake_at(capacity, batch),
             chunk: CHUNK.min(batch),
         }
     }
@@ -140,8 +151,8 @@ impl Queue {
             local.uncounted.set(0);
             let n = (uncounted + 1) as isize;
             let before = self.pending.fetch_add(n, Ordering::Relaxed);
-            let batch = self.batch as isize;
-            if before < batch && before + n >= batch {
+            let wake = self.wake as isize;
+            if before < wake && before + n >= wake {
                 lock(&self.signal).full = true;
                 self.ready.notify_one();
             }
@@ -158,7 +169,7 @@ impl Queue {
         self.ready.notify_one();
     }
 
-    /// Waits until a batch's worth is waiting, a flush is asked for or `delay` has passed, and
+    /// Waits until half the queue is waiting, a flush is asked for or `delay` has passed, and
     /// takes the rings' read ends for [`Queue::drain`]; [`Queue::give_back`] returns them.
     pub(super) fn take(&self, delay: Duration) -> Waiting {
         let due = Instant::now() + delay;
@@ -252,15 +263,36 @@ mod tests {
         batches
     }
 
-    /// Spans ended on several threads are all taken, the exporter woken once a batch's worth
+    /// The exporter is woken at half the queue in whole batches, at least one batch.
+    #[test]
+    fn the_exporter_wakes_at_half_the_queue_in_whole_batches() {
+        let cases = [
+            ((2048, 512), 1024),
+            ((8192, 2048), 4096),
+            ((8192, 512), 4096),
+            ((2048, 2048), 2048),
+            ((1000, 300), 300),
+            ((1000, 64), 448),
+            ((1, 1), 1),
+        ];
+        for ((capacity, batch), wake) in cases {
+            assert_eq!(
+                wake_at(capacity, batch),
+                wake,
+                "queue {capacity}, batch {batch}"
+            );
+        }
+    }
+
+    /// Spans ended on several threads are all taken, the exporter woken once half the queue
     /// is counted (not after the delay), and the rings of threads that ended let go.
     #[test]
-    fn spans_of_every_thread_are_taken_and_a_full_batch_wakes_the_exporter() {
-        let queue = Arc::new(Queue::new(1000, 64));
+    fn spans_of_every_thread_are_taken_and_half_the_queue_wakes_the_exporter() {
+        let queue = Arc::new(Queue::new(256, 64));
         let threads: Vec<_> = (0..3)
             .map(|_| {
                 let q = Arc::clone(&queue);
-                std::thread::spawn(move || (0..40).for_each(|_| q.push(record())))
+                std::thread::spawn(move || (0..70).for_each(|_| q.push(record())))
             })
             .collect();
         threads
@@ -273,9 +305,9 @@ mod tests {
             started.elapsed() < Duration::from_secs(300),
             "woken by the delay"
         );
-        assert_eq!(lengths(&w.rings), [40, 40, 40, 1], "each thread's ring");
+        assert_eq!(lengths(&w.rings), [70, 70, 70, 1], "each thread's ring");
         let batches = drained(&queue, &mut w.rings, 64);
-        assert_eq!(batches, [64, 57], "every span, in batches");
+        assert_eq!(batches, [64, 64, 64, 19], "every span, in batches");
         queue.give_back(w.rings);
         assert_eq!(
             queue.pending.load(Ordering::Relaxed),
@@ -290,6 +322,19 @@ mod tests {
         let mut w = queue.take(Duration::from_millis(1));
         assert_eq!(lengths(&w.rings), [0], "the spans were let go");
         assert!(drained(&queue, &mut w.rings, 64).is_empty());
+    }
+
+    /// A batch's worth waiting, less than half the queue, does not wake the exporter: it
+    /// takes the spans when the delay has passed.
+    #[test]
+    fn a_batch_below_half_the_queue_waits_for_the_delay() {
+        let queue = Queue::new(256, 64);
+        (0..96).for_each(|_| queue.push(record()));
+        let delay = Duration::from_millis(50);
+        let started = Instant::now();
+        let mut w = queue.take(delay);
+        assert!(started.elapsed() >= delay, "woken before the delay");
+        assert_eq!(drained(&queue, &mut w.rings, 64), [64, 32]);
     }
 
     /// A thread whose ring is full moves to one twice its size, up to the capacity, without
