@@ -4,7 +4,7 @@
 //! or shares a lock or a cache line with another thread. The spans waiting are counted in a
 //! shared counter a chunk at a time; the exporter is woken when half the queue is waiting (in
 //! whole batches, at least one) or a flush is asked for, never per span: at the default sizes
-//! it wakes once for two exports, posted back to back, since on a loaded server a wake-up of
+//! it wakes once for eight exports, posted back to back, since on a loaded server a wake-up of
 //! its thread costs more than a batch's encoding (`BENCHMARKS.md`, "Fewer wake-ups"). A span
 //! that would take the queue past its capacity is dropped and counted. A thread's ring starts
 //! small and doubles when it is full, up to the whole capacity, so that one busy thread may
