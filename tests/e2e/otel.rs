@@ -147,6 +147,16 @@ fn serve(conn: impl Read + Write, got: &Mutex<Got>) {
             .expect("the exporter sends a content-length");
         let mut body = vec![0; length];
         reader.read_exact(&mut body).expect("body");
+        if headers
+            .iter()
+            .any(|(k, v)| k == "content-encoding" && v == "gzip")
+        {
+            let mut plain = Vec::new();
+            flate2::read::GzDecoder::new(&body[..])
+                .read_to_end(&mut plain)
+                .expect("a gzipped export");
+            body = plain;
+        }
         record(&path, &body, headers, got);
         let ok =
             "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
@@ -833,6 +843,48 @@ fn an_endpoint_that_is_not_a_url_is_refused_without_its_text() {
         &[("OTEL_EXPORTER_OTLP_HEADERS", "bad header=x,x-team=blue")],
     );
     assert_search_exported(c, &receiver);
+}
+
+/// With `OTEL_EXPORTER_OTLP_COMPRESSION=gzip`, every export, spans and metrics, is sent
+/// gzipped and says so, and decodes; a compression that is neither gzip nor none stops `serve`
+/// with an error naming it.
+#[test]
+fn exports_are_gzipped_when_asked_and_an_unknown_compression_is_refused() {
+    let db = sample_db("knowledge");
+    let receiver = Receiver::start();
+    let c = stdio_server(
+        &receiver,
+        &db.path,
+        &[("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")],
+    );
+    let exports = assert_search_exported(c, &receiver);
+    let got = receiver.got.lock().unwrap();
+    assert!(!got.metrics.is_empty(), "no metrics arrived");
+    assert!(exports >= 2, "{exports} exports");
+    for headers in &got.headers {
+        assert!(
+            headers
+                .iter()
+                .any(|(k, v)| k == "content-encoding" && v == "gzip"),
+            "an export not gzipped: {headers:?}"
+        );
+    }
+    drop(got);
+
+    let out = Command::new(EXE)
+        .args(["serve", "knowledge", "--db"])
+        .arg(&db.path)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())
+        .env("OTEL_EXPORTER_OTLP_METRICS_COMPRESSION", "zstd")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run serve");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "served: {stderr}");
+    assert!(
+        stderr.contains("the OTLP metrics compression is `zstd`: it is gzip or none"),
+        "{stderr}"
+    );
 }
 
 /// Calls `kb_search` on `c`, lets the server exit, and checks that the call's span arrived

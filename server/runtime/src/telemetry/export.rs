@@ -1,10 +1,10 @@
-//! Where the exporters send, from the standard variables (`OTEL_EXPORTER_OTLP_[<SIGNAL>_]ENDPOINT`,
-//! `_HEADERS`, `_TIMEOUT`) and how one export is posted, shared by the span and metric
-//! exporters; and the span exporter's thread: how it batches (`OTEL_BSP_*`), and the loop
-//! that takes what [`super::spans`]' queue holds when half of it is waiting, when the
-//! schedule's delay has passed or when a flush is asked for, and posts it in batches, each one
-//! OTLP/HTTP protobuf request ([`super::wire`]). A batch the collector does not take is dropped
-//! and counted, never kept.
+//! Where the exporters send, from the standard variables
+//! (`OTEL_EXPORTER_OTLP_[<SIGNAL>_]ENDPOINT`, `_HEADERS`, `_TIMEOUT`, `_COMPRESSION`) and how
+//! one export is posted, shared by the span and metric exporters; and the span exporter's
+//! thread: how it batches (`OTEL_BSP_*`), and the loop that takes what [`super::spans`]' queue
+//! holds when half of it is waiting, when the schedule's delay has passed or when a flush is
+//! asked for, and posts it in batches, each one OTLP/HTTP protobuf request ([`super::wire`]).
+//! A batch the collector does not take is dropped and counted, never kept.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +29,8 @@ pub(super) struct Endpoint {
     url: Uri,
     headers: Vec<(HeaderName, HeaderValue)>,
     pub(super) timeout: Duration,
+    /// Whether each export's body is gzipped (`_COMPRESSION=gzip`).
+    gzip: bool,
 }
 
 /// Where and how the span exporter sends, and how it batches: the standard variables.
@@ -53,9 +55,10 @@ pub(super) fn number(name: &str, default: u64) -> u64 {
 impl Endpoint {
     /// Where `signal` (`TRACES`, `METRICS`) goes: `OTEL_EXPORTER_OTLP_<signal>_ENDPOINT`, else
     /// `OTEL_EXPORTER_OTLP_ENDPOINT` with `/v1/<signal>`; the headers of both `_HEADERS`
-    /// variables; the `_TIMEOUT`. An error when the endpoint is not an http(s) URL (not said:
-    /// it may carry credentials). A header that is not a valid name or value is left out and
-    /// said, by name only.
+    /// variables; the `_TIMEOUT` and the `_COMPRESSION`, the signal's own variable first. An
+    /// error when the endpoint is not an http(s) URL (not said: it may carry credentials) or
+    /// the compression is neither `gzip` nor `none`. A header that is not a valid name or value
+    /// is left out and said, by name only.
     pub(super) fn from_env(signal: &str) -> Result<Endpoint, String> {
         let lower = signal.to_ascii_lowercase();
         let url = var(&format!("OTEL_EXPORTER_OTLP_{signal}_ENDPOINT")).unwrap_or_else(|| {
@@ -90,14 +93,35 @@ impl Endpoint {
                 }
             }
         }
-        let timeout = var(&format!("OTEL_EXPORTER_OTLP_{signal}_TIMEOUT"))
-            .or_else(|| var("OTEL_EXPORTER_OTLP_TIMEOUT"))
+        let signal_var = |name: &str| {
+            var(&format!("OTEL_EXPORTER_OTLP_{signal}_{name}"))
+                .or_else(|| var(&format!("OTEL_EXPORTER_OTLP_{name}")))
+        };
+        let timeout = signal_var("TIMEOUT")
             .and_then(|v| v.parse().ok())
             .unwrap_or(10_000);
+        let gzip = match signal_var("COMPRESSION").as_deref() {
+            None | Some("none") => false,
+            Some("gzip") => true,
+            Some(other) => {
+                return Err(format!(
+                    "the OTLP {lower} compression is `{other}`: it is gzip or none"
+                ));
+            }
+        };
+        if gzip {
+            // After the variables' headers, so that the body is always said as it is sent.
+            headers.retain(|(name, _)| *name != ureq::http::header::CONTENT_ENCODING);
+            headers.push((
+                ureq::http::header::CONTENT_ENCODING,
+                HeaderValue::from_static("gzip"),
+            ));
+        }
         Ok(Endpoint {
             url,
             headers,
             timeout: Duration::from_millis(timeout),
+            gzip,
         })
     }
 
@@ -133,6 +157,13 @@ impl Endpoint {
     /// Posts one protobuf export; what went wrong, without the URL (it may carry
     /// credentials), when the collector did not take it.
     pub(super) fn post(&self, client: &ureq::Agent, body: &[u8]) -> Result<(), String> {
+        let gzipped;
+        let body = if self.gzip {
+            gzipped = gzip(body);
+            &gzipped
+        } else {
+            body
+        };
         let mut request = client.post(&self.url);
         for (k, v) in &self.headers {
             request = request.header(k, v);
@@ -147,6 +178,20 @@ impl Endpoint {
             Err(e) => Err(format!("the collector did not answer ({})", quiet(&e))),
         }
     }
+}
+
+/// `body` gzipped, at the fastest level: an export's protobuf repeats its keys and names in
+/// every span, which the fastest level already finds, and the exporter's thread shares the
+/// cores with the calls.
+fn gzip(body: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut out = flate2::write::GzEncoder::new(
+        Vec::with_capacity(body.len() / 4),
+        flate2::Compression::fast(),
+    );
+    out.write_all(body)
+        .and_then(|()| out.finish())
+        .expect("gzip into memory does not fail")
 }
 
 /// TLS checked against the system's roots (`rustls-native-certs`: the system's store, or
@@ -294,6 +339,20 @@ impl Exporter {
 
 #[cfg(test)]
 mod tests {
+    /// A gzipped body decodes to the body, and is smaller for an export's repeated names.
+    #[test]
+    fn a_gzipped_body_decodes_to_the_body() {
+        use std::io::Read as _;
+        let body = b"mcp.method.name tools/call gen_ai.tool.name kb_search ".repeat(100);
+        let gzipped = super::gzip(&body);
+        assert!(gzipped.len() < body.len() / 10, "{} bytes", gzipped.len());
+        let mut back = Vec::new();
+        flate2::read::GzDecoder::new(&gzipped[..])
+            .read_to_end(&mut back)
+            .expect("gzip");
+        assert_eq!(back, body);
+    }
+
     #[test]
     fn headers_are_pairs_with_percent_decoded_values() {
         assert_eq!(
