@@ -816,22 +816,13 @@ fn assert_calls_answered_and_spans_dropped(endpoint: &str, env: &[(&str, &str)])
 #[test]
 fn an_endpoint_that_is_not_a_url_is_refused_without_its_text() {
     let db = sample_db("knowledge");
-    let out = Command::new(EXE)
-        .args(["serve", "knowledge", "--db"])
-        .arg(&db.path)
-        .env(
+    let stderr = refused_serve(
+        &db.path,
+        &[(
             "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
             "user:s3cret@collector",
-        )
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run serve");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "served: {stderr}");
-    assert!(
-        stderr.contains("the OTLP traces endpoint is not a URL"),
-        "{stderr}"
+        )],
+        "the OTLP traces endpoint is not a URL",
     );
     assert!(!stderr.contains("s3cret"), "the endpoint leaked: {stderr}");
 
@@ -871,20 +862,31 @@ fn exports_are_gzipped_when_asked_and_an_unknown_compression_is_refused() {
     }
     drop(got);
 
+    refused_serve(
+        &db.path,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint()),
+            ("OTEL_EXPORTER_OTLP_METRICS_COMPRESSION", "zstd"),
+        ],
+        "the OTLP metrics compression is `zstd`: it is gzip or none",
+    );
+}
+
+/// Runs knowledge's `serve` on `db` with `env` (and no `OTEL_EXPORTER_OTLP_ENDPOINT` unless
+/// `env` sets one), checks that it stops with an error saying `says`, and returns its stderr.
+fn refused_serve(db: &std::path::Path, env: &[(&str, &str)], says: &str) -> String {
     let out = Command::new(EXE)
         .args(["serve", "knowledge", "--db"])
-        .arg(&db.path)
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())
-        .env("OTEL_EXPORTER_OTLP_METRICS_COMPRESSION", "zstd")
+        .arg(db)
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .output()
         .expect("run serve");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(!out.status.success(), "served: {stderr}");
-    assert!(
-        stderr.contains("the OTLP metrics compression is `zstd`: it is gzip or none"),
-        "{stderr}"
-    );
+    assert!(stderr.contains(says), "{stderr}");
+    stderr
 }
 
 /// Calls `kb_search` on `c`, lets the server exit, and checks that the call's span arrived
