@@ -836,9 +836,9 @@ fn an_endpoint_that_is_not_a_url_is_refused_without_its_text() {
     assert_search_exported(c, &receiver);
 }
 
-/// With `OTEL_EXPORTER_OTLP_COMPRESSION=gzip`, every export, spans and metrics, is sent
-/// gzipped and says so, and decodes; a compression that is neither gzip nor none stops `serve`
-/// with an error naming it.
+/// With `OTEL_EXPORTER_OTLP_COMPRESSION=gzip` (in any case), every export, spans and metrics,
+/// is sent gzipped and says so, and decodes; a compression that is neither gzip nor none stops
+/// `serve` with an error naming it.
 #[test]
 fn exports_are_gzipped_when_asked_and_an_unknown_compression_is_refused() {
     let db = sample_db("knowledge");
@@ -846,7 +846,7 @@ fn exports_are_gzipped_when_asked_and_an_unknown_compression_is_refused() {
     let c = stdio_server(
         &receiver,
         &db.path,
-        &[("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")],
+        &[("OTEL_EXPORTER_OTLP_COMPRESSION", "GZIP")],
     );
     let exports = assert_search_exported(c, &receiver);
     let got = receiver.got.lock().unwrap();

@@ -100,7 +100,8 @@ impl Endpoint {
         let timeout = signal_var("TIMEOUT")
             .and_then(|v| v.parse().ok())
             .unwrap_or(10_000);
-        let gzip = match signal_var("COMPRESSION").as_deref() {
+        let compression = signal_var("COMPRESSION").map(|v| v.to_ascii_lowercase());
+        let gzip = match compression.as_deref() {
             None | Some("none") => false,
             Some("gzip") => true,
             Some(other) => {

@@ -4,8 +4,8 @@
 //! and handed to the exporter's thread ([`super::export`]) through a bounded queue of a ring
 //! per thread ([`super::queue`]), the exporter woken when half the queue is waiting, never per
 //! span. Names, attribute keys and texts are written there ([`super::wire`]), straight from the
-//! rings, not on the thread serving the call. A full queue, or a batch the collector does not take, drops the spans and counts them
-//! ([`dropped`]): a call never waits for the collector.
+//! rings, not on the thread serving the call. A full queue, or a batch the collector does not
+//! take, drops the spans and counts them ([`dropped`]): a call never waits for the collector.
 //! The sampler and the id generator are the SDK's, as `OTEL_TRACES_SAMPLER*` configure them;
 //! the resource is the SDK's too (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`).
 //!
