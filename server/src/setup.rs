@@ -188,10 +188,15 @@ pub struct Listed {
 }
 
 fn read(path: &Path) -> Result<String, SetupError> {
-    std::fs::read_to_string(path).map_err(|e| SetupError::Read {
+    std::fs::read_to_string(path).map_err(|e| read_error(path, &e))
+}
+
+/// A file that could not be read, said by its path and the kind of failure.
+fn read_error(path: &Path, e: &std::io::Error) -> SetupError {
+    SetupError::Read {
         path: path.display().to_string(),
         reason: e.kind().to_string(),
-    })
+    }
 }
 
 fn parse(path: &Path, text: &str) -> Result<Ordered, SetupError> {
@@ -392,10 +397,7 @@ fn read_proxy(proxy_path: &Path) -> Result<Option<String>, SetupError> {
     match std::fs::read_to_string(proxy_path) {
         Ok(t) => Ok(Some(t)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(SetupError::Read {
-            path: proxy_path.display().to_string(),
-            reason: e.kind().to_string(),
-        }),
+        Err(e) => Err(read_error(proxy_path, &e)),
     }
 }
 

@@ -1046,8 +1046,7 @@ pub async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let conn = Accepted { stream, peer, slot };
-        conn.spawn(&http, &graceful, gate.clone());
+        spawn_connection(stream, peer, slot, &http, &graceful, gate.clone());
     }
     drop(listener);
     gate.health.drain();
@@ -1056,42 +1055,35 @@ pub async fn serve(
     Ok(())
 }
 
-/// A connection accepted and given its place among the open ones.
-struct Accepted {
+/// Serves an accepted connection's requests (from `peer`, holding `slot` among the open ones)
+/// through `gate` on a task of its own, until the client ends it, `graceful` shuts it down or
+/// it is closed to make room for another.
+fn spawn_connection(
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
     slot: super::http_conns::Slot,
-}
-
-impl Accepted {
-    /// Serves the connection's requests through `gate` on a task of its own, until the
-    /// client ends it, `graceful` shuts it down or it is closed to make room for another.
-    fn spawn(
-        self,
-        http: &hyper::server::conn::http1::Builder,
-        graceful: &hyper_util::server::graceful::GracefulShutdown,
-        gate: Arc<Gate>,
-    ) {
-        let Accepted { stream, peer, slot } = self;
-        let slot = Arc::new(slot);
-        let marks = slot.clone();
-        let service = hyper::service::service_fn(move |req| {
-            let (gate, busy) = (gate.clone(), marks.request());
-            async move { Ok::<_, Infallible>(busy_until_sent(gate.handle(req).await, busy)) }
-        });
-        let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
-        tokio::spawn(async move {
-            tokio::select! {
-                ended = conn => if let Err(e) = ended {
-                    tracing::debug!(%peer, error = %e, "connection ended with an error");
-                },
-                // Closed to make room for a new connection: dropping it closes the socket.
-                () = slot.close.cancelled() => {
-                    tracing::debug!(%peer, "closed an idle connection to make room");
-                }
+    http: &hyper::server::conn::http1::Builder,
+    graceful: &hyper_util::server::graceful::GracefulShutdown,
+    gate: Arc<Gate>,
+) {
+    let slot = Arc::new(slot);
+    let marks = slot.clone();
+    let service = hyper::service::service_fn(move |req| {
+        let (gate, busy) = (gate.clone(), marks.request());
+        async move { Ok::<_, Infallible>(busy_until_sent(gate.handle(req).await, busy)) }
+    });
+    let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+    tokio::spawn(async move {
+        tokio::select! {
+            ended = conn => if let Err(e) = ended {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            },
+            // Closed to make room for a new connection: dropping it closes the socket.
+            () = slot.close.cancelled() => {
+                tracing::debug!(%peer, "closed an idle connection to make room");
             }
-        });
-    }
+        }
+    });
 }
 
 /// Once no connection is accepted any more: listen streams end, the calls in flight are
