@@ -20,13 +20,14 @@ const INSTALL: &str = "the MariaDB tests start a throwaway server with the machi
 /// socket answers, wait for standard input to close, stop it and remove its directory. `$1` is
 /// the directory, `$2` `mariadb-install-db`, `$3` `mariadbd`, `$4` the client, and the rest the
 /// command that runs a program as the server's owner (empty when not root). `NETWORK` holds
-/// the server's network options (default: none, a socket only).
+/// the server's network options (default: none, a socket only); `INSTALL` the install's own
+/// options.
 const KEEPER: &str = r#"set -e
 dir=$1 install=$2 server=$3 client=$4
 shift 4
 "$@" mkdir "$dir/tmp"
 "$@" "$install" --no-defaults --datadir="$dir/data" --tmpdir="$dir/tmp" \
-  --auth-root-authentication-method=normal --skip-test-db --skip-name-resolve >"$dir/install.log" 2>&1
+  --auth-root-authentication-method=normal $INSTALL --skip-name-resolve >"$dir/install.log" 2>&1
 "$@" "$server" --no-defaults --datadir="$dir/data" --tmpdir="$dir/tmp" --socket="$dir/sock" ${NETWORK:---skip-networking} \
   --pid-file="$dir/pid" --log-error="$dir/server.log" --skip-log-bin \
   --innodb-buffer-pool-size=64M --innodb-log-file-size=16M --innodb-flush-log-at-trx-commit=0 \
@@ -79,6 +80,13 @@ impl Server {
         Server::start_with(|_| String::new())
     }
 
+    /// A server installed as `mariadb-install-db` does by default: with the test database
+    /// and the anonymous accounts for `localhost` that come with it, which shadow an account
+    /// made for `'%'` when it logs in over the socket.
+    pub fn start_default_install() -> Server {
+        Server::start_as("", |_| String::new())
+    }
+
     /// A server that also listens on 127.0.0.1 and accepts only TLS connections there
     /// (`require_secure_transport`), with a self-signed certificate; its port.
     pub fn start_tls() -> (Server, u16) {
@@ -123,6 +131,12 @@ impl Server {
     /// A server whose network options `network` gives, after preparing files in the
     /// server's directory.
     fn start_with(network: impl FnOnce(&PathBuf) -> String) -> Server {
+        // No test database, and so none of the anonymous accounts that come with it.
+        Server::start_as("--skip-test-db", network)
+    }
+
+    /// [`Server::start_with`], installed with `install`'s options.
+    fn start_as(install: &str, network: impl FnOnce(&PathBuf) -> String) -> Server {
         let tmp = tempfile::Builder::new()
             .prefix("mcpspec-maria")
             .tempdir()
@@ -155,6 +169,7 @@ impl Server {
             .arg(&client)
             .args(owner)
             .env("NETWORK", network)
+            .env("INSTALL", install)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

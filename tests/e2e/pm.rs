@@ -2258,9 +2258,13 @@ fn endless_imports_are_stopped_at_their_deadline_and_hold_up_no_other_tool() {
 /// auto-increment counter, an index, a foreign key, a view and a trigger. Returns the project
 /// and the prefix.
 fn maria_project() -> (tempfile::TempDir, String) {
+    maria_project_on(crate::maria::Server::shared(), "%")
+}
+
+/// [`maria_project`] on `server`, with pm's own account made for `host`.
+fn maria_project_on(server: &crate::maria::Server, host: &str) -> (tempfile::TempDir, String) {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(1);
-    let server = crate::maria::Server::shared();
     let prefix = format!(
         "pm{}m{}",
         std::process::id(),
@@ -2275,15 +2279,15 @@ fn maria_project() -> (tempfile::TempDir, String) {
     let config = json!({
         "databases_dir": ".pm/databases", "dumps_dir": ".pm/dumps", "worktrees_dir": ".pm/worktrees",
         "default_database": prefix, "allowed_databases": [prefix, format!("{prefix}_*")],
-        "mysql": maria_url(&prefix, &prefix),
+        "mysql": maria_url_on(server, &prefix, &prefix),
     });
     std::fs::write(root.join(".pm.json"), config.to_string()).unwrap();
     server.sql(
         "mysql",
         &format!(
-            "CREATE USER {prefix}_pm@'%' IDENTIFIED BY 'pm-secret';
-             GRANT ALL ON `{prefix}%`.* TO {prefix}_pm@'%' WITH GRANT OPTION;
-             GRANT CREATE USER ON *.* TO {prefix}_pm@'%';
+            "CREATE USER {prefix}_pm@'{host}' IDENTIFIED BY 'pm-secret';
+             GRANT ALL ON `{prefix}%`.* TO {prefix}_pm@'{host}' WITH GRANT OPTION;
+             GRANT CREATE USER ON *.* TO {prefix}_pm@'{host}';
              CREATE DATABASE {prefix}"
         ),
     );
@@ -2306,7 +2310,12 @@ fn maria_project() -> (tempfile::TempDir, String) {
 
 /// The URL pm connects with: the test server's socket, as `{prefix}_pm`, database `db`.
 fn maria_url(prefix: &str, db: &str) -> String {
-    let socket = crate::maria::Server::shared().socket();
+    maria_url_on(crate::maria::Server::shared(), prefix, db)
+}
+
+/// [`maria_url`] on `server`.
+fn maria_url_on(server: &crate::maria::Server, prefix: &str, db: &str) -> String {
+    let socket = server.socket();
     format!(
         "mysql://{prefix}_pm:pm-secret@localhost/{db}?socket={}",
         socket.display()
@@ -2461,11 +2470,21 @@ fn a_mariadb_import_is_confined_to_its_database() {
         "mysql",
         &format!("CREATE DATABASE {other}; CREATE TABLE {other}.secret (x TEXT); INSERT INTO {other}.secret VALUES ('s3cret')"),
     );
+    // A database-level grant reads `_` as any one character: `{db}Xtarget` is what a grant
+    // of `{db}_target` written as a pattern would also reach.
+    let neighbour = format!("{db}Xtarget");
+    server.sql(
+        "mysql",
+        &format!("CREATE DATABASE {neighbour}; CREATE TABLE {neighbour}.secret (x TEXT); INSERT INTO {neighbour}.secret VALUES ('s3cret')"),
+    );
     let mut s = start_project("pm", project, json!({}));
     let dir = root(&s).to_path_buf();
     let target = format!("{db}_target");
     // (file, what the reason says, in lowercase as pm gives every reason)
     let cases = [
+        (format!("CREATE TABLE t (x int); INSERT INTO {neighbour}.secret VALUES ('planted')"), "denied"),
+        (format!("CREATE TABLE t (x int); UPDATE {neighbour}.secret SET x = 'changed'"), "denied"),
+        (format!("CREATE TABLE {neighbour}.planted (x int)"), "denied"),
         (format!("CREATE TABLE {other}.planted (x int)"), "denied"),
         (format!("INSERT INTO {other}.secret VALUES ('planted')"), "denied"),
         (format!("CREATE TABLE stolen AS SELECT * FROM {other}.secret"), "denied"),
@@ -2500,8 +2519,59 @@ fn a_mariadb_import_is_confined_to_its_database() {
         server.sql(&other, "SELECT GROUP_CONCAT(x) FROM secret"),
         "s3cret"
     );
+    assert_eq!(
+        server.sql(&neighbour, "SELECT GROUP_CONCAT(x) FROM secret"),
+        "s3cret"
+    );
+    assert_eq!(
+        server.sql(
+            &neighbour,
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE()"
+        ),
+        "1"
+    );
     assert!(!Path::new("/tmp/pm-evil").exists());
     // Every account made for an import is gone.
+    assert_eq!(
+        server.sql(
+            "mysql",
+            "SELECT COUNT(*) FROM mysql.user WHERE user LIKE 'pm\\_import\\_%'"
+        ),
+        "0"
+    );
+    s.finish();
+}
+
+/// On a server installed as `mariadb-install-db` does by default, whose anonymous accounts for
+/// `localhost` shadow any account made for `'%'` over the socket, pm (its own account made for
+/// `localhost`, as such a server needs) imports: the account an import runs as is made for the
+/// host pm connects from.
+#[test]
+fn a_mariadb_import_works_where_anonymous_local_accounts_exist() {
+    let server = crate::maria::Server::start_default_install();
+    assert_ne!(
+        server.sql(
+            "mysql",
+            "SELECT COUNT(*) FROM mysql.user WHERE user = '' AND host = 'localhost'"
+        ),
+        "0",
+        "the default install has an anonymous account for localhost"
+    );
+    let (project, db) = maria_project_on(&server, "localhost");
+    let mut s = start_project("pm", project, json!({}));
+    let dir = root(&s).to_path_buf();
+    std::fs::write(
+        dir.join("ok.sql"),
+        "CREATE TABLE t (x int); INSERT INTO t VALUES (1), (2);",
+    )
+    .unwrap();
+    let target = format!("{db}_new");
+    let imported = s.ok(
+        "db.import",
+        json!({"database": target, "sql_path": "ok.sql"}),
+    );
+    assert_eq!(imported["created"], json!(true), "{imported}");
+    assert_eq!(server.sql(&target, "SELECT SUM(x) FROM t"), "3");
     assert_eq!(
         server.sql(
             "mysql",

@@ -290,27 +290,36 @@ impl Server {
 struct Account<'s> {
     server: &'s Server,
     user: String,
+    /// The host the account is for: the one pm's own connection comes from.
+    host: String,
     password: String,
 }
 
 impl<'s> Account<'s> {
+    /// Makes the account, for the host the server sees pm's own connection come from (so that
+    /// the anonymous accounts a default install leaves for `localhost` cannot shadow it), with
+    /// every right on `database` and that database only: its name is granted as a literal, the
+    /// `_` and `%` a database-level grant reads as wildcards escaped.
     fn create(server: &'s Server, database: &str) -> std::result::Result<Account<'s>, String> {
+        let granted = grant_pattern(database)?;
+        let mut c = server.connect(None).map_err(|e| e.to_string())?;
+        let host = own_host(&mut c)?;
         let account = Account {
             server,
             user: format!("pm_import_{}", random_hex::<6>()),
+            host,
             password: random_hex::<24>(),
         };
-        let mut c = server.connect(None).map_err(|e| e.to_string())?;
         let made = c
             .query_drop(format!(
-                "CREATE USER '{}'@'%' IDENTIFIED BY '{}'",
-                account.user, account.password
+                "CREATE USER {} IDENTIFIED BY '{}'",
+                account.name(),
+                account.password
             ))
             .and_then(|()| {
                 c.query_drop(format!(
-                    "GRANT ALL PRIVILEGES ON {}.* TO '{}'@'%'",
-                    quote(database),
-                    account.user
+                    "GRANT ALL PRIVILEGES ON {granted}.* TO {}",
+                    account.name()
                 ))
             });
         if let Err(e) = made {
@@ -322,6 +331,11 @@ impl<'s> Account<'s> {
         }
         Ok(account)
     }
+
+    /// The account as a statement names it: `'user'@'host'`.
+    fn name(&self) -> String {
+        format!("'{}'@{}", self.user, string_literal(&self.host))
+    }
 }
 
 impl Drop for Account<'_> {
@@ -329,11 +343,44 @@ impl Drop for Account<'_> {
         let dropped = self
             .server
             .connect(None)
-            .map(|mut c| c.query_drop(format!("DROP USER IF EXISTS '{}'@'%'", self.user)));
+            .map(|mut c| c.query_drop(format!("DROP USER IF EXISTS {}", self.name())));
         if !matches!(dropped, Ok(Ok(()))) {
             tracing::warn!(user = %self.user, "dropping an import's account failed");
         }
     }
+}
+
+/// The host part of the account pm's connection `c` logged in from, as the server sees it
+/// (`localhost` over a socket, an address over TCP): `USER()` is `user@host`.
+fn own_host(c: &mut Conn) -> std::result::Result<String, String> {
+    let user: Option<String> = c.query_first("SELECT USER()").map_err(|e| words(&e))?;
+    user.as_deref()
+        .and_then(|u| u.rsplit_once('@'))
+        .map(|(_, host)| host.to_string())
+        .filter(|h| !h.is_empty() && h.len() <= 255)
+        .ok_or_else(|| "the server did not say which host pm connects from".to_string())
+}
+
+/// `database` as a database-level grant names exactly it and nothing else: backquoted, with
+/// the wildcards `_` and `%` escaped. A name with a character a grant cannot say literally
+/// (a backslash, a backquote, a quote) is refused rather than granted as a pattern.
+fn grant_pattern(database: &str) -> std::result::Result<String, String> {
+    if database.is_empty()
+        || !database
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '%' | '$' | '-'))
+    {
+        return Err(format!(
+            "the database name {database:?} cannot be granted exactly; use letters, digits and `_`"
+        ));
+    }
+    let escaped = database.replace('_', "\\_").replace('%', "\\%");
+    Ok(format!("`{escaped}`"))
+}
+
+/// `s` as a single-quoted string literal.
+fn string_literal(s: &str) -> String {
+    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
 }
 
 /// `N` random bytes from the operating system, as lowercase hex.
