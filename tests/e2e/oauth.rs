@@ -561,6 +561,80 @@ fn hostile_tokens_are_refused_and_nothing_runs() {
     }
 }
 
+/// Every control character (C0, DEL, C1) and the Unicode line and paragraph separators.
+fn every_control_character() -> String {
+    (0u32..0x20)
+        .chain([0x7f])
+        .chain(0x80..0xa0)
+        .chain([0x2028, 0x2029])
+        .filter_map(char::from_u32)
+        .collect()
+}
+
+/// A caller's values reach the log quoted and escaped: a `sub` holding a newline and a whole
+/// audit line of its own, and every control character, in a signed token, and a tool name and
+/// arguments holding them too, leave one line per event and no raw control character.
+#[test]
+fn a_caller_s_values_cannot_forge_or_break_a_log_line() {
+    let provider = Provider::start(team());
+    let (_dir, db) = teamnotes_file();
+    let server = serve(&db, &provider, &[]);
+    let aud = resource(server.addr);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time")
+        .as_secs();
+    let controls = every_control_character();
+    let forged = "2026-01-01T00:00:00.000000Z  INFO mcpspec::audit: call sub=\"root\" tool=\"drop_all\" outcome=\"ok\"";
+    let sub = format!("mallet\n{forged}\r\n{controls}");
+    let token = provider.forge(
+        rs256_header(),
+        claims_of(&provider, &aud, now, json!({"sub": sub})),
+        "current",
+    );
+    let r = add_with(
+        server.addr,
+        Some(&format!("Bearer {token}")),
+        &format!("note\n{controls}"),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    // A tool name cannot be an HTTP header's value (`Mcp-Name`), so it goes in a session.
+    let mut c = session(server.addr, &token);
+    let r = c
+        .call_tool(&format!("nope\n{forged}{controls}"), json!({"x": controls}))
+        .expect("tools/call");
+    assert!(r.get("error").is_some(), "{r}");
+    let log = log_of(server);
+    let bad: Vec<char> = log
+        .chars()
+        .filter(|c| *c != '\n' && (c.is_control() || matches!(c, '\u{2028}' | '\u{2029}')))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "raw control characters in the log: {bad:?}\n{log}"
+    );
+    assert!(
+        !log.lines().any(|l| l.starts_with("2026-01-01T00:00:00")),
+        "a forged line:\n{log}"
+    );
+    let audit: Vec<&str> = log
+        .lines()
+        .filter(|l| {
+            l.split_once("  INFO ")
+                .is_some_and(|(_, rest)| rest.starts_with("mcpspec::audit: "))
+                && l.contains("tool=\"add_note\"")
+        })
+        .collect();
+    assert_eq!(audit.len(), 1, "{log}");
+    assert!(
+        audit[0].contains(
+            "sub=\"mallet\\n2026-01-01T00:00:00.000000Z  INFO mcpspec::audit: call sub=\\\"root\\\""
+        ),
+        "the subject quoted and escaped: {}",
+        audit[0]
+    );
+}
+
 /// `mcpspec ARGS` (a call over stdio, so with no caller) fails with `IDENTITY_REQUIRED`.
 fn refused_without_a_caller(args: &[&str]) {
     let (code, out, err) = mcpspec(args, &[]);

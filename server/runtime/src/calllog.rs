@@ -136,7 +136,10 @@ fn write_line(out: &mut Vec<u8>, format: Format, time: (u64, u32), call: &Call<'
             out.extend_from_slice(b" result_bytes=");
             write_json(out, call.result_bytes);
             out.extend_from_slice(b" arguments=");
+            let at = out.len();
             write_json(out, call.logged_arguments());
+            // serde_json leaves DEL, C1 and the separators raw.
+            crate::logsafe::escape_tail(out, at);
         }
         Format::Json => {
             out.extend_from_slice(b"{\"timestamp\":\"");
@@ -160,24 +163,18 @@ fn write_line(out: &mut Vec<u8>, format: Format, time: (u64, u32), call: &Call<'
             out.extend_from_slice(b",\"arguments\":");
             // The subscriber records the arguments with `Display`: JSON text, as a string.
             let arguments = call.logged_arguments();
+            let at = out.len();
             write_json(out, arguments.to_string());
+            crate::logsafe::escape_tail(out, at);
             out.extend_from_slice(b"},\"target\":\"mcpspec::call\"}");
         }
     }
     out.push(b'\n');
 }
 
-/// Appends `s` as `{:?}` writes it; names and codes need no escaping, so they skip `fmt`.
+/// Appends `s` as `{:?}` writes it: a caller's value, quoted (see [`crate::logsafe`]).
 fn write_debug_str(out: &mut Vec<u8>, s: &str) {
-    if s.bytes()
-        .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
-    {
-        out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
-        out.push(b'"');
-    } else {
-        let _ = write!(out, "{s:?}");
-    }
+    crate::logsafe::write_quoted(out, s);
 }
 
 /// Appends `x` as `{:?}` writes it.

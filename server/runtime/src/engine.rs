@@ -647,7 +647,7 @@ impl Engine {
             // The audit line of a caller's call: who, what, how it ended, how long.
             tracing::info!(
                 target: "mcpspec::audit",
-                sub = %caller.sub,
+                sub = %crate::logsafe::quoted(&caller.sub),
                 tool = self.def.tool(name).map_or("(unknown)", |t| t.name),
                 outcome = outcome(&result).0,
                 duration_ms = (started.elapsed().as_secs_f64() * 1e6).round() / 1e3,

@@ -12,7 +12,9 @@
 //! - `protocol` (internal): the MCP surface on rmcp, with `protocol::jsonrpc` for messages
 //!   that do not parse; `transport::stdio` and `transport::http` carry it.
 //! - [`proxy`]: downstream servers (each over a [`proxy::downlink`]) and a spec's interceptor.
-//! - `calllog` (internal) writes the line each call leaves in the log; `shutdown` carries a
+//! - `calllog` (internal) writes the line each call leaves in the log; `logsafe` (internal)
+//!   quotes what a caller sent that reaches a log and escapes control characters inside every
+//!   log line; `shutdown` carries a
 //!   transport's shutdown to the calls it is answering.
 //! - [`confine`] keeps handlers' paths inside their project; [`confirm`] asks the person before
 //!   destructive calls; `numbers` refuses integers that do not fit `i64`.
@@ -36,6 +38,7 @@ pub mod content;
 pub mod engine;
 pub mod examples;
 pub mod handler;
+pub(crate) mod logsafe;
 #[cfg(feature = "http")]
 pub(crate) mod metrics;
 pub(crate) mod numbers;

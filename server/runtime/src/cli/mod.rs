@@ -534,13 +534,14 @@ fn run_main(servers: Vec<Server>, extras: Vec<Extra>, compile: Option<dev::Compi
 const SESSION_LOG: &str = "warn,mcpspec=info,server=info";
 
 /// Logs to stderr, filtered by MCPSPEC_LOG (or RUST_LOG), else by `default`; JSON lines when
-/// MCPSPEC_LOG_FORMAT=json.
+/// MCPSPEC_LOG_FORMAT=json. Each line is one event: control characters inside it are escaped
+/// (see [`crate::logsafe`]).
 fn init_logging(default: &str) {
     let filter = std::env::var("MCPSPEC_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
         .unwrap_or_else(|_| default.into());
     let subscriber = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(crate::logsafe::Stderr)
         .with_ansi(false)
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter));
     if std::env::var("MCPSPEC_LOG_FORMAT").as_deref() == Ok("json") {

@@ -260,7 +260,7 @@ impl McpServer {
             Confirmation::Stop(action) => engine.declined(name, action),
             Confirmation::TimedOut(after) => engine.unconfirmed(name, after),
         };
-        tracing::info!(target: "mcpspec::call", tool = %name, outcome = "DECLINED", "call");
+        tracing::info!(target: "mcpspec::call", tool = %crate::logsafe::quoted(name), outcome = "DECLINED", "call");
         Some(to_result(Err(stopped), engine.def).map(Into::into))
     }
 
@@ -305,7 +305,7 @@ impl McpServer {
             ));
         }
         self.confirmer.round(call).map(Some).map_err(|why| {
-            tracing::warn!(method = %call.method, name = %call.name, reason = %why, "refused a requestState that is not valid");
+            tracing::warn!(method = %crate::logsafe::quoted(&call.method), name = %crate::logsafe::quoted(&call.name), reason = %why, "refused a requestState that is not valid");
             ErrorData::invalid_params(
                 format!(
                     "invalid params for {}: `requestState` is not one this server issued for this request ({why}); send the request again without it",
@@ -1251,7 +1251,7 @@ fn bounded(
             outcome = work => outcome,
             () = stop.until_expired() => {
                 stop.cancel.store(true, Ordering::Relaxed);
-                tracing::warn!(tool = %tool, "a call ran past its deadline; answered TIMEOUT and told to stop");
+                tracing::warn!(tool = %crate::logsafe::quoted(&tool), "a call ran past its deadline; answered TIMEOUT and told to stop");
                 Ok(Err(engine.timed_out(&tool)))
             }
             () = shutdown.abandoned() => {
@@ -1477,7 +1477,7 @@ impl Ending {
         outcome: Result<Result<crate::engine::Success, CallError>, tokio::task::JoinError>,
     ) -> Result<CallToolResponse, ErrorData> {
         let outcome = outcome.unwrap_or_else(|e| {
-            tracing::error!(tool = %self.tool, error = %e, "a call panicked");
+            tracing::error!(tool = %crate::logsafe::quoted(&self.tool), error = %e, "a call panicked");
             Err(self.engine.internal_error(&self.tool))
         });
         self.watcher.abort();

@@ -466,7 +466,7 @@ impl Gate {
             return None;
         }
         let why = format!("this request needs the scopes {}", missing.join(" "));
-        tracing::warn!(sub = %identity.sub, method, "refused a request: {why}");
+        tracing::warn!(sub = %crate::logsafe::quoted(&identity.sub), method, "refused a request: {why}");
         let scope = needed.join(" ");
         let challenge = crate::auth::verify::challenge(
             &verifier.metadata_url(),

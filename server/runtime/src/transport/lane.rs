@@ -248,7 +248,7 @@ impl Lane {
             engine.call_json(&name, arguments.as_ref(), Some(cancel), link)
         }))
         .unwrap_or_else(|_| {
-            tracing::error!(tool = %name, "a call panicked");
+            tracing::error!(tool = %crate::logsafe::quoted(&name), "a call panicked");
             Err(engine.internal_error(&name))
         });
         let outcome = match outcome {
