@@ -710,7 +710,18 @@ fn refused(sql: &str) -> Option<&'static str> {
 
 #[cfg(test)]
 mod tests {
-    use super::{refused, scan, without_definers};
+    use super::{grant_pattern, refused, scan, string_literal, without_definers};
+
+    #[test]
+    fn a_grant_names_its_database_exactly() {
+        assert_eq!(grant_pattern("app_db").unwrap(), r"`app\_db`");
+        assert_eq!(grant_pattern("a%b").unwrap(), r"`a\%b`");
+        assert_eq!(grant_pattern("plain1").unwrap(), "`plain1`");
+        for bad in ["", "a`b", r"a\b", "a'b", "a b", "a.b"] {
+            assert!(grant_pattern(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(string_literal(r"it's\"), r"'it''s\\'");
+    }
 
     #[test]
     fn statements_split_at_the_delimiter_outside_quotes_and_comments() {
