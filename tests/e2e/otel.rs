@@ -657,6 +657,115 @@ fn a_collector_that_never_answers_is_given_up_at_the_timeout() {
     assert_calls_answered_and_spans_dropped(&endpoint, &[("OTEL_EXPORTER_OTLP_TIMEOUT", "300")]);
 }
 
+/// The server's resident memory, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .expect("the server's status")
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .expect("VmRSS")
+}
+
+/// W3C Trace Context's limits hold: a `tracestate` of 32 members goes with the span, one of 33
+/// (or any that is not valid) is dropped whole while the span stays in the client's trace,
+/// and a `traceparent` past any version's length is not a parent.
+#[test]
+fn a_tracestate_past_w3c_limits_is_dropped_and_the_trace_kept() {
+    let receiver = Receiver::start();
+    let db = sample_db("knowledge");
+    let mut c = stdio_server(&receiver, &db.path, &[]);
+    let members = |n: usize| {
+        (0..n)
+            .map(|i| format!("v{i}=x{i}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let cases = [
+        ("4bf92f3577b34da6a3ce929d0e0e4701", members(32), members(32)),
+        (
+            "4bf92f3577b34da6a3ce929d0e0e4702",
+            members(33),
+            String::new(),
+        ),
+        (
+            "4bf92f3577b34da6a3ce929d0e0e4703",
+            "ok=1,Bad=2".to_string(),
+            String::new(),
+        ),
+    ];
+    for (trace, state, _) in &cases {
+        search_with_meta(
+            &mut c,
+            json!({"traceparent": format!("00-{trace}-{PARENT}-01"), "tracestate": state}),
+        );
+    }
+    let long = format!(
+        "00-4bf92f3577b34da6a3ce929d0e0e4704-{PARENT}-01-{}",
+        "0".repeat(600)
+    );
+    search_with_meta(&mut c, json!({"traceparent": long}));
+    for (trace, _, kept) in &cases {
+        let (_, span, _) = receiver.until(trace, |got| request_spans(got, trace, "kb_search"));
+        assert_eq!(&span.trace_state, kept, "{trace}");
+        assert_eq!(hex(&span.parent_span_id), PARENT);
+    }
+    // The long traceparent's request is the root of a trace of its own.
+    receiver.until("the long traceparent's span", |got| {
+        got.spans
+            .iter()
+            .any(|(_, s)| s.name == "tools/call kb_search" && s.parent_span_id.is_empty())
+            .then_some(())
+    });
+    let _ = c.finish(Duration::from_secs(10));
+}
+
+/// With a collector that takes the connection and never answers, requests with a `tracestate`
+/// of thousands of members (past W3C's limits) leave the server's memory where it was: the
+/// state is dropped, and what the waiting spans hold is bounded in bytes as well as spans.
+#[test]
+fn huge_trace_states_cost_no_memory_while_the_collector_hangs() {
+    let silent = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let endpoint = format!("http://{}", silent.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        let held: Vec<TcpStream> = silent.incoming().map_while(Result::ok).collect();
+        drop(held);
+    });
+    let db = sample_db("knowledge");
+    let mut command = Command::new(EXE);
+    command
+        .args(["serve", "knowledge", "--db"])
+        .arg(&db.path)
+        .env("MCPSPEC_STARTUP_JOBS", "off")
+        .env("OTEL_EXPORTER_OTLP_TIMEOUT", "600000")
+        .stderr(Stdio::null());
+    for (k, v) in otel_env(&endpoint) {
+        command.env(k, v);
+    }
+    let mut c = StdioClient::spawn(&mut command).expect("spawn");
+    c.initialize().expect("initialize");
+    search_with_meta(&mut c, json!({}));
+    let before = rss_kib(c.pid());
+    // 4,000 valid members, about 1 MB: each call would keep a megabyte in its spans.
+    let state: String = (0..4000)
+        .map(|i| format!("vendor{i:04}={}", "x".repeat(240)))
+        .collect::<Vec<_>>()
+        .join(",");
+    for i in 0..150 {
+        let trace = format!("4bf92f3577b34da6a3ce929d0e{i:06x}");
+        search_with_meta(
+            &mut c,
+            json!({"traceparent": format!("00-{trace}-{PARENT}-01"), "tracestate": state}),
+        );
+    }
+    let after = rss_kib(c.pid());
+    assert!(
+        after < before + 64 * 1024,
+        "the server grew from {before} KiB to {after} KiB"
+    );
+}
+
 /// An https collector: the export goes over TLS, the collector's certificate checked against
 /// the system's roots (which `SSL_CERT_FILE` names here, as it does for any program that reads
 /// them). Trusting another root only, the server exports nothing and counts its spans as

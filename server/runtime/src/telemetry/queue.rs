@@ -11,9 +11,15 @@
 //! fill the queue as it could when every thread shared one, and a thread keeps only the room
 //! its own backlog needed; the ring it outgrew is emptied by the exporter, in order, before
 //! the new one.
+//!
+//! The queue is bounded by bytes as well as spans: what a span holds outside its record (a
+//! trace state, an id or session too long to keep inline, an error; see
+//! [`Record::heap_bytes`]) is counted in one shared total, and a span that would take it past
+//! [`MAX_HEAP_BYTES`] is dropped and counted. Most spans hold nothing outside, and cost no
+//! count.
 
 use std::cell::{Cell, OnceCell, RefCell};
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -28,6 +34,10 @@ const CHUNK: usize = 32;
 
 /// How many spans a thread's first ring holds (at most the capacity).
 const FIRST_RING: usize = 4 * CHUNK;
+
+/// The most bytes the spans waiting may hold outside their records (see the module comment):
+/// a thousand requests' worth of the largest trace state W3C allows.
+pub(super) const MAX_HEAP_BYTES: usize = 16 * 1024 * 1024;
 
 /// The rings' read ends, taken for the exporter while it sends what they hold, and the
 /// flushes asked for.
@@ -56,6 +66,9 @@ pub(super) struct Queue {
     /// How many spans waiting wake the exporter: [`wake_at`].
     wake: usize,
     chunk: usize,
+    /// The bytes the spans queued hold outside their records, and the most they may.
+    heap: AtomicUsize,
+    max_heap: usize,
 }
 
 /// How many spans waiting wake the exporter, for a queue of `capacity` spans exported `batch`
@@ -89,8 +102,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Queue {
-    /// A queue holding at most `capacity` spans, exported `batch` at a time.
+    /// A queue holding at most `capacity` spans, exported `batch` at a time, and at most
+    /// [`MAX_HEAP_BYTES`] outside their records.
     pub(super) fn new(capacity: usize, batch: usize) -> Queue {
+        Queue::bounded(capacity, batch, MAX_HEAP_BYTES)
+    }
+
+    /// [`Queue::new`] with `max_heap` bytes outside the records at most.
+    fn bounded(capacity: usize, batch: usize, max_heap: usize) -> Queue {
         Queue {
             rings: Mutex::default(),
             pending: Arc::default(),
@@ -99,7 +118,23 @@ impl Queue {
             capacity,
             wake: wake_at(capacity, batch),
             chunk: CHUNK.min(batch),
+            heap: AtomicUsize::new(0),
+            max_heap,
         }
+    }
+
+    /// Counts `bytes` more held outside the records; false (counting nothing) when that would
+    /// pass the bound.
+    fn reserve(&self, bytes: usize) -> bool {
+        if bytes == 0 {
+            return true;
+        }
+        let before = self.heap.fetch_add(bytes, Ordering::Relaxed);
+        if before.saturating_add(bytes) > self.max_heap {
+            self.heap.fetch_sub(bytes, Ordering::Relaxed);
+            return false;
+        }
+        true
     }
 
     /// A ring of `size` spans, its read end handed to the exporter.
@@ -121,6 +156,11 @@ impl Queue {
     /// Queues `record` in this thread's ring, or drops and counts it when the queue is full
     /// (or the thread is ending and has no ring any more).
     pub(super) fn push(&self, record: Record) {
+        let bytes = record.heap_bytes();
+        if !self.reserve(bytes) {
+            drop_spans(1, "the export queue holds its most bytes");
+            return;
+        }
         let queued = LOCAL.try_with(|cell| {
             let local = cell.get_or_init(|| self.local());
             let uncounted = local.uncounted.get();
@@ -159,6 +199,7 @@ impl Queue {
             true
         });
         if queued != Ok(true) {
+            self.heap.fetch_sub(bytes, Ordering::Relaxed);
             drop_spans(1, "the export queue is full");
         }
     }
@@ -224,6 +265,16 @@ impl Queue {
         }
         drop(spans);
         let taken: usize = chunks.iter().map(ReadChunk::len).sum();
+        // Read after the chunks: a span in them was counted before it was pushed.
+        if self.heap.load(Ordering::Relaxed) > 0 {
+            let bytes: usize = chunks
+                .iter()
+                .map(ReadChunk::as_slices)
+                .flat_map(|(head, tail)| head.iter().chain(tail))
+                .map(Record::heap_bytes)
+                .sum();
+            self.heap.fetch_sub(bytes, Ordering::Relaxed);
+        }
         chunks.into_iter().for_each(ReadChunk::commit_all);
         self.pending.fetch_sub(taken as isize, Ordering::Relaxed);
         let mut ended = ended.into_iter();
@@ -360,6 +411,26 @@ mod tests {
         queue.give_back(w.rings);
         let w = queue.take(Duration::from_millis(1));
         assert_eq!(lengths(&w.rings), [2 * FIRST_RING, 10]);
+    }
+
+    /// Spans that hold bytes outside their records are dropped once those pass the bound,
+    /// whatever room the queue has for spans; the bytes are given back as they are taken.
+    #[test]
+    fn the_bytes_spans_hold_are_bounded_too() {
+        // Each example record holds its trace state, `team=blue`: 9 bytes.
+        let held = record().heap_bytes();
+        assert_eq!(held, 9);
+        let queue = Queue::bounded(1000, 64, 10 * held);
+        let before = super::super::spans::dropped();
+        (0..12).for_each(|_| queue.push(record()));
+        assert_eq!(super::super::spans::dropped() - before, 2);
+        assert_eq!(queue.heap.load(Ordering::Relaxed), 10 * held);
+        let mut w = queue.take(Duration::from_millis(1));
+        assert_eq!(drained(&queue, &mut w.rings, 64), [10]);
+        assert_eq!(queue.heap.load(Ordering::Relaxed), 0);
+        queue.give_back(w.rings);
+        (0..3).for_each(|_| queue.push(record()));
+        assert_eq!(super::super::spans::dropped() - before, 2, "room again");
     }
 
     /// One thread never queues more than the capacity; the rest is dropped and counted.

@@ -172,11 +172,90 @@ impl Extractor for Parent<'_> {
     }
 }
 
+/// The longest `traceparent` read: version 00's is 55 characters; a later version may add
+/// fields after them, which are ignored (W3C Trace Context, section 3.2.4), up to this many.
+const TRACEPARENT_MAX: usize = 512;
+
+/// The most list-members a `tracestate` has (W3C Trace Context, section 3.3.1.1).
+const TRACESTATE_MEMBERS: usize = 32;
+
+/// The longest `tracestate` read: 32 members of a 256-character key, `=` and a 256-character
+/// value, their commas and some optional whitespace.
+const TRACESTATE_MAX: usize = TRACESTATE_MEMBERS * 513 + 4 * TRACESTATE_MEMBERS;
+
+/// `parent` within W3C Trace Context's limits: a `traceparent` longer than any version of it
+/// is dropped with its `tracestate`, and a `tracestate` that is not a valid list of at most 32
+/// members is dropped whole, as the specification says a vendor that cannot parse it does.
+fn within_limits(parent: Parent<'_>) -> Parent<'_> {
+    let traceparent = parent.traceparent.filter(|p| p.len() <= TRACEPARENT_MAX);
+    Parent {
+        traceparent,
+        tracestate: traceparent.and(parent.tracestate.filter(|s| valid_tracestate(s))),
+    }
+}
+
+/// Whether `s` is a `tracestate` W3C Trace Context accepts: at most [`TRACESTATE_MEMBERS`]
+/// list-members, each `key=value` with the key and value rules of section 3.3.1.3; empty
+/// members (between two commas) are allowed and not counted.
+fn valid_tracestate(s: &str) -> bool {
+    if s.len() > TRACESTATE_MAX {
+        return false;
+    }
+    let mut members = 0;
+    for member in s.split(',').map(|m| m.trim_matches([' ', '\t'])) {
+        if member.is_empty() {
+            continue;
+        }
+        members += 1;
+        let valid = member
+            .split_once('=')
+            .is_some_and(|(k, v)| valid_key(k) && valid_value(v));
+        if members > TRACESTATE_MEMBERS || !valid {
+            return false;
+        }
+    }
+    true
+}
+
+/// A `tracestate` key: `simple-key` or `tenant@system` (section 3.3.1.3.1).
+fn valid_key(key: &str) -> bool {
+    let rest = |s: &str, max: usize| {
+        s.len() <= max
+            && s.bytes().all(|b| {
+                b.is_ascii_lowercase()
+                    || b.is_ascii_digit()
+                    || matches!(b, b'_' | b'-' | b'*' | b'/')
+            })
+    };
+    match key.split_once('@') {
+        None => key.starts_with(|c: char| c.is_ascii_lowercase()) && rest(&key[1..], 255),
+        Some((tenant, system)) => {
+            tenant.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                && rest(&tenant[1..], 240)
+                && system.starts_with(|c: char| c.is_ascii_lowercase())
+                && rest(&system[1..], 13)
+        }
+    }
+}
+
+/// A `tracestate` value: up to 256 printable ASCII characters but `,` and `=`, not ending in a
+/// space (section 3.3.1.3.2).
+fn valid_value(value: &str) -> bool {
+    !value.is_empty()
+        && value.len() <= 256
+        && !value.ends_with(' ')
+        && value
+            .bytes()
+            .all(|b| (0x20..=0x7e).contains(&b) && b != b',' && b != b'=')
+}
+
 impl Open {
     /// A request's span, when the sampler keeps it: the child of `parent` when that is a valid
-    /// trace context, else the root of a new trace. `name` is what the sampler is told.
+    /// trace context within W3C's limits, else the root of a new trace. `name` is what the
+    /// sampler is told.
     pub(super) fn request(parent: Parent<'_>, name: &str, start: Instant) -> Option<Open> {
         let p = PIPELINE.get()?;
+        let parent = within_limits(parent);
         let parent = parent
             .traceparent
             .map(|_| TraceContextPropagator::new().extract(&parent))
@@ -406,6 +485,35 @@ impl Record {
     pub(super) fn times(&self) -> (u64, u64) {
         (unix(self.start), unix(self.end))
     }
+
+    /// The bytes the record holds outside itself, which the queue bounds: its trace state, an
+    /// id or session too long to keep inline, a target that is not one of the spec's names,
+    /// its error. Zero for most spans.
+    pub(super) fn heap_bytes(&self) -> usize {
+        let state = self.cx.state.as_deref().map_or(0, str::len);
+        let error = self.error.as_deref().map_or(0, str::len);
+        let what = match &self.what {
+            What::Request {
+                target,
+                id,
+                session,
+                ..
+            } => {
+                let owned = match target {
+                    Some(Cow::Owned(t)) => t.len(),
+                    _ => 0,
+                };
+                let spilled = |t: &Option<Text>| {
+                    t.as_ref()
+                        .filter(|t| t.0.spilled())
+                        .map_or(0, |t| t.0.len())
+                };
+                owned + spilled(id) + spilled(session)
+            }
+            What::Statement { .. } => 0,
+        };
+        state + error + what
+    }
 }
 
 #[cfg(test)]
@@ -431,7 +539,69 @@ impl Record {
 
 #[cfg(test)]
 mod tests {
-    use super::Text;
+    use super::*;
+
+    #[test]
+    fn a_tracestate_past_w3c_limits_is_dropped_whole() {
+        let members = |n: usize| {
+            (0..n)
+                .map(|i| format!("v{i}=x{i}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        assert!(valid_tracestate(&members(32)));
+        assert!(!valid_tracestate(&members(33)));
+        assert!(valid_tracestate("a=1, ,b=2,,"));
+        assert!(valid_tracestate("tenant1@sys=x,rojo=00f067aa0ba902b7"));
+        let long_key = format!("k{}=v", "a".repeat(255));
+        assert!(valid_tracestate(&long_key));
+        assert!(!valid_tracestate(&format!("k{}=v", "a".repeat(256))));
+        assert!(valid_tracestate(&format!("k={}", "v".repeat(256))));
+        assert!(!valid_tracestate(&format!("k={}", "v".repeat(257))));
+        for bad in [
+            "K=1",
+            "k",
+            "=v",
+            "k=",
+            "k=a,b=1=2",
+            "k=a\tb",
+            "k=\u{7f}",
+            "1k=v",
+            "a@B=1",
+        ] {
+            assert!(!valid_tracestate(bad), "{bad:?}");
+        }
+        // The most a valid one can hold is within the bound.
+        let biggest = (0..32)
+            .map(|i| format!("{}{:0>254}=", (b'a' + i as u8 % 26) as char, i) + &"v".repeat(256))
+            .collect::<Vec<_>>()
+            .join(" , ");
+        assert!(valid_tracestate(&biggest), "{}", biggest.len());
+        assert!(!valid_tracestate(&format!("{biggest},x=1")));
+        let huge = "k=v,".repeat(250_000);
+        assert!(!valid_tracestate(&huge));
+    }
+
+    #[test]
+    fn a_traceparent_past_its_limit_is_dropped_with_its_state() {
+        let p = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let kept = within_limits(Parent {
+            traceparent: Some(p),
+            tracestate: Some("a=1"),
+        });
+        assert_eq!((kept.traceparent, kept.tracestate), (Some(p), Some("a=1")));
+        let long = format!("{p}-{}", "0".repeat(TRACEPARENT_MAX));
+        let dropped = within_limits(Parent {
+            traceparent: Some(&long),
+            tracestate: Some("a=1"),
+        });
+        assert_eq!((dropped.traceparent, dropped.tracestate), (None, None));
+        let no_state = within_limits(Parent {
+            traceparent: Some(p),
+            tracestate: Some("a=1,b"),
+        });
+        assert_eq!((no_state.traceparent, no_state.tracestate), (Some(p), None));
+    }
 
     /// A UUID is kept in the record itself; a longer text goes to the heap; both read back.
     #[test]
