@@ -96,6 +96,12 @@ impl HttpServer {
     pub(crate) fn wait(mut self) -> std::process::ExitStatus {
         self.child.wait().expect("wait")
     }
+
+    /// Stops the server and returns everything it wrote to stderr.
+    pub(crate) fn stop_and_log(self) -> String {
+        let log = std::mem::replace(&mut { self }.stderr, std::sync::mpsc::channel().1);
+        log.iter().collect::<Vec<_>>().join("\n")
+    }
 }
 
 impl Drop for HttpServer {

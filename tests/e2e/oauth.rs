@@ -110,12 +110,6 @@ fn add_with(addr: SocketAddr, authorization: Option<&str>, text: &str) -> HttpRe
         .expect("POST")
 }
 
-/// The server's log so far, once it has exited.
-fn log_of(server: HttpServer) -> String {
-    let log = std::mem::replace(&mut { server }.stderr, std::sync::mpsc::channel().1);
-    log.iter().collect::<Vec<_>>().join("\n")
-}
-
 #[test]
 fn the_metadata_and_the_challenges_point_clients_at_the_issuer() {
     let provider = Provider::start(team());
@@ -233,7 +227,7 @@ fn callers_see_and_change_only_their_own_notes_on_sqlite() {
     alice.token = Some(alice_token.clone());
     assert!(notes(&mut alice).is_empty(), "alice's session goes on");
     // Every call has its audit line with the subject; no token is in the log.
-    let log = log_of(server);
+    let log = server.stop_and_log();
     assert!(
         log.lines()
             .any(|l| l.contains("mcpspec::audit") && l.contains("alice") && l.contains("add_note")),
@@ -551,7 +545,7 @@ fn hostile_tokens_are_refused_and_nothing_runs() {
     // Only the control's note was written.
     let mut alice = session(server.addr, &good);
     assert_eq!(notes(&mut alice), ["control"]);
-    let log = log_of(server);
+    let log = server.stop_and_log();
     for (what, token, _) in &hostile {
         let signature = token.rsplit('.').next().unwrap_or_default();
         assert!(
@@ -604,7 +598,7 @@ fn a_caller_s_values_cannot_forge_or_break_a_log_line() {
         .call_tool(&format!("nope\n{forged}{controls}"), json!({"x": controls}))
         .expect("tools/call");
     assert!(r.get("error").is_some(), "{r}");
-    let log = log_of(server);
+    let log = server.stop_and_log();
     let bad: Vec<char> = log
         .chars()
         .filter(|c| *c != '\n' && (c.is_control() || matches!(c, '\u{2028}' | '\u{2029}')))

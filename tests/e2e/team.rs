@@ -83,6 +83,8 @@ crate::on_every_engine_of_a_team!(
     a_state_redeemed_on_one_replica_is_refused_on_another,
     a_task_is_polled_and_cancelled_on_any_replica,
     a_task_whose_replica_is_killed_fails_with_a_reason,
+    a_task_is_its_callers_on_every_replica,
+    migrate_adds_the_task_owner_to_an_older_task_table,
 );
 
 /// The spec file in `dir` and a new database on `engine` that `init --sample` made from it.
@@ -320,6 +322,132 @@ fn a_task_is_polled_and_cancelled_on_any_replica(engine: Engine) {
         "{r}"
     );
     assert_eq!(team.count("mcpspec_tasks"), "2");
+}
+
+/// Under OAuth, two replicas that accept tokens for one audience: a task alice minted (on a
+/// 2026-07-28 request, reached by its id) is hers on every replica. Bob's token on either
+/// replica gets the answer of an unknown task from `tasks/get`, `tasks/update` and
+/// `tasks/cancel`, and his cancel stops nothing; alice reaches it from the other replica.
+fn a_task_is_its_callers_on_every_replica(engine: Engine) {
+    use crate::oidc::{Client, Provider};
+    let user = |id| Client {
+        id,
+        scope: "notes:read",
+        alg: "RS256",
+        claims: json!({}),
+    };
+    let provider = Provider::start(vec![user("alice"), user("bob")]);
+    let audience = "https://notes.example/mcp";
+    let team = Team::new(engine);
+    let env = [
+        ("MCPSPEC_TASK_AFTER_MS", "0"),
+        ("MCPSPEC_OAUTH_ISSUER", provider.issuer.as_str()),
+        ("MCPSPEC_OAUTH_AUDIENCE", audience),
+    ];
+    let replicas = team.replicas(2, &env);
+    let client = |replica: &HttpServer, who: &str| {
+        let mut c = mcpspec_testkit::HttpClient::per_request(
+            replica.addr,
+            Some(&provider.token(who, audience)),
+        );
+        c.capabilities = crate::conformance::tasks::caps();
+        c
+    };
+    let mut alice = [client(&replicas[0], "alice"), client(&replicas[1], "alice")];
+    let mut bob = [client(&replicas[0], "bob"), client(&replicas[1], "bob")];
+    let id = start_wait(&mut alice[0], 3);
+    for (i, b) in bob.iter_mut().enumerate() {
+        for (method, params) in [
+            ("tasks/get", json!({"taskId": id})),
+            ("tasks/update", json!({"taskId": id, "inputResponses": {}})),
+            ("tasks/cancel", json!({"taskId": id})),
+        ] {
+            let r = rpc(b, method, params);
+            assert_eq!(
+                r["error"]["code"], -32602,
+                "bob's {method} on replica {i}: {r}"
+            );
+            assert_eq!(
+                r["error"]["message"],
+                format!("unknown task: {id}"),
+                "the same answer as for an id never issued: {r}"
+            );
+        }
+    }
+    let done = until(
+        &mut alice[1],
+        &id,
+        "completed",
+        std::time::Duration::from_secs(20),
+    );
+    assert_eq!(
+        done["result"]["structuredContent"],
+        json!({"waited": [{"seconds": 3}]}),
+        "bob's cancel stopped nothing: {done}"
+    );
+    until(
+        &mut alice[0],
+        &id,
+        "completed",
+        std::time::Duration::from_secs(1),
+    );
+}
+
+/// A task table an older mcpspec made (without the column that binds a task to its caller):
+/// a server keeps its tasks to itself and says how to add it; `migrate` adds it, keeping the
+/// rows, and the replicas share tasks again.
+fn migrate_adds_the_task_owner_to_an_older_task_table(engine: Engine) {
+    let team = Team::new(engine);
+    let path = Path::new(&team.url);
+    sql_on(engine, path, "DROP TABLE mcpspec_tasks");
+    sql_on(
+        engine,
+        path,
+        "CREATE TABLE mcpspec_tasks (id VARCHAR(64) PRIMARY KEY, replica VARCHAR(64) NOT NULL, status VARCHAR(16) NOT NULL, cancel_requested BOOLEAN NOT NULL DEFAULT FALSE, detail TEXT NOT NULL, beat_at BIGINT NOT NULL, expires_at BIGINT NOT NULL)",
+    );
+    sql_on(
+        engine,
+        path,
+        "INSERT INTO mcpspec_tasks VALUES ('old', 'r', 'completed', FALSE, '{}', 0, 0)",
+    );
+    let old = HttpServer::serve(
+        &["--spec", &team.spec, "--db", &team.url],
+        &[("MCPSPEC_TASK_AFTER_MS", "0")],
+    );
+    let mut client = tasks_client(&old);
+    let id = start_wait(&mut client, 0);
+    until(
+        &mut client,
+        &id,
+        "completed",
+        std::time::Duration::from_secs(20),
+    );
+    assert_eq!(
+        team.count("mcpspec_tasks"),
+        "1",
+        "the task was kept in memory only"
+    );
+    let log = old.stop_and_log();
+    assert!(
+        log.contains("mcpspec migrate"),
+        "the server says how to add the column: {log}"
+    );
+    let (code, out, err) = mcpspec(&["migrate", "--spec", &team.spec, "--db", &team.url], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("added mcpspec_tasks.owner"), "{out}");
+    assert_eq!(team.count("mcpspec_tasks"), "1", "the rows are kept");
+    let (code, out, err) = mcpspec(&["migrate", "--spec", &team.spec, "--db", &team.url], &[]);
+    assert_eq!(code, 0, "a second run finds the column: {err}");
+    assert!(out.contains("up to date"), "{out}");
+    let replicas = team.replicas(2, &[("MCPSPEC_TASK_AFTER_MS", "0")]);
+    let mut clients: Vec<_> = replicas.iter().map(tasks_client).collect();
+    let id = start_wait(&mut clients[0], 1);
+    until(
+        &mut clients[1],
+        &id,
+        "completed",
+        std::time::Duration::from_secs(20),
+    );
 }
 
 /// A replica killed with SIGKILL while it runs a task: the other replica soon answers that

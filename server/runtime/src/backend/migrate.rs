@@ -54,6 +54,16 @@ pub trait Migrator {
     fn system_ddl(&self) -> &'static [&'static str] {
         &[]
     }
+    /// The columns added to those tables since they were first made: each added, after
+    /// [`Migrator::system_ddl`], when [`Migrator::has_column`] says the table lacks it.
+    fn added_columns(&self) -> &'static [super::AddedColumn] {
+        &[]
+    }
+    /// Whether `table` has `column`.
+    fn has_column(&mut self, table: &str, column: &str) -> Result<bool, String> {
+        let _ = (table, column);
+        Ok(true)
+    }
     /// Whether a run's DDL is one transaction (false on MariaDB and MySQL).
     fn transactional(&self) -> bool;
     /// The newest version whose migrations give exactly the schema of this database, which
@@ -182,6 +192,39 @@ pub fn migrate(
     out
 }
 
+/// Makes mcpspec's own tables of a team of replicas where they are missing, and adds the
+/// columns an older mcpspec made them without: those added, as `table.column`.
+fn system_tables(m: &mut dyn Migrator) -> Result<Vec<String>, MigrateError> {
+    for ddl in m.system_ddl() {
+        m.execute(ddl).map_err(MigrateError::Database)?;
+    }
+    let mut added = Vec::new();
+    for column in m.added_columns() {
+        if !m
+            .has_column(column.table, column.column)
+            .map_err(MigrateError::Database)?
+        {
+            m.execute(column.ddl).map_err(MigrateError::Database)?;
+            added.push(format!("{}.{}", column.table, column.column));
+        }
+    }
+    Ok(added)
+}
+
+/// For a spec without migrations: brings only mcpspec's own tables up to date (see
+/// [`system_tables`]), under the lock; `None` for an engine that keeps none.
+pub fn system_only(m: &mut dyn Migrator) -> Result<Option<Vec<String>>, MigrateError> {
+    if m.system_ddl().is_empty() {
+        return Ok(None);
+    }
+    m.lock().map_err(MigrateError::Database)?;
+    let out = system_tables(m);
+    let finished = m.finish(out.is_ok()).map_err(MigrateError::Database);
+    let added = out?;
+    finished?;
+    Ok(Some(added))
+}
+
 /// The run itself, inside the lock.
 fn run(
     m: &mut dyn Migrator,
@@ -212,9 +255,7 @@ fn run(
     };
     report.at = at;
     if !ask.dry_run {
-        for ddl in m.system_ddl() {
-            m.execute(ddl).map_err(MigrateError::Database)?;
-        }
+        system_tables(m)?;
     }
     for x in all.iter().filter(|x| x.version > at) {
         let t = text(x, dialect)?;

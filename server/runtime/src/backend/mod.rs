@@ -21,7 +21,10 @@ pub mod watchdog;
 
 pub use crate::params::SqlValue as Value;
 pub use sqlscan::Dialect;
-pub use team::{FoundTask, STATES_TABLE, SharedStates, SharedTasks, TASKS_TABLE, Team, now_ms};
+pub use team::{
+    AddedColumn, FoundTask, STATES_TABLE, SharedStates, SharedTasks, TASK_OWNER, TASKS_TABLE, Team,
+    now_ms,
+};
 
 use std::path::PathBuf;
 use std::sync::Arc;

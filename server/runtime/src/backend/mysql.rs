@@ -900,8 +900,13 @@ fn undo(conn: &mut mysql::Conn) {
 static TEAM: super::Team = super::Team {
     ddl: &[
         "CREATE TABLE IF NOT EXISTS mcpspec_request_states (nonce VARCHAR(64) PRIMARY KEY, expires_at BIGINT NOT NULL) ENGINE = InnoDB",
-        "CREATE TABLE IF NOT EXISTS mcpspec_tasks (id VARCHAR(64) PRIMARY KEY, replica VARCHAR(64) NOT NULL, status VARCHAR(16) NOT NULL, cancel_requested BOOLEAN NOT NULL DEFAULT FALSE, detail LONGTEXT NOT NULL, beat_at BIGINT NOT NULL, expires_at BIGINT NOT NULL) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4",
+        "CREATE TABLE IF NOT EXISTS mcpspec_tasks (id VARCHAR(64) PRIMARY KEY, replica VARCHAR(64) NOT NULL, owner TEXT, status VARCHAR(16) NOT NULL, cancel_requested BOOLEAN NOT NULL DEFAULT FALSE, detail LONGTEXT NOT NULL, beat_at BIGINT NOT NULL, expires_at BIGINT NOT NULL) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4",
     ],
+    added: &[super::AddedColumn {
+        table: super::TASKS_TABLE,
+        column: super::TASK_OWNER,
+        ddl: "ALTER TABLE mcpspec_tasks ADD COLUMN owner TEXT",
+    }],
     states: super::SharedStates {
         insert: Sql {
             text: "INSERT IGNORE INTO mcpspec_request_states (nonce, expires_at) VALUES (?, ?)",
@@ -914,15 +919,15 @@ static TEAM: super::Team = super::Team {
     },
     tasks: super::SharedTasks {
         insert: Sql {
-            text: "INSERT INTO mcpspec_tasks (id, replica, status, detail, beat_at, expires_at) VALUES (?, ?, 'working', ?, ?, ?)",
-            params: Some(&["id", "replica", "detail", "now", "expires"]),
+            text: "INSERT INTO mcpspec_tasks (id, replica, owner, status, detail, beat_at, expires_at) VALUES (?, ?, ?, 'working', ?, ?, ?)",
+            params: Some(&["id", "replica", "owner", "detail", "now", "expires"]),
         },
         settle: Sql {
             text: "UPDATE mcpspec_tasks SET status = ?, detail = ?, expires_at = ? WHERE id = ? AND status = 'working'",
             params: Some(&["status", "detail", "expires", "id"]),
         },
         find: Sql {
-            text: "SELECT status, detail, beat_at FROM mcpspec_tasks WHERE id = ? AND expires_at >= ?",
+            text: "SELECT status, detail, beat_at, owner FROM mcpspec_tasks WHERE id = ? AND expires_at >= ?",
             params: Some(&["id", "now"]),
         },
         fail_stale: Sql {
@@ -1027,5 +1032,20 @@ impl super::migrate::Migrator for MysqlMigrator {
 
     fn system_ddl(&self) -> &'static [&'static str] {
         TEAM.ddl
+    }
+
+    fn added_columns(&self) -> &'static [super::AddedColumn] {
+        TEAM.added
+    }
+
+    fn has_column(&mut self, table: &str, column: &str) -> Result<bool, String> {
+        let found: Option<u8> = self
+            .conn
+            .exec_first(
+                "SELECT 1 FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? AND column_name = ?",
+                (table, column),
+            )
+            .map_err(|e| describe(&e))?;
+        Ok(found.is_some())
     }
 }

@@ -984,8 +984,13 @@ pub fn init(url: &str, schema: &str, sample: Option<&str>) -> Result<(), OpenErr
 static TEAM: super::Team = super::Team {
     ddl: &[
         "CREATE TABLE IF NOT EXISTS mcpspec_request_states (nonce text PRIMARY KEY, expires_at bigint NOT NULL)",
-        "CREATE TABLE IF NOT EXISTS mcpspec_tasks (id text PRIMARY KEY, replica text NOT NULL, status text NOT NULL, cancel_requested boolean NOT NULL DEFAULT false, detail text NOT NULL, beat_at bigint NOT NULL, expires_at bigint NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS mcpspec_tasks (id text PRIMARY KEY, replica text NOT NULL, owner text, status text NOT NULL, cancel_requested boolean NOT NULL DEFAULT false, detail text NOT NULL, beat_at bigint NOT NULL, expires_at bigint NOT NULL)",
     ],
+    added: &[super::AddedColumn {
+        table: super::TASKS_TABLE,
+        column: super::TASK_OWNER,
+        ddl: "ALTER TABLE mcpspec_tasks ADD COLUMN owner text",
+    }],
     states: super::SharedStates {
         insert: Sql {
             text: "INSERT INTO mcpspec_request_states (nonce, expires_at) VALUES ($1, $2) ON CONFLICT (nonce) DO NOTHING",
@@ -998,15 +1003,15 @@ static TEAM: super::Team = super::Team {
     },
     tasks: super::SharedTasks {
         insert: Sql {
-            text: "INSERT INTO mcpspec_tasks (id, replica, status, detail, beat_at, expires_at) VALUES ($1, $2, 'working', $3, $4, $5)",
-            params: Some(&["id", "replica", "detail", "now", "expires"]),
+            text: "INSERT INTO mcpspec_tasks (id, replica, owner, status, detail, beat_at, expires_at) VALUES ($1, $2, $3, 'working', $4, $5, $6)",
+            params: Some(&["id", "replica", "owner", "detail", "now", "expires"]),
         },
         settle: Sql {
             text: "UPDATE mcpspec_tasks SET status = $1, detail = $2, expires_at = $3 WHERE id = $4 AND status = 'working'",
             params: Some(&["status", "detail", "expires", "id"]),
         },
         find: Sql {
-            text: "SELECT status, detail, beat_at FROM mcpspec_tasks WHERE id = $1 AND expires_at >= $2",
+            text: "SELECT status, detail, beat_at, owner FROM mcpspec_tasks WHERE id = $1 AND expires_at >= $2",
             params: Some(&["id", "now"]),
         },
         fail_stale: Sql {
@@ -1105,5 +1110,19 @@ impl super::migrate::Migrator for PgMigrator {
 
     fn system_ddl(&self) -> &'static [&'static str] {
         TEAM.ddl
+    }
+
+    fn added_columns(&self) -> &'static [super::AddedColumn] {
+        TEAM.added
+    }
+
+    fn has_column(&mut self, table: &str, column: &str) -> Result<bool, String> {
+        self.client
+            .query_opt(
+                "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2",
+                &[&table, &column],
+            )
+            .map(|row| row.is_some())
+            .map_err(|e| describe(&e))
     }
 }

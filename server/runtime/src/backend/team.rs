@@ -16,9 +16,10 @@ use super::{Database, Session, Sql, Stop, Value, ValueRef};
 pub const STATES_TABLE: &str = "mcpspec_request_states";
 
 /// The table of tasks: a row per task of a request without a session, with the replica
-/// running it, its status, its `tasks/get` answer as JSON (`detail`), when its replica last
-/// said it still runs it (`beat_at`) and when the row is forgotten (`expires_at`), both in
-/// milliseconds since the epoch.
+/// running it, the subject of the caller that minted it (`owner`, NULL without OAuth), its
+/// status, its `tasks/get` answer as JSON (`detail`), when its replica last said it still runs
+/// it (`beat_at`) and when the row is forgotten (`expires_at`), both in milliseconds since the
+/// epoch.
 pub const TASKS_TABLE: &str = "mcpspec_tasks";
 
 /// One engine's statements for mcpspec's team tables, each in its dialect.
@@ -26,9 +27,24 @@ pub const TASKS_TABLE: &str = "mcpspec_tasks";
 pub struct Team {
     /// Creates the tables that are missing (idempotent), one statement each.
     pub ddl: &'static [&'static str],
+    /// The columns added to the tables since they were first made, which `migrate` adds to
+    /// a table an older mcpspec made.
+    pub added: &'static [AddedColumn],
     pub states: SharedStates,
     pub tasks: SharedTasks,
 }
+
+/// A column of a team table that an older mcpspec made the table without.
+#[derive(Debug)]
+pub struct AddedColumn {
+    pub table: &'static str,
+    pub column: &'static str,
+    /// Adds it (`ALTER TABLE ... ADD COLUMN ...`).
+    pub ddl: &'static str,
+}
+
+/// The column of [`TASKS_TABLE`] that binds a task to its caller (added after the table).
+pub const TASK_OWNER: &str = "owner";
 
 /// The statements of [`STATES_TABLE`].
 #[derive(Debug)]
@@ -43,12 +59,12 @@ pub struct SharedStates {
 /// The statements of [`TASKS_TABLE`].
 #[derive(Debug)]
 pub struct SharedTasks {
-    /// A new working task (`id`, `replica`, `detail`, `now`, `expires`).
+    /// A new working task (`id`, `replica`, `owner`, `detail`, `now`, `expires`).
     pub insert: Sql<'static>,
     /// A working task settles (`status`, `detail`, `expires`, `id`); no row changes when it
     /// is no longer working.
     pub settle: Sql<'static>,
-    /// A task's `status`, `detail` and `beat_at`, unless expired (`id`, `now`).
+    /// A task's `status`, `detail`, `beat_at` and `owner`, unless expired (`id`, `now`).
     pub find: Sql<'static>,
     /// A working task whose replica stopped saying so before `stale` fails (`detail`, `id`,
     /// `stale`).
@@ -71,6 +87,8 @@ pub struct FoundTask {
     pub detail: String,
     /// When its replica last said it runs it, in milliseconds since the epoch.
     pub beat_at: i64,
+    /// The subject of the caller that minted it; `None` without OAuth.
+    pub owner: Option<String>,
 }
 
 /// Milliseconds since the epoch, by this machine's clock.
@@ -119,9 +137,17 @@ impl Database {
     }
 
     /// Whether tasks can be kept in this database for the whole team: `None` for an engine
-    /// served by one process, else whether its [`TASKS_TABLE`] exists.
+    /// served by one process, else whether its [`TASKS_TABLE`] exists with the column that
+    /// binds a task to its caller ([`TASK_OWNER`]; `migrate` adds it to an older table).
     pub fn shares_tasks(&self) -> Option<bool> {
-        self.has_team_table(TASKS_TABLE)
+        let exists = self.has_team_table(TASKS_TABLE)?;
+        Some(
+            exists
+                && self
+                    .0
+                    .table_columns(TASKS_TABLE)
+                    .is_ok_and(|c| c.iter().any(|c| c.name == TASK_OWNER)),
+        )
     }
 
     /// Runs `work` with the team's statements in one writing transaction, bounded to ten
@@ -179,12 +205,14 @@ impl Database {
         })
     }
 
-    /// Records a new working task `id` that `replica` runs, whose `tasks/get` answer is
-    /// `detail`, kept until `expires` (ms). Expired tasks are forgotten now and then.
+    /// Records a new working task `id` that `replica` runs for the caller `owner`, whose
+    /// `tasks/get` answer is `detail`, kept until `expires` (ms). Expired tasks are forgotten
+    /// now and then.
     pub fn record_task(
         &self,
         id: &str,
         replica: &str,
+        owner: Option<&str>,
         detail: &str,
         expires: i64,
     ) -> Result<(), String> {
@@ -192,6 +220,10 @@ impl Database {
         let pairs = [
             ("id", Value::Text(id.to_string())),
             ("replica", Value::Text(replica.to_string())),
+            (
+                "owner",
+                owner.map_or(Value::Null, |o| Value::Text(o.to_string())),
+            ),
             ("detail", Value::Text(detail.to_string())),
             ("now", Value::Integer(now)),
             ("expires", Value::Integer(expires)),
@@ -243,10 +275,15 @@ impl Database {
                         ValueRef::Integer(n) => n,
                         other => text(other).parse().unwrap_or(0),
                     };
+                    let owner = match row.value(3) {
+                        ValueRef::Null => None,
+                        other => Some(text(other)),
+                    };
                     found = Some(FoundTask {
                         status: text(row.value(0)),
                         detail: text(row.value(1)),
                         beat_at,
+                        owner,
                     });
                     false
                 })

@@ -43,12 +43,32 @@ pub(super) fn run(
     ask: Ask,
     out: &mut dyn std::io::Write,
 ) -> Result<()> {
-    if def.migrations.is_empty() {
-        return Err(anyhow!(
-            "the `{server}` spec declares no migrations (`database.migrations`); its database is made by `init` from the schema"
-        ));
-    }
     let mut m = backend::migrator(location, server, def, !ask.dry_run)?;
+    if def.migrations.is_empty() {
+        // A team's database still gets mcpspec's own tables up to date.
+        let added = match ask.dry_run {
+            false => migrate::system_only(&mut *m)?,
+            true => None,
+        };
+        let Some(added) = added else {
+            return Err(anyhow!(
+                "the `{server}` spec declares no migrations (`database.migrations`); its database is made by `init` from the schema"
+            ));
+        };
+        let shown = location.display();
+        match added.as_slice() {
+            [] => writeln!(
+                out,
+                "{shown}: mcpspec's own tables are up to date (the `{server}` spec declares no migrations)"
+            )?,
+            added => writeln!(
+                out,
+                "{shown}: added {} to mcpspec's own tables (the `{server}` spec declares no migrations)",
+                added.join(", ")
+            )?,
+        }
+        return Ok(());
+    }
     let report = migrate::migrate(&mut *m, def, location.dialect().name, ask)?;
     say(&report, def, location, ask.dry_run, out)?;
     Ok(())

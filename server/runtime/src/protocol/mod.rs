@@ -305,7 +305,7 @@ impl McpServer {
             ));
         }
         self.confirmer.round(call).map(Some).map_err(|why| {
-            tracing::warn!(method = %crate::logsafe::quoted(&call.method), name = %crate::logsafe::quoted(&call.name), reason = %why, "refused a requestState that is not valid");
+            tracing::warn!(method = %crate::logsafe::quoted(call.method), name = %crate::logsafe::quoted(call.name), reason = %why, "refused a requestState that is not valid");
             ErrorData::invalid_params(
                 format!(
                     "invalid params for {}: `requestState` is not one this server issued for this request ({why}); send the request again without it",
@@ -1281,7 +1281,7 @@ impl McpServer {
         // A tool that runs only as a task is refused at once when no more tasks fit.
         if as_task
             && support == Some(TaskSupport::Required)
-            && let Some(full) = self.tasks.refused(owner)
+            && let Some(full) = self.tasks.refused(&owner)
         {
             return to_result(Err(CallError::Tool(full)), engine.def).map(Into::into);
         }
@@ -1377,7 +1377,7 @@ impl McpServer {
         minted: Option<tasks::MintRequest>,
         after: Option<std::time::Duration>,
         support: Option<TaskSupport>,
-        owner: Option<u64>,
+        owner: tasks::Owner,
     ) -> Result<CallToolResponse, ErrorData> {
         // The call becomes a task after a while, when its handler asks to, or not at all.
         let reply = match (after, minted) {
@@ -1395,7 +1395,7 @@ impl McpServer {
         };
         // When no more tasks fit, a call that may run as one answers in its request (a
         // handler waiting in `ctx.background()` hears that it goes on there).
-        if support != Some(TaskSupport::Required) && self.tasks.refused(owner).is_some() {
+        if support != Some(TaskSupport::Required) && self.tasks.refused(&owner).is_some() {
             drop(reply);
             return self.answer(ending, job.await, support, owner).await;
         }
@@ -1417,10 +1417,15 @@ impl McpServer {
         })
     }
 
-    /// Whom a request's tasks belong to: its session, or nobody for a request of protocol
-    /// 2026-07-28 (no session; the task's random id is what reaches it).
-    fn owner(&self, context: &RequestContext<RoleServer>) -> Option<u64> {
-        (!per_request(context)).then_some(self.session.id)
+    /// Whom a request's tasks belong to: its caller's subject (under OAuth) and its session,
+    /// none for a request of protocol 2026-07-28 (there the task's random id and the subject
+    /// reach it).
+    fn owner(&self, context: &RequestContext<RoleServer>) -> tasks::Owner {
+        let caller = caller_of(context);
+        tasks::Owner::new(
+            (!per_request(context)).then_some(self.session.id),
+            caller.as_ref().map(|c| c.sub.as_str()),
+        )
     }
 
     /// The answer of a call that did not become a task while it ran; a tool that runs only as
@@ -1430,7 +1435,7 @@ impl McpServer {
         ending: Ending,
         outcome: Result<Result<crate::engine::Success, CallError>, tokio::task::JoinError>,
         support: Option<TaskSupport>,
-        owner: Option<u64>,
+        owner: tasks::Owner,
     ) -> Result<CallToolResponse, ErrorData> {
         let cancel = ending.cancel.clone();
         match ending.answer(outcome).await {

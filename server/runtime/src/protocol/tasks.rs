@@ -14,10 +14,12 @@
 //! [`TASKS_TOTAL`]; beyond, a call that may run as a task answers in its request instead and
 //! one that must is refused with a clear error. A result over [`INLINE_RESULT_BYTES`] is kept
 //! in a file of the process's own temporary directory (at most [`STORED_RESULT_BYTES`] in
-//! all), not in memory. A task is its session's: `tasks/get`, `tasks/update` and
-//! `tasks/cancel` from another session find no such task. Requests of protocol 2026-07-28
-//! have no session; their tasks are reached by id alone, a random UUID, and on a database a
-//! team of replicas shares, from any replica (see [`super::team_tasks`]).
+//! all), not in memory. A task is its caller's: `tasks/get`, `tasks/update` and
+//! `tasks/cancel` from another session, or with another subject's access token, find no such
+//! task (the same answer as for an id never issued). Requests of protocol 2026-07-28 have no
+//! session; their tasks are reached by id, a random UUID, and the caller's subject when there
+//! is one, and on a database a team of replicas shares, from any replica (see
+//! [`super::team_tasks`], where the subject is kept with the task).
 
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -149,8 +151,34 @@ const RETAINED: std::time::Duration =
 #[allow(clippy::cast_possible_wrap)]
 pub(super) const RETAINED_MS: i64 = rmcp::task_manager::DEFAULT_TASK_TTL_MS as i64;
 
-/// Who may reach a task: the session that minted it, or anyone (no session).
-type Owner = Option<u64>;
+/// Who may reach a task: the session that minted it (or any, for a task minted without one),
+/// and the subject of the access token that minted it (or none, without OAuth).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Owner {
+    session: Option<u64>,
+    subject: Option<Arc<str>>,
+}
+
+impl Owner {
+    /// The owner of a request of `session` (none for protocol 2026-07-28) by `subject`.
+    pub(super) fn new(session: Option<u64>, subject: Option<&str>) -> Owner {
+        Owner {
+            session,
+            subject: subject.map(Arc::from),
+        }
+    }
+
+    /// The subject, as the team's table keeps it.
+    pub(super) fn subject(&self) -> Option<&str> {
+        self.subject.as_deref()
+    }
+
+    /// Whether a request of `self` may reach a task of `task`: the same subject, and the same
+    /// session unless the task has none.
+    fn reaches(&self, task: &Owner) -> bool {
+        self.subject == task.subject && (task.session.is_none() || task.session == self.session)
+    }
+}
 
 /// The process's tasks: rmcp's manager and what bounds it (see the module comment), and the
 /// team's table when the database is shared.
@@ -196,11 +224,15 @@ impl Held {
 
     /// Why `owner` may not hold another task, if it may not: a tool error the model can act
     /// on (wait, or cancel a task).
-    fn full(&self, owner: Owner) -> Option<crate::engine::ToolError> {
-        let mine = self.entries.values().filter(|e| e.owner == owner).count();
+    fn full(&self, owner: &Owner) -> Option<crate::engine::ToolError> {
+        let mine = self
+            .entries
+            .values()
+            .filter(|e| e.owner.session == owner.session)
+            .count();
         let (held, limit, whose) = if self.entries.len() >= TASKS_TOTAL {
             (self.entries.len(), TASKS_TOTAL, "the server")
-        } else if owner.is_some() && mine >= TASKS_PER_SESSION {
+        } else if owner.session.is_some() && mine >= TASKS_PER_SESSION {
             (mine, TASKS_PER_SESSION, "this session")
         } else {
             return None;
@@ -273,7 +305,7 @@ impl Tasks {
     }
 
     /// Why `owner` may not start another task now, if it may not.
-    pub(super) fn refused(&self, owner: Owner) -> Option<crate::engine::ToolError> {
+    pub(super) fn refused(&self, owner: &Owner) -> Option<crate::engine::ToolError> {
         let mut held = self.lock();
         held.sweep();
         held.full(owner)
@@ -288,8 +320,8 @@ impl Tasks {
     }
 
     /// The team's table, for a task of `owner`: only tasks without a session are the team's.
-    fn team(&self, owner: Owner) -> Option<&Arc<Shared>> {
-        self.team.as_ref().filter(|_| owner.is_none())
+    fn team(&self, owner: &Owner) -> Option<&Arc<Shared>> {
+        self.team.as_ref().filter(|_| owner.session.is_none())
     }
 
     /// Mints a task of `owner` whose result is what `finish` settles to, and the answer to
@@ -307,7 +339,8 @@ impl Tasks {
         F: std::future::Future<Output = Result<CallToolResponse, ErrorData>> + Send + 'static,
     {
         let store = self.clone();
-        let team = self.team(owner).cloned();
+        let team = self.team(&owner).cloned();
+        let subject = owner.subject.clone();
         let (recorded, was_recorded) = tokio::sync::oneshot::channel::<()>();
         let task = self
             .manager
@@ -325,7 +358,7 @@ impl Tasks {
                     let _ = reply.send(task.clone());
                 }
                 Box::pin(async move {
-                    let team = store.record(team, task.task_id()).await;
+                    let team = store.record(team, task.task_id(), subject.as_deref()).await;
                     let _ = recorded.send(());
                     let asked = task.clone();
                     let stopper = tokio::spawn(async move {
@@ -355,25 +388,23 @@ impl Tasks {
         &self,
         team: Option<Arc<Shared>>,
         id: &str,
+        subject: Option<&str>,
     ) -> Option<(Arc<Shared>, rmcp::model::Task)> {
         let team = team?;
         let meta = self.manager.get_task(id).ok()?.task;
-        team.record(&meta, &self.manager)
+        team.record(&meta, subject, &self.manager)
             .await
             .then_some((team, meta))
     }
 
-    /// Whether `owner` may reach task `id`: one the process holds, of the same session or of
-    /// none. Any other id is an unknown task, quoted back bounded.
-    fn reaches(&self, owner: Owner, id: &str) -> Result<(), ErrorData> {
+    /// Whether `owner` may reach task `id`: one the process holds, of the same subject and
+    /// session (see [`Owner`]). Any other id is an unknown task, quoted back bounded.
+    fn reaches(&self, owner: &Owner, id: &str) -> Result<(), ErrorData> {
         let mut held = self.lock();
         held.sweep();
         match held.entries.get(id) {
-            Some(e) if e.owner.is_none() || e.owner == owner => Ok(()),
-            _ => Err(ErrorData::invalid_params(
-                format!("unknown task: {}", crate::transform::quote(id)),
-                None,
-            )),
+            Some(e) if owner.reaches(&e.owner) => Ok(()),
+            _ => Err(unknown(id)),
         }
     }
 
@@ -384,9 +415,9 @@ impl Tasks {
         owner: Owner,
         id: &str,
     ) -> Result<rmcp::model::DetailedTask, ErrorData> {
-        match (self.reaches(owner, id), self.team(owner)) {
+        match (self.reaches(&owner, id), self.team(&owner)) {
             (Ok(()), _) => self.get_here(id),
-            (Err(_), Some(team)) => team.get(id).await,
+            (Err(_), Some(team)) => team.get(id, owner.subject()).await,
             (Err(e), None) => Err(e),
         }
     }
@@ -420,21 +451,29 @@ impl Tasks {
         id: &str,
         responses: impl IntoIterator<Item = (String, Value)>,
     ) -> Result<(), ErrorData> {
-        match (self.reaches(owner, id), self.team(owner)) {
+        match (self.reaches(&owner, id), self.team(&owner)) {
             (Ok(()), _) => self.manager.update_task(id, responses),
-            (Err(_), Some(team)) => team.update(id).await,
+            (Err(_), Some(team)) => team.update(id, owner.subject()).await,
             (Err(e), None) => Err(e),
         }
     }
 
     /// `tasks/cancel`.
     pub(super) async fn cancel(&self, owner: Owner, id: &str) -> Result<(), ErrorData> {
-        match (self.reaches(owner, id), self.team(owner)) {
+        match (self.reaches(&owner, id), self.team(&owner)) {
             (Ok(()), _) => self.manager.cancel_task(id),
-            (Err(_), Some(team)) => team.cancel(id).await,
+            (Err(_), Some(team)) => team.cancel(id, owner.subject()).await,
             (Err(e), None) => Err(e),
         }
     }
+}
+
+/// The answer for a task `id` this caller cannot reach: the same as for one never issued.
+pub(super) fn unknown(id: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!("unknown task: {}", crate::transform::quote(id)),
+        None,
+    )
 }
 
 /// A task's terminal state: its tool result (`completed`, a tool error included), a protocol

@@ -1,8 +1,9 @@
 //! Tasks a team of replicas shares through its database (`mcpspec_tasks`, see
 //! [`crate::backend::TASKS_TABLE`]): a task of a request without a session (protocol
 //! 2026-07-28, reached by its id alone) is recorded when it is minted and again when it
-//! settles, with its `tasks/get` answer, so that any replica answers `tasks/get` for it and
-//! passes on `tasks/cancel`. The replica running tasks says so every [`BEAT`] and picks up the
+//! settles, with its `tasks/get` answer and the subject of the caller that minted it, so that
+//! any replica answers `tasks/get` for it and passes on `tasks/cancel`, to that caller only
+//! (another finds no such task). The replica running tasks says so every [`BEAT`] and picks up the
 //! cancellations others asked for; a task whose replica stopped saying so for [`STALE`] (it
 //! was killed) fails with that reason at the next `tasks/get`. Its questions (`tasks/update`)
 //! are answered on the replica that asks them. A task of a session stays in the memory of the
@@ -34,12 +35,7 @@ pub(super) struct Shared {
     running: Mutex<(HashSet<String>, bool)>,
 }
 
-fn unknown(id: &str) -> ErrorData {
-    ErrorData::invalid_params(
-        format!("unknown task: {}", crate::transform::quote(id)),
-        None,
-    )
-}
+use super::tasks::unknown;
 
 /// The error of a database that could not answer, with no location in it.
 fn unavailable(reason: &str) -> ErrorData {
@@ -109,16 +105,25 @@ impl Shared {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Records a task this replica minted and runs with `manager`; false (said in the log)
-    /// when the database did not take it, and the task is this replica's alone.
-    pub(super) async fn record(self: &Arc<Self>, task: &Task, manager: &TaskManager) -> bool {
+    /// Records a task this replica minted for the caller `subject` and runs with `manager`;
+    /// false (said in the log) when the database did not take it, and the task is this
+    /// replica's alone.
+    pub(super) async fn record(
+        self: &Arc<Self>,
+        task: &Task,
+        subject: Option<&str>,
+        manager: &TaskManager,
+    ) -> bool {
         let detail = DetailedTask::new(task.clone(), TaskPayload::Working);
         let Ok(detail) = serde_json::to_string(&detail) else {
             return false;
         };
         let expires = now_ms().saturating_add(2 * super::tasks::RETAINED_MS);
         let (db, id, replica) = (self.db.clone(), task.task_id.clone(), self.replica.clone());
-        let recorded = blocking(move || db.record_task(&id, &replica, &detail, expires)).await;
+        let owner = subject.map(str::to_string);
+        let recorded =
+            blocking(move || db.record_task(&id, &replica, owner.as_deref(), &detail, expires))
+                .await;
         if let Err(reason) = recorded {
             tracing::warn!(%reason, "a task could not be recorded in the team's task table; only this replica reaches it");
             return false;
@@ -184,19 +189,29 @@ impl Shared {
         }
     }
 
-    /// Task `id` as the team's table has it; an unknown task when it has none.
-    async fn find(&self, id: &str) -> Result<crate::backend::FoundTask, ErrorData> {
+    /// Task `id` as the team's table has it, when the caller `subject` minted it; an unknown
+    /// task when it has none or another caller's.
+    async fn find(
+        &self,
+        id: &str,
+        subject: Option<&str>,
+    ) -> Result<crate::backend::FoundTask, ErrorData> {
         let (db, key) = (self.db.clone(), id.to_string());
         blocking(move || db.find_task(&key))
             .await
             .map_err(|r| unavailable(&r))?
+            .filter(|found| found.owner.as_deref() == subject)
             .ok_or_else(|| unknown(id))
     }
 
     /// `tasks/get` of a task another replica minted: its recorded answer, or failed when its
     /// replica stopped saying it runs it.
-    pub(super) async fn get(&self, id: &str) -> Result<DetailedTask, ErrorData> {
-        let found = self.find(id).await?;
+    pub(super) async fn get(
+        &self,
+        id: &str,
+        subject: Option<&str>,
+    ) -> Result<DetailedTask, ErrorData> {
+        let found = self.find(id, subject).await?;
         let mut detail: DetailedTask =
             serde_json::from_str(&found.detail).map_err(|e| unavailable(&e.to_string()))?;
         let stale = now_ms().saturating_sub(i64::try_from(STALE.as_millis()).unwrap_or(0));
@@ -215,7 +230,7 @@ impl Shared {
                 .await
                 .map_err(|r| unavailable(&r))?;
             // Whoever wrote last, the table says what the task came to.
-            let settled = self.find(id).await?;
+            let settled = self.find(id, subject).await?;
             return serde_json::from_str(&settled.detail).map_err(|e| unavailable(&e.to_string()));
         }
         detail.task.status = detail.payload.status();
@@ -224,8 +239,8 @@ impl Shared {
 
     /// `tasks/cancel` of a task another replica runs: asks that replica to cancel it (within
     /// a [`BEAT`]); a task that already settled is left as it is.
-    pub(super) async fn cancel(&self, id: &str) -> Result<(), ErrorData> {
-        if self.find(id).await?.status == "working" {
+    pub(super) async fn cancel(&self, id: &str, subject: Option<&str>) -> Result<(), ErrorData> {
+        if self.find(id, subject).await?.status == "working" {
             let (db, key) = (self.db.clone(), id.to_string());
             blocking(move || db.request_task_cancel(&key))
                 .await
@@ -235,8 +250,8 @@ impl Shared {
     }
 
     /// `tasks/update` of a task another replica runs: its questions are answered there.
-    pub(super) async fn update(&self, id: &str) -> Result<(), ErrorData> {
-        self.find(id).await?;
+    pub(super) async fn update(&self, id: &str, subject: Option<&str>) -> Result<(), ErrorData> {
+        self.find(id, subject).await?;
         Err(ErrorData::invalid_params(
             format!(
                 "task {} runs on another replica: its questions are answered there (send tasks/update to the replica that asked them)",
