@@ -145,6 +145,9 @@ fn run(mut root: PathBuf) -> Result<ExitCode> {
     // Diagnostics and findings name files relative to the workspace root.
     std::env::set_current_dir(&root).with_context(|| format!("entering {}", root.display()))?;
     if command == "check" {
+        // Checking specs writes nothing outside their scratch databases, whoever wrote them.
+        #[cfg(feature = "live")]
+        mcpspec::backend::confine_spec_sql();
         return check(&root, &o.spec_dir, db, o.json);
     }
     let specs = match crate::load_dir(&root.join(&o.spec_dir), &o.spec_dir) {

@@ -25,7 +25,8 @@ pub(crate) fn finding(spec: &Spec, pos: Pos, message: String, help: &str) -> Dia
 /// Prepares every statement of `spec` against its declared schema.
 pub fn check_sql(spec: &Spec) -> Diagnostics {
     let mut out = Diagnostics::default();
-    let declared = match Connection::open_in_memory() {
+    // A spec's DDL may come from anyone: it writes nothing outside this scratch database.
+    let declared = match sqlscan::confine::scratch() {
         Ok(c) => c,
         Err(e) => {
             out.items.push(finding(
@@ -60,7 +61,7 @@ pub(crate) type TableShape = (String, Vec<(String, String)>);
 /// The tables `schema` makes (in SQLite) and their columns with declared types, in order.
 #[cfg(feature = "sqlite")]
 pub(crate) fn declared_tables(schema: &str) -> rusqlite::Result<Vec<TableShape>> {
-    let conn = Connection::open_in_memory()?;
+    let conn = sqlscan::confine::scratch()?;
     register_regexp(&conn)?;
     conn.execute_batch(schema)?;
     tables(&conn)?
@@ -100,7 +101,7 @@ fn load_declared(
             Pos::default(),
             format!(
                 "the database schema does not run: {}",
-                lower(&e.to_string())
+                lower(&sqlite_message(&e))
             ),
             "fix the DDL under `database.schema`",
         ));
@@ -112,7 +113,7 @@ fn load_declared(
             Pos::default(),
             format!(
                 "the derived structures do not build: {}",
-                lower(&e.to_string())
+                lower(&sqlite_message(&e))
             ),
             "fix the DDL under `database.derived` or `database.fts`",
         ));
@@ -124,7 +125,10 @@ fn load_declared(
         out.items.push(finding(
             spec,
             Pos::default(),
-            format!("the sample rows do not load: {}", lower(&e.to_string())),
+            format!(
+                "the sample rows do not load: {}",
+                lower(&sqlite_message(&e))
+            ),
             "fix the SQL under `database.sample`",
         ));
     }
@@ -431,11 +435,7 @@ fn table_info(conn: &Connection, table: &str) -> rusqlite::Result<Vec<ColumnInfo
 }
 
 fn sqlite_message(e: &rusqlite::Error) -> String {
-    match e {
-        rusqlite::Error::SqlInputError { msg, .. } => msg.clone(),
-        rusqlite::Error::SqliteFailure(_, Some(m)) => m.clone(),
-        other => other.to_string(),
-    }
+    sqlscan::confine::message(e)
 }
 
 /// A database's message as a finding quotes it: lower case first, no trailing period.

@@ -642,3 +642,89 @@ fn a_bundle_carries_the_spec_s_migrations_and_migrate_works_on_the_published_bin
         text(&applied.stderr)
     );
 }
+
+/// A spec from someone else, checked and tried as a user would before trusting it: its schema
+/// attaching a file elsewhere, its sample rows vacuuming into one, a migration doing the same,
+/// and a tool's statement too. `check --spec`, `init`, `test` and `migrate` refuse each, say
+/// why, and create no file outside their scratch databases and the database asked for.
+#[test]
+fn checking_a_hostile_spec_writes_nothing_outside_its_database() {
+    let outside = tempfile::tempdir().expect("tempdir");
+    let o = outside.path().display().to_string();
+    let with_migrations = SPEC.replace(
+        "  access: read_write\n",
+        "  access: read_write\n  migrations: migrations\n",
+    );
+    let attach_in_schema = SPEC.replace(
+        "  schema: |\n",
+        &format!("  schema: |\n    ATTACH DATABASE '{o}/schema.db' AS evil;\n    CREATE TABLE evil.t (x);\n"),
+    );
+    let vacuum_in_sample = SPEC.replace(
+        "  sample: |\n",
+        &format!("  sample: |\n    VACUUM INTO '{o}/sample.db';\n"),
+    );
+    let vacuum_in_a_tool = SPEC.replace(
+        "      query: SELECT id, name, stock FROM parts WHERE id = :id\n",
+        &format!("      query: SELECT id, name, stock FROM parts, (SELECT load_extension('{o}/x')) WHERE id = :id\n"),
+    );
+    let cases: [(&str, String, Option<String>); 4] = [
+        ("schema", attach_in_schema, None),
+        ("sample", vacuum_in_sample, None),
+        ("tool", vacuum_in_a_tool, None),
+        (
+            "migration",
+            with_migrations,
+            Some(format!(
+                "CREATE TABLE parts (id INTEGER PRIMARY KEY, name TEXT NOT NULL, stock INTEGER NOT NULL);\nATTACH DATABASE '{o}/migration.db' AS m;\nCREATE TABLE m.t (x);\n"
+            )),
+        ),
+    ];
+    for (what, spec, migration) in &cases {
+        let project = Project::new(spec);
+        if let Some(m) = migration {
+            let dir = project.dir.path().join("migrations");
+            std::fs::create_dir(&dir).expect("mkdir");
+            std::fs::write(dir.join("0001_init.sql"), m).expect("0001");
+        }
+        let mut runs: Vec<&[&str]> = vec![
+            &["check", "--spec", "parts.yaml"],
+            &[
+                "init",
+                "--spec",
+                "parts.yaml",
+                "--db",
+                "made.db",
+                "--sample",
+            ],
+            &["test", "--spec", "parts.yaml"],
+            &["init", "--spec", "parts.yaml", "--db", "plain.db"],
+        ];
+        if migration.is_some() {
+            runs.push(&["migrate", "--spec", "parts.yaml", "--db", "empty.db"]);
+        }
+        // An empty file is an empty database, which `migrate` makes from the migrations.
+        std::fs::write(project.dir.path().join("empty.db"), b"").expect("empty.db");
+        for args in runs {
+            let out = project.run(args);
+            let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+            assert!(
+                !said.contains("panicked"),
+                "{what}: {args:?} crashed: {said}"
+            );
+            // `check` runs each part of the spec on its own, outside a transaction: it
+            // refuses the hostile statement and says why.
+            if args[0] == "check" {
+                assert_eq!(out.status.code(), Some(1), "{what}: {said}");
+                assert!(said.contains("not authorized"), "{what}: {said}");
+            }
+        }
+        let left: Vec<_> = std::fs::read_dir(outside.path())
+            .expect("read the outside directory")
+            .map(|e| e.expect("an entry").file_name())
+            .collect();
+        assert!(
+            left.is_empty(),
+            "{what}: files were written outside: {left:?}"
+        );
+    }
+}

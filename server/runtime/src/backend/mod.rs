@@ -800,6 +800,14 @@ fn engine_for(
         })
 }
 
+/// Says that this process runs a spec's SQL on its own (`init`, `migrate`, `check`, `test`),
+/// whoever wrote the spec: from now on no connection it opens to a SQLite file may reach another
+/// file (see [`sqlscan::confine`]). Scratch databases in memory are confined in any process.
+pub fn confine_spec_sql() {
+    #[cfg(feature = "sqlite")]
+    sqlite::confine_every_connection();
+}
+
 /// Creates the spec's schema at `location` (`mcpspec init`); whether sample rows were loaded.
 /// An existing database is used only when it holds no tables yet.
 pub fn create(

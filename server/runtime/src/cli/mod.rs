@@ -651,6 +651,7 @@ fn run(cli: Cli, mut servers: Vec<Server>, compile: Option<dev::Compile>) -> Res
             call(&engine, &tool, &args)
         }
         Cmd::Test { target, db } => {
+            crate::backend::confine_spec_sql();
             let server = resolve(&mut servers, &target, compile)?;
             examples::run(server, db.as_deref(), &mut std::io::stdout().lock())
         }
@@ -660,6 +661,7 @@ fn run(cli: Cli, mut servers: Vec<Server>, compile: Option<dev::Compile>) -> Res
             dry_run,
             baseline,
         } => {
+            crate::backend::confine_spec_sql();
             let def = resolve(&mut servers, &target, compile)?.def;
             let ask = crate::backend::migrate::Ask {
                 dry_run,
@@ -669,6 +671,7 @@ fn run(cli: Cli, mut servers: Vec<Server>, compile: Option<dev::Compile>) -> Res
             migrate_cmd(def, db.as_deref(), ask)
         }
         Cmd::Init { target, db, sample } => {
+            crate::backend::confine_spec_sql();
             init(resolve(&mut servers, &target, compile)?.def, &db, sample)
         }
         Cmd::Demo { target } => demo_cmd(resolve(&mut servers, &target, compile)?, &target),

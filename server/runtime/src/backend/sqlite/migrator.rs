@@ -36,7 +36,13 @@ impl SqliteMigrator {
             path: crate::backend::redact(&path.display().to_string()),
             reason: super::sqlite_message(&e),
         };
-        let conn = super::open_plain(path, flags).map_err(err)?;
+        let conn = super::open_plain(path, flags)
+            .and_then(|mut c| {
+                // A spec's migrations write nothing but this file.
+                sqlscan::confine::confine(&mut c, sqlscan::confine::Also::Nothing)?;
+                Ok(c)
+            })
+            .map_err(err)?;
         conn.busy_timeout(LOCK_WAIT).map_err(err)?;
         conn.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))
             .map_err(err)?;

@@ -126,8 +126,7 @@ fn fail(app: &Path, reason: String) -> OpenError {
 /// The objects (kind and name) the derived DDL makes, found by running the schema and then
 /// the derived DDL in a scratch database.
 fn derived_objects(def: &DatabaseDef) -> rusqlite::Result<Vec<(String, String)>> {
-    let conn = Connection::open_in_memory()?;
-    super::register_regexp(&conn)?;
+    let conn = super::scratch_connection()?;
     conn.execute_batch(def.schema)?;
     let before = objects(&conn)?;
     conn.execute_batch(def.derived)?;
@@ -285,7 +284,7 @@ fn connect(path: &Path, app_uri: &str) -> rusqlite::Result<Connection> {
     // The copies follow the application's rows as they are, in whatever order they change.
     conn.pragma_update(None, "foreign_keys", "OFF")?;
     attach(&conn, app_uri, "app")?;
-    Ok(conn)
+    super::confined(conn)
 }
 
 /// A mirror holds a copy of the user's data: readable by its owner only.

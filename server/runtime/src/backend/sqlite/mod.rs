@@ -22,67 +22,48 @@ use crate::def::DatabaseDef;
 /// How long a connection waits for a lock held by another connection or process.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// SQLite's own message for a failure, without rusqlite's wrapping.
+/// SQLite's own message for a failure, without rusqlite's wrapping; a statement a confined
+/// connection refused says why (see [`sqlscan::confine::message`]).
 pub fn sqlite_message(e: &rusqlite::Error) -> String {
-    match e {
-        rusqlite::Error::SqliteFailure(_, Some(m)) => m.clone(),
-        rusqlite::Error::SqlInputError { msg, .. } => msg.clone(),
-        other => other.to_string(),
-    }
+    sqlscan::confine::message(e)
 }
 
-const ATTACH_REFUSED: &str = "ATTACH DATABASE or VACUUM INTO (it opens another database file)";
-const DETACH_REFUSED: &str = "DETACH DATABASE";
-
 /// A statement kind that [`confine_statements`] refused, for the error message.
-pub type Refused = std::sync::Arc<Mutex<Option<&'static str>>>;
+pub type Refused = sqlscan::confine::Refused;
 
 /// Makes `conn` refuse every statement that could reach a file other than its own database
-/// or step out of the caller's transaction: `ATTACH` and `DETACH` (which `VACUUM INTO` uses
-/// too), whatever form their argument takes, `load_extension()`, the pragmas that name
-/// directories, and transaction control. Anything the authorizer reports that rusqlite
-/// cannot classify is refused too: SQLite reports an `ATTACH` whose file name is an
-/// expression (`ATTACH (SELECT '...')`, `'a' || 'b'`, `char(...)`) with no file name, which
-/// rusqlite then gives as an unknown action. SQLite's authorizer decides at prepare and run
-/// time, so no spelling or nesting of a statement gets past it. The returned cell names the
-/// first kind refused.
+/// or step out of the caller's transaction (see [`sqlscan::confine`]): what pm's imports run
+/// under. The returned cell names the first kind refused.
 pub fn confine_statements(conn: &mut Connection) -> rusqlite::Result<Refused> {
-    use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
-    let refused: Refused = std::sync::Arc::default();
-    let cell = refused.clone();
-    conn.authorizer(Some(move |ctx: AuthContext<'_>| {
-        let kind = match ctx.action {
-            AuthAction::Attach { .. } => Some(ATTACH_REFUSED),
-            AuthAction::Detach { .. } => Some(DETACH_REFUSED),
-            AuthAction::Unknown { code, .. } => Some(match code {
-                rusqlite::ffi::SQLITE_ATTACH => ATTACH_REFUSED,
-                rusqlite::ffi::SQLITE_DETACH => DETACH_REFUSED,
-                _ => "a statement SQLite's authorizer could not classify",
-            }),
-            AuthAction::Function { function_name } if function_name.eq_ignore_ascii_case("load_extension") => {
-                Some("load_extension() (it loads code from a file)")
-            }
-            AuthAction::Pragma { pragma_name, .. }
-                if pragma_name.eq_ignore_ascii_case("temp_store_directory")
-                    || pragma_name.eq_ignore_ascii_case("data_store_directory") =>
-            {
-                Some("PRAGMA temp_store_directory/data_store_directory (it names a directory)")
-            }
-            AuthAction::Transaction { .. } | AuthAction::Savepoint { .. } => {
-                Some("BEGIN, COMMIT, ROLLBACK or SAVEPOINT (the import runs in one transaction of its own)")
-            }
-            _ => None,
-        };
-        match kind {
-            None => Authorization::Allow,
-            Some(k) => {
-                let mut first = cell.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                first.get_or_insert(k);
-                Authorization::Deny
-            }
-        }
-    }))?;
-    Ok(refused)
+    sqlscan::confine::confine(conn, sqlscan::confine::Also::Transactions)
+}
+
+/// Whether this process runs a spec's SQL on its own (`init`, `migrate`, `check`, `test`):
+/// then every connection it opens is confined (see [`sqlscan::confine`]) once it is set up.
+static CONFINED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Says that this process runs a spec's SQL on its own, to check it or to make a database from
+/// it: from now on every connection refuses what could reach another file. `serve` does not
+/// (a served spec is one its user chose); the command line says so for the other commands.
+pub fn confine_every_connection() {
+    CONFINED.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Confines `conn` (files only; its own transactions allowed) when this process runs a spec's
+/// SQL on its own ([`confine_every_connection`]).
+pub(super) fn confined(mut conn: Connection) -> rusqlite::Result<Connection> {
+    if CONFINED.load(std::sync::atomic::Ordering::Relaxed) {
+        sqlscan::confine::confine(&mut conn, sqlscan::confine::Also::Nothing)?;
+    }
+    Ok(conn)
+}
+
+/// A scratch database in memory where a spec's DDL runs to learn what it makes: confined
+/// whatever the process (see [`sqlscan::confine`]), with `regexp()`.
+pub fn scratch_connection() -> rusqlite::Result<Connection> {
+    let conn = sqlscan::confine::scratch()?;
+    register_regexp(&conn)?;
+    Ok(conn)
 }
 
 /// How many compiled patterns one connection keeps for `regexp()`.
@@ -196,14 +177,17 @@ pub fn init(def: &DatabaseDef, path: &Path, sample: bool) -> Result<(), OpenErro
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| create_err(e.to_string()))?;
     }
-    let conn = Connection::open(path).map_err(|source| OpenError::Open {
-        path: path.display().to_string(),
-        reason: source.to_string(),
-    })?;
-    register_regexp(&conn).map_err(|source| OpenError::Open {
-        path: path.display().to_string(),
-        reason: source.to_string(),
-    })?;
+    // A spec's schema writes nothing but this file, whoever wrote the spec.
+    let conn = Connection::open(path)
+        .and_then(|mut conn| {
+            register_regexp(&conn)?;
+            sqlscan::confine::confine(&mut conn, sqlscan::confine::Also::Nothing)?;
+            Ok(conn)
+        })
+        .map_err(|source| OpenError::Open {
+            path: path.display().to_string(),
+            reason: source.to_string(),
+        })?;
     let tables: Vec<String> = conn
         .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
         .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
@@ -235,7 +219,7 @@ pub fn init(def: &DatabaseDef, path: &Path, sample: bool) -> Result<(), OpenErro
     }
     script.push_str("\nCOMMIT;");
     conn.execute_batch(&script)
-        .map_err(|e| create_err(format!("the schema did not run: {e}")))?;
+        .map_err(|e| create_err(format!("the schema did not run: {}", sqlite_message(&e))))?;
     Ok(())
 }
 
@@ -426,12 +410,16 @@ impl Pool {
             // A check (`check --db`, `test --db`) leaves the file as it was, journal mode too.
             set_up_writer(w, mirror.as_deref(), !how.scratch).map_err(err)?;
         }
+        // Set up (the mirror attached), each connection is confined when the process checks
+        // a spec.
+        let writer = writer.map(confined).transpose().map_err(err)?;
         let writer = writer.map(|w| Box::new(Mutex::new(Pooled::from(w))));
         // One reader now, for the start-up checks; more are opened when calls overlap.
         let first = match &mirror {
             Some(m) => m.reader().and_then(|c| ready(c, true)).map_err(err)?,
             None => open(path, true)?,
         };
+        let first = confined(first).map_err(err)?;
         let pool = Pool {
             path: path.to_path_buf(),
             mirror,
@@ -462,16 +450,15 @@ impl Pool {
 
     /// A new reader connection: on the database, or on its mirror with the database attached.
     fn new_reader(&self) -> Result<Connection, OpenError> {
-        match &self.mirror {
-            Some(m) => m
-                .reader()
-                .and_then(|c| ready(c, true))
-                .map_err(|source| OpenError::Open {
-                    path: self.path.display().to_string(),
-                    reason: source.to_string(),
-                }),
-            None => open(&self.path, true),
-        }
+        let err = |source: rusqlite::Error| OpenError::Open {
+            path: self.path.display().to_string(),
+            reason: source.to_string(),
+        };
+        let conn = match &self.mirror {
+            Some(m) => m.reader().and_then(|c| ready(c, true)).map_err(err)?,
+            None => open(&self.path, true)?,
+        };
+        confined(conn).map_err(err)
     }
 
     /// Catches the mirror up with the database, when there is one (see [`mirror`]).
@@ -1055,8 +1042,7 @@ pub fn columns(conn: &Connection, sql: &str) -> Result<Vec<String>, String> {
 
 /// [`columns`] on a scratch in-memory database made from `schema`.
 pub fn scratch(schema: &str) -> Option<impl Fn(&str) -> Result<Vec<String>, String> + use<>> {
-    let conn = Connection::open_in_memory().ok()?;
-    register_regexp(&conn).ok()?;
+    let conn = scratch_connection().ok()?;
     conn.execute_batch(schema).ok()?;
     Some(move |sql: &str| columns(&conn, sql))
 }
@@ -1088,71 +1074,6 @@ mod tests {
                 .unwrap();
             assert_eq!(got, want, "regexp({p:?}, {t:?})");
         }
-    }
-
-    /// Every form of `ATTACH` (a literal, an expression, a parameter, a function of text),
-    /// `DETACH` and `VACUUM INTO` is refused before it opens anything: no file appears in the
-    /// directory, and an outside database is neither read nor written.
-    #[test]
-    fn confined_statements_refuse_every_form_of_attach() {
-        let out = tempfile::tempdir().unwrap();
-        let outside = out.path().join("outside.db");
-        Connection::open(&outside)
-            .unwrap()
-            .execute_batch("CREATE TABLE secret(s); INSERT INTO secret VALUES ('k');")
-            .unwrap();
-        let o = out.path().display().to_string();
-        let hex: String = format!("{o}/h.db")
-            .bytes()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        let chars: Vec<String> = format!("{o}/c.db").bytes().map(|b| b.to_string()).collect();
-        let forms = [
-            format!("ATTACH DATABASE '{o}/lit.db' AS x"),
-            format!("ATTACH (SELECT '{o}/sub.db') AS x"),
-            format!("ATTACH '{o}' || '/cat.db' AS x"),
-            format!("ATTACH char({}) AS x", chars.join(",")),
-            format!("ATTACH CAST(X'{hex}' AS TEXT) AS x"),
-            format!("ATTACH printf('%s/p.db', '{o}') AS x"),
-            format!("ATTACH replace('{o}/r.dbX', 'X', '') AS x"),
-            format!("ATTACH (SELECT '{o}/outside.db') AS x"),
-            "ATTACH :file AS x".to_string(),
-            format!("ATTACH lower('{o}/L.DB') AS x KEY 'k'"),
-            "DETACH main".to_string(),
-            "DETACH (SELECT 'main')".to_string(),
-            format!("VACUUM INTO '{o}/v.db'"),
-            format!("VACUUM INTO (SELECT '{o}/vs.db')"),
-        ];
-        let mut conn = Connection::open_in_memory().unwrap();
-        let refused = confine_statements(&mut conn).unwrap();
-        for sql in &forms {
-            *refused.lock().unwrap() = None;
-            let ran = conn.prepare(sql).and_then(|mut st| {
-                if st.parameter_count() > 0 {
-                    st.raw_bind_parameter(1, format!("{o}/param.db"))?;
-                }
-                st.raw_execute()
-            });
-            assert!(ran.is_err(), "{sql} ran");
-            let kind = refused
-                .lock()
-                .unwrap()
-                .unwrap_or_else(|| panic!("{sql}: not refused by the authorizer: {ran:?}"));
-            assert!(
-                kind.contains("ATTACH") || kind.contains("DETACH"),
-                "{sql}: {kind}"
-            );
-        }
-        let left: Vec<_> = std::fs::read_dir(out.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(left, ["outside.db"], "nothing else was created");
-        let outside_rows: i64 = Connection::open(&outside)
-            .unwrap()
-            .query_row("SELECT count(*) FROM secret", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(outside_rows, 1);
     }
 
     /// A database file in a directory of its own, with one table `t` of one row, `x` = 7.

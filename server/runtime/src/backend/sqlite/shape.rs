@@ -323,8 +323,7 @@ pub fn quoted(name: &str) -> String {
 
 /// The shape of the database `ddl` makes in memory; SQLite's words when it does not run.
 pub fn of_ddl(ddl: &str) -> Result<Shape, String> {
-    let conn = Connection::open_in_memory().map_err(|e| e.to_string())?;
-    super::register_regexp(&conn).map_err(|e| e.to_string())?;
+    let conn = super::scratch_connection().map_err(|e| e.to_string())?;
     conn.execute_batch(ddl)
         .map_err(|e| super::sqlite_message(&e))?;
     shape(&conn, &[crate::backend::migrate::TABLE]).map_err(|e| e.to_string())
