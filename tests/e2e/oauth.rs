@@ -815,6 +815,15 @@ fn statements_read_declared_claims_of_the_callers_token(engine: crate::common::E
             r.header("www-authenticate")
         );
     }
+    // The spec's issuer with an audience of the operator's own (the public URL behind a
+    // proxy): the server starts, and takes tokens for that audience.
+    let public = "https://whoami.example/mcp";
+    let behind = HttpServer::serve(
+        &["--spec", &spec, "--db", &db],
+        &[("MCPSPEC_OAUTH_AUDIENCE", public)],
+    );
+    let mut alice = session(behind.addr, &provider.token("alice", public));
+    assert_eq!(call(&mut alice, "whoami", json!({}))["sub"], "alice");
     // Without a token the claims are absent, and the tool says why it cannot run.
     refused_without_a_caller(&["call", "--spec", &spec, "whoami", "{}", "--db", &db]);
 }

@@ -619,7 +619,7 @@ fn run(cli: Cli, mut servers: Vec<Server>, compile: Option<dev::Compile>) -> Res
             }
             // The HTTP options are checked before the database is opened.
             let options = match http.http {
-                Some(addr) => Some((addr, http_options(&http)?)),
+                Some(addr) => Some((addr, http_options(&http, server.def.issuer)?)),
                 None => None,
             };
             let placing = placing(read_only, derive_in_place);
@@ -807,7 +807,7 @@ fn call(engine: &Engine, tool: &str, args: &serde_json::Value) -> Result<ExitCod
 
 /// Without the `http` feature there are no HTTP options: `--http` is refused, saying why.
 #[cfg(not(feature = "http"))]
-fn http_options(_: &HttpArgs) -> Result<std::convert::Infallible> {
+fn http_options(_: &HttpArgs, _: Option<&str>) -> Result<std::convert::Infallible> {
     Err(anyhow!(
         "this binary was built without Streamable HTTP (the `http` feature of the mcpspec crate); serve over stdio, or rebuild with it"
     ))
@@ -822,8 +822,12 @@ fn serve_http(
     match options {}
 }
 
+/// The HTTP options of `args`, OAuth's issuer defaulting to the spec's (`server.issuer`).
 #[cfg(feature = "http")]
-fn http_options(args: &HttpArgs) -> Result<crate::transport::http::HttpOptions> {
+fn http_options(
+    args: &HttpArgs,
+    spec_issuer: Option<&str>,
+) -> Result<crate::transport::http::HttpOptions> {
     let max_body_bytes = match args.max_body_bytes {
         Some(0) => return Err(anyhow!("--max-body-bytes must be positive")),
         Some(n) => n,
@@ -848,22 +852,27 @@ fn http_options(args: &HttpArgs) -> Result<crate::transport::http::HttpOptions> 
         ready_grace: Duration::from_millis(env_whole("MCPSPEC_READY_GRACE_MS", 0)?.unwrap_or(0)),
         metrics: args.metrics,
         lane: lane_on()?,
-        oauth: oauth(args)?,
+        oauth: oauth(args, spec_issuer)?,
     };
     // An unprotected non-loopback address is refused when binding (`transport::http::bind`),
     // once the spec's own issuer is known.
     Ok(options)
 }
 
-/// The OAuth issuer and audience, from the flags or their environment variables.
+/// The OAuth issuer and audience, from the flags or their environment variables; the issuer
+/// is the spec's (`server.issuer`) when neither names one.
 #[cfg(feature = "http")]
-fn oauth(args: &HttpArgs) -> Result<Option<crate::transport::http::OAuthOptions>> {
+fn oauth(
+    args: &HttpArgs,
+    spec_issuer: Option<&str>,
+) -> Result<Option<crate::transport::http::OAuthOptions>> {
     let from = |flag: &Option<String>, var: &str| {
         flag.clone()
             .or_else(|| std::env::var(var).ok())
             .filter(|v| !v.trim().is_empty())
     };
-    let issuer = from(&args.oauth_issuer, "MCPSPEC_OAUTH_ISSUER");
+    let issuer = from(&args.oauth_issuer, "MCPSPEC_OAUTH_ISSUER")
+        .or_else(|| spec_issuer.map(str::to_string));
     let audience = from(&args.oauth_audience, "MCPSPEC_OAUTH_AUDIENCE");
     match (issuer, audience) {
         (Some(issuer), audience) => {
@@ -880,7 +889,7 @@ fn oauth(args: &HttpArgs) -> Result<Option<crate::transport::http::OAuthOptions>
             }))
         }
         (None, Some(_)) => Err(anyhow!(
-            "--oauth-audience needs --oauth-issuer (or MCPSPEC_OAUTH_ISSUER)"
+            "--oauth-audience needs an issuer: --oauth-issuer, MCPSPEC_OAUTH_ISSUER or the spec's server.issuer"
         )),
         (None, None) => Ok(None),
     }
@@ -956,22 +965,10 @@ async fn start_proxy(
 fn serve_http(
     engine: std::sync::Arc<Engine>,
     addr: std::net::SocketAddr,
-    mut options: crate::transport::http::HttpOptions,
+    options: crate::transport::http::HttpOptions,
 ) -> Result<()> {
     if options.metrics {
         crate::metrics::enable(engine.def.name);
-    }
-    // The spec's issuer, when the command line and the environment name none.
-    if options.oauth.is_none()
-        && let Some(issuer) = engine.def.issuer
-    {
-        options.oauth = Some(crate::transport::http::OAuthOptions {
-            issuer: issuer.to_string(),
-            audience: std::env::var("MCPSPEC_OAUTH_AUDIENCE")
-                .ok()
-                .filter(|a| !a.trim().is_empty()),
-            client: introspection_client(None)?,
-        });
     }
     // A fixed set of workers reads requests and answers plain SQL reads itself (the lane);
     // every other call's SQLite work goes to the blocking pool.
