@@ -15,6 +15,7 @@ mod examples;
 mod goldens;
 mod health;
 mod http;
+mod issuer;
 mod knowledge;
 mod laminark;
 mod lessons;

@@ -356,6 +356,38 @@ fn a_withdrawn_key_stops_verifying_tokens_seen_before() {
     assert_eq!(notes(&mut alice), ["with the old key", "still published"]);
 }
 
+/// Key material the issuer replaces under the same key id stops verifying, even for a token
+/// verified (and kept) before: the set fetched again has other material under that id, which
+/// retires the tokens verified under the one before.
+#[test]
+fn a_key_replaced_under_its_id_stops_verifying_tokens_seen_before() {
+    let provider = Provider::start(team());
+    let (_dir, db) = teamnotes_file();
+    let server = HttpServer::serve(
+        &["teamnotes", "--db", &db, "--oauth-issuer", &provider.issuer],
+        &[("MCPSPEC_OAUTH_KEYS_MAX_AGE_SECS", "0")],
+    );
+    let old = provider.token("alice", &resource(server.addr));
+    let r = add_with(server.addr, Some(&format!("Bearer {old}")), "kept");
+    assert_eq!(r.status, 200, "{}", r.text());
+    provider.replace();
+    let r = add_with(server.addr, Some(&format!("Bearer {old}")), "replaced");
+    assert_eq!(r.status, 401, "{}", r.text());
+    assert!(
+        r.text().contains("signature does not verify"),
+        "{}",
+        r.text()
+    );
+    let new = provider.token("alice", &resource(server.addr));
+    assert_eq!(
+        jwt_part(&new, 0)["kid"],
+        jwt_part(&old, 0)["kid"],
+        "the same kid"
+    );
+    let mut alice = session(server.addr, &new);
+    assert_eq!(notes(&mut alice), ["kept"]);
+}
+
 /// A part of a JWT (0: header, 1: claims), decoded.
 fn jwt_part(token: &str, i: usize) -> Value {
     use base64::Engine;
@@ -473,6 +505,51 @@ fn hostile_tokens(
             "oversized",
             format!("{good}{}", "A".repeat(9000)),
             "longer than",
+        ),
+        (
+            "an unknown critical extension",
+            provider.forge(
+                json!({"alg": "RS256", "kid": "rs256-1", "crit": ["x-unknown"], "x-unknown": 1}),
+                claims(json!({})),
+                "current",
+            ),
+            "extensions this server does not understand",
+        ),
+        (
+            "an empty crit",
+            provider.forge(
+                json!({"alg": "RS256", "kid": "rs256-1", "crit": []}),
+                claims(json!({})),
+                "current",
+            ),
+            "extensions this server does not understand",
+        ),
+        (
+            "an unencoded payload",
+            provider.forge(
+                json!({"alg": "RS256", "kid": "rs256-1", "b64": false, "crit": ["b64"]}),
+                claims(json!({})),
+                "current",
+            ),
+            "extensions this server does not understand",
+        ),
+        (
+            "b64 without crit",
+            provider.forge(
+                json!({"alg": "RS256", "kid": "rs256-1", "b64": true}),
+                claims(json!({})),
+                "current",
+            ),
+            "extensions this server does not understand",
+        ),
+        (
+            "iss as a list",
+            provider.forge(
+                rs.clone(),
+                claims(json!({"iss": [provider.issuer, "http://evil.example"]})),
+                "current",
+            ),
+            "",
         ),
     ]
 }

@@ -161,6 +161,12 @@ impl Provider {
         assert_eq!(status, 200, "retire: {body}");
     }
 
+    /// New key material under the newest kids (see `provider.mjs`).
+    pub fn replace(&self) {
+        let (status, body) = self.post("/control/replace", "application/json", "{}");
+        assert_eq!(status, 200, "replace: {body}");
+    }
+
     /// A token signed outside the provider's rules (see `provider.mjs`): `header` and
     /// `claims` as given, with the key `key` (`current`, `stranger` or `hmac-public`).
     pub fn forge(&self, header: Value, claims: Value, key: &str) -> String {

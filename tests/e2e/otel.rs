@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 
 use crate::common::{EXE, Engine, sample_db, sample_db_on};
 use crate::http::HttpServer;
+use crate::issuer::rss_kib;
 
 /// A data point's attributes, as text.
 type Point = Vec<(String, String)>;
@@ -655,17 +656,6 @@ fn a_collector_that_never_answers_is_given_up_at_the_timeout() {
         drop(held);
     });
     assert_calls_answered_and_spans_dropped(&endpoint, &[("OTEL_EXPORTER_OTLP_TIMEOUT", "300")]);
-}
-
-/// The server's resident memory, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .expect("the server's status")
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .expect("VmRSS")
 }
 
 /// W3C Trace Context's limits hold: a `tracestate` of 32 members goes with the span, one of 33

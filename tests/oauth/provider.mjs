@@ -14,13 +14,16 @@
 //                         published after them; tokens issued from now on carry the new kids.
 //   POST /control/retire  withdraws every key but the newest of each algorithm (a key the
 //                         issuer no longer publishes must stop verifying tokens).
+//   POST /control/replace new key material for the newest key of each algorithm under the
+//                         same kid (a token signed with the material replaced must stop
+//                         verifying).
 //   POST /control/forge   {header, claims, key}: a token signed outside the provider's rules,
 //                         for the hostile-token tests: with the provider's current key of
 //                         header.alg ("current"), a key the provider never published
 //                         ("stranger"), or HS256 keyed with the RSA public key's PEM
 //                         ("hmac-public", the algorithm-confusion attack).
 import http from 'node:http';
-import { createPublicKey } from 'node:crypto';
+import { createPrivateKey, createPublicKey, sign } from 'node:crypto';
 
 import Provider from 'oidc-provider';
 import { SignJWT, exportJWK, generateKeyPair, importJWK } from 'jose';
@@ -108,6 +111,16 @@ const server = http.createServer(async (req, res) => {
       res.end(JSON.stringify({ kids: keys.map((k) => k.kid) }));
       return;
     }
+    if (req.method === 'POST' && req.url === '/control/replace') {
+      const newest = keys.slice(0, ALGS.length);
+      const replaced = await Promise.all(
+        newest.map(async (k) => ({ ...(await privateJwk(k.alg)), kid: k.kid })),
+      );
+      keys = [...replaced, ...keys.slice(ALGS.length)];
+      current = provider(current.issuer, keys);
+      res.end(JSON.stringify({ kids: replaced.map((k) => k.kid) }));
+      return;
+    }
     if (req.method === 'POST' && req.url === '/control/forge') {
       res.end(await forge(await body(req)));
       return;
@@ -119,8 +132,23 @@ const server = http.createServer(async (req, res) => {
   }
 });
 
+/**
+ * A token whose header names extensions (`crit`, `b64`), which jose refuses to sign: signed
+ * here, RS256 with the provider's current key, over the header and claims as given.
+ */
+function forgeWithExtensions(header, claims) {
+  const b64 = (v) => Buffer.from(JSON.stringify(v)).toString('base64url');
+  const now = Math.floor(Date.now() / 1000);
+  const input = `${b64(header)}.${b64({ iat: now, ...claims })}`;
+  const key = createPrivateKey({ key: keys.find((k) => k.alg === 'RS256'), format: 'jwk' });
+  return `${input}.${sign('sha256', Buffer.from(input), key).toString('base64url')}`;
+}
+
 /** A token signed as the hostile-token tests ask (see the head of this file). */
 async function forge({ header, claims, key }) {
+  if (header.crit !== undefined || header.b64 !== undefined) {
+    return forgeWithExtensions(header, claims);
+  }
   const alg = header.alg;
   let signing;
   if (key === 'hmac-public') {

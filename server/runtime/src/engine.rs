@@ -1390,6 +1390,11 @@ impl Engine {
             })
     }
 
+    /// What a verified token's identity keeps of its claims for this engine's calls.
+    pub(crate) fn kept_claims(&self) -> crate::auth::Kept {
+        crate::auth::Kept::of(self.def, self.db.as_ref().map(|d| d.dialect().name))
+    }
+
     /// The role and claims a call takes on a database whose side declares `identity:`: the
     /// caller's (refused when the token names a role outside the allow-list), and a refusal for
     /// a call without a caller, which would otherwise run as the server's own login.

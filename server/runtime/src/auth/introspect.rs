@@ -5,23 +5,25 @@
 //! says); it becomes an [`Identity`] like a JWT's (a client-credentials token, which names no
 //! user, names its client). Answers are cached by the token's SHA-256, never the token: an
 //! active one until it expires or for [`CACHE_FOR`], whichever is sooner, an inactive one for
-//! [`CACHE_FOR`] too, so that a flood of made-up tokens reaches the issuer once each; at most
-//! [`CACHE_ENTRIES`] answers are kept.
+//! [`CACHE_FOR`] too, so that a flood of made-up tokens reaches the issuer once each; the cache
+//! is bounded by entries and bytes as the verified tokens' is ([`super::cache::Bounded`]). An
+//! answer is read up to [`MAX_ANSWER`] bytes, and its times must be what RFC 7662 says they are
+//! (integers of seconds): an answer that says otherwise refuses the token.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
 
-use super::Identity;
-use super::verify::TokenError;
+use super::cache::Bounded;
+use super::verify::{LEEWAY, TokenError};
+use super::{Identity, Kept};
 
 /// How long an introspection answer is trusted at most.
 pub const CACHE_FOR: Duration = Duration::from_secs(60);
 
-/// How many answers are kept; past it, the expired ones go, then the whole cache.
-pub const CACHE_ENTRIES: usize = 10_000;
+/// The largest introspection answer read; a longer one refuses the token.
+pub const MAX_ANSWER: usize = 64 * 1024;
 
 /// The server's own credentials at the issuer.
 #[derive(Clone)]
@@ -46,16 +48,23 @@ pub struct Introspector {
     endpoint: String,
     credentials: ClientCredentials,
     client: reqwest::Client,
-    cache: Mutex<HashMap<[u8; 32], Answer>>,
+    cache: Mutex<Bounded<Answer>>,
+    kept: Arc<Kept>,
 }
 
 impl Introspector {
-    pub fn new(endpoint: String, credentials: ClientCredentials, client: reqwest::Client) -> Self {
+    pub fn new(
+        endpoint: String,
+        credentials: ClientCredentials,
+        client: reqwest::Client,
+        kept: Arc<Kept>,
+    ) -> Self {
         Introspector {
             endpoint,
             credentials,
             client,
-            cache: Mutex::new(HashMap::new()),
+            cache: Mutex::new(Bounded::default()),
+            kept,
         }
     }
 
@@ -71,7 +80,7 @@ impl Introspector {
             return answer;
         }
         let answer = self.ask(token).await?;
-        let (result, until) = judge(&answer, issuer, audience);
+        let (result, until) = judge(answer, issuer, audience, &self.kept);
         self.keep(key, result.clone(), until);
         result
     }
@@ -83,15 +92,10 @@ impl Introspector {
     }
 
     fn keep(&self, key: [u8; 32], answer: Result<Identity, TokenError>, until: Instant) {
+        let bytes = answer.as_ref().map_or(0, Identity::bytes);
+        let now = Instant::now();
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        if cache.len() >= CACHE_ENTRIES {
-            let now = Instant::now();
-            cache.retain(|_, (_, u)| *u > now);
-            if cache.len() >= CACHE_ENTRIES {
-                cache.clear();
-            }
-        }
-        cache.insert(key, (answer, until));
+        cache.insert(key, (answer, until), bytes, |(_, u)| *u <= now);
     }
 
     /// The issuer's answer about `token`; a failure to ask refuses the token (and is logged,
@@ -109,10 +113,9 @@ impl Introspector {
         if !response.status().is_success() {
             return Err(unavailable(&format!("HTTP {}", response.status())));
         }
-        let body = response
-            .bytes()
+        let body = super::keys::body_within(response, MAX_ANSWER)
             .await
-            .map_err(|e| unavailable(&e.to_string()))?;
+            .map_err(|e| unavailable(&e))?;
         serde_json::from_slice(&body).map_err(|_| unavailable("not a JSON object"))
     }
 }
@@ -122,22 +125,58 @@ fn unavailable(why: &str) -> TokenError {
     TokenError::Unverifiable
 }
 
-/// What an introspection answer means here, and until when to trust it.
-fn judge(answer: &Map<String, Value>, issuer: &str, audience: &str) -> Answer {
-    let now = SystemTime::now()
+/// A time of an introspection answer (`exp`, `nbf`, `iat`): absent, or an integer of seconds
+/// since the epoch (RFC 7662, section 2.2); anything else is refused.
+fn time(answer: &Map<String, Value>, name: &'static str) -> Result<Option<u64>, TokenError> {
+    match answer.get(name) {
+        None => Ok(None),
+        Some(v) => v.as_u64().map(Some).ok_or(TokenError::ClaimType(name)),
+    }
+}
+
+/// What an introspection answer means here, and until when to trust it: [`CACHE_FOR`], or
+/// less when the token expires sooner.
+fn judge(answer: Map<String, Value>, issuer: &str, audience: &str, kept: &Kept) -> Answer {
+    let cache_until = Instant::now() + CACHE_FOR;
+    match judged(answer, issuer, audience, kept) {
+        Err(e) => (Err(e), cache_until),
+        Ok((identity, exp)) => {
+            let until = match exp.map(|e| e.saturating_sub(now())) {
+                // A time further off than CACHE_FOR (as far as u64 goes) is the cache's bound.
+                Some(left) if left < CACHE_FOR.as_secs() => {
+                    Instant::now() + Duration::from_secs(left)
+                }
+                _ => cache_until,
+            };
+            (Ok(identity), until)
+        }
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
-        .as_secs();
-    let until = Instant::now() + CACHE_FOR;
+        .as_secs()
+}
+
+/// The identity an active answer names, and its `exp`; why the token is refused otherwise.
+fn judged(
+    answer: Map<String, Value>,
+    issuer: &str,
+    audience: &str,
+    kept: &Kept,
+) -> Result<(Identity, Option<u64>), TokenError> {
     if answer.get("active") != Some(&Value::Bool(true)) {
-        return (Err(TokenError::Inactive), until);
+        return Err(TokenError::Inactive);
     }
+    super::verify::registered_types(&answer)?;
     if answer
         .get("iss")
         .and_then(Value::as_str)
         .is_some_and(|i| i != issuer)
     {
-        return (Err(TokenError::Issuer), until);
+        return Err(TokenError::Issuer);
     }
     let for_us = match answer.get("aud") {
         Some(Value::String(a)) => a == audience,
@@ -145,23 +184,25 @@ fn judge(answer: &Map<String, Value>, issuer: &str, audience: &str) -> Answer {
         _ => false,
     };
     if !for_us {
-        return (Err(TokenError::Audience), until);
+        return Err(TokenError::Audience);
     }
-    let exp = answer.get("exp").and_then(Value::as_u64);
-    if exp.is_some_and(|e| e <= now) {
-        return (Err(TokenError::Expired), until);
+    let (exp, nbf) = (time(&answer, "exp")?, time(&answer, "nbf")?);
+    time(&answer, "iat")?;
+    let now = now();
+    if exp.is_some_and(|e| e <= now.saturating_sub(LEEWAY.as_secs())) {
+        return Err(TokenError::Expired);
     }
-    let until = exp.map_or(until, |e| {
-        until.min(Instant::now() + Duration::from_secs(e - now))
-    });
-    let mut claims = answer.clone();
+    if nbf.is_some_and(|n| n > now.saturating_add(LEEWAY.as_secs())) {
+        return Err(TokenError::NotYetValid);
+    }
+    let mut claims = answer;
     // A token a client got for itself names no user: its subject is the client.
     if !claims.contains_key("sub")
         && let Some(client) = claims.get("client_id").cloned()
     {
         claims.insert("sub".into(), client);
     }
-    (super::verify::identity(claims), until)
+    Ok((kept.identity(claims)?, exp))
 }
 
 #[cfg(test)]
@@ -170,7 +211,14 @@ mod tests {
     use serde_json::json;
 
     fn of(v: Value) -> Result<Identity, TokenError> {
-        judge(v.as_object().unwrap(), "https://id", "https://me/mcp").0
+        let answer = v.as_object().unwrap().clone();
+        judge(
+            answer,
+            "https://id",
+            "https://me/mcp",
+            &Kept::everything(&[]),
+        )
+        .0
     }
 
     #[test]
@@ -199,5 +247,45 @@ mod tests {
         assert_eq!(of(with("exp", json!(1))).unwrap_err(), TokenError::Expired);
         let client = json!({"active": true, "aud": "https://me/mcp", "client_id": "robot"});
         assert_eq!(of(client).unwrap().sub, "robot");
+    }
+
+    /// Times are integers of seconds: the largest one is trusted for CACHE_FOR without
+    /// overflowing, and one of another type (an expired time as a float or a string, a time
+    /// past u64) refuses the token; a token not valid yet is refused.
+    #[test]
+    fn an_answer_s_times_are_checked_as_rfc_7662_gives_them() {
+        let active = json!({"active": true, "aud": "https://me/mcp", "sub": "a"});
+        let with = |k: &str, v: Value| {
+            let mut a = active.clone();
+            a[k] = v;
+            a
+        };
+        let (ok, until) = judge(
+            with("exp", json!(u64::MAX)).as_object().unwrap().clone(),
+            "https://id",
+            "https://me/mcp",
+            &Kept::everything(&[]),
+        );
+        assert!(ok.is_ok());
+        assert!(until <= Instant::now() + CACHE_FOR);
+        for (name, bad) in [
+            ("exp", json!(1.5)),
+            ("exp", json!("1")),
+            ("exp", json!(-1)),
+            ("exp", json!(1e30)),
+            ("nbf", json!("0")),
+            ("iat", json!(null)),
+        ] {
+            assert_eq!(
+                of(with(name, bad.clone())).unwrap_err(),
+                TokenError::ClaimType(name),
+                "{name}: {bad}"
+            );
+        }
+        assert_eq!(
+            of(with("nbf", json!(now() + 3600))).unwrap_err(),
+            TokenError::NotYetValid
+        );
+        assert!(of(with("nbf", json!(now()))).is_ok());
     }
 }

@@ -2,8 +2,9 @@
 //! fetched from its `jwks_uri`, and fetched again when a token names a key not seen yet (key
 //! rotation), at most once per [`REFETCH_EVERY`] whatever the tokens say, so that a flood of
 //! made-up key ids costs the issuer nothing; and fetched again once the set is older than
-//! [`MAX_AGE`], so that a key the issuer withdraws stops verifying. Each fetch that loses a key
-//! moves the [`Keys::generation`] on, which retires the tokens verified before it.
+//! [`MAX_AGE`], so that a key the issuer withdraws stops verifying. Each fetch that loses a key,
+//! or finds other key material under a key id it had, moves the [`Keys::generation`] on, which
+//! retires the tokens verified before it.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -74,6 +75,9 @@ pub enum KeysError {
 pub struct Key {
     pub key: DecodingKey,
     pub alg: Option<Algorithm>,
+    /// The SHA-256 of the key as published (its JWK's JSON), to tell a key replaced under the
+    /// same id.
+    material: [u8; 32],
 }
 
 /// The issuer's keys, fetched again on an unknown key id (bounded). Tokens with known keys
@@ -92,7 +96,7 @@ pub struct Keys {
     /// read without a lock.
     fetched_at: AtomicU64,
     born: Instant,
-    /// Moves on each time a fetch loses a key the set had.
+    /// Moves on each time a fetch loses a key the set had or replaces one under its id.
     generation: AtomicU64,
 }
 
@@ -119,11 +123,28 @@ async fn get_json(client: &reqwest::Client, url: &str) -> Result<serde_json::Val
     if !response.status().is_success() {
         return Err(fail(format!("HTTP {}", response.status())));
     }
-    let body = response.bytes().await.map_err(|e| fail(e.to_string()))?;
-    if body.len() > MAX_DOCUMENT {
-        return Err(fail(format!("larger than {MAX_DOCUMENT} bytes")));
-    }
+    let body = body_within(response, MAX_DOCUMENT).await.map_err(fail)?;
     serde_json::from_slice(&body).map_err(|e| fail(format!("not JSON: {e}")))
+}
+
+/// The body of `response`, read as it arrives and given up as soon as it passes `limit`
+/// bytes (or says it will), so that an issuer's answer never takes more memory than that.
+pub(super) async fn body_within(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<Vec<u8>, String> {
+    let too_large = || format!("larger than {limit} bytes");
+    if response.content_length().is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+        if body.len() + chunk.len() > limit {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// The metadata addresses of `issuer`, in the order tried: RFC 8414's (the well-known part
@@ -251,8 +272,10 @@ impl Keys {
             Ok(keys) => {
                 tracing::info!(keys = keys.len(), "fetched the issuer's keys again");
                 let mut current = self.keys.write().unwrap_or_else(|e| e.into_inner());
-                if current.keys().any(|kid| !keys.contains_key(kid)) {
-                    tracing::info!("the issuer withdrew a key; tokens it signed are refused");
+                if retires(&current, &keys) {
+                    tracing::info!(
+                        "the issuer withdrew or replaced a key; tokens it signed are refused"
+                    );
                     self.generation.fetch_add(1, Ordering::AcqRel);
                 }
                 *current = Arc::new(keys);
@@ -260,6 +283,14 @@ impl Keys {
             Err(e) => tracing::warn!("the issuer's keys could not be fetched again: {e}"),
         }
     }
+}
+
+/// Whether going from the set `before` to `after` retires the tokens verified before: a key
+/// id gone, or the same id with other key material.
+fn retires(before: &HashMap<String, Key>, after: &HashMap<String, Key>) -> bool {
+    before
+        .iter()
+        .any(|(kid, key)| after.get(kid).is_none_or(|k| k.material != key.material))
 }
 
 fn pick(keys: &HashMap<String, Key>, kid: Option<&str>) -> Option<Key> {
@@ -292,12 +323,41 @@ fn signing_key(jwk: &Jwk) -> Option<(String, Key)> {
         .key_algorithm
         .and_then(|a| a.to_string().parse().ok());
     let key = DecodingKey::from_jwk(jwk).ok()?;
-    Some((kid, Key { key, alg }))
+    let material = super::cache::key(&serde_json::to_string(jwk).ok()?);
+    Some((kid, Key { key, alg, material }))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::metadata_urls;
+    use super::*;
+
+    /// A key set of one RSA key under `kid`, with modulus `n`.
+    fn set(kid: &str, n: &str) -> HashMap<String, Key> {
+        let jwk: Jwk = serde_json::from_value(serde_json::json!({
+            "kty": "RSA", "kid": kid, "use": "sig", "alg": "RS256", "n": n, "e": "AQAB"
+        }))
+        .unwrap();
+        signing_key(&jwk).into_iter().collect()
+    }
+
+    #[test]
+    fn a_key_withdrawn_or_replaced_under_its_id_retires_what_it_verified() {
+        let (n1, n2) = (
+            "sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri",
+            "oahUIoWw0K0usKNuOR6H4wkf4oBUXHTxRvgb48E-BVvx",
+        );
+        let first = set("a", n1);
+        assert_eq!(first.len(), 1);
+        assert!(!retires(&first, &set("a", n1)), "the same key");
+        assert!(
+            retires(&first, &set("a", n2)),
+            "other material under the same id"
+        );
+        assert!(retires(&first, &set("b", n1)), "the id withdrawn");
+        let mut both = set("a", n1);
+        both.extend(set("b", n2));
+        assert!(!retires(&first, &both), "a key added");
+    }
 
     #[test]
     fn metadata_urls_put_the_well_known_part_where_each_standard_says() {

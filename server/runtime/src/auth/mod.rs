@@ -39,8 +39,91 @@ pub struct Identity {
     pub sub: String,
     /// The scopes the token grants.
     pub scopes: Vec<String>,
-    /// Every claim of the token.
+    /// The claims the server reads (a tool's `:auth.claims.NAME`, a role claim), by name; the
+    /// token's other claims are not kept (see [`Kept`]).
     pub claims: Map<String, Value>,
+    /// The whole claim set as JSON, kept only when calls pass it on to the database (a
+    /// PostgreSQL `identity:`, whose policies may read any claim).
+    pub all_claims: Option<Box<str>>,
+}
+
+/// Which claims of a verified token the server keeps: those its tools read and the role claim
+/// of the `identity:` of the engine it serves, and the whole set as one JSON text when that
+/// `identity:` passes it on to the database. A token's other claims are dropped once it
+/// verified, so that what a kept token costs is bounded by what the server uses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Kept {
+    names: Vec<&'static str>,
+    whole: bool,
+}
+
+impl Kept {
+    /// What `def`, served on a database of `dialect` (none: no database), reads of a
+    /// caller's claims.
+    pub fn of(def: &crate::def::ServerDef, dialect: Option<&str>) -> Kept {
+        let read = def
+            .tools
+            .iter()
+            .flat_map(|t| t.bind.0)
+            .filter(|(_, kind)| matches!(kind, crate::def::ParamKind::AuthClaim(_)))
+            .map(|(param, _)| crate::params::claim_name(param));
+        let identity = def
+            .database
+            .as_ref()
+            .zip(dialect)
+            .and_then(|(d, dialect)| d.engine(dialect))
+            .and_then(|e| e.identity.as_ref());
+        let role = identity.and_then(|i| i.role_claim);
+        let mut names: Vec<&'static str> = read.chain(role).collect();
+        names.sort_unstable();
+        names.dedup();
+        Kept {
+            names,
+            whole: identity.is_some(),
+        }
+    }
+
+    /// Every claim as the whole set's text, and the named ones by name: for tests.
+    #[cfg(test)]
+    pub fn everything(names: &[&'static str]) -> Kept {
+        let mut names = names.to_vec();
+        names.sort_unstable();
+        Kept { names, whole: true }
+    }
+
+    /// The identity of verified `claims`: `sub` a string, scopes from `scope`
+    /// (space-separated) or `scp` (a list or a string), and the claims kept.
+    #[cfg(feature = "http")]
+    pub fn identity(&self, claims: Map<String, Value>) -> Result<Identity, TokenError> {
+        let sub = claims
+            .get("sub")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| TokenError::MissingClaim("sub".into()))?
+            .to_string();
+        let words = |s: &str| s.split_ascii_whitespace().map(str::to_string).collect();
+        let scopes = match (claims.get("scope"), claims.get("scp")) {
+            (Some(Value::String(s)), _) | (None, Some(Value::String(s))) => words(s),
+            (None, Some(Value::Array(a))) => a
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect(),
+            (None, None) => Vec::new(),
+            _ => return Err(TokenError::Claims),
+        };
+        let all_claims = self
+            .whole
+            .then(|| Value::Object(claims.clone()).to_string().into_boxed_str());
+        let mut claims = claims;
+        claims.retain(|k, _| self.names.binary_search(&k.as_str()).is_ok());
+        Ok(Identity {
+            sub,
+            scopes,
+            claims,
+            all_claims,
+        })
+    }
 }
 
 impl fmt::Debug for Identity {
@@ -53,6 +136,16 @@ impl fmt::Debug for Identity {
 }
 
 impl Identity {
+    /// About how many bytes the identity holds, for the caches that keep identities.
+    pub fn bytes(&self) -> usize {
+        let claims = Value::Object(self.claims.clone()).to_string().len();
+        std::mem::size_of::<Identity>()
+            + self.sub.len()
+            + self.scopes.iter().map(|s| s.len() + 24).sum::<usize>()
+            + 2 * claims
+            + self.all_claims.as_ref().map_or(0, |c| c.len())
+    }
+
     /// Those of `needed` the token does not grant.
     pub fn missing<'a>(&self, needed: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
         needed
@@ -146,7 +239,10 @@ impl Acting {
         Ok(Acting {
             role,
             setting: identity.claims_setting,
-            claims: Value::Object(caller.claims.clone()).to_string(),
+            claims: caller.all_claims.as_deref().map_or_else(
+                || Value::Object(caller.claims.clone()).to_string(),
+                str::to_string,
+            ),
         })
     }
 
@@ -168,5 +264,76 @@ impl Acting {
             _ => V::Text(self.claims.clone()),
         };
         session.query(sql, &bind, &mut |_| true)
+    }
+}
+
+#[cfg(all(test, feature = "http"))]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn kept(names: &[&'static str], whole: bool) -> Kept {
+        Kept {
+            names: names.to_vec(),
+            whole,
+        }
+    }
+
+    fn of(kept: &Kept, v: Value) -> Result<Identity, TokenError> {
+        kept.identity(v.as_object().unwrap().clone())
+    }
+
+    #[test]
+    fn scopes_come_from_scope_or_scp_and_sub_is_required() {
+        let k = Kept::default();
+        assert_eq!(
+            of(&k, json!({"sub": "a", "scope": "x y"})).unwrap().scopes,
+            ["x", "y"]
+        );
+        assert_eq!(
+            of(&k, json!({"sub": "a", "scp": ["x"]})).unwrap().scopes,
+            ["x"]
+        );
+        assert!(of(&k, json!({"sub": "a"})).unwrap().scopes.is_empty());
+        assert_eq!(
+            of(&k, json!({"scope": "x"})).unwrap_err(),
+            TokenError::MissingClaim("sub".into())
+        );
+        assert_eq!(
+            of(&k, json!({"sub": "a", "scope": 3})).unwrap_err(),
+            TokenError::Claims
+        );
+    }
+
+    /// Only the claims the server reads are kept, unless a database identity passes the whole
+    /// set on; then it is kept as one JSON text.
+    #[test]
+    fn an_identity_keeps_only_what_the_server_reads() {
+        let claims = json!({"sub": "a", "team": "red", "big": "x".repeat(5000), "role": "r"});
+        let lean = of(&kept(&["role", "team"], false), claims.clone()).unwrap();
+        assert_eq!(
+            Value::Object(lean.claims.clone()),
+            json!({"team": "red", "role": "r"})
+        );
+        assert!(lean.all_claims.is_none());
+        assert!(lean.bytes() < 1000, "{}", lean.bytes());
+        let whole = of(&kept(&["role"], true), claims.clone()).unwrap();
+        let all: Value = serde_json::from_str(whole.all_claims.as_deref().unwrap()).unwrap();
+        assert_eq!(all, claims);
+        assert_eq!(Value::Object(whole.claims.clone()), json!({"role": "r"}));
+    }
+
+    #[test]
+    fn debug_never_shows_the_claims() {
+        let id = of(
+            &Kept::everything(&["secret"]),
+            json!({"sub": "alice", "secret": "hunter2"}),
+        )
+        .unwrap();
+        let shown = format!("{id:?}");
+        assert!(
+            shown.contains("alice") && !shown.contains("hunter2"),
+            "{shown}"
+        );
     }
 }

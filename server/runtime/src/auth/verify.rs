@@ -9,10 +9,10 @@ use serde_json::{Map, Value, json};
 
 use std::sync::Arc;
 
-use super::Identity;
 use super::cache::{self, Verified};
 use super::introspect::{ClientCredentials, Introspector};
 use super::keys::{Keys, KeysError};
+use super::{Identity, Kept};
 
 /// The largest access token accepted; a longer one is refused before it is decoded.
 pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
@@ -59,6 +59,12 @@ pub enum TokenError {
     MissingClaim(String),
     #[error("the access token's claims are not valid")]
     Claims,
+    #[error("the access token's claim {0} is not of its registered type")]
+    ClaimType(&'static str),
+    #[error(
+        "the access token's header names extensions this server does not understand (crit or b64)"
+    )]
+    Critical,
     #[error("the access token is not active (revoked, expired, or unknown to the issuer)")]
     Inactive,
     #[error("the access token could not be checked with the issuer; try again")]
@@ -74,16 +80,20 @@ pub struct Verifier {
     introspector: Option<Introspector>,
     /// JWTs that verified, until they expire (bounded).
     verified: Verified,
+    /// What a verified token's identity keeps of its claims.
+    kept: Arc<Kept>,
 }
 
 impl Verifier {
     /// A verifier for `issuer`'s tokens addressed to `audience`, with the issuer's keys found
-    /// and fetched now.
+    /// and fetched now; a verified token's identity keeps what `kept` says of its claims.
     pub async fn new(
         issuer: &str,
         audience: &str,
         credentials: Option<ClientCredentials>,
+        kept: Kept,
     ) -> Result<Verifier, KeysError> {
+        let kept = Arc::new(kept);
         let (keys, metadata) = Keys::discover(issuer).await?;
         let introspector = match credentials {
             Some(credentials) => {
@@ -94,6 +104,7 @@ impl Verifier {
                     endpoint.to_string(),
                     credentials,
                     keys.client(),
+                    kept.clone(),
                 ))
             }
             None => None,
@@ -104,6 +115,7 @@ impl Verifier {
             keys,
             introspector,
             verified: Verified::default(),
+            kept,
         })
     }
 
@@ -128,7 +140,7 @@ impl Verifier {
         // The algorithm is read first, as written, so that `none` and names jsonwebtoken does
         // not know are refused by name rather than as a malformed token. A token that is no
         // JWT is the issuer's to judge, when the server may ask it.
-        let Some(alg) = written_alg(token) else {
+        let Some(written) = written_header(token) else {
             return match &self.introspector {
                 Some(i) => i
                     .identity(token, &self.issuer, &self.audience)
@@ -137,8 +149,14 @@ impl Verifier {
                 None => Err(TokenError::Malformed),
             };
         };
+        let alg = written.alg()?;
         if !ACCEPTED.iter().any(|a| format!("{a:?}") == alg) {
             return Err(TokenError::Algorithm(alg));
+        }
+        // No extension is understood here: a critical one must be refused (RFC 7515, section
+        // 4.1.11), and an unencoded payload (`b64`, RFC 7797) is not a JWT.
+        if written.0.contains_key("crit") || written.0.contains_key("b64") {
+            return Err(TokenError::Critical);
         }
         let header = jsonwebtoken::decode_header(token).map_err(|_| TokenError::Malformed)?;
         if !ACCEPTED.contains(&header.alg) {
@@ -164,8 +182,9 @@ impl Verifier {
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         let data = jsonwebtoken::decode::<Map<String, Value>>(token, &key.key, &validation)
             .map_err(|e| refusal(e.kind()))?;
+        registered_types(&data.claims)?;
         let exp = data.claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
-        let identity = Arc::new(identity(data.claims)?);
+        let identity = Arc::new(self.kept.identity(data.claims)?);
         self.verified.put(digest, identity.clone(), exp, generation);
         Ok(identity)
     }
@@ -215,16 +234,53 @@ pub fn challenge(metadata_url: &str, error: Option<(&str, &str)>, scope: Option<
     v
 }
 
-/// The `alg` of a token's header as written (at most 32 characters), if its header decodes.
-fn written_alg(token: &str) -> Option<String> {
+/// A token's header as written, when it decodes as a JSON object.
+struct Header(Map<String, Value>);
+
+impl Header {
+    /// The `alg` as written (at most 32 characters); a header without one is malformed.
+    fn alg(&self) -> Result<String, TokenError> {
+        let alg = self.0.get("alg").and_then(Value::as_str);
+        alg.filter(|a| a.len() <= 32)
+            .map(str::to_string)
+            .ok_or(TokenError::Malformed)
+    }
+}
+
+/// The header of `token`, if it is a JWT's (base64url JSON before the first dot).
+fn written_header(token: &str) -> Option<Header> {
     use base64::Engine;
     let header = token.split('.').next()?;
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(header)
         .ok()?;
-    let header: Map<String, Value> = serde_json::from_slice(&bytes).ok()?;
-    let alg = header.get("alg")?.as_str()?;
-    (alg.len() <= 32).then(|| alg.to_string())
+    serde_json::from_slice(&bytes).ok().map(Header)
+}
+
+/// Refuses claims whose registered names hold another type than RFC 7519 gives them: `iss`
+/// and `sub` strings, `aud` a string or a list of strings, `exp`, `nbf` and `iat` numbers.
+/// jsonwebtoken checks the values it validates, not every type.
+pub(super) fn registered_types(claims: &Map<String, Value>) -> Result<(), TokenError> {
+    let strings = |v: &Value| match v {
+        Value::String(_) => true,
+        Value::Array(a) => a.iter().all(Value::is_string),
+        _ => false,
+    };
+    type Fits<'a> = &'a dyn Fn(&Value) -> bool;
+    let checks: [(&'static str, Fits<'_>); 6] = [
+        ("iss", &Value::is_string),
+        ("sub", &Value::is_string),
+        ("aud", &strings),
+        ("exp", &Value::is_number),
+        ("nbf", &Value::is_number),
+        ("iat", &Value::is_number),
+    ];
+    for (name, fits) in checks {
+        if claims.get(name).is_some_and(|v| !fits(v)) {
+            return Err(TokenError::ClaimType(name));
+        }
+    }
+    Ok(())
 }
 
 fn refusal(kind: &ErrorKind) -> TokenError {
@@ -246,33 +302,6 @@ fn refusal(kind: &ErrorKind) -> TokenError {
     }
 }
 
-/// The identity of verified claims: `sub` a string, scopes from `scope` (space-separated) or
-/// `scp` (a list or a string).
-pub(super) fn identity(claims: Map<String, Value>) -> Result<Identity, TokenError> {
-    let sub = claims
-        .get("sub")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| TokenError::MissingClaim("sub".into()))?
-        .to_string();
-    let words = |s: &str| s.split_ascii_whitespace().map(str::to_string).collect();
-    let scopes = match (claims.get("scope"), claims.get("scp")) {
-        (Some(Value::String(s)), _) | (None, Some(Value::String(s))) => words(s),
-        (None, Some(Value::Array(a))) => a
-            .iter()
-            .filter_map(Value::as_str)
-            .map(str::to_string)
-            .collect(),
-        (None, None) => Vec::new(),
-        _ => return Err(TokenError::Claims),
-    };
-    Ok(Identity {
-        sub,
-        scopes,
-        claims,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -282,8 +311,14 @@ mod tests {
         use base64::Engine;
         let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
         let token = format!("{}.{}.", b64(r#"{"alg":"none"}"#), b64(r#"{"sub":"x"}"#));
-        assert_eq!(written_alg(&token).as_deref(), Some("none"));
-        assert_eq!(written_alg("not a token"), None);
+        let header = written_header(&token).unwrap();
+        assert_eq!(header.alg().unwrap(), "none");
+        assert!(written_header("not a token").is_none());
+        let long = format!("{}..", b64(&format!(r#"{{"alg":"{}"}}"#, "A".repeat(33))));
+        assert_eq!(
+            written_header(&long).unwrap().alg().unwrap_err(),
+            TokenError::Malformed
+        );
     }
 
     #[test]
@@ -299,37 +334,20 @@ mod tests {
     }
 
     #[test]
-    fn scopes_come_from_scope_or_scp_and_sub_is_required() {
-        let of = |v: Value| identity(v.as_object().unwrap().clone());
-        assert_eq!(
-            of(json!({"sub": "a", "scope": "x y"})).unwrap().scopes,
-            ["x", "y"]
-        );
-        assert_eq!(of(json!({"sub": "a", "scp": ["x"]})).unwrap().scopes, ["x"]);
-        assert!(of(json!({"sub": "a"})).unwrap().scopes.is_empty());
-        assert_eq!(
-            of(json!({"scope": "x"})).unwrap_err(),
-            TokenError::MissingClaim("sub".into())
-        );
-        assert_eq!(
-            of(json!({"sub": "a", "scope": 3})).unwrap_err(),
-            TokenError::Claims
-        );
-    }
-
-    #[test]
-    fn debug_never_shows_the_claims() {
-        let id = identity(
-            json!({"sub": "alice", "secret": "hunter2"})
-                .as_object()
-                .unwrap()
-                .clone(),
-        )
-        .unwrap();
-        let shown = format!("{id:?}");
+    fn registered_claims_must_have_their_types() {
+        let of = |v: Value| registered_types(v.as_object().unwrap());
         assert!(
-            shown.contains("alice") && !shown.contains("hunter2"),
-            "{shown}"
+            of(json!({"iss": "i", "sub": "s", "aud": ["a", "b"], "exp": 1, "nbf": 0.5})).is_ok()
         );
+        for (claims, name) in [
+            (json!({"iss": ["i", "j"]}), "iss"),
+            (json!({"sub": 1}), "sub"),
+            (json!({"aud": [1]}), "aud"),
+            (json!({"exp": "1"}), "exp"),
+            (json!({"nbf": null}), "nbf"),
+            (json!({"iat": true}), "iat"),
+        ] {
+            assert_eq!(of(claims).unwrap_err(), TokenError::ClaimType(name));
+        }
     }
 }

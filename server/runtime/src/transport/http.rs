@@ -456,17 +456,28 @@ impl Gate {
     /// The 403 of a caller whose token lacks scopes `body`'s request needs (step-up: the
     /// challenge names every scope the request needs, so the client asks for all of them).
     fn insufficient_scope(&self, identity: &Identity, body: &Bytes) -> Option<Response<HttpBody>> {
-        let verifier = self.oauth.as_ref()?;
         let message: serde_json::Value = serde_json::from_slice(body).ok()?;
         let method = message.get("method")?.as_str()?;
         let def = self.live.now().engine.def;
         let needed = crate::auth::needed_scopes(def, method, message.get("params"));
+        self.lacking(identity, &needed, method)
+    }
+
+    /// The 403 of a caller whose token lacks some of `needed`, for `what` it asked (a method,
+    /// or a path); `None` when it has them all.
+    fn lacking(
+        &self,
+        identity: &Identity,
+        needed: &[&str],
+        what: &str,
+    ) -> Option<Response<HttpBody>> {
+        let verifier = self.oauth.as_ref()?;
         let missing = identity.missing(needed.iter().copied());
         if missing.is_empty() {
             return None;
         }
         let why = format!("this request needs the scopes {}", missing.join(" "));
-        tracing::warn!(sub = %crate::logsafe::quoted(&identity.sub), method, "refused a request: {why}");
+        tracing::warn!(sub = %crate::logsafe::quoted(&identity.sub), what, "refused a request: {why}");
         let scope = needed.join(" ");
         let challenge = crate::auth::verify::challenge(
             &verifier.metadata_url(),
@@ -493,7 +504,7 @@ impl Gate {
             Ok(caller) => caller,
             Err(answer) => return answer,
         };
-        if let Some(answer) = self.metrics(&req) {
+        if let Some(answer) = self.metrics(&req, caller.as_deref()) {
             return answer;
         }
         if req.uri().path() != ENDPOINT {
@@ -628,12 +639,22 @@ impl Gate {
         Some(answer)
     }
 
-    /// The metrics, for a `GET /metrics` when `--metrics` turned them on.
-    fn metrics(&self, req: &Request<Incoming>) -> Option<Response<HttpBody>> {
+    /// The metrics, for a `GET /metrics` when `--metrics` turned them on: under OAuth, to a
+    /// caller whose token has the scopes every request of the server needs.
+    fn metrics(
+        &self,
+        req: &Request<Incoming>,
+        caller: Option<&Identity>,
+    ) -> Option<Response<HttpBody>> {
         if req.uri().path() != METRICS || req.method() != Method::GET {
             return None;
         }
         let text = crate::metrics::encode(self.health.pool_use())?;
+        if let Some(caller) = caller
+            && let Some(refusal) = self.lacking(caller, self.live.now().engine.def.scopes, METRICS)
+        {
+            return Some(refusal);
+        }
         let mut answer = Response::new(Full::new(Bytes::from(text)).boxed());
         answer.headers_mut().insert(
             header::CONTENT_TYPE,
@@ -962,13 +983,18 @@ fn busy_until_sent(response: Response<HttpBody>, busy: Busy) -> Response<HttpBod
 }
 
 /// The checker of `o`'s access tokens for the server bound at `bound` (the audience defaults
-/// to its own endpoint URL), with the issuer's keys fetched now.
-async fn verifier(o: &OAuthOptions, bound: SocketAddr) -> std::io::Result<Arc<Verifier>> {
+/// to its own endpoint URL), with the issuer's keys fetched now, keeping of each token's
+/// claims what `kept` says.
+async fn verifier(
+    o: &OAuthOptions,
+    bound: SocketAddr,
+    kept: crate::auth::Kept,
+) -> std::io::Result<Arc<Verifier>> {
     let audience = o
         .audience
         .clone()
         .unwrap_or_else(|| format!("http://{bound}{ENDPOINT}"));
-    let verifier = Verifier::new(&o.issuer, &audience, o.client.clone())
+    let verifier = Verifier::new(&o.issuer, &audience, o.client.clone(), kept)
         .await
         .map_err(std::io::Error::other)?;
     tracing::info!(issuer = %o.issuer, %audience, "accepting OAuth access tokens");
@@ -991,7 +1017,7 @@ pub async fn serve(
     let sessions = config.cancellation_token.clone();
     let ending = server.shutdown();
     let oauth = match &options.oauth {
-        Some(o) => Some(verifier(o, bound).await?),
+        Some(o) => Some(verifier(o, bound, server.live().now().engine.kept_claims()).await?),
         None => None,
     };
     let gate = Arc::new(Gate::new(bound, &options, oauth, server, config));
