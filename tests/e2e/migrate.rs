@@ -429,3 +429,42 @@ fn migrate_on_mariadb_makes_an_empty_database_and_records_it() {
         "1 init"
     );
 }
+
+crate::on_every_engine!(a_migrations_row_changed_by_hand_is_said_not_a_crash);
+
+/// A row of `mcpspec_migrations` changed by hand (a negative version) stops `migrate`, `serve`
+/// and `call` with what is wrong and what to do, on every engine: never a panic of the
+/// driver's row conversion.
+fn a_migrations_row_changed_by_hand_is_said_not_a_crash(engine: crate::common::Engine) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = match engine {
+        crate::common::Engine::Sqlite => {
+            let path = dir.path().join("k.db");
+            std::fs::write(&path, b"").expect("an empty database");
+            path.display().to_string()
+        }
+        crate::common::Engine::Postgres => Cluster::shared().create_database(),
+        crate::common::Engine::Mariadb => crate::maria::Server::shared().create_database(),
+    };
+    let (code, _, err) = mcpspec(&["migrate", "knowledge", "--db", &db], &[]);
+    assert_eq!(code, 0, "{err}");
+    crate::common::sql_on(
+        engine,
+        Path::new(&db),
+        "INSERT INTO mcpspec_migrations (version, name, checksum) VALUES (-3, 'by_hand', 'x')",
+    );
+    let runs: [&[&str]; 3] = [
+        &["migrate", "knowledge", "--db", &db],
+        &["call", "knowledge", "kb_list", "{}", "--db", &db],
+        &["migrate", "knowledge", "--db", &db, "--dry-run"],
+    ];
+    for args in runs {
+        let (code, out, err) = mcpspec(args, &[]);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(
+            err.contains("holds the version -3 (by_hand)") && err.contains("remove or correct"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}

@@ -31,6 +31,22 @@ pub enum Found {
     Unversioned(Vec<String>),
 }
 
+/// A row of [`TABLE`] as an engine read it (the version as the widest integer, so that a row
+/// changed by hand reads without failing), checked: a version that is no migration's is said
+/// plainly, with what to do.
+pub fn applied(version: i64, name: String, checksum: String) -> Result<Applied, String> {
+    let version = u32::try_from(version).ok().filter(|v| *v >= 1).ok_or_else(|| {
+        format!(
+            "{TABLE} holds the version {version} ({name}), which no migration has (they count from 1); the table was changed by hand: remove or correct that row"
+        )
+    })?;
+    Ok(Applied {
+        version,
+        name,
+        checksum,
+    })
+}
+
 /// An engine's side of migrating: one connection, used by one run.
 pub trait Migrator {
     /// The migrations table's rows, or the tables when there is none.

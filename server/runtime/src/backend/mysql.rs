@@ -981,24 +981,27 @@ fn open_migrator(
 
 impl super::migrate::Migrator for MysqlMigrator {
     fn found(&mut self) -> Result<super::migrate::Found, String> {
-        use super::migrate::{Applied, Found, TABLE};
+        use super::migrate::{Found, TABLE};
         let all = tables(&mut self.conn).map_err(|e| describe(&e))?;
         if !all.iter().any(|t| t == TABLE) {
             return Ok(Found::Unversioned(all));
         }
-        let rows: Vec<(u32, String, String)> = self
+        // The version read as the widest integer and the texts as text whatever their
+        // columns were changed to, so that a row changed by hand is said, not a panic.
+        type Row = (Option<i64>, Option<String>, Option<String>);
+        let rows: Vec<Row> = self
             .conn
-            .query("SELECT version, name, checksum FROM mcpspec_migrations ORDER BY version")
+            .query(
+                "SELECT CAST(version AS SIGNED), CAST(name AS CHAR), CAST(checksum AS CHAR) FROM mcpspec_migrations ORDER BY version",
+            )
             .map_err(|e| describe(&e))?;
-        Ok(Found::Versioned(
-            rows.into_iter()
-                .map(|(version, name, checksum)| Applied {
-                    version,
-                    name,
-                    checksum,
-                })
-                .collect(),
-        ))
+        rows.into_iter()
+            .map(|(version, name, checksum)| {
+                let (name, checksum) = (name.unwrap_or_default(), checksum.unwrap_or_default());
+                super::migrate::applied(version.unwrap_or(0), name, checksum)
+            })
+            .collect::<Result<_, _>>()
+            .map(Found::Versioned)
     }
 
     fn lock(&mut self) -> Result<(), String> {

@@ -1059,7 +1059,7 @@ fn open_migrator(
 
 impl super::migrate::Migrator for PgMigrator {
     fn found(&mut self) -> Result<super::migrate::Found, String> {
-        use super::migrate::{Applied, Found, TABLE};
+        use super::migrate::{Found, TABLE};
         let all = tables(&mut self.client).map_err(|e| describe(&e))?;
         if !all.iter().any(|t| t == TABLE) {
             return Ok(Found::Unversioned(all));
@@ -1067,19 +1067,23 @@ impl super::migrate::Migrator for PgMigrator {
         let rows = self
             .client
             .query(
-                "SELECT version, name, checksum FROM mcpspec_migrations ORDER BY version",
+                "SELECT version::bigint, name::text, checksum::text FROM mcpspec_migrations ORDER BY version",
                 &[],
             )
             .map_err(|e| describe(&e))?;
-        Ok(Found::Versioned(
-            rows.iter()
-                .map(|r| Applied {
-                    version: u32::try_from(r.get::<_, i32>(0)).unwrap_or(0),
-                    name: r.get(1),
-                    checksum: r.get(2),
-                })
-                .collect(),
-        ))
+        rows.iter()
+            .map(|r| {
+                let text = |i| {
+                    r.try_get::<_, Option<String>>(i)
+                        .ok()
+                        .flatten()
+                        .unwrap_or_default()
+                };
+                let version = r.try_get::<_, Option<i64>>(0).ok().flatten().unwrap_or(0);
+                super::migrate::applied(version, text(1), text(2))
+            })
+            .collect::<Result<_, _>>()
+            .map(Found::Versioned)
     }
 
     fn lock(&mut self) -> Result<(), String> {

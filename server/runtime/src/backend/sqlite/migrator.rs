@@ -11,7 +11,7 @@ use rusqlite::{Connection, OpenFlags};
 
 use super::shape;
 use crate::backend::OpenError;
-use crate::backend::migrate::{Applied, Found, Migrator, TABLE};
+use crate::backend::migrate::{Found, Migrator, TABLE};
 use crate::def::DatabaseDef;
 
 /// How long a run waits for another process's run (or any writer) to finish.
@@ -75,16 +75,24 @@ impl Migrator for SqliteMigrator {
             ))
             .and_then(|mut s| {
                 s.query_map([], |r| {
-                    Ok(Applied {
-                        version: r.get(0)?,
-                        name: r.get(1)?,
-                        checksum: r.get(2)?,
-                    })
+                    // Whatever a hand changed the row to reads, and is judged below.
+                    let text = |i| {
+                        r.get::<_, Option<String>>(i)
+                            .ok()
+                            .flatten()
+                            .unwrap_or_default()
+                    };
+                    Ok((r.get::<_, i64>(0).unwrap_or(0), text(1), text(2)))
                 })?
-                .collect()
+                .collect::<rusqlite::Result<Vec<_>>>()
             })
             .map_err(said)?;
-        Ok(Found::Versioned(rows))
+        rows.into_iter()
+            .map(|(version, name, checksum)| {
+                crate::backend::migrate::applied(version, name, checksum)
+            })
+            .collect::<Result<_, _>>()
+            .map(Found::Versioned)
     }
 
     fn lock(&mut self) -> Result<(), String> {
