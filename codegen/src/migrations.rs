@@ -257,7 +257,7 @@ fn file_problem(file: &Path, pos: Pos, message: String, help: &str) -> Diagnosti
 
 /// A problem for each destructive statement of `t` when the file does not acknowledge them.
 fn acknowledged(t: &MigrationText, problems: &mut Diagnostics) {
-    if t.sql.lines().any(|l| l.trim() == ACKNOWLEDGED) {
+    if marked(&t.sql) {
         return;
     }
     for (what, offset) in destructive(&t.sql) {
@@ -274,48 +274,123 @@ fn acknowledged(t: &MigrationText, problems: &mut Diagnostics) {
     }
 }
 
+/// Whether `sql` carries [`ACKNOWLEDGED`] as a comment of its own line: a `--` comment outside
+/// literals and block comments, with nothing but blanks before it on its line.
+fn marked(sql: &str) -> bool {
+    use sqlscan::statements::{Kind, tokens};
+    tokens(sql).iter().any(|t| {
+        let line_start = sql[..t.at.start].rfind('\n').map_or(0, |n| n + 1);
+        t.kind == Kind::LineComment
+            && sql[t.at.clone()].trim() == ACKNOWLEDGED
+            && sql[line_start..t.at.start].trim().is_empty()
+    })
+}
+
 /// Whether `t`'s statements may lose data.
 pub(crate) fn is_destructive(t: &MigrationText) -> bool {
     !destructive(&t.sql).is_empty()
 }
 
 /// The statements of `sql` that may lose data or fail on existing rows, named by their
-/// leading words, with where they start: DROP TABLE/COLUMN/VIEW-less drops of data, TRUNCATE,
-/// DELETE, a rename, a changed column (`ALTER COLUMN`, `MODIFY`, `CHANGE`) and a new NOT NULL
-/// on an existing column.
+/// leading words, with where they start: a dropped table, schema, database, column or
+/// partition, TRUNCATE, DELETE, UPDATE and REPLACE (which rewrite rows), a rename, a changed
+/// column (`ALTER COLUMN`, `MODIFY`, `CHANGE`). The body of a trigger, a function or a
+/// procedure runs later and changes nothing now; a `DO` block runs now, and is read.
 pub(crate) fn destructive(sql: &str) -> Vec<(String, usize)> {
-    let words = sqlscan::words_at(sql);
     let mut out = Vec::new();
-    let at = |i: usize| words.get(i).map_or("", |(w, _)| w.as_str());
-    // A trigger's body runs later, on the rows of its event: its statements change nothing now.
-    let mut in_trigger = false;
+    destructive_into(sql, 0, &mut out);
+    out
+}
+
+/// [`destructive`] of `sql`, which starts at `base` in the file.
+fn destructive_into(sql: &str, base: usize, out: &mut Vec<(String, usize)>) {
+    use sqlscan::statements::{Kind, statements};
+    for statement in statements(sql) {
+        let words: Vec<(&str, usize)> = statement
+            .iter()
+            .filter(|t| t.kind == Kind::Word)
+            .map(|t| (t.word.as_str(), base + t.at.start))
+            .collect();
+        if runs_later(&words) {
+            continue;
+        }
+        found_in(sql, base, &words, out);
+        // A `DO $$ ... $$` block runs now: what its body does counts.
+        if words.first().is_some_and(|(w, _)| *w == "DO") {
+            for body in statement.iter().filter(|t| t.kind == Kind::Body) {
+                let text = &sql[body.at.clone()];
+                let tag = text[1..].find('$').map_or(text.len(), |p| p + 2);
+                if let Some(inner) = text.get(tag..text.len().saturating_sub(tag)) {
+                    destructive_into(inner, base + body.at.start + tag, out);
+                }
+            }
+        }
+    }
+}
+
+/// Whether a statement of `words` makes something that runs later (a trigger, a function, a
+/// procedure), whose body changes nothing now.
+fn runs_later(words: &[(&str, usize)]) -> bool {
+    words.first().is_some_and(|(w, _)| *w == "CREATE")
+        && words
+            .iter()
+            .take(6)
+            .any(|(w, _)| matches!(*w, "TRIGGER" | "FUNCTION" | "PROCEDURE"))
+}
+
+/// The destructive steps among one statement's `words` (with their offsets in the file, whose
+/// text from `base` is `sql`).
+fn found_in(sql: &str, base: usize, words: &[(&str, usize)], out: &mut Vec<(String, usize)>) {
+    let at = |i: usize| words.get(i).map_or("", |(w, _)| *w);
+    let altering = at(0) == "ALTER";
     for (i, (w, offset)) in words.iter().enumerate() {
-        if in_trigger {
-            in_trigger = !(w == "END" && matches!(at(i + 1), ";" | ""));
-            continue;
-        }
-        if w == "TRIGGER" && (1..=2).any(|back| i >= back && at(i - back) == "CREATE") {
-            in_trigger = true;
-            continue;
-        }
-        let found = match (w.as_str(), at(i + 1)) {
-            ("DROP", next @ ("TABLE" | "COLUMN" | "SCHEMA" | "DATABASE")) => {
+        let before = if i > 0 { at(i - 1) } else { "" };
+        let found = match (*w, at(i + 1)) {
+            ("DROP", next @ ("TABLE" | "SCHEMA" | "DATABASE")) if !altering => {
                 Some(format!("DROP {next}"))
             }
+            ("DROP", next) if altering => dropped_by_alter(next),
             ("TRUNCATE", _) => Some("TRUNCATE".to_string()),
-            ("DELETE", "FROM") => Some("DELETE FROM".to_string()),
+            ("DELETE", _) if before != "ON" && before != "AFTER" && before != "BEFORE" => {
+                Some("DELETE".to_string())
+            }
+            ("UPDATE", _) if !matches!(before, "ON" | "FOR" | "OF" | "GRANT" | "REVOKE") => {
+                Some("UPDATE".to_string())
+            }
+            ("REPLACE", _) if replaces_rows(sql, base, words, i) => Some("REPLACE".to_string()),
             ("RENAME", _) => Some("RENAME".to_string()),
             ("ALTER", "COLUMN") => Some("ALTER COLUMN".to_string()),
-            ("MODIFY" | "CHANGE", _) if i > 0 && words[..i].iter().any(|(w, _)| w == "ALTER") => {
-                Some(w.clone())
-            }
+            ("MODIFY" | "CHANGE", _) if altering => Some((*w).to_string()),
             _ => None,
         };
         if let Some(f) = found {
             out.push((f, *offset));
         }
     }
-    out
+}
+
+/// What `ALTER TABLE ... DROP <next>` drops, when it loses data: a column (`DROP COLUMN c`,
+/// `DROP c`, `DROP IF EXISTS c`) or a partition; a constraint, an index, a key or a default
+/// loses none.
+fn dropped_by_alter(next: &str) -> Option<String> {
+    match next {
+        "CONSTRAINT" | "INDEX" | "KEY" | "PRIMARY" | "FOREIGN" | "CHECK" | "DEFAULT" | "NOT"
+        | "EXPRESSION" | "IDENTITY" | "UNIQUE" | "SYSTEM" | "" => None,
+        "PARTITION" => Some("DROP PARTITION".to_string()),
+        _ => Some("DROP COLUMN".to_string()),
+    }
+}
+
+/// Whether the `REPLACE` at `words[i]` rewrites rows: `REPLACE INTO` or `INSERT OR REPLACE`,
+/// not `CREATE OR REPLACE`, `ON CONFLICT REPLACE` or the `replace()` function.
+fn replaces_rows(sql: &str, base: usize, words: &[(&str, usize)], i: usize) -> bool {
+    let (_, offset) = words[i];
+    let after = &sql[offset - base + "REPLACE".len()..];
+    if after.trim_start().starts_with('(') {
+        return false;
+    }
+    let before = |back: usize| i.checked_sub(back).map_or("", |j| words[j].0);
+    !(before(1) == "CONFLICT" || (before(1) == "OR" && before(2) == "CREATE"))
 }
 
 #[cfg(test)]
@@ -344,7 +419,7 @@ mod tests {
 
     #[test]
     fn destructive_statements_are_found_outside_literals_and_comments() {
-        let cases: [(&str, &[&str]); 7] = [
+        let cases: &[(&str, &[&str])] = &[
             (
                 "CREATE TRIGGER t_ad AFTER DELETE ON t BEGIN DELETE FROM u WHERE id = old.id; END;\nDROP TABLE v;",
                 &["DROP TABLE"],
@@ -358,10 +433,75 @@ mod tests {
                 &["ALTER COLUMN"],
             ),
             ("ALTER TABLE t RENAME TO u; DROP INDEX i;", &["RENAME"]),
+            ("DELETE FROM t WHERE x = 1;", &["DELETE"]),
+            // A trigger without a BEGIN ... END body ends at its `;`: what follows is read.
+            (
+                "CREATE TRIGGER tg BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION f();\nDROP TABLE secret;",
+                &["DROP TABLE"],
+            ),
+            (
+                "CREATE TRIGGER tg AFTER INSERT ON t FOR EACH ROW INSERT INTO log VALUES (NEW.id); DROP TABLE x;",
+                &["DROP TABLE"],
+            ),
+            // ALTER TABLE's DROP of a column, with or without COLUMN; of a constraint, no.
+            ("ALTER TABLE t DROP c;", &["DROP COLUMN"]),
+            ("ALTER TABLE t DROP IF EXISTS c;", &["DROP COLUMN"]),
+            (
+                "ALTER TABLE t DROP CONSTRAINT k, DROP INDEX i, DROP PRIMARY KEY;",
+                &[],
+            ),
+            ("ALTER TABLE t DROP PARTITION p1;", &["DROP PARTITION"]),
+            // Rows rewritten.
+            ("UPDATE t SET x = 0;", &["UPDATE"]),
+            ("REPLACE INTO t VALUES (1);", &["REPLACE"]),
+            ("INSERT OR REPLACE INTO t VALUES (1);", &["REPLACE"]),
+            (
+                "INSERT INTO t VALUES (1) ON CONFLICT (id) DO UPDATE SET x = 1;",
+                &["UPDATE"],
+            ),
+            (
+                "INSERT INTO t VALUES (1) ON DUPLICATE KEY UPDATE x = 1;",
+                &["UPDATE"],
+            ),
+            // What rewrites nothing.
+            (
+                "CREATE OR REPLACE VIEW v AS SELECT replace(a, 'x', 'y') FROM t;",
+                &[],
+            ),
+            (
+                "CREATE TABLE c (id INT REFERENCES p ON DELETE CASCADE ON UPDATE CASCADE);",
+                &[],
+            ),
+            ("CREATE TABLE u (x TEXT UNIQUE ON CONFLICT REPLACE);", &[]),
+            ("SELECT * FROM t FOR UPDATE;", &[]),
+            // A function's body runs later; a DO block runs now.
+            (
+                "CREATE FUNCTION f() RETURNS void AS $$ BEGIN DELETE FROM t; END $$ LANGUAGE plpgsql;",
+                &[],
+            ),
+            ("DO $$ BEGIN DELETE FROM t; END $$;", &["DELETE"]),
         ];
         for (sql, want) in cases {
             let got: Vec<String> = destructive(sql).into_iter().map(|(w, _)| w).collect();
-            assert_eq!(got, want, "{sql}");
+            assert_eq!(&got, want, "{sql}");
+        }
+        // Offsets point into the file, inside a DO block too.
+        let sql = "SELECT 1;\nDO $$ BEGIN\n  DELETE FROM t; END $$;";
+        let (_, at) = destructive(sql).pop().unwrap();
+        assert!(sql[at..].starts_with("DELETE"));
+    }
+
+    #[test]
+    fn the_marker_counts_only_as_a_comment_of_its_own_line() {
+        assert!(marked("-- mcpspec: destructive\nDROP TABLE t;"));
+        assert!(marked("DROP TABLE t;\n  -- mcpspec: destructive  \n"));
+        for not in [
+            "/*\n-- mcpspec: destructive\n*/ DROP TABLE t;",
+            "INSERT INTO t VALUES ('\n-- mcpspec: destructive\n');",
+            "DROP TABLE t; -- mcpspec: destructive",
+            "-- mcpspec: destructive, maybe",
+        ] {
+            assert!(!marked(not), "{not}");
         }
     }
 }

@@ -10,6 +10,7 @@
 #[cfg(feature = "sqlite")]
 pub mod confine;
 mod dialect;
+pub mod statements;
 
 pub use dialect::{DIALECTS, Dialect, MYSQL, POSTGRES, Placeholders, SQLITE};
 
