@@ -289,7 +289,74 @@ fn serve_migrate_leaves_another_applications_database_to_an_explicit_migrate() {
         &[],
     );
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("(recorded 0001_init as applied)"), "{out}");
+    assert!(
+        out.contains("it holds what the migrations up to 0001_init make, as --baseline says (checked) (recorded 0001_init as applied)"),
+        "{out}"
+    );
+}
+
+/// `--baseline N` is checked where the engine can compare schemas (SQLite): a database that
+/// lacks what migrations 1 to N make is refused with what it lacks, and nothing is recorded;
+/// where it cannot (PostgreSQL), the version is taken and the output says nothing was checked.
+#[test]
+fn a_baseline_is_checked_where_the_engine_can_and_said_unchecked_where_not() {
+    let project = notes_project(SCHEMA_2, &[("0001_init.sql", V1), ("0002_due.sql", V2)]);
+    let spec = project.path().join("notes.yaml").display().to_string();
+    let db = project.path().join("theirs.db");
+    rusqlite::Connection::open(&db)
+        .expect("create")
+        .execute_batch("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL); CREATE TABLE users (id INTEGER PRIMARY KEY);")
+        .expect("their schema, at version 1");
+    let bytes = std::fs::read(&db).expect("read");
+    let shown = db.display().to_string();
+    let migrate = |baseline: &str, db: &str| {
+        mcpspec(
+            &[
+                "migrate",
+                "--spec",
+                &spec,
+                "--db",
+                db,
+                "--baseline",
+                baseline,
+            ],
+            &[],
+        )
+    };
+    let (code, _, err) = migrate("2", &shown);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--baseline 2: the database lacks what migrations 1 to 2 make (")
+            && err.contains("due"),
+        "{err}"
+    );
+    assert!(
+        std::fs::read(&db).expect("read") == bytes,
+        "nothing recorded"
+    );
+    let (code, out, err) = migrate("1", &shown);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("(checked) (recorded 0001_init as applied)"),
+        "{out}"
+    );
+    assert!(out.contains("applied 0002_due"), "{out}");
+
+    let url = Cluster::shared().create_database();
+    crate::common::sql_on(
+        crate::common::Engine::Postgres,
+        Path::new(&url),
+        "CREATE TABLE theirs (x integer)",
+    );
+    let (code, out, err) = mcpspec(
+        &["migrate", "knowledge", "--db", &url, "--baseline", "1"],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("--baseline says it is at migration 0001_init, which was not checked"),
+        "{out}"
+    );
 }
 
 /// A `serve --migrate` replica of knowledge on `url` over stdio, started now.

@@ -88,6 +88,13 @@ pub trait Migrator {
         let _ = def;
         Ok(None)
     }
+    /// What migrations 1 to `version` make that this database lacks or has otherwise, one
+    /// line each (the database may hold more: another application's tables); `None` when the
+    /// engine cannot compare a schema with a migration's.
+    fn gaps_at(&mut self, def: &DatabaseDef, version: u32) -> Result<Option<Vec<String>>, String> {
+        let _ = (def, version);
+        Ok(None)
+    }
 }
 
 /// What a run is asked to do.
@@ -108,6 +115,9 @@ pub struct Ask {
 pub struct Report {
     /// The version a database without a migrations table was found or declared to be at.
     pub baselined: Option<u32>,
+    /// For a version declared with `--baseline`: whether the engine compared the database
+    /// with it (false: the engine cannot, and the version was taken at the user's word).
+    pub baseline_checked: Option<bool>,
     /// The migrations applied (or to apply), by version and name.
     pub applied: Vec<(u32, &'static str)>,
     /// The version the database is at afterwards.
@@ -151,6 +161,10 @@ pub enum MigrateError {
     NoMatch { tables: String },
     #[error("--baseline {0}: the spec has migrations 1 to {1}")]
     BadBaseline(u32, u32),
+    #[error(
+        "--baseline {version}: the database lacks what migrations 1 to {version} make ({gaps}); it is not at that version, so nothing was recorded"
+    )]
+    BaselineGaps { version: u32, gaps: String },
     #[error("migration {version:04}_{name} failed: {reason}; {undone}")]
     Failed {
         version: u32,
@@ -253,7 +267,8 @@ fn run(
     let at = match m.found().map_err(MigrateError::Database)? {
         Found::Versioned(rows) => verify(&rows, all, dialect)?,
         Found::Unversioned(tables) => {
-            let at = starting_version(m, def, &tables, ask)?;
+            let (at, checked) = starting_version(m, def, &tables, ask)?;
+            report.baseline_checked = checked;
             if !ask.dry_run {
                 if tables.is_empty() {
                     m.claim().map_err(MigrateError::Database)?;
@@ -297,16 +312,18 @@ fn run(
     Ok(report)
 }
 
-/// The version a database without a migrations table is at: none for a new one, else the
+/// The version a database without a migrations table is at, and for one the user declared
+/// with `--baseline`, whether the engine checked it (a version it lacks the schema of is
+/// refused): none for a new one, else the
 /// baseline asked for or the one its schema matches.
 fn starting_version(
     m: &mut dyn Migrator,
     def: &DatabaseDef,
     tables: &[String],
     ask: Ask,
-) -> Result<u32, MigrateError> {
+) -> Result<(u32, Option<bool>), MigrateError> {
     if tables.is_empty() {
-        return Ok(0);
+        return Ok((0, None));
     }
     if ask.only_own {
         return Err(MigrateError::NotOwn {
@@ -315,14 +332,20 @@ fn starting_version(
     }
     let last = def.migrations.last().map_or(0, |x| x.version);
     if let Some(b) = ask.baseline {
-        return if (1..=last).contains(&b) {
-            Ok(b)
-        } else {
-            Err(MigrateError::BadBaseline(b, last))
+        if !(1..=last).contains(&b) {
+            return Err(MigrateError::BadBaseline(b, last));
+        }
+        return match m.gaps_at(def, b).map_err(MigrateError::Database)? {
+            Some(gaps) if !gaps.is_empty() => Err(MigrateError::BaselineGaps {
+                version: b,
+                gaps: gaps.join("; "),
+            }),
+            checked => Ok((b, Some(checked.is_some()))),
         };
     }
     m.matching_version(def)
         .map_err(MigrateError::Database)?
+        .map(|v| (v, None))
         .ok_or_else(|| MigrateError::NoMatch {
             tables: tables.join(", "),
         })

@@ -95,10 +95,21 @@ fn say(
             1 => name(1),
             _ => format!("{} to {}", name(1), name(at)),
         };
+        let at = name(at);
+        let found = match report.baseline_checked {
+            None => format!("its schema is that of migration {at}"),
+            Some(true) => {
+                format!(
+                    "it holds what the migrations up to {at} make, as --baseline says (checked)"
+                )
+            }
+            Some(false) => format!(
+                "--baseline says it is at migration {at}, which was not checked: this engine cannot compare a schema with a migration's"
+            ),
+        };
         writeln!(
             out,
-            "{shown} had no migrations table; its schema is that of migration {} ({verb} {recorded} as applied)",
-            name(at)
+            "{shown} had no migrations table; {found} ({verb} {recorded} as applied)"
         )?;
     }
     let verb = if dry_run { "would apply" } else { "applied" };

@@ -12,7 +12,7 @@ use rusqlite::{Connection, OpenFlags};
 use super::shape;
 use crate::backend::OpenError;
 use crate::backend::migrate::{Found, Migrator, TABLE};
-use crate::def::DatabaseDef;
+use crate::def::{DatabaseDef, MigrationDef};
 
 /// How long a run waits for another process's run (or any writer) to finish.
 const LOCK_WAIT: Duration = Duration::from_secs(600);
@@ -126,33 +126,69 @@ impl Migrator for SqliteMigrator {
     fn matching_version(&mut self, def: &DatabaseDef) -> Result<Option<u32>, String> {
         matching_version(&self.conn, def)
     }
+
+    fn gaps_at(&mut self, def: &DatabaseDef, version: u32) -> Result<Option<Vec<String>>, String> {
+        let (strip, actual) = actual_shape(&self.conn, def)?;
+        let upto: Vec<&MigrationDef> = def
+            .migrations
+            .iter()
+            .filter(|x| x.version <= version)
+            .collect();
+        let expected = strip(shape_after(&upto)?);
+        // What the migrations make and the database lacks, or has otherwise ("-" lines);
+        // what the database holds besides ("+" lines) is another application's.
+        Ok(Some(
+            shape::differences(&expected, &actual)
+                .into_iter()
+                .filter(|l| l.starts_with('-'))
+                .collect(),
+        ))
+    }
 }
 
-/// The newest version whose migrations give the schema of `conn`'s database, leaving out
-/// the structures the spec derives from the data (which a database `init` made also holds).
-fn matching_version(conn: &Connection, def: &DatabaseDef) -> Result<Option<u32>, String> {
+/// The shape of `conn`'s database without the structures the spec derives, and the function
+/// that leaves those out of another shape.
+fn actual_shape(
+    conn: &Connection,
+    def: &DatabaseDef,
+) -> Result<(impl Fn(shape::Shape) -> shape::Shape + use<>, shape::Shape), String> {
     let derived = derived_names(def)?;
-    let strip = |mut s: shape::Shape| {
+    let strip = move |mut s: shape::Shape| {
         s.objects.retain(|(_, name), _| !derived.contains(name));
         s
     };
     let actual = strip(shape::shape(conn, &[TABLE]).map_err(said)?);
+    Ok((strip, actual))
+}
+
+/// The shape the SQLite texts of `migrations`, run in order, give.
+fn shape_after(migrations: &[&MigrationDef]) -> Result<shape::Shape, String> {
     let mut ddl = String::new();
-    let mut found = None;
-    for x in def.migrations {
+    for x in migrations {
         let text = x
             .text(sqlscan::SQLITE.name)
             .ok_or_else(|| "a migration has no SQLite text".to_string())?;
         ddl.push_str(text.sql);
         ddl.push_str("\n;\n");
-        let version = strip(shape::of_ddl(&ddl).map_err(|e| {
-            format!(
-                "migration {:04}_{} does not run on SQLite: {e}",
-                x.version, x.name
-            )
-        })?);
-        if version == actual {
-            found = Some(x.version);
+    }
+    shape::of_ddl(&ddl).map_err(|e| match migrations.last() {
+        Some(x) => format!(
+            "migration {:04}_{} does not run on SQLite: {e}",
+            x.version, x.name
+        ),
+        None => e,
+    })
+}
+
+/// The newest version whose migrations give the schema of `conn`'s database, leaving out
+/// the structures the spec derives from the data (which a database `init` made also holds).
+fn matching_version(conn: &Connection, def: &DatabaseDef) -> Result<Option<u32>, String> {
+    let (strip, actual) = actual_shape(conn, def)?;
+    let all: Vec<&MigrationDef> = def.migrations.iter().collect();
+    let mut found = None;
+    for n in 1..=all.len() {
+        if strip(shape_after(&all[..n])?) == actual {
+            found = Some(all[n - 1].version);
         }
     }
     Ok(found)
