@@ -711,6 +711,41 @@ fn a_tracestate_past_w3c_limits_is_dropped_and_the_trace_kept() {
     let _ = c.finish(Duration::from_secs(10));
 }
 
+/// A server stopping while its collector hangs (a long export timeout, spans and metrics
+/// waiting) exits within its bounded flush (3 s) and the drain, not after the export timeout
+/// twice over (over 60 s with a 30 s timeout before).
+#[test]
+fn a_server_stops_promptly_while_its_collector_hangs() {
+    let silent = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let endpoint = format!("http://{}", silent.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        let held: Vec<TcpStream> = silent.incoming().map_while(Result::ok).collect();
+        drop(held);
+    });
+    let db = sample_db("knowledge");
+    let mut command = Command::new(EXE);
+    command
+        .args(["serve", "knowledge", "--db"])
+        .arg(&db.path)
+        .env("MCPSPEC_STARTUP_JOBS", "off")
+        .env("OTEL_EXPORTER_OTLP_TIMEOUT", "30000")
+        .stderr(Stdio::null());
+    for (k, v) in otel_env(&endpoint) {
+        command.env(k, v);
+    }
+    let mut c = StdioClient::spawn(&mut command).expect("spawn");
+    c.initialize().expect("initialize");
+    for _ in 0..3 {
+        search_with_meta(&mut c, json!({}));
+    }
+    // Stdin closes: the exports the flush asks for hang.
+    let status = c.finish(Duration::from_secs(15));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the server did not exit within 15 s: {status:?}"
+    );
+}
+
 /// With a collector that takes the connection and never answers, requests with a `tracestate`
 /// of thousands of members (past W3C's limits) leave the server's memory where it was: the
 /// state is dropped, and what the waiting spans hold is bounded in bytes as well as spans.

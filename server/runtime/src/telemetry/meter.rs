@@ -332,8 +332,9 @@ fn run(endpoint: &Endpoint, client: &ureq::Agent, every: Duration, prefix: &Pref
     }
 }
 
-/// Posts the totals now and waits for it (at most the export timeout and a second).
-pub(super) fn flush() {
+/// Posts the totals now and waits for it: at most the export timeout and a second, and at
+/// most `within`.
+pub(super) fn flush(within: std::time::Duration) {
     let Some(m) = METER.get() else { return };
     let (ack, done) = std::sync::mpsc::sync_channel(1);
     m.flushes
@@ -341,7 +342,7 @@ pub(super) fn flush() {
         .unwrap_or_else(|e| e.into_inner())
         .push(ack);
     m.wake.notify_one();
-    let _ = done.recv_timeout(m.flush_wait);
+    let _ = done.recv_timeout(m.flush_wait.min(within));
 }
 
 impl Meter {

@@ -27,15 +27,17 @@ pub(super) fn dropped_spans() -> u64 {
 /// What exports, flushed on drop (what is batched sent, bounded by the exporters' timeouts).
 pub(super) struct Installed(());
 
+/// The longest a process waits at exit for its last spans and metrics to be taken, whatever
+/// the export timeout: a collector that hangs costs a stopping server this much, no more.
+pub const SHUTDOWN_FLUSH: std::time::Duration = std::time::Duration::from_secs(3);
+
 impl Drop for Installed {
     fn drop(&mut self) {
-        // Flushing blocks: not on an async runtime's thread. Each does nothing when its
-        // signal is off.
-        let _ = std::thread::spawn(|| {
-            super::spans::flush();
-            super::meter::flush();
-        })
-        .join();
+        // Flushing blocks: not on an async runtime's thread. Both signals flush at once, each
+        // bounded by SHUTDOWN_FLUSH; each does nothing when its signal is off.
+        let spans = std::thread::spawn(|| super::spans::flush(SHUTDOWN_FLUSH));
+        let metrics = std::thread::spawn(|| super::meter::flush(SHUTDOWN_FLUSH));
+        let _ = (spans.join(), metrics.join());
     }
 }
 

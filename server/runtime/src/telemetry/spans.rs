@@ -369,12 +369,13 @@ pub(super) fn install(resource: &opentelemetry_sdk::Resource) -> Result<(), Stri
     Ok(())
 }
 
-/// Sends what is queued and waits for it (at most the export timeout and a second).
-pub(super) fn flush() {
+/// Sends what is queued and waits for it: at most the export timeout and a second, and at
+/// most `within`.
+pub(super) fn flush(within: Duration) {
     let Some(p) = PIPELINE.get() else { return };
     let (ack, done) = std::sync::mpsc::sync_channel(1);
     p.queue.flush(ack);
-    let _ = done.recv_timeout(p.flush_wait);
+    let _ = done.recv_timeout(p.flush_wait.min(within));
 }
 
 /// The attribute that names a request's target, for the methods whose target is one of the
