@@ -116,7 +116,9 @@ fn live_findings(spec: &crate::Spec, location: &Location) -> Diagnostics {
     }
 }
 
-/// Checks every input schema against the meta-schema, and every default against its property.
+/// Checks every input schema against the meta-schema, compiles it as the runtime will (its
+/// patterns with the validator's own regular-expression engine and limits), and checks every
+/// default against its property.
 pub fn check_schemas(spec: &Spec) -> Diagnostics {
     let mut out = Diagnostics::default();
     check_fixed_calls(spec, &mut out);
@@ -130,6 +132,22 @@ pub fn check_schemas(spec: &Spec) -> Diagnostics {
                     tool.name
                 ),
                 "fix the schema under `input`",
+            ));
+            continue;
+        }
+        if let Err(e) = jsonschema::validator_for(&tool.input_schema) {
+            out.items.push(finding(
+                spec,
+                tool.pos,
+                format!(
+                    "tool `{}`: the input schema does not compile{}: {}",
+                    tool.name,
+                    failing_pattern(&tool.input_schema).map_or_else(String::new, |(name, p)| {
+                        format!(" (property `{name}`, pattern `{p}`)")
+                    }),
+                    crate::sqlcheck::lower(&e.to_string())
+                ),
+                "every call of the tool would fail: simplify the pattern (the validator bounds a pattern's size and backtracking)",
             ));
             continue;
         }
@@ -164,6 +182,18 @@ pub fn check_schemas(spec: &Spec) -> Diagnostics {
         }
     }
     out
+}
+
+/// The first property of `schema` whose `pattern` the validator cannot compile, and the
+/// pattern.
+fn failing_pattern(schema: &serde_json::Value) -> Option<(&str, &str)> {
+    let properties = schema.get("properties")?.as_object()?;
+    properties.iter().find_map(|(name, p)| {
+        let pattern = p.get("pattern")?.as_str()?;
+        jsonschema::validator_for(&serde_json::json!({"pattern": pattern}))
+            .is_err()
+            .then_some((name.as_str(), pattern))
+    })
 }
 
 /// The arguments of demo calls, start-up jobs and examples must pass the tool's input schema, as they

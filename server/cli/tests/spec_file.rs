@@ -728,3 +728,21 @@ fn checking_a_hostile_spec_writes_nothing_outside_its_database() {
         );
     }
 }
+
+/// A pattern the validator cannot compile (past its size bound) is a finding of `check`, with
+/// the property and the pattern, instead of a tool whose every call fails.
+#[test]
+fn check_refuses_a_pattern_the_validator_cannot_compile() {
+    let spec = SPEC.replace(
+        "        id: {type: integer, minimum: 1, description: The part's id.}\n",
+        "        id: {type: integer, minimum: 1, description: The part's id.}\n        code: {type: string, pattern: \"((a{1,1000}){1,1000}){1,1000}\"}\n",
+    );
+    let project = Project::new(&spec);
+    let out = project.run(&["check", "--spec", "parts.yaml"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let report = text(&out.stderr);
+    assert!(
+        report.contains("tool `find_part`: the input schema does not compile (property `code`, pattern `((a{1,1000}){1,1000}){1,1000}`)"),
+        "{report}"
+    );
+}
