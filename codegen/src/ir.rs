@@ -624,7 +624,8 @@ impl ArgType {
 }
 
 /// The transforms the runtime knows, with `truncate:N` written as its prefix.
-pub(crate) const TRANSFORMS: &[&str] = &["trim", "lower", "fts5", "fts5_prefix", "truncate:"];
+pub(crate) const TRANSFORMS: &[&str] =
+    &["trim", "lower", "words", "fts5", "fts5_prefix", "truncate:"];
 
 /// The runtime's error codes a spec may rename.
 pub(crate) const ERROR_CODES: &[&str] = &[

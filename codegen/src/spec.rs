@@ -712,8 +712,9 @@ pub(crate) struct RawTool {
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<TaskSupport>"))]
     pub task: Option<Sp<String>>,
     /// Transforms applied to string arguments after validation and before binding, in order:
-    /// `trim`, `lower`, `fts5` (each word quoted, all required), `fts5_prefix` (the same, each
-    /// word a prefix) and `truncate:N`.
+    /// `trim`, `lower`, `words` (the runs of letters and digits, lower-cased, one space apart:
+    /// punctuation and operators separate words), `fts5` (each word quoted, all required),
+    /// `fts5_prefix` (the same, each word a prefix) and `truncate:N`.
     #[serde(default)]
     #[cfg_attr(
         feature = "editor-schema",

@@ -42,6 +42,7 @@ on_every_engine!(
     malformed_settings_fail_start_up_with_the_fix,
     a_long_search_runs_as_a_task_that_tasks_cancel_interrupts,
     a_read_only_server_prepares_everything_refuses_writes_and_reads,
+    a_search_finds_the_same_entries_on_every_engine,
 );
 
 pub(crate) fn spawn(db: &Path, env: &[(&str, &str)], stderr: Stdio) -> StdioClient {
@@ -282,6 +283,42 @@ fn search_ranks_and_treats_operators_as_text(engine: Engine, transport: Transpor
         s.ok("kb_search", json!({"query": "quantum \"physics"})),
         json!({"results": [], "message": "No entries match \"quantum \"physics\". Try fewer or different words."})
     );
+    s.finish();
+}
+
+/// The same queries find the same entries on every engine: every word (a run of letters and
+/// digits) is required as a whole word, whatever the engine's index leaves out (PostgreSQL's
+/// and InnoDB's stopwords, InnoDB's short words) or widens (PostgreSQL's stems), and no quote
+/// or operator of the query reaches an engine's syntax.
+fn a_search_finds_the_same_entries_on_every_engine(engine: Engine) {
+    let mut s = start_engine_over(engine, Transport::Stdio, "knowledge", &[]);
+    let zod = "0b6f9e2a";
+    let criteria = "1c7a0f3b";
+    let cases: [(&str, &[&str]); 12] = [
+        (r#"zod"+validation"#, &[zod]),
+        ("zod +validation", &[zod]),
+        ("the and of", &[]),
+        ("and", &[criteria]),
+        ("the", &[zod]),
+        ("validation", &[zod]),
+        ("validate", &[zod]),
+        ("validating", &[]),
+        ("acceptance-criteria", &[criteria]),
+        ("THEN AND", &[criteria]),
+        ("--", &[]),
+        (r#""""#, &[]),
+    ];
+    for (query, want) in cases {
+        let found = s.ok("kb_search", json!({"query": query}));
+        let mut ids: Vec<&str> = found["results"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{query}: {found}"))
+            .iter()
+            .map(|r| &r["id"].as_str().unwrap()[..8])
+            .collect();
+        ids.sort_unstable();
+        assert_eq!(ids, want, "{query} on {engine:?}: {found}");
+    }
     s.finish();
 }
 

@@ -539,7 +539,7 @@ impl Validator<'_> {
                     pos(at),
                     format!("unknown transform `{t}` for `{arg}`"),
                     "",
-                    "use trim, lower, fts5, fts5_prefix or truncate:N",
+                    "use trim, lower, words, fts5, fts5_prefix or truncate:N",
                 );
             }
         }

@@ -12,6 +12,7 @@ pub fn apply(value: &mut Value, transforms: &[&str]) {
         *s = match *t {
             "trim" => s.trim().to_string(),
             "lower" => s.to_lowercase(),
+            "words" => words(s),
             "fts5" => fts5(s, false),
             "fts5_prefix" => fts5(s, true),
             other => match other.strip_prefix("truncate:").and_then(|n| n.parse().ok()) {
@@ -20,6 +21,17 @@ pub fn apply(value: &mut Value, transforms: &[&str]) {
             },
         };
     }
+}
+
+/// The words of `text`: its runs of letters and digits (as SQLite's `unicode61` tokenizer
+/// reads words), lower-cased, one space apart. Punctuation and operators separate words, so
+/// that a query means the same on every engine: `zod"+validation` is `zod validation`.
+pub fn words(text: &str) -> String {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Every whitespace-separated word as an FTS5 string (a quoted phrase, quotes doubled), all
@@ -104,6 +116,23 @@ mod tests {
             assert_eq!(fts5(input, false), want, "{input}");
         }
         assert_eq!(fts5("asy rus", true), r#""asy"* "rus"*"#);
+    }
+
+    #[test]
+    fn words_are_runs_of_letters_and_digits() {
+        for (input, want) in [
+            (r#"zod"+validation"#, "zod validation"),
+            ("  The AND of ", "the and of"),
+            ("acceptance-criteria", "acceptance criteria"),
+            ("Zoë's café_2", "zoë s café 2"),
+            ("--", ""),
+        ] {
+            assert_eq!(words(input), want, "{input}");
+        }
+        assert_eq!(
+            fts5(&words(r#"zod"+validation"#), false),
+            r#""zod" "validation""#
+        );
     }
 
     #[test]
