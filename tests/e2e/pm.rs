@@ -2675,14 +2675,64 @@ fn a_mariadb_import_stops_at_its_deadline_and_leaves_nothing() {
     drop(project);
 }
 
-/// Replicas of pm (no database) with one request-state key and one state directory
-/// (`MCPSPEC_REQUEST_STATE_DIR`): a confirmation answered on one replica is refused when
-/// replayed on the other, whichever issued it, and nothing runs twice.
-#[test]
-fn a_confirmation_redeemed_on_one_pm_replica_is_refused_on_another() {
+/// Replicas of pm (no database) with one request-state key and one place for the states they
+/// redeemed: a directory they share (`MCPSPEC_REQUEST_STATE_DIR`), or a PostgreSQL or MariaDB
+/// database (`MCPSPEC_REQUEST_STATE_DB`, for replicas on machines that share no directory). A
+/// confirmation answered on one replica is refused when replayed on the other, whichever
+/// issued it, and nothing runs twice.
+mod a_confirmation_redeemed_on_one_pm_replica_is_refused_on_another {
+    #[test]
+    fn in_a_shared_directory() {
+        let states = tempfile::tempdir().expect("tempdir");
+        let used = states.path().join("used");
+        super::replay_across_replicas(("MCPSPEC_REQUEST_STATE_DIR", used.to_str().expect("utf-8")));
+    }
+
+    #[test]
+    fn in_a_postgres_database() {
+        let url = crate::pg::Cluster::shared().create_database();
+        super::replay_across_replicas(("MCPSPEC_REQUEST_STATE_DB", &url));
+        let rows = crate::common::sql_on(
+            crate::common::Engine::Postgres,
+            std::path::Path::new(&url),
+            "SELECT count(*) FROM mcpspec_request_states",
+        );
+        assert_eq!(rows, "2", "each state redeemed once, in the database");
+    }
+
+    #[test]
+    fn in_a_mariadb_database() {
+        let url = crate::maria::Server::shared().create_database();
+        super::replay_across_replicas(("MCPSPEC_REQUEST_STATE_DB", &url));
+    }
+
+    /// A SQLite file is no place for a team's states (one process serves it): refused at
+    /// start-up, saying so.
+    #[test]
+    fn not_in_a_sqlite_file() {
+        let (code, _, err) = crate::common::mcpspec(
+            &["serve", "pm"],
+            &[
+                (
+                    "MCPSPEC_REQUEST_STATE_KEY",
+                    "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",
+                ),
+                ("MCPSPEC_REQUEST_STATE_DB", "/tmp/states.db"),
+            ],
+        );
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains("MCPSPEC_REQUEST_STATE_DB: the request-state database must be a PostgreSQL or MariaDB/MySQL URL"),
+            "{err}"
+        );
+    }
+}
+
+/// See [`a_confirmation_redeemed_on_one_pm_replica_is_refused_on_another`]: two pm replicas
+/// with `ledger` (a variable and its value) set.
+fn replay_across_replicas(ledger: (&str, &str)) {
     let dir = project();
     let dbs = dir.path().join(".pm/databases");
-    let states = tempfile::tempdir().expect("tempdir");
     let replica = || {
         StdioClient::spawn(
             Command::new(crate::common::EXE)
@@ -2692,7 +2742,7 @@ fn a_confirmation_redeemed_on_one_pm_replica_is_refused_on_another() {
                     "MCPSPEC_REQUEST_STATE_KEY",
                     "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",
                 )
-                .env("MCPSPEC_REQUEST_STATE_DIR", states.path().join("used"))
+                .env(ledger.0, ledger.1)
                 .stderr(Stdio::null()),
         )
         .expect("spawn pm")

@@ -23,7 +23,7 @@ pub use crate::params::SqlValue as Value;
 pub use sqlscan::Dialect;
 pub use team::{
     AddedColumn, FoundTask, STATES_TABLE, SharedStates, SharedTasks, TASK_OWNER, TASKS_TABLE, Team,
-    now_ms,
+    now_ms, state_database,
 };
 
 use std::path::PathBuf;

@@ -91,6 +91,65 @@ pub struct FoundTask {
     pub owner: Option<String>,
 }
 
+/// The database of a team's shared state for a server that has none of its own (or whose own
+/// is SQLite, served by one process): a database server's database where mcpspec keeps only
+/// its own tables. Its side of every engine that keeps team tables, with nothing of a spec.
+static STATE_SIDES: [crate::def::EngineDef; 2] = [
+    crate::def::EngineDef {
+        dialect: "postgres",
+        env: None,
+        schema: "",
+        sample: None,
+        identity: None,
+    },
+    crate::def::EngineDef {
+        dialect: "mysql",
+        env: None,
+        schema: "",
+        sample: None,
+        identity: None,
+    },
+];
+
+static STATE_DEF: crate::def::DatabaseDef = crate::def::DatabaseDef {
+    env: None,
+    default_linux: None,
+    default_macos: None,
+    default_windows: None,
+    read_only: false,
+    schema: "",
+    derived: "",
+    sample: None,
+    engines: &STATE_SIDES,
+    migrations: &[],
+};
+
+/// Opens the team's state database at `location` (`MCPSPEC_REQUEST_STATE_DB`), making
+/// mcpspec's own tables there when they are missing (the user named it for them) and nothing
+/// else: a database server's, since SQLite is served by one process.
+pub fn state_database(location: &super::Location) -> Result<Arc<Database>, String> {
+    const NAME: &str = "the request-state database";
+    if location.dialect().schemes.is_empty() {
+        return Err(format!(
+            "{NAME} must be a PostgreSQL or MariaDB/MySQL URL: a SQLite file is served by one process, which remembers its own states"
+        ));
+    }
+    let mut m = super::migrator(location, NAME, &STATE_DEF, true).map_err(|e| e.to_string())?;
+    super::migrate::system_only(&mut *m).map_err(|e| e.to_string())?;
+    let db = Database::open(
+        location,
+        NAME,
+        &STATE_DEF,
+        super::Placing::default(),
+        Duration::from_secs(10),
+    )
+    .map_err(|e| e.to_string())?;
+    match db.shares_states() {
+        Some(true) => Ok(Arc::new(db)),
+        _ => Err(format!("{NAME} has no table for used states")),
+    }
+}
+
 /// Milliseconds since the epoch, by this machine's clock.
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()

@@ -1009,12 +1009,41 @@ fn serve_http(
     Ok(())
 }
 
-/// The server with the `requestState` key of `MCPSPEC_REQUEST_STATE_KEY`, when set.
+/// The server with the `requestState` key of `MCPSPEC_REQUEST_STATE_KEY`, when set, and the
+/// ledger of used states that `MCPSPEC_REQUEST_STATE_DIR` or `MCPSPEC_REQUEST_STATE_DB`
+/// names.
 fn shared_key(server: crate::protocol::McpServer) -> Result<crate::protocol::McpServer> {
     Ok(match state_key()? {
-        Some(key) => server.with_request_state_key(key, state_dir()?),
+        Some(key) => {
+            let ledger = match state_dir()? {
+                Some(dir) => Some(dir),
+                None => state_db()?,
+            };
+            server.with_request_state_key(key, ledger)
+        }
         None => server,
     })
+}
+
+/// The ledger of used request states in the database `MCPSPEC_REQUEST_STATE_DB` names (a
+/// PostgreSQL or MariaDB/MySQL URL), for replicas on machines that share no directory and a
+/// server without a database server of its own, such as pm.
+fn state_db() -> Result<Option<crate::confirm::Ledger>> {
+    const VAR: &str = "MCPSPEC_REQUEST_STATE_DB";
+    let Some(url) = std::env::var_os(VAR).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    let location = Location::parse(&url).map_err(|e| anyhow!("{VAR}: {e}"))?;
+    // Opened on a thread of its own: the drivers block, and this may run on an async runtime.
+    let db = std::thread::scope(|s| {
+        s.spawn(|| crate::backend::state_database(&location))
+            .join()
+            .unwrap_or_else(|_| Err("opening it panicked".into()))
+    })
+    .map_err(|e| anyhow!("{VAR}: {e}"))?;
+    Ok(Some(std::sync::Arc::new(
+        move |nonce: &str, ttl: std::time::Duration| db.redeem_state(nonce, ttl),
+    )))
 }
 
 /// The ledger of used request states in `MCPSPEC_REQUEST_STATE_DIR`, for replicas that share
