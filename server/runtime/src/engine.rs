@@ -1181,6 +1181,7 @@ impl Engine {
         let Some(dispatch) = &self.dispatch else {
             return Err(self.internal_error(tool.name));
         };
+        let watch = stop.clone();
         let ctx = Context::for_call(self.dir.clone(), stop, self.db.clone(), link, request);
         let e = match dispatch.call(tool.name, &ctx, args) {
             Ok(structured) => {
@@ -1203,6 +1204,13 @@ impl Engine {
             }
             Err(e) => e,
         };
+        // A handler that failed because its deadline came (its statement interrupted, a
+        // database's statement time limit set from the deadline, or its own `TIMEOUT`) is
+        // answered as the deadline answers every call, unless the client cancelled it.
+        let deadline = watch.expired() || e.name() == "TIMEOUT";
+        if deadline && !watch.cancel.load(Ordering::Relaxed) {
+            return Err(self.timed_out(tool.name));
+        }
         Err(self.handler_error(tool, e, args, request))
     }
 

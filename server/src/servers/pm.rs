@@ -918,11 +918,16 @@ impl DbImportHandler for Pm {
                 .with("reason", e.to_string().to_lowercase())
         })?;
         if let Some(server) = &p.server {
-            let (created, tables) = server.import(&args.database, &sql).map_err(|reason| {
-                HandlerError::new("SQL_FAILED")
-                    .with("path", &args.sql_path)
-                    .with("reason", reason.to_lowercase())
-            })?;
+            let (created, tables) =
+                server
+                    .import(&args.database, &sql)
+                    .map_err(|failure| match failure {
+                        server::ImportFailure::Sql(reason) => HandlerError::new("SQL_FAILED")
+                            .with("path", &args.sql_path)
+                            .with("reason", reason.to_lowercase()),
+                        // Answered as the deadline answers every call (or as cancelled).
+                        server::ImportFailure::Stopped => HandlerError::new("TIMEOUT"),
+                    })?;
             return Ok(outputs::DbImport {
                 path: p.location(&args.database),
                 database: args.database,

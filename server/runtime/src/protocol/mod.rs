@@ -1248,7 +1248,14 @@ fn bounded(
 ) -> Job {
     Box::pin(async move {
         tokio::select! {
-            outcome = work => outcome,
+            // Work that failed as its deadline passed (a statement interrupted at it) is
+            // answered as the deadline answers, whichever of the two this select saw first.
+            outcome = work => match outcome {
+                Ok(Err(_)) if stop.expired() && !stop.cancel.load(Ordering::Relaxed) => {
+                    Ok(Err(engine.timed_out(&tool)))
+                }
+                other => other,
+            },
             () = stop.until_expired() => {
                 stop.cancel.store(true, Ordering::Relaxed);
                 tracing::warn!(tool = %crate::logsafe::quoted(&tool), "a call ran past its deadline; answered TIMEOUT and told to stop");

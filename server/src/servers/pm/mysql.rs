@@ -26,13 +26,16 @@ use mcpspec::handler::HandlerError;
 use mysql::prelude::Queryable;
 use mysql::{Conn, Opts, OptsBuilder};
 
-use super::server::DatabaseServer;
+use super::server::{DatabaseServer, ImportFailure};
 
 type Result<T> = std::result::Result<T, HandlerError>;
 
 /// How much of the call's time is kept back from its statements, for undoing a failed import
 /// (dropping the database it created, and its account) before the call's deadline.
 const CLEANUP_MARGIN: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// MariaDB's error for a statement stopped by `max_statement_time`.
+const STATEMENT_TIMEOUT: u16 = 1969;
 
 /// Databases of the server itself, never a project's.
 const SYSTEM: [&str; 4] = ["mysql", "information_schema", "performance_schema", "sys"];
@@ -127,7 +130,12 @@ impl Server {
 
     /// Creates `name` when `create`, then runs `sql` there confined (see the module comment);
     /// a database this call created is dropped when it fails.
-    fn import_into(&self, name: &str, sql: &str, create: bool) -> std::result::Result<(), String> {
+    fn import_into(
+        &self,
+        name: &str,
+        sql: &str,
+        create: bool,
+    ) -> std::result::Result<(), ImportFailure> {
         if create {
             self.create(name).map_err(|e| e.to_string())?;
         }
@@ -139,8 +147,9 @@ impl Server {
     }
 
     /// Runs `sql` in database `name` as an account made for this call, with rights on that
-    /// database only, and drops the account after.
-    fn confined(&self, name: &str, sql: &str) -> std::result::Result<(), String> {
+    /// database only, and drops the account after. A statement stopped by the time limit set
+    /// from the call's deadline (MariaDB's `max_statement_time`, error 1969) is the deadline.
+    fn confined(&self, name: &str, sql: &str) -> std::result::Result<(), ImportFailure> {
         let statements = split(sql)?;
         let account = Account::create(self, name)?;
         let mut c = self
@@ -150,14 +159,17 @@ impl Server {
         for s in &statements {
             if self.stop.now() {
                 let _ = c.query_drop("ROLLBACK");
-                return Err("the call was cancelled or ran out of time".into());
+                return Err(ImportFailure::Stopped);
             }
             if let Err(e) = c.query_drop(s) {
                 let _ = c.query_drop("ROLLBACK");
-                return Err(words(&e));
+                return Err(match code(&e) {
+                    Some(STATEMENT_TIMEOUT) => ImportFailure::Stopped,
+                    _ => ImportFailure::Sql(words(&e)),
+                });
             }
         }
-        c.query_drop("COMMIT").map_err(|e| words(&e))
+        Ok(c.query_drop("COMMIT").map_err(|e| words(&e))?)
     }
 }
 
@@ -204,7 +216,12 @@ impl DatabaseServer for Server {
         }
         let text = self.dump(source, None)?;
         self.import_into(target, &text, true)
-            .map_err(|reason| HandlerError::internal(format!("cloning {source}: {reason}")))
+            .map_err(|failure| match failure {
+                ImportFailure::Sql(reason) => {
+                    HandlerError::internal(format!("cloning {source}: {reason}"))
+                }
+                ImportFailure::Stopped => HandlerError::new("TIMEOUT"),
+            })
     }
 
     fn drop_database(&self, name: &str) -> Result<()> {
@@ -258,21 +275,22 @@ impl DatabaseServer for Server {
         Ok(without_definers(&text))
     }
 
-    fn import(&self, name: &str, sql: &str) -> std::result::Result<(bool, Vec<String>), String> {
+    fn import(
+        &self,
+        name: &str,
+        sql: &str,
+    ) -> std::result::Result<(bool, Vec<String>), ImportFailure> {
         if let Some(kind) = refused(sql) {
-            return Err(format!(
+            return Err(ImportFailure::Sql(format!(
                 "refused {kind}: an import may only change its own database"
-            ));
+            )));
         }
         let created = !self.exists(name).map_err(|e| e.to_string())?;
-        self.import_into(name, sql, created).map_err(|reason| {
-            if created {
-                reason
-            } else {
-                format!(
-                    "{reason} (the file's data changes were rolled back; statements that change a table's structure commit as they run in MariaDB and MySQL, so those that ran before the failure stay)"
-                )
-            }
+        self.import_into(name, sql, created).map_err(|failure| match failure {
+            ImportFailure::Sql(reason) if !created => ImportFailure::Sql(format!(
+                "{reason} (the file's data changes were rolled back; statements that change a table's structure commit as they run in MariaDB and MySQL, so those that ran before the failure stay)"
+            )),
+            other => other,
         })?;
         let tables = self.tables(name).map_err(|e| e.to_string())?;
         Ok((created, tables.into_iter().map(|(t, _)| t).collect()))

@@ -499,8 +499,14 @@ impl super::server::DatabaseServer for Server {
         Server::dump(self, name, tables)
     }
 
-    fn import(&self, name: &str, sql: &str) -> std::result::Result<(bool, Vec<String>), String> {
-        Server::import(self, name, sql)
+    fn import(
+        &self,
+        name: &str,
+        sql: &str,
+    ) -> std::result::Result<(bool, Vec<String>), super::server::ImportFailure> {
+        // A statement cancelled at the call's deadline is answered as the deadline answers,
+        // by the runtime, which sees the deadline passed.
+        Server::import(self, name, sql).map_err(super::server::ImportFailure::Sql)
     }
 }
 

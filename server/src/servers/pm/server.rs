@@ -35,8 +35,29 @@ pub(super) trait DatabaseServer {
 
     /// Runs `sql` in database `name` (created first when missing), confined to it; whether it
     /// was created, and the tables after it. On failure a database this call created is gone;
-    /// the error is the engine's words or the kind of statement refused.
-    fn import(&self, name: &str, sql: &str) -> std::result::Result<(bool, Vec<String>), String>;
+    /// the error is the engine's words or the kind of statement refused, or the call's
+    /// deadline.
+    fn import(
+        &self,
+        name: &str,
+        sql: &str,
+    ) -> std::result::Result<(bool, Vec<String>), ImportFailure>;
+}
+
+/// Why an import failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum ImportFailure {
+    /// Its SQL failed or was refused: the engine's words.
+    Sql(String),
+    /// The call's time ran out (or the client cancelled it) while the file ran; what it did
+    /// was undone as for any failure.
+    Stopped,
+}
+
+impl From<String> for ImportFailure {
+    fn from(words: String) -> ImportFailure {
+        ImportFailure::Sql(words)
+    }
 }
 
 /// Database `name` on the server at `url`, for results: the URL with its password replaced
