@@ -746,3 +746,22 @@ fn check_refuses_a_pattern_the_validator_cannot_compile() {
         "{report}"
     );
 }
+
+/// `list --spec FILE` lists the spec's server and tools, as `list` does the compiled ones.
+#[test]
+fn list_names_a_spec_file_s_tools() {
+    let project = Project::new(SPEC);
+    let out = project.run(&["list", "--spec", "parts.yaml"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listed = text(&out.stdout);
+    assert!(listed.starts_with("parts 0.1.0 ("), "{listed}");
+    assert!(listed.contains("2 tools)"), "{listed}");
+    for (tool, kind) in [("find_part", "read"), ("restock", "destructive")] {
+        assert!(
+            listed
+                .lines()
+                .any(|l| l.split_whitespace().take(2).eq([tool, kind])),
+            "{tool}: {listed}"
+        );
+    }
+}

@@ -1399,6 +1399,7 @@ impl Engine {
     }
 
     /// What a verified token's identity keeps of its claims for this engine's calls.
+    #[cfg(feature = "http")]
     pub(crate) fn kept_claims(&self) -> crate::auth::Kept {
         crate::auth::Kept::of(self.def, self.db.as_ref().map(|d| d.dialect().name))
     }

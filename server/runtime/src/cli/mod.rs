@@ -151,8 +151,12 @@ enum Cmd {
         #[command(flatten)]
         target: Target,
     },
-    /// List the compiled servers and their tools.
-    List,
+    /// List the compiled servers and their tools, or the server and tools of a spec file.
+    List {
+        /// A spec file whose server and tools to list, instead of the compiled servers.
+        #[arg(long, value_name = "FILE")]
+        spec: Option<PathBuf>,
+    },
     /// Run the spec's `examples:`: on a scratch database with the sample rows, or with --db
     /// on a live database, every write rolled back. Exits 1 when an example fails.
     Test {
@@ -675,7 +679,14 @@ fn run(cli: Cli, mut servers: Vec<Server>, compile: Option<dev::Compile>) -> Res
             init(resolve(&mut servers, &target, compile)?.def, &db, sample)
         }
         Cmd::Demo { target } => demo_cmd(resolve(&mut servers, &target, compile)?, &target),
-        Cmd::List => list(servers),
+        Cmd::List { spec: None } => list(servers),
+        Cmd::List { spec: Some(spec) } => {
+            let target = Target {
+                server: None,
+                spec: Some(spec),
+            };
+            list(vec![resolve(&mut servers, &target, compile)?])
+        }
     }
 }
 
@@ -699,7 +710,9 @@ fn demo_cmd(server: Server, target: &Target) -> Result<ExitCode> {
 /// `mcpspec list`: the compiled servers, by name, and each one's tools.
 fn list(mut servers: Vec<Server>) -> Result<ExitCode> {
     if servers.is_empty() {
-        say!("no compiled servers: this binary serves spec files (serve --spec FILE)");
+        say!(
+            "no compiled servers: this binary serves spec files (serve --spec FILE; list --spec FILE lists one's tools)"
+        );
         return Ok(ExitCode::SUCCESS);
     }
     servers.sort_by_key(|s| s.def.name);
