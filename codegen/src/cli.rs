@@ -35,6 +35,41 @@ options:
                        project); paths in reports are relative to it
   --spec-dir DIR       where the specs are, relative to the root (default: spec)";
 
+/// [`main`] over the project whose `codegen` package is `up` directories below its root,
+/// found when the command runs ([`root`]).
+pub fn main_in_project(up: usize) -> ExitCode {
+    match root(up) {
+        Ok(root) => main(&root),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The root of the project the command runs in, found at run time, never where the binary was
+/// built (a checkout moved or copied with its `target/` reuses the binary): the package
+/// directory in `CARGO_MANIFEST_DIR`, which `cargo run` sets, `up` levels up; without it, the
+/// nearest directory from the current one up that holds `spec/` and a `Cargo.toml`.
+pub fn root(up: usize) -> Result<PathBuf> {
+    if let Some(package) = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from)
+        && package.join("Cargo.toml").is_file()
+    {
+        let root = (0..up).fold(package, |p, _| p.join(".."));
+        return Ok(root.canonicalize().unwrap_or(root));
+    }
+    let here = std::env::current_dir().context("reading the current directory")?;
+    here.ancestors()
+        .find(|d| d.join("spec").is_dir() && d.join("Cargo.toml").is_file())
+        .map(Path::to_path_buf)
+        .with_context(|| {
+            format!(
+                "no project found from {}: run it with `cargo run -p codegen -- ...` in the project, or pass --root DIR",
+                here.display()
+            )
+        })
+}
+
 /// Runs the command line on `std::env::args()`; `root` is the project worked on unless
 /// `--root` says otherwise (the directory holding its `spec/`).
 pub fn main(root: &Path) -> ExitCode {

@@ -932,3 +932,50 @@ fn a_spec_file_named_unlike_its_server_is_reported() {
         "{text}"
     );
 }
+
+/// The command finds its project when it runs, never where its binary was built: a checkout
+/// moved or copied with its `target/` (cargo then reuses the binary) is checked where it is
+/// now, through the package directory `cargo run` names in `CARGO_MANIFEST_DIR`, or, run
+/// without it, from the current directory up.
+#[test]
+fn the_project_is_found_where_the_command_runs() {
+    let copy = Copy::new();
+    std::fs::write(copy.path("Cargo.toml"), "[workspace]\n").unwrap();
+    std::fs::create_dir_all(copy.path("codegen/cli")).unwrap();
+    std::fs::write(copy.path("codegen/cli/Cargo.toml"), "[package]\n").unwrap();
+    copy.edit(
+        SPEC,
+        "    title: Get a learning\n",
+        "    titel: Get a learning\n",
+    );
+    let package = copy.path("codegen/cli");
+    for (manifest_dir, cwd) in [
+        (Some(package.as_path()), copy.path("docs")),
+        (None, copy.path("spec")),
+    ] {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_codegen"));
+        command.arg("check").current_dir(&cwd);
+        match manifest_dir {
+            Some(dir) => command.env("CARGO_MANIFEST_DIR", dir),
+            None => command.env_remove("CARGO_MANIFEST_DIR"),
+        };
+        let out = command.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{manifest_dir:?}: {text}");
+        assert!(
+            text.contains("unknown key `titel` in a tool"),
+            "{manifest_dir:?}: the copy was checked: {text}"
+        );
+    }
+    // Outside any project, it says how to name one.
+    let nowhere = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_codegen"))
+        .arg("check")
+        .current_dir(nowhere.path())
+        .env_remove("CARGO_MANIFEST_DIR")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("no project found from"), "{text}");
+}
