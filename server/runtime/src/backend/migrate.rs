@@ -241,8 +241,9 @@ fn system_tables(m: &mut dyn Migrator) -> Result<Vec<String>, MigrateError> {
     Ok(added)
 }
 
-/// For a spec without migrations: brings only mcpspec's own tables up to date (see
-/// [`system_tables`]), under the lock; `None` for an engine that keeps none.
+/// For a spec without migrations: brings only mcpspec's own tables up to date (makes those of
+/// a team that are missing and adds the columns an older mcpspec made them without), under
+/// the lock; the columns added, or `None` for an engine that keeps none.
 pub fn system_only(m: &mut dyn Migrator) -> Result<Option<Vec<String>>, MigrateError> {
     if m.system_ddl().is_empty() {
         return Ok(None);
