@@ -26,7 +26,7 @@ pub(crate) fn finding(spec: &Spec, pos: Pos, message: String, help: &str) -> Dia
 pub fn check_sql(spec: &Spec) -> Diagnostics {
     let mut out = Diagnostics::default();
     // A spec's DDL may come from anyone: it writes nothing outside this scratch database.
-    let declared = match sqlscan::confine::scratch() {
+    let declared = match mcpspec_sqlite::confine::scratch() {
         Ok(c) => c,
         Err(e) => {
             out.items.push(finding(
@@ -61,7 +61,7 @@ pub(crate) type TableShape = (String, Vec<(String, String)>);
 /// The tables `schema` makes (in SQLite) and their columns with declared types, in order.
 #[cfg(feature = "sqlite")]
 pub(crate) fn declared_tables(schema: &str) -> rusqlite::Result<Vec<TableShape>> {
-    let conn = sqlscan::confine::scratch()?;
+    let conn = mcpspec_sqlite::confine::scratch()?;
     register_regexp(&conn)?;
     conn.execute_batch(schema)?;
     tables(&conn)?
@@ -435,7 +435,7 @@ fn table_info(conn: &Connection, table: &str) -> rusqlite::Result<Vec<ColumnInfo
 }
 
 fn sqlite_message(e: &rusqlite::Error) -> String {
-    sqlscan::confine::message(e)
+    mcpspec_sqlite::confine::message(e)
 }
 
 /// A database's message as a finding quotes it: lower case first, no trailing period.

@@ -59,6 +59,7 @@ const PUBLISHED: &[&str] = &[
     "mcpspec",
     "mcpspec-def",
     "mcpspec-sqlscan",
+    "mcpspec-sqlite",
     "mcpspec-codegen",
 ];
 

@@ -4,11 +4,8 @@
 //! are code rather than quoted literals, quoted identifiers or comments; how `:name` parameters
 //! become a dialect's placeholders; which locations are database URLs and how their passwords
 //! are hidden; which declared column kinds a database type reads as. A lexer and tables, not a
-//! parser; it depends on nothing, but for [`confine`] (feature `sqlite`): what a spec's SQL may
-//! not do when mcpspec runs it on its own.
+//! parser; it depends on nothing.
 
-#[cfg(feature = "sqlite")]
-pub mod confine;
 mod dialect;
 pub mod statements;
 

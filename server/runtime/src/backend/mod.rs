@@ -802,7 +802,7 @@ fn engine_for(
 
 /// Says that this process runs a spec's SQL on its own (`init`, `migrate`, `check`, `test`),
 /// whoever wrote the spec: from now on no connection it opens to a SQLite file may reach another
-/// file (see [`sqlscan::confine`]). Scratch databases in memory are confined in any process.
+/// file (see [`mcpspec_sqlite::confine`]). Scratch databases in memory are confined in any process.
 pub fn confine_spec_sql() {
     #[cfg(feature = "sqlite")]
     sqlite::confine_every_connection();

@@ -39,7 +39,7 @@ impl SqliteMigrator {
         let conn = super::open_plain(path, flags)
             .and_then(|mut c| {
                 // A spec's migrations write nothing but this file.
-                sqlscan::confine::confine(&mut c, sqlscan::confine::Also::Nothing)?;
+                mcpspec_sqlite::confine::confine(&mut c, mcpspec_sqlite::confine::Also::Nothing)?;
                 Ok(c)
             })
             .map_err(err)?;

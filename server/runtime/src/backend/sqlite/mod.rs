@@ -23,23 +23,23 @@ use crate::def::DatabaseDef;
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// SQLite's own message for a failure, without rusqlite's wrapping; a statement a confined
-/// connection refused says why (see [`sqlscan::confine::message`]).
+/// connection refused says why (see [`mcpspec_sqlite::confine::message`]).
 pub fn sqlite_message(e: &rusqlite::Error) -> String {
-    sqlscan::confine::message(e)
+    mcpspec_sqlite::confine::message(e)
 }
 
 /// A statement kind that [`confine_statements`] refused, for the error message.
-pub type Refused = sqlscan::confine::Refused;
+pub type Refused = mcpspec_sqlite::confine::Refused;
 
 /// Makes `conn` refuse every statement that could reach a file other than its own database
-/// or step out of the caller's transaction (see [`sqlscan::confine`]): what pm's imports run
+/// or step out of the caller's transaction (see [`mcpspec_sqlite::confine`]): what pm's imports run
 /// under. The returned cell names the first kind refused.
 pub fn confine_statements(conn: &mut Connection) -> rusqlite::Result<Refused> {
-    sqlscan::confine::confine(conn, sqlscan::confine::Also::Transactions)
+    mcpspec_sqlite::confine::confine(conn, mcpspec_sqlite::confine::Also::Transactions)
 }
 
 /// Whether this process runs a spec's SQL on its own (`init`, `migrate`, `check`, `test`):
-/// then every connection it opens is confined (see [`sqlscan::confine`]) once it is set up.
+/// then every connection it opens is confined (see [`mcpspec_sqlite::confine`]) once it is set up.
 static CONFINED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Says that this process runs a spec's SQL on its own, to check it or to make a database from
@@ -53,15 +53,15 @@ pub fn confine_every_connection() {
 /// SQL on its own ([`confine_every_connection`]).
 pub(super) fn confined(mut conn: Connection) -> rusqlite::Result<Connection> {
     if CONFINED.load(std::sync::atomic::Ordering::Relaxed) {
-        sqlscan::confine::confine(&mut conn, sqlscan::confine::Also::Nothing)?;
+        mcpspec_sqlite::confine::confine(&mut conn, mcpspec_sqlite::confine::Also::Nothing)?;
     }
     Ok(conn)
 }
 
 /// A scratch database in memory where a spec's DDL runs to learn what it makes: confined
-/// whatever the process (see [`sqlscan::confine`]), with `regexp()`.
+/// whatever the process (see [`mcpspec_sqlite::confine`]), with `regexp()`.
 pub fn scratch_connection() -> rusqlite::Result<Connection> {
-    let conn = sqlscan::confine::scratch()?;
+    let conn = mcpspec_sqlite::confine::scratch()?;
     register_regexp(&conn)?;
     Ok(conn)
 }
@@ -127,6 +127,7 @@ pub fn register_regexp(conn: &Connection) -> rusqlite::Result<()> {
 /// URI file names), the busy timeout, `regexp()`, a statement cache, and the query-planner
 /// stability guarantee.
 pub(super) fn open_plain(path: &Path, flags: OpenFlags) -> rusqlite::Result<Connection> {
+    mcpspec_sqlite::vec::register();
     let flags = flags | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
     let conn = Connection::open_with_flags(path, flags)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
@@ -178,10 +179,11 @@ pub fn init(def: &DatabaseDef, path: &Path, sample: bool) -> Result<(), OpenErro
         std::fs::create_dir_all(dir).map_err(|e| create_err(e.to_string()))?;
     }
     // A spec's schema writes nothing but this file, whoever wrote the spec.
+    mcpspec_sqlite::vec::register();
     let conn = Connection::open(path)
         .and_then(|mut conn| {
             register_regexp(&conn)?;
-            sqlscan::confine::confine(&mut conn, sqlscan::confine::Also::Nothing)?;
+            mcpspec_sqlite::confine::confine(&mut conn, mcpspec_sqlite::confine::Also::Nothing)?;
             Ok(conn)
         })
         .map_err(|source| OpenError::Open {

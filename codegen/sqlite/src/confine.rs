@@ -110,6 +110,7 @@ pub const SCRATCH_TIME: std::time::Duration = std::time::Duration::from_secs(60)
 /// A scratch database in memory, confined (transactions allowed) and bounded in time
 /// ([`SCRATCH_TIME`]): where a spec's DDL is run to learn what it makes.
 pub fn scratch() -> rusqlite::Result<Connection> {
+    crate::vec::register();
     let mut conn = Connection::open_in_memory()?;
     confine(&mut conn, Also::Nothing)?;
     let until = std::time::Instant::now() + SCRATCH_TIME;
