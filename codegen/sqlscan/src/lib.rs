@@ -3,11 +3,13 @@
 //! [`DIALECTS`] mcpspec runs (a new engine adds its entry there); which parts of a statement
 //! are code rather than quoted literals, quoted identifiers or comments; how `:name` parameters
 //! become a dialect's placeholders; which locations are database URLs and how their passwords
-//! are hidden; which declared column kinds a database type reads as. A lexer and tables, not a
-//! parser; it depends on nothing.
+//! are hidden; which declared column kinds a database type reads as; which column types hold
+//! vectors, and of how many dimensions ([`vectors`]). A lexer and tables, not a parser; it
+//! depends on nothing.
 
 mod dialect;
 pub mod statements;
+pub mod vectors;
 
 pub use dialect::{DIALECTS, Dialect, MYSQL, POSTGRES, Placeholders, SQLITE};
 
@@ -62,8 +64,18 @@ pub struct Positional {
     pub refs: Vec<(String, usize)>,
 }
 
+/// The roots of the dotted parameter names: `:auth.sub` and `:auth.claims.NAME` (the caller's
+/// identity), `:embeddings.NAME.FIELD` (an embedding provider as the server runs it). Elsewhere
+/// a dot ends a parameter's name, as in `:a.b`.
+pub const DOTTED: &[&str] = &["auth", "embeddings"];
+
+/// Whether a parameter named `root` goes on past a dot (see [`DOTTED`]).
+pub fn dotted(root: &str) -> bool {
+    DOTTED.contains(&root)
+}
+
 /// `sql` with each `:name` parameter (a letter or `_`, then letters, digits and `_`; under
-/// `auth`, dotted: `:auth.sub`) replaced by `$n`. `::` casts, `arr[1:2]` slices and anything in literals or comments are left alone.
+/// the roots of [`DOTTED`], dotted: `:auth.sub`) replaced by `$n`. `::` casts, `arr[1:2]` slices and anything in literals or comments are left alone.
 pub fn positional(sql: &str) -> Positional {
     placed(sql, Placeholders::Numbered)
 }
@@ -96,9 +108,8 @@ pub fn placed(sql: &str, style: Placeholders) -> Positional {
                     .unwrap_or(range.end)
             };
             let mut end = word_end(i + 1);
-            // `:auth.sub` and `:auth.claims.NAME`: the caller's identity, dotted names under
-            // `auth` only (elsewhere a dot ends the name, as in `:a.b`).
-            if &sql[i + 1..end] == "auth" {
+            // `:auth.sub`, `:embeddings.NAME.model`: dotted names under `DOTTED` only.
+            if dotted(&sql[i + 1..end]) {
                 while end + 1 < range.end && b[end] == b'.' && starts(b[end + 1]) {
                     end = word_end(end + 1);
                 }
@@ -459,11 +470,20 @@ mod tests {
     }
 
     #[test]
-    fn the_callers_identity_is_a_dotted_name_under_auth_only() {
+    fn dotted_names_are_the_callers_identity_and_the_providers_only() {
         let p = positional(
-            "SELECT * FROM n WHERE owner = :auth.sub AND t = :auth.claims.team AND x = :a.b AND y = :auth.",
+            "SELECT * FROM n WHERE owner = :auth.sub AND t = :auth.claims.team AND x = :a.b AND y = :auth. AND m = :embeddings.kb.model",
         );
-        assert_eq!(p.names, ["auth.sub", "auth.claims.team", "a", "auth"]);
+        assert_eq!(
+            p.names,
+            [
+                "auth.sub",
+                "auth.claims.team",
+                "a",
+                "auth",
+                "embeddings.kb.model"
+            ]
+        );
         let sqlite = sqlite_text("SELECT ':auth.sub' WHERE owner = :auth.sub AND x = :a.b");
         assert_eq!(
             sqlite,
@@ -473,7 +493,7 @@ mod tests {
         assert_eq!(sqlite_param("title"), "title");
         assert_eq!(
             p.text,
-            "SELECT * FROM n WHERE owner = $1 AND t = $2 AND x = $3.b AND y = $4."
+            "SELECT * FROM n WHERE owner = $1 AND t = $2 AND x = $3.b AND y = $4. AND m = $5"
         );
     }
 
