@@ -8,11 +8,12 @@
 //! build script builds each spec once).
 
 use mcpspec_def::{
-    AnnotationsDef, AskDef, Bind, BindingDef, BlockDef, BlockKind, ColumnDef, ConfirmDef,
-    ContentDef, DatabaseDef, DemoCallDef, DialectSqlDef, DownstreamDef, EngineDef, EnvelopeDef,
-    ErrorDef, ExampleDef, ExpectDef, IdentityDef, InterceptRuleDef, MessageBodyDef, MessageDef,
-    MigrationDef, MigrationTextDef, ParamKind, PromptArgumentDef, PromptDef, ProxyConfigDef,
-    ProxyDef, ResourceDef, RuleDef, RuleKindDef, ServerDef, StartupJobDef, StatementDef, ToolDef,
+    AnnotationsDef, AskDef, BackfillDef, Bind, BindingDef, BlockDef, BlockKind, ColumnDef,
+    ConfirmDef, ContentDef, DatabaseDef, DemoCallDef, DeriveDef, DialectSqlDef, DownstreamDef,
+    EmbeddingDef, EmbeddingsField, EngineDef, EnvelopeDef, ErrorDef, ExampleDef, ExpectDef,
+    IdentityDef, InterceptRuleDef, MessageBodyDef, MessageDef, MigrationDef, MigrationTextDef,
+    ParamKind, PromptArgumentDef, PromptDef, ProviderDef, ProxyConfigDef, ProxyDef, ResourceDef,
+    RuleDef, RuleKindDef, ServerDef, StartupJobDef, StatementDef, ToolDef,
 };
 
 use crate::ir;
@@ -49,7 +50,38 @@ pub(crate) fn server(s: &ir::Server) -> &'static ServerDef {
         scopes: texts(&s.scopes),
         issuer: opt(s.issuer.as_deref()),
         examples: list(&s.examples, example),
+        embeddings: list(&s.embeddings, embedding),
     })
+}
+
+fn embedding(e: &ir::Embedding) -> EmbeddingDef {
+    EmbeddingDef {
+        name: text(&e.name),
+        dimensions: e.dimensions,
+        provider: match &e.provider {
+            ir::Provider::Static(dir) => ProviderDef::Static(text(dir)),
+            ir::Provider::OpenAi { base_url, model } => ProviderDef::OpenAi {
+                base_url: text(base_url),
+                model: text(model),
+            },
+            ir::Provider::Env(var) => ProviderDef::Env(text(var)),
+        },
+        key_env: text(&e.key_env),
+        batch: e.batch,
+        timeout_ms: e.timeout_ms,
+        retries: e.retries,
+        stored_in: list(&e.stored_in, |(place, _)| text(place)),
+    }
+}
+
+fn derive(d: &ir::Derive) -> DeriveDef {
+    DeriveDef {
+        name: text(&d.name),
+        from: text(&d.from),
+        transforms: texts(&d.transforms),
+        embed: opt(d.embed.as_deref()),
+        needed_when: list(&d.needed_when, |(arg, values)| (text(arg), texts(values))),
+    }
 }
 
 fn leak<T>(v: T) -> &'static T {
@@ -273,6 +305,15 @@ fn binding(b: &ir::Binding) -> BindingDef {
         ir::Binding::Single(s) => BindingDef::Single(statement(s)),
         ir::Binding::Composite(parts) => BindingDef::Composite(list(parts, statement)),
         ir::Binding::Handler(_) => BindingDef::Handler,
+        ir::Binding::Backfill {
+            embed,
+            size,
+            statements,
+        } => BindingDef::Backfill(BackfillDef {
+            embed: text(embed),
+            size: opt(size.as_deref()),
+            statements: list(statements, statement),
+        }),
         ir::Binding::Content(blocks) => BindingDef::Content(list(blocks, |b| BlockDef {
             kind: match b.kind.as_str() {
                 "image" => BlockKind::Image,
@@ -306,6 +347,11 @@ fn params(t: &ir::Tool, s: &ir::Server) -> &'static [(&'static str, ParamKind)] 
                 // Validation refuses an undeclared claim before this runs.
                 ParamKind::AuthClaim(kind.unwrap_or(mcpspec_def::ClaimKind::Text))
             }
+            None if wire.starts_with(ir::EMBEDDINGS_PREFIX) => {
+                let field = wire.rsplit_once('.').map_or("", |(_, f)| f);
+                // Validation refuses a field that is not one before this runs.
+                ParamKind::Embeddings(EmbeddingsField::of(field).unwrap_or(EmbeddingsField::Model))
+            }
             None => ParamKind::Arguments,
         };
         (text(wire), kind)
@@ -332,7 +378,7 @@ fn tool(t: &ir::Tool, s: &ir::Server) -> ToolDef {
         transforms: list(&t.transforms, |(arg, l)| (text(arg), texts(l))),
         timeout_ms: t.timeout_ms,
         scopes: texts(&t.scopes),
-        derive: list(&t.derive, |(n, from, l)| (text(n), text(from), texts(l))),
+        derive: list(&t.derive, derive),
         env_defaults: pairs(&t.env_defaults),
         binding: binding(&t.binding),
         content: t.content,

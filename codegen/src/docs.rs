@@ -648,6 +648,9 @@ fn result_kind(t: &ir::Tool) -> String {
             let kinds: Vec<String> = blocks.iter().map(|b| format!("`{}`", b.kind)).collect();
             format!("MCP content blocks: {}", kinds.join(", "))
         }
+        Binding::Backfill { embed, .. } => format!(
+            "`embedded`, `batches`, `remaining` and `model`: rows given vectors by `{embed}`, a batch per transaction"
+        ),
     }
 }
 

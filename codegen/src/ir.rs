@@ -43,6 +43,45 @@ pub(crate) struct Server {
     pub claims: Vec<(String, mcpspec_def::ClaimKind)>,
     /// Every tool's `examples:`, in spec order.
     pub examples: Vec<Example>,
+    /// The embedding providers, by name.
+    pub embeddings: Vec<Embedding>,
+}
+
+/// An embedding provider: what turns text into vectors, and their dimensions.
+#[derive(Debug, Clone)]
+pub(crate) struct Embedding {
+    pub name: String,
+    pub dimensions: u32,
+    pub provider: Provider,
+    pub key_env: String,
+    pub batch: u32,
+    pub timeout_ms: u64,
+    pub retries: u32,
+    /// The columns holding its vectors, `table.column`, and where the spec names each.
+    pub stored_in: Vec<(String, crate::diag::Pos)>,
+}
+
+/// Where an embedding provider's vectors come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Provider {
+    /// A static model's directory.
+    Static(String),
+    /// An OpenAI-compatible API's base URL and model.
+    OpenAi { base_url: String, model: String },
+    /// Chosen at start-up by this environment variable.
+    Env(String),
+}
+
+/// A parameter a SQL tool computes from an argument.
+#[derive(Debug, Clone)]
+pub(crate) struct Derive {
+    pub name: String,
+    pub from: String,
+    pub transforms: Vec<String>,
+    /// The embedding provider that turns the text into a vector.
+    pub embed: Option<String>,
+    /// With `embed`: argument values that need the vector when the provider is off.
+    pub needed_when: Vec<(String, Vec<String>)>,
 }
 
 /// A tool call from a tool's `examples:` and what must come back.
@@ -539,8 +578,8 @@ pub(crate) struct Tool {
     pub timeout_ms: Option<u64>,
     /// OAuth scopes a caller needs, besides the server's.
     pub scopes: Vec<String>,
-    /// Derived parameters: `(name, argument, transforms)`.
-    pub derive: Vec<(String, String, Vec<String>)>,
+    /// Derived parameters, by name.
+    pub derive: Vec<Derive>,
     /// Defaults from the environment: `(argument, variable)`.
     pub env_defaults: Vec<(String, String)>,
     /// Argument defaults to apply before validation, as `(wire name, value)`.
@@ -644,6 +683,8 @@ pub(crate) const ERROR_CODES: &[&str] = &[
     "DECLINED",
     "IDENTITY_REQUIRED",
     "FORBIDDEN",
+    "EMBEDDINGS_OFF",
+    "EMBEDDING_FAILED",
 ];
 
 /// The SQL parameter that binds the whole validated arguments object as JSON text, so that a
@@ -653,6 +694,10 @@ pub(crate) const ARGUMENTS_PARAM: &str = "arguments";
 /// The SQL parameter that binds the caller's subject: the `sub` of the OAuth access token the
 /// request came with (see the runtime's `auth`). No argument can supply it.
 pub(crate) const AUTH_SUB_PARAM: &str = "auth.sub";
+
+/// The prefix of the SQL parameters that read an embedding provider as the server runs it,
+/// `:embeddings.NAME.model`.
+pub(crate) const EMBEDDINGS_PREFIX: &str = "embeddings.";
 
 /// The prefix of the SQL parameters that bind a declared claim of the caller's access token,
 /// `:auth.claims.NAME`.
@@ -666,13 +711,25 @@ pub(crate) enum Binding {
     Handler(String),
     /// Fixed content blocks.
     Content(Vec<Block>),
+    /// Rows embedded in batches until none is left: `statements` are `pending`, `store` and
+    /// `remaining` (when the spec gives it), named so.
+    Backfill {
+        embed: String,
+        size: Option<String>,
+        statements: Vec<Statement>,
+    },
 }
+
+/// The parameters a backfill's statements bind that no argument gives: `:batch` (pending),
+/// `:key`, `:text` and `:vector` (store).
+pub(crate) const BACKFILL_PARAMS: &[&str] = &["batch", "key", "text", "vector"];
 
 impl Binding {
     pub fn statements(&self) -> &[Statement] {
         match self {
             Binding::Single(s) => std::slice::from_ref(s),
             Binding::Composite(v) => v,
+            Binding::Backfill { statements, .. } => statements,
             Binding::Handler(_) | Binding::Content(_) => &[],
         }
     }
@@ -748,6 +805,17 @@ impl Mode {
             "execute" => Mode::Execute,
             _ => return None,
         })
+    }
+
+    /// The mode as a spec writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Many => "many",
+            Mode::One => "one",
+            Mode::Optional => "optional",
+            Mode::Scalar => "scalar",
+            Mode::Execute => "execute",
+        }
     }
 }
 

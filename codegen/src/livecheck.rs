@@ -79,6 +79,7 @@ pub fn check_live(spec: &Spec, db: &Database) -> Diagnostics {
     if dialect == &sqlscan::SQLITE {
         compare_tables(spec, db, &mut out);
     }
+    check_vectors(spec, db, &mut out);
     let live = Live { spec, db, dialect };
     for tool in &ir.tools {
         for st in tool.binding.statements() {
@@ -93,6 +94,62 @@ pub fn check_live(spec: &Spec, db: &Database) -> Diagnostics {
         live.intercept(q, &mut out);
     }
     out
+}
+
+/// The columns that hold each provider's vectors (`stored_in`) in the live database: one the
+/// database has must have the provider's dimensions; one this engine's schema declares must be
+/// there (SQLite's own table comparison says so there; a MariaDB before 11.7, which has no
+/// vector type, is said as such). Whether a provider is set does not matter here: the columns
+/// are the spec's.
+fn check_vectors(spec: &Spec, db: &Database, out: &mut Diagnostics) {
+    let Some(declared) = &spec.ir.database else {
+        return;
+    };
+    let dialect = db.dialect();
+    let schema = match declared.engine(dialect) {
+        Some(side) => side.schema.as_str(),
+        None => declared.schema.as_str(),
+    };
+    for e in &spec.ir.embeddings {
+        for (place, pos) in &e.stored_in {
+            let (table, column) = place.rsplit_once('.').unwrap_or(("", place));
+            let Ok(columns) = db.table_columns(table) else {
+                continue;
+            };
+            let name = &e.name;
+            let dims = e.dimensions;
+            match columns.iter().find(|c| c.name.eq_ignore_ascii_case(column)) {
+                Some(c) => match sqlscan::vectors::dimensions(&c.ty) {
+                    Some(n) if n == dims => {}
+                    Some(n) => out.items.push(finding(
+                        spec,
+                        *pos,
+                        format!("the live database's {place} holds vectors of {n} dimensions, and `{name}` makes {dims}"),
+                        "write a migration that changes the column to the provider's dimensions, migrate, then rebuild the vectors",
+                    )),
+                    None => out.items.push(finding(
+                        spec,
+                        *pos,
+                        format!("the live database's {place} is `{}`, not a vector of {dims} dimensions", c.ty),
+                        "migrate the database, or fix `stored_in`",
+                    )),
+                },
+                None if dialect != &sqlscan::SQLITE
+                    && !sqlscan::vectors::declared(schema, table, column).is_empty() =>
+                {
+                    let why = mcpspec::embed::columns::no_vectors_here(db)
+                        .unwrap_or_else(|| "the live database lacks it".to_string());
+                    out.items.push(finding(
+                        spec,
+                        *pos,
+                        format!("`{name}` stores its vectors in {place}: {why}"),
+                        &format!("migrate the database, or serve this spec on an engine with vectors; its `{}:` schema declares the column", dialect.name),
+                    ));
+                }
+                None => {}
+            }
+        }
+    }
 }
 
 /// The live database and what its findings say of it.

@@ -9,10 +9,10 @@ use serde_json::{Map, Value, json};
 
 use crate::ir::{
     Annotations, Arg, ArgType, Ask, Binding, Block, Column, ColumnKind, Confirm, Content, Database,
-    DemoCall, DialectSql, Downstream, EngineSide, Envelope, ErrorDecl, Example, Expect, Identity,
-    InterceptAction, InterceptRule, InterceptSql, Message, MessageBody, Mode, OutField, OutStruct,
-    OutType, Prompt, PromptArg, Proxy, ProxyConfig, Resource, Rule, RuleKind, Server, StartupJob,
-    Statement, Tool,
+    DemoCall, Derive, DialectSql, Downstream, Embedding, EngineSide, Envelope, ErrorDecl, Example,
+    Expect, Identity, InterceptAction, InterceptRule, InterceptSql, Message, MessageBody, Mode,
+    OutField, OutStruct, OutType, Prompt, PromptArg, Provider, Proxy, ProxyConfig, Resource, Rule,
+    RuleKind, Server, StartupJob, Statement, Tool,
 };
 use crate::names;
 use crate::spec::{
@@ -82,8 +82,66 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
             .iter()
             .filter_map(|(name, ty)| Some((name.clone(), mcpspec_def::ClaimKind::of(&ty.value)?)))
             .collect(),
+        embeddings: embeddings(spec),
     }
 }
+
+/// The embedding providers, by name (a provider validation refused is left out).
+fn embeddings(spec: &RawSpec) -> Vec<Embedding> {
+    spec.embeddings
+        .iter()
+        .filter_map(|(name, e)| {
+            let e = &e.value;
+            Some(Embedding {
+                name: name.clone(),
+                dimensions: e.dimensions.value,
+                provider: provider(
+                    &e.provider.value,
+                    e.model.as_ref().map(|m| m.value.as_str()),
+                )?,
+                key_env: e
+                    .key_env
+                    .as_ref()
+                    .map_or(DEFAULT_KEY_ENV, |k| k.value.as_str())
+                    .to_string(),
+                batch: e.batch.as_ref().map_or(DEFAULT_BATCH, |b| b.value),
+                timeout_ms: e
+                    .timeout_ms
+                    .as_ref()
+                    .map_or(DEFAULT_TIMEOUT_MS, |t| t.value),
+                retries: e.retries.as_ref().map_or(DEFAULT_RETRIES, |r| r.value),
+                stored_in: e
+                    .stored_in
+                    .iter()
+                    .map(|s| (s.value.clone(), crate::spec::pos(s)))
+                    .collect(),
+            })
+        })
+        .collect()
+}
+
+/// An embedding provider's `provider:` text (`static:DIR`, `openai:URL`, `env:VAR`) and model.
+pub(crate) fn provider(text: &str, model: Option<&str>) -> Option<Provider> {
+    let (kind, rest) = text.split_once(':')?;
+    match kind {
+        "static" => Some(Provider::Static(rest.to_string())),
+        "openai" => Some(Provider::OpenAi {
+            base_url: rest.trim_end_matches('/').to_string(),
+            model: model?.to_string(),
+        }),
+        "env" => Some(Provider::Env(rest.to_string())),
+        _ => None,
+    }
+}
+
+/// The variable holding an HTTP provider's key when the spec names none.
+pub(crate) const DEFAULT_KEY_ENV: &str = "OPENAI_API_KEY";
+/// The most texts one request carries when the spec says nothing.
+pub(crate) const DEFAULT_BATCH: u32 = 64;
+/// How long one request may take when the spec says nothing, in milliseconds.
+pub(crate) const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+/// How often a failed request is tried again when the spec says nothing.
+pub(crate) const DEFAULT_RETRIES: u32 = 3;
 
 /// The demo's calls, in the spec's order.
 fn demo(spec: &RawSpec) -> Vec<DemoCall> {
@@ -421,7 +479,18 @@ fn tool(
         derive: t
             .derive
             .iter()
-            .map(|(k, d)| (k.clone(), d.value.from.clone(), d.value.transform.clone()))
+            .map(|(k, d)| Derive {
+                name: k.clone(),
+                from: d.value.from.clone(),
+                transforms: d.value.transform.clone(),
+                embed: d.value.embed.clone(),
+                needed_when: d
+                    .value
+                    .needed_when
+                    .iter()
+                    .map(|(arg, values)| (arg.clone(), values.clone()))
+                    .collect(),
+            })
             .collect(),
         env_defaults: t
             .env_defaults
@@ -435,6 +504,26 @@ fn tool(
 
 /// What a tool is bound to: one statement, several, a handler or fixed content.
 fn binding(t: &RawTool, pg: &[&'static sqlscan::Dialect]) -> Binding {
+    if let Some(b) = &t.backfill {
+        let b = &b.value;
+        let named = |name: &str, s: &RawStatement| {
+            let mut st = statement(s, &t.name.value, pg);
+            st.name = name.to_string();
+            st
+        };
+        let mut statements = vec![
+            named("pending", &b.pending.value),
+            named("store", &b.store.value),
+        ];
+        if let Some(r) = &b.remaining {
+            statements.push(named("remaining", &r.value));
+        }
+        return Binding::Backfill {
+            embed: b.embed.value.clone(),
+            size: b.size.as_ref().map(|s| s.value.clone()),
+            statements,
+        };
+    }
     match (&t.sql, &t.compose) {
         (Some(s), _) => Binding::Single(Box::new(statement(&s.value, &t.name.value, pg))),
         (None, Some(c)) => Binding::Composite(
@@ -541,8 +630,11 @@ fn sql_args(t: &RawTool, binding: &Binding) -> Vec<String> {
     let mut sql_args: Vec<String> = Vec::new();
     for s in binding.statements() {
         for p in &s.params {
-            // Derived parameters are computed by the runtime, not by the typed binding.
-            if t.derive.contains_key(p) {
+            // Derived parameters are computed by the runtime, not by the typed binding; so are
+            // a backfill's own.
+            if t.derive.contains_key(p)
+                || (t.backfill.is_some() && crate::ir::BACKFILL_PARAMS.contains(&p.as_str()))
+            {
                 continue;
             }
             if !s.bind.iter().any(|(b, _, _)| b == p) && !sql_args.contains(p) {
@@ -942,6 +1034,7 @@ fn output_schema(binding: &Binding, input: &Value) -> Value {
             Mode::Execute => execute_schema(),
         },
         Binding::Handler(_) | Binding::Content(_) => json!({"type": "object"}),
+        Binding::Backfill { .. } => backfill_schema(),
         Binding::Composite(parts) => {
             let props: Map<String, Value> = parts
                 .iter()
@@ -958,6 +1051,20 @@ fn output_schema(binding: &Binding, input: &Value) -> Value {
             json!({"type": "object", "properties": props, "required": required})
         }
     }
+}
+
+/// The result of a backfill: what it stored, in how many batches, what is left, and the model.
+fn backfill_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "embedded": {"type": "integer", "description": "Rows given a vector by this call."},
+            "batches": {"type": "integer", "description": "Batches stored, each in its own transaction."},
+            "remaining": {"type": "integer", "description": "Rows still without a vector of the running model."},
+            "model": {"type": "string", "description": "The model the vectors were made with."}
+        },
+        "required": ["embedded", "batches", "model"]
+    })
 }
 
 /// Marks each output struct whose fields equal an earlier one's as an alias of it. Structs are

@@ -76,6 +76,62 @@ pub(crate) struct RawSpec {
     #[serde(default)]
     #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawPrompt>"))]
     pub prompts: Vec<Sp<RawPrompt>>,
+    /// Embedding providers, by name: what turns text into the vectors the statements store
+    /// and search (a tool's `derive: {from: ARG, embed: NAME}`, and `:embeddings.NAME.model`,
+    /// the model that made them). Each declares its vectors' dimensions, which every column
+    /// that holds them must have: checked in each schema at build time and in a live database
+    /// at start-up.
+    #[serde(default)]
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "BTreeMap<String, RawEmbedding>")
+    )]
+    pub embeddings: BTreeMap<String, Sp<RawEmbedding>>,
+}
+
+/// An embedding provider.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Embedding"))]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawEmbedding {
+    /// The vectors' dimensions; every column that holds them (`stored_in`) has these.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "u32"))]
+    pub dimensions: Sp<u32>,
+    /// Where the vectors come from: `static:DIR` (a static model: `model.safetensors` and
+    /// `tokenizer.json` in DIR, relative to the working directory unless absolute, `~/` the
+    /// home directory; no network; the model is named after DIR), `openai:BASE_URL`
+    /// (an OpenAI-compatible `POST BASE_URL/embeddings`, which OpenAI, Ollama, vLLM,
+    /// llama.cpp's server and TEI speak; needs `model`), or `env:VAR` (chosen when the server
+    /// starts: VAR holds `static:DIR` or `openai:BASE_URL`, `VAR_MODEL` the model,
+    /// `VAR_DIMENSIONS` the provider's dimensions when set, which must equal `dimensions`;
+    /// VAR unset means no embeddings).
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
+    pub provider: Sp<String>,
+    /// The model an `openai:` provider is asked for, e.g. `text-embedding-3-small`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub model: Option<Sp<String>>,
+    /// The environment variable holding an HTTP provider's key (default `OPENAI_API_KEY`);
+    /// the key itself never appears in a spec, a log, an error or a result.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub key_env: Option<Sp<String>>,
+    /// The most texts one request carries (default 64): concurrent calls' texts are sent
+    /// together up to it.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<u32>"))]
+    pub batch: Option<Sp<u32>>,
+    /// How long one request may take, in milliseconds (default 30000).
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<u64>"))]
+    pub timeout_ms: Option<Sp<u64>>,
+    /// How often a failed request is tried again (default 3), after a backoff with jitter
+    /// that honours `Retry-After` on 429 and 5xx answers.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<u32>"))]
+    pub retries: Option<Sp<u32>>,
+    /// The columns that hold this provider's vectors, as `table.column`: SQLite's
+    /// `F32_BLOB(N)` (or a `vec0` table's `float[N]`), PostgreSQL's `vector(N)` (pgvector),
+    /// MariaDB's `VECTOR(N)`.
+    #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
+    pub stored_in: Vec<Sp<String>>,
 }
 
 /// An MCP resource: exactly one of `uri` and `uri_template`, and at least one of `sql` and
@@ -577,17 +633,58 @@ pub(crate) struct RawFts {
     pub tokenize: Option<String>,
 }
 
+/// A backfill: rows embedded in batches until none is left.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Backfill"))]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawBackfill {
+    /// The embedding provider (a name under `embeddings:`).
+    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
+    pub embed: Sp<String>,
+    /// The integer argument that sets how many rows a batch takes; the provider's `batch`
+    /// when absent.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub size: Option<Sp<String>>,
+    /// The rows still to embed, at most `:batch` of them: columns `key` (what `store` finds
+    /// the row by) and `text` (what is embedded). A row `store` leaves as it was comes back,
+    /// so this must leave out the rows `store` did.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "RawStatement"))]
+    pub pending: Sp<RawStatement>,
+    /// Stores one row's vector: `:vector` for the row `:key`, embedded from `:text` (a row
+    /// whose text changed since `pending` read it should be left alone: `AND content =
+    /// :text`). `returns: execute`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "RawStatement"))]
+    pub store: Sp<RawStatement>,
+    /// How many rows are still to embed (`returns: scalar`): the total of the progress
+    /// notifications, and the result's `remaining`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawStatement>"))]
+    pub remaining: Option<Sp<RawStatement>>,
+}
+
 /// A parameter computed from an argument by transforms.
 #[derive(Debug, Deserialize)]
 #[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
 #[cfg_attr(feature = "editor-schema", schemars(rename = "Derive"))]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawDerive {
-    /// The argument it is computed from.
+    /// The argument it is computed from. With `embed`, `ARG[]` embeds each string of an array
+    /// and `ARG[].FIELD` each item's string field: the parameter is then the JSON text of the
+    /// vectors, in the array's order, embedded in batches (`[[0.1, ...], ...]`, which
+    /// sqlite-vec's `vec_f32(value)` and pgvector's `value::text::vector` read).
     pub from: String,
     /// The transforms applied, in order.
     #[serde(default)]
     pub transform: Vec<String>,
+    /// The embedding provider (a name under `embeddings:`) that turns the text into a vector:
+    /// the parameter is then the vector, bound as the engine's vector type. NULL when the
+    /// argument is absent or null, or when the provider is off (unless `needed_when`).
+    pub embed: Option<String>,
+    /// With `embed`: the argument values that need the vector, `{ARG: [VALUE, ...]}`; a call
+    /// with one of them while the provider is off fails with `EMBEDDINGS_OFF` instead of
+    /// binding NULL.
+    #[serde(default)]
+    pub needed_when: BTreeMap<String, Vec<String>>,
 }
 
 /// The database's default location per operating system.
@@ -679,6 +776,12 @@ pub(crate) struct RawTool {
     /// text and URIs are minijinja templates over the arguments.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<Vec<RawBlock>>"))]
     pub content: Option<Sp<Vec<Sp<RawBlock>>>>,
+    /// Rows embedded in batches until none is left, instead of `sql`: for vectors that are
+    /// missing or were made by another model (a new provider, new dimensions). Each batch is
+    /// its own transaction, so a run stopped half-way keeps what it stored and the next goes
+    /// on; progress goes to the client after each batch.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawBackfill>"))]
+    pub backfill: Option<Sp<RawBackfill>>,
     /// A Rust handler instead of SQL: the snake_case method the server's generated handler
     /// trait declares for this tool. Needs `output`.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
@@ -1409,6 +1512,9 @@ enum Ctx {
     Fts,
     Derives,
     Derive,
+    Embeddings,
+    Embedding,
+    Backfill,
     Errors,
     Error,
     Rules,
@@ -1463,6 +1569,8 @@ impl Ctx {
             Ctx::Column => ("a column", crate::fields::of::<RawColumnFull>()),
             Ctx::Fts => ("a full-text index", crate::fields::of::<RawFts>()),
             Ctx::Derive => ("a derived parameter", crate::fields::of::<RawDerive>()),
+            Ctx::Embedding => ("an embedding provider", crate::fields::of::<RawEmbedding>()),
+            Ctx::Backfill => ("`backfill`", crate::fields::of::<RawBackfill>()),
             Ctx::Error => ("an error", crate::fields::of::<RawError>()),
             Ctx::Rule => ("an error rule", crate::fields::of::<RawRule>()),
             Ctx::Confirm => ("`confirm`", crate::fields::of::<RawConfirm>()),
@@ -1512,6 +1620,8 @@ impl Ctx {
             (Ctx::Top, "errors") => Ctx::Errors,
             (Ctx::Top, "resources") => Ctx::Resources,
             (Ctx::Top, "prompts") => Ctx::Prompts,
+            (Ctx::Top, "embeddings") => Ctx::Embeddings,
+            (Ctx::Embeddings, _) => Ctx::Embedding,
             (Ctx::Resource | Ctx::Prompt, "sql") => Ctx::Statement,
             (Ctx::Prompt, "arguments") => Ctx::PromptArguments,
             (Ctx::Prompt, "messages") => Ctx::Messages,
@@ -1525,6 +1635,8 @@ impl Ctx {
             (Ctx::Database, "postgres" | "mysql") => Ctx::Engine,
             (Ctx::Engine, "identity") => Ctx::Identity,
             (Ctx::Tool, "derive") => Ctx::Derives,
+            (Ctx::Tool, "backfill") => Ctx::Backfill,
+            (Ctx::Backfill, "pending" | "store" | "remaining") => Ctx::Statement,
             (Ctx::Derives, _) => Ctx::Derive,
             (Ctx::Tool, "input") => Ctx::Input,
             (Ctx::Tool, "annotations") => Ctx::Annotations,
@@ -1583,6 +1695,8 @@ impl Ctx {
             Ctx::Column => "ColumnFull",
             Ctx::Fts => "Fts",
             Ctx::Derive => "Derive",
+            Ctx::Embedding => "Embedding",
+            Ctx::Backfill => "Backfill",
             Ctx::Error => "Error",
             Ctx::Rule => "Rule",
             Ctx::Confirm => "Confirm",

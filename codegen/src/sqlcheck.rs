@@ -149,7 +149,12 @@ fn check_tools(spec: &Spec, targets: &[(&str, &Connection)], out: &mut Diagnosti
                     check_columns(spec, &stmt, st, &subject, out);
                 }
                 check_insert(spec, conn, st, &subject, what, out);
-                if stmt.readonly() == tool.writes && *what == "the declared schema" {
+                // A backfill reads (`pending`, `remaining`) and writes (`store`) in turn.
+                let writes = match &tool.binding {
+                    crate::ir::Binding::Backfill { .. } => st.mode == Mode::Execute,
+                    _ => tool.writes,
+                };
+                if stmt.readonly() == writes && *what == "the declared schema" {
                     out.items.push(finding(
                         spec,
                         st.pos,

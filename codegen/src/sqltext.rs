@@ -103,8 +103,8 @@ fn tokens(sql: &str) -> Vec<Tok> {
                 while i < b.len() && ident(b[i]) {
                     i += 1;
                 }
-                // `:auth.sub`: the caller's identity, a dotted name under `auth` only.
-                if &sql[start + 1..i] == "auth" {
+                // `:auth.sub`, `:embeddings.NAME.model`: dotted names (see `sqlscan::DOTTED`).
+                if sqlscan::dotted(&sql[start + 1..i]) {
                     while i + 1 < b.len()
                         && b[i] == b'.'
                         && (b[i + 1].is_ascii_alphabetic() || b[i + 1] == b'_')

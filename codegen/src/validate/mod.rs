@@ -17,6 +17,7 @@ use crate::spec::{
 use crate::sqltext;
 
 mod content;
+mod embeddings;
 mod errors;
 mod proxy;
 mod server;
@@ -28,6 +29,7 @@ pub(crate) fn validate(file: &Path, source: &str, spec: &RawSpec) -> Diagnostics
         sink: Sink::new(file),
         source,
         claims: spec.server.value.claims.keys().cloned().collect(),
+        embeddings: spec.embeddings.keys().cloned().collect(),
         engines: spec
             .database
             .as_ref()
@@ -35,6 +37,7 @@ pub(crate) fn validate(file: &Path, source: &str, spec: &RawSpec) -> Diagnostics
             .unwrap_or_default(),
     };
     v.server(spec);
+    v.embeddings(spec);
     for (from, to) in &spec.error_codes {
         if !crate::ir::ERROR_CODES.contains(&from.as_str()) {
             v.sink.error(
@@ -217,6 +220,9 @@ struct Validator<'a> {
     source: &'a str,
     /// The claims `server.claims` declares, which statements may read as `:auth.claims.NAME`.
     claims: BTreeSet<String>,
+    /// The embedding providers `embeddings:` declares, which statements may read as
+    /// `:embeddings.NAME.FIELD`.
+    embeddings: BTreeSet<String>,
     /// The dialects the database declares a side for.
     engines: Vec<&'static sqlscan::Dialect>,
 }

@@ -17,6 +17,16 @@ impl Validator<'_> {
         self.statement_place(cx, s, at, mode, earlier);
         let columns = self.statement_columns(cx.tool, s, at, mode);
         self.statement_messages(s, mode);
+        if cx.composite
+            && let Some(m) = &s.empty_message
+        {
+            self.sink.error(
+                pos(m),
+                "`empty_message` applies to a tool's one `many` statement, not to one in `compose`",
+                "",
+                "in `compose` an empty list says it; say in the tool's description what an empty field means",
+            );
+        }
         self.statement_envelope(cx, s, mode);
         self.statement_params(cx, s, used, earlier);
         self.statement_dialects(s);
@@ -378,6 +388,10 @@ impl Validator<'_> {
                         },
                     );
                 }
+            } else if let Some(rest) = p.name.strip_prefix(crate::ir::EMBEDDINGS_PREFIX)
+                && noun == "input property"
+            {
+                self.embeddings_param(tool, s, p, rest);
             } else if p.name.starts_with("auth.") || p.name == crate::ir::AUTH_SUB_PARAM {
                 self.sink.error(
                     self.offset_pos(&s.query, p.offset),
@@ -411,6 +425,43 @@ impl Validator<'_> {
                     &format!("use `:{param}` in the query or remove it from `bind`"),
                 );
             }
+        }
+    }
+
+    /// A `:embeddings.NAME.FIELD` parameter: a declared provider and one of its fields.
+    fn embeddings_param(
+        &mut self,
+        tool: &str,
+        s: &RawStatement,
+        p: &sqltext::ParamRef,
+        rest: &str,
+    ) {
+        let (provider, field) = rest.rsplit_once('.').unwrap_or((rest, ""));
+        let fields: Vec<&str> = mcpspec_def::EmbeddingsField::ALL
+            .iter()
+            .map(|(n, _)| *n)
+            .collect();
+        if !self.embeddings.contains(provider) {
+            let declared: Vec<&str> = self.embeddings.iter().map(String::as_str).collect();
+            self.sink.error(
+                self.offset_pos(&s.query, p.offset),
+                format!("SQL parameter `:{}` of `{tool}` reads a provider `embeddings:` does not declare", p.name),
+                "undeclared provider",
+                &match did_you_mean(provider, &declared) {
+                    Some(n) => format!("did you mean `:embeddings.{n}.{field}`?"),
+                    None => "declare the provider under `embeddings:`".to_string(),
+                },
+            );
+        } else if mcpspec_def::EmbeddingsField::of(field).is_none() {
+            self.sink.error(
+                self.offset_pos(&s.query, p.offset),
+                format!(
+                    "SQL parameter `:{}` of `{tool}` reads no field of a provider",
+                    p.name
+                ),
+                "",
+                &format!("a provider's fields are {}", fields.join(", ")),
+            );
         }
     }
 

@@ -29,11 +29,11 @@ impl Validator<'_> {
             } else {
                 seen.insert(&name.value, pos(name));
             }
-            self.tool(&tool.value, pos(tool));
+            self.tool(spec, &tool.value, pos(tool));
         }
     }
 
-    pub(super) fn tool(&mut self, tool: &RawTool, at: Pos) {
+    pub(super) fn tool(&mut self, spec: &RawSpec, tool: &RawTool, at: Pos) {
         self.tool_head(tool);
         let (props, required) = self.tool_input(tool);
         self.tool_confirm(tool);
@@ -67,10 +67,15 @@ impl Validator<'_> {
                 "a SQL tool's output schema comes from its `columns`",
             );
         }
+        if let Some(b) = &tool.backfill {
+            self.tool_parameters(spec, tool, &props);
+            self.backfill_tool(spec, tool, b, &props, &required);
+            return;
+        }
         let Some(statements) = self.tool_statements(tool, at) else {
             return;
         };
-        self.tool_parameters(tool, &props);
+        self.tool_parameters(spec, tool, &props);
         self.sql_tool(tool, &props, &required, statements);
     }
 
@@ -249,7 +254,12 @@ impl Validator<'_> {
     }
 
     /// Transforms, derived parameters, environment defaults and the timeout of a SQL tool.
-    pub(super) fn tool_parameters(&mut self, tool: &RawTool, props: &BTreeMap<String, Pos>) {
+    pub(super) fn tool_parameters(
+        &mut self,
+        spec: &RawSpec,
+        tool: &RawTool,
+        props: &BTreeMap<String, Pos>,
+    ) {
         for (arg, list) in &tool.transform {
             if !props.contains_key(arg) {
                 self.sink.error(
@@ -270,7 +280,8 @@ impl Validator<'_> {
                     "rename it",
                 );
             }
-            if !props.contains_key(&d.value.from) {
+            let from = d.value.from.split("[]").next().unwrap_or(&d.value.from);
+            if !props.contains_key(from) {
                 self.sink.error(
                     pos(d),
                     format!("derived parameter `{name}` comes from `{}`, which is not an input property", d.value.from),
@@ -279,6 +290,7 @@ impl Validator<'_> {
                 );
             }
             self.check_transforms(name, d, &d.value.transform);
+            self.derive_embedding(spec, tool, name, d);
         }
         for (arg, var) in &tool.env_defaults {
             if !props.contains_key(arg) {

@@ -42,6 +42,37 @@ pub enum ParamKind {
     AuthSub,
     /// `:auth.claims.NAME`: a claim of the caller's access token, of the declared type.
     AuthClaim(ClaimKind),
+    /// `:embeddings.NAME.FIELD`: the embedding provider `NAME` as the server runs it.
+    Embeddings(EmbeddingsField),
+}
+
+/// What a `:embeddings.NAME.FIELD` parameter reads of a provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
+pub enum EmbeddingsField {
+    /// `model`: the model its vectors come from, with their dimensions (`static:…@256`,
+    /// `openai:text-embedding-3-small@256`); NULL when the provider is off. Stored beside each
+    /// vector, it tells the vectors of another model apart.
+    Model,
+    /// `dimensions`: the dimensions of its vectors, as the spec declares them.
+    Dimensions,
+    /// `health`: the provider checked now, as JSON text: `{provider, model, dimensions,
+    /// state: "ok" | "off" | "failing", latency_ms, error}`.
+    Health,
+}
+
+impl EmbeddingsField {
+    /// Every field, with its name in `:embeddings.NAME.FIELD`.
+    pub const ALL: &[(&str, EmbeddingsField)] = &[
+        ("model", EmbeddingsField::Model),
+        ("dimensions", EmbeddingsField::Dimensions),
+        ("health", EmbeddingsField::Health),
+    ];
+
+    /// The field named `name`.
+    pub fn of(name: &str) -> Option<EmbeddingsField> {
+        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
+    }
 }
 
 /// The declared type of a claim statements read (`server.claims`).
@@ -109,6 +140,72 @@ pub struct ServerDef {
     pub issuer: Option<&'static str>,
     /// The tools' `examples:`, run by `mcpspec test` and `codegen check --db`.
     pub examples: &'static [ExampleDef],
+    /// The embedding providers the spec declares (`embeddings:`), by name.
+    pub embeddings: &'static [EmbeddingDef],
+}
+
+impl ServerDef {
+    /// The embedding provider named `name`.
+    pub fn embedding(&self, name: &str) -> Option<&'static EmbeddingDef> {
+        self.embeddings.iter().find(|e| e.name == name)
+    }
+}
+
+/// An embedding provider a spec declares: what turns text into the vectors its statements
+/// store and search, and the dimensions every column that holds them has.
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
+pub struct EmbeddingDef {
+    pub name: &'static str,
+    /// The vectors' dimensions.
+    pub dimensions: u32,
+    pub provider: ProviderDef,
+    /// The environment variable holding an HTTP provider's key (never the key).
+    pub key_env: &'static str,
+    /// The most texts one request to an HTTP provider carries.
+    pub batch: u32,
+    /// How long one request to an HTTP provider may take, in milliseconds.
+    pub timeout_ms: u64,
+    /// How often a failed request to an HTTP provider is tried again.
+    pub retries: u32,
+    /// The columns that hold this provider's vectors (`table.column`), checked against
+    /// `dimensions` in every schema and live database.
+    pub stored_in: &'static [&'static str],
+}
+
+/// Where an embedding provider's vectors come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
+pub enum ProviderDef {
+    /// A static model in a directory (`model.safetensors`, `tokenizer.json`), relative to the
+    /// spec file unless absolute.
+    Static(&'static str),
+    /// An OpenAI-compatible HTTP API: its base URL (`https://api.openai.com/v1`) and model.
+    OpenAi {
+        base_url: &'static str,
+        model: &'static str,
+    },
+    /// Chosen when the server starts, by an environment variable: `static:DIR`,
+    /// `openai:BASE_URL` (with `VAR_MODEL`), or unset for none; `VAR_DIMENSIONS`, when set, must
+    /// equal the declared dimensions.
+    Env(&'static str),
+}
+
+/// A parameter a SQL tool computes from an argument before its statements run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
+pub struct DeriveDef {
+    /// The parameter's name.
+    pub name: &'static str,
+    /// The argument it is computed from.
+    pub from: &'static str,
+    /// The transforms applied to the argument's text, in order.
+    pub transforms: &'static [&'static str],
+    /// The embedding provider that turns the text into a vector; none for text.
+    pub embed: Option<&'static str>,
+    /// When the provider is off, the argument values (`(argument, [values])`) with which the
+    /// call fails with `EMBEDDINGS_OFF` rather than binding NULL.
+    pub needed_when: &'static [(&'static str, &'static [&'static str])],
 }
 
 /// A tool call from the spec's `examples:` and what must come back.
@@ -546,8 +643,8 @@ pub struct ToolDef {
     pub timeout_ms: Option<u64>,
     /// OAuth scopes a caller needs to call the tool, besides the server's.
     pub scopes: &'static [&'static str],
-    /// Extra SQL parameters computed from arguments: `(name, argument, [transform])`.
-    pub derive: &'static [(&'static str, &'static str, &'static [&'static str])],
+    /// Extra SQL parameters computed from arguments.
+    pub derive: &'static [DeriveDef],
     /// Defaults for absent arguments read from environment variables at start-up.
     pub env_defaults: &'static [(&'static str, &'static str)],
     pub binding: BindingDef,
@@ -588,6 +685,31 @@ pub enum BindingDef {
     Handler,
     /// Fixed content blocks whose text and URIs are minijinja templates over the arguments.
     Content(&'static [BlockDef]),
+    /// Rows embedded in batches until none is left (`backfill:`).
+    Backfill(BackfillDef),
+}
+
+/// A backfill: rows whose text still needs a vector, embedded and stored a batch at a time,
+/// each batch its own transaction, until none is left. A run stopped half-way (a kill, a
+/// timeout, a cancellation) keeps the batches it stored; the next run goes on from there.
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
+pub struct BackfillDef {
+    /// The embedding provider.
+    pub embed: &'static str,
+    /// The integer argument that sets the rows per batch; the provider's `batch` without one.
+    pub size: Option<&'static str>,
+    /// `pending` (the rows still to embed, `key` and `text`, at most `:batch`), `store` (one
+    /// row's `:vector` for its `:key` and `:text`), and `remaining` (how many are left), when
+    /// the spec gives it.
+    pub statements: &'static [StatementDef],
+}
+
+impl BackfillDef {
+    /// The statement named `name` (`pending`, `store`, `remaining`).
+    pub fn statement(&self, name: &str) -> Option<&'static StatementDef> {
+        self.statements.iter().find(|s| s.name == name)
+    }
 }
 
 /// One content block of a `content:` binding.
@@ -618,6 +740,7 @@ impl BindingDef {
         match self {
             BindingDef::Single(s) => std::slice::from_ref(s),
             BindingDef::Composite(parts) => parts,
+            BindingDef::Backfill(b) => b.statements,
             BindingDef::Handler | BindingDef::Content(_) => &[],
         }
     }

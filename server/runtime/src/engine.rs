@@ -28,6 +28,8 @@ pub use crate::rows::{approx_json_size, approx_map_size};
 use crate::rows::{column_json, row_json, row_order, row_text};
 use crate::templates::template_name;
 
+mod backfill;
+
 /// Limits applied to every call.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -80,6 +82,12 @@ impl ToolError {
             message: message.into(),
             data: None,
         }
+    }
+
+    /// The error, naming the argument it is about (`data.field`).
+    pub(crate) fn with_field(mut self, field: &str) -> Self {
+        self.data = Some(json!({ "field": field }));
+        self
     }
 
     /// The error as a JSON object, for the text content of the result.
@@ -242,6 +250,8 @@ pub struct Engine {
     limits: Limits,
     read_only: bool,
     next_id: AtomicU64,
+    /// The spec's embedding providers, each on or off.
+    embeddings: crate::embed::Embeddings,
 }
 
 /// Start-up failures, each saying what to fix.
@@ -272,6 +282,8 @@ pub enum StartError {
         spec: &'static str,
         message: String,
     },
+    #[error(transparent)]
+    Embeddings(#[from] crate::embed::SetupError),
 }
 
 impl Engine {
@@ -414,6 +426,10 @@ impl Engine {
                 tracing::warn!(%reason, "could not build the structures under `database.derived`; the statements still prepare");
             }
         }
+        let embeddings = crate::embed::Embeddings::start(def.embeddings)?;
+        if let Some(db) = &db {
+            crate::embed::columns::check(def, &embeddings, db)?;
+        }
         Ok(Arc::new(Engine {
             def,
             db,
@@ -424,7 +440,13 @@ impl Engine {
             limits,
             read_only,
             next_id: AtomicU64::new(1),
+            embeddings,
         }))
+    }
+
+    /// The spec's embedding providers, each on or off.
+    pub fn embeddings(&self) -> &crate::embed::Embeddings {
+        &self.embeddings
     }
 
     pub fn is_read_only(&self) -> bool {
@@ -490,6 +512,7 @@ impl Engine {
     /// words that name no location. A server without a database is always ready. For
     /// `/readyz`.
     pub fn ready(&self, within: Duration) -> Result<(), &'static str> {
+        self.embeddings.ready(within)?;
         let Some(db) = &self.db else {
             return Ok(());
         };
@@ -877,6 +900,9 @@ impl Engine {
         }
         let stop = stop.with_slow(link.slow);
         let caller = link.caller.as_deref();
+        if let BindingDef::Backfill(b) = &tool.def.binding {
+            return self.run_backfill(tool, b, &args, caller, request, &stop, link.progress);
+        }
         self.run_sql(tool, &args, shown.as_ref(), caller, request, &stop, json)
     }
 
@@ -1025,6 +1051,32 @@ impl Engine {
         Ok(instance)
     }
 
+    /// Binds the `:embeddings.NAME.FIELD` parameters of `tool` from the providers.
+    fn provider_params(&self, tool: &ToolDef, params: &mut crate::params::Params, stop: &Stop) {
+        use crate::def::{EmbeddingsField, ParamKind};
+        for ((_, kind), (name, value)) in tool.bind.0.iter().zip(params.iter_mut()) {
+            let ParamKind::Embeddings(field) = kind else {
+                continue;
+            };
+            let (provider, _) = crate::params::embeddings_param(name);
+            *value = match field {
+                EmbeddingsField::Model => self
+                    .embeddings
+                    .model(provider)
+                    .map_or(SqlValue::Null, |m| SqlValue::Text(m.into())),
+                EmbeddingsField::Dimensions => self
+                    .def
+                    .embedding(provider)
+                    .map_or(SqlValue::Null, |e| SqlValue::Integer(e.dimensions.into())),
+                EmbeddingsField::Health => SqlValue::Text(
+                    self.embeddings
+                        .health(provider, stop.deadline())
+                        .to_string(),
+                ),
+            };
+        }
+    }
+
     /// Whether text with a NUL character (U+0000) is kept out of the database: for a spec that
     /// also runs on PostgreSQL, whose text cannot hold one, so that its tools keep one
     /// contract on every engine (writes refuse it, reads match nothing).
@@ -1052,15 +1104,7 @@ impl Engine {
         let name = tool.def.name;
         caller_fits(tool.def, caller)?;
         let mut params = crate::params::bind(&tool.def.bind, args, caller);
-        for (name, from, transforms) in tool.def.derive {
-            let mut v = shown
-                .unwrap_or(args)
-                .get(*from)
-                .cloned()
-                .unwrap_or(Value::Null);
-            crate::transform::apply(&mut v, transforms);
-            params.push((name, crate::params::ToParam::to_param(&v)));
-        }
+        self.provider_params(tool.def, &mut params, stop);
         if tool.def.writes && self.read_only {
             return Err(ToolError::new(
                 "READ_ONLY",
@@ -1073,6 +1117,9 @@ impl Engine {
         let job = Job::of(tool.def);
         let (db, shown) = (self.db()?, shown.unwrap_or(args));
         let acting = self.acting(db, name, caller)?;
+        // After the checks that need no provider: a call refused for them costs no embedding.
+        crate::embed::derive::all(self, tool.def, shown, stop, &mut params)
+            .map_err(|e| self.interrupted(job, e, &stop.cancel, self.timeout(tool.def)))?;
         // A read whose text holds a NUL matches nothing on any engine (see `nul_matters`):
         // its statements run against no rows, which gives the tool's own empty answer.
         if !tool.def.writes && self.nul_matters() && shown.values().any(|v| nul_path(v).is_some()) {
@@ -2224,6 +2271,7 @@ mod tests {
             scopes: &[],
             issuer: None,
             examples: &[],
+            embeddings: &[],
         }));
         let fix = super::which_side(broken, &sqlscan::SQLITE);
         assert!(fix.starts_with("the spec is wrong"), "{fix}");

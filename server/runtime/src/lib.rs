@@ -7,7 +7,7 @@
 //! - [`engine`]: validates arguments and runs calls; [`content`] reads resources and renders
 //!   prompts; `templates` names and registers their templates; [`transform`] shapes derived
 //!   parameters; [`startup`] runs a spec's start-up jobs; [`examples`] runs and judges a
-//!   spec's examples.
+//!   spec's examples; [`embed`] turns text into the vectors statements store and search.
 //! - [`backend`]: the database seam; [`backend::sqlite`] is its embedded implementation.
 //! - `protocol` (internal): the MCP surface on rmcp, with `protocol::jsonrpc` for messages
 //!   that do not parse; `transport::stdio` and `transport::http` carry it.
@@ -35,6 +35,7 @@ pub mod client;
 pub mod confine;
 pub mod confirm;
 pub mod content;
+pub mod embed;
 pub mod engine;
 pub mod examples;
 pub mod handler;
@@ -46,6 +47,8 @@ pub mod params;
 pub(crate) mod protocol;
 pub mod proxy;
 pub(crate) mod questions;
+#[cfg(any(feature = "otel", feature = "embeddings"))]
+pub(crate) mod roots;
 mod rows;
 pub(crate) mod shutdown;
 pub mod startup;

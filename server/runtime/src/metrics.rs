@@ -30,6 +30,17 @@ struct Tool {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Provider {
+    provider: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProviderOutcome {
+    provider: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PoolState {
     state: &'static str,
 }
@@ -45,6 +56,12 @@ struct Metrics {
     pool_max: Gauge,
     /// Spans the OpenTelemetry exporter could not deliver, read at each scrape.
     dropped_spans: Counter,
+    /// Calls to embedding providers by kind and outcome, the texts they embedded, how long
+    /// they took, and the texts waiting for a batch.
+    embedding_calls: Family<ProviderOutcome, Counter>,
+    embedding_texts: Family<Provider, Counter>,
+    embedding_durations: Family<Provider, Histogram>,
+    embedding_queued: Gauge,
 }
 
 static METRICS: OnceLock<Metrics> = OnceLock::new();
@@ -98,6 +115,32 @@ pub fn enable(server: &str) {
             "Spans the OpenTelemetry exporter could not deliver to the collector (dropped)",
             dropped_spans.clone(),
         );
+        let embedding_calls = Family::<ProviderOutcome, Counter>::default();
+        registry.register(
+            "mcpspec_embedding_calls",
+            "Calls to embedding providers, by kind (static or openai) and outcome (ok, failed or stopped)",
+            embedding_calls.clone(),
+        );
+        let embedding_texts = Family::<Provider, Counter>::default();
+        registry.register(
+            "mcpspec_embedding_texts",
+            "Texts embedded by providers (not the ones the cache had), by kind",
+            embedding_texts.clone(),
+        );
+        let embedding_durations = Family::<Provider, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.00001, 2.0, 22))
+        });
+        registry.register(
+            "mcpspec_embedding_call_duration_seconds",
+            "How long calls to embedding providers took, retries included, by kind",
+            embedding_durations.clone(),
+        );
+        let embedding_queued = Gauge::default();
+        registry.register(
+            "mcpspec_embedding_queued_texts",
+            "Texts waiting for an HTTP embedding provider's next batch",
+            embedding_queued.clone(),
+        );
         Metrics {
             registry,
             calls,
@@ -106,6 +149,10 @@ pub fn enable(server: &str) {
             pool,
             pool_max,
             dropped_spans,
+            embedding_calls,
+            embedding_texts,
+            embedding_durations,
+            embedding_queued,
         }
     });
 }
@@ -146,6 +193,34 @@ pub fn record(tool: &str, outcome: &str, took: Duration) {
             tool: tool.to_string(),
         })
         .observe(took.as_secs_f64());
+}
+
+/// Records one call to an embedding provider of `kind` that embedded `texts` texts in `took`,
+/// failed with `error` (`failed`, `stopped`) or not.
+pub fn embedding(kind: &'static str, texts: usize, took: Duration, error: Option<&'static str>) {
+    let Some(m) = METRICS.get() else {
+        return;
+    };
+    let outcome = error.unwrap_or("ok");
+    m.embedding_calls
+        .get_or_create(&ProviderOutcome {
+            provider: kind,
+            outcome,
+        })
+        .inc();
+    m.embedding_texts
+        .get_or_create(&Provider { provider: kind })
+        .inc_by(texts as u64);
+    m.embedding_durations
+        .get_or_create(&Provider { provider: kind })
+        .observe(took.as_secs_f64());
+}
+
+/// Moves the count of texts waiting for an HTTP provider's next batch by `by`.
+pub fn embedding_queued(by: i64) {
+    if let Some(m) = METRICS.get() {
+        m.embedding_queued.inc_by(by);
+    }
 }
 
 /// Every series in the OpenMetrics text format, with the pool's use as it is now; `None`

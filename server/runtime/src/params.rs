@@ -17,6 +17,31 @@ pub enum SqlValue {
     Real(f64),
     Text(String),
     Blob(Vec<u8>),
+    /// An embedding: bound as the engine's vector (pgvector's `vector` on PostgreSQL, the
+    /// little-endian float32 blob sqlite-vec and MariaDB's `VECTOR` read elsewhere).
+    Vector(std::sync::Arc<[f32]>),
+}
+
+impl SqlValue {
+    /// A vector's little-endian float32 bytes: sqlite-vec's and MariaDB's binary form.
+    pub fn vector_bytes(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    /// A vector's text, `[0.1,0.2]`: what pgvector, sqlite-vec and MariaDB's `VEC_FromText`
+    /// parse.
+    pub fn vector_text(v: &[f32]) -> String {
+        let mut out = String::with_capacity(v.len() * 12 + 2);
+        out.push('[');
+        for (i, x) in v.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&x.to_string());
+        }
+        out.push(']');
+        out
+    }
 }
 
 /// SQL parameters by name (without the `:` sigil), from a tool's validated arguments.
@@ -46,6 +71,8 @@ fn json_param(
             let claim = caller.and_then(|c| c.claims.get(claim_name(name)));
             return claim.map_or(SqlValue::Null, |v| claim_param(v, kind));
         }
+        // The engine binds these from its providers.
+        (ParamKind::Embeddings(_), _) => return SqlValue::Null,
         (_, None | Some(Value::Null)) => return SqlValue::Null,
         (_, Some(v)) => v,
     };
@@ -57,10 +84,18 @@ fn json_param(
             .as_str()
             .map_or_else(|| v.to_param(), |s| SqlValue::Text(s.into())),
         ParamKind::Array => SqlValue::Text(v.to_string()),
-        ParamKind::Json | ParamKind::Arguments | ParamKind::AuthSub | ParamKind::AuthClaim(_) => {
-            v.to_param()
-        }
+        ParamKind::Json
+        | ParamKind::Arguments
+        | ParamKind::AuthSub
+        | ParamKind::AuthClaim(_)
+        | ParamKind::Embeddings(_) => v.to_param(),
     }
+}
+
+/// The provider and field a `:embeddings.NAME.FIELD` parameter reads.
+pub fn embeddings_param(param: &str) -> (&str, &str) {
+    let rest = param.strip_prefix("embeddings.").unwrap_or(param);
+    rest.rsplit_once('.').unwrap_or((rest, ""))
 }
 
 /// The claim a `:auth.claims.NAME` parameter reads.

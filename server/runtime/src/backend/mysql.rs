@@ -631,6 +631,8 @@ impl MySession<'_> {
                 Value::Real(f) => mysql::Value::Double(f),
                 Value::Text(s) => mysql::Value::Bytes(s.into_bytes()),
                 Value::Blob(b) => mysql::Value::Bytes(b),
+                // MariaDB's VECTOR takes the little-endian float32 bytes.
+                Value::Vector(v) => mysql::Value::Bytes(Value::vector_bytes(&v)),
             })
             .collect()
     }

@@ -676,6 +676,7 @@ impl ToSql for Value {
                 Type::BYTEA => b.as_slice().to_sql(ty, out),
                 _ => Err(format!("a binary value cannot be bound to a {ty} parameter").into()),
             },
+            Value::Vector(v) => vector_to_sql(v, ty, out),
         }
     }
 
@@ -684,6 +685,30 @@ impl ToSql for Value {
     }
 
     to_sql_checked!();
+}
+
+/// A vector as pgvector's binary `vector` (its dimensions, a reserved word, then each float
+/// big-endian), as text where the parameter is text, as float32 bytes where it is `bytea`.
+fn vector_to_sql(v: &[f32], ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+    use bytes::BufMut as _;
+    match *ty {
+        _ if ty.name() == "vector" => {
+            let dims = u16::try_from(v.len()).map_err(|_| {
+                format!(
+                    "a vector of {} dimensions is more than pgvector holds",
+                    v.len()
+                )
+            })?;
+            out.put_u16(dims);
+            out.put_u16(0);
+            for x in v {
+                out.put_f32(*x);
+            }
+            Ok(IsNull::No)
+        }
+        Type::BYTEA => Value::vector_bytes(v).as_slice().to_sql(ty, out),
+        _ => text_to_sql(&Value::vector_text(v), ty, out),
+    }
 }
 
 fn integer_to_sql(n: i64, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {

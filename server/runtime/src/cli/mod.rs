@@ -999,6 +999,7 @@ fn serve_http(
             crate::transport::http::ENDPOINT
         );
         let proxy = start_proxy(&engine).await?;
+        crate::embed::check_at_start(&engine);
         let jobs = crate::startup::spawn(engine.clone());
         let handler = shared_key(crate::protocol::McpServer::with_proxy(
             engine,
@@ -1120,6 +1121,7 @@ fn serve_stdio(
         .build()?;
     let (session, writer) = runtime.block_on(async move {
         let proxy = start_proxy(&engine).await?;
+        crate::embed::check_at_start(&engine);
         let jobs = crate::startup::spawn(engine.clone());
         let handler = shared_key(make(engine, proxy.clone()))?;
         // Plain SQL tool calls are answered on the thread that read them (zero hops).

@@ -148,7 +148,7 @@ impl Endpoint {
             .http_status_as_error(false);
         // The system's roots are read only for an https endpoint.
         let config = if self.url.scheme_str() == Some("https") {
-            config.tls_config(system_roots())
+            config.tls_config(crate::roots::system())
         } else {
             config
         };
@@ -193,22 +193,6 @@ fn gzip(body: &[u8]) -> Vec<u8> {
     out.write_all(body)
         .and_then(|()| out.finish())
         .expect("gzip into memory does not fail")
-}
-
-/// TLS checked against the system's roots (`rustls-native-certs`: the system's store, or
-/// `SSL_CERT_FILE` / `SSL_CERT_DIR`), said in the log when there are none.
-fn system_roots() -> ureq::tls::TlsConfig {
-    let roots: Vec<_> = rustls_native_certs::load_native_certs()
-        .certs
-        .iter()
-        .map(|c| ureq::tls::Certificate::from_der(c.as_ref()).to_owned())
-        .collect();
-    if roots.is_empty() {
-        tracing::warn!("no root certificate was found on this system; https exports will fail");
-    }
-    ureq::tls::TlsConfig::builder()
-        .root_certs(ureq::tls::RootCerts::new_with_certs(&roots))
-        .build()
 }
 
 /// What went wrong in an export, said without the URL (it may carry credentials).

@@ -189,6 +189,24 @@ pub async fn within<F: std::future::Future>(carry: Carry, f: F) -> F::Output {
     f.await
 }
 
+/// One call to an embedding provider of `kind` (`static`, `openai`) that embedded `texts`
+/// texts from `started` until now and failed with `error`: a client span, the child of the
+/// request this thread serves (none outside a sampled one), and the `/metrics` series.
+pub fn embedding(kind: &'static str, texts: usize, started: Instant, error: Option<&'static str>) {
+    #[cfg(feature = "otel")]
+    if let Some(span) = spans::Open::child(started) {
+        let what = spans::What::Embedding {
+            provider: kind,
+            texts: texts.to_string().as_str().into(),
+        };
+        span.end(what, error.map(Box::from), Instant::now());
+    }
+    #[cfg(feature = "http")]
+    crate::metrics::embedding(kind, texts, started.elapsed(), error);
+    #[cfg(not(any(feature = "otel", feature = "http")))]
+    let _ = (kind, texts, started, error);
+}
+
 /// The number of spans the exporter could not deliver (the collector was down or refused
 /// them) since the process started; they are dropped, never retried into memory.
 pub fn dropped_spans() -> u64 {

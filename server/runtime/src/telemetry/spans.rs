@@ -51,6 +51,9 @@ pub(super) enum What {
         system: &'static str,
         operation: Option<&'static str>,
     },
+    /// A call to an embedding provider (a client span): its kind (`static`, `openai`) and how
+    /// many texts it embedded.
+    Embedding { provider: &'static str, texts: Text },
 }
 
 /// A request's id or session as its record keeps it: inline up to 36 bytes (a UUID fits), so
@@ -294,6 +297,12 @@ impl Open {
 
     /// A statement's span, the child of the thread's current span; none outside a sampled one.
     pub(super) fn statement() -> Option<Open> {
+        Open::child(Instant::now())
+    }
+
+    /// A span that started at `start`, the child of the thread's current span; none outside
+    /// a sampled one.
+    pub(super) fn child(start: Instant) -> Option<Open> {
         let p = PIPELINE.get()?;
         let parent = current()?;
         Some(Open {
@@ -302,7 +311,7 @@ impl Open {
                 span: p.config.id_generator.new_span_id(),
                 ..parent
             },
-            start: Instant::now(),
+            start,
         })
     }
 
@@ -402,6 +411,7 @@ impl What {
             What::Statement {
                 system, operation, ..
             } => (operation.unwrap_or(system), None),
+            What::Embedding { provider, .. } => ("embeddings", Some(provider)),
         }
     }
 
@@ -448,6 +458,14 @@ impl What {
                 if let Some(op) = operation {
                     each("db.operation.name", op.as_bytes());
                 }
+                if let Some(e) = error {
+                    each("error.type", e.as_bytes());
+                }
+            }
+            What::Embedding { provider, texts } => {
+                each("gen_ai.operation.name", b"embeddings");
+                each("gen_ai.provider.name", provider.as_bytes());
+                each("mcpspec.embedding.texts", texts.as_bytes());
                 if let Some(e) = error {
                     each("error.type", e.as_bytes());
                 }
@@ -511,7 +529,7 @@ impl Record {
                 };
                 owned + spilled(id) + spilled(session)
             }
-            What::Statement { .. } => 0,
+            What::Statement { .. } | What::Embedding { .. } => 0,
         };
         state + error + what
     }

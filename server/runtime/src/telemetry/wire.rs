@@ -175,7 +175,7 @@ fn kind(what: &What) -> i32 {
     use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
     match what {
         What::Request { .. } => SpanKind::Server as i32,
-        What::Statement { .. } => SpanKind::Client as i32,
+        What::Statement { .. } | What::Embedding { .. } => SpanKind::Client as i32,
     }
 }
 

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use crate::backend::OpenError;
 use crate::def::DatabaseDef;
@@ -636,12 +636,19 @@ impl Drop for Lent<'_> {
 impl rusqlite::ToSql for crate::backend::Value {
     fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
         use rusqlite::types::{ToSqlOutput, ValueRef};
+        // sqlite-vec reads a vector as its little-endian float32 blob.
+        if let crate::backend::Value::Vector(v) = self {
+            return Ok(ToSqlOutput::Owned(rusqlite::types::Value::Blob(
+                crate::backend::Value::vector_bytes(v),
+            )));
+        }
         Ok(ToSqlOutput::Borrowed(match self {
             crate::backend::Value::Null => ValueRef::Null,
             crate::backend::Value::Integer(i) => ValueRef::Integer(*i),
             crate::backend::Value::Real(f) => ValueRef::Real(*f),
             crate::backend::Value::Text(s) => ValueRef::Text(s.as_bytes()),
             crate::backend::Value::Blob(b) => ValueRef::Blob(b),
+            crate::backend::Value::Vector(_) => ValueRef::Null,
         }))
     }
 }
@@ -877,16 +884,37 @@ fn table_columns(
     let mut st = conn.prepare(
         "SELECT name, type, \"notnull\", dflt_value IS NULL, pk FROM pragma_table_xinfo(?1) WHERE hidden = 0 ORDER BY cid",
     )?;
-    st.query_map([table], |r| {
-        let ty: String = r.get(1)?;
-        let rowid = r.get::<_, i64>(4)? == 1 && keys == 1 && ty.eq_ignore_ascii_case("integer");
-        Ok(crate::backend::TableColumn {
-            name: r.get(0)?,
-            required: r.get::<_, bool>(2)? && r.get::<_, bool>(3)? && !rowid,
-            ty,
-        })
-    })?
-    .collect()
+    let mut columns = st
+        .query_map([table], |r| {
+            let ty: String = r.get(1)?;
+            let rowid = r.get::<_, i64>(4)? == 1 && keys == 1 && ty.eq_ignore_ascii_case("integer");
+            Ok(crate::backend::TableColumn {
+                name: r.get(0)?,
+                required: r.get::<_, bool>(2)? && r.get::<_, bool>(3)? && !rowid,
+                ty,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    // A virtual table's columns have no declared type in SQLite's catalogue: their
+    // definitions are read from its CREATE text (sqlite-vec's `embedding float[256]`).
+    if columns.iter().any(|c| c.ty.is_empty()) {
+        let create: Option<String> = conn
+            .query_row(
+                "SELECT sql FROM sqlite_schema WHERE name = ?1 AND sql LIKE 'CREATE VIRTUAL TABLE%'",
+                [table],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let defs = create
+            .map(|c| sqlscan::vectors::virtual_columns(&c))
+            .unwrap_or_default();
+        for c in columns.iter_mut().filter(|c| c.ty.is_empty()) {
+            if let Some((_, ty)) = defs.iter().find(|(n, _)| n.eq_ignore_ascii_case(&c.name)) {
+                c.ty = ty.clone();
+            }
+        }
+    }
+    Ok(columns)
 }
 
 /// Sets the writer up: WAL for a database that is mcpspec's own or in WAL already (another
