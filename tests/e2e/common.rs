@@ -120,6 +120,50 @@ macro_rules! on_every_engine {
     };
 }
 
+/// One test per engine that holds vectors (`name::sqlite` with sqlite-vec, `name::postgres`
+/// with pgvector; MariaDB before 11.7 has none).
+#[macro_export]
+macro_rules! on_every_vector_engine {
+    ($($name:ident),* $(,)?) => {
+        $crate::on_engines!([sqlite => Sqlite, postgres => Postgres] $($name),*);
+    };
+}
+
+/// One test per engine that holds vectors and per transport (stdio, HTTP with a session,
+/// HTTP of protocol 2026-07-28).
+#[macro_export]
+macro_rules! on_every_vector_engine_and_transport {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            use $crate::common::{Engine, Transport};
+            #[test]
+            fn sqlite_stdio() {
+                super::$name(Engine::Sqlite, Transport::Stdio)
+            }
+            #[test]
+            fn sqlite_http() {
+                super::$name(Engine::Sqlite, Transport::Http)
+            }
+            #[test]
+            fn sqlite_http_2026() {
+                super::$name(Engine::Sqlite, Transport::HttpPerRequest)
+            }
+            #[test]
+            fn postgres_stdio() {
+                super::$name(Engine::Postgres, Transport::Stdio)
+            }
+            #[test]
+            fn postgres_http() {
+                super::$name(Engine::Postgres, Transport::Http)
+            }
+            #[test]
+            fn postgres_http_2026() {
+                super::$name(Engine::Postgres, Transport::HttpPerRequest)
+            }
+        }
+    )*};
+}
+
 /// One test per engine a team of replicas shares (`name::postgres`, `name::mariadb`).
 #[macro_export]
 macro_rules! on_every_engine_of_a_team {
@@ -143,7 +187,10 @@ macro_rules! on_every_engine_on_the_workers {
 pub fn sample_db_on(engine: Engine, server: &str) -> Db {
     match engine {
         Engine::Sqlite => sample_db(server),
-        Engine::Postgres => sample_db_at(&crate::pg::Cluster::shared().create_database(), server),
+        Engine::Postgres => sample_db_at(
+            &crate::pg::Cluster::for_server(server).create_database(),
+            server,
+        ),
         Engine::Mariadb => sample_db_at(&crate::maria::Server::shared().create_database(), server),
     }
 }
@@ -154,7 +201,7 @@ pub fn sample_db_on(engine: Engine, server: &str) -> Db {
 pub fn sql_on(engine: Engine, db: &Path, sql: &str) -> String {
     let at = db.to_str().expect("a UTF-8 location");
     match engine {
-        Engine::Postgres => crate::pg::Cluster::shared().psql(at, sql),
+        Engine::Postgres => crate::pg::Cluster::of(at).psql(at, sql),
         Engine::Mariadb => crate::maria::Server::shared().sql(at, sql),
         Engine::Sqlite => {
             let conn = rusqlite::Connection::open(db).expect("open the database");
@@ -179,7 +226,10 @@ pub fn sql_on(engine: Engine, db: &Path, sql: &str) -> String {
 pub fn server_dir(engine: Engine, db: &Path) -> String {
     match engine {
         Engine::Sqlite => db.parent().unwrap().to_string_lossy().into_owned(),
-        Engine::Postgres => crate::pg::Cluster::shared().dir.display().to_string(),
+        Engine::Postgres => crate::pg::Cluster::of(&db.to_string_lossy())
+            .dir
+            .display()
+            .to_string(),
         Engine::Mariadb => crate::maria::Server::shared().dir.display().to_string(),
     }
 }
@@ -202,14 +252,40 @@ pub fn start_engine(engine: Engine, server: &str, extra: &[&str]) -> Session {
 
 /// [`start_on`] over `transport`.
 pub fn start_over(transport: Transport, db: Db, server: &str, extra: &[&str]) -> Session {
+    start_over_with(transport, db, server, extra, &[])
+}
+
+/// [`start_over`] with `env` set for the server.
+pub fn start_over_with(
+    transport: Transport,
+    db: Db,
+    server: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Session {
     let per_request = match transport {
-        Transport::Stdio => return start_on(db, server, extra),
+        Transport::Stdio => {
+            let mut c = Command::new(exe_for(server));
+            c.args(["serve", server, "--db"])
+                .arg(&db.path)
+                .args(extra)
+                .env("MCPSPEC_LOG", "warn")
+                .envs(env.iter().copied())
+                .stderr(if std::env::var_os("E2E_STDERR").is_some() {
+                    Stdio::inherit()
+                } else {
+                    Stdio::null()
+                });
+            return start_command(&mut c, db);
+        }
         Transport::Http => false,
         Transport::HttpPerRequest => true,
     };
     let mut args = vec![server, "--db", db.path.to_str().expect("a UTF-8 path")];
     args.extend_from_slice(extra);
-    let server = crate::http::HttpServer::serve(&args, &[("MCPSPEC_STARTUP_JOBS", "off")]);
+    let mut env = env.to_vec();
+    env.push(("MCPSPEC_STARTUP_JOBS", "off"));
+    let server = crate::http::HttpServer::serve(&args, &env);
     let mut client = if per_request {
         mcpspec_testkit::HttpClient::per_request(server.addr, None)
     } else {

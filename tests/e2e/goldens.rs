@@ -53,6 +53,11 @@ mod identity {
     include!("../fixtures/identity/expected/identity.rs");
 }
 
+#[allow(dead_code)]
+mod recall {
+    include!("../fixtures/embeddings/expected/recall.rs");
+}
+
 /// A hand-written implementation of the aliases golden: `notes.get` and `notes.touch` return
 /// the same type, so one function serves both.
 struct Notes;
@@ -649,4 +654,43 @@ fn golden_identity_carries_scopes_issuer_and_the_callers_parameters() {
     );
     assert_eq!(def.resources[0].scopes, ["notes:guide"]);
     assert_eq!(def.prompts[0].scopes, ["notes:prompts"]);
+}
+
+/// The embeddings golden served by the engine: the provider chosen by the environment is off
+/// (its model NULL, its health `off`), the declared dimensions bind, and a backfill with
+/// nothing to do stores nothing and names the HTTP provider's model, without a request.
+#[test]
+fn the_embeddings_golden_serves_its_providers() {
+    use mcpspec::engine::{Engine, Limits};
+    assert_eq!(recall::SERVER.embeddings.len(), 2);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("recall.db");
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch(recall::SERVER.database.as_ref().unwrap().schema)
+        .unwrap();
+    let engine = Engine::start(&recall::SERVER, Some(&db), false, Limits::default(), None).unwrap();
+    let provider = engine
+        .call("provider", Some(&serde_json::json!({})))
+        .unwrap();
+    assert_eq!(
+        provider.structured["dimensions"], 8,
+        "{:?}",
+        provider.structured
+    );
+    assert!(
+        provider.structured.get("model").is_none(),
+        "{:?}",
+        provider.structured
+    );
+    assert_eq!(provider.structured["health"]["state"], "off");
+    let newest = engine.call("recall", Some(&serde_json::json!({}))).unwrap();
+    assert_eq!(newest.structured["rows"], serde_json::json!([]));
+    let reembed = engine
+        .call("reembed", Some(&serde_json::json!({})))
+        .unwrap();
+    assert_eq!(
+        reembed.structured,
+        serde_json::json!({"embedded": 0, "batches": 0, "remaining": 0, "model": "openai:text-embedding-3-small@8"})
+    );
 }

@@ -3,6 +3,7 @@
 //! databases in a throwaway cluster the tests start themselves ([`pg`]).
 
 mod common;
+mod deps;
 mod maria;
 mod pg;
 
@@ -11,6 +12,7 @@ mod conformance;
 mod content;
 mod deadlines;
 mod dev;
+mod embeddings;
 mod examples;
 mod goldens;
 mod health;
@@ -26,6 +28,7 @@ mod migrate;
 mod new;
 mod oauth;
 mod oidc;
+mod openai;
 mod otel;
 mod pm;
 mod postgres;

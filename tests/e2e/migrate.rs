@@ -348,13 +348,14 @@ fn a_baseline_is_checked_where_the_engine_can_and_said_unchecked_where_not() {
         Path::new(&url),
         "CREATE TABLE theirs (x integer)",
     );
+    // At the newest migration by the user's word: nothing is left to apply.
     let (code, out, err) = mcpspec(
-        &["migrate", "knowledge", "--db", &url, "--baseline", "1"],
+        &["migrate", "knowledge", "--db", &url, "--baseline", "2"],
         &[],
     );
     assert_eq!(code, 0, "{err}");
     assert!(
-        out.contains("--baseline says it is at migration 0001_init, which was not checked"),
+        out.contains("--baseline says it is at migration 0002_embeddings, which was not checked"),
         "{out}"
     );
 }
@@ -410,9 +411,9 @@ fn replicas_starting_together_with_migrate_on_one_postgres_database_apply_it_onc
     assert_eq!(
         cluster.psql(
             &url,
-            "SELECT string_agg(version || ' ' || name, ',') FROM mcpspec_migrations"
+            "SELECT string_agg(version || ' ' || name, ',' ORDER BY version) FROM mcpspec_migrations"
         ),
-        "1 init"
+        "1 init,2 embeddings"
     );
     assert_eq!(
         cluster.psql(&url, "SELECT count(*) FROM knowledge_entries"),
@@ -465,14 +466,20 @@ fn migrate_on_mariadb_makes_an_empty_database_and_records_it() {
     let url = crate::maria::Server::shared().create_database();
     let (code, out, err) = mcpspec(&["migrate", "knowledge", "--db", &url, "--dry-run"], &[]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.starts_with("would apply 0001_init\n"), "{out}");
-    let (code, out, err) = mcpspec(&["migrate", "knowledge", "--db", &url], &[]);
-    assert_eq!(code, 0, "{err}");
-    assert!(out.starts_with("applied 0001_init\n"), "{out}");
+    assert!(
+        out.starts_with("would apply 0001_init\nwould apply 0002_embeddings\n"),
+        "{out}"
+    );
     let (code, out, err) = mcpspec(&["migrate", "knowledge", "--db", &url], &[]);
     assert_eq!(code, 0, "{err}");
     assert!(
-        out.ends_with("is at migration 0001_init: nothing to apply\n"),
+        out.starts_with("applied 0001_init\napplied 0002_embeddings\n"),
+        "{out}"
+    );
+    let (code, out, err) = mcpspec(&["migrate", "knowledge", "--db", &url], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.ends_with("is at migration 0002_embeddings: nothing to apply\n"),
         "{out}"
     );
     let (code, out, err) = mcpspec(
@@ -491,9 +498,9 @@ fn migrate_on_mariadb_makes_an_empty_database_and_records_it() {
         crate::common::sql_on(
             crate::common::Engine::Mariadb,
             Path::new(&url),
-            "SELECT CONCAT(version, ' ', name) FROM mcpspec_migrations"
+            "SELECT GROUP_CONCAT(CONCAT(version, ' ', name) ORDER BY version) FROM mcpspec_migrations"
         ),
-        "1 init"
+        "1 init,2 embeddings"
     );
 }
 

@@ -300,8 +300,14 @@ fn children_of(got: &Got, span: &Span) -> Vec<Span> {
 }
 
 /// Asserts what every request span says: a server span of `tool` under the client's span,
-/// with the MCP attributes, and statements of `system` under it, naming nothing of the call.
+/// with the MCP attributes, and statements of `system` under it, naming nothing of the call
+/// (each named by its operation: kb_search's statement is a `WITH`, kb_list's a `SELECT`).
 fn assert_request(span: &Span, children: &[Span], tool: &str, transport: &str, system: &str) {
+    let operation = if tool == "kb_search" {
+        "WITH"
+    } else {
+        "SELECT"
+    };
     assert_eq!(hex(&span.parent_span_id), PARENT, "{span:?}");
     assert_eq!(span.kind, 2, "a server span: {span:?}");
     let a = &span.attributes;
@@ -323,9 +329,9 @@ fn assert_request(span: &Span, children: &[Span], tool: &str, transport: &str, s
         );
         assert_eq!(
             attr(&c.attributes, "db.operation.name").as_deref(),
-            Some("SELECT")
+            Some(operation)
         );
-        assert_eq!(c.name, "SELECT");
+        assert_eq!(c.name, operation);
         assert!(c.start_time_unix_nano >= span.start_time_unix_nano);
         assert!(c.end_time_unix_nano <= span.end_time_unix_nano);
     }
@@ -1038,4 +1044,44 @@ fn assert_search_exported(mut c: StdioClient, receiver: &Receiver) -> usize {
     );
     assert_team_header(&got);
     got.headers.len()
+}
+
+/// A call that embeds its text has the provider's call as a client span of its request,
+/// `embeddings static`, with the provider's kind and how many texts, and nothing of the text.
+#[test]
+fn an_embedding_is_a_span_of_the_call_that_asked_for_it() {
+    let receiver = Receiver::start();
+    let db = sample_db("knowledge");
+    let model = format!("static:{}", crate::deps::wordllama().display());
+    let mut c = stdio_server(&receiver, &db.path, &[("KNOWLEDGE_EMBEDDINGS", &model)]);
+    let traceparent = format!("00-{TRACE}-{PARENT}-01");
+    let r = c
+        .request(
+            "tools/call",
+            json!({"name": "kb_add", "arguments": {"content": "zebraword embedded", "role": "dev"},
+                   "_meta": {"traceparent": traceparent}}),
+        )
+        .expect("tools/call");
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let (span, embedding) = receiver.until("the embedding's span", |g| {
+        let (_, span) = g
+            .spans
+            .iter()
+            .find(|(_, s)| hex(&s.trace_id) == TRACE && s.name == "tools/call kb_add")?;
+        let embedding = children_of(g, span)
+            .into_iter()
+            .find(|s| s.name == "embeddings static")?;
+        Some((span.clone(), embedding))
+    });
+    assert_eq!(embedding.kind, 3, "a client span: {embedding:?}");
+    let a = &embedding.attributes;
+    assert_eq!(
+        attr(a, "gen_ai.operation.name").as_deref(),
+        Some("embeddings")
+    );
+    assert_eq!(attr(a, "gen_ai.provider.name").as_deref(), Some("static"));
+    assert_eq!(attr(a, "mcpspec.embedding.texts").as_deref(), Some("1"));
+    assert!(embedding.start_time_unix_nano >= span.start_time_unix_nano);
+    assert!(embedding.end_time_unix_nano <= span.end_time_unix_nano);
+    assert_never_named(&receiver.got.lock().unwrap(), "zebraword");
 }

