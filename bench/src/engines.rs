@@ -66,7 +66,7 @@ fn statement(tool: &str, dialect: &str) -> Result<(String, Vec<&'static str>)> {
 }
 
 /// The value each argument of the measured calls binds: the search text as the `fts5`
-/// transform quotes it, no role, ten results.
+/// transform quotes it, hybrid mode without a vector (no provider), no role, ten results.
 enum Arg {
     Text(String),
     Null,
@@ -77,6 +77,8 @@ fn arg(name: &str, id: &str) -> Arg {
     match name {
         "id" => Arg::Text(id.to_string()),
         "query" => Arg::Text(mcpspec::transform::fts5(QUERY, false)),
+        // The servers run without an embedding provider: a hybrid search is keyword search.
+        "mode" => Arg::Text("hybrid".to_string()),
         "limit" => Arg::Int(10),
         _ => Arg::Null,
     }

