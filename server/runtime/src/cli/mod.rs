@@ -1121,8 +1121,8 @@ fn serve_stdio(
         .build()?;
     let (session, writer) = runtime.block_on(async move {
         let proxy = start_proxy(&engine).await?;
-        crate::embed::check_at_start(&engine);
         let jobs = crate::startup::spawn(engine.clone());
+        let checked = engine.clone();
         let handler = shared_key(make(engine, proxy.clone()))?;
         // Plain SQL tool calls are answered on the thread that read them (zero hops).
         let lane = crate::transport::lane::Lane::new(handler.live(), "pipe");
@@ -1140,6 +1140,8 @@ fn serve_stdio(
         });
         let session = match rmcp::serve_server(handler.clone(), transport).await {
             Ok(running) => {
+                // The session is up (`initialize` answered): the providers are checked now.
+                crate::embed::check_at_start(&checked);
                 started(&handler, running.peer().clone());
                 running
                     .waiting()

@@ -226,8 +226,9 @@ impl Embeddings {
     }
 }
 
-/// Checks the providers of `engine` on a thread of its own, once the server starts serving:
-/// each outcome is logged (a failure as a warning, with what calls that embed will meet).
+/// Checks the providers of `engine` on a thread of its own, once the server serves (over
+/// stdio, once the session is up: a static model's load never slows `initialize`): each
+/// outcome is logged (a failure as a warning, with what calls that embed will meet).
 pub fn check_at_start(engine: &std::sync::Arc<crate::engine::Engine>) {
     if engine.embeddings().on().next().is_none() {
         return;
@@ -327,7 +328,7 @@ impl Provider {
     ) -> Result<Provider, String> {
         let (source, model, described) = match chosen {
             Chosen::Static(dir) => {
-                let loading = model::Loading::start(&dir, def.dimensions)?;
+                let loading = model::Loading::new(&dir, def.dimensions)?;
                 let model = format!("static:{}@{}", loading.name(), def.dimensions);
                 let described = format!("static:{}", loading.dir().display());
                 (Source::Static(loading), model, described)

@@ -12,10 +12,11 @@
 //! merging a 10,000-character text as one word. Any other tokenizer encodes texts whole.
 //!
 //! The files are checked when the server starts (they exist, the matrix has the declared
-//! dimensions); they are read and parsed on a thread of their own, so that the server answers
-//! `initialize` at once and the first call that embeds waits for the rest of the load.
+//! dimensions); they are read and parsed on a thread of their own once the model is first
+//! wanted (the start-up check, run once the session is up, or a call), so that the server
+//! answers `initialize` as fast as without a model and the first call that embeds waits for
+//! the rest of the load.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Instant;
@@ -36,11 +37,14 @@ const PIECES: usize = 100_000;
 /// The outcome of a model's load, once it is known, and the signal that it is.
 type Loaded = (Mutex<Option<Result<Arc<Model>, String>>>, Condvar);
 
-/// A model being loaded, or loaded.
+/// A model to load on first use, being loaded, or loaded.
 pub struct Loading {
     dir: PathBuf,
     name: String,
+    vocabulary: usize,
+    dims: usize,
     state: Arc<Loaded>,
+    begun: std::sync::Once,
 }
 
 /// A loaded model.
@@ -54,17 +58,18 @@ pub struct Model {
     pieces: Option<Pieces>,
 }
 
-/// The tokens of pieces already seen.
+/// The tokens of pieces already seen, by the piece as written (hashbrown's map: its hash
+/// is several times cheaper than the standard library's on short keys).
 struct Pieces {
-    seen: RwLock<HashMap<Box<str>, Box<[u32]>>>,
+    seen: RwLock<hashbrown::HashMap<Box<str>, Box<[u32]>>>,
     /// Texts holding one of these (the tokenizer's added tokens) are encoded whole.
     added: Vec<String>,
 }
 
 impl Loading {
-    /// Checks the model in `dir` (`~/` is the home directory) and starts loading it: the
-    /// files must be there, and the matrix must have `dims` columns.
-    pub fn start(dir: &str, dims: u32) -> Result<Loading, String> {
+    /// The model in `dir` (`~/` is the home directory), checked: the files must be there, and
+    /// the matrix must have `dims` columns. It is read on first use (see [`Loading::begin`]).
+    pub fn new(dir: &str, dims: u32) -> Result<Loading, String> {
         let dir = expand(dir);
         let shown = dir.display().to_string();
         for file in [WEIGHTS, TOKENIZER] {
@@ -85,32 +90,48 @@ impl Loading {
             .map(|n| n.to_string_lossy().into_owned())
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| "model".into());
-        let state = Arc::new((Mutex::new(None), Condvar::new()));
-        let loading = Loading {
-            dir: dir.clone(),
+        Ok(Loading {
+            dir,
             name,
-            state: state.clone(),
-        };
-        std::thread::Builder::new()
-            .name("mcpspec-model".into())
-            .spawn(move || {
-                let started = Instant::now();
-                let loaded = Model::load(&dir, vocabulary, columns).map(Arc::new);
-                match &loaded {
-                    Ok(m) => tracing::info!(
-                        dir = %dir.display(),
-                        took_ms = started.elapsed().as_millis() as u64,
-                        pieces = m.pieces.is_some(),
-                        "static embedding model loaded"
-                    ),
-                    Err(e) => tracing::error!(dir = %dir.display(), "the static embedding model did not load: {e}"),
-                }
-                let (done, ready) = &*state;
-                *done.lock().unwrap_or_else(|p| p.into_inner()) = Some(loaded);
+            vocabulary,
+            dims: columns,
+            state: Arc::new((Mutex::new(None), Condvar::new())),
+            begun: std::sync::Once::new(),
+        })
+    }
+
+    /// Starts reading the model on a thread of its own, once: when it is first wanted (a call
+    /// that embeds, the start-up check once the session is up), so that a server's start and
+    /// its `initialize` answer never share the machine with the load.
+    pub fn begin(&self) {
+        self.begun.call_once(|| {
+            let (dir, vocabulary, dims) = (self.dir.clone(), self.vocabulary, self.dims);
+            let state = self.state.clone();
+            let spawned = std::thread::Builder::new()
+                .name("mcpspec-model".into())
+                .spawn(move || {
+                    let started = Instant::now();
+                    let loaded = Model::load(&dir, vocabulary, dims).map(Arc::new);
+                    match &loaded {
+                        Ok(m) => tracing::info!(
+                            dir = %dir.display(),
+                            took_ms = started.elapsed().as_millis() as u64,
+                            pieces = m.pieces.is_some(),
+                            "static embedding model loaded"
+                        ),
+                        Err(e) => tracing::error!(dir = %dir.display(), "the static embedding model did not load: {e}"),
+                    }
+                    let (done, ready) = &*state;
+                    *done.lock().unwrap_or_else(|p| p.into_inner()) = Some(loaded);
+                    ready.notify_all();
+                });
+            if let Err(e) = spawned {
+                let (done, ready) = &*self.state;
+                *done.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some(Err(format!("cannot start the thread that loads the model: {e}")));
                 ready.notify_all();
-            })
-            .map_err(|e| format!("cannot start the thread that loads the model: {e}"))?;
-        Ok(loading)
+            }
+        });
     }
 
     /// The model's directory.
@@ -123,8 +144,10 @@ impl Loading {
         &self.name
     }
 
-    /// The model once it is loaded, waiting for it no later than `deadline`.
+    /// The model once it is loaded, waiting for it no later than `deadline` (and starting
+    /// its load if nothing did yet).
     pub fn get(&self, deadline: Instant) -> Result<Arc<Model>, EmbedError> {
+        self.begin();
         let (done, ready) = &*self.state;
         let mut state = done.lock().unwrap_or_else(|p| p.into_inner());
         loop {
@@ -349,57 +372,67 @@ impl Pieces {
             .filter(|c| !c.is_empty())
             .collect();
         Some(Pieces {
-            seen: RwLock::new(HashMap::new()),
+            seen: RwLock::new(hashbrown::HashMap::new()),
             added,
         })
     }
 
-    /// Hands `each` the ids of `text`'s tokens, piece by piece.
+    /// Hands `each` the ids of `text`'s tokens, piece by piece. A piece is looked up by its
+    /// text as written (spaces, not `▁`; the first with the space its `▁` stands for): no
+    /// copy of the text is made unless a piece is new.
     fn each_id(&self, tokenizer: &Tokenizer, text: &str, each: &mut dyn FnMut(u32)) {
         if text.is_empty() {
             return;
         }
-        let mut normalized = String::with_capacity(text.len() + text.len() / 4 + 3);
-        normalized.push('\u{2581}');
-        for c in text.chars() {
-            normalized.push(if c == ' ' { '\u{2581}' } else { c });
-        }
-        let mut missing: Vec<&str> = Vec::new();
+        let first = format!(" {}", cut(text).next().unwrap_or_default());
+        let key = |i: usize, piece: &'_ str| -> String {
+            if i == 0 {
+                first.clone()
+            } else {
+                piece.to_string()
+            }
+        };
+        let mut from = None;
         {
             let seen = self.seen.read().unwrap_or_else(|p| p.into_inner());
-            for piece in cut(&normalized) {
-                match seen.get(piece) {
+            for (i, piece) in cut(text).enumerate() {
+                let found = if i == 0 {
+                    seen.get(first.as_str())
+                } else {
+                    seen.get(piece)
+                };
+                match found {
                     Some(ids) => ids.iter().for_each(|&id| each(id)),
                     None => {
                         // Tokenized below, in order: the ids so far are the ones before it.
-                        missing.push(piece);
+                        from = Some(i);
                         break;
                     }
                 }
             }
         }
-        let Some(&first) = missing.first() else {
+        let Some(from) = from else {
             return;
         };
-        // The rest of the text, from the first piece not seen, tokenized piece by piece.
-        let from = first.as_ptr() as usize - normalized.as_ptr() as usize;
         let ModelWrapper::BPE(bpe) = tokenizer.get_model() else {
             return;
         };
         let mut made: Vec<(Box<str>, Box<[u32]>)> = Vec::new();
         {
             let seen = self.seen.read().unwrap_or_else(|p| p.into_inner());
-            for piece in cut(&normalized[from..]) {
-                if let Some(ids) = seen.get(piece) {
+            for (i, piece) in cut(text).enumerate().skip(from) {
+                let key = key(i, piece);
+                if let Some(ids) = seen.get(key.as_str()) {
                     ids.iter().for_each(|&id| each(id));
                     continue;
                 }
+                let normalized = key.replace(' ', "\u{2581}");
                 let ids: Box<[u32]> = bpe
-                    .tokenize(piece)
+                    .tokenize(&normalized)
                     .map(|tokens| tokens.iter().map(|t| t.id).collect())
                     .unwrap_or_default();
                 ids.iter().for_each(|&id| each(id));
-                made.push((piece.into(), ids));
+                made.push((key.into_boxed_str(), ids));
             }
         }
         let mut seen = self.seen.write().unwrap_or_else(|p| p.into_inner());
@@ -410,26 +443,28 @@ impl Pieces {
     }
 }
 
-/// `normalized` cut before each `▁` that follows another character.
-fn cut(normalized: &str) -> impl Iterator<Item = &str> {
+/// `text` cut before each space that follows another character: the pieces its normal form
+/// (a `▁` before it, each space a `▁`) is cut into before each `▁` that follows another
+/// character. Spaces are one byte in UTF-8 and no other character's bytes are one.
+fn cut(text: &str) -> impl Iterator<Item = &str> {
+    let b = text.as_bytes();
     let mut start = 0;
-    let mut prev: Option<char> = None;
-    let mut chars = normalized.char_indices();
+    let mut i = 1;
     std::iter::from_fn(move || {
-        if start >= normalized.len() {
+        if start >= b.len() {
             return None;
         }
-        for (i, c) in chars.by_ref() {
-            let cut_here = c == '\u{2581}' && prev.is_some_and(|p| p != '\u{2581}') && i > start;
-            prev = Some(c);
-            if cut_here {
-                let piece = &normalized[start..i];
-                start = i;
+        while i < b.len() {
+            let at = i;
+            i += 1;
+            if b[at] == b' ' && b[at - 1] != b' ' {
+                let piece = &text[start..at];
+                start = at;
                 return Some(piece);
             }
         }
-        let piece = &normalized[start..];
-        start = normalized.len();
+        let piece = &text[start..];
+        start = b.len();
         Some(piece)
     })
 }
@@ -440,9 +475,11 @@ mod tests {
 
     #[test]
     fn a_text_is_cut_before_each_word() {
-        let got: Vec<&str> = cut("▁hello▁▁big▁world!").collect();
-        assert_eq!(got, ["▁hello", "▁▁big", "▁world!"]);
-        assert_eq!(cut("▁").collect::<Vec<_>>(), ["▁"]);
-        assert_eq!(cut("▁é▁日本").collect::<Vec<_>>(), ["▁é", "▁日本"]);
+        let got: Vec<&str> = cut("hello  big world!").collect();
+        assert_eq!(got, ["hello", "  big", " world!"]);
+        assert_eq!(cut(" ").collect::<Vec<_>>(), [" "]);
+        assert_eq!(cut("  lead").collect::<Vec<_>>(), ["  lead"]);
+        assert_eq!(cut("é 日本\tx").collect::<Vec<_>>(), ["é", " 日本\tx"]);
+        assert_eq!(cut("a").collect::<Vec<_>>(), ["a"]);
     }
 }
