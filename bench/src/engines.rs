@@ -84,8 +84,8 @@ fn arg(name: &str, id: &str) -> Arg {
     }
 }
 
-/// Creates knowledge with its sample rows and `rows` more at `location` through `mcpspec init`.
-fn init(mcpspec: &Path, location: &str) -> Result<()> {
+/// Creates knowledge with its sample rows at `location` through `mcpspec init`.
+pub(crate) fn init_at(mcpspec: &Path, location: &str) -> Result<()> {
     let out = Command::new(mcpspec)
         .args(["init", "knowledge", "--sample", "--db", location])
         .output()?;
@@ -146,6 +146,27 @@ fn fill_mariadb(url: &str, rows: usize) -> Result<()> {
     Ok(())
 }
 
+/// NULL of whatever type the parameter has (a `vector`, which no Rust type of the driver's
+/// binds, included).
+#[derive(Debug)]
+struct Null;
+
+impl postgres::types::ToSql for Null {
+    fn to_sql(
+        &self,
+        _: &postgres::types::Type,
+        _: &mut bytes::BytesMut,
+    ) -> Result<postgres::types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(postgres::types::IsNull::Yes)
+    }
+
+    fn accepts(_: &postgres::types::Type) -> bool {
+        true
+    }
+
+    postgres::types::to_sql_checked!();
+}
+
 /// One call of a measured path.
 type Call<'a> = Box<dyn FnMut() -> Result<()> + 'a>;
 
@@ -189,7 +210,7 @@ fn floor_postgres(url: &str, tool: &str, id: &str) -> Result<Call<'static>> {
                     (Arg::Text(t), _) => Box::new(t),
                     (Arg::Int(n), &postgres::types::Type::INT4) => Box::new(n as i32),
                     (Arg::Int(n), _) => Box::new(n),
-                    (Arg::Null, _) => Box::new(None::<String>),
+                    (Arg::Null, _) => Box::new(Null),
                 }
             },
         )
@@ -318,11 +339,11 @@ pub fn run(
     calls: usize,
 ) -> Result<String> {
     let sqlite = at.sqlite.to_str().context("a UTF-8 path")?;
-    init(mcpspec, sqlite)?;
+    init_at(mcpspec, sqlite)?;
     fill_sqlite(at.sqlite, rows)?;
-    init(mcpspec, at.postgres)?;
+    init_at(mcpspec, at.postgres)?;
     fill_postgres(at.postgres, rows)?;
-    init(mcpspec, at.mariadb)?;
+    init_at(mcpspec, at.mariadb)?;
     fill_mariadb(at.mariadb, rows)?;
     let id = format!("bulk-{:07}", rows / 2);
     let lite = rusqlite::Connection::open(at.sqlite)?;

@@ -43,6 +43,7 @@
 mod client;
 mod data;
 mod devloop;
+mod embeddings;
 mod engines;
 mod floor;
 mod http;
@@ -197,6 +198,24 @@ fn main() -> Result<()> {
                     number("calls", "3000")?,
                 )?
             );
+            Ok(())
+        }
+        "embeddings" => {
+            let number = |name: &str, default: &str| -> Result<usize> {
+                args.get(name)
+                    .unwrap_or(default)
+                    .parse()
+                    .with_context(|| format!("--{name}"))
+            };
+            let setup = embeddings::Setup {
+                mcpspec: PathBuf::from(args.need("mcpspec")?),
+                model: PathBuf::from(args.need("model")?),
+                python: args.get("python").map(PathBuf::from),
+                pg: args.get("postgres").map(str::to_string),
+                rows: number("rows", "100000")?,
+                calls: number("calls", "200")?,
+            };
+            print!("{}", embeddings::run(&setup)?);
             Ok(())
         }
         "dev-loop" => dev_loop_cmd(&args),
