@@ -61,6 +61,7 @@ struct Metrics {
     embedding_calls: Family<ProviderOutcome, Counter>,
     embedding_texts: Family<Provider, Counter>,
     embedding_durations: Family<Provider, Histogram>,
+    #[cfg_attr(not(feature = "embeddings"), allow(dead_code))]
     embedding_queued: Gauge,
 }
 
@@ -217,6 +218,7 @@ pub fn embedding(kind: &'static str, texts: usize, took: Duration, error: Option
 }
 
 /// Moves the count of texts waiting for an HTTP provider's next batch by `by`.
+#[cfg_attr(not(feature = "embeddings"), allow(dead_code))]
 pub fn embedding_queued(by: i64) {
     if let Some(m) = METRICS.get() {
         m.embedding_queued.inc_by(by);
