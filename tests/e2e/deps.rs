@@ -42,6 +42,7 @@ fn pip() -> Command {
 
 /// The wheel `name==version` for CPython 3.11 on manylinux x86_64, unpacked; its directory.
 fn wheel(name: &str, version: &str) -> PathBuf {
+    mcpspec_testkit::full_tier!(format!("{name} from PyPI"));
     let dir = root().join(format!("{name}-{version}"));
     if dir.join(".done").exists() {
         return dir;
@@ -122,7 +123,15 @@ pub fn wordllama() -> PathBuf {
     if model.join(TOKENIZER).exists() {
         return model;
     }
+    // One preparer at a time, threads of one test process included (a lock per open file).
+    let lock = std::fs::File::create(root().join("wordllama-model.lock"))
+        .expect("create the model's lock file");
+    lock.lock().expect("lock the model's lock file");
+    if model.join(TOKENIZER).exists() {
+        return model;
+    }
     let part = wheel.join(format!("model.{}.part", std::process::id()));
+    let _ = std::fs::remove_dir_all(&part);
     std::fs::create_dir_all(&part).expect("create the model's directory");
     std::fs::copy(
         wheel.join("wordllama/weights/l2_supercat_256.safetensors"),
@@ -135,10 +144,7 @@ pub fn wordllama() -> PathBuf {
     )
     .expect("copy WordLlama's tokenizer");
     std::fs::create_dir_all(wheel.join("model")).expect("create the models' directory");
-    // Another process may have put it in place meanwhile: then its copy stays.
-    if std::fs::rename(&part, &model).is_err() {
-        let _ = std::fs::remove_dir_all(&part);
-    }
+    std::fs::rename(&part, &model).expect("move the model into place");
     model
 }
 
