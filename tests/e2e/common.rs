@@ -66,26 +66,32 @@ macro_rules! on_every_engine_and_transport {
             fn sqlite_http_2026() {
                 super::$name(Engine::Sqlite, Transport::HttpPerRequest)
             }
+            #[cfg(feature = "full")]
             #[test]
             fn postgres_stdio() {
                 super::$name(Engine::Postgres, Transport::Stdio)
             }
+            #[cfg(feature = "full")]
             #[test]
             fn postgres_http() {
                 super::$name(Engine::Postgres, Transport::Http)
             }
+            #[cfg(feature = "full")]
             #[test]
             fn postgres_http_2026() {
                 super::$name(Engine::Postgres, Transport::HttpPerRequest)
             }
+            #[cfg(feature = "full")]
             #[test]
             fn mariadb_stdio() {
                 super::$name(Engine::Mariadb, Transport::Stdio)
             }
+            #[cfg(feature = "full")]
             #[test]
             fn mariadb_http() {
                 super::$name(Engine::Mariadb, Transport::Http)
             }
+            #[cfg(feature = "full")]
             #[test]
             fn mariadb_http_2026() {
                 super::$name(Engine::Mariadb, Transport::HttpPerRequest)
@@ -104,11 +110,22 @@ macro_rules! on_engines {
     )*};
     (@one $name:ident [$($test:ident => $engine:ident),+ $(,)?]) => {
         mod $name {$(
-            #[test]
-            fn $test() {
-                super::$name($crate::common::Engine::$engine)
-            }
+            $crate::on_engines!(@case $name $test $engine);
         )+}
+    };
+    // SQLite is in the quick tier; a database server's case is in the full tier.
+    (@case $name:ident $test:ident Sqlite) => {
+        #[test]
+        fn $test() {
+            super::$name($crate::common::Engine::Sqlite)
+        }
+    };
+    (@case $name:ident $test:ident $engine:ident) => {
+        #[cfg(feature = "full")]
+        #[test]
+        fn $test() {
+            super::$name($crate::common::Engine::$engine)
+        }
     };
 }
 
@@ -148,14 +165,17 @@ macro_rules! on_every_vector_engine_and_transport {
             fn sqlite_http_2026() {
                 super::$name(Engine::Sqlite, Transport::HttpPerRequest)
             }
+            #[cfg(feature = "full")]
             #[test]
             fn postgres_stdio() {
                 super::$name(Engine::Postgres, Transport::Stdio)
             }
+            #[cfg(feature = "full")]
             #[test]
             fn postgres_http() {
                 super::$name(Engine::Postgres, Transport::Http)
             }
+            #[cfg(feature = "full")]
             #[test]
             fn postgres_http_2026() {
                 super::$name(Engine::Postgres, Transport::HttpPerRequest)

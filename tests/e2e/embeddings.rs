@@ -15,7 +15,10 @@ use crate::common::{
 };
 use crate::openai::{Fault, Provider};
 
+// With WordLlama's model, fetched from PyPI: the full tier, SQLite included.
+#[cfg(feature = "full")]
 crate::on_every_vector_engine_and_transport!(entries_are_found_by_meaning_and_by_their_words);
+#[cfg(feature = "full")]
 crate::on_every_vector_engine!(
     a_keyword_only_database_moves_forward_losing_nothing,
     kb_bulk_import_embeds_every_entry_or_adds_none,
@@ -168,6 +171,7 @@ fn cosine(a: &[f32], b: &[f64]) -> f64 {
 /// `tests/fixtures/embeddings/reference.py`), against what the server stores: the first texts
 /// through `kb_add`, the rest through `kb_bulk_import`, including non-ASCII text, special
 /// tokens and a 10,000-character text.
+#[cfg(feature = "full")]
 #[test]
 fn wordllama_vectors_equal_the_python_packages() {
     let reference: Value = serde_json::from_str(
@@ -583,6 +587,7 @@ fn ten_parallel_adds_share_the_provider_s_requests() {
 /// A provider chosen at start-up whose dimensions differ from the spec's (and the column's)
 /// is refused before serving, with the way to change them; so is a database column of other
 /// dimensions, and a MariaDB without vectors.
+#[cfg(feature = "full")]
 #[test]
 fn a_provider_that_does_not_fit_the_database_is_refused_before_serving() {
     let serve = |db: &str, env: &[(&str, &str)]| {
@@ -701,6 +706,7 @@ fn a_rebuild_killed_half_way_goes_on_from_where_it_stopped() {
 
 /// Each provider call is a span of the request that made it (with the provider's kind) and
 /// is counted in `/metrics`.
+#[cfg(feature = "full")]
 #[test]
 fn every_provider_call_is_counted_in_the_metrics() {
     let db = sample_db("knowledge");

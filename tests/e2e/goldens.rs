@@ -580,6 +580,7 @@ fn golden_startup_jobs_run_in_order_past_a_failure() {
 /// The golden of a server that runs on both engines carries each statement's PostgreSQL text
 /// with its parameters numbered, and those texts run: the golden's tables, started in-process
 /// on a database of the test cluster made from its PostgreSQL schema.
+#[cfg(feature = "full")]
 #[test]
 fn golden_postgres_statements_are_numbered_and_run_on_postgresql() {
     use mcpspec::backend::Location;

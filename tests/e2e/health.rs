@@ -40,6 +40,7 @@ fn probe_until(addr: SocketAddr, path: &str, status: u16, within: Duration) -> H
     }
 }
 
+#[cfg(feature = "full")]
 #[test]
 fn probes_need_no_token_and_readiness_follows_the_database() {
     // A cluster of this test's own: it is stopped and started again.

@@ -222,6 +222,7 @@ fn a_hostile_issuer_costs_no_memory_and_its_odd_answers_are_refused() {
 /// Many callers whose tokens carry large claim sets: the server keeps only the claims it reads
 /// (teamnotes on SQLite reads none), so its memory grows by far less than the claims it was
 /// sent (about 190 MB for 1,000 such tokens when every claim was kept).
+#[cfg(feature = "full")]
 #[test]
 fn many_tokens_with_large_claims_cost_little_memory() {
     use crate::oidc::Provider;
@@ -261,6 +262,7 @@ fn many_tokens_with_large_claims_cost_little_memory() {
 
 /// `/metrics` under OAuth answers a token with the server's scopes, and refuses one without
 /// them (403 with the step-up challenge), as every `/mcp` request is.
+#[cfg(feature = "full")]
 #[test]
 fn metrics_need_the_server_s_scopes() {
     use crate::oidc::{Client, Provider};

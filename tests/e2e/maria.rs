@@ -137,6 +137,7 @@ impl Server {
 
     /// [`Server::start_with`], installed with `install`'s options.
     fn start_as(install: &str, network: impl FnOnce(&PathBuf) -> String) -> Server {
+        mcpspec_testkit::full_tier!("a MariaDB server");
         let tmp = tempfile::Builder::new()
             .prefix("mcpspec-maria")
             .tempdir()

@@ -18,6 +18,7 @@ fn serve_fails(args: &[&str]) -> (i32, String) {
 /// certificate: `ssl-mode=REQUIRED` connects encrypted (as the MariaDB client's `REQUIRED`,
 /// without checking the certificate against a CA); `VERIFY_CA` refuses the self-signed
 /// certificate; `ssl-mode=DISABLED` is refused by the server and says so.
+#[cfg(feature = "full")]
 #[test]
 fn ssl_mode_required_connects_over_tls_to_a_self_signed_server() {
     let (server, port) = Server::start_tls();
@@ -65,6 +66,7 @@ fn ssl_mode_required_connects_over_tls_to_a_self_signed_server() {
 /// A transaction MariaDB rolls back for a deadlock (1213) runs again: the write lands once
 /// and the call succeeds. The first insert is made to fail so by a trigger (a sequence is not
 /// rolled back with the transaction).
+#[cfg(feature = "full")]
 #[test]
 fn a_deadlock_is_retried_and_the_write_lands_once() {
     let db = sample_db_on(Engine::Mariadb, "knowledge");
@@ -98,6 +100,7 @@ fn a_deadlock_is_retried_and_the_write_lands_once() {
 
 /// A lock wait that outlasts the server's `innodb_lock_wait_timeout` (1205) on every attempt
 /// ends as the busy error, after the retries, and nothing lands.
+#[cfg(feature = "full")]
 #[test]
 fn a_lock_held_elsewhere_ends_as_database_busy() {
     let db = sample_db_on(Engine::Mariadb, "knowledge");
@@ -125,6 +128,7 @@ fn a_lock_held_elsewhere_ends_as_database_busy() {
 /// Search on MariaDB: every word must appear, as on every engine, also the words InnoDB does
 /// not index (shorter than three characters, its stopwords), which are checked on the
 /// candidates its index finds; boolean operators in the user's text are plain words.
+#[cfg(feature = "full")]
 #[test]
 fn search_requires_every_word_and_reads_operators_as_text() {
     let mut s = crate::common::start_engine(Engine::Mariadb, "knowledge", &[]);
@@ -148,6 +152,7 @@ fn search_requires_every_word_and_reads_operators_as_text() {
 /// Connections the server drops (`KILL CONNECTION`, as a restart or `wait_timeout` would) are
 /// found dead and replaced: the next read answers, run once more on a fresh connection, and so
 /// does everything after it.
+#[cfg(feature = "full")]
 #[test]
 fn connections_the_server_drops_are_replaced_and_reads_recover() {
     let db = sample_db_on(Engine::Mariadb, "knowledge");

@@ -15,6 +15,7 @@ use crate::http::HttpServer;
 
 /// The Prometheus server on the PATH (Debian's is /usr/bin/prometheus), or how to get it.
 fn prometheus_bin() -> PathBuf {
+    mcpspec_testkit::full_tier!("Prometheus");
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .map(|dir| dir.join("prometheus"))
@@ -103,6 +104,7 @@ impl Drop for Prometheus {
     }
 }
 
+#[cfg(feature = "full")]
 #[test]
 fn prometheus_scrapes_calls_by_tool_and_outcome_and_their_durations() {
     let db = sample_db("knowledge");

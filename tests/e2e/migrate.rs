@@ -298,6 +298,7 @@ fn serve_migrate_leaves_another_applications_database_to_an_explicit_migrate() {
 /// `--baseline N` is checked where the engine can compare schemas (SQLite): a database that
 /// lacks what migrations 1 to N make is refused with what it lacks, and nothing is recorded;
 /// where it cannot (PostgreSQL), the version is taken and the output says nothing was checked.
+#[cfg(feature = "full")]
 #[test]
 fn a_baseline_is_checked_where_the_engine_can_and_said_unchecked_where_not() {
     let project = notes_project(SCHEMA_2, &[("0001_init.sql", V1), ("0002_due.sql", V2)]);
@@ -372,6 +373,7 @@ fn replica(url: &str) -> StdioClient {
     .expect("spawn a replica")
 }
 
+#[cfg(feature = "full")]
 #[test]
 fn replicas_starting_together_with_migrate_on_one_postgres_database_apply_it_once() {
     let cluster = Cluster::shared();
@@ -421,6 +423,7 @@ fn replicas_starting_together_with_migrate_on_one_postgres_database_apply_it_onc
     );
 }
 
+#[cfg(feature = "full")]
 #[test]
 fn knowledge_migrations_give_its_declared_postgres_schema() {
     let cluster = Cluster::shared();
@@ -461,6 +464,7 @@ fn knowledge_migrations_give_its_declared_postgres_schema() {
 /// On MariaDB (whose DDL commits as it goes, so a run holds a named lock instead of a
 /// transaction) `migrate` makes an empty database, records it, and finds nothing to do after;
 /// the server then serves it.
+#[cfg(feature = "full")]
 #[test]
 fn migrate_on_mariadb_makes_an_empty_database_and_records_it() {
     let url = crate::maria::Server::shared().create_database();

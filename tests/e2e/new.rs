@@ -25,6 +25,7 @@ fn target_dir() -> PathBuf {
 /// compilation, which would grow that directory by a new session's files on every run (18 GB
 /// on a development machine after a day's runs; `.ci/run` turns it off for everything).
 fn cargo_command(dir: &Path, args: &[&str]) -> Command {
+    mcpspec_testkit::full_tier!("a nested cargo build");
     let mut c = Command::new(env!("CARGO"));
     c.args(args)
         .current_dir(dir)
@@ -106,6 +107,7 @@ fn packaged_crates(into: &Path) -> String {
     patch
 }
 
+#[cfg(feature = "full")]
 #[test]
 fn mcpspec_new_makes_a_crate_that_builds_tests_serves_and_checks_outside_the_workspace() {
     let parent = tempfile::tempdir().expect("tempdir");

@@ -110,6 +110,7 @@ fn add_with(addr: SocketAddr, authorization: Option<&str>, text: &str) -> HttpRe
         .expect("POST")
 }
 
+#[cfg(feature = "full")]
 #[test]
 fn the_metadata_and_the_challenges_point_clients_at_the_issuer() {
     let provider = Provider::start(team());
@@ -170,6 +171,7 @@ fn raw_get(addr: SocketAddr, path: &str) -> (u16, String) {
     (r.status, r.text())
 }
 
+#[cfg(feature = "full")]
 #[test]
 fn callers_see_and_change_only_their_own_notes_on_sqlite() {
     let provider = Provider::start(team());
@@ -242,6 +244,7 @@ fn callers_see_and_change_only_their_own_notes_on_sqlite() {
     }
 }
 
+#[cfg(feature = "full")]
 #[test]
 fn scopes_are_enforced_with_a_step_up_challenge() {
     let provider = Provider::start(team());
@@ -283,6 +286,7 @@ fn scopes_are_enforced_with_a_step_up_challenge() {
     );
 }
 
+#[cfg(feature = "full")]
 #[test]
 fn a_rotated_key_is_picked_up_without_a_restart() {
     let provider = Provider::start(team());
@@ -319,6 +323,7 @@ fn a_rotated_key_is_picked_up_without_a_restart() {
 /// A key the issuer withdraws stops verifying, even for a token verified (and kept) before:
 /// the server fetches the key set again once it has aged (here at once), and a set that lost
 /// a key retires the tokens verified under the one before.
+#[cfg(feature = "full")]
 #[test]
 fn a_withdrawn_key_stops_verifying_tokens_seen_before() {
     let provider = Provider::start(team());
@@ -359,6 +364,7 @@ fn a_withdrawn_key_stops_verifying_tokens_seen_before() {
 /// Key material the issuer replaces under the same key id stops verifying, even for a token
 /// verified (and kept) before: the set fetched again has other material under that id, which
 /// retires the tokens verified under the one before.
+#[cfg(feature = "full")]
 #[test]
 fn a_key_replaced_under_its_id_stops_verifying_tokens_seen_before() {
     let provider = Provider::start(team());
@@ -554,6 +560,7 @@ fn hostile_tokens(
     ]
 }
 
+#[cfg(feature = "full")]
 #[test]
 fn hostile_tokens_are_refused_and_nothing_runs() {
     let provider = Provider::start(team());
@@ -645,6 +652,7 @@ fn every_control_character() -> String {
 /// A caller's values reach the log quoted and escaped: a `sub` holding a newline and a whole
 /// audit line of its own, and every control character, in a signed token, and a tool name and
 /// arguments holding them too, leave one line per event and no raw control character.
+#[cfg(feature = "full")]
 #[test]
 fn a_caller_s_values_cannot_forge_or_break_a_log_line() {
     let provider = Provider::start(team());
@@ -726,6 +734,7 @@ fn without_a_token_a_tool_that_acts_as_its_caller_refuses() {
 /// On PostgreSQL the database keeps callers apart: `teamnotes`' statements there have no
 /// owner filter, and row-level security policies read the claims each call's transaction
 /// sets, under the role the token names. The server logs in as a role that is no superuser.
+#[cfg(feature = "full")]
 #[test]
 fn row_level_security_keeps_callers_apart_on_postgres() {
     let cluster = crate::pg::Cluster::shared();
@@ -819,6 +828,8 @@ prompts:
         text: Introduce me.
 "#;
 
+// Tokens from the OpenID provider (npm): the full tier, SQLite included.
+#[cfg(feature = "full")]
 on_every_engine!(statements_read_declared_claims_of_the_callers_token);
 
 fn statements_read_declared_claims_of_the_callers_token(engine: crate::common::Engine) {
@@ -907,6 +918,7 @@ fn statements_read_declared_claims_of_the_callers_token(engine: crate::common::E
 
 /// Opaque access tokens, checked at the issuer's introspection endpoint with the server's own
 /// client credentials; without them an opaque token is refused as no JWT.
+#[cfg(feature = "full")]
 #[test]
 fn opaque_tokens_are_checked_by_introspection() {
     let mut clients = team();

@@ -20,6 +20,7 @@ fn dir() -> PathBuf {
 
 /// Installs the provider's packages once (`npm ci`), however many test processes ask.
 fn installed() {
+    mcpspec_testkit::full_tier!("oidc-provider from npm");
     let dir = dir();
     let lock = std::fs::File::create(std::env::temp_dir().join("mcpspec-oauth-npm.lock"))
         .expect("create the npm lock file");

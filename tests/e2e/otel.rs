@@ -533,6 +533,7 @@ fn assert_final_metrics(metrics: &[Metric], tool: &str, calls: u64) {
 
 /// Over HTTP on PostgreSQL: the parent from the request's `traceparent` header, the
 /// statements PostgreSQL's, the session named.
+#[cfg(feature = "full")]
 #[test]
 fn spans_of_an_http_call_take_the_traceparent_header() {
     let receiver = Receiver::start();
@@ -610,6 +611,7 @@ fn a_call_the_http_lane_answers_names_its_session() {
 /// A request of protocol 2026-07-28 (no session) over HTTP on MariaDB: its parent comes from
 /// its own `_meta.traceparent` (SEP-414; such a request is rmcp's, not the lane's), its
 /// statements are MariaDB's children, and it names no session.
+#[cfg(feature = "full")]
 #[test]
 fn spans_of_a_2026_07_28_request_take_its_meta_on_mariadb() {
     let receiver = Receiver::start();
@@ -1048,6 +1050,7 @@ fn assert_search_exported(mut c: StdioClient, receiver: &Receiver) -> usize {
 
 /// A call that embeds its text has the provider's call as a client span of its request,
 /// `embeddings static`, with the provider's kind and how many texts, and nothing of the text.
+#[cfg(feature = "full")]
 #[test]
 fn an_embedding_is_a_span_of_the_call_that_asked_for_it() {
     let receiver = Receiver::start();

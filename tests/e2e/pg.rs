@@ -191,6 +191,7 @@ impl Cluster {
         port: u16,
         setup: impl FnOnce(&Path) -> (String, String),
     ) -> Cluster {
+        mcpspec_testkit::full_tier!("a PostgreSQL cluster");
         let tmp = tempfile::Builder::new()
             .prefix("mcpspec-pg")
             .tempdir()

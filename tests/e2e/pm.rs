@@ -1661,6 +1661,7 @@ fn pg_contents(name: &str) -> String {
     )
 }
 
+#[cfg(feature = "full")]
 #[test]
 fn databases_on_a_postgresql_server_are_created_cloned_dumped_imported_and_dropped() {
     let (project, db) = pg_project();
@@ -1865,6 +1866,7 @@ fn server_error_cases(db: &str) -> Vec<(&'static str, Value, Value)> {
 
 /// The database errors on a PostgreSQL server: the same codes, messages and data as on files,
 /// checked before anything reaches the server; names and paths from calls never get near SQL.
+#[cfg(feature = "full")]
 #[test]
 fn database_errors_on_a_postgresql_server_carry_their_data() {
     let (project, db) = pg_project();
@@ -1946,6 +1948,7 @@ fn workflow_create_runs_as_a_task_for_a_client_that_takes_tasks() {
 /// roles and role changes, other databases, other sessions, part of the file committed.
 /// Tried as the role the README recommends and as a superuser that opted in; after every
 /// file, nothing outside the target changed and the target is as it was.
+#[cfg(feature = "full")]
 #[test]
 fn a_postgresql_import_is_confined_to_its_database() {
     for superuser in [false, true] {
@@ -2074,6 +2077,7 @@ fn hostile_imports(superuser: bool) {
 
 /// Imports are refused outright when pm connects as a superuser that did not opt in, or when
 /// the import role is missing or has rights of its own; each refusal says what to do.
+#[cfg(feature = "full")]
 #[test]
 fn a_postgresql_import_needs_a_confined_role() {
     let cluster = crate::pg::Cluster::debian();
@@ -2130,6 +2134,7 @@ fn a_postgresql_import_needs_a_confined_role() {
 /// An import is bounded by the call's deadline: a statement that runs past it is cancelled on
 /// the server (however the file sets `statement_timeout`), the call is answered by then, and
 /// nothing of the file stays.
+#[cfg(feature = "full")]
 #[test]
 fn a_postgresql_import_stops_at_the_call_deadline() {
     let cluster = crate::pg::Cluster::debian();
@@ -2372,6 +2377,7 @@ fn maria_databases_named(name: &str) -> String {
     )
 }
 
+#[cfg(feature = "full")]
 #[test]
 fn databases_on_a_mariadb_server_are_created_cloned_dumped_imported_and_dropped() {
     let (project, db) = maria_project();
@@ -2479,6 +2485,7 @@ fn databases_on_a_mariadb_server_are_created_cloned_dumped_imported_and_dropped(
 /// An import runs as an account with rights on its own database only, made for the call and
 /// dropped after it: what the text guard lets through is still kept in the database, and the
 /// guard refuses the plainly hostile before anything runs.
+#[cfg(feature = "full")]
 #[test]
 fn a_mariadb_import_is_confined_to_its_database() {
     let (project, db) = maria_project();
@@ -2565,6 +2572,7 @@ fn a_mariadb_import_is_confined_to_its_database() {
 /// `localhost` shadow any account made for `'%'` over the socket, pm (its own account made for
 /// `localhost`, as such a server needs) imports: the account an import runs as is made for the
 /// host pm connects from.
+#[cfg(feature = "full")]
 #[test]
 fn a_mariadb_import_works_where_anonymous_local_accounts_exist() {
     let server = crate::maria::Server::start_default_install();
@@ -2602,6 +2610,7 @@ fn a_mariadb_import_works_where_anonymous_local_accounts_exist() {
 }
 
 /// The same errors on a MariaDB server, and `.pm.json` naming a server wrongly.
+#[cfg(feature = "full")]
 #[test]
 fn database_errors_on_a_mariadb_server_carry_their_data() {
     let (project, db) = maria_project();
@@ -2653,6 +2662,7 @@ fn database_errors_on_a_mariadb_server_carry_their_data() {
 /// An import on MariaDB stops at the call's deadline: each statement is limited to what is
 /// left of the call's time (less a margin for undoing it), the database the call created is
 /// dropped, and so is its account, before the call answers.
+#[cfg(feature = "full")]
 #[test]
 fn a_mariadb_import_stops_at_its_deadline_and_leaves_nothing() {
     let (project, db) = maria_project();
@@ -2709,6 +2719,7 @@ mod a_confirmation_redeemed_on_one_pm_replica_is_refused_on_another {
         super::replay_across_replicas(("MCPSPEC_REQUEST_STATE_DIR", used.to_str().expect("utf-8")));
     }
 
+    #[cfg(feature = "full")]
     #[test]
     fn in_a_postgres_database() {
         let url = crate::pg::Cluster::debian().create_database();
@@ -2721,6 +2732,7 @@ mod a_confirmation_redeemed_on_one_pm_replica_is_refused_on_another {
         assert_eq!(rows, "2", "each state redeemed once, in the database");
     }
 
+    #[cfg(feature = "full")]
     #[test]
     fn in_a_mariadb_database() {
         let url = crate::maria::Server::shared().create_database();

@@ -25,6 +25,7 @@ fn serve_fails(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
     )
 }
 
+#[cfg(feature = "full")]
 #[test]
 fn start_up_failures_name_the_problem_and_never_the_password() {
     let cluster = Cluster::shared();
@@ -75,6 +76,7 @@ fn start_up_failures_name_the_problem_and_never_the_password() {
 /// one: no password reaches stderr, and a URL of a scheme mcpspec does not serve or a libpq
 /// keyword string is refused as such, never taken as a file name (and never printed inside a
 /// suggested `init` command).
+#[cfg(feature = "full")]
 #[test]
 fn no_form_of_a_location_prints_its_password() {
     let socket = Cluster::shared().dir.display().to_string();
@@ -169,6 +171,7 @@ fn no_form_of_a_location_prints_its_password() {
     }
 }
 
+#[cfg(feature = "full")]
 #[test]
 fn a_database_that_differs_from_the_spec_stops_start_up() {
     // (what differs, the change, what stderr must say)
@@ -202,6 +205,7 @@ fn a_database_that_differs_from_the_spec_stops_start_up() {
     }
 }
 
+#[cfg(feature = "full")]
 #[test]
 fn init_creates_the_schema_once_and_refuses_a_database_with_tables() {
     let url = Cluster::shared().create_database();
@@ -233,6 +237,7 @@ fn init_creates_the_schema_once_and_refuses_a_database_with_tables() {
     );
 }
 
+#[cfg(feature = "full")]
 #[test]
 fn constraint_failures_are_the_same_tool_error_on_every_engine() {
     let mut errors = Vec::new();
@@ -261,6 +266,7 @@ fn constraint_failures_are_the_same_tool_error_on_every_engine() {
     assert_eq!(errors[2], errors[0], "mariadb");
 }
 
+#[cfg(feature = "full")]
 #[test]
 fn a_database_that_goes_away_gives_database_error_and_the_server_recovers() {
     // A cluster of its own: this test stops it.
@@ -295,6 +301,7 @@ fn a_database_that_goes_away_gives_database_error_and_the_server_recovers() {
     s.finish();
 }
 
+#[cfg(feature = "full")]
 #[test]
 fn a_timeout_cancels_the_statement_on_the_server() {
     let db = crate::knowledge::big_db_on(Engine::Postgres, 300_000);
@@ -524,6 +531,7 @@ fn a_team_of_replicas_on_one_database_loses_no_acknowledged_write(engine: Engine
 /// connects encrypted (as libpq's `require`, without checking the certificate against a CA);
 /// `sslmode=disable` is refused by the server and says so. On the machine's own PostgreSQL
 /// (the wheel the other tests use is built without TLS), with a spec that needs no extension.
+#[cfg(feature = "full")]
 #[test]
 fn sslmode_require_connects_over_tls_to_a_self_signed_server() {
     let (cluster, port) = Cluster::start_tls();
@@ -568,6 +576,7 @@ fn sslmode_require_connects_over_tls_to_a_self_signed_server() {
 /// A transaction PostgreSQL rolls back for a serialization failure runs again: the write lands
 /// once and the call succeeds. The first insert is made to fail so (a sequence is not rolled
 /// back with the transaction).
+#[cfg(feature = "full")]
 #[test]
 fn a_serialization_failure_is_retried_and_the_write_lands_once() {
     let db = sample_db_on(Engine::Postgres, "knowledge");

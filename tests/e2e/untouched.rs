@@ -392,6 +392,7 @@ fn test_on_a_live_sqlite_database_never_writes() {
 
 /// The same on PostgreSQL: `mcpspec test --db` leaves every table, its rows and the catalog
 /// as they were.
+#[cfg(feature = "full")]
 #[test]
 fn test_on_a_live_postgresql_database_never_writes() {
     let db = crate::common::sample_db_on(crate::common::Engine::Postgres, "knowledge");

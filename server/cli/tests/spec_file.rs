@@ -5,6 +5,9 @@
 //! refused with how to serve it. The binary is this package's, or the one named by
 //! `MCPSPEC_BIN` (`.ci/run` points it at a `cargo install`ed copy).
 
+// The quick tier (without the `full` feature) compiles the bundle test's npm helper unused.
+#![cfg_attr(not(feature = "full"), allow(dead_code))]
+
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 
@@ -413,6 +416,7 @@ fn the_readme_example_checks_and_answers() {
 /// The official MCP Bundle CLI (`@anthropic-ai/mcpb`, pinned in `tests/mcpb/`), installed
 /// with `npm ci` under this build's temporary directory once, and reused.
 fn mcpb() -> PathBuf {
+    mcpspec_testkit::full_tier!("the mcpb CLI from npm");
     let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcpb");
     let work = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("mcpb");
     let bin = work.join("node_modules/.bin/mcpb");
@@ -435,6 +439,7 @@ fn mcpb() -> PathBuf {
 /// `mcpspec bundle --spec` writes a bundle that the official `mcpb validate` accepts; unpacked,
 /// the server starts the way its manifest says and answers; `server.json` names the bundle by
 /// its SHA-256 in the form the MCP registry's schema asks for.
+#[cfg(feature = "full")]
 #[test]
 fn a_bundle_validates_unpacks_and_serves_as_its_manifest_says() {
     let project = Project::new(SPEC);
