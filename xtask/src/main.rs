@@ -1,14 +1,21 @@
 //! `cargo xtask codegen` writes the spec-language reference and the editor schema;
-//! `cargo xtask check` fails when either is stale, showing the difference.
+//! `cargo xtask check` fails when either is stale, showing the difference; `cargo xtask test`
+//! installs what the full test tier needs and runs both tiers.
+
+mod provision;
+mod tiers;
 
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 
-const USAGE: &str = "usage: cargo xtask <codegen|check>
+const USAGE: &str = "usage: cargo xtask <codegen|check|test [CARGO_ARGS...]>
 
   codegen   write docs/spec-reference.md and codegen/spec.schema.json
-  check     fail when either differs from what the compiler and the specs render";
+  check     fail when either differs from what the compiler and the specs render
+  test      install what the full test tier needs (apt-get or brew), then run the quick tier
+            (`cargo test --workspace`) and the tests only the full tier has; CARGO_ARGS (say
+            --locked) go to every cargo command";
 
 fn main() -> ExitCode {
     match run() {
@@ -44,6 +51,11 @@ fn run() -> Result<ExitCode> {
                 eprint!("{}", report.render_with(&read));
                 Ok(ExitCode::FAILURE)
             }
+        }
+        Some("test") => {
+            let cargo_args: Vec<String> = std::env::args().skip(2).collect();
+            tiers::test(&root, &cargo_args)?;
+            Ok(ExitCode::SUCCESS)
         }
         Some("-h" | "--help") | None => {
             println!("{USAGE}");
