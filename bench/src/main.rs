@@ -266,7 +266,7 @@ fn main() -> Result<()> {
             &report::Inputs {
                 runs: args.positional.iter().map(PathBuf::from).collect(),
                 command: args.get("command").unwrap_or("bench/run").to_string(),
-                profile: args.get("profile").map(PathBuf::from),
+                findings: args.get("findings").map(PathBuf::from),
                 edit_loop: args.get("edit-loop").map(PathBuf::from),
                 untouched: args.get("untouched").map(PathBuf::from),
                 skipped: args.all("skipped"),

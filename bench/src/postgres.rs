@@ -37,7 +37,7 @@ pub(crate) fn time(calls: usize, mut call: impl FnMut() -> Result<()>) -> Result
 /// after the other, as the stdio client calls a server; what a round trip over two pipes
 /// costs with no server work at all. The lowest median of three fresh `cat`s, because the
 /// scheduler puts `cat` on the client's core in some runs and on the other in others (see
-/// `bench/PROFILE.md`).
+/// `bench/results/HISTORY.md`).
 pub(crate) fn echo_floor(calls: usize, id: &str) -> Result<Summary> {
     use std::io::Write;
     let line = format!(

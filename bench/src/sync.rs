@@ -133,7 +133,7 @@ const FLOOR_SESSIONS: usize = 3;
 /// `cat` is luck: on the client's core the two take turns and a round trip costs a few
 /// microseconds; on the other core, on a virtual machine whose idle cores halt, every message
 /// wakes a halted core and the same round trip costs several times more (see
-/// `bench/PROFILE.md`). One session can land either way, which made the floor, and the
+/// `bench/results/HISTORY.md`). One session can land either way, which made the floor, and the
 /// server-side figures taken from it, swing between runs.
 fn floor(
     dialect: Dialect,
@@ -213,7 +213,7 @@ pub fn run(
 /// [`run`] again in a process of its own (`mcpbench sync` with `args`), pinned with `taskset` to
 /// one CPU that it shares with `cat` and the server it spawns. No message then wakes a halted
 /// CPU, so the round trips show each server's own work without the wake-ups between CPUs that
-/// a virtual machine charges for (see `bench/PROFILE.md`). A diagnostic beside [`run`], which
+/// a virtual machine charges for (see `bench/results/HISTORY.md`). A diagnostic beside [`run`], which
 /// measures the way clients call.
 pub fn pinned(args: impl IntoIterator<Item = String>) -> Result<Value> {
     let cpu = first_allowed_cpu()?;
