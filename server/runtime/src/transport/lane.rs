@@ -2,7 +2,7 @@
 //! the thread that read it, which also sends the answer. Over stdio that is a reading thread
 //! (see [`super::stdio`]); over HTTP, the runtime worker that read the request (see
 //! `transport::http_lane`). The call never crosses to rmcp's tasks, the blocking pool or a
-//! writer thread, each of which can cost a sleeping core's wake-up (see `bench/PROFILE.md`).
+//! writer thread, each of which can cost a sleeping core's wake-up (see `bench/results/HISTORY.md`).
 //!
 //! Only what needs nothing of the session takes the lane: a plain request (`name` and
 //! `arguments`, no task, no `requestState`) for a tool of the server's own that reads, has no

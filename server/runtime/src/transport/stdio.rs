@@ -253,7 +253,7 @@ impl LineReader {
     /// Looks for the next request for up to [`LOOK`] after the answer written at `answered`,
     /// when the client calls back to back and nothing is buffered. A thread blocked on stdin
     /// lets its core sleep, and on a virtual machine waking a sleeping core costs tens of
-    /// microseconds (see `bench/PROFILE.md`), more than the look; a client that pauses makes
+    /// microseconds (see `bench/results/HISTORY.md`), more than the look; a client that pauses makes
     /// the next request late, and the thread blocks at once until it calls briskly again.
     fn look_for_next(&mut self, answered: std::time::Instant) {
         #[cfg(unix)]
