@@ -27,6 +27,7 @@ use crate::handler::{Context, Dispatch, HandlerError, Link};
 pub use crate::rows::{approx_json_size, approx_map_size};
 use crate::rows::{column_json, row_json, row_order, row_text};
 use crate::templates::template_name;
+pub use crate::tool_error::ToolError;
 
 mod backfill;
 
@@ -61,46 +62,6 @@ impl Default for Limits {
             confirm_timeout: Duration::from_secs(settings::CONFIRM_TIMEOUT_SECS.default),
             task_after: Duration::from_millis(settings::TASK_AFTER_MS.default),
         }
-    }
-}
-
-/// What went wrong in a call that reached a tool: shown to the model as a tool result with
-/// `isError`, so it can correct itself.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolError {
-    /// A stable machine-readable code such as `INVALID_ARGUMENTS` or `NOT_FOUND`.
-    pub code: &'static str,
-    pub message: String,
-    /// Structured details: failing fields and the like.
-    pub data: Option<Value>,
-}
-
-impl ToolError {
-    pub(crate) fn new(code: &'static str, message: impl Into<String>) -> Self {
-        ToolError {
-            code,
-            message: message.into(),
-            data: None,
-        }
-    }
-
-    /// The error, naming the argument it is about (`data.field`).
-    pub(crate) fn with_field(mut self, field: &str) -> Self {
-        self.data = Some(json!({ "field": field }));
-        self
-    }
-
-    /// The error as a JSON object, for the text content of the result.
-    pub fn to_json(&self) -> Value {
-        let mut o = Map::new();
-        o.insert("code".into(), json!(self.code));
-        o.insert("message".into(), json!(self.message));
-        if let Some(Value::Object(d)) = &self.data {
-            for (k, v) in d {
-                o.insert(k.clone(), v.clone());
-            }
-        }
-        json!({ "error": o })
     }
 }
 
@@ -1118,7 +1079,7 @@ impl Engine {
         let (db, shown) = (self.db()?, shown.unwrap_or(args));
         let acting = self.acting(db, name, caller)?;
         // After the checks that need no provider: a call refused for them costs no embedding.
-        crate::embed::derive::all(self, tool.def, shown, stop, &mut params)
+        crate::embed::derive::all(self.embeddings(), tool.def, shown, stop, &mut params)
             .map_err(|e| self.interrupted(job, e, &stop.cancel, self.timeout(tool.def)))?;
         // A read whose text holds a NUL matches nothing on any engine (see `nul_matters`):
         // its statements run against no rows, which gives the tool's own empty answer.
@@ -1423,8 +1384,8 @@ impl Engine {
         let transaction = job.writes || job.statements.len() > 1 || acting.is_some();
         let f = |session: &mut dyn Session| {
             if let Some(acting) = acting {
-                acting
-                    .apply(session)
+                session
+                    .act_as(acting.role(), acting.setting(), acting.claims())
                     .map_err(|e| self.db_error(job, e, request))?;
             }
             f(session)

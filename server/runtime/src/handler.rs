@@ -716,3 +716,26 @@ impl Dispatch for NoHandlers {
         Err(self.error(&format!("resource `{resource}`")))
     }
 }
+
+#[cfg(feature = "sqlite")]
+impl Context {
+    /// The server's SQLite database, for a handler that works on it directly: the explicit
+    /// way from the backend-neutral handler API to SQLite's own connection (cargo feature
+    /// `sqlite`).
+    pub fn sqlite(&self) -> Result<crate::backend::sqlite::Sqlite<'_>, HandlerError> {
+        use crate::backend::sqlite::{Pool, Sqlite};
+        match self.db.as_deref().and_then(Database::backend::<Pool>) {
+            Some(pool) => Ok(Sqlite::new(pool, &self.stop)),
+            None => Err(HandlerError::internal(
+                "the server declares no SQLite database",
+            )),
+        }
+    }
+}
+
+#[cfg(feature = "sqlite")]
+impl From<crate::backend::sqlite::ReadOnly> for HandlerError {
+    fn from(_: crate::backend::sqlite::ReadOnly) -> Self {
+        HandlerError::new("READ_ONLY").message("the server is read-only")
+    }
+}

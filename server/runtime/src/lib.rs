@@ -44,6 +44,7 @@ pub(crate) mod logsafe;
 pub(crate) mod metrics;
 pub(crate) mod numbers;
 pub mod params;
+pub(crate) mod pool_use;
 pub(crate) mod protocol;
 pub mod proxy;
 pub(crate) mod questions;
@@ -54,8 +55,10 @@ pub(crate) mod shutdown;
 pub mod startup;
 pub mod telemetry;
 pub(crate) mod templates;
+pub(crate) mod tool_error;
 pub mod transform;
 pub(crate) mod transport;
+pub(crate) mod uri_template;
 
 pub use cli::Server;
 

@@ -227,7 +227,7 @@ pub fn embedding_queued(by: i64) {
 
 /// Every series in the OpenMetrics text format, with the pool's use as it is now; `None`
 /// when metrics are off.
-pub fn encode(pool: Option<crate::backend::PoolUse>) -> Option<String> {
+pub fn encode(pool: Option<crate::pool_use::PoolUse>) -> Option<String> {
     let m = METRICS.get()?;
     if let Some(p) = pool {
         let idle = p.open.saturating_sub(p.in_use);

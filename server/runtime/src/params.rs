@@ -6,43 +6,10 @@
 use serde_json::Value;
 
 use crate::auth::Identity;
+pub use crate::auth::claim_name;
 use crate::def::{Arguments, Bind, ClaimKind, ParamKind};
 
-/// A value bound to a statement parameter or read from a result column; the runtime's database
-/// seam calls it `backend::Value`.
-#[derive(Debug, Clone, PartialEq)]
-pub enum SqlValue {
-    Null,
-    Integer(i64),
-    Real(f64),
-    Text(String),
-    Blob(Vec<u8>),
-    /// An embedding: bound as the engine's vector (pgvector's `vector` on PostgreSQL, the
-    /// little-endian float32 blob sqlite-vec and MariaDB's `VECTOR` read elsewhere).
-    Vector(std::sync::Arc<[f32]>),
-}
-
-impl SqlValue {
-    /// A vector's little-endian float32 bytes: sqlite-vec's and MariaDB's binary form.
-    pub fn vector_bytes(v: &[f32]) -> Vec<u8> {
-        v.iter().flat_map(|x| x.to_le_bytes()).collect()
-    }
-
-    /// A vector's text, `[0.1,0.2]`: what pgvector, sqlite-vec and MariaDB's `VEC_FromText`
-    /// parse.
-    pub fn vector_text(v: &[f32]) -> String {
-        let mut out = String::with_capacity(v.len() * 12 + 2);
-        out.push('[');
-        for (i, x) in v.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push_str(&x.to_string());
-        }
-        out.push(']');
-        out
-    }
-}
+pub use crate::backend::Value as SqlValue;
 
 /// SQL parameters by name (without the `:` sigil), from a tool's validated arguments.
 pub type Params = Vec<(&'static str, SqlValue)>;
@@ -96,11 +63,6 @@ fn json_param(
 pub fn embeddings_param(param: &str) -> (&str, &str) {
     let rest = param.strip_prefix("embeddings.").unwrap_or(param);
     rest.rsplit_once('.').unwrap_or((rest, ""))
-}
-
-/// The claim a `:auth.claims.NAME` parameter reads.
-pub fn claim_name(param: &str) -> &str {
-    param.strip_prefix("auth.claims.").unwrap_or(param)
 }
 
 /// Whether a claim's value is of the declared kind (the engine refuses a call whose token

@@ -117,3 +117,36 @@ fn describe(e: &CallError) -> String {
         CallError::MalformedArguments(m) => m.clone(),
     }
 }
+
+/// Checks the providers of `engine` on a thread of its own, once the server serves (over
+/// stdio, once the session is up: a static model's load never slows `initialize`): each
+/// outcome is logged (a failure as a warning, with what calls that embed will meet).
+pub fn check_embeddings(engine: &Arc<Engine>) {
+    if engine.embeddings().on().next().is_none() {
+        return;
+    }
+    let engine = engine.clone();
+    let _ = std::thread::Builder::new()
+        .name("mcpspec-embeddings-check".into())
+        .spawn(move || {
+            for (name, outcome) in engine.embeddings().check_all(START_CHECK) {
+                let model = engine.embeddings().model(name).unwrap_or_default();
+                match outcome {
+                    Ok(took) => tracing::info!(
+                        provider = name,
+                        model,
+                        latency_ms = took.as_millis() as u64,
+                        "the embedding provider answered its start-up check"
+                    ),
+                    Err(e) => tracing::warn!(
+                        provider = name,
+                        model,
+                        "the embedding provider did not answer its start-up check: {e}; calls that embed fail until it does, and searches by keyword still work"
+                    ),
+                }
+            }
+        });
+}
+
+/// How long the start-up check waits for each embedding provider.
+const START_CHECK: std::time::Duration = std::time::Duration::from_secs(30);

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{Map, Value};
 
 use super::cache::Bounded;
-use super::verify::{LEEWAY, TokenError};
+use super::token::{LEEWAY, TokenError};
 use super::{Identity, Kept};
 
 /// How long an introspection answer is trusted at most.
@@ -170,7 +170,7 @@ fn judged(
     if answer.get("active") != Some(&Value::Bool(true)) {
         return Err(TokenError::Inactive);
     }
-    super::verify::registered_types(&answer)?;
+    super::token::registered_types(&answer)?;
     if answer
         .get("iss")
         .and_then(Value::as_str)

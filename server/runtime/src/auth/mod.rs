@@ -3,7 +3,7 @@
 //! token from that issuer: a JWT (RFC 9068) signed with one of the issuer's published keys
 //! ([`keys`], [`verify`]), with an asymmetric algorithm only (RS*, PS*, ES256/384, EdDSA; `none` and the
 //! HMAC ones are refused, so a public key can never be used as a shared secret), this issuer,
-//! this server as its audience (RFC 8707), and `exp`/`nbf` checked with [`verify::LEEWAY`] of clock
+//! this server as its audience (RFC 8707), and `exp`/`nbf` checked with 30 s of clock
 //! skew. A verified token becomes an [`Identity`]: its subject, its scopes (the `scope` string
 //! or an `scp` list) and its claims, which the transport hands to the call and the call's SQL
 //! may read (`:auth.sub`, `:auth.claims.NAME`).
@@ -20,12 +20,16 @@ pub mod introspect;
 #[cfg(feature = "http")]
 pub mod keys;
 #[cfg(feature = "http")]
+mod token;
+#[cfg(feature = "http")]
 pub mod verify;
 
 #[cfg(feature = "http")]
 pub use keys::KeysError;
 #[cfg(feature = "http")]
-pub use verify::{TokenError, Verifier};
+pub use token::TokenError;
+#[cfg(feature = "http")]
+pub use verify::Verifier;
 
 use std::fmt;
 use std::sync::Arc;
@@ -66,7 +70,7 @@ impl Kept {
             .iter()
             .flat_map(|t| t.bind.0)
             .filter(|(_, kind)| matches!(kind, crate::def::ParamKind::AuthClaim(_)))
-            .map(|(param, _)| crate::params::claim_name(param));
+            .map(|(param, _)| claim_name(param));
         let identity = def
             .database
             .as_ref()
@@ -180,7 +184,7 @@ pub fn needed_scopes(
             .and_then(|uri| {
                 def.resources.iter().find(|r| match r.templated {
                     false => r.uri == uri,
-                    true => crate::content::match_template(r.uri, uri).is_some(),
+                    true => crate::uri_template::match_template(r.uri, uri).is_some(),
                 })
             })
             .map_or(&[], |r| r.scopes),
@@ -204,7 +208,8 @@ pub fn all_scopes(def: &crate::def::ServerDef) -> Vec<&'static str> {
 }
 
 /// A caller's call on PostgreSQL with `identity:` declared: the role it takes and the claims
-/// it carries, set for its transaction only (PostgREST's model; see [`Acting::apply`]).
+/// it carries, set for its transaction only by the backend (PostgREST's model; see
+/// `backend::Session::act_as`).
 pub struct Acting {
     role: &'static str,
     setting: &'static str,
@@ -218,7 +223,7 @@ impl Acting {
     pub fn of(
         identity: &'static crate::def::IdentityDef,
         caller: &Identity,
-    ) -> Result<Acting, crate::engine::ToolError> {
+    ) -> Result<Acting, crate::tool_error::ToolError> {
         let named = identity
             .role_claim
             .and_then(|c| caller.claims.get(c))
@@ -228,7 +233,7 @@ impl Acting {
             Some(named) => identity.roles.iter().copied().find(|r| *r == named),
         };
         let Some(role) = role else {
-            return Err(crate::engine::ToolError::new(
+            return Err(crate::tool_error::ToolError::new(
                 "FORBIDDEN",
                 format!(
                     "the access token names a database role this server does not let a call take; the roles allowed are {}",
@@ -246,25 +251,25 @@ impl Acting {
         })
     }
 
-    /// Takes the role and sets the claims in the session's transaction (`set_config(..., true)`
-    /// is `SET LOCAL`: both end with the transaction, so a pooled connection keeps neither).
-    pub fn apply(
-        &self,
-        session: &mut dyn crate::backend::Session,
-    ) -> Result<(), crate::backend::Failure> {
-        use crate::backend::{Sql, Value as V};
-        const NAMES: &[&str] = &["role", "setting", "claims"];
-        let sql = Sql {
-            text: "SELECT set_config('role', $1, true), set_config($2, $3, true)",
-            params: Some(NAMES),
-        };
-        let bind = |name: &str| match name {
-            "role" => V::Text(self.role.to_string()),
-            "setting" => V::Text(self.setting.to_string()),
-            _ => V::Text(self.claims.clone()),
-        };
-        session.query(sql, &bind, &mut |_| true)
+    /// The database role the call takes.
+    pub fn role(&self) -> &'static str {
+        self.role
     }
+
+    /// The setting its claims go under (`request.jwt.claims`, say).
+    pub fn setting(&self) -> &'static str {
+        self.setting
+    }
+
+    /// The caller's claims as JSON text.
+    pub fn claims(&self) -> &str {
+        &self.claims
+    }
+}
+
+/// The claim a `:auth.claims.NAME` parameter reads.
+pub fn claim_name(param: &str) -> &str {
+    param.strip_prefix("auth.claims.").unwrap_or(param)
 }
 
 #[cfg(all(test, feature = "http"))]

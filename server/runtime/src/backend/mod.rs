@@ -16,10 +16,12 @@ pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 mod team;
+// A span per statement (telemetry's, when it is on).
+mod traced;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub mod watchdog;
 
-pub use crate::params::SqlValue as Value;
+pub use crate::pool_use::PoolUse;
 pub use sqlscan::Dialect;
 pub use team::{
     AddedColumn, FoundTask, STATES_TABLE, SharedStates, SharedTasks, TASK_OWNER, TASKS_TABLE, Team,
@@ -47,6 +49,42 @@ pub enum ErrorKind {
     Interrupted,
     /// Anything else.
     Other,
+}
+
+/// A value bound to a statement parameter or read from a result column: the backends' own
+/// value type (what `params` binds calls it `SqlValue`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    Integer(i64),
+    Real(f64),
+    Text(String),
+    Blob(Vec<u8>),
+    /// An embedding: bound as the engine's vector (pgvector's `vector` on PostgreSQL, the
+    /// little-endian float32 blob sqlite-vec and MariaDB's `VECTOR` read elsewhere).
+    Vector(std::sync::Arc<[f32]>),
+}
+
+impl Value {
+    /// A vector's little-endian float32 bytes: sqlite-vec's and MariaDB's binary form.
+    pub fn vector_bytes(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    /// A vector's text, `[0.1,0.2]`: what pgvector, sqlite-vec and MariaDB's `VEC_FromText`
+    /// parse.
+    pub fn vector_text(v: &[f32]) -> String {
+        let mut out = String::with_capacity(v.len() * 12 + 2);
+        out.push('[');
+        for (i, x) in v.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&x.to_string());
+        }
+        out.push(']');
+        out
+    }
 }
 
 /// A value as the database hands it over, borrowed from the current row.
@@ -380,6 +418,19 @@ pub trait Session {
     /// Ends the job's transaction: commits it when `commit`, else rolls it back. A commit that
     /// fails is rolled back before the failure is returned.
     fn end(&mut self, commit: bool) -> Result<(), Failure>;
+
+    /// Takes a caller's database `role` and sets its `claims` (JSON text) under the setting
+    /// named `setting`, for the current transaction only (`identity:`, PostgREST's model).
+    /// Only an engine with such roles does (PostgreSQL); the compiler allows `identity:` on no
+    /// other, and the others refuse.
+    fn act_as(&mut self, role: &str, setting: &str, claims: &str) -> Result<(), Failure> {
+        let _ = (role, setting, claims);
+        Err(Failure {
+            kind: ErrorKind::Other,
+            message: format!("{} has no database roles to act as", self.dialect().title),
+            constraint: String::new(),
+        })
+    }
 }
 
 /// A session on which every query returns no rows and every statement changes none: what a
@@ -390,6 +441,10 @@ pub struct NoRows(pub &'static Dialect);
 impl Session for NoRows {
     fn dialect(&self) -> &'static Dialect {
         self.0
+    }
+
+    fn act_as(&mut self, _: &str, _: &str, _: &str) -> Result<(), Failure> {
+        Ok(())
     }
 
     fn execute(&mut self, _: Sql<'_>, _: Bind<'_>) -> Result<Changes, Failure> {
@@ -529,17 +584,6 @@ pub trait Backend: Send + Sync + 'static {
     fn as_any(&self) -> &dyn std::any::Any;
 }
 
-/// A pool's connections at one moment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PoolUse {
-    /// Connections open, in use or idle.
-    pub open: u32,
-    /// Connections a job holds now.
-    pub in_use: u32,
-    /// The most the pool opens.
-    pub max: u32,
-}
-
 /// Runs `work` on `session`, inside a transaction when `transaction`, which is committed when
 /// `work` succeeds unless `rehearsal`: the one place a job's transaction is decided.
 pub fn in_transaction(
@@ -652,21 +696,20 @@ impl Database {
             writes,
             transaction,
         };
-        let ran =
-            self.0.run(
-                kind,
-                stop,
-                &mut |session| match crate::telemetry::traced(session, &mut f) {
-                    Ok(t) => {
-                        out = Some(Ok(t));
-                        Ok(())
-                    }
-                    Err(e) => {
-                        out = Some(Err(e));
-                        Err(Aborted)
-                    }
-                },
-            )?;
+        let ran = self.0.run(
+            kind,
+            stop,
+            &mut |session| match traced::traced(session, &mut f) {
+                Ok(t) => {
+                    out = Some(Ok(t));
+                    Ok(())
+                }
+                Err(e) => {
+                    out = Some(Err(e));
+                    Err(Aborted)
+                }
+            },
+        )?;
         let lost = || {
             fail(Failure {
                 kind: ErrorKind::Other,

@@ -540,6 +540,22 @@ impl Session for PgSession<'_> {
         &sqlscan::POSTGRES
     }
 
+    /// `set_config(..., true)` is `SET LOCAL`: the role and the claims end with the
+    /// transaction, so a pooled connection keeps neither.
+    fn act_as(&mut self, role: &str, setting: &str, claims: &str) -> Result<(), Failure> {
+        const NAMES: &[&str] = &["role", "setting", "claims"];
+        let sql = Sql {
+            text: "SELECT set_config('role', $1, true), set_config($2, $3, true)",
+            params: Some(NAMES),
+        };
+        let bind = |name: &str| match name {
+            "role" => Value::Text(role.to_string()),
+            "setting" => Value::Text(setting.to_string()),
+            _ => Value::Text(claims.to_string()),
+        };
+        self.query(sql, &bind, &mut |_| true)
+    }
+
     /// Several reads see one snapshot; writes run at the default isolation (read committed),
     /// with the write lock taken by each statement.
     fn begin(&mut self, writes: bool) -> Result<(), Failure> {

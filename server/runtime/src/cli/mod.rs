@@ -999,7 +999,7 @@ fn serve_http(
             crate::transport::http::ENDPOINT
         );
         let proxy = start_proxy(&engine).await?;
-        crate::embed::check_at_start(&engine);
+        crate::startup::check_embeddings(&engine);
         let jobs = crate::startup::spawn(engine.clone());
         let handler = shared_key(crate::protocol::McpServer::with_proxy(
             engine,
@@ -1141,7 +1141,7 @@ fn serve_stdio(
         let session = match rmcp::serve_server(handler.clone(), transport).await {
             Ok(running) => {
                 // The session is up (`initialize` answered): the providers are checked now.
-                crate::embed::check_at_start(&checked);
+                crate::startup::check_embeddings(&checked);
                 started(&handler, running.peer().clone());
                 running
                     .waiting()

@@ -12,7 +12,9 @@ use serde_json::Value;
 
 use crate::backend::{Stop, Value as SqlValue};
 use crate::def::{Arguments, DeriveDef, ToolDef};
-use crate::engine::{Engine, ToolError};
+use crate::tool_error::ToolError;
+
+use super::Embeddings;
 use crate::params::{Params, ToParam};
 
 /// Where a derive's text comes from.
@@ -36,7 +38,7 @@ fn source(from: &str) -> Source<'_> {
 
 /// Adds `tool`'s derived parameters for a call with `args` to `params`.
 pub(crate) fn all(
-    engine: &Engine,
+    embeddings: &Embeddings,
     tool: &'static ToolDef,
     args: &Arguments,
     stop: &Stop,
@@ -49,7 +51,7 @@ pub(crate) fn all(
                 crate::transform::apply(&mut v, d.transforms);
                 v.to_param()
             }
-            Some(provider) => embedded(engine, tool, d, provider, args, stop)?,
+            Some(provider) => embedded(embeddings, tool, d, provider, args, stop)?,
         };
         params.push((d.name, value));
     }
@@ -58,7 +60,7 @@ pub(crate) fn all(
 
 /// The vector (or the vectors' JSON text) of a derive with `embed: provider`.
 fn embedded(
-    engine: &Engine,
+    embeddings: &Embeddings,
     tool: &'static ToolDef,
     d: &'static DeriveDef,
     provider: &str,
@@ -66,7 +68,6 @@ fn embedded(
     stop: &Stop,
 ) -> Result<SqlValue, ToolError> {
     let texts = texts(d, args);
-    let embeddings = engine.embeddings();
     let Some(p) = embeddings.provider(provider) else {
         if let Some((arg, value)) = needed(d, args) {
             let why = embeddings.off(provider).unwrap_or("it is off");

@@ -226,41 +226,6 @@ impl Embeddings {
     }
 }
 
-/// Checks the providers of `engine` on a thread of its own, once the server serves (over
-/// stdio, once the session is up: a static model's load never slows `initialize`): each
-/// outcome is logged (a failure as a warning, with what calls that embed will meet).
-pub fn check_at_start(engine: &std::sync::Arc<crate::engine::Engine>) {
-    if engine.embeddings().on().next().is_none() {
-        return;
-    }
-    let engine = engine.clone();
-    let _ = std::thread::Builder::new()
-        .name("mcpspec-embeddings-check".into())
-        .spawn(move || {
-            for (name, outcome) in engine.embeddings().check_all(START_CHECK) {
-                let model = engine.embeddings().model(name).unwrap_or_default();
-                match outcome {
-                    Ok(took) => tracing::info!(
-                        provider = name,
-                        model,
-                        latency_ms = took.as_millis() as u64,
-                        "the embedding provider answered its start-up check"
-                    ),
-                    Err(e) => tracing::warn!(
-                        provider = name,
-                        model,
-                        "the embedding provider did not answer its start-up check: {e}; calls that embed fail until it does, and searches by keyword still work"
-                    ),
-                }
-            }
-        });
-}
-
-/// How long the start-up check waits for each provider.
-const START_CHECK: Duration = Duration::from_secs(30);
-
-impl Embeddings {}
-
 /// The provider a definition chooses: `Ok(Err(why))` when it is off, an error when its
 /// environment says something that cannot be.
 fn chosen(
@@ -417,15 +382,13 @@ impl Provider {
                 result: outcome,
             });
         }
-        crate::telemetry::embedding(
-            self.kind(),
-            texts.len(),
-            started,
-            result.as_ref().err().map(|e| match e {
-                EmbedError::Stopped => "stopped",
-                _ => "failed",
-            }),
-        );
+        let error = result.as_ref().err().map(|e| match e {
+            EmbedError::Stopped => "stopped",
+            _ => "failed",
+        });
+        crate::telemetry::embedding(self.kind(), texts.len(), started, error);
+        #[cfg(feature = "http")]
+        crate::metrics::embedding(self.kind(), texts.len(), started.elapsed(), error);
         result
     }
 

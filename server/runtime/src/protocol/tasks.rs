@@ -30,7 +30,7 @@ use rmcp::service::RequestContext;
 use rmcp::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions};
 use serde_json::{Map, Value};
 
-use super::team_tasks::Shared;
+use super::team_tasks::{Shared, unknown};
 use crate::def::TaskSupport;
 use crate::handler::Unanswered;
 use rmcp::ErrorData;
@@ -146,10 +146,6 @@ pub const STORED_RESULT_BYTES: u64 = 512 * 1024 * 1024;
 /// (rmcp's own retention, mirrored here to forget what rmcp forgot).
 const RETAINED: std::time::Duration =
     std::time::Duration::from_millis(rmcp::task_manager::DEFAULT_TASK_TTL_MS);
-
-/// [`RETAINED`] in milliseconds, for the team's task table.
-#[allow(clippy::cast_possible_wrap)]
-pub(super) const RETAINED_MS: i64 = rmcp::task_manager::DEFAULT_TASK_TTL_MS as i64;
 
 /// Who may reach a task: the session that minted it (or any, for a task minted without one),
 /// and the subject of the access token that minted it (or none, without OAuth).
@@ -466,14 +462,6 @@ impl Tasks {
             (Err(e), None) => Err(e),
         }
     }
-}
-
-/// The answer for a task `id` this caller cannot reach: the same as for one never issued.
-pub(super) fn unknown(id: &str) -> ErrorData {
-    ErrorData::invalid_params(
-        format!("unknown task: {}", crate::transform::quote(id)),
-        None,
-    )
 }
 
 /// A task's terminal state: its tool result (`completed`, a tool error included), a protocol

@@ -35,8 +35,6 @@ pub(super) struct Shared {
     running: Mutex<(HashSet<String>, bool)>,
 }
 
-use super::tasks::unknown;
-
 /// The error of a database that could not answer, with no location in it.
 fn unavailable(reason: &str) -> ErrorData {
     tracing::warn!(reason, "the shared task table could not be read");
@@ -118,7 +116,7 @@ impl Shared {
         let Ok(detail) = serde_json::to_string(&detail) else {
             return false;
         };
-        let expires = now_ms().saturating_add(2 * super::tasks::RETAINED_MS);
+        let expires = now_ms().saturating_add(2 * RETAINED_MS);
         let (db, id, replica) = (self.db.clone(), task.task_id.clone(), self.replica.clone());
         let owner = subject.map(str::to_string);
         let recorded =
@@ -142,7 +140,7 @@ impl Shared {
         let id = task.task_id.clone();
         let (detail, status) = settled(task, outcome);
         let detail = serde_json::to_string(&detail).unwrap_or_default();
-        let expires = now_ms().saturating_add(super::tasks::RETAINED_MS);
+        let expires = now_ms().saturating_add(RETAINED_MS);
         let (db, key) = (self.db.clone(), id.clone());
         match blocking(move || db.settle_task(&key, &status, &detail, expires)).await {
             Ok(true) => {}
@@ -260,4 +258,17 @@ impl Shared {
             None,
         ))
     }
+}
+
+/// How long a finished task is kept (rmcp's default, as `tasks::RETAINED`), in milliseconds:
+/// for the team's table, and re-used by the tasks of one process.
+#[allow(clippy::cast_possible_wrap)]
+pub(super) const RETAINED_MS: i64 = rmcp::task_manager::DEFAULT_TASK_TTL_MS as i64;
+
+/// The answer for a task `id` this caller cannot reach: the same as for one never issued.
+pub(super) fn unknown(id: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!("unknown task: {}", crate::transform::quote(id)),
+        None,
+    )
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use ureq::http::{HeaderName, HeaderValue, Uri};
 
 use super::queue::{Queue, Waiting};
-use super::spans::{Record, drop_spans};
+use super::record::{Record, drop_spans};
 use super::wire::Prefix;
 
 /// The span queue's default size: 8,192 spans (about 2 MB when full), where the

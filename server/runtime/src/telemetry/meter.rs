@@ -29,7 +29,7 @@ use opentelemetry_proto::tonic::metrics::v1::{
 use prost::Message as _;
 
 use super::export::{Endpoint, number};
-use crate::backend::PoolUse;
+use crate::pool_use::PoolUse;
 
 /// The histogram's upper bounds in nanoseconds: from 100 µs (a read on the embedded engine)
 /// to the semantic conventions' five minutes. Exported in seconds.
@@ -191,7 +191,7 @@ impl Key {
             text("mcp.method.name", self.method),
             text("network.transport", self.transport),
         ];
-        if let (Some(key), Some(t)) = (super::spans::target_key(self.method), &self.target) {
+        if let (Some(key), Some(t)) = (super::record::target_key(self.method), &self.target) {
             out.push(text(key, t));
         }
         if let Some(e) = &self.error {
@@ -242,7 +242,7 @@ pub(super) fn record(
     let Some(m) = METER.get() else { return };
     let ask = Ask {
         method,
-        target: target.filter(|_| super::spans::target_key(method).is_some()),
+        target: target.filter(|_| super::record::target_key(method).is_some()),
         transport,
         error,
     };

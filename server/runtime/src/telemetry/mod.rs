@@ -20,13 +20,12 @@ mod meter;
 mod otlp;
 #[cfg(feature = "otel")]
 mod queue;
-mod session;
 #[cfg(feature = "otel")]
-mod spans;
+mod record;
+#[cfg(feature = "otel")]
+pub(crate) mod spans;
 #[cfg(feature = "otel")]
 mod wire;
-
-pub use session::traced;
 
 use std::time::Instant;
 
@@ -101,7 +100,7 @@ pub struct Installed {
 /// thread of its own (its HTTP client may not start inside an async runtime).
 pub fn install(
     server: &str,
-    pool: impl Fn() -> Option<crate::backend::PoolUse> + Send + Sync + 'static,
+    pool: impl Fn() -> Option<crate::pool_use::PoolUse> + Send + Sync + 'static,
 ) -> Result<Installed, String> {
     #[cfg(feature = "otel")]
     {
@@ -191,7 +190,7 @@ pub async fn within<F: std::future::Future>(carry: Carry, f: F) -> F::Output {
 
 /// One call to an embedding provider of `kind` (`static`, `openai`) that embedded `texts`
 /// texts from `started` until now and failed with `error`: a client span, the child of the
-/// request this thread serves (none outside a sampled one), and the `/metrics` series.
+/// request this thread serves (none outside a sampled one).
 pub fn embedding(kind: &'static str, texts: usize, started: Instant, error: Option<&'static str>) {
     #[cfg(feature = "otel")]
     if let Some(span) = spans::Open::child(started) {
@@ -201,9 +200,7 @@ pub fn embedding(kind: &'static str, texts: usize, started: Instant, error: Opti
         };
         span.end(what, error.map(Box::from), Instant::now());
     }
-    #[cfg(feature = "http")]
-    crate::metrics::embedding(kind, texts, started.elapsed(), error);
-    #[cfg(not(any(feature = "otel", feature = "http")))]
+    #[cfg(not(feature = "otel"))]
     let _ = (kind, texts, started, error);
 }
 

@@ -11,7 +11,7 @@ use opentelemetry_sdk::Resource;
 
 use super::spans::{Open, SpanCx, Text, What};
 use super::{Parent, RequestInfo};
-use crate::backend::PoolUse;
+use crate::pool_use::PoolUse;
 
 /// Set once [`install`] found an endpoint.
 static LIVE: OnceLock<()> = OnceLock::new();

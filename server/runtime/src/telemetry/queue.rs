@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use rtrb::chunks::ReadChunk;
 use rtrb::{Consumer, Producer, PushError, RingBuffer};
 
-use super::spans::{Record, drop_spans};
+use super::record::{Record, drop_spans};
 
 /// How many spans a thread adds to the shared count at once (at most a batch).
 const CHUNK: usize = 32;
@@ -292,7 +292,7 @@ impl Queue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::spans::What;
+    use crate::telemetry::record::What;
 
     fn record() -> Record {
         let what = What::Statement {
@@ -421,25 +421,25 @@ mod tests {
         let held = record().heap_bytes();
         assert_eq!(held, 9);
         let queue = Queue::bounded(1000, 64, 10 * held);
-        let before = super::super::spans::dropped();
+        let before = super::super::record::dropped();
         (0..12).for_each(|_| queue.push(record()));
-        assert_eq!(super::super::spans::dropped() - before, 2);
+        assert_eq!(super::super::record::dropped() - before, 2);
         assert_eq!(queue.heap.load(Ordering::Relaxed), 10 * held);
         let mut w = queue.take(Duration::from_millis(1));
         assert_eq!(drained(&queue, &mut w.rings, 64), [10]);
         assert_eq!(queue.heap.load(Ordering::Relaxed), 0);
         queue.give_back(w.rings);
         (0..3).for_each(|_| queue.push(record()));
-        assert_eq!(super::super::spans::dropped() - before, 2, "room again");
+        assert_eq!(super::super::record::dropped() - before, 2, "room again");
     }
 
     /// One thread never queues more than the capacity; the rest is dropped and counted.
     #[test]
     fn a_full_queue_drops_and_counts() {
         let queue = Queue::new(10, 4);
-        let before = super::super::spans::dropped();
+        let before = super::super::record::dropped();
         (0..12).for_each(|_| queue.push(record()));
-        assert_eq!(super::super::spans::dropped() - before, 2);
+        assert_eq!(super::super::record::dropped() - before, 2);
         let w = queue.take(Duration::from_millis(1));
         assert_eq!(lengths(&w.rings).iter().sum::<usize>(), 10);
     }

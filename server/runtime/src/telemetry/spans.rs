@@ -12,81 +12,22 @@
 //! The context a statement's span is a child of is the thread's current [`SpanCx`], set while
 //! a request's work runs ([`attach`]); only sampled spans are ever current.
 
-use std::borrow::Cow;
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, OnceLock};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
-use opentelemetry::trace::{
-    SamplingDecision, SpanId, SpanKind, TraceContextExt, TraceId, TraceState,
-};
+use opentelemetry::trace::{SamplingDecision, SpanId, SpanKind, TraceContextExt, TraceState};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::Config;
 
 use super::Parent;
 use super::queue::Queue;
-
-/// A sampled span as its children see it: its trace, its id, the trace state it carries.
-#[derive(Clone, Debug)]
-pub(super) struct SpanCx {
-    trace: TraceId,
-    span: SpanId,
-    state: Option<Arc<str>>,
-}
-
-/// What a span stands for; its name and attributes are derived from it at export.
-pub(super) enum What {
-    /// An MCP request (a server span).
-    Request {
-        method: &'static str,
-        target: Option<Cow<'static, str>>,
-        transport: &'static str,
-        id: Option<Text>,
-        session: Option<Text>,
-    },
-    /// A database statement (a client span).
-    Statement {
-        system: &'static str,
-        operation: Option<&'static str>,
-    },
-    /// A call to an embedding provider (a client span): its kind (`static`, `openai`) and how
-    /// many texts it embedded.
-    Embedding { provider: &'static str, texts: Text },
-}
-
-/// A request's id or session as its record keeps it: inline up to 36 bytes (a UUID fits), so
-/// that recording one allocates nothing on the serving thread and frees nothing on the
-/// exporter's; a longer one on the heap.
-pub(super) struct Text(smallvec::SmallVec<[u8; 36]>);
-
-impl Text {
-    /// The text's UTF-8 bytes, as the exporter writes them (unchecked: made only from text).
-    pub(super) fn as_bytes(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-impl From<&str> for Text {
-    fn from(s: &str) -> Text {
-        Text(smallvec::SmallVec::from_slice(s.as_bytes()))
-    }
-}
-
-/// A span that has ended, on its way to the exporter.
-pub(super) struct Record {
-    cx: SpanCx,
-    /// The parent's id, and whether the parent came from the client (remote).
-    parent: Option<(SpanId, bool)>,
-    start: Instant,
-    end: Instant,
-    what: What,
-    error: Option<Box<str>>,
-}
+pub(crate) use super::record::What;
+pub(super) use super::record::{ANCHOR, Record, SpanCx, Text, dropped};
 
 /// A span that has started: a sampled request, or a statement under one.
-pub(super) struct Open {
+pub(crate) struct Open {
     cx: SpanCx,
     parent: Option<(SpanId, bool)>,
     start: Instant,
@@ -101,31 +42,13 @@ struct Pipeline {
 
 static PIPELINE: OnceLock<Pipeline> = OnceLock::new();
 
-static DROPPED: AtomicU64 = AtomicU64::new(0);
-
 thread_local! {
     static CURRENT: RefCell<Option<SpanCx>> = const { RefCell::new(None) };
 }
 
 /// Whether spans are recorded (an endpoint for traces was found).
-pub(super) fn on() -> bool {
+pub(crate) fn on() -> bool {
     PIPELINE.get().is_some()
-}
-
-/// The spans dropped since the process started: the queue was full, or the collector did not
-/// take their batch.
-pub(super) fn dropped() -> u64 {
-    DROPPED.load(Ordering::Relaxed)
-}
-
-/// Counts `n` dropped spans; says so once, then at each power of two, so that a collector that
-/// stays down does not flood the log.
-pub(super) fn drop_spans(n: u64, why: &str) {
-    let before = DROPPED.fetch_add(n, Ordering::Relaxed);
-    let after = before + n;
-    if before == 0 || before.ilog2() != after.ilog2() {
-        tracing::warn!(dropped = after, "spans dropped: {why}");
-    }
 }
 
 /// The thread's current sampled span.
@@ -296,7 +219,7 @@ impl Open {
     }
 
     /// A statement's span, the child of the thread's current span; none outside a sampled one.
-    pub(super) fn statement() -> Option<Open> {
+    pub(crate) fn statement() -> Option<Open> {
         Open::child(Instant::now())
     }
 
@@ -321,7 +244,7 @@ impl Open {
 
     /// Ends the span `at` as `what`, failed with `error`, and queues it for export (dropped
     /// and counted when the queue is full).
-    pub(super) fn end(self, what: What, error: Option<Box<str>>, at: Instant) {
+    pub(crate) fn end(self, what: What, error: Option<Box<str>>, at: Instant) {
         let record = Record {
             cx: self.cx,
             parent: self.parent,
@@ -333,31 +256,6 @@ impl Open {
         if let Some(p) = PIPELINE.get() {
             p.queue.push(record);
         }
-    }
-}
-
-/// The wall clock at one reading of the monotonic clock. A span reads only the monotonic clock,
-/// once at each end (the request's reading is the one its duration is measured with), and its
-/// times are placed on the wall clock at export: a clock set back or forward while the
-/// process runs moves no span's length.
-pub(super) struct Anchor {
-    pub(super) at: Instant,
-    pub(super) unix_ns: u64,
-}
-
-pub(super) static ANCHOR: LazyLock<Anchor> = LazyLock::new(|| Anchor {
-    at: Instant::now(),
-    unix_ns: SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64),
-});
-
-/// `t` in nanoseconds since the Unix epoch, by the anchor.
-fn unix(t: Instant) -> u64 {
-    let a = &*ANCHOR;
-    match t.checked_duration_since(a.at) {
-        Some(after) => a.unix_ns.saturating_add(after.as_nanos() as u64),
-        None => a.unix_ns.saturating_sub((a.at - t).as_nanos() as u64),
     }
 }
 
@@ -385,175 +283,6 @@ pub(super) fn flush(within: Duration) {
     let (ack, done) = std::sync::mpsc::sync_channel(1);
     p.queue.flush(ack);
     let _ = done.recv_timeout(p.flush_wait.min(within));
-}
-
-/// The attribute that names a request's target, for the methods whose target is one of the
-/// spec's tools or prompts (a bounded set); none for the others (a resource's URI is not).
-pub(super) fn target_key(method: &str) -> Option<&'static str> {
-    match method {
-        "tools/call" => Some("gen_ai.tool.name"),
-        "prompts/get" => Some("gen_ai.prompt.name"),
-        _ => None,
-    }
-}
-
-impl What {
-    /// The span's name in at most two words joined by a space: `tools/call get_learning`,
-    /// `SELECT`.
-    pub(super) fn name(&self) -> (&str, Option<&str>) {
-        match self {
-            What::Request {
-                method,
-                target: Some(t),
-                ..
-            } if target_key(method).is_some() => (method, Some(t)),
-            What::Request { method, .. } => (method, None),
-            What::Statement {
-                system, operation, ..
-            } => (operation.unwrap_or(system), None),
-            What::Embedding { provider, .. } => ("embeddings", Some(provider)),
-        }
-    }
-
-    /// Each attribute the conventions ask for, key and text, handed to `each`: MCP's for a
-    /// request, the database's for a statement; `error.type` (and a request's JSON-RPC code as
-    /// `rpc.response.status_code`) when the span failed with `error`.
-    /// A value is handed as its UTF-8 bytes, which is what the wire carries.
-    pub(super) fn attributes(
-        &self,
-        error: Option<&str>,
-        mut each: impl FnMut(&'static str, &[u8]),
-    ) {
-        match self {
-            What::Request {
-                method,
-                target,
-                transport,
-                id,
-                session,
-            } => {
-                each("mcp.method.name", method.as_bytes());
-                each("network.transport", transport.as_bytes());
-                if let (Some(key), Some(t)) = (target_key(method), target) {
-                    each(key, t.as_bytes());
-                }
-                if *method == "tools/call" {
-                    each("gen_ai.operation.name", b"execute_tool");
-                }
-                if let Some(id) = id {
-                    each("jsonrpc.request.id", id.as_bytes());
-                }
-                if let Some(s) = session {
-                    each("mcp.session.id", s.as_bytes());
-                }
-                if let Some(e) = error {
-                    each("error.type", e.as_bytes());
-                    if e.parse::<i64>().is_ok() {
-                        each("rpc.response.status_code", e.as_bytes());
-                    }
-                }
-            }
-            What::Statement { system, operation } => {
-                each("db.system.name", system.as_bytes());
-                if let Some(op) = operation {
-                    each("db.operation.name", op.as_bytes());
-                }
-                if let Some(e) = error {
-                    each("error.type", e.as_bytes());
-                }
-            }
-            What::Embedding { provider, texts } => {
-                each("gen_ai.operation.name", b"embeddings");
-                each("gen_ai.provider.name", provider.as_bytes());
-                each("mcpspec.embedding.texts", texts.as_bytes());
-                if let Some(e) = error {
-                    each("error.type", e.as_bytes());
-                }
-            }
-        }
-    }
-}
-
-impl Record {
-    pub(super) fn trace(&self) -> [u8; 16] {
-        self.cx.trace.to_bytes()
-    }
-
-    pub(super) fn span(&self) -> [u8; 8] {
-        self.cx.span.to_bytes()
-    }
-
-    pub(super) fn state(&self) -> Option<&str> {
-        self.cx.state.as_deref()
-    }
-
-    /// The parent's id, and whether the parent came from the client.
-    pub(super) fn parent(&self) -> Option<([u8; 8], bool)> {
-        self.parent.map(|(p, remote)| (p.to_bytes(), remote))
-    }
-
-    pub(super) fn what(&self) -> &What {
-        &self.what
-    }
-
-    pub(super) fn error(&self) -> Option<&str> {
-        self.error.as_deref()
-    }
-
-    /// Start and end, in nanoseconds since the Unix epoch.
-    pub(super) fn times(&self) -> (u64, u64) {
-        (unix(self.start), unix(self.end))
-    }
-
-    /// The bytes the record holds outside itself, which the queue bounds: its trace state, an
-    /// id or session too long to keep inline, a target that is not one of the spec's names,
-    /// its error. Zero for most spans.
-    pub(super) fn heap_bytes(&self) -> usize {
-        let state = self.cx.state.as_deref().map_or(0, str::len);
-        let error = self.error.as_deref().map_or(0, str::len);
-        let what = match &self.what {
-            What::Request {
-                target,
-                id,
-                session,
-                ..
-            } => {
-                let owned = match target {
-                    Some(Cow::Owned(t)) => t.len(),
-                    _ => 0,
-                };
-                let spilled = |t: &Option<Text>| {
-                    t.as_ref()
-                        .filter(|t| t.0.spilled())
-                        .map_or(0, |t| t.0.len())
-                };
-                owned + spilled(id) + spilled(session)
-            }
-            What::Statement { .. } | What::Embedding { .. } => 0,
-        };
-        state + error + what
-    }
-}
-
-#[cfg(test)]
-impl Record {
-    /// A record of trace `07…`, span `01…` under parent `09…` (from the client when `remote`),
-    /// trace state `team=blue`, starting at the anchor and lasting 250 µs.
-    pub(super) fn example(what: What, error: Option<&str>, remote: bool) -> Record {
-        let start = ANCHOR.at;
-        Record {
-            cx: SpanCx {
-                trace: TraceId::from_bytes([7; 16]),
-                span: SpanId::from_bytes([1; 8]),
-                state: Some("team=blue".into()),
-            },
-            parent: Some((SpanId::from_bytes([9; 8]), remote)),
-            start,
-            end: start + Duration::from_micros(250),
-            what,
-            error: error.map(Box::from),
-        }
-    }
 }
 
 #[cfg(test)]

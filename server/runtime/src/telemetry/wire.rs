@@ -7,7 +7,7 @@
 
 use prost::Message as _;
 
-use super::spans::{Record, What};
+use super::record::{Record, What};
 
 /// Protobuf wire types.
 const VARINT: u32 = 0;
@@ -208,7 +208,7 @@ mod tests {
     use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
     use prost::Message as _;
 
-    use super::super::spans::{Record, What};
+    use super::super::record::{Record, What};
 
     fn decoded(records: &[Record]) -> ExportTraceServiceRequest {
         let resource = opentelemetry_sdk::Resource::builder_empty()
@@ -275,7 +275,7 @@ mod tests {
         assert_eq!(req.trace_state, "team=blue");
         assert_eq!(req.flags, 0x301);
         // The example starts at the anchor: its wall-clock reading, to the nanosecond.
-        let anchor = super::super::spans::ANCHOR.unix_ns;
+        let anchor = super::super::record::ANCHOR.unix_ns;
         assert_eq!(
             (req.start_time_unix_nano, req.end_time_unix_nano),
             (anchor, anchor + 250_000)

@@ -1,14 +1,14 @@
 //! The SQLite engine (cargo feature `sqlite`): opening a file, creating it, and a small pool
 //! with one writer and several readers so that reads do not queue behind writes; the
-//! [`Backend`](crate::backend::Backend) over that pool; and, for handlers, the typed accessor
-//! [`Context::sqlite`](crate::handler::Context::sqlite).
+//! [`Backend`](crate::backend::Backend) over that pool, which a handler's typed accessor
+//! (`handler::Context::sqlite`) reaches.
 
-mod handler;
+mod access;
 pub mod migrator;
 pub mod mirror;
 pub mod shape;
 
-pub use handler::Sqlite;
+pub use access::{ReadOnly, Sqlite};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex};

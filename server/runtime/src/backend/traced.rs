@@ -4,12 +4,12 @@
 //! with `db.system.name` and `db.operation.name`, and `error.type` when it fails. Never the
 //! statement's text or its arguments.
 
-use crate::backend::Session;
+use super::Session;
 
 /// Runs `f` on `session`, each statement traced when telemetry is on.
 pub fn traced<T>(session: &mut dyn Session, f: impl FnOnce(&mut dyn Session) -> T) -> T {
     #[cfg(feature = "otel")]
-    if super::spans::on() {
+    if crate::telemetry::spans::on() {
         return f(&mut imp::Traced { inner: session });
     }
     f(session)
@@ -54,8 +54,8 @@ fn operation(sql: &str) -> Option<&'static str> {
 
 #[cfg(feature = "otel")]
 mod imp {
-    use super::super::spans::{Open, What};
     use crate::backend::{Bind, Changes, Dialect, Failure, Row, Session, Sql};
+    use crate::telemetry::spans::{Open, What};
 
     pub(super) struct Traced<'a> {
         pub(super) inner: &'a mut dyn Session,
@@ -113,6 +113,10 @@ mod imp {
 
         fn end(&mut self, commit: bool) -> Result<(), Failure> {
             self.inner.end(commit)
+        }
+
+        fn act_as(&mut self, role: &str, setting: &str, claims: &str) -> Result<(), Failure> {
+            self.inner.act_as(role, setting, claims)
         }
     }
 }
