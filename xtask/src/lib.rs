@@ -5,6 +5,8 @@
 //! codegen` writes both; `cargo xtask check` (and this crate's tests, so `cargo test`) fails
 //! when either is stale.
 
+pub mod modules;
+
 use std::path::{Path, PathBuf};
 
 use codegen::drift::{Kind, Report};

@@ -9,10 +9,12 @@ use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 
-const USAGE: &str = "usage: cargo xtask <codegen|check|test [CARGO_ARGS...]>
+const USAGE: &str = "usage: cargo xtask <codegen|check|modules [SRC...]|test [CARGO_ARGS...]>
 
   codegen   write docs/spec-reference.md and codegen/spec.schema.json
   check     fail when either differs from what the compiler and the specs render
+  modules   print the module graph's cycles of each crate source directory given (default:
+            server/runtime/src and codegen/src), between files and between top-level modules
   test      install what the full test tier needs (apt-get or brew), then run the quick tier
             (`cargo test --workspace`) and the tests only the full tier has; CARGO_ARGS (say
             --locked) go to every cargo command";
@@ -51,6 +53,39 @@ fn run() -> Result<ExitCode> {
                 eprint!("{}", report.render_with(&read));
                 Ok(ExitCode::FAILURE)
             }
+        }
+        Some("modules") => {
+            let mut dirs: Vec<std::path::PathBuf> =
+                std::env::args().skip(2).map(Into::into).collect();
+            if dirs.is_empty() {
+                dirs = ["server/runtime/src", "codegen/src"]
+                    .map(|d| root.join(d))
+                    .to_vec();
+            }
+            let mut clean = true;
+            for dir in &dirs {
+                for top in [false, true] {
+                    let graph = xtask::modules::graph(dir, top)?;
+                    let cycles = xtask::modules::cycles(&graph);
+                    let edges: usize = graph.values().map(|e| e.len()).sum();
+                    println!(
+                        "{}{}: {} modules, {edges} edges, {} cycles",
+                        dir.display(),
+                        if top { " (top-level)" } else { "" },
+                        graph.len(),
+                        cycles.len()
+                    );
+                    for c in &cycles {
+                        println!("  {}", c.join(" <-> "));
+                    }
+                    clean &= cycles.is_empty();
+                }
+            }
+            Ok(if clean {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
         Some("test") => {
             let cargo_args: Vec<String> = std::env::args().skip(2).collect();
