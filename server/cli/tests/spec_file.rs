@@ -770,3 +770,35 @@ fn list_names_a_spec_file_s_tools() {
         );
     }
 }
+
+/// The README's first command: `mcpspec demo --spec spec/studio.yaml` from the repository's
+/// root makes a scratch database with the spec's sample rows, serves it from the spec file and
+/// drives a session of the spec's `demo:` calls, each printed with its answer.
+#[test]
+fn the_readme_demo_runs_a_session_on_the_studio_spec() {
+    let readme = include_str!("../../../README.md");
+    assert!(
+        readme.contains("-p mcpspec-cli --no-default-features -- demo --spec spec/studio.yaml"),
+        "the README's first command is the demo of spec/studio.yaml"
+    );
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = Command::new(exe())
+        .args(["demo", "--spec", "spec/studio.yaml"])
+        .current_dir(&root)
+        .env("MCPSPEC_LOG", "warn")
+        .output()
+        .expect("run mcpspec demo");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("-> initialize: studio "), "{text}");
+    assert!(text.contains("-> tools/list: "), "{text}");
+    assert!(text.contains("\"id\": \"L-062\""), "{text}");
+    assert!(
+        text.trim_end().ends_with("# server exited: exit status: 0"),
+        "{text}"
+    );
+}
