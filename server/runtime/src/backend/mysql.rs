@@ -1054,3 +1054,59 @@ impl super::migrate::Migrator for MysqlMigrator {
         Ok(found.is_some())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error as a MariaDB or MySQL server sends it, with its code.
+    fn server_error(code: u16) -> mysql::Error {
+        mysql::Error::MySqlError(mysql::MySqlError {
+            state: "HY000".into(),
+            message: format!("the server's words ({code})"),
+            code,
+        })
+    }
+
+    /// Each server code becomes the seam's kind and, for a constraint, the words every engine
+    /// says it in; the message keeps the server's words and its code.
+    #[test]
+    fn server_codes_map_to_the_seams_kinds_and_words() {
+        use ErrorKind::{Busy, Constraint, Interrupted, Other, ReadOnly};
+        let cases = [
+            (1062, Constraint, "unique constraint failed"),
+            (1048, Constraint, "not null constraint failed"),
+            (1364, Constraint, "not null constraint failed"),
+            (1451, Constraint, "foreign key constraint failed"),
+            (1452, Constraint, "foreign key constraint failed"),
+            (1216, Constraint, "foreign key constraint failed"),
+            (1217, Constraint, "foreign key constraint failed"),
+            (3819, Constraint, "check constraint failed"),
+            (4025, Constraint, "check constraint failed"),
+            (1213, Busy, ""),
+            (1205, Busy, ""),
+            (1290, ReadOnly, ""),
+            (1792, ReadOnly, ""),
+            (1836, ReadOnly, ""),
+            (1317, Interrupted, ""),
+            (3024, Interrupted, ""),
+            (1969, Interrupted, ""),
+            (1064, Other, ""),
+            (1146, Other, ""),
+        ];
+        for (code, kind, words) in cases {
+            let f = failure(&server_error(code));
+            assert_eq!((f.kind, f.constraint.as_str()), (kind, words), "{code}");
+            assert_eq!(f.message, format!("the server's words ({code}) ({code})"));
+        }
+    }
+
+    /// A driver error that is not the server's is `Other`, and says nothing of a password.
+    #[test]
+    fn a_drivers_own_error_is_other_and_names_no_password() {
+        let e = mysql::Error::UrlError(mysql::UrlError::BadUrl);
+        let f = failure(&e);
+        assert_eq!((f.kind, f.constraint.as_str()), (ErrorKind::Other, ""));
+        assert!(f.message.starts_with("the URL"), "{}", f.message);
+    }
+}

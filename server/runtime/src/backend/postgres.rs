@@ -765,9 +765,11 @@ fn text_to_sql(s: &str, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxErro
 
 /// The seam's kind of a driver error, from its SQLSTATE class.
 pub fn error_kind(e: &postgres::Error) -> ErrorKind {
-    let Some(code) = e.code() else {
-        return ErrorKind::Other;
-    };
+    e.code().map_or(ErrorKind::Other, kind_of)
+}
+
+/// The seam's kind of a SQLSTATE.
+fn kind_of(code: &SqlState) -> ErrorKind {
     let c = code.code();
     if *code == SqlState::QUERY_CANCELED {
         ErrorKind::Interrupted
@@ -1169,5 +1171,58 @@ impl super::migrate::Migrator for PgMigrator {
             )
             .map(|row| row.is_some())
             .map_err(|e| describe(&e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each SQLSTATE becomes the seam's kind and, for a constraint, the words every engine
+    /// says it in (SQLite's, without table or column names).
+    #[test]
+    fn sqlstates_map_to_the_seams_kinds_and_words() {
+        use ErrorKind::{Busy, Constraint, Interrupted, Other, ReadOnly};
+        let cases = [
+            (
+                SqlState::UNIQUE_VIOLATION,
+                Constraint,
+                "unique constraint failed",
+            ),
+            (
+                SqlState::NOT_NULL_VIOLATION,
+                Constraint,
+                "not null constraint failed",
+            ),
+            (
+                SqlState::FOREIGN_KEY_VIOLATION,
+                Constraint,
+                "foreign key constraint failed",
+            ),
+            (
+                SqlState::CHECK_VIOLATION,
+                Constraint,
+                "check constraint failed",
+            ),
+            (
+                SqlState::EXCLUSION_VIOLATION,
+                Constraint,
+                "constraint failed",
+            ),
+            (SqlState::T_R_SERIALIZATION_FAILURE, Busy, ""),
+            (SqlState::T_R_DEADLOCK_DETECTED, Busy, ""),
+            (SqlState::LOCK_NOT_AVAILABLE, Busy, ""),
+            (SqlState::READ_ONLY_SQL_TRANSACTION, ReadOnly, ""),
+            (SqlState::QUERY_CANCELED, Interrupted, ""),
+            (SqlState::SYNTAX_ERROR, Other, ""),
+            (SqlState::UNDEFINED_TABLE, Other, ""),
+            (SqlState::INSUFFICIENT_PRIVILEGE, Other, ""),
+        ];
+        for (code, kind, words) in cases {
+            assert_eq!(kind_of(&code), kind, "{}", code.code());
+            if kind == Constraint {
+                assert_eq!(constraint_detail(&code), words, "{}", code.code());
+            }
+        }
     }
 }

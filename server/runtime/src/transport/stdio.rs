@@ -911,3 +911,109 @@ impl Transport<RoleServer> for StdioTransport {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stream that hands over at most `chunk` bytes a read, as a pipe may.
+    struct Chunked {
+        data: Vec<u8>,
+        at: usize,
+        chunk: usize,
+    }
+
+    impl std::io::Read for Chunked {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.chunk.min(buf.len()).min(self.data.len() - self.at);
+            buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
+    /// What a reader of lines at most `max` bytes long makes of `input` read `chunk` bytes at
+    /// a time: each line as text, `!` for a line that was too long.
+    fn read(input: &str, max: usize, chunk: usize) -> Vec<String> {
+        let stream = Chunked {
+            data: input.as_bytes().to_vec(),
+            at: 0,
+            chunk,
+        };
+        let mut reader = LineReader {
+            read: std::io::BufReader::with_capacity(8, Box::new(stream)),
+            max,
+            line: Vec::new(),
+            discarding: false,
+            ended: false,
+            fd: Pollable::default(),
+            brisk: false,
+        };
+        let out: Vec<String> = std::iter::from_fn(|| reader.next())
+            .map(|i| match i {
+                Input::Line(l) => String::from_utf8(l).unwrap(),
+                Input::Oversized => "!".into(),
+            })
+            .collect();
+        assert!(reader.next().is_none(), "input that ended stays ended");
+        out
+    }
+
+    /// Lines come out whole however the stream cuts them; a line over the limit is one notice
+    /// and reading goes on at the next line; the last line counts without its newline.
+    #[test]
+    fn lines_come_whole_and_a_long_one_is_one_notice() {
+        let cases: [(&str, usize, &[&str]); 7] = [
+            ("", 16, &[]),
+            ("a\nbc\n", 16, &["a\n", "bc\n"]),
+            ("a\nlast", 16, &["a\n", "last"]),
+            ("\n\n", 16, &["\n", "\n"]),
+            ("0123456789abcdef-too-long\nok\n", 16, &["!", "ok\n"]),
+            (
+                "ok\n0123456789abcdef-too-long-to-the-end",
+                16,
+                &["ok\n", "!"],
+            ),
+            ("0123456789abcde\n", 16, &["0123456789abcde\n"]),
+        ];
+        for (input, max, want) in cases {
+            for chunk in [1, 2, 3, 7, 64] {
+                assert_eq!(
+                    read(input, max, chunk),
+                    want,
+                    "{input:?} read {chunk} at a time"
+                );
+            }
+        }
+    }
+
+    /// The server's questions go out under ids a client cannot guess, and each answer is
+    /// matched back to rmcp's id once; an id never sent is no answer.
+    #[test]
+    fn answers_match_only_questions_asked_and_only_once() {
+        let asked = Asked::new();
+        let wire = asked.issue(RequestId::Number(7));
+        let RequestId::String(s) = &wire else {
+            panic!("a wire id is a string: {wire:?}");
+        };
+        assert!(s.starts_with("s-") && s.len() > 20, "{s}");
+        assert_ne!(asked.issue(RequestId::Number(8)), wire);
+        assert_eq!(asked.answered(&wire), Some(RequestId::Number(7)));
+        assert_eq!(asked.answered(&wire), None, "answered once");
+        assert_eq!(asked.answered(&RequestId::Number(7)), None);
+        assert_eq!(asked.answered(&RequestId::String("s-guess-0".into())), None);
+        assert_ne!(Asked::new().prefix, asked.prefix, "a secret per process");
+    }
+
+    /// A request id in flight cannot start again until it is answered.
+    #[test]
+    fn an_id_in_flight_is_refused_until_answered() {
+        let flight = InFlight::default();
+        let id = RequestId::String("a".into());
+        assert!(flight.start(&id));
+        assert!(!flight.start(&id));
+        assert!(flight.start(&RequestId::Number(1)), "another id");
+        flight.finish(&id);
+        assert!(flight.start(&id));
+    }
+}

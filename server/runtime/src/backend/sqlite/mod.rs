@@ -1083,6 +1083,79 @@ mod tests {
     use crate::backend::Backend as _;
     use std::sync::Arc;
 
+    /// Each failure a real database gives becomes the seam's kind and, for a constraint, the
+    /// words every engine says it in (no table or column name).
+    #[test]
+    fn a_real_databases_failures_map_to_the_seams_kinds_and_words() {
+        use crate::backend::ErrorKind::{Busy, Constraint, Interrupted, Other, ReadOnly};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let mut conn = Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "PRAGMA foreign_keys = ON;
+             CREATE TABLE p (id INTEGER PRIMARY KEY);
+             CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,
+                             n INTEGER CHECK (n > 0), p INTEGER REFERENCES p(id));
+             INSERT INTO t (id, name, n) VALUES (1, 'a', 1);",
+        )
+        .unwrap();
+        let cases = [
+            (
+                "INSERT INTO t (id, name, n) VALUES (2, 'a', 1)",
+                Constraint,
+                "unique constraint failed",
+            ),
+            (
+                "INSERT INTO t (id, name, n) VALUES (1, 'b', 1)",
+                Constraint,
+                "unique constraint failed",
+            ),
+            (
+                "INSERT INTO t (id, name, n) VALUES (2, NULL, 1)",
+                Constraint,
+                "not null constraint failed",
+            ),
+            (
+                "INSERT INTO t (id, name, n) VALUES (2, 'b', 0)",
+                Constraint,
+                "check constraint failed",
+            ),
+            (
+                "INSERT INTO t (id, name, n, p) VALUES (2, 'b', 1, 9)",
+                Constraint,
+                "foreign key constraint failed",
+            ),
+            ("SELECT nope FROM t", Other, ""),
+        ];
+        for (sql, kind, words) in cases {
+            let f = failure(&conn.execute(sql, []).unwrap_err());
+            assert_eq!((f.kind, f.constraint.as_str()), (kind, words), "{sql}");
+            assert!(!f.message.is_empty(), "{sql}");
+        }
+        // Another connection holds the write lock, and this one does not wait for it.
+        let other = Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        conn.busy_timeout(std::time::Duration::ZERO).unwrap();
+        let busy = conn
+            .execute("INSERT INTO p (id) VALUES (1)", [])
+            .unwrap_err();
+        assert_eq!(failure(&busy).kind, Busy);
+        other.execute_batch("ROLLBACK").unwrap();
+        // A connection that may not write.
+        conn.execute_batch("PRAGMA query_only = ON").unwrap();
+        let read_only = conn
+            .execute("INSERT INTO p (id) VALUES (2)", [])
+            .unwrap_err();
+        assert_eq!(failure(&read_only).kind, ReadOnly);
+        conn.execute_batch("PRAGMA query_only = OFF").unwrap();
+        // A statement its progress handler stops, as a deadline or a cancellation does.
+        conn.progress_handler(1, Some(|| true)).unwrap();
+        let stopped = conn
+            .query_row("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c", [], |r| r.get::<_, i64>(0))
+            .unwrap_err();
+        assert_eq!(failure(&stopped).kind, Interrupted);
+    }
+
     #[test]
     fn regexp_matches_and_survives_bad_patterns() {
         let conn = Connection::open_in_memory().unwrap();
