@@ -11,7 +11,7 @@
 //! - [`backend`]: the database seam; [`backend::sqlite`] is its embedded implementation.
 //! - `protocol` (internal): the MCP surface on rmcp, with `protocol::jsonrpc` for messages
 //!   that do not parse; `transport::stdio` and `transport::http` carry it.
-//! - [`proxy`]: downstream servers (each over a [`proxy::downlink`]) and a spec's interceptor.
+//! - [`proxy`]: downstream servers (each over a `proxy::downlink`) and a spec's interceptor.
 //! - `calllog` (internal) writes the line each call leaves in the log; `logsafe` (internal)
 //!   quotes what a caller sent that reaches a log and escapes control characters inside every
 //!   log line; `shutdown` carries a

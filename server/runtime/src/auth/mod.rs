@@ -1,7 +1,7 @@
 //! Who is calling, over HTTP: mcpspec as an OAuth 2.1 resource server (MCP's authorization
 //! specification). `serve --http ADDR --oauth-issuer URL` makes every request carry an access
 //! token from that issuer: a JWT (RFC 9068) signed with one of the issuer's published keys
-//! ([`keys`], [`verify`]), with an asymmetric algorithm only (RS*, PS*, ES256/384, EdDSA; `none` and the
+//! (`keys`, `verify`), with an asymmetric algorithm only (RS*, PS*, ES256/384, EdDSA; `none` and the
 //! HMAC ones are refused, so a public key can never be used as a shared secret), this issuer,
 //! this server as its audience (RFC 8707), and `exp`/`nbf` checked with 30 s of clock
 //! skew. A verified token becomes an [`Identity`]: its subject, its scopes (the `scope` string
@@ -9,20 +9,20 @@
 //! may read (`:auth.sub`, `:auth.claims.NAME`).
 //!
 //! [`verify::Verifier::metadata`] is the protected resource metadata (RFC 9728) served at
-//! `/.well-known/oauth-protected-resource` (and the path-suffixed form); [`verify::challenge`] the
+//! `/.well-known/oauth-protected-resource` (and the path-suffixed form); `verify::challenge` the
 //! `WWW-Authenticate` header of a 401 or 403. Nothing here writes a token, a signature or a
 //! claim set to a log or an answer: errors say what was wrong with a token, never what it held.
 
 #[cfg(feature = "http")]
-pub mod cache;
+pub(crate) mod cache;
 #[cfg(feature = "http")]
-pub mod introspect;
+pub(crate) mod introspect;
 #[cfg(feature = "http")]
-pub mod keys;
+pub(crate) mod keys;
 #[cfg(feature = "http")]
 mod token;
 #[cfg(feature = "http")]
-pub mod verify;
+pub(crate) mod verify;
 
 #[cfg(feature = "http")]
 pub use keys::KeysError;

@@ -80,7 +80,7 @@ impl Verifier {
     }
 
     /// The identity `token` names, once its signature, issuer, audience and times verify (or
-    /// did, for a JWT seen before and not expired; see [`super::cache`]).
+    /// did, for a JWT seen before and not expired; see `auth::cache`).
     pub async fn verify(&self, token: &str) -> Result<Arc<Identity>, TokenError> {
         if token.len() > MAX_TOKEN_BYTES {
             return Err(TokenError::TooLarge);

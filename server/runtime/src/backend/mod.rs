@@ -19,7 +19,7 @@ mod team;
 // A span per statement (telemetry's, when it is on).
 mod traced;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-pub mod watchdog;
+pub(crate) mod watchdog;
 
 pub use crate::pool_use::PoolUse;
 pub use sqlscan::Dialect;

@@ -401,7 +401,7 @@ impl Backend for Pool {
         true
     }
 
-    /// The watchdog notices a stop within its interval ([`super::watchdog::WATCH_INTERVAL`]),
+    /// The watchdog notices a stop within its interval (`watchdog::WATCH_INTERVAL`),
     /// and cancels the statement; a job that would wait for a connection notices at once.
     fn notices_slow(&self) -> bool {
         true

@@ -3,7 +3,7 @@
 //! proxy. A binary lists its [`Server`]s and calls [`main`]; the `mcpspec` binary is one such
 //! user, a crate made by `mcpspec new` another.
 
-pub mod demo;
+pub(crate) mod demo;
 pub mod dev;
 pub mod examples;
 mod migrate;

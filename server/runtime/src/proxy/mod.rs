@@ -16,7 +16,7 @@
 //! hints (each key once per session) are put before the downstream result's content; with no
 //! match the downstream's result is returned unchanged.
 
-pub mod downlink;
+pub(crate) mod downlink;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};

@@ -4,8 +4,8 @@
 //! (`handler::Context::sqlite`) reaches.
 
 mod access;
-pub mod migrator;
-pub mod mirror;
+pub(crate) mod migrator;
+pub(crate) mod mirror;
 pub mod shape;
 
 pub use access::{ReadOnly, Sqlite};
@@ -361,7 +361,7 @@ impl Pool {
     }
 
     /// Opens the pool for the spec `spec` (its name and database), placing its derived
-    /// structures as [`mirror::place`] decides: in the database, or in a mirror. A
+    /// structures as `mirror::place` decides: in the database, or in a mirror. A
     /// file that cannot be written (its mode, the directory, a `mode=ro` URI) is served
     /// read-only. In read-write mode a database that is mcpspec's own, or already in WAL
     /// mode, is switched to (kept in) WAL so that readers and the writer do not block each
@@ -597,7 +597,7 @@ impl Pool {
 
     /// Applies the spec's derived DDL (see [`crate::def::DatabaseDef::derived`]) in one
     /// transaction on the writer, in a database that is mcpspec's own or whose user allowed
-    /// it (see [`mirror::place`]). Does nothing on a read-only pool; on failure nothing
+    /// it (see `mirror::place`). Does nothing on a read-only pool; on failure nothing
     /// is applied and the reason is returned, with SQLite's wording.
     pub fn derive_in_place(&self) -> Result<(), String> {
         if let Some(why) = &self.unbuilt {
