@@ -3,9 +3,10 @@
 //! and baked into the Rust that rebuilds them for a compiled server (`emit`, through
 //! `databake`), so that the two never differ.
 //!
-//! The runtime keeps `&'static` tables, so a definition built here is leaked: a few kilobytes
-//! per spec, once per build (a `dev` session builds again on every edit; a compiled server's
-//! build script builds each spec once).
+//! The runtime keeps `&'static` tables, so a definition built here is leaked. Each is leaked
+//! once: a definition is kept by its IR's digest and handed out again for an IR seen before,
+//! and texts are interned, so a `dev` session that saves a version it has served before leaks
+//! nothing, and a new version only what differs (its texts, and the slices that hold them).
 
 use mcpspec_def::{
     AnnotationsDef, AskDef, BackfillDef, Bind, BindingDef, BlockDef, BlockKind, ColumnDef,
@@ -16,6 +17,8 @@ use mcpspec_def::{
     RuleDef, RuleKindDef, ServerDef, StartupJobDef, StatementDef, ToolDef,
 };
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use crate::ir;
 
 /// The runtime's definition of `spec`, leaked so that it lives as long as compiled tables.
@@ -23,8 +26,21 @@ pub fn server_def(spec: &crate::Spec) -> &'static ServerDef {
     server(&spec.ir)
 }
 
-/// The runtime's definition of a server's IR.
+/// The runtime's definition of a server's IR: built once per IR (by its digest), then the
+/// same definition.
 pub(crate) fn server(s: &ir::Server) -> &'static ServerDef {
+    use sha2::Digest as _;
+    static BUILT: std::sync::Mutex<BTreeMap<[u8; 32], &'static ServerDef>> =
+        std::sync::Mutex::new(BTreeMap::new());
+    // The IR's Debug form holds every field (positions included), in a fixed order.
+    let digest: [u8; 32] = sha2::Sha256::digest(format!("{s:?}").as_bytes()).into();
+    let mut built = BUILT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    built.entry(digest).or_insert_with(|| build(s))
+}
+
+fn build(s: &ir::Server) -> &'static ServerDef {
     leak(ServerDef {
         name: text(&s.name),
         version: text(&s.version),
@@ -88,8 +104,18 @@ fn leak<T>(v: T) -> &'static T {
     Box::leak(Box::new(v))
 }
 
+/// `s` leaked once: the same text again is the same `&'static str`.
 fn text(s: &str) -> &'static str {
-    Box::leak(s.to_owned().into_boxed_str())
+    static TEXTS: std::sync::Mutex<BTreeSet<&'static str>> = std::sync::Mutex::new(BTreeSet::new());
+    let mut texts = TEXTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(t) = texts.get(s) {
+        return t;
+    }
+    let t: &'static str = Box::leak(s.to_owned().into_boxed_str());
+    texts.insert(t);
+    t
 }
 
 fn opt(s: Option<&str>) -> Option<&'static str> {

@@ -1726,10 +1726,7 @@ fn compile_tool(
     }
     if let Some(c) = &t.confirm {
         templates
-            .add_template(
-                template_name(t.name, "confirm", "message").leak(),
-                c.message,
-            )
+            .add_template_owned(template_name(t.name, "confirm", "message"), c.message)
             .map_err(|e| fail(format!("confirmation template: {e}")))?;
     }
     if let BindingDef::Content(blocks) = &t.binding {
@@ -1737,10 +1734,7 @@ fn compile_tool(
             for (part, source) in [("text", b.text), ("uri", b.uri)] {
                 if let Some(src) = source {
                     templates
-                        .add_template(
-                            template_name(t.name, &format!("block{i}"), part).leak(),
-                            src,
-                        )
+                        .add_template_owned(template_name(t.name, &format!("block{i}"), part), src)
                         .map_err(|e| fail(format!("content template: {e}")))?;
                 }
             }
@@ -1750,7 +1744,7 @@ fn compile_tool(
         for (kind, source) in [("empty", st.empty_message), ("not_found", st.not_found)] {
             if let Some(src) = source {
                 templates
-                    .add_template(template_name(t.name, st.name, kind).leak(), src)
+                    .add_template_owned(template_name(t.name, st.name, kind), src)
                     .map_err(|e| fail(format!("message template: {e}")))?;
             }
         }
@@ -1771,7 +1765,7 @@ fn add_server_templates(
 ) -> Result<(), StartError> {
     for e in def.errors {
         templates
-            .add_template(template_name("", e.name, "error").leak(), e.message)
+            .add_template_owned(template_name("", e.name, "error"), e.message)
             .map_err(|err| StartError::Tool {
                 tool: e.name,
                 spec: def.spec_file,
