@@ -15,6 +15,8 @@
 #![allow(deprecated)]
 
 mod admission;
+#[cfg(all(test, feature = "sqlite"))]
+mod in_process;
 pub mod jsonrpc;
 mod tasks;
 mod team_tasks;
