@@ -108,6 +108,12 @@ fn install(missing: &[&Need]) -> Result<()> {
         .collect();
     if on_path("apt-get") {
         let sudo = (!is_root()).then_some("sudo");
+        if sudo.is_some() && !on_path("sudo") {
+            bail!(
+                "the full test tier needs packages this machine lacks, and installing them needs root\nhelp: as root, run: apt-get install {}",
+                apt.join(" ")
+            );
+        }
         let apt_get = |args: &[&str]| {
             let mut c = Command::new(sudo.unwrap_or("apt-get"));
             if sudo.is_some() {
