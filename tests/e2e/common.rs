@@ -51,53 +51,44 @@ pub enum Transport {
 /// untested.
 #[macro_export]
 macro_rules! on_every_engine_and_transport {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            use $crate::common::{Engine, Transport};
-            #[test]
-            fn sqlite_stdio() {
-                super::$name(Engine::Sqlite, Transport::Stdio)
-            }
-            #[test]
-            fn sqlite_http() {
-                super::$name(Engine::Sqlite, Transport::Http)
-            }
-            #[test]
-            fn sqlite_http_2026() {
-                super::$name(Engine::Sqlite, Transport::HttpPerRequest)
-            }
-            #[cfg(feature = "full")]
-            #[test]
-            fn postgres_stdio() {
-                super::$name(Engine::Postgres, Transport::Stdio)
-            }
-            #[cfg(feature = "full")]
-            #[test]
-            fn postgres_http() {
-                super::$name(Engine::Postgres, Transport::Http)
-            }
-            #[cfg(feature = "full")]
-            #[test]
-            fn postgres_http_2026() {
-                super::$name(Engine::Postgres, Transport::HttpPerRequest)
-            }
-            #[cfg(feature = "full")]
-            #[test]
-            fn mariadb_stdio() {
-                super::$name(Engine::Mariadb, Transport::Stdio)
-            }
-            #[cfg(feature = "full")]
-            #[test]
-            fn mariadb_http() {
-                super::$name(Engine::Mariadb, Transport::Http)
-            }
-            #[cfg(feature = "full")]
-            #[test]
-            fn mariadb_http_2026() {
-                super::$name(Engine::Mariadb, Transport::HttpPerRequest)
-            }
-        }
+    ($($name:ident),* $(,)?) => {
+        $crate::on_engines_and_transports!([
+            Sqlite => (sqlite_stdio, sqlite_http, sqlite_http_2026),
+            Postgres => (postgres_stdio, postgres_http, postgres_http_2026),
+            Mariadb => (mariadb_stdio, mariadb_http, mariadb_http_2026),
+        ] $($name),*);
+    };
+}
+
+/// Generates, for each named `fn name(engine: Engine, transport: Transport)`, a module `name`
+/// with one test per engine of the bracketed list and per transport: `Engine => (stdio test,
+/// HTTP test, HTTP 2026-07-28 test)`. SQLite's are in the quick tier, a database server's in
+/// the full one. The macros around it name the lists the tests use.
+#[macro_export]
+macro_rules! on_engines_and_transports {
+    ($engines:tt $($name:ident),* $(,)?) => {$(
+        $crate::on_engines_and_transports!(@one $name $engines);
     )*};
+    (@one $name:ident [$($engine:ident => ($stdio:ident, $http:ident, $http_2026:ident)),+ $(,)?]) => {
+        mod $name {$(
+            $crate::on_engines_and_transports!(@case $name $stdio $engine Stdio);
+            $crate::on_engines_and_transports!(@case $name $http $engine Http);
+            $crate::on_engines_and_transports!(@case $name $http_2026 $engine HttpPerRequest);
+        )+}
+    };
+    (@case $name:ident $test:ident Sqlite $transport:ident) => {
+        #[test]
+        fn $test() {
+            super::$name($crate::common::Engine::Sqlite, $crate::common::Transport::$transport)
+        }
+    };
+    (@case $name:ident $test:ident $engine:ident $transport:ident) => {
+        #[cfg(feature = "full")]
+        #[test]
+        fn $test() {
+            super::$name($crate::common::Engine::$engine, $crate::common::Transport::$transport)
+        }
+    };
 }
 
 /// Generates, for each named `fn name(engine: Engine)`, a module `name` with one test per
@@ -150,38 +141,12 @@ macro_rules! on_every_vector_engine {
 /// HTTP of protocol 2026-07-28).
 #[macro_export]
 macro_rules! on_every_vector_engine_and_transport {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            use $crate::common::{Engine, Transport};
-            #[test]
-            fn sqlite_stdio() {
-                super::$name(Engine::Sqlite, Transport::Stdio)
-            }
-            #[test]
-            fn sqlite_http() {
-                super::$name(Engine::Sqlite, Transport::Http)
-            }
-            #[test]
-            fn sqlite_http_2026() {
-                super::$name(Engine::Sqlite, Transport::HttpPerRequest)
-            }
-            #[cfg(feature = "full")]
-            #[test]
-            fn postgres_stdio() {
-                super::$name(Engine::Postgres, Transport::Stdio)
-            }
-            #[cfg(feature = "full")]
-            #[test]
-            fn postgres_http() {
-                super::$name(Engine::Postgres, Transport::Http)
-            }
-            #[cfg(feature = "full")]
-            #[test]
-            fn postgres_http_2026() {
-                super::$name(Engine::Postgres, Transport::HttpPerRequest)
-            }
-        }
-    )*};
+    ($($name:ident),* $(,)?) => {
+        $crate::on_engines_and_transports!([
+            Sqlite => (sqlite_stdio, sqlite_http, sqlite_http_2026),
+            Postgres => (postgres_stdio, postgres_http, postgres_http_2026),
+        ] $($name),*);
+    };
 }
 
 /// One test per engine a team of replicas shares (`name::postgres`, `name::mariadb`).
@@ -661,4 +626,15 @@ pub fn signal(pid: u32, sig: &str) {
         .status()
         .expect("kill");
     assert!(ok.success());
+}
+
+/// A process's resident memory (`VmRSS`), in KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .expect("the process's status")
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .expect("VmRSS")
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use mcpspec_testkit::StdioClient;
 use serde_json::{Value, json};
 
-use crate::common::EXE;
+use crate::common::{EXE, rss_kib};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -354,17 +354,6 @@ fn dev_reads_only_regular_files_of_bounded_size() {
     .unwrap();
     s.stderr_until("reloaded notes.yaml (5 tools)");
     assert!(s.tool_names().contains(&"count_notes".to_string()));
-}
-
-/// The server's resident memory (`VmRSS`), in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status =
-        std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the server's status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
 }
 
 /// Reloads cost no memory once a version has been seen: 1,000 saves that switch the spec

@@ -14,21 +14,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use mcpspec_testkit::HttpClient;
 use serde_json::{Value, json};
 
+use crate::common::rss_kib;
+
 use crate::http::HttpServer;
 
 /// The audience the servers here take tokens for.
 const AUDIENCE: &str = "https://hostile.example/mcp";
-
-/// The server's resident memory, in KiB.
-pub(crate) fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .expect("the server's status")
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .expect("VmRSS")
-}
 
 /// A hostile issuer on 127.0.0.1 (see the module comment); its address.
 fn hostile_issuer() -> SocketAddr {

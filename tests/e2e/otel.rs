@@ -22,9 +22,9 @@ use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
 use serde_json::{Value, json};
 
+use crate::common::rss_kib;
 use crate::common::{EXE, Engine, sample_db, sample_db_on};
 use crate::http::HttpServer;
-use crate::issuer::rss_kib;
 
 /// A data point's attributes, as text.
 type Point = Vec<(String, String)>;

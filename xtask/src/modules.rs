@@ -7,8 +7,27 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::LazyLock;
 
 use regex::Regex;
+
+/// A pattern of this reading, compiled once.
+fn pattern(p: &str) -> Regex {
+    Regex::new(p).expect("a valid pattern")
+}
+
+static COMMENTS: LazyLock<Regex> = LazyLock::new(|| pattern(r"//[^\n]*"));
+static STRINGS: LazyLock<Regex> = LazyLock::new(|| pattern(r#""(?:\\.|[^"\\])*""#));
+/// An inline test module, to the end of its file.
+static TESTS: LazyLock<Regex> =
+    LazyLock::new(|| pattern(r"#\[cfg\((?:all\()?test[^\]]*\]\s*mod \w+\s*\{"));
+/// A test module in a file of its own (`#[cfg(test)] mod in_process;`).
+static TEST_FILES: LazyLock<Regex> = LazyLock::new(|| {
+    pattern(r"#\[cfg\((?:all\()?test[^\]]*\]\s*(?:pub(?:\([^)]*\))?\s+)?mod (\w+);")
+});
+static PATHS: LazyLock<Regex> = LazyLock::new(|| pattern(r"\b(crate|super|self)((?:::\w+)+)"));
+static GROUPS: LazyLock<Regex> = LazyLock::new(|| pattern(r"use\s+crate::\{([^;]*)\};"));
+static ITEM: LazyLock<Regex> = LazyLock::new(|| pattern(r"\w+(?:::\w+)*"));
 
 /// Modules by path (`backend::sqlite`), each with the modules it names.
 pub type Graph = BTreeMap<String, BTreeSet<String>>;
@@ -18,14 +37,11 @@ pub type Graph = BTreeMap<String, BTreeSet<String>>;
 pub fn graph(src: &Path, top: bool) -> std::io::Result<Graph> {
     let mut files = BTreeMap::new();
     walk(src, src, &mut files)?;
-    // A file declared under `#[cfg(test)]` (`#[cfg(test)] mod in_process;`) is a test module.
-    let declared =
-        Regex::new(r"#\[cfg\((?:all\()?test[^\]]*\]\s*(?:pub(?:\([^)]*\))?\s+)?mod (\w+);")
-            .expect("a valid pattern");
+    // A file declared under `#[cfg(test)]` is a test module.
     let tests: Vec<String> = files
         .iter()
         .flat_map(|(m, text)| {
-            declared.captures_iter(text).map(move |c| {
+            TEST_FILES.captures_iter(text).map(move |c| {
                 if m.is_empty() {
                     c[1].to_string()
                 } else {
@@ -147,13 +163,9 @@ fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) -> std::io:
 
 /// The text without comments, string literals and its test module.
 fn code(text: &str) -> String {
-    let comments = Regex::new(r"//[^\n]*").expect("a valid pattern");
-    let strings = Regex::new(r#""(?:\\.|[^"\\])*""#).expect("a valid pattern");
-    let tests =
-        Regex::new(r"#\[cfg\((?:all\()?test[^\]]*\]\s*mod \w+\s*\{").expect("a valid pattern");
-    let text = comments.replace_all(text, "");
-    let text = strings.replace_all(&text, "\"\"");
-    match tests.find(&text) {
+    let text = COMMENTS.replace_all(text, "");
+    let text = STRINGS.replace_all(&text, "\"\"");
+    match TESTS.find(&text) {
         Some(m) => text[..m.start()].to_string(),
         None => text.into_owned(),
     }
@@ -161,16 +173,13 @@ fn code(text: &str) -> String {
 
 /// The modules `code`, the text of `module`, names.
 fn named(module: &str, code: &str, modules: &BTreeSet<String>) -> BTreeSet<String> {
-    let paths = Regex::new(r"\b(crate|super|self)((?:::\w+)+)").expect("a valid pattern");
-    let groups = Regex::new(r"use\s+crate::\{([^;]*)\};").expect("a valid pattern");
-    let item = Regex::new(r"\w+(?:::\w+)*").expect("a valid pattern");
     let here: Vec<&str> = if module.is_empty() {
         Vec::new()
     } else {
         module.split("::").collect()
     };
     let mut out = BTreeSet::new();
-    for c in paths.captures_iter(code) {
+    for c in PATHS.captures_iter(code) {
         let mut base: Vec<&str> = match &c[1] {
             "crate" => Vec::new(),
             "super" => here[..here.len().saturating_sub(1)].to_vec(),
@@ -189,8 +198,8 @@ fn named(module: &str, code: &str, modules: &BTreeSet<String>) -> BTreeSet<Strin
         base.extend(rest);
         out.insert(resolve(&base, modules));
     }
-    for g in groups.captures_iter(code) {
-        for i in item.find_iter(&g[1]) {
+    for g in GROUPS.captures_iter(code) {
+        for i in ITEM.find_iter(&g[1]) {
             let segs: Vec<&str> = i.as_str().split("::").collect();
             out.insert(resolve(&segs, modules));
         }

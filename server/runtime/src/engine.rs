@@ -2181,12 +2181,7 @@ fn claims_fit(
 
 #[cfg(test)]
 mod tests {
-
-    /// The `basic` golden, a server this crate's tests can start without knowing any seed.
-    #[allow(clippy::all, dead_code)]
-    mod basic {
-        include!("../../../tests/fixtures/basic/expected/basic.rs");
-    }
+    use crate::basic;
 
     /// Drift names the side to fix: the database when the spec's statements prepare against
     /// its own declared schema, the spec when they do not (a wrong table in the YAML).

@@ -735,7 +735,7 @@ impl Context {
 
 #[cfg(feature = "sqlite")]
 impl From<crate::backend::sqlite::ReadOnly> for HandlerError {
-    fn from(_: crate::backend::sqlite::ReadOnly) -> Self {
-        HandlerError::new("READ_ONLY").message("the server is read-only")
+    fn from(e: crate::backend::sqlite::ReadOnly) -> Self {
+        HandlerError::new("READ_ONLY").message(e.to_string())
     }
 }

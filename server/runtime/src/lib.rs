@@ -87,3 +87,10 @@ pub mod __private {
     pub use serde;
     pub use serde_json;
 }
+
+/// The `basic` golden, a server this crate's tests can start without knowing any seed.
+#[cfg(test)]
+#[allow(clippy::all, dead_code)]
+mod basic {
+    include!("../../../tests/fixtures/basic/expected/basic.rs");
+}

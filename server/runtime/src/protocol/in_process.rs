@@ -12,13 +12,8 @@ use rmcp::{ServiceExt as _, serve_client};
 use serde_json::{Value, json};
 
 use super::McpServer;
+use crate::basic;
 use crate::engine::{Engine, Limits};
-
-/// The `basic` golden, a server this crate's tests can start without knowing any seed.
-#[allow(clippy::all, dead_code)]
-mod basic {
-    include!("../../../../tests/fixtures/basic/expected/basic.rs");
-}
 
 /// A client session with the `basic` server; the directory holds its database.
 struct Session {
