@@ -27,8 +27,12 @@ const MAX_ANSWER: u64 = 64 << 20;
 /// The first backoff; each retry doubles it, up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(8);
-/// How long before the call's deadline a request gives up.
-const MARGIN: Duration = Duration::from_millis(250);
+/// How long before the call's deadline a request gives up: a fifth of the time the call had
+/// left when it asked, within these bounds, so that the rest of the call (the rollback, the
+/// answer) fits after it even on a loaded machine. A fixed 250 ms was not enough with both
+/// cores busy: the call's own deadline came first and the hang was said as a timeout.
+const MARGIN_MIN: Duration = Duration::from_millis(250);
+const MARGIN_MAX: Duration = Duration::from_secs(2);
 /// The longest `Retry-After` taken at its word.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
@@ -233,12 +237,13 @@ impl Client {
         cancelled: &dyn Fn() -> bool,
     ) -> Result<Vec<Vector>, EmbedError> {
         let mut attempt = 0;
+        let margin = margin(deadline.saturating_duration_since(Instant::now()));
         loop {
             // A request ends a little before the call's deadline, so that a provider that does
             // not answer is said as such rather than as the call's timeout.
             let left = deadline
                 .saturating_duration_since(Instant::now())
-                .saturating_sub(MARGIN);
+                .saturating_sub(margin);
             if left.is_zero() || cancelled() {
                 return Err(EmbedError::Stopped);
             }
@@ -256,7 +261,7 @@ impl Client {
                 return Err(EmbedError::Failed(format!("{}{after}", f.message)));
             }
             let wait = f.after.unwrap_or_else(|| backoff(attempt));
-            if Instant::now() + wait + MARGIN >= deadline {
+            if Instant::now() + wait + margin >= deadline {
                 return Err(EmbedError::Failed(format!(
                     "{} (tried {tries} times; the call's time runs out before the next try)",
                     f.message
@@ -435,6 +440,11 @@ fn normalise(v: &mut [f32]) {
     }
 }
 
+/// How long before the deadline a call with `left` to run stops asking the provider.
+fn margin(left: Duration) -> Duration {
+    (left / 5).clamp(MARGIN_MIN, MARGIN_MAX)
+}
+
 /// The wait before retry `attempt` (from 0): doubling from [`FIRST_BACKOFF`], at most
 /// [`MAX_BACKOFF`], with full jitter over its second half.
 fn backoff(attempt: u32) -> Duration {
@@ -555,5 +565,14 @@ mod tests {
             let b = backoff(attempt);
             assert!(b >= full / 2 && b <= full, "{attempt}: {b:?}");
         }
+    }
+
+    #[test]
+    fn the_margin_is_a_fifth_of_the_time_left_within_its_bounds() {
+        let ms = Duration::from_millis;
+        assert_eq!(margin(ms(3_000)), ms(600));
+        assert_eq!(margin(ms(500)), MARGIN_MIN);
+        assert_eq!(margin(Duration::ZERO), MARGIN_MIN);
+        assert_eq!(margin(ms(60_000)), MARGIN_MAX);
     }
 }
