@@ -2370,6 +2370,20 @@ fn maria_contents(name: &str) -> String {
 }
 
 /// How many databases named `name` the test server has.
+/// The import accounts that can still reach database `name`: each import's account is granted
+/// that database alone (as `GRANT ... ON name.*`, its `_` escaped) and is dropped with its
+/// grants when the import ends. Counted by database, not by the accounts' common prefix, since
+/// other tests' imports run at the same time on the shared server.
+fn import_accounts_of(name: &str) -> String {
+    crate::maria::Server::shared().sql(
+        "mysql",
+        &format!(
+            "SELECT COUNT(*) FROM mysql.db WHERE user LIKE 'pm\\_import\\_%' \
+             AND REPLACE(db, '\\\\_', '_') = '{name}'"
+        ),
+    )
+}
+
 fn maria_databases_named(name: &str) -> String {
     crate::maria::Server::shared().sql(
         "mysql",
@@ -2558,13 +2572,7 @@ fn a_mariadb_import_is_confined_to_its_database() {
     );
     assert!(!Path::new("/tmp/pm-evil").exists());
     // Every account made for an import is gone.
-    assert_eq!(
-        server.sql(
-            "mysql",
-            "SELECT COUNT(*) FROM mysql.user WHERE user LIKE 'pm\\_import\\_%'"
-        ),
-        "0"
-    );
+    assert_eq!(import_accounts_of(&target), "0");
     s.finish();
 }
 
@@ -2599,13 +2607,7 @@ fn a_mariadb_import_works_where_anonymous_local_accounts_exist() {
     );
     assert_eq!(imported["created"], json!(true), "{imported}");
     assert_eq!(server.sql(&target, "SELECT SUM(x) FROM t"), "3");
-    assert_eq!(
-        server.sql(
-            "mysql",
-            "SELECT COUNT(*) FROM mysql.user WHERE user LIKE 'pm\\_import\\_%'"
-        ),
-        "0"
-    );
+    assert_eq!(import_accounts_of(&target), "0");
     s.finish();
 }
 
@@ -2696,13 +2698,7 @@ fn a_mariadb_import_stops_at_its_deadline_and_leaves_nothing() {
     assert_eq!(r["result"]["isError"], json!(true), "{r}");
     assert!(text.contains("\"TIMEOUT\""), "{r}");
     assert_eq!(maria_databases_named(&target), "0");
-    assert_eq!(
-        crate::maria::Server::shared().sql(
-            "mysql",
-            "SELECT COUNT(*) FROM mysql.user WHERE user LIKE 'pm\\_import\\_%'"
-        ),
-        "0"
-    );
+    assert_eq!(import_accounts_of(&target), "0");
     drop(project);
 }
 
