@@ -219,9 +219,10 @@ impl Lane {
             transport: self.transport,
         };
         let span = crate::telemetry::Request::start(&info, crate::telemetry::Parent::default());
-        let attached = span.carry().attach();
-        let (answer, error) = self.run(call, engine, cancel, slow);
-        drop(attached);
+        let (answer, error) = {
+            let _attached = span.carry().attach();
+            self.run(call, engine, cancel, slow)
+        };
         span.finish(&info, error.as_deref());
         answer
     }
