@@ -17,8 +17,8 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail, ensure};
+use mcpspec::__internal::StaticModel;
 use mcpspec::client::StdioClient;
-use mcpspec::embed::StaticModel;
 use serde_json::{Value, json};
 
 use crate::postgres::{stdio, time};
@@ -538,7 +538,7 @@ fn floor_sqlite(
             match sqlscan::sqlite_param(&name).as_ref() {
                 "query" => st.raw_bind_parameter(
                     n,
-                    mcpspec::transform::fts5(&mcpspec::transform::words(q), false),
+                    mcpspec::__internal::fts5(&mcpspec::__internal::words(q), false),
                 )?,
                 "mode" => st.raw_bind_parameter(n, "semantic")?,
                 "limit" => st.raw_bind_parameter(n, 10)?,
@@ -572,7 +572,7 @@ fn floor_postgres(
     time(calls, || {
         let (q, v) = (&questions[i % questions.len()], &vectors[i % vectors.len()]);
         i += 1;
-        let query = mcpspec::transform::fts5(&mcpspec::transform::words(q), false);
+        let query = mcpspec::__internal::fts5(&mcpspec::__internal::words(q), false);
         let values: Vec<Box<dyn postgres::types::ToSql + Sync>> = names
             .iter()
             .zip(st.params())

@@ -76,7 +76,7 @@ enum Arg {
 fn arg(name: &str, id: &str) -> Arg {
     match name {
         "id" => Arg::Text(id.to_string()),
-        "query" => Arg::Text(mcpspec::transform::fts5(QUERY, false)),
+        "query" => Arg::Text(mcpspec::__internal::fts5(QUERY, false)),
         // The servers run without an embedding provider: a hybrid search is keyword search.
         "mode" => Arg::Text("hybrid".to_string()),
         "limit" => Arg::Int(10),

@@ -235,8 +235,8 @@ pub fn floor(db: &Path, queries: &[String], project: &str, rounds: usize) -> Res
     for round in 0..rounds + 1 {
         for q in queries {
             let t = Instant::now();
-            let m_all = mcpspec::transform::fts5(q, false);
-            let m_pre = mcpspec::transform::fts5(q, true);
+            let m_all = mcpspec::__internal::fts5(q, false);
+            let m_pre = mcpspec::__internal::fts5(q, true);
             let mut rows = stmt.query(rusqlite::named_params! {
                 ":prefix": false, ":match_prefix": m_pre, ":match_all": m_all,
                 ":projectId": project, ":limit": 10,

@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::time::Instant;
 
 use anyhow::{Result, anyhow};
-use mcpspec::telemetry::{Parent, Request, RequestInfo};
+use mcpspec::__internal::{Parent, Request, RequestInfo};
 use serde_json::{Value, json};
 
 /// `calls` requests of `tools/call get_learning`, as the lane serves them.
@@ -46,7 +46,7 @@ fn timed(threads: usize, calls: u64) -> f64 {
 
 /// Runs the measurement and returns it as JSON.
 pub fn run(calls: u64) -> Result<Value> {
-    let installed = mcpspec::telemetry::install("mcpbench", || None).map_err(|e| anyhow!(e))?;
+    let installed = mcpspec::__internal::install("mcpbench", || None).map_err(|e| anyhow!(e))?;
     requests(calls / 10);
     let cpu =
         || crate::client::proc_cpu_ms(std::process::id()).ok_or_else(|| anyhow!("/proc/self/stat"));
@@ -58,7 +58,7 @@ pub fn run(calls: u64) -> Result<Value> {
     let cpu_ns = (cpu()? - cpu_before) * 1e6 / (3 * calls) as f64;
     Ok(json!({
         "calls": calls,
-        "on": mcpspec::telemetry::on(),
+        "on": mcpspec::__internal::telemetry_on(),
         "ns_per_request_1_thread": one,
         "ns_per_request_2_threads": two,
         "process_cpu_ns_per_request": cpu_ns,

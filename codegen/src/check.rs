@@ -414,8 +414,7 @@ fn run_examples(
         if handler || (example.sample_rows && !samples) {
             continue;
         }
-        let outcome = mcpspec::examples::run(engine, example);
-        if let Some(why) = outcome.failure {
+        if let Some(why) = engine.example_failure(example) {
             let (on, note) = on.split_once('\n').unwrap_or((on, ""));
             report.findings.push(drift::Finding::from_diagnostic(
                 Kind::Example,

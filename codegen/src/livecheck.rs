@@ -137,7 +137,7 @@ fn check_vectors(spec: &Spec, db: &Database, out: &mut Diagnostics) {
                 None if dialect != &sqlscan::SQLITE
                     && !sqlscan::vectors::declared(schema, table, column).is_empty() =>
                 {
-                    let why = mcpspec::embed::columns::no_vectors_here(db)
+                    let why = mcpspec::__internal::no_vectors_here(db)
                         .unwrap_or_else(|| "the live database lacks it".to_string());
                     out.items.push(finding(
                         spec,

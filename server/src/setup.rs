@@ -576,7 +576,7 @@ fn run_setup(def: &'static ServerDef, f: SetupFlags) -> Result<ExitCode> {
     let proxy_path = match f
         .proxy_config
         .clone()
-        .or_else(|| mcpspec::proxy::config_path(config))
+        .or_else(|| mcpspec::__internal::config_path(config))
     {
         Some(p) => std::path::absolute(p)?,
         None => {

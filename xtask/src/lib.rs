@@ -5,6 +5,7 @@
 //! codegen` writes both; `cargo xtask check` (and this crate's tests, so `cargo test`) fails
 //! when either is stale.
 
+pub mod api;
 pub mod modules;
 
 use std::path::{Path, PathBuf};
@@ -19,6 +20,9 @@ pub const REFERENCE: &str = "docs/spec-reference.md";
 
 /// Where the editor schema is committed, relative to the workspace root.
 pub const EDITOR_SCHEMA: &str = "codegen/spec.schema.json";
+
+/// Where the runtime's public API listing is committed ([`api`]), relative to the root.
+pub const PUBLIC_API: &str = "server/runtime/public-api.txt";
 
 /// The specs in `spec/` the reference quotes besides the codegen fixtures: the seed servers,
 /// the OAuth example and the test doubles, which this repository compiles and tests. A spec someone adds to
@@ -75,17 +79,22 @@ pub fn corpus(root: &Path) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The reference and the editor schema of the checkout at `root`, keyed by path relative to
-/// it.
+/// The reference, the editor schema and the runtime's public API listing of the checkout at
+/// `root`, keyed by path relative to it.
 pub fn rendered(root: &Path) -> Vec<(PathBuf, String)> {
     let texts = corpus(root);
     let reference = codegen::reference::render(&codegen::reference::sources(&texts), COMMAND);
+    // A runtime whose sources do not parse fails its build anyway; the listing says why here.
+    let api = api::list(&root.join("server/runtime/src/lib.rs"), "mcpspec")
+        .map(|a| a.render("mcpspec", COMMAND))
+        .unwrap_or_else(|e| format!("error: the runtime's sources could not be read: {e:#}\n"));
     vec![
         (PathBuf::from(REFERENCE), reference),
         (
             PathBuf::from(EDITOR_SCHEMA),
             codegen::editor_schema(COMMAND),
         ),
+        (PathBuf::from(PUBLIC_API), api),
     ]
 }
 

@@ -1,5 +1,6 @@
-//! `cargo xtask codegen` writes the spec-language reference and the editor schema;
-//! `cargo xtask check` fails when either is stale, showing the difference; `cargo xtask test`
+//! `cargo xtask codegen` writes the spec-language reference, the editor schema and the
+//! runtime's public API listing; `cargo xtask check` fails when one is stale, showing the
+//! difference; `cargo xtask api` prints a crate's public API; `cargo xtask test`
 //! installs what the full test tier needs and runs both tiers.
 
 mod provision;
@@ -9,10 +10,14 @@ use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 
-const USAGE: &str = "usage: cargo xtask <codegen|check|modules [SRC...]|test [CARGO_ARGS...]>
+const USAGE: &str =
+    "usage: cargo xtask <codegen|check|api [LIB_RS]|modules [SRC...]|test [CARGO_ARGS...]>
 
-  codegen   write docs/spec-reference.md and codegen/spec.schema.json
-  check     fail when either differs from what the compiler and the specs render
+  codegen   write docs/spec-reference.md, codegen/spec.schema.json and the runtime's public
+            API listing (server/runtime/public-api.txt)
+  check     fail when any of them differs from what the compiler, the specs and the runtime's
+            sources render
+  api       print the public API of the crate whose root is LIB_RS (default: the runtime's)
   modules   print the module graph's cycles of each crate source directory given (default:
             server/runtime/src and codegen/src), between files and between top-level modules
   test      install what the full test tier needs (apt-get or brew), then run the quick tier
@@ -44,15 +49,26 @@ fn run() -> Result<ExitCode> {
                 |p: &std::path::Path| std::fs::read_to_string(root.join(p)).unwrap_or_default();
             if report.is_ok() {
                 println!(
-                    "ok: {} and {} are fresh",
+                    "ok: {}, {} and {} are fresh",
                     xtask::REFERENCE,
-                    xtask::EDITOR_SCHEMA
+                    xtask::EDITOR_SCHEMA,
+                    xtask::PUBLIC_API
                 );
                 Ok(ExitCode::SUCCESS)
             } else {
                 eprint!("{}", report.render_with(&read));
                 Ok(ExitCode::FAILURE)
             }
+        }
+        Some("api") => {
+            let lib = std::env::args()
+                .nth(2)
+                .map_or_else(|| root.join("server/runtime/src/lib.rs"), Into::into);
+            print!(
+                "{}",
+                xtask::api::list(&lib, "mcpspec")?.render("mcpspec", "cargo xtask api")
+            );
+            Ok(ExitCode::SUCCESS)
         }
         Some("modules") => {
             let mut dirs: Vec<std::path::PathBuf> =

@@ -38,6 +38,15 @@ pub fn run_all(engine: &Engine, on_sample_rows: bool) -> Vec<Outcome> {
         .collect()
 }
 
+impl Engine {
+    /// What a call of `example` returned that its expectation did not hold for, said in
+    /// plain words; `None` when it held. For the spec compiler's `check`, which reports it at
+    /// the example's line.
+    pub fn example_failure(&self, example: &ExampleDef) -> Option<String> {
+        run(self, example).failure
+    }
+}
+
 /// Runs one example and judges its outcome.
 pub fn run(engine: &Engine, example: &ExampleDef) -> Outcome {
     let failure = match serde_json::from_str::<Value>(example.arguments) {

@@ -2,61 +2,60 @@
 //! server. It knows no particular server: a binary hands it the generated definitions
 //! ([`def::ServerDef`]) and its handlers, and [`cli::main`] serves them.
 //!
-//! - [`def`]: the table types the generated code fills; [`params`]: how arguments become the
-//!   values statements bind; [`handler`]: what Rust handlers receive and return.
-//! - [`engine`]: validates arguments and runs calls; [`content`] reads resources and renders
-//!   prompts; `templates` names and registers their templates; [`transform`] shapes derived
-//!   parameters; [`startup`] runs a spec's start-up jobs; [`examples`] runs and judges a
-//!   spec's examples; [`embed`] turns text into the vectors statements store and search.
-//! - [`backend`]: the database seam; [`backend::sqlite`] is its embedded implementation.
-//! - `protocol` (internal): the MCP surface on rmcp, with `protocol::jsonrpc` for messages
-//!   that do not parse; `transport::stdio` and `transport::http` carry it.
-//! - [`proxy`]: downstream servers (each over a `proxy::downlink`) and a spec's interceptor.
-//! - `calllog` (internal) writes the line each call leaves in the log; `logsafe` (internal)
-//!   quotes what a caller sent that reaches a log and escapes control characters inside every
-//!   log line; `shutdown` carries a
-//!   transport's shutdown to the calls it is answering.
-//! - [`confine`] keeps handlers' paths inside their project; [`confirm`] asks the person before
-//!   destructive calls; `numbers` refuses integers that do not fit `i64`.
-//! - [`client`]: a small MCP client over stdio, for demos, tests and benchmarks.
+//! The public API is what a crate of one's own needs:
 //! - [`cli`]: the command line a server binary runs (`serve`, `call`, `init`, `test`, `demo`,
 //!   `list`, and `--spec` when the binary has a spec compiler), with the registry of
-//!   [`Server`]s it serves.
+//!   [`Server`]s it serves; [`include_specs!`] includes what the build script generated.
+//! - [`def`]: the table types the generated code fills; [`handler`]: what Rust handlers
+//!   receive and return; [`confine`] keeps handlers' paths inside their project.
+//! - [`engine`]: validates arguments and runs calls, in process; [`backend`]: the database
+//!   seam ([`backend::Database`], [`backend::Location`]) and its engines.
+//! - [`client`]: a small MCP client over stdio, for demos, tests and benchmarks.
+//!
+//! Everything else is the crate's own (the list in `public-api.txt`, beside `Cargo.toml`, is
+//! what `cargo xtask check` holds the sources to): `params` (arguments to the values
+//! statements bind), `content` (resources and prompts), `templates`, `transform` (derived
+//! parameters), `startup` (a spec's start-up jobs), `examples` (running and judging a spec's
+//! examples), `embed` (text to vectors), `auth` (tokens and callers), `protocol` (the MCP
+//! surface on rmcp, with `protocol::jsonrpc` for messages that do not parse), `transport`
+//! (stdio and HTTP), `proxy` (downstream servers and a spec's interceptor), `calllog` and
+//! `logsafe` (the call log, and quoting what a caller sent), `shutdown`, `confirm` (asking
+//! the person before destructive calls), `numbers`, `telemetry`.
 
 // Generated code names this crate as `::mcpspec` so that it compiles both here and in users'
 // crates.
 extern crate self as mcpspec;
 
-pub mod auth;
+pub(crate) mod auth;
 pub mod backend;
 pub(crate) mod calllog;
 pub mod cli;
 pub mod client;
 pub mod confine;
-pub mod confirm;
-pub mod content;
-pub mod embed;
+pub(crate) mod confirm;
+pub(crate) mod content;
+pub(crate) mod embed;
 pub mod engine;
-pub mod examples;
+pub(crate) mod examples;
 pub mod handler;
 pub(crate) mod logsafe;
 #[cfg(feature = "http")]
 pub(crate) mod metrics;
 pub(crate) mod numbers;
-pub mod params;
+pub(crate) mod params;
 pub(crate) mod pool_use;
 pub(crate) mod protocol;
-pub mod proxy;
+pub(crate) mod proxy;
 pub(crate) mod questions;
 #[cfg(any(feature = "otel", feature = "embeddings"))]
 pub(crate) mod roots;
 mod rows;
 pub(crate) mod shutdown;
-pub mod startup;
-pub mod telemetry;
+pub(crate) mod startup;
+pub(crate) mod telemetry;
 pub(crate) mod templates;
 pub(crate) mod tool_error;
-pub mod transform;
+pub(crate) mod transform;
 pub(crate) mod transport;
 pub(crate) mod uri_template;
 
@@ -88,9 +87,27 @@ pub mod __private {
     pub use serde_json;
 }
 
+/// What this workspace's other crates reach inside the runtime and no user should: the seed
+/// servers' binary (`setup` finds a proxy's config file; a seed quotes a text cut short), the
+/// spec compiler's live checks and the bench (the telemetry path, the search transforms, the
+/// static embedding model, timed on their own). Not part of the API and under no semver
+/// promise: hidden from the docs, listed apart in `public-api.txt`, and kept to these names.
+#[doc(hidden)]
+pub mod __internal {
+    #[cfg(feature = "embeddings")]
+    pub use crate::embed::StaticModel;
+    pub use crate::embed::columns::no_vectors_here;
+    pub use crate::proxy::config_path;
+    pub use crate::telemetry::{Parent, Request, RequestInfo, install, on as telemetry_on};
+    pub use crate::transform::{fts5, truncate, words};
+}
+
 /// The `basic` golden, a server this crate's tests can start without knowing any seed.
 #[cfg(test)]
 #[allow(clippy::all, dead_code)]
 mod basic {
     include!("../../../tests/fixtures/basic/expected/basic.rs");
 }
+
+#[cfg(test)]
+mod goldens;

@@ -32,7 +32,8 @@ impl Jobs {
     }
 
     /// Waits until every job has run.
-    pub fn join(mut self) {
+    #[cfg(test)]
+    pub(crate) fn join(mut self) {
         if let Some(t) = self._thread.take() {
             let _ = t.join();
         }

@@ -313,7 +313,7 @@ fn shorten(s: &str) -> String {
     if one_line.len() < s.len() && one_line.chars().count() <= QUOTE {
         return format!("{one_line}…");
     }
-    mcpspec::transform::truncate(one_line, QUOTE + 1)
+    mcpspec::__internal::truncate(one_line, QUOTE + 1)
 }
 
 /// The calls, in order, each with its outcome from the matching result.

@@ -74,11 +74,6 @@ impl Verifier {
         })
     }
 
-    /// The audience tokens must name: this server's resource identifier.
-    pub fn audience(&self) -> &str {
-        &self.audience
-    }
-
     /// The identity `token` names, once its signature, issuer, audience and times verify (or
     /// did, for a JWT seen before and not expired; see `auth::cache`).
     pub async fn verify(&self, token: &str) -> Result<Arc<Identity>, TokenError> {

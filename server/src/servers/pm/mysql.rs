@@ -403,10 +403,9 @@ fn string_literal(s: &str) -> String {
 
 /// `N` random bytes from the operating system, as lowercase hex.
 fn random_hex<const N: usize>() -> String {
-    mcpspec::confirm::random_bytes::<N>()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    let mut b = [0u8; N];
+    getrandom::fill(&mut b).expect("the operating system's random source is available");
+    b.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A database or table name as an identifier.
