@@ -109,5 +109,5 @@ mod basic {
     include!("../../../tests/fixtures/basic/expected/basic.rs");
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "sqlite"))]
 mod goldens;

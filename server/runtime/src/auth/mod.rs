@@ -32,6 +32,7 @@ pub use token::TokenError;
 pub use verify::Verifier;
 
 use std::fmt;
+#[cfg(feature = "http")]
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
@@ -55,12 +56,14 @@ pub struct Identity {
 /// of the `identity:` of the engine it serves, and the whole set as one JSON text when that
 /// `identity:` passes it on to the database. A token's other claims are dropped once it
 /// verified, so that what a kept token costs is bounded by what the server uses.
+#[cfg(feature = "http")]
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Kept {
     names: Vec<&'static str>,
     whole: bool,
 }
 
+#[cfg(feature = "http")]
 impl Kept {
     /// What `def`, served on a database of `dialect` (none: no database), reads of a
     /// caller's claims.
@@ -161,26 +164,25 @@ impl Identity {
 
 /// The caller of a request, as the HTTP transport hands it to the call: in the request's
 /// extensions, where rmcp passes them on to the handler.
+#[cfg(feature = "http")]
 #[derive(Clone, Debug)]
 pub struct Caller(pub Arc<Identity>);
 
 /// The scopes a request needs: the server's, and those of the tool (`tools/call`), resource
 /// (`resources/read`) or prompt (`prompts/get`) it names. A name the server does not have needs
 /// the server's only (the call then fails as unknown, as it would anyway).
+#[cfg(feature = "http")]
 pub fn needed_scopes(
     def: &'static crate::def::ServerDef,
     method: &str,
-    params: Option<&Value>,
+    target: Option<&str>,
 ) -> Vec<&'static str> {
-    let param = |k: &str| params.and_then(|p| p.get(k)).and_then(Value::as_str);
     let own: &'static [&'static str] = match method {
-        "tools/call" => param("name")
-            .and_then(|n| def.tool(n))
-            .map_or(&[], |t| t.scopes),
-        "prompts/get" => param("name")
+        "tools/call" => target.and_then(|n| def.tool(n)).map_or(&[], |t| t.scopes),
+        "prompts/get" => target
             .and_then(|n| def.prompts.iter().find(|p| p.name == n))
             .map_or(&[], |p| p.scopes),
-        "resources/read" => param("uri")
+        "resources/read" => target
             .and_then(|uri| {
                 def.resources.iter().find(|r| match r.templated {
                     false => r.uri == uri,
@@ -196,6 +198,7 @@ pub fn needed_scopes(
 }
 
 /// Every scope the spec names, for the protected resource metadata's `scopes_supported`.
+#[cfg(feature = "http")]
 pub fn all_scopes(def: &crate::def::ServerDef) -> Vec<&'static str> {
     let lists = std::iter::once(def.scopes)
         .chain(def.tools.iter().map(|t| t.scopes))

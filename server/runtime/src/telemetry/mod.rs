@@ -206,6 +206,7 @@ pub fn embedding(kind: &'static str, texts: usize, started: Instant, error: Opti
 
 /// The number of spans the exporter could not deliver (the collector was down or refused
 /// them) since the process started; they are dropped, never retried into memory.
+#[cfg(feature = "http")]
 pub fn dropped_spans() -> u64 {
     #[cfg(feature = "otel")]
     {

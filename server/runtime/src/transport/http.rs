@@ -47,7 +47,7 @@ use tokio::net::TcpListener;
 use super::health::Health;
 use super::http_conns::{Backoff, Busy, Connections};
 use super::http_lane::{HttpLane, is_initialized, session_of};
-use super::lane::Lane;
+use super::lane::{Call, Lane};
 use crate::auth::{Caller, Identity, Verifier};
 use crate::protocol::McpServer;
 
@@ -455,11 +455,10 @@ impl Gate {
 
     /// The 403 of a caller whose token lacks scopes `body`'s request needs (step-up: the
     /// challenge names every scope the request needs, so the client asks for all of them).
-    fn insufficient_scope(&self, identity: &Identity, body: &Bytes) -> Option<Response<HttpBody>> {
-        let message: serde_json::Value = serde_json::from_slice(body).ok()?;
-        let method = message.get("method")?.as_str()?;
+    fn insufficient_scope(&self, identity: &Identity, head: &Head) -> Option<Response<HttpBody>> {
+        let (method, target) = head.method_and_target()?;
         let def = self.live.now().engine.def;
-        let needed = crate::auth::needed_scopes(def, method, message.get("params"));
+        let needed = crate::auth::needed_scopes(def, method, target);
         self.lacking(identity, &needed, method)
     }
 
@@ -591,28 +590,35 @@ impl Gate {
         caller: Option<Arc<Identity>>,
     ) -> Response<HttpBody> {
         let guard = self.in_flight.enter();
-        let (mut parts, body, id) = match self.one_message(req).await {
+        let (mut parts, body, head) = match self.one_message(req).await {
             Ok(r) => r,
             Err(answer) => return answer,
         };
-        let open = match self.claim(&parts.headers, id) {
+        let open = match self.claim(&parts.headers, head.id()) {
             Ok(open) => open,
             Err(refusal) => return json_answer(StatusCode::OK, &refusal),
         };
         // The caller travels with the request: to the lane's call, or in the extensions rmcp
         // hands to the handler.
         if let Some(identity) = &caller {
-            if let Some(refusal) = self.insufficient_scope(identity, &body) {
+            if let Some(refusal) = self.insufficient_scope(identity, &head) {
                 return refusal;
             }
             parts.extensions.insert(Caller(identity.clone()));
         }
         let opener = caller.as_ref().map(|c| c.sub.clone());
-        let response = match self.lane_answer(&parts.headers, &body, caller).await {
+        let (head, lane_answer) = match head {
+            Head::Call(call) => match self.lane_answer(&parts.headers, call, caller).await {
+                Ok(answer) => (None, Some(answer)),
+                Err(()) => (None, None),
+            },
+            Head::Json(v) => (Some(v), None),
+        };
+        let response = match lane_answer {
             Some(answer) => answer,
             None => match custom_refusal(&parts.headers, &body) {
                 Some(refusal) => refusal,
-                None => self.to_rmcp(parts, body).await,
+                None => self.to_rmcp(parts, body, head.as_ref()).await,
             },
         };
         if let (Some(sub), Some(session)) = (opener, response.headers().get("mcp-session-id")) {
@@ -695,33 +701,41 @@ impl Gate {
         }))
     }
 
-    /// The lane's answer to a POST, when it takes the request.
+    /// The lane's answer to `call`, a POST's request, when it takes it; `Err` leaves the
+    /// request to rmcp.
     async fn lane_answer(
         &self,
         headers: &http::HeaderMap,
-        body: &Bytes,
+        mut call: Call,
         caller: Option<Arc<Identity>>,
-    ) -> Option<Response<HttpBody>> {
-        let answer = self.lane.as_ref()?.answer(headers, body, caller).await?;
+    ) -> Result<Response<HttpBody>, ()> {
+        let lane = self.lane.as_ref().ok_or(())?;
+        call.caller = caller;
+        let answer = lane.answer(headers, call).await.ok_or(())?;
         let mut response = Response::new(Full::new(Bytes::from(answer)).boxed());
         response.headers_mut().insert(
             header::CONTENT_TYPE,
             header::HeaderValue::from_static("application/json"),
         );
-        Some(response)
+        Ok(response)
     }
 
     /// Hands a POST to rmcp; the lane notes the cancellations and initialised sessions it sees
     /// on the way.
-    async fn to_rmcp(&self, parts: http::request::Parts, body: Bytes) -> Response<HttpBody> {
-        let Some(lane) = &self.lane else {
+    async fn to_rmcp(
+        &self,
+        parts: http::request::Parts,
+        body: Bytes,
+        message: Option<&serde_json::Value>,
+    ) -> Response<HttpBody> {
+        let (Some(lane), Some(message)) = (&self.lane, message) else {
             return self
                 .service
                 .handle(Request::from_parts(parts, Full::new(body)))
                 .await;
         };
-        lane.cancel(&parts.headers, &body);
-        let initialized = is_initialized(&body).then(|| {
+        lane.cancel(&parts.headers, message);
+        let initialized = is_initialized(message).then(|| {
             let session = session_of(&parts.headers).map(str::to_string);
             (session, parts.headers.get("mcp-protocol-version").cloned())
         });
@@ -735,6 +749,49 @@ impl Gate {
             lane.initialized(&session, version.as_ref());
         }
         response
+    }
+}
+
+/// A POST's one message, decoded once by [`Gate::one_message`]: a `tools/call` the lane could
+/// take (which the scope check, the in-flight bookkeeping and the lane read as it is), or any
+/// other message as JSON.
+enum Head {
+    Call(Call),
+    Json(serde_json::Value),
+}
+
+impl Head {
+    /// The id of a request (a number or a string); `None` for a notification or a response.
+    fn id(&self) -> Option<serde_json::Value> {
+        match self {
+            Head::Call(call) => serde_json::from_str(call.id.get()).ok(),
+            Head::Json(v) => v
+                .get("method")
+                .and(v.get("id"))
+                .filter(|id| id.is_string() || id.is_number())
+                .cloned(),
+        }
+    }
+
+    /// The method and what it names (a tool's or prompt's name, a resource's URI), for the
+    /// scopes it needs.
+    fn method_and_target(&self) -> Option<(&str, Option<&str>)> {
+        match self {
+            Head::Call(call) => Some(("tools/call", Some(call.name()))),
+            Head::Json(v) => {
+                let method = v.get("method")?.as_str()?;
+                let key = if method == "resources/read" {
+                    "uri"
+                } else {
+                    "name"
+                };
+                let target = v
+                    .get("params")
+                    .and_then(|p| p.get(key))
+                    .and_then(|t| t.as_str());
+                Some((method, target))
+            }
+        }
     }
 }
 
@@ -886,7 +943,7 @@ impl Gate {
     async fn one_message(
         &self,
         req: Request<Incoming>,
-    ) -> Result<(http::request::Parts, Bytes, Option<serde_json::Value>), Response<HttpBody>> {
+    ) -> Result<(http::request::Parts, Bytes, Head), Response<HttpBody>> {
         let (parts, body) = req.into_parts();
         let bytes = match http_body_util::Limited::new(body, self.max_body_bytes)
             .collect()
@@ -909,15 +966,12 @@ impl Gate {
                 ));
             }
         };
+        // Decoded once: as the call the lane could take when it is one, else as JSON.
+        if let Some(call) = Call::parse(&bytes) {
+            return Ok((parts, bytes, Head::Call(call)));
+        }
         let answer = match serde_json::from_slice::<serde_json::Value>(&bytes) {
-            Ok(v) if v.is_object() => {
-                let id = v
-                    .get("method")
-                    .and(v.get("id"))
-                    .filter(|id| id.is_string() || id.is_number())
-                    .cloned();
-                return Ok((parts, bytes, id));
-            }
+            Ok(v) if v.is_object() => return Ok((parts, bytes, Head::Json(v))),
             Ok(_) => crate::protocol::jsonrpc::answer_unparsable(&bytes, &"not a message"),
             Err(e) => crate::protocol::jsonrpc::answer_unparsable(&bytes, &e),
         };

@@ -35,12 +35,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, header};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde_json::Value;
 
-use super::lane::{Call, Lane, contains, notices_slow, runs_on_worker};
+use super::lane::{Call, Lane, Route, notices_slow, runs_on_worker};
 use crate::backend::Slow;
 use crate::engine::Engine;
 
@@ -78,11 +77,9 @@ pub(super) fn session_of(headers: &HeaderMap) -> Option<&str> {
     headers.get("mcp-session-id").and_then(|v| v.to_str().ok())
 }
 
-/// Whether `body` is a `notifications/initialized`.
-pub(super) fn is_initialized(body: &[u8]) -> bool {
-    contains(body, b"notifications/initialized")
-        && serde_json::from_slice::<Value>(body)
-            .is_ok_and(|v| v["method"] == "notifications/initialized" && v.get("id").is_none())
+/// Whether `message` is a `notifications/initialized`.
+pub(super) fn is_initialized(message: &Value) -> bool {
+    message["method"] == "notifications/initialized" && message.get("id").is_none()
 }
 
 /// Whether a POST's headers are those rmcp accepts a request with; the lane never answers
@@ -131,7 +128,7 @@ fn only<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
 /// encoding changes), and no
 /// `Mcp-Param-*` header, which rmcp checks against the tool's schema. Anything else, valid
 /// or not, is rmcp's to answer.
-fn standard_headers(headers: &HeaderMap, call: &Call<'_>) -> bool {
+fn standard_headers(headers: &HeaderMap, call: &Call) -> bool {
     let name = call.name();
     let plain_name = !name.is_empty()
         && name
@@ -142,22 +139,6 @@ fn standard_headers(headers: &HeaderMap, call: &Call<'_>) -> bool {
         && plain_name
         && only(headers, "mcp-name") == Some(name)
         && !headers.keys().any(|k| k.as_str().starts_with("mcp-param-"))
-}
-
-/// Whom a lane call came from, kept for the blocking pool, which parses the request again:
-/// the caller the transport verified and the session the request names.
-struct Origin<'a> {
-    caller: Option<Arc<crate::auth::Identity>>,
-    session: Option<&'a str>,
-}
-
-impl<'a> Origin<'a> {
-    fn of(call: &Call<'a>) -> Origin<'a> {
-        Origin {
-            caller: call.caller.clone(),
-            session: call.session,
-        }
-    }
 }
 
 impl HttpLane {
@@ -198,49 +179,44 @@ impl HttpLane {
         lock(&self.ready).remove(session);
     }
 
-    /// Sets the flag of the lane call a `notifications/cancelled` in `body` names, if one of
-    /// `headers`' session is running.
-    pub(super) fn cancel(&self, headers: &HeaderMap, body: &[u8]) {
-        if !contains(body, b"notifications/cancelled") {
+    /// Sets the flag of the lane call `message` names when it is a `notifications/cancelled`,
+    /// if one of `headers`' session is running.
+    pub(super) fn cancel(&self, headers: &HeaderMap, message: &Value) {
+        if message["method"] != "notifications/cancelled" {
             return;
         }
-        let (Some(session), Ok(v)) = (session_of(headers), serde_json::from_slice::<Value>(body))
-        else {
+        let Some(session) = session_of(headers) else {
             return;
         };
-        if let Some(id) = v.pointer("/params/requestId")
+        if let Some(id) = message.pointer("/params/requestId")
             && let Some(flag) = lock(&self.running).get(&(session.to_string(), id.to_string()))
         {
             flag.store(true, Ordering::SeqCst);
         }
     }
 
-    /// The answer to the POST of `headers` and `body`, when the lane takes it: the JSON-RPC
-    /// response as its body's bytes. `None` leaves the request to rmcp.
-    pub(super) async fn answer(
-        &self,
-        headers: &HeaderMap,
-        body: &Bytes,
-        caller: Option<Arc<crate::auth::Identity>>,
-    ) -> Option<Vec<u8>> {
+    /// The answer to `call`, the request the POST of `headers` carried, when the lane takes
+    /// it: the JSON-RPC response as its body's bytes. `None` leaves the request to rmcp.
+    pub(super) async fn answer(&self, headers: &HeaderMap, mut call: Call) -> Option<Vec<u8>> {
         // A request with trace context is rmcp's, whose span takes it as the parent.
-        if crate::telemetry::on() && headers.contains_key("traceparent") {
-            return None;
-        }
-        if !plain_post(headers) {
-            return None;
-        }
-        let mut call = Call::parse(body)?;
-        call.caller = caller;
-        if call.per_request() {
-            return self.sessionless(headers, call, body).await;
-        }
-        let session = session_of(headers)?;
-        if !self.accepted(session, headers) {
-            return None;
-        }
-        call.session = Some(session);
-        let engine = self.lane.takes(&call)?;
+        let plain =
+            !(crate::telemetry::on() && headers.contains_key("traceparent")) && plain_post(headers);
+        let session = session_of(headers);
+        let route = Route::Http {
+            plain,
+            session: session.map(|s| self.accepted(s, headers)),
+            standard_headers: session.is_none() && standard_headers(headers, &call),
+        };
+        let engine = self.lane.admits(&call, route)?;
+        // A request of no session is stopped by its deadline, not by a
+        // `notifications/cancelled` of whoever names its id.
+        let Some(session) = session else {
+            let answer = self
+                .run(call, engine, Arc::new(AtomicBool::new(false)))
+                .await;
+            return (!answer.is_empty()).then_some(answer);
+        };
+        call.session = Some(session.to_string());
         let id: Value = serde_json::from_str(call.id.get()).ok()?;
         if !self.alive(session).await {
             return None;
@@ -248,58 +224,22 @@ impl HttpLane {
         let key = (session.to_string(), id.to_string());
         let cancel = Arc::new(AtomicBool::new(false));
         lock(&self.running).insert(key.clone(), cancel.clone());
-        let answer = self.run(call, body, engine, cancel).await;
+        let answer = self.run(call, engine, cancel).await;
         lock(&self.running).remove(&key);
-        (!answer.is_empty()).then_some(answer)
-    }
-
-    /// A request of protocol 2026-07-28 (no session) that the lane takes only when its
-    /// headers are exactly those rmcp accepts such a call with (see [`standard_headers`]);
-    /// with any other, rmcp answers, refusals included. Being of no session, it is stopped by
-    /// its deadline, not by a `notifications/cancelled` of whoever names its id.
-    async fn sessionless(
-        &self,
-        headers: &HeaderMap,
-        call: Call<'_>,
-        body: &Bytes,
-    ) -> Option<Vec<u8>> {
-        if session_of(headers).is_some() || !standard_headers(headers, &call) {
-            return None;
-        }
-        let engine = self.lane.takes(&call)?;
-        // A tool that mirrors arguments into `Mcp-Param-*` headers (`x-mcp-header`) has them
-        // checked against the body by rmcp, the missing ones included.
-        let mirrors = engine
-            .def
-            .tool(call.name())
-            .is_none_or(|t| contains(t.input_schema.as_bytes(), b"x-mcp-header"));
-        if mirrors {
-            return None;
-        }
-        let answer = self
-            .run(call, body, engine, Arc::new(AtomicBool::new(false)))
-            .await;
         (!answer.is_empty()).then_some(answer)
     }
 
     /// Runs a lane call: on this worker when a spare one is free and the database allows it,
     /// else as [`HttpLane::on_last_worker`] or on the blocking pool.
-    async fn run(
-        &self,
-        call: Call<'_>,
-        body: &Bytes,
-        engine: Arc<Engine>,
-        cancel: Arc<AtomicBool>,
-    ) -> Vec<u8> {
+    async fn run(&self, call: Call, engine: Arc<Engine>, cancel: Arc<AtomicBool>) -> Vec<u8> {
         if !runs_on_worker(&engine) {
-            let from = Origin::of(&call);
-            Self::on_blocking_pool(&self.lane, body, from, engine, cancel).await
+            Self::on_blocking_pool(&self.lane, call, engine, cancel).await
         } else if self.take_spare() {
-            let answer = self.lane.answer(call, &engine, cancel, None);
+            let answer = self.lane.answer(&call, &engine, cancel, None);
             self.spare.fetch_add(1, Ordering::SeqCst);
             answer
         } else {
-            self.on_last_worker(call, body, engine, cancel).await
+            self.on_last_worker(call, engine, cancel).await
         }
     }
 
@@ -311,46 +251,34 @@ impl HttpLane {
     /// them, is answered here without a hand-off to another thread and back.
     async fn on_last_worker(
         &self,
-        call: Call<'_>,
-        body: &Bytes,
+        call: Call,
         engine: Arc<Engine>,
         cancel: Arc<AtomicBool>,
     ) -> Vec<u8> {
-        let from = Origin::of(&call);
-        if notices_slow(&engine) {
-            let slow = Slow::giving_way(GIVE_WAY_AFTER);
-            let answer = self
-                .lane
-                .answer(call, &engine, cancel.clone(), Some(slow.clone()));
-            if !slow.gave_way() {
-                return answer;
-            }
+        if !notices_slow(&engine) {
+            return Self::on_blocking_pool(&self.lane, call, engine, cancel).await;
         }
-        Self::on_blocking_pool(&self.lane, body, from, engine, cancel).await
+        let slow = Slow::giving_way(GIVE_WAY_AFTER);
+        let answer = self
+            .lane
+            .answer(&call, &engine, cancel.clone(), Some(slow.clone()));
+        if !slow.gave_way() {
+            return answer;
+        }
+        Self::on_blocking_pool(&self.lane, call, engine, cancel).await
     }
 
-    /// Answers a call on the blocking pool, which needs its own copy of the request (and of
-    /// whom it came from).
+    /// Answers a call on the blocking pool, which takes the call as it was decoded.
     async fn on_blocking_pool(
         lane: &Lane,
-        body: &Bytes,
-        from: Origin<'_>,
+        call: Call,
         engine: Arc<Engine>,
         cancel: Arc<AtomicBool>,
     ) -> Vec<u8> {
-        let (lane, body) = (lane.clone(), body.clone());
-        let (caller, session) = (from.caller, from.session.map(str::to_string));
-        tokio::task::spawn_blocking(move || {
-            Call::parse(&body).map(|mut call| {
-                call.caller = caller;
-                call.session = session.as_deref();
-                lane.answer(call, &engine, cancel, None)
-            })
-        })
-        .await
-        .ok()
-        .flatten()
-        .unwrap_or_default()
+        let lane = lane.clone();
+        tokio::task::spawn_blocking(move || lane.answer(&call, &engine, cancel, None))
+            .await
+            .unwrap_or_default()
     }
 
     /// Whether `session` is ready for the lane with the protocol version `headers` carry.

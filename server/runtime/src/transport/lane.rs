@@ -30,22 +30,35 @@ use crate::engine::{Engine, Reply};
 use crate::handler::Link;
 use crate::protocol::Live;
 
-/// A request the lane may answer, decoded once from its line.
+/// A `tools/call` request as every route that may answer it receives it, decoded once from
+/// its bytes: the transport reads its id and tool from it (the HTTP transport's scope check
+/// and in-flight bookkeeping), [`Lane::admits`] decides on it, the lane answers it on the
+/// thread that read it, and the blocking pool takes it as it is. Only a request the lane could
+/// take decodes as one (see [`Call::parse`]); everything else is decoded by rmcp.
+pub struct Call {
+    pub id: Box<RawValue>,
+    name: String,
+    /// The arguments object, as JSON.
+    arguments: Option<Value>,
+    /// A request of protocol 2026-07-28 carries its version in `_meta` (only that revision
+    /// decodes as a call), with the client's capabilities and name.
+    per_request: bool,
+    /// The caller the HTTP transport verified, never read from the message.
+    pub caller: Option<Arc<crate::auth::Identity>>,
+    /// The HTTP session the request names (its `Mcp-Session-Id` header), for its span.
+    pub session: Option<String>,
+}
+
+/// The wire form of a [`Call`], borrowed from its bytes while it is checked.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Call<'a> {
+struct Wire<'a> {
     jsonrpc: &'a str,
     #[serde(borrow)]
-    pub id: &'a RawValue,
+    id: &'a RawValue,
     method: &'a str,
     #[serde(borrow)]
     params: Params<'a>,
-    /// The caller the HTTP transport verified, never read from the message.
-    #[serde(skip)]
-    pub caller: Option<Arc<crate::auth::Identity>>,
-    /// The HTTP session the request names (its `Mcp-Session-Id` header), for its span.
-    #[serde(skip)]
-    pub session: Option<&'a str>,
 }
 
 #[derive(Deserialize)]
@@ -83,45 +96,82 @@ struct Meta<'a> {
 /// lane answers.
 pub const PER_REQUEST: &str = "2026-07-28";
 
-impl<'a> Call<'a> {
-    /// The line as a lane request; `None` for anything else (rmcp then decodes it): another
-    /// method, extra keys, an id that is neither a number nor a string.
-    pub fn parse(line: &'a [u8]) -> Option<Call<'a>> {
+impl Call {
+    /// The bytes as a call the lane could take; `None` for anything else (rmcp then decodes
+    /// it): another method, extra keys, an id that is neither a number nor a string, a
+    /// `_meta` of another revision or with more than that revision requires.
+    pub fn parse(bytes: &[u8]) -> Option<Call> {
         // Cheap refusals first: most other messages never reach the decoder.
-        if !contains(line, b"\"tools/call\"") {
+        if !contains(bytes, b"\"tools/call\"") {
             return None;
         }
-        let call: Call<'a> = serde_json::from_slice(line).ok()?;
-        let id = call.id.get().as_bytes();
+        let wire: Wire<'_> = serde_json::from_slice(bytes).ok()?;
+        let id = wire.id.get().as_bytes();
         let plain_id = id
             .first()
             .is_some_and(|b| *b == b'"' || b.is_ascii_digit() || *b == b'-');
-        let revision = call
+        let revision = wire
             .params
             .meta
             .as_ref()
             .is_none_or(|m| m.version == PER_REQUEST);
-        (call.jsonrpc == "2.0" && call.method == "tools/call" && plain_id && revision)
-            .then_some(call)
+        if !(wire.jsonrpc == "2.0" && wire.method == "tools/call" && plain_id && revision) {
+            return None;
+        }
+        Some(Call {
+            id: wire.id.to_owned(),
+            name: wire.params.name.into_owned(),
+            arguments: wire.params.arguments.map(Value::Object),
+            per_request: wire.params.meta.is_some(),
+            caller: None,
+            session: None,
+        })
     }
 
     /// Whether the request is of protocol 2026-07-28, which carries its version in `_meta`
     /// and is answered in that revision's shape; else it is a request of a session that
     /// began with `initialize` on an earlier revision.
     pub fn per_request(&self) -> bool {
-        self.params.meta.is_some()
+        self.per_request
     }
 
     /// The tool the request calls.
-    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub fn name(&self) -> &str {
-        &self.params.name
+        &self.name
     }
 
     /// The request id as rmcp's type, for the in-flight bookkeeping.
     pub fn request_id(&self) -> Option<rmcp::model::RequestId> {
         serde_json::from_str(self.id.get()).ok()
     }
+}
+
+/// What a transport knows of how a [`Call`] reached it, for [`Lane::admits`].
+pub enum Route {
+    /// Over stdio: whether the session's lifecycle is open to calls of the request's kind (a
+    /// session that began with `initialize` and was told `notifications/initialized`, for a
+    /// request without `_meta`; one whose 2026-07-28 requests made rmcp choose that
+    /// lifecycle, for a request with it).
+    Stdio { lifecycle: bool },
+    /// Over HTTP. `plain`: the POST's headers are those rmcp takes a request with and it
+    /// carries no trace context for rmcp's span; `session`: the session the request names,
+    /// with whether rmcp accepted its `notifications/initialized` at the version the request
+    /// carries; `standard_headers`: for a request of no session, whether its headers are
+    /// exactly those rmcp accepts a 2026-07-28 call with (`http_lane::standard_headers`).
+    #[cfg(feature = "http")]
+    Http {
+        plain: bool,
+        session: Option<bool>,
+        standard_headers: bool,
+    },
+}
+
+/// Whether `tool`'s calls can be answered without the session: see the module comment.
+fn takes_lane(tool: &ToolDef) -> bool {
+    !tool.writes
+        && tool.confirm.is_none()
+        && tool.task.is_none()
+        && !matches!(tool.binding, BindingDef::Handler)
 }
 
 /// Whether protocol `version` is 2026-07-28 or later, whose results the lane does not shape.
@@ -150,14 +200,6 @@ pub(super) fn runs_on_worker(engine: &Engine) -> bool {
     engine.database().is_none_or(|d| d.runs_on_async_worker())
 }
 
-/// Whether a call of `tool` can be answered without the session: see the module comment.
-fn takes_lane(tool: &ToolDef) -> bool {
-    !tool.writes
-        && tool.confirm.is_none()
-        && tool.task.is_none()
-        && !matches!(tool.binding, BindingDef::Handler)
-}
-
 /// The lane over the server's current surface.
 #[derive(Clone)]
 pub struct Lane {
@@ -182,14 +224,31 @@ impl Lane {
         Lane { live, transport }
     }
 
-    /// The engine that answers `call` on the lane, when the lane takes it.
-    pub fn takes(&self, call: &Call<'_>) -> Option<Arc<Engine>> {
+    /// The engine that answers `call` on the lane when the lane takes it, arrived by
+    /// `route`: the one place that decides which calls take the lane. The request must be
+    /// one rmcp would take as it is (see [`Route`]), of the kind its session's lifecycle
+    /// expects, and call a tool of the server's own that reads, has no handler, asks no
+    /// confirmation and never becomes a task; over HTTP without a session, a tool that
+    /// mirrors no argument into a header (`x-mcp-header`), which rmcp checks.
+    pub fn admits(&self, call: &Call, route: Route) -> Option<Arc<Engine>> {
+        let (admitted, sessionless) = match route {
+            Route::Stdio { lifecycle } => (lifecycle, false),
+            #[cfg(feature = "http")]
+            Route::Http {
+                plain,
+                session,
+                standard_headers,
+            } => match session {
+                Some(ready) => (plain && ready && !call.per_request(), false),
+                None => (plain && call.per_request() && standard_headers, true),
+            },
+        };
         let engine = self.live.now().engine.clone();
-        engine
-            .def
-            .tool(&call.params.name)
-            .is_some_and(takes_lane)
-            .then_some(engine)
+        let tool = engine.def.tool(call.name())?;
+        let admitted = admitted
+            && takes_lane(tool)
+            && !(sessionless && contains(tool.input_schema.as_bytes(), b"x-mcp-header"));
+        admitted.then_some(engine)
     }
 
     /// Runs `call` on this thread and returns its answer, the JSON-RPC message, in a span of
@@ -198,7 +257,7 @@ impl Lane {
     /// `slow` acts once the call turns out slow.
     pub fn answer(
         &self,
-        call: Call<'_>,
+        call: &Call,
         engine: &Engine,
         cancel: Arc<AtomicBool>,
         slow: Option<Slow>,
@@ -206,16 +265,17 @@ impl Lane {
         if !crate::telemetry::on() {
             return self.run(call, engine, cancel, slow).0;
         }
-        let id = call.id.get().trim_matches('"');
+        let id = call.id.get().trim_matches('"').to_string();
+        let session = call.session.clone();
         let target = engine
             .def
-            .tool(&call.params.name)
+            .tool(call.name())
             .map(|t| std::borrow::Cow::Borrowed(t.name));
         let info = crate::telemetry::RequestInfo {
             method: "tools/call",
             target,
-            id: Some(id),
-            session: call.session,
+            id: Some(&id),
+            session: session.as_deref(),
             transport: self.transport,
         };
         let span = crate::telemetry::Request::start(&info, crate::telemetry::Parent::default());
@@ -230,14 +290,14 @@ impl Lane {
     /// [`Lane::answer`]'s work: the message, and the error type of its answer.
     fn run(
         &self,
-        call: Call<'_>,
+        call: &Call,
         engine: &Engine,
         cancel: Arc<AtomicBool>,
         slow: Option<Slow>,
     ) -> (Vec<u8>, Option<String>) {
         let modern = call.per_request();
-        let name = call.params.name;
-        let arguments = call.params.arguments.map(Value::Object);
+        let name = &call.name;
+        let arguments = call.arguments.as_ref();
         let link = Link {
             progress: None,
             client: None,
@@ -246,16 +306,16 @@ impl Lane {
             caller: call.caller.clone(),
         };
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            engine.call_json(&name, arguments.as_ref(), Some(cancel), link)
+            engine.call_json(name, arguments, Some(cancel), link)
         }))
         .unwrap_or_else(|_| {
-            tracing::error!(tool = %crate::logsafe::quoted(&name), "a call panicked");
-            Err(engine.internal_error(&name))
+            tracing::error!(tool = %crate::logsafe::quoted(name), "a call panicked");
+            Err(engine.internal_error(name))
         });
         let outcome = match outcome {
             // A row, already written as a JSON object.
             Ok(Reply::Json { text, .. }) => {
-                return (structured_answer(call.id, &text, modern), None);
+                return (structured_answer(&call.id, &text, modern), None);
             }
             Ok(Reply::Done(s)) => Ok(s),
             Err(e) => Err(e),
@@ -273,9 +333,9 @@ impl Lane {
             _ => None,
         };
         let answer = match text {
-            Some(text) => structured_answer(call.id, &text, modern),
+            Some(text) => structured_answer(&call.id, &text, modern),
             None => rmcp_answer(
-                call.id,
+                &call.id,
                 crate::protocol::to_result(outcome, engine.def),
                 modern,
             ),

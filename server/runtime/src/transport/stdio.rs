@@ -29,7 +29,7 @@ use rmcp::transport::Transport;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::lane::{Call, Lane};
+use super::lane::{Call, Lane, Route};
 use crate::backend::Slow;
 
 /// The largest message accepted on one line.
@@ -191,7 +191,7 @@ impl Lifecycle {
     }
 
     /// Whether the lane may take `call` now.
-    fn takes(&self, call: &Call<'_>) -> bool {
+    fn takes(&self, call: &Call) -> bool {
         match self.get() {
             Self::SESSION => !call.per_request(),
             Self::PER_REQUEST => call.per_request(),
@@ -351,8 +351,8 @@ fn write_messages(out: &Out, rx: &std::sync::mpsc::Receiver<Vec<u8>>) {
 }
 
 /// A lane call a reading thread took on.
-struct Claimed<'l> {
-    call: Call<'l>,
+struct Claimed {
+    call: Call,
     /// The engine of the surface the call was claimed on; it runs there.
     engine: Arc<crate::engine::Engine>,
     id: RequestId,
@@ -481,16 +481,14 @@ impl Readers {
     /// `line` as a lane call this thread answers: when it is one, the session's lifecycle
     /// lets the lane take it and another thread is free to read meanwhile. Registers it as
     /// in flight and cancellable; `None` leaves the line to rmcp.
-    fn claim<'l>(&self, line: &'l [u8]) -> Option<Claimed<'l>> {
+    fn claim(&self, line: &[u8]) -> Option<Claimed> {
         let lane = self.lane.as_ref()?;
         if !self.lifecycle.open() || self.lock_turn().waiting == 0 {
             return None;
         }
         let call = Call::parse(line)?;
-        if !self.lifecycle.takes(&call) {
-            return None;
-        }
-        let engine = lane.takes(&call)?;
+        let lifecycle = self.lifecycle.takes(&call);
+        let engine = lane.admits(&call, Route::Stdio { lifecycle })?;
         let id = call.request_id()?;
         // A duplicate id goes to rmcp, which refuses it.
         if !self.requests.start(&id) {
@@ -514,7 +512,7 @@ impl Readers {
     /// they run; on a database server the watchdog that stops late statements does, within
     /// its interval (`backend::watchdog::WATCH_INTERVAL`), so that a client that waits for
     /// each answer costs no thread switch there either.
-    fn answer(self: &Arc<Self>, claimed: Claimed<'_>, buffered: bool) -> bool {
+    fn answer(self: &Arc<Self>, claimed: Claimed, buffered: bool) -> bool {
         let Some(lane) = &self.lane else {
             self.give_turn();
             return false;
@@ -530,7 +528,7 @@ impl Readers {
                 }
             }))
         };
-        let mut answer = lane.answer(claimed.call, &claimed.engine, claimed.cancel, slow.clone());
+        let mut answer = lane.answer(&claimed.call, &claimed.engine, claimed.cancel, slow.clone());
         let has_turn = slow.is_some_and(|s| !s.disarm());
         answer.push(b'\n');
         self.lock_running().remove(&claimed.key);
