@@ -15,7 +15,7 @@ mod pgsync;
 pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
-mod team;
+pub(crate) mod team;
 // A span per statement (telemetry's, when it is on).
 mod traced;
 #[cfg(any(feature = "postgres", feature = "mysql"))]

@@ -898,61 +898,22 @@ fn undo(conn: &mut mysql::Conn) {
     ));
 }
 
-/// mcpspec's tables for a team of replicas (see [`super::Team`]).
+/// mcpspec's tables for a team of replicas (see [`super::Team`]): the DDL and the state insert
+/// in this dialect, the rest shared.
 static TEAM: super::Team = super::Team {
     ddl: &[
         "CREATE TABLE IF NOT EXISTS mcpspec_request_states (nonce VARCHAR(64) PRIMARY KEY, expires_at BIGINT NOT NULL) ENGINE = InnoDB",
         "CREATE TABLE IF NOT EXISTS mcpspec_tasks (id VARCHAR(64) PRIMARY KEY, replica VARCHAR(64) NOT NULL, owner TEXT, status VARCHAR(16) NOT NULL, cancel_requested BOOLEAN NOT NULL DEFAULT FALSE, detail LONGTEXT NOT NULL, beat_at BIGINT NOT NULL, expires_at BIGINT NOT NULL) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4",
     ],
-    added: &[super::AddedColumn {
-        table: super::TASKS_TABLE,
-        column: super::TASK_OWNER,
-        ddl: "ALTER TABLE mcpspec_tasks ADD COLUMN owner TEXT",
-    }],
+    added: super::team::ADDED,
     states: super::SharedStates {
         insert: Sql {
-            text: "INSERT IGNORE INTO mcpspec_request_states (nonce, expires_at) VALUES (?, ?)",
-            params: Some(&["nonce", "expires"]),
+            text: "INSERT IGNORE INTO mcpspec_request_states (nonce, expires_at) VALUES (:nonce, :expires)",
+            params: None,
         },
-        cleanup: Sql {
-            text: "DELETE FROM mcpspec_request_states WHERE expires_at < ?",
-            params: Some(&["now"]),
-        },
+        cleanup: super::team::STATES_CLEANUP,
     },
-    tasks: super::SharedTasks {
-        insert: Sql {
-            text: "INSERT INTO mcpspec_tasks (id, replica, owner, status, detail, beat_at, expires_at) VALUES (?, ?, ?, 'working', ?, ?, ?)",
-            params: Some(&["id", "replica", "owner", "detail", "now", "expires"]),
-        },
-        settle: Sql {
-            text: "UPDATE mcpspec_tasks SET status = ?, detail = ?, expires_at = ? WHERE id = ? AND status = 'working'",
-            params: Some(&["status", "detail", "expires", "id"]),
-        },
-        find: Sql {
-            text: "SELECT status, detail, beat_at, owner FROM mcpspec_tasks WHERE id = ? AND expires_at >= ?",
-            params: Some(&["id", "now"]),
-        },
-        fail_stale: Sql {
-            text: "UPDATE mcpspec_tasks SET status = 'failed', detail = ? WHERE id = ? AND status = 'working' AND beat_at < ?",
-            params: Some(&["detail", "id", "stale"]),
-        },
-        cancel: Sql {
-            text: "UPDATE mcpspec_tasks SET cancel_requested = TRUE WHERE id = ? AND status = 'working'",
-            params: Some(&["id"]),
-        },
-        beat: Sql {
-            text: "UPDATE mcpspec_tasks SET beat_at = ? WHERE replica = ? AND status = 'working'",
-            params: Some(&["now", "replica"]),
-        },
-        cancelled: Sql {
-            text: "SELECT id FROM mcpspec_tasks WHERE replica = ? AND status = 'working' AND cancel_requested",
-            params: Some(&["replica"]),
-        },
-        cleanup: Sql {
-            text: "DELETE FROM mcpspec_tasks WHERE expires_at < ?",
-            params: Some(&["now"]),
-        },
-    },
+    tasks: super::team::SHARED_TASKS,
 };
 
 const MIGRATIONS_DDL: &str = "CREATE TABLE mcpspec_migrations (\n  version INT PRIMARY KEY,\n  name VARCHAR(200) NOT NULL,\n  checksum CHAR(64) NOT NULL,\n  applied_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)\n) ENGINE = InnoDB";

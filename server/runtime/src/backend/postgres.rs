@@ -1023,61 +1023,22 @@ pub fn init(url: &str, schema: &str, sample: Option<&str>) -> Result<(), OpenErr
     client.batch_execute(&script).map_err(create)
 }
 
-/// mcpspec's tables for a team of replicas (see [`super::Team`]).
+/// mcpspec's tables for a team of replicas (see [`super::Team`]): the DDL and the state insert
+/// in this dialect, the rest shared.
 static TEAM: super::Team = super::Team {
     ddl: &[
         "CREATE TABLE IF NOT EXISTS mcpspec_request_states (nonce text PRIMARY KEY, expires_at bigint NOT NULL)",
         "CREATE TABLE IF NOT EXISTS mcpspec_tasks (id text PRIMARY KEY, replica text NOT NULL, owner text, status text NOT NULL, cancel_requested boolean NOT NULL DEFAULT false, detail text NOT NULL, beat_at bigint NOT NULL, expires_at bigint NOT NULL)",
     ],
-    added: &[super::AddedColumn {
-        table: super::TASKS_TABLE,
-        column: super::TASK_OWNER,
-        ddl: "ALTER TABLE mcpspec_tasks ADD COLUMN owner text",
-    }],
+    added: super::team::ADDED,
     states: super::SharedStates {
         insert: Sql {
-            text: "INSERT INTO mcpspec_request_states (nonce, expires_at) VALUES ($1, $2) ON CONFLICT (nonce) DO NOTHING",
-            params: Some(&["nonce", "expires"]),
+            text: "INSERT INTO mcpspec_request_states (nonce, expires_at) VALUES (:nonce, :expires) ON CONFLICT (nonce) DO NOTHING",
+            params: None,
         },
-        cleanup: Sql {
-            text: "DELETE FROM mcpspec_request_states WHERE expires_at < $1",
-            params: Some(&["now"]),
-        },
+        cleanup: super::team::STATES_CLEANUP,
     },
-    tasks: super::SharedTasks {
-        insert: Sql {
-            text: "INSERT INTO mcpspec_tasks (id, replica, owner, status, detail, beat_at, expires_at) VALUES ($1, $2, $3, 'working', $4, $5, $6)",
-            params: Some(&["id", "replica", "owner", "detail", "now", "expires"]),
-        },
-        settle: Sql {
-            text: "UPDATE mcpspec_tasks SET status = $1, detail = $2, expires_at = $3 WHERE id = $4 AND status = 'working'",
-            params: Some(&["status", "detail", "expires", "id"]),
-        },
-        find: Sql {
-            text: "SELECT status, detail, beat_at, owner FROM mcpspec_tasks WHERE id = $1 AND expires_at >= $2",
-            params: Some(&["id", "now"]),
-        },
-        fail_stale: Sql {
-            text: "UPDATE mcpspec_tasks SET status = 'failed', detail = $1 WHERE id = $2 AND status = 'working' AND beat_at < $3",
-            params: Some(&["detail", "id", "stale"]),
-        },
-        cancel: Sql {
-            text: "UPDATE mcpspec_tasks SET cancel_requested = true WHERE id = $1 AND status = 'working'",
-            params: Some(&["id"]),
-        },
-        beat: Sql {
-            text: "UPDATE mcpspec_tasks SET beat_at = $1 WHERE replica = $2 AND status = 'working'",
-            params: Some(&["now", "replica"]),
-        },
-        cancelled: Sql {
-            text: "SELECT id FROM mcpspec_tasks WHERE replica = $1 AND status = 'working' AND cancel_requested",
-            params: Some(&["replica"]),
-        },
-        cleanup: Sql {
-            text: "DELETE FROM mcpspec_tasks WHERE expires_at < $1",
-            params: Some(&["now"]),
-        },
-    },
+    tasks: super::team::SHARED_TASKS,
 };
 
 const MIGRATIONS_DDL: &str = "CREATE TABLE mcpspec_migrations (\n  version integer PRIMARY KEY,\n  name text NOT NULL,\n  checksum text NOT NULL,\n  applied_at timestamptz NOT NULL DEFAULT now()\n)";

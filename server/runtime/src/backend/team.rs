@@ -2,7 +2,9 @@
 //! MySQL), and the [`Database`] methods that read and write them: the `requestState`s the team
 //! redeemed ([`STATES_TABLE`]), so that a state confirms one retry in the whole team, and the
 //! tasks its replicas run ([`TASKS_TABLE`]), so that any replica answers `tasks/get` and
-//! `tasks/cancel`. Each engine writes its statements once, in its dialect, as a [`Team`];
+//! `tasks/cancel`. The statements are written once, here, with named parameters (`:id`), which
+//! each engine places as it prepares them (`$1`, `?`); an engine's [`Team`] adds only what its
+//! dialect says its own way: the tables' DDL and recording a state unless it is there.
 //! `init` and `migrate` create the tables. SQLite, served by one process, keeps both in
 //! memory and has no `Team`.
 
@@ -22,7 +24,8 @@ pub const STATES_TABLE: &str = "mcpspec_request_states";
 /// epoch.
 pub const TASKS_TABLE: &str = "mcpspec_tasks";
 
-/// One engine's statements for mcpspec's team tables, each in its dialect.
+/// One engine's statements for mcpspec's team tables: its own DDL and state insert, and the
+/// shared statements ([`SHARED_TASKS`], [`STATES_CLEANUP`]).
 #[derive(Debug)]
 pub struct Team {
     /// Creates the tables that are missing (idempotent), one statement each.
@@ -55,6 +58,52 @@ pub struct SharedStates {
     /// Forgets the nonces of expired states (`now`).
     pub cleanup: Sql<'static>,
 }
+
+/// A statement with named parameters, which the engine places as it prepares it.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+const fn named(text: &'static str) -> Sql<'static> {
+    Sql { text, params: None }
+}
+
+/// Forgets the nonces of expired states (`now`), on every engine.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub const STATES_CLEANUP: Sql<'static> =
+    named("DELETE FROM mcpspec_request_states WHERE expires_at < :now");
+
+/// The column added to [`TASKS_TABLE`] since it was first made, on every engine.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub const ADDED: &[AddedColumn] = &[AddedColumn {
+    table: TASKS_TABLE,
+    column: TASK_OWNER,
+    ddl: "ALTER TABLE mcpspec_tasks ADD COLUMN owner TEXT",
+}];
+
+/// The statements of [`TASKS_TABLE`], on every engine.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub const SHARED_TASKS: SharedTasks = SharedTasks {
+    insert: named(
+        "INSERT INTO mcpspec_tasks (id, replica, owner, status, detail, beat_at, expires_at) VALUES (:id, :replica, :owner, 'working', :detail, :now, :expires)",
+    ),
+    settle: named(
+        "UPDATE mcpspec_tasks SET status = :status, detail = :detail, expires_at = :expires WHERE id = :id AND status = 'working'",
+    ),
+    find: named(
+        "SELECT status, detail, beat_at, owner FROM mcpspec_tasks WHERE id = :id AND expires_at >= :now",
+    ),
+    fail_stale: named(
+        "UPDATE mcpspec_tasks SET status = 'failed', detail = :detail WHERE id = :id AND status = 'working' AND beat_at < :stale",
+    ),
+    cancel: named(
+        "UPDATE mcpspec_tasks SET cancel_requested = TRUE WHERE id = :id AND status = 'working'",
+    ),
+    beat: named(
+        "UPDATE mcpspec_tasks SET beat_at = :now WHERE replica = :replica AND status = 'working'",
+    ),
+    cancelled: named(
+        "SELECT id FROM mcpspec_tasks WHERE replica = :replica AND status = 'working' AND cancel_requested",
+    ),
+    cleanup: named("DELETE FROM mcpspec_tasks WHERE expires_at < :now"),
+};
 
 /// The statements of [`TASKS_TABLE`].
 #[derive(Debug)]
@@ -389,5 +438,69 @@ impl Database {
                 .map_err(|f| f.message)?;
             Ok(ids)
         })
+    }
+}
+
+#[cfg(all(test, any(feature = "postgres", feature = "mysql")))]
+mod tests {
+    use super::*;
+
+    /// The shared statements, placed as each engine places them when it prepares them: the
+    /// texts each engine wrote by hand before they were written once.
+    #[test]
+    fn the_shared_statements_place_as_each_engine_wrote_them() {
+        let placed = |sql: Sql<'static>, d: &sqlscan::Dialect| {
+            let p = d.place(sql.text);
+            (p.text, p.names.join(" "))
+        };
+        let t = SHARED_TASKS;
+        let cases = [
+            (
+                t.insert,
+                "INSERT INTO mcpspec_tasks (id, replica, owner, status, detail, beat_at, expires_at) VALUES ($1, $2, $3, 'working', $4, $5, $6)",
+                "INSERT INTO mcpspec_tasks (id, replica, owner, status, detail, beat_at, expires_at) VALUES (?, ?, ?, 'working', ?, ?, ?)",
+                "id replica owner detail now expires",
+            ),
+            (
+                t.settle,
+                "UPDATE mcpspec_tasks SET status = $1, detail = $2, expires_at = $3 WHERE id = $4 AND status = 'working'",
+                "UPDATE mcpspec_tasks SET status = ?, detail = ?, expires_at = ? WHERE id = ? AND status = 'working'",
+                "status detail expires id",
+            ),
+            (
+                t.find,
+                "SELECT status, detail, beat_at, owner FROM mcpspec_tasks WHERE id = $1 AND expires_at >= $2",
+                "SELECT status, detail, beat_at, owner FROM mcpspec_tasks WHERE id = ? AND expires_at >= ?",
+                "id now",
+            ),
+            (
+                t.fail_stale,
+                "UPDATE mcpspec_tasks SET status = 'failed', detail = $1 WHERE id = $2 AND status = 'working' AND beat_at < $3",
+                "UPDATE mcpspec_tasks SET status = 'failed', detail = ? WHERE id = ? AND status = 'working' AND beat_at < ?",
+                "detail id stale",
+            ),
+            (
+                t.beat,
+                "UPDATE mcpspec_tasks SET beat_at = $1 WHERE replica = $2 AND status = 'working'",
+                "UPDATE mcpspec_tasks SET beat_at = ? WHERE replica = ? AND status = 'working'",
+                "now replica",
+            ),
+            (
+                STATES_CLEANUP,
+                "DELETE FROM mcpspec_request_states WHERE expires_at < $1",
+                "DELETE FROM mcpspec_request_states WHERE expires_at < ?",
+                "now",
+            ),
+        ];
+        for (sql, postgres, mysql, names) in cases {
+            assert_eq!(
+                placed(sql, &sqlscan::POSTGRES),
+                (postgres.to_string(), names.to_string())
+            );
+            assert_eq!(
+                placed(sql, &sqlscan::MYSQL),
+                (mysql.to_string(), names.to_string())
+            );
+        }
     }
 }
