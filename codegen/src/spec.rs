@@ -1546,6 +1546,12 @@ enum Ctx {
     Any,
 }
 
+/// Whether `key` names a database server's dialect (a side of `database:`): a registered
+/// dialect reached by URL, not the embedded default.
+fn is_server_dialect(key: &str) -> bool {
+    sqlscan::Dialect::named(key).is_some_and(|d| !d.schemes.is_empty())
+}
+
 impl Ctx {
     /// What such a node is called in messages, and the keys it may have.
     fn keys(self) -> Option<(&'static str, &'static [&'static str])> {
@@ -1632,7 +1638,7 @@ impl Ctx {
             (Ctx::Tool, "content") => Ctx::Blocks,
             (Ctx::Database, "default_path") => Ctx::DefaultPath,
             (Ctx::Database, "fts") => Ctx::FtsList,
-            (Ctx::Database, "postgres" | "mysql") => Ctx::Engine,
+            (Ctx::Database, key) if is_server_dialect(key) => Ctx::Engine,
             (Ctx::Engine, "identity") => Ctx::Identity,
             (Ctx::Tool, "derive") => Ctx::Derives,
             (Ctx::Tool, "backfill") => Ctx::Backfill,

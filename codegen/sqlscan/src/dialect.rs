@@ -38,6 +38,8 @@ pub struct Dialect {
     pub reads_as: Option<fn(&str) -> &'static [&'static str]>,
     /// How a statement casts a value to what each declared kind reads as, for help lines.
     pub casts: &'static [(&'static str, &'static str)],
+    /// How its schema declares a column of vectors of `{dims}` dimensions, for help lines.
+    pub vector_column: &'static str,
 }
 
 /// SQLite: the embedded default, opened by file name; its statements are the spec's `query`
@@ -51,6 +53,7 @@ pub static SQLITE: Dialect = Dialect {
     url_form: "PATH",
     reads_as: None,
     casts: &[],
+    vector_column: "F32_BLOB({dims}), or float[{dims}] in a vec0 table",
 };
 
 /// PostgreSQL.
@@ -69,6 +72,7 @@ pub static POSTGRES: Dialect = Dialect {
         ("boolean", "`x::boolean`"),
         ("json", "`to_jsonb(x)`"),
     ],
+    vector_column: "vector({dims})",
 };
 
 impl PartialEq for Dialect {
@@ -97,6 +101,7 @@ pub static MYSQL: Dialect = Dialect {
         ("boolean", "`x <> 0`"),
         ("json", "`JSON_QUOTE(x)`, or a column that holds JSON text"),
     ],
+    vector_column: "VECTOR({dims})",
 };
 
 /// The declared column kinds a MariaDB/MySQL result column of type `ty` (as the protocol names

@@ -149,15 +149,14 @@ impl Validator<'_> {
             return;
         };
         let db = &db.value;
-        let mut schemas: Vec<(&str, &Sp<String>)> = vec![("database.schema", &db.schema)];
+        // Each schema the spec gives, with the key that holds it and its dialect.
+        let mut schemas: Vec<(String, &sqlscan::Dialect, &Sp<String>)> =
+            vec![("database.schema".into(), &sqlscan::SQLITE, &db.schema)];
         for (dialect, side) in db.engines() {
-            let key = match dialect.name {
-                n if n == sqlscan::POSTGRES.name => "database.postgres.schema",
-                _ => "database.mysql.schema",
-            };
-            schemas.push((key, &side.value.schema));
+            let key = format!("database.{}.schema", dialect.name);
+            schemas.push((key, dialect, &side.value.schema));
         }
-        for (i, (key, schema)) in schemas.into_iter().enumerate() {
+        for (i, (key, dialect, schema)) in schemas.into_iter().enumerate() {
             let found = sqlscan::vectors::declared(&schema.value, table, column);
             if i == 0 && found.is_empty() {
                 self.sink.error(
@@ -188,11 +187,7 @@ impl Validator<'_> {
                         "",
                         &format!(
                             "declare it as {}",
-                            match key {
-                                "database.postgres.schema" => format!("vector({dims})"),
-                                "database.mysql.schema" => format!("VECTOR({dims})"),
-                                _ => format!("F32_BLOB({dims}), or float[{dims}] in a vec0 table"),
-                            }
+                            dialect.vector_column.replace("{dims}", &dims.to_string())
                         ),
                     ),
                 }

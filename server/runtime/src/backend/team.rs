@@ -25,7 +25,7 @@ pub const STATES_TABLE: &str = "mcpspec_request_states";
 pub const TASKS_TABLE: &str = "mcpspec_tasks";
 
 /// One engine's statements for mcpspec's team tables: its own DDL and state insert, and the
-/// shared statements ([`SHARED_TASKS`], [`STATES_CLEANUP`]).
+/// shared statements (`SHARED_TASKS`, `STATES_CLEANUP` in this module).
 #[derive(Debug)]
 pub struct Team {
     /// Creates the tables that are missing (idempotent), one statement each.
