@@ -59,6 +59,7 @@ fn build(s: &ir::Server) -> &'static ServerDef {
             arguments: text(&j.arguments.to_string()),
         }),
         tools: list(&s.tools, |t| tool(t, s)),
+        toolsets: list(&s.toolsets, |(name, tools)| (text(name), texts(tools))),
         error_codes: list(&s.error_codes, |(k, v)| (text(k), text(v))),
         errors: list(&s.errors, error),
         resources: list(&s.resources, resource),

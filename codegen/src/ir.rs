@@ -27,6 +27,8 @@ pub(crate) struct Server {
     /// Markdown appended to the generated reference.
     pub docs: Option<String>,
     pub tools: Vec<Tool>,
+    /// Named subsets of the tools (`serve --toolset`), by name, each in the spec's order.
+    pub toolsets: Vec<(String, Vec<String>)>,
     /// Runtime error code renames, `(built-in, this server's)`.
     pub error_codes: Vec<(String, String)>,
     /// Declared JSON-RPC errors and the failures that map to them.

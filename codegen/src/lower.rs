@@ -58,6 +58,14 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
                 .map(|(t, ty)| tool(&t.value, crate::spec::pos(t), ty, pg))
                 .collect(),
         ),
+        toolsets: spec
+            .toolsets
+            .iter()
+            .map(|(name, tools)| {
+                let tools = tools.value.iter().map(|t| t.value.clone()).collect();
+                (name.clone(), tools)
+            })
+            .collect(),
         error_codes: spec
             .error_codes
             .iter()

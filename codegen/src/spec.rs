@@ -56,6 +56,16 @@ pub(crate) struct RawSpec {
     /// The tools the server offers, in `tools/list` order.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawTool>"))]
     pub tools: Vec<Sp<RawTool>>,
+    /// Named subsets of the tools, e.g. `read: [kb_get, kb_search]`: `serve --toolset NAME`
+    /// (repeatable) offers only the tools of the sets it names, so that a client that needs
+    /// fewer pays for fewer in its context (`mcpspec tokens` says how much each costs). A tool
+    /// outside them is neither listed nor called; resources and prompts are unchanged.
+    #[serde(default)]
+    #[cfg_attr(
+        feature = "editor-schema",
+        schemars(with = "BTreeMap<String, Vec<String>>")
+    )]
+    pub toolsets: BTreeMap<String, Sp<Vec<Sp<String>>>>,
     /// Renames of the runtime's error codes for this server, e.g.
     /// `INVALID_ARGUMENTS: VALIDATION_ERROR`.
     #[serde(default)]

@@ -1089,3 +1089,94 @@ fn a_nul_character_gets_one_answer_on_every_engine(engine: Engine, transport: Tr
     assert_eq!(s.ok("kb_get", json!({"id": id}))["content"], "plain");
     s.finish();
 }
+
+/// `serve knowledge --toolset read` offers the read toolset's tools alone, over stdio and
+/// HTTP in both protocol eras: `tools/list` lists them in the spec's order, they answer (a
+/// plain read on the lane too), and a tool outside the set is unknown, as one the server does
+/// not have, with only the offered tools named. Two toolsets together offer both sets' tools;
+/// a toolset the spec does not declare refuses to start, naming those it does.
+#[test]
+fn a_toolset_offers_only_its_tools() {
+    const READ: [&str; 6] = [
+        "kb_get",
+        "kb_list",
+        "kb_search",
+        "kb_get_related",
+        "kb_stats",
+        "kb_health",
+    ];
+    for transport in [Transport::Stdio, Transport::Http, Transport::HttpPerRequest] {
+        let db = sample_db("knowledge");
+        let mut s = crate::common::start_over(transport, db, "knowledge", &["--toolset", "read"]);
+        let names: Vec<&str> = s
+            .tools()
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .collect();
+        assert_eq!(names, READ, "{transport:?}");
+        let listed = s.ok("kb_list", json!({}));
+        assert!(listed["entries"].is_array(), "{listed}");
+        s.ok("kb_search", json!({"query": "transaction"}));
+        for (tool, args) in [
+            ("kb_add", json!({"content": "Not offered.", "role": "dev"})),
+            ("kb_delete", json!({"id": "x"})),
+        ] {
+            let response = s.call(tool, args);
+            let error = &response["error"];
+            assert_eq!(error["code"], -32602, "{transport:?} {response}");
+            assert_eq!(
+                error["message"],
+                format!("unknown tool: {tool}"),
+                "{response}"
+            );
+            assert_eq!(error["data"]["available"], json!(READ), "{response}");
+        }
+        s.finish();
+    }
+    let out = Command::new(EXE)
+        .args(["serve", "knowledge", "--toolset", "write"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run serve");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("unknown toolset `write`; the `knowledge` server's are read"),
+        "{err}"
+    );
+}
+
+/// `mcpspec tokens knowledge`: a line a tool with its `tools/list` entry's size and estimate,
+/// the read toolset's list and the whole list; the toolset costs less than every tool.
+#[test]
+fn tokens_says_what_each_tool_and_toolset_costs() {
+    let out = Command::new(EXE)
+        .args(["tokens", "knowledge"])
+        .output()
+        .expect("run tokens");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let bytes_of = |prefix: &str| -> usize {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no `{prefix}` line in:\n{text}"));
+        line[prefix.len()..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    for tool in ["kb_add ", "kb_search ", "kb_bulk_import "] {
+        assert!(bytes_of(tool) > 100, "{text}");
+    }
+    let read = bytes_of("--toolset read ");
+    let every = bytes_of("every tool ");
+    assert!(read > 0 && read < every, "{text}");
+    assert!(text.contains("~tokens"), "{text}");
+}

@@ -70,6 +70,7 @@ pub(crate) fn validate(file: &Path, source: &str, spec: &RawSpec) -> Diagnostics
     }
     v.errors(spec);
     v.demo(spec);
+    v.toolsets(spec);
     v.examples(spec);
     v.startup(spec);
     v.resources(spec);

@@ -1,5 +1,5 @@
-//! Validation of the server, its start-up jobs, demo calls and examples: each names a declared
-//! tool with arguments that fit it.
+//! Validation of the server, its start-up jobs, demo calls, examples and toolsets: each names
+//! a declared tool (with arguments that fit it).
 
 use super::*;
 
@@ -85,6 +85,42 @@ impl Validator<'_> {
                     "nobody is there to confirm at start-up",
                     "call a tool without a `confirm` rule",
                 );
+            }
+        }
+    }
+
+    /// Each toolset has a name `serve --toolset` can take and names declared tools, at least
+    /// one, each once.
+    pub(super) fn toolsets(&mut self, spec: &RawSpec) {
+        for (name, tools) in &spec.toolsets {
+            if !valid_name(name, 64) || name.contains('.') {
+                self.sink.error(
+                    pos(tools),
+                    format!("invalid toolset name `{name}`"),
+                    "",
+                    "use letters, digits, `_` and `-`",
+                );
+            }
+            if tools.value.is_empty() {
+                self.sink.error(
+                    pos(tools),
+                    format!("toolset `{name}` names no tool"),
+                    "empty",
+                    "list the tools it offers, e.g. `[kb_get, kb_search]`",
+                );
+            }
+            let mut seen = BTreeSet::new();
+            for tool in &tools.value {
+                if !seen.insert(tool.value.as_str()) {
+                    self.sink.error(
+                        pos(tool),
+                        format!("toolset `{name}` names `{}` twice", tool.value),
+                        "again",
+                        "name each tool once",
+                    );
+                    continue;
+                }
+                self.fixed_call(spec, &format!("toolset `{name}`"), tool, None);
             }
         }
     }

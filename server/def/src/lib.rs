@@ -126,6 +126,8 @@ pub struct ServerDef {
     /// Calls run once in the background when the server starts serving, in order.
     pub startup: &'static [StartupJobDef],
     pub tools: &'static [ToolDef],
+    /// Named subsets of the tools, `(name, tools)`, which `serve --toolset NAME` offers alone.
+    pub toolsets: &'static [(&'static str, &'static [&'static str])],
     /// Renames of the runtime's error codes, `(built-in, this server's)`.
     pub error_codes: &'static [(&'static str, &'static str)],
     /// Declared JSON-RPC errors and the failures that map to them.

@@ -2214,6 +2214,7 @@ mod tests {
             demo: &[],
             startup: &[],
             tools: basic.tools,
+            toolsets: basic.toolsets,
             error_codes: basic.error_codes,
             errors: basic.errors,
             resources: basic.resources,

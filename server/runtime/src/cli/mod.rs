@@ -7,7 +7,9 @@ pub(crate) mod demo;
 pub mod dev;
 pub mod examples;
 mod migrate;
+mod tokens;
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -94,6 +96,10 @@ enum Cmd {
         /// apply each once); another application's database needs an explicit `migrate`.
         #[arg(long, conflicts_with = "read_only")]
         migrate: bool,
+        /// Offer only the tools of this toolset (the spec's `toolsets:`); repeatable, the
+        /// sets' tools together. Other tools are neither listed nor called.
+        #[arg(long, value_name = "NAME")]
+        toolset: Vec<String>,
         #[command(flatten)]
         http: Box<HttpArgs>,
     },
@@ -148,6 +154,12 @@ enum Cmd {
     },
     /// Start the server on a scratch database with sample rows and drive a scripted session.
     Demo {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// What each tool and each toolset costs a client's context: the size of its entry in
+    /// `tools/list` and an estimate in tokens.
+    Tokens {
         #[command(flatten)]
         target: Target,
     },
@@ -611,6 +623,7 @@ fn run(cli: Cli, mut servers: Vec<Server>, compile: Option<dev::Compile>) -> Res
             read_only,
             derive_in_place,
             migrate,
+            toolset,
             http,
         } => {
             let migrating = Migrating {
@@ -621,6 +634,7 @@ fn run(cli: Cli, mut servers: Vec<Server>, compile: Option<dev::Compile>) -> Res
             if let Some(spec) = &target.spec {
                 servable(&server, spec)?;
             }
+            let offered = offered(server.def, &toolset)?;
             // The HTTP options are checked before the database is opened.
             let options = match http.http {
                 Some(addr) => Some((addr, http_options(&http, server.def.issuer)?)),
@@ -630,8 +644,8 @@ fn run(cli: Cli, mut servers: Vec<Server>, compile: Option<dev::Compile>) -> Res
             let engine = start(server, db.as_deref(), placing, &migrating)?;
             let _telemetry = telemetry(&engine)?;
             match options {
-                Some((addr, options)) => serve_http(engine, addr, options)?,
-                None => serve(engine)?,
+                Some((addr, options)) => serve_http(engine, addr, options, offered)?,
+                None => serve(engine, offered)?,
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -679,6 +693,11 @@ fn run(cli: Cli, mut servers: Vec<Server>, compile: Option<dev::Compile>) -> Res
             init(resolve(&mut servers, &target, compile)?.def, &db, sample)
         }
         Cmd::Demo { target } => demo_cmd(resolve(&mut servers, &target, compile)?, &target),
+        Cmd::Tokens { target } => {
+            let server = resolve(&mut servers, &target, compile)?;
+            say!("{}", tokens::report(server.def));
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::List { spec: None } => list(servers),
         Cmd::List { spec: Some(spec) } => {
             let target = Target {
@@ -831,6 +850,7 @@ fn serve_http(
     _: std::sync::Arc<Engine>,
     _: std::net::SocketAddr,
     options: std::convert::Infallible,
+    _: Option<BTreeSet<String>>,
 ) -> Result<()> {
     match options {}
 }
@@ -979,6 +999,7 @@ fn serve_http(
     engine: std::sync::Arc<Engine>,
     addr: std::net::SocketAddr,
     options: crate::transport::http::HttpOptions,
+    offered: Option<BTreeSet<String>>,
 ) -> Result<()> {
     if options.metrics {
         crate::metrics::enable(engine.def.name);
@@ -1005,6 +1026,9 @@ fn serve_http(
             engine,
             proxy.clone(),
         ))?;
+        if let Some(tools) = offered {
+            handler.live().offer_only(tools);
+        }
         let served = crate::transport::http::serve(listener, handler, options, async {
             shutdown_signal().await;
             tracing::info!("signal received; finishing calls in flight");
@@ -1098,8 +1122,42 @@ fn state_key() -> Result<Option<Vec<u8>>> {
 }
 
 /// Serves until stdin closes or SIGTERM/SIGINT arrives.
-fn serve(engine: std::sync::Arc<Engine>) -> Result<()> {
-    serve_stdio(engine, crate::protocol::McpServer::with_proxy, |_, _| {})
+fn serve(engine: std::sync::Arc<Engine>, offered: Option<BTreeSet<String>>) -> Result<()> {
+    let make = |engine, proxy| {
+        let server = crate::protocol::McpServer::with_proxy(engine, proxy);
+        if let Some(tools) = offered {
+            server.live().offer_only(tools);
+        }
+        server
+    };
+    serve_stdio(engine, make, |_, _| {})
+}
+
+/// The tools the toolsets `names` offer together (`serve --toolset`); `None` (every tool)
+/// when none is named.
+fn offered(def: &ServerDef, names: &[String]) -> Result<Option<BTreeSet<String>>> {
+    if names.is_empty() {
+        return Ok(None);
+    }
+    let mut tools = BTreeSet::new();
+    for name in names {
+        let Some((_, set)) = def.toolsets.iter().find(|(n, _)| n == name) else {
+            let declared: Vec<&str> = def.toolsets.iter().map(|(n, _)| *n).collect();
+            return Err(anyhow!(
+                "unknown toolset `{name}`; {}",
+                if declared.is_empty() {
+                    format!(
+                        "the `{}` server declares none (`toolsets:` in its spec)",
+                        def.name
+                    )
+                } else {
+                    format!("the `{}` server's are {}", def.name, declared.join(", "))
+                }
+            ));
+        };
+        tools.extend(set.iter().map(|t| t.to_string()));
+    }
+    Ok(Some(tools))
 }
 
 /// [`serve`] with the protocol handler `make` builds over the engine and the proxy;

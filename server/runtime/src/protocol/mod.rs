@@ -102,6 +102,8 @@ impl Default for Session {
 /// publishes.
 pub struct Surface {
     pub engine: Arc<Engine>,
+    /// The tools `serve --toolset` offers; every tool of the engine's when `None`.
+    offered: Option<Arc<BTreeSet<String>>>,
     tools: Vec<Tool>,
     /// The tools as listed to clients of protocol 2025-11-25: without top-level composition.
     portable: Vec<Tool>,
@@ -111,10 +113,14 @@ pub struct Surface {
 }
 
 impl Surface {
-    fn of(engine: Arc<Engine>) -> Surface {
+    fn of(engine: Arc<Engine>, offered: Option<Arc<BTreeSet<String>>>) -> Surface {
         let def = engine.def;
-        let tools = tools(def);
+        let mut tools = tools(def);
+        if let Some(offered) = &offered {
+            tools.retain(|t| offered.contains(t.name.as_ref()));
+        }
         Surface {
+            offered,
             portable: tools.iter().cloned().map(portable).collect(),
             tools,
             resources: crate::content::resource_list(def),
@@ -122,6 +128,12 @@ impl Surface {
             prompts: crate::content::prompt_list(def),
             engine,
         }
+    }
+
+    /// Whether a call of the server's own tool `name` is offered: not when `serve --toolset`
+    /// leaves it out (it is then unknown, as a tool the server does not have).
+    pub fn offers(&self, name: &str) -> bool {
+        self.offered.as_ref().is_none_or(|o| o.contains(name))
     }
 }
 
@@ -131,6 +143,8 @@ impl Surface {
 pub struct Live {
     surface: std::sync::RwLock<Arc<Surface>>,
     changes: tokio::sync::broadcast::Sender<Change>,
+    /// The tools `serve --toolset` offers, kept for every version `dev` serves.
+    offered: std::sync::OnceLock<Arc<BTreeSet<String>>>,
 }
 
 /// What a listen stream hears of.
@@ -147,12 +161,19 @@ enum Change {
 }
 
 impl Live {
-    fn new(surface: Surface) -> Live {
+    fn new(engine: Arc<Engine>) -> Live {
         Live {
-            surface: std::sync::RwLock::new(Arc::new(surface)),
+            surface: std::sync::RwLock::new(Arc::new(Surface::of(engine, None))),
             // A stream more than this many changes behind skips to the newest.
             changes: tokio::sync::broadcast::channel(64).0,
+            offered: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Offers only `tools` from now on (`serve --toolset`), before any client is served.
+    pub fn offer_only(&self, tools: BTreeSet<String>) {
+        let _ = self.offered.set(Arc::new(tools));
+        self.replace(self.now().engine.clone());
     }
 
     /// The surface now.
@@ -165,7 +186,7 @@ impl Live {
 
     /// Serves `engine` from the next request on.
     pub fn replace(&self, engine: Arc<Engine>) {
-        let next = Arc::new(Surface::of(engine));
+        let next = Arc::new(Surface::of(engine, self.offered.get().cloned()));
         *self
             .surface
             .write()
@@ -363,7 +384,7 @@ impl McpServer {
         }
         let confirmer = Arc::new(Confirmer::new(engine.limits().confirm_timeout));
         let tasks = task_store(&engine);
-        let live = Arc::new(Live::new(Surface::of(engine)));
+        let live = Arc::new(Live::new(engine));
         if let Some(p) = &proxy {
             forward_tool_changes(p, &live);
         }
@@ -810,19 +831,25 @@ pub fn to_result(
             e.to_json().to_string(),
         )])),
         Err(CallError::UnknownTool(name)) => {
-            let available: Vec<&str> = def.tools.iter().map(|t| t.name).collect();
-            let name = crate::transform::quote(&name);
-            Err(ErrorData::new(
-                ErrorCode::INVALID_PARAMS,
-                format!("unknown tool: {name}"),
-                Some(json!({"tool": name, "available": available})),
-            ))
+            Err(unknown_tool(&name, def.tools.iter().map(|t| t.name)))
         }
         Err(CallError::MalformedArguments(m)) => {
             Err(ErrorData::new(ErrorCode::INVALID_PARAMS, m, None))
         }
         Err(CallError::Rpc(e)) => Err(ErrorData::new(ErrorCode(e.code), e.message, Some(e.data))),
     }
+}
+
+/// The protocol error of a call of `name`, a tool the server does not offer, listing those it
+/// does.
+fn unknown_tool<'a>(name: &str, available: impl Iterator<Item = &'a str>) -> ErrorData {
+    let available: Vec<&str> = available.collect();
+    let name = crate::transform::quote(name);
+    ErrorData::new(
+        ErrorCode::INVALID_PARAMS,
+        format!("unknown tool: {name}"),
+        Some(json!({"tool": name, "available": available})),
+    )
 }
 
 /// Runs content work that may touch SQLite on tokio's blocking pool.
@@ -1140,9 +1167,22 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let now = self.now();
-        let def = now.engine.def.tool(&request.name);
+        let def = now
+            .engine
+            .def
+            .tool(&request.name)
+            .filter(|t| now.offers(t.name));
         let span = traced::start("tools/call", target_tool(def, &request.name), &context);
         span.run(async move {
+            // Under `serve --toolset`, a name the surface does not offer is unknown, and the
+            // error lists only the tools offered.
+            if def.is_none()
+                && now.offered.is_some()
+                && !self.proxy.as_ref().is_some_and(|p| p.routes(&request.name))
+            {
+                let offered = now.tools.iter().map(|t| t.name.as_ref());
+                return Err(unknown_tool(&request.name, offered));
+            }
             // The server's own tools win a clash, so only other names reach the proxy.
             match &self.proxy {
                 Some(p) if def.is_none() && p.routes(&request.name) => p

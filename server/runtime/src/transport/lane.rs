@@ -227,7 +227,8 @@ impl Lane {
     /// The engine that answers `call` on the lane when the lane takes it, arrived by
     /// `route`: the one place that decides which calls take the lane. The request must be
     /// one rmcp would take as it is (see [`Route`]), of the kind its session's lifecycle
-    /// expects, and call a tool of the server's own that reads, has no handler, asks no
+    /// expects, and call a tool of the server's own, offered (`serve --toolset`), that
+    /// reads, has no handler, asks no
     /// confirmation and never becomes a task; over HTTP without a session, a tool that
     /// mirrors no argument into a header (`x-mcp-header`), which rmcp checks.
     pub fn admits(&self, call: &Call, route: Route) -> Option<Arc<Engine>> {
@@ -243,7 +244,11 @@ impl Lane {
                 None => (plain && call.per_request() && standard_headers, true),
             },
         };
-        let engine = self.live.now().engine.clone();
+        let now = self.live.now();
+        if !now.offers(call.name()) {
+            return None;
+        }
+        let engine = now.engine.clone();
         let tool = engine.def.tool(call.name())?;
         let admitted = admitted
             && takes_lane(tool)
