@@ -802,3 +802,22 @@ fn the_readme_demo_runs_a_session_on_the_studio_spec() {
         "{text}"
     );
 }
+
+/// `mcpspec --version` says the version, the engines and extras the binary was built with,
+/// and that it serves spec files: what a bug report needs (this binary has its default
+/// features).
+#[test]
+fn version_names_the_features_of_the_build() {
+    let out = Command::new(exe())
+        .arg("--version")
+        .output()
+        .expect("run mcpspec --version");
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!(
+            "mcpspec {} (features: sqlite, postgres, mysql, http, otel, embeddings; serves spec files)\n",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+}

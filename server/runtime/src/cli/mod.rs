@@ -509,6 +509,36 @@ pub fn main_with_specs(
     run_main(servers, extras, Some(compile))
 }
 
+/// What `--version` says: the version, the runtime's features this binary was built with,
+/// and whether it compiles spec files (`--spec`).
+fn version(compiles_specs: bool) -> String {
+    let features: Vec<&str> = [
+        ("sqlite", cfg!(feature = "sqlite")),
+        ("postgres", cfg!(feature = "postgres")),
+        ("mysql", cfg!(feature = "mysql")),
+        ("http", cfg!(feature = "http")),
+        ("otel", cfg!(feature = "otel")),
+        ("embeddings", cfg!(feature = "embeddings")),
+    ]
+    .into_iter()
+    .filter_map(|(name, on)| on.then_some(name))
+    .collect();
+    format!(
+        "{} (features: {}; {})",
+        env!("CARGO_PKG_VERSION"),
+        if features.is_empty() {
+            "none".to_string()
+        } else {
+            features.join(", ")
+        },
+        if compiles_specs {
+            "serves spec files"
+        } else {
+            "compiled servers only"
+        }
+    )
+}
+
 fn run_main(servers: Vec<Server>, extras: Vec<Extra>, compile: Option<dev::Compile>) -> ExitCode {
     // Help and errors name the binary as it was invoked.
     let name = std::env::args_os()
@@ -522,7 +552,8 @@ fn run_main(servers: Vec<Server>, extras: Vec<Extra>, compile: Option<dev::Compi
     // Once per process: clap keeps the names for the life of the program.
     let name: &'static str = Box::leak(name.into_boxed_str());
     let _ = BINARY.set(name);
-    let mut command = Cli::command().name(name).bin_name(name);
+    let version: &'static str = Box::leak(version(compile.is_some()).into_boxed_str());
+    let mut command = Cli::command().name(name).bin_name(name).version(version);
     for e in &extras {
         command = command.subcommand(e.command.clone());
     }
