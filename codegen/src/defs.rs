@@ -311,6 +311,7 @@ fn statement(s: &ir::Statement) -> StatementDef {
             nullable: c.nullable,
         }),
         max_rows: s.max_rows,
+        max_bytes: s.max_bytes,
         empty_message: opt(s.empty_message.as_deref()),
         not_found: opt(s.not_found.as_deref()),
         params: texts(&s.params),

@@ -629,8 +629,12 @@ fn result_kind(t: &ir::Tool) -> String {
     match &t.binding {
         Binding::Single(s) => match s.mode {
             Mode::Many => format!(
-                "rows under `{}`, at most {}; more are cut and flagged `truncated`",
-                s.key, s.max_rows
+                "rows under `{}`, at most {}{}; more are cut and flagged `truncated`",
+                s.key,
+                s.max_rows,
+                s.max_bytes
+                    .map(|b| format!(" and {b} bytes of JSON"))
+                    .unwrap_or_default()
             ),
             Mode::One | Mode::Optional => "one row".into(),
             Mode::Scalar => format!("one value under `{}`", s.key),

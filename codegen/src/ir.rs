@@ -754,6 +754,8 @@ pub(crate) struct Statement {
     pub inserts: bool,
     pub columns: Vec<Column>,
     pub max_rows: u32,
+    /// The cap on the rows' size as JSON text, when the statement sets one.
+    pub max_bytes: Option<u64>,
     pub empty_message: Option<String>,
     pub not_found: Option<String>,
     /// Named parameters in the SQL, as written (without the sigil).

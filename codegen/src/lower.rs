@@ -796,6 +796,7 @@ fn statement(s: &RawStatement, tool: &str, pg: &[&'static sqlscan::Dialect]) -> 
         inserts: sqltext::inserts(&s.query.value),
         columns,
         max_rows: s.max_rows.as_ref().map_or(DEFAULT_MAX_ROWS, |m| m.value),
+        max_bytes: s.max_bytes.as_ref().map(|m| m.value),
         empty_message: s
             .empty_message
             .as_ref()

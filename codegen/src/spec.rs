@@ -1109,6 +1109,12 @@ pub(crate) struct RawStatement {
     /// A hard cap on rows (default 200); more rows are cut and flagged `truncated`.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<u32>"))]
     pub max_rows: Option<Sp<u32>>,
+    /// A cap on the rows' size as JSON text, in bytes, beside `max_rows`: the rows that fit
+    /// are kept, whole, and the result is flagged `truncated`, so that a list of long rows
+    /// cannot flood a client's context. Default: the server-wide cap
+    /// (`MCPSPEC_MAX_RESULT_BYTES`, 8 MiB), which also bounds a larger value.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<u64>"))]
+    pub max_bytes: Option<Sp<u64>>,
     /// A minijinja template over the arguments, returned as `message` when `many` finds nothing.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub empty_message: Option<Sp<String>>,

@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// The smallest `max_bytes`: room for a row of a few fields.
+const MIN_MAX_BYTES: u64 = 256;
+
 impl Validator<'_> {
     pub(super) fn statement(
         &mut self,
@@ -269,6 +272,16 @@ impl Validator<'_> {
         {
             self.sink
                 .error(pos(m), "`max_rows` must be at least 1", "", "");
+        }
+        if let Some(m) = &s.max_bytes
+            && m.value < MIN_MAX_BYTES
+        {
+            self.sink.error(
+                pos(m),
+                format!("`max_bytes` must be at least {MIN_MAX_BYTES}"),
+                "too small for a row",
+                "cap the rows with `max_rows` instead, or give room for at least one row",
+            );
         }
     }
 

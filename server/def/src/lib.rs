@@ -765,6 +765,10 @@ pub struct StatementDef {
     pub columns: &'static [ColumnDef],
     /// The most rows a `Many` statement returns; more are cut and flagged `truncated`.
     pub max_rows: u32,
+    /// The most bytes a `Many` statement's rows make as JSON text, when it sets a cap of its
+    /// own (the server's limit bounds it too); the rows past it are cut and flagged
+    /// `truncated`.
+    pub max_bytes: Option<u64>,
     /// A minijinja template over the arguments, shown when `Many` finds nothing.
     pub empty_message: Option<&'static str>,
     /// A minijinja template over the arguments, the error when `One` finds nothing.

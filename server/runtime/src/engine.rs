@@ -1534,7 +1534,11 @@ impl Engine {
     ) -> Result<(Vec<Value>, bool), Failure> {
         let mut out = Vec::new();
         let mut truncated = false;
-        let budget = self.limits.max_result_bytes.saturating_sub(4096);
+        // The server's cap leaves room for the envelope; a statement's own counts the rows.
+        let server = self.limits.max_result_bytes.saturating_sub(4096);
+        let budget = st.max_bytes.map_or(server, |b| {
+            usize::try_from(b).unwrap_or(usize::MAX).min(server)
+        });
         let mut size = 0;
         let mut order = None;
         session.query(statement_sql(st, session.dialect()), bind, &mut |row| {
@@ -2227,5 +2231,46 @@ mod tests {
         let fix = super::which_side(broken, &sqlscan::SQLITE);
         assert!(fix.starts_with("the spec is wrong"), "{fix}");
         assert!(fix.contains("tests/fixtures/basic/spec.yaml"), "{fix}");
+    }
+
+    /// A statement's `max_bytes` keeps the rows that fit in it, whole, and flags the result
+    /// `truncated`: the basic golden's `search_notes` (`max_bytes: 4096`) over 20 notes of
+    /// 500 bytes each, which `max_rows` and `limit` would let through.
+    #[test]
+    fn max_bytes_keeps_the_rows_that_fit_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("basic.db");
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(basic::SERVER.database.as_ref().unwrap().schema)
+            .unwrap();
+        let body = format!("note {}", "x".repeat(495));
+        for _ in 0..20 {
+            conn.execute("INSERT INTO notes (body) VALUES (?1)", [&body])
+                .unwrap();
+        }
+        drop(conn);
+        let engine = super::Engine::start(
+            &basic::SERVER,
+            Some(&path),
+            false,
+            super::Limits::default(),
+            None,
+        )
+        .unwrap();
+        let args = serde_json::json!({"q": "note", "limit": 20});
+        let result = engine.call("search_notes", Some(&args)).unwrap().structured;
+        let notes = result["notes"].as_array().unwrap();
+        let size = serde_json::to_string(notes).unwrap().len();
+        assert!(
+            !notes.is_empty() && notes.len() < 20,
+            "{} rows",
+            notes.len()
+        );
+        assert!(size <= 4096, "{size} bytes");
+        assert_eq!(result["truncated"], true);
+        assert!(
+            notes.iter().all(|n| n["body"] == body.as_str()),
+            "rows are whole"
+        );
     }
 }
