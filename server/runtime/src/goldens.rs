@@ -346,7 +346,7 @@ fn golden_examples_run_on_the_sample_rows() {
     let again = mcpspec::examples::run(&engine, &basic::SERVER.examples[0]);
     let shown = again.to_string();
     assert!(
-        shown.starts_with("FAILED  search_notes (tests/fixtures/basic/spec.yaml:28:9)"),
+        shown.starts_with("FAILED  search_notes (tests/fixtures/basic/spec.yaml:29:9)"),
         "{shown}"
     );
     assert!(
