@@ -22,6 +22,13 @@ pub fn dev_command() -> mcpspec::cli::Extra {
                 .help("A database file or postgres:// URL to serve instead of a scratch database with the sample rows"),
         )
         .arg(
+            clap::Arg::new("toolset")
+                .long("toolset")
+                .value_name("NAME")
+                .action(clap::ArgAction::Append)
+                .help("Offer only the tools of this toolset of the spec's (repeatable), in every version served"),
+        )
+        .arg(
             clap::Arg::new("derive-in-place")
                 .long("derive-in-place")
                 .action(clap::ArgAction::SetTrue)
@@ -42,10 +49,15 @@ fn run_dev(
         .get_one::<std::path::PathBuf>("spec")
         .expect("clap requires the spec");
     let db = m.get_one::<std::path::PathBuf>("db");
+    let toolsets: Vec<String> = m
+        .get_many::<String>("toolset")
+        .map(|v| v.cloned().collect())
+        .unwrap_or_default();
     mcpspec::cli::dev::run(
         spec,
         db.map(std::path::PathBuf::as_path),
         m.get_flag("derive-in-place"),
+        &toolsets,
         servers,
         COMPILE,
     )

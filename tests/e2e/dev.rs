@@ -22,10 +22,16 @@ struct Dev {
 
 /// `mcpspec dev SPEC` in `dir`, its temporary files under `dir/tmp`.
 fn dev(dir: &Path, spec: &str) -> Dev {
+    dev_with(dir, spec, &[])
+}
+
+/// [`dev`] with `extra` arguments after the spec.
+fn dev_with(dir: &Path, spec: &str, extra: &[&str]) -> Dev {
     std::fs::create_dir_all(dir.join("tmp")).unwrap();
     let mut client = StdioClient::spawn(
         Command::new(EXE)
             .args(["dev", spec])
+            .args(extra)
             .current_dir(dir)
             .env("TMPDIR", dir.join("tmp"))
             .stderr(Stdio::piped()),
@@ -104,6 +110,58 @@ const COUNT_TOOL: &str = r#"  - name: count_notes
       query: SELECT count(*) AS n FROM notes
       columns: {n: integer}
 "#;
+
+/// `dev --toolset lean` offers the lean toolset's tools in every version it serves: a save
+/// that adds a tool to the spec and to the set lists it; one that adds a tool outside the set
+/// does not, and a call of it is an unknown tool. A toolset the spec does not declare refuses
+/// to start.
+#[test]
+fn dev_follows_a_toolset_across_reloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("notes.yaml");
+    let original =
+        std::fs::read_to_string("../tests/fixtures/basic/spec.yaml").expect("basic fixture");
+    let lean = |tools: &str| format!("toolsets:\n  lean: [{tools}]\n");
+    std::fs::write(&spec, format!("{original}{}", lean("search_notes"))).unwrap();
+    let mut s = dev_with(dir.path(), "notes.yaml", &["--toolset", "lean"]);
+    s.stderr_until("serving notes.yaml (4 tools)");
+    assert_eq!(s.tool_names(), ["search_notes"]);
+    let with_count = format!("{original}{COUNT_TOOL}");
+    std::fs::write(
+        &spec,
+        format!("{with_count}{}", lean("search_notes, count_notes")),
+    )
+    .unwrap();
+    s.list_changed();
+    assert_eq!(s.tool_names(), ["search_notes", "count_notes"]);
+    assert_eq!(s.structured("count_notes", json!({}))["count"], 1);
+    std::fs::write(&spec, format!("{with_count}{}", lean("count_notes"))).unwrap();
+    s.list_changed();
+    assert_eq!(s.tool_names(), ["count_notes"]);
+    let r = s
+        .client
+        .call_tool("search_notes", json!({"q": "hello"}))
+        .unwrap();
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert_eq!(
+        r["error"]["data"]["available"],
+        json!(["count_notes"]),
+        "{r}"
+    );
+
+    let out = Command::new(EXE)
+        .args(["dev", "notes.yaml", "--toolset", "heavy"])
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run dev");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("unknown toolset `heavy`; the `basic` server's are lean"),
+        "{err}"
+    );
+}
 
 /// A SQL tool added to the file is listed and answers after the save, without a restart; a
 /// broken edit is reported with its place and the last good version keeps serving; a schema

@@ -48,11 +48,13 @@ const POLL: Duration = Duration::from_millis(50);
 /// Serves `spec` until stdin closes, reloading it on every change. `db` is a live database
 /// (file or URL); without one, a scratch SQLite database holds the spec's schema and sample
 /// rows, made again when they change. Handler tools run the handlers of the compiled server of
-/// the same name in `servers`, when there is one.
+/// the same name in `servers`, when there is one. With `toolsets` (`--toolset`), only their
+/// tools are offered, in every version served.
 pub fn run(
     spec: &Path,
     db: Option<&Path>,
     derive_in_place: bool,
+    toolsets: &[String],
     servers: Vec<Server>,
     compile: Compile,
 ) -> Result<ExitCode> {
@@ -74,6 +76,9 @@ pub fn run(
         scratch: scratch.path().to_path_buf(),
         made: None,
     };
+    // The toolsets are checked against the first version; a later one that drops one offers
+    // none of its tools, and one that changes a set's tools is followed.
+    let toolsets = super::offered(def, toolsets)?;
     let engine = start(def, &mut dbs, &handlers)?;
     eprintln!(
         "mcpspec dev: serving {} ({} tools) on {}; edits to the file are served as they are saved",
@@ -89,7 +94,14 @@ pub fn run(
         seen,
         last,
     };
-    super::serve_stdio(engine, McpServer::changing, move |server, peer| {
+    let make = |engine, proxy| {
+        let server = McpServer::changing(engine, proxy);
+        if let Some(names) = toolsets {
+            server.live().offer_only(names);
+        }
+        server
+    };
+    super::serve_stdio(engine, make, move |server, peer| {
         let live = server.live();
         let runtime = tokio::runtime::Handle::current();
         std::thread::spawn(move || watch.run(&live, &peer, &runtime));

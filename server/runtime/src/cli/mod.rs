@@ -9,7 +9,6 @@ pub mod examples;
 mod migrate;
 mod tokens;
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -881,7 +880,7 @@ fn serve_http(
     _: std::sync::Arc<Engine>,
     _: std::net::SocketAddr,
     options: std::convert::Infallible,
-    _: Option<BTreeSet<String>>,
+    _: Option<Vec<String>>,
 ) -> Result<()> {
     match options {}
 }
@@ -1030,7 +1029,7 @@ fn serve_http(
     engine: std::sync::Arc<Engine>,
     addr: std::net::SocketAddr,
     options: crate::transport::http::HttpOptions,
-    offered: Option<BTreeSet<String>>,
+    offered: Option<Vec<String>>,
 ) -> Result<()> {
     if options.metrics {
         crate::metrics::enable(engine.def.name);
@@ -1153,7 +1152,7 @@ fn state_key() -> Result<Option<Vec<u8>>> {
 }
 
 /// Serves until stdin closes or SIGTERM/SIGINT arrives.
-fn serve(engine: std::sync::Arc<Engine>, offered: Option<BTreeSet<String>>) -> Result<()> {
+fn serve(engine: std::sync::Arc<Engine>, offered: Option<Vec<String>>) -> Result<()> {
     let make = |engine, proxy| {
         let server = crate::protocol::McpServer::with_proxy(engine, proxy);
         if let Some(tools) = offered {
@@ -1164,15 +1163,14 @@ fn serve(engine: std::sync::Arc<Engine>, offered: Option<BTreeSet<String>>) -> R
     serve_stdio(engine, make, |_, _| {})
 }
 
-/// The tools the toolsets `names` offer together (`serve --toolset`); `None` (every tool)
-/// when none is named.
-fn offered(def: &ServerDef, names: &[String]) -> Result<Option<BTreeSet<String>>> {
+/// The toolsets `names` (`--toolset`), each one `def` declares; `None` (every tool) when none
+/// is named.
+pub(crate) fn offered(def: &ServerDef, names: &[String]) -> Result<Option<Vec<String>>> {
     if names.is_empty() {
         return Ok(None);
     }
-    let mut tools = BTreeSet::new();
     for name in names {
-        let Some((_, set)) = def.toolsets.iter().find(|(n, _)| n == name) else {
+        if !def.toolsets.iter().any(|(n, _)| n == name) {
             let declared: Vec<&str> = def.toolsets.iter().map(|(n, _)| *n).collect();
             return Err(anyhow!(
                 "unknown toolset `{name}`; {}",
@@ -1185,10 +1183,9 @@ fn offered(def: &ServerDef, names: &[String]) -> Result<Option<BTreeSet<String>>
                     format!("the `{}` server's are {}", def.name, declared.join(", "))
                 }
             ));
-        };
-        tools.extend(set.iter().map(|t| t.to_string()));
+        }
     }
-    Ok(Some(tools))
+    Ok(Some(names.to_vec()))
 }
 
 /// [`serve`] with the protocol handler `make` builds over the engine and the proxy;

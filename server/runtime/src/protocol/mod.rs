@@ -113,8 +113,20 @@ pub struct Surface {
 }
 
 impl Surface {
-    fn of(engine: Arc<Engine>, offered: Option<Arc<BTreeSet<String>>>) -> Surface {
+    /// The surface of `engine`; with `toolsets`, only the tools of those of its definition's
+    /// toolsets (a name the definition no longer has offers none).
+    fn of(engine: Arc<Engine>, toolsets: Option<&[String]>) -> Surface {
         let def = engine.def;
+        let offered: Option<Arc<BTreeSet<String>>> = toolsets.map(|names| {
+            let sets = def
+                .toolsets
+                .iter()
+                .filter(|(n, _)| names.iter().any(|m| m == n));
+            Arc::new(
+                sets.flat_map(|(_, tools)| tools.iter().map(|t| t.to_string()))
+                    .collect(),
+            )
+        });
         let mut tools = tools(def);
         if let Some(offered) = &offered {
             tools.retain(|t| offered.contains(t.name.as_ref()));
@@ -143,8 +155,9 @@ impl Surface {
 pub struct Live {
     surface: std::sync::RwLock<Arc<Surface>>,
     changes: tokio::sync::broadcast::Sender<Change>,
-    /// The tools `serve --toolset` offers, kept for every version `dev` serves.
-    offered: std::sync::OnceLock<Arc<BTreeSet<String>>>,
+    /// The toolsets `serve --toolset` and `dev --toolset` name, resolved against every
+    /// version `dev` serves.
+    toolsets: std::sync::OnceLock<Vec<String>>,
 }
 
 /// What a listen stream hears of.
@@ -166,13 +179,14 @@ impl Live {
             surface: std::sync::RwLock::new(Arc::new(Surface::of(engine, None))),
             // A stream more than this many changes behind skips to the newest.
             changes: tokio::sync::broadcast::channel(64).0,
-            offered: std::sync::OnceLock::new(),
+            toolsets: std::sync::OnceLock::new(),
         }
     }
 
-    /// Offers only `tools` from now on (`serve --toolset`), before any client is served.
-    pub fn offer_only(&self, tools: BTreeSet<String>) {
-        let _ = self.offered.set(Arc::new(tools));
+    /// Offers only the tools of the toolsets `names` from now on (`--toolset`), before any
+    /// client is served.
+    pub fn offer_only(&self, names: Vec<String>) {
+        let _ = self.toolsets.set(names);
         self.replace(self.now().engine.clone());
     }
 
@@ -186,7 +200,7 @@ impl Live {
 
     /// Serves `engine` from the next request on.
     pub fn replace(&self, engine: Arc<Engine>) {
-        let next = Arc::new(Surface::of(engine, self.offered.get().cloned()));
+        let next = Arc::new(Surface::of(engine, self.toolsets.get().map(Vec::as_slice)));
         *self
             .surface
             .write()
