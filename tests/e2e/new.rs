@@ -125,7 +125,12 @@ fn mcpspec_new_makes_a_crate_that_builds_tests_serves_and_checks_outside_the_wor
     let manifest = dir.join("Cargo.toml");
     let text = std::fs::read_to_string(&manifest).unwrap();
     // By version, as a crate from crates.io; the patch stands in for the registry.
-    assert!(text.contains("mcpspec = { version = \"0.1\" }"), "{text}");
+    assert!(
+        text.contains(
+            "mcpspec = { version = \"0.1\", default-features = false, features = [\"sqlite\"] }"
+        ),
+        "{text}"
+    );
     std::fs::write(&manifest, text + &patch).unwrap();
     // Its own test: builds the crate and calls both tools over stdio.
     cargo(&dir, &["test", "-q"]);
