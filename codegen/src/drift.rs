@@ -155,10 +155,11 @@ impl Report {
     pub fn render_with(&self, read: &dyn Fn(&Path) -> String) -> String {
         if self.is_ok() {
             return format!(
-                "ok: {} spec{}, {} tools; every statement prepared, contracts match their snapshots, generated files are fresh\n",
+                "ok: {} spec{}, {} tool{}; every statement prepared, contracts match their snapshots, generated files are fresh\n",
                 self.specs,
                 if self.specs == 1 { "" } else { "s" },
-                self.tools
+                self.tools,
+                if self.tools == 1 { "" } else { "s" }
             );
         }
         let mut out = String::new();
