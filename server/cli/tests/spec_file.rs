@@ -3,7 +3,8 @@
 //! templated resource and a prompt, and bad input refused as a tool error), `call`, `test` and
 //! `check --spec` (a broken statement reported at its line), and a spec with a handler tool
 //! refused with how to serve it. The binary is this package's, or the one named by
-//! `MCPSPEC_BIN` (`.ci/run` points it at a `cargo install`ed copy).
+//! `MCPSPEC_BIN` (`.ci/run` points it at the binary `cargo package` built from the published
+//! tarballs, what `cargo install mcpspec-cli` builds).
 
 // The quick tier (without the `full` feature) compiles the bundle test's npm helper unused.
 #![cfg_attr(not(feature = "full"), allow(dead_code))]
