@@ -6,6 +6,7 @@
 //! when either is stale.
 
 pub mod api;
+pub mod dist;
 pub mod modules;
 
 use std::path::{Path, PathBuf};
