@@ -42,8 +42,10 @@ impl Compile {
     }
 }
 
-/// How often the spec file is looked at.
-const POLL: Duration = Duration::from_millis(50);
+/// How often the spec file's modification time and size are looked at: a `stat` 50 times a
+/// second costs nothing measurable, and a save is served on average 10 ms after it lands
+/// (at 50 ms, 25 ms).
+const POLL: Duration = Duration::from_millis(20);
 
 /// Serves `spec` until stdin closes, reloading it on every change. `db` is a live database
 /// (file or URL); without one, a scratch SQLite database holds the spec's schema and sample
