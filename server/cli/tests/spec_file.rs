@@ -9,7 +9,7 @@
 // The quick tier (without the `full` feature) compiles the bundle test's npm helper unused.
 #![cfg_attr(not(feature = "full"), allow(dead_code))]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
 use mcpspec_testkit::{HttpClient, StdioClient};
@@ -821,4 +821,77 @@ fn version_names_the_features_of_the_build() {
             env!("CARGO_PKG_VERSION")
         )
     );
+}
+
+/// `doctor` on a project whose database is not made yet, with a Claude Code configuration (a
+/// home of the test's own) that has a server whose database is that one, one whose spec is a
+/// relative path and one whose command is not found, and a Claude Desktop file that is not
+/// JSON: each problem named with its help, exit 1; once the database exists and the configuration is fixed, no
+/// problem and exit 0.
+#[test]
+fn doctor_says_what_stands_between_a_spec_and_its_host() {
+    let p = Project::new(SPEC);
+    let home = tempfile::tempdir().unwrap();
+    let spec = p.spec().display().to_string();
+    let db = p.db().display().to_string();
+    let good = json!({"command": exe(), "args": ["serve", "--spec", spec, "--db", db]});
+    let config = json!({"mcpServers": {
+        "parts": good,
+        "relative": {"command": exe(), "args": ["serve", "--spec", "parts.yaml"]},
+        "lost": {"command": "/nowhere/bin/mcpspec", "args": ["serve", "--spec", spec]},
+        "other": {"command": "npx", "args": ["-y", "some-other-server"]},
+    }});
+    std::fs::write(home.path().join(".claude.json"), config.to_string()).unwrap();
+    let desktop = home.path().join(".config/Claude");
+    std::fs::create_dir_all(&desktop).unwrap();
+    std::fs::write(desktop.join("claude_desktop_config.json"), "{ not json").unwrap();
+    let doctor = |home: &Path| {
+        Command::new(exe())
+            .args(["doctor", "--spec", &spec, "--db", &db])
+            .current_dir(p.dir.path())
+            .env("HOME", home)
+            .env_remove("XDG_CONFIG_HOME")
+            .env("MCPSPEC_LOG", "warn")
+            .output()
+            .expect("run mcpspec doctor")
+    };
+    let out = doctor(home.path());
+    let said = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    for expected in [
+        "ok: parts 0.1.0 compiles (2 tools)",
+        "ok: every statement prepared against the schema, and the examples pass",
+        &format!("problem: the database {db} (from --db) does not exist"),
+        &format!("help: `mcpspec init --spec {spec} --db {db}` creates it"),
+        "problem: `relative`: --spec parts.yaml is a relative path",
+        "problem: `lost`: the command `/nowhere/bin/mcpspec` is not found",
+        &format!("problem: `parts`: the database {db} does not exist"),
+        "problem: not readable as JSON",
+        "5 problems found",
+    ] {
+        assert!(
+            said.contains(expected),
+            "doctor did not say {expected:?}:\n{said}"
+        );
+    }
+    assert!(said.starts_with("mcpspec 0.1.0 (features: "), "{said}");
+    assert!(!said.contains("some-other-server"), "{said}");
+
+    // Made and fixed: nothing to say but ok.
+    assert!(
+        p.run(&["init", "--spec", &spec, "--db", &db, "--sample"])
+            .status
+            .success()
+    );
+    let fixed = tempfile::tempdir().unwrap();
+    let config = json!({"mcpServers": {"parts": good}});
+    std::fs::write(fixed.path().join(".claude.json"), config.to_string()).unwrap();
+    let out = doctor(fixed.path());
+    let said = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains(&format!("ok: database {db} (from --db)")),
+        "{said}"
+    );
+    assert!(said.ends_with("no problems found\n"), "{said}");
 }

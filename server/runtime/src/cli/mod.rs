@@ -509,8 +509,8 @@ pub fn main_with_specs(
 }
 
 /// What `--version` says: the version, the runtime's features this binary was built with,
-/// and whether it compiles spec files (`--spec`).
-fn version(compiles_specs: bool) -> String {
+/// and whether it compiles spec files (`--spec`); `mcpspec doctor` opens with it too.
+pub fn version(compiles_specs: bool) -> String {
     let features: Vec<&str> = [
         ("sqlite", cfg!(feature = "sqlite")),
         ("postgres", cfg!(feature = "postgres")),
