@@ -6,8 +6,20 @@
 //! goes to `target/dist/npm/` (the package directories) and `target/dist/` (the tarballs
 //! `npm pack` makes of them).
 //!
-//! [`PLATFORMS`] is the one list of what a release builds; the release workflow runs this
-//! command once per platform, with `--target`.
+//! `cargo xtask dist pypi` makes the PyPI wheel: maturin (from PyPI, pinned, in a virtual
+//! environment of its own under `target/dist/`) builds `server/cli` with `bindings = "bin"`
+//! (`server/cli/pyproject.toml`), so the wheel carries the `mcpspec` binary and `pip install
+//! mcpspec` or `uvx mcpspec` puts it on the PATH.
+//!
+//! `cargo xtask dist oci` makes the OCI image with Debian's `umoci` (no container daemon): the
+//! binary, the shared libraries it links and the loader (as `ldd` names them), CA
+//! certificates, a non-root user and a `/data` volume, serving Streamable HTTP on
+//! `0.0.0.0:8080`, where the server itself refuses to start without a token or an issuer. It is
+//! written as an OCI layout (`target/dist/oci/`) and an archive of it
+//! (`target/dist/mcpspec-oci.tar`, for `podman load` or `skopeo copy oci-archive:`).
+//!
+//! [`PLATFORMS`] is the one list of what a release builds; the release workflow runs these
+//! commands once per platform, with `--target`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -96,6 +108,89 @@ pub const PLATFORMS: &[Platform] = &[
 
 const LAUNCHER: &str = include_str!("../dist/npm/launcher.js");
 const README: &str = include_str!("../dist/npm/README.md");
+
+/// `cargo xtask dist npm [--binary FILE] [--target TRIPLE]`, `dist pypi [--profile P]
+/// [--target T] [--manifest CARGO_TOML]` and `dist oci --binary FILE`: what each makes, under `target/dist/`, printed.
+pub fn run(root: &Path, args: &[String]) -> Result<()> {
+    let (mut binary, mut target, mut profile) = (None, None, "dist".to_owned());
+    let mut manifest = root.join("server/cli/Cargo.toml");
+    let mut it = args.iter();
+    let what = it.next().map(String::as_str);
+    if !matches!(what, Some("npm" | "pypi" | "oci")) {
+        bail!(
+            "`dist` makes `npm` packages, a `pypi` wheel or an `oci` image, not {what:?}; see cargo xtask --help"
+        );
+    }
+    while let Some(a) = it.next() {
+        let value = it.next();
+        match (what, a.as_str(), value) {
+            (Some("npm" | "oci"), "--binary", Some(v)) => binary = Some(PathBuf::from(v)),
+            (Some("pypi"), "--profile", Some(v)) => profile = v.clone(),
+            (Some("pypi"), "--manifest", Some(v)) => manifest = PathBuf::from(v),
+            (_, "--target", Some(v)) => target = Some(v.clone()),
+            _ => bail!(
+                "unknown argument `{a}` of `dist {}`; see cargo xtask --help",
+                what.unwrap_or("")
+            ),
+        }
+    }
+    let target_dir =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    if what == Some("oci") {
+        let binary = binary.context("`dist oci` needs --binary FILE")?;
+        let out = target_dir.join("dist");
+        let archive = oci(&binary, env!("CARGO_PKG_VERSION"), &out)?;
+        println!("{}", archive.display());
+        return Ok(());
+    }
+    if what == Some("pypi") {
+        let out = target_dir.join("dist");
+        let wheel = pypi(root, &manifest, &profile, target.as_deref(), &out)?;
+        println!("{}", wheel.display());
+        return Ok(());
+    }
+    let platform = match &target {
+        Some(t) => Platform::of(t).with_context(|| {
+            format!(
+                "no npm platform for the target {t}; the release builds these: {}",
+                {
+                    let all: Vec<&str> = PLATFORMS.iter().map(|p| p.target).collect();
+                    all.join(", ")
+                }
+            )
+        })?,
+        None => Platform::host().context("this machine is no platform the release builds")?,
+    };
+    let binary = match binary {
+        Some(b) => b,
+        None => {
+            let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+            c.args([
+                "build",
+                "--locked",
+                "--profile",
+                "dist",
+                "-p",
+                "mcpspec-cli",
+            ])
+            .current_dir(root);
+            let mut dir = target_dir.clone();
+            if let Some(t) = &target {
+                c.args(["--target", t]);
+                dir.push(t);
+            }
+            if !c.status().context("running cargo build")?.success() {
+                bail!("cargo build --profile dist -p mcpspec-cli failed");
+            }
+            dir.join("dist").join(platform.exe())
+        }
+    };
+    let out = target_dir.join("dist");
+    for tarball in npm(platform, env!("CARGO_PKG_VERSION"), &binary, &out)? {
+        println!("{}", tarball.display());
+    }
+    Ok(())
+}
 
 /// The fields both packages share.
 fn common(name: &str, version: &str, description: &str) -> serde_json::Map<String, Value> {
@@ -228,6 +323,237 @@ fn pack(dir: &Path, out: &Path) -> Result<PathBuf> {
     Ok(out.join(name))
 }
 
+/// The maturin the wheel is built with.
+pub const MATURIN: &str = "maturin==1.16.0";
+
+/// Builds the wheel of the cli whose manifest is `manifest` (`server/cli/Cargo.toml`, or the
+/// same crate unpacked from its tarball) with maturin in `profile` (for `target`, else this
+/// machine) into `out`, installing maturin first when its pin is not there; the wheel's path.
+pub fn pypi(
+    root: &Path,
+    manifest: &Path,
+    profile: &str,
+    target: Option<&str>,
+    out: &Path,
+) -> Result<PathBuf> {
+    let venv = out.join("maturin");
+    let maturin = venv.join("bin/maturin");
+    let pin = venv.join("pin.txt");
+    if std::fs::read_to_string(&pin).ok().as_deref() != Some(MATURIN) {
+        let made = Command::new("python3")
+            .args(["-m", "venv", "--clear"])
+            .arg(&venv)
+            .status()
+            .context("running python3 -m venv (Debian: apt-get install python3-venv)")?;
+        if !made.success() {
+            bail!(
+                "python3 cannot make a virtual environment; on Debian or Ubuntu: apt-get install python3-venv"
+            );
+        }
+        let pip = Command::new(venv.join("bin/pip"))
+            .args(["install", "-q", "--disable-pip-version-check", MATURIN])
+            .status()
+            .context("running pip")?;
+        if !pip.success() {
+            bail!("pip install {MATURIN} failed");
+        }
+        std::fs::write(&pin, MATURIN)?;
+    }
+    let mut c = Command::new(&maturin);
+    c.args(["build", "--locked", "--quiet", "--profile", profile])
+        .arg("--manifest-path")
+        .arg(manifest)
+        .arg("--out")
+        .arg(out)
+        .current_dir(root);
+    if let Some(t) = target {
+        c.args(["--target", t]);
+    }
+    let before = wheels(out)?;
+    if !c.status().context("running maturin")?.success() {
+        bail!("maturin build failed");
+    }
+    let made: Vec<PathBuf> = wheels(out)?
+        .into_iter()
+        .filter(|(w, when)| before.iter().all(|(b, t)| b != w || t != when))
+        .map(|(w, _)| w)
+        .collect();
+    match made.as_slice() {
+        [one] => Ok(one.clone()),
+        other => bail!(
+            "maturin left {} new wheels in {}, not one",
+            other.len(),
+            out.display()
+        ),
+    }
+}
+
+/// The wheels in `dir` with their modification times.
+fn wheels(dir: &Path) -> Result<Vec<(PathBuf, std::time::SystemTime)>> {
+    std::fs::create_dir_all(dir)?;
+    let mut found = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        let path = e?.path();
+        if path.extension().is_some_and(|x| x == "whl") {
+            let when = std::fs::metadata(&path)?.modified()?;
+            found.push((path, when));
+        }
+    }
+    Ok(found)
+}
+
+/// The image's user and group id: not root, and no id a host is likely to give a person.
+pub const OCI_UID: u32 = 10001;
+
+/// What the image runs: the binary, then `serve` over Streamable HTTP on every interface,
+/// for the spec in the `/data` volume (a `docker run ... IMAGE ARGS` replaces the command).
+pub const OCI_COMMAND: &[&str] = &[
+    "serve",
+    "--spec",
+    "/data/spec.yaml",
+    "--http",
+    "0.0.0.0:8080",
+];
+
+/// Builds the image of `binary` into `out/oci/` (tagged `version`) and `out/mcpspec-oci.tar`;
+/// the archive's path.
+pub fn oci(binary: &Path, version: &str, out: &Path) -> Result<PathBuf> {
+    let layout = out.join("oci");
+    let bundle = out.join("oci-bundle");
+    for dir in [&layout, &bundle] {
+        if dir.exists() {
+            std::fs::remove_dir_all(dir).with_context(|| format!("clearing {}", dir.display()))?;
+        }
+    }
+    let image = format!("{}:{version}", layout.display());
+    umoci(&["init", "--layout", &layout.to_string_lossy()])?;
+    umoci(&["new", "--image", &image])?;
+    umoci(&["unpack", "--image", &image, &bundle.to_string_lossy()])?;
+    rootfs(binary, &bundle.join("rootfs"))?;
+    umoci(&["repack", "--image", &image, &bundle.to_string_lossy()])?;
+    let user = format!("{OCI_UID}:{OCI_UID}");
+    let label = format!("org.opencontainers.image.version={version}");
+    let mut config = vec![
+        "config",
+        "--image",
+        &image,
+        "--config.user",
+        &user,
+        "--config.entrypoint",
+        "/usr/local/bin/mcpspec",
+        "--config.exposedports",
+        "8080/tcp",
+        "--config.volume",
+        "/data",
+        "--config.workingdir",
+        "/data",
+        "--config.env",
+        "HOME=/data",
+        "--config.label",
+        &label,
+        "--config.label",
+        "org.opencontainers.image.source=https://github.com/mcpspec/mcpspec",
+    ];
+    for arg in OCI_COMMAND {
+        config.extend(["--config.cmd", arg]);
+    }
+    umoci(&config)?;
+    umoci(&["gc", "--layout", &layout.to_string_lossy()])?;
+    std::fs::remove_dir_all(&bundle)?;
+    let archive = out.join("mcpspec-oci.tar");
+    let tar = Command::new("tar")
+        .arg("-C")
+        .arg(&layout)
+        .arg("-cf")
+        .arg(&archive)
+        .arg(".")
+        .status()
+        .context("running tar")?;
+    if !tar.success() {
+        bail!("tar of {} failed", layout.display());
+    }
+    Ok(archive)
+}
+
+/// The image's files: the binary and what it links, the user, the CA certificates the
+/// OAuth and embedding clients trust, `/data` owned by the user, and `/tmp`.
+fn rootfs(binary: &Path, root: &Path) -> Result<()> {
+    let put = |path: &str, from: &Path| -> Result<()> {
+        let to = root.join(path.trim_start_matches('/'));
+        std::fs::create_dir_all(to.parent().expect("a directory"))?;
+        std::fs::copy(from, &to).with_context(|| format!("copying {}", from.display()))?;
+        Ok(())
+    };
+    put("/usr/local/bin/mcpspec", binary)?;
+    executable(&root.join("usr/local/bin/mcpspec"))?;
+    for lib in linked(binary)? {
+        put(&lib, Path::new(&lib))?;
+    }
+    let certs = Path::new("/etc/ssl/certs/ca-certificates.crt");
+    if certs.exists() {
+        put("/etc/ssl/certs/ca-certificates.crt", certs)?;
+    }
+    std::fs::create_dir_all(root.join("etc"))?;
+    std::fs::write(
+        root.join("etc/passwd"),
+        format!(
+            "root:x:0:0:root:/root:/sbin/nologin\nmcpspec:x:{OCI_UID}:{OCI_UID}:mcpspec:/data:/sbin/nologin\n"
+        ),
+    )?;
+    std::fs::write(
+        root.join("etc/group"),
+        format!("root:x:0:\nmcpspec:x:{OCI_UID}:\n"),
+    )?;
+    let data = root.join("data");
+    std::fs::create_dir_all(&data)?;
+    std::fs::create_dir_all(root.join("tmp"))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::os::unix::fs::chown(&data, Some(OCI_UID), Some(OCI_UID))
+            .context("giving /data to the image's user (umoci unpacks as root here)")?;
+        std::fs::set_permissions(root.join("tmp"), std::fs::Permissions::from_mode(0o1777))?;
+    }
+    Ok(())
+}
+
+/// The shared libraries `binary` links and the loader, as `ldd` names them.
+fn linked(binary: &Path) -> Result<Vec<String>> {
+    let out = Command::new("ldd")
+        .arg(binary)
+        .output()
+        .context("running ldd")?;
+    if !out.status.success() {
+        bail!("ldd {} failed", binary.display());
+    }
+    Ok(libraries(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The absolute paths in `ldd`'s report (`libc.so.6 => /lib/.../libc.so.6 (0x..)` and
+/// `/lib64/ld-linux-x86-64.so.2 (0x..)`); the kernel's vDSO has none.
+pub fn libraries(ldd: &str) -> Vec<String> {
+    ldd.lines()
+        .filter_map(|l| {
+            let path = match l.split_once("=>") {
+                Some((_, right)) => right.split_whitespace().next()?,
+                None => l.split_whitespace().next()?,
+            };
+            path.starts_with('/').then(|| path.to_owned())
+        })
+        .collect()
+}
+
+fn umoci(args: &[&str]) -> Result<()> {
+    let status = Command::new("umoci")
+        .args(args)
+        .status()
+        .context("running umoci (Debian: apt-get install umoci)")?;
+    if !status.success() {
+        bail!("umoci {} failed", args.join(" "));
+    }
+    Ok(())
+}
+
 #[cfg(unix)]
 fn executable(path: &Path) -> Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
@@ -269,6 +595,22 @@ mod tests {
         );
         let l = Platform::of("x86_64-unknown-linux-gnu").unwrap();
         assert_eq!(platform_manifest(l, "1.2.3")["libc"], json!(["glibc"]));
+    }
+
+    #[test]
+    fn ldd_reports_give_the_files_to_copy() {
+        let ldd = "\tlinux-vdso.so.1 (0x00007ffd)\n\
+                   \tlibgcc_s.so.1 => /lib/x86_64-linux-gnu/libgcc_s.so.1 (0x00007f1)\n\
+                   \tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f2)\n\
+                   \t/lib64/ld-linux-x86-64.so.2 (0x00007f3)\n";
+        assert_eq!(
+            libraries(ldd),
+            [
+                "/lib/x86_64-linux-gnu/libgcc_s.so.1",
+                "/lib/x86_64-linux-gnu/libc.so.6",
+                "/lib64/ld-linux-x86-64.so.2"
+            ]
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@ mod tiers;
 
 use std::process::ExitCode;
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Result, bail};
 
 const USAGE: &str =
     "usage: cargo xtask <codegen|check|api [LIB_RS]|modules [SRC...]|test [CARGO_ARGS...]>
@@ -25,6 +25,13 @@ const USAGE: &str =
             the npm packages (a launcher, and the binary's package for the platform) under
             target/dist/npm/, packed into target/dist/; the binary is FILE, or the `dist`
             profile's build of mcpspec-cli (for TRIPLE, else this machine)
+  dist pypi [--profile PROFILE] [--target TRIPLE] [--manifest CARGO_TOML]
+            the PyPI wheel carrying the binary, built by maturin (installed from PyPI under
+            target/dist/maturin/) in PROFILE (default: dist) from server/cli (or the cli crate
+            at CARGO_TOML, e.g. unpacked from its tarball), into target/dist/
+  dist oci --binary FILE
+            the OCI image of FILE (umoci: a layout in target/dist/oci/ and an archive of it,
+            target/dist/mcpspec-oci.tar)
   test      install what the full test tier needs (apt-get or brew), then run the quick tier
             (`cargo test --workspace`) and the tests only the full tier has; CARGO_ARGS (say
             --locked) go to every cargo command";
@@ -110,7 +117,7 @@ fn run() -> Result<ExitCode> {
         }
         Some("dist") => {
             let args: Vec<String> = std::env::args().skip(2).collect();
-            dist(&root, &args)?;
+            xtask::dist::run(&root, &args)?;
             Ok(ExitCode::SUCCESS)
         }
         Some("test") => {
@@ -124,68 +131,4 @@ fn run() -> Result<ExitCode> {
         }
         Some(other) => bail!("unknown command `{other}`\n\n{USAGE}"),
     }
-}
-
-/// `dist npm [--binary FILE] [--target TRIPLE]`.
-fn dist(root: &std::path::Path, args: &[String]) -> Result<()> {
-    let (mut binary, mut target) = (None, None);
-    let mut it = args.iter();
-    match it.next().map(String::as_str) {
-        Some("npm") => {}
-        other => bail!("`dist` makes `npm` packages, not {other:?}\n\n{USAGE}"),
-    }
-    while let Some(a) = it.next() {
-        let value = it.next();
-        match (a.as_str(), value) {
-            ("--binary", Some(v)) => binary = Some(std::path::PathBuf::from(v)),
-            ("--target", Some(v)) => target = Some(v.clone()),
-            _ => bail!("`dist npm` takes --binary FILE and --target TRIPLE, not `{a}`"),
-        }
-    }
-    let platform = match &target {
-        Some(t) => xtask::dist::Platform::of(t).with_context(|| {
-            format!(
-                "no npm platform for the target {t}; the release builds these: {}",
-                {
-                    let all: Vec<&str> = xtask::dist::PLATFORMS.iter().map(|p| p.target).collect();
-                    all.join(", ")
-                }
-            )
-        })?,
-        None => xtask::dist::Platform::host()
-            .context("this machine is no platform the release builds")?,
-    };
-    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| root.join("target"), std::path::PathBuf::from);
-    let binary = match binary {
-        Some(b) => b,
-        None => {
-            let mut c = std::process::Command::new(
-                std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()),
-            );
-            c.args([
-                "build",
-                "--locked",
-                "--profile",
-                "dist",
-                "-p",
-                "mcpspec-cli",
-            ])
-            .current_dir(root);
-            let mut dir = target_dir.clone();
-            if let Some(t) = &target {
-                c.args(["--target", t]);
-                dir.push(t);
-            }
-            if !c.status().context("running cargo build")?.success() {
-                bail!("cargo build --profile dist -p mcpspec-cli failed");
-            }
-            dir.join("dist").join(platform.exe())
-        }
-    };
-    let out = target_dir.join("dist");
-    for tarball in xtask::dist::npm(platform, env!("CARGO_PKG_VERSION"), &binary, &out)? {
-        println!("{}", tarball.display());
-    }
-    Ok(())
 }

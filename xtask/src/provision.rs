@@ -23,7 +23,7 @@ struct Need {
 }
 
 /// Every need of the full tier (`tests/e2e`, `tests/clients`, `tests/conformance`,
-/// `tests/claude-code`). The tests that use each fail, never skip, when one is missing, and
+/// `tests/claude-code`, `tests/dist`). The tests that use each fail, never skip, when one is missing, and
 /// say what to install; this table is where they are installed from.
 const NEEDS: &[Need] = &[
     Need {
@@ -74,6 +74,16 @@ const NEEDS: &[Need] = &[
         apt: &["git"],
         services: &[],
         brew: &["git"],
+    },
+    Need {
+        what: "umoci, podman and runc (the OCI image built and run by tests/dist/oci)",
+        // Built and run on Linux only (tests/dist/oci runs in .ci/run); elsewhere not needed.
+        present: || {
+            !cfg!(target_os = "linux") || (on_path("umoci") && on_path("podman") && on_path("runc"))
+        },
+        apt: &["umoci", "podman", "runc", "curl"],
+        services: &[],
+        brew: &[],
     },
 ];
 

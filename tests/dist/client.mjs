@@ -1,7 +1,7 @@
-// Drives `mcpspec serve` as installed from the npm packages (the launcher on PATH, no cargo)
-// over stdio, as a host would: initialize, list the tools, call one, refuse bad arguments as a
-// tool error, then stop the server with SIGTERM, which the launcher passes on; the binary
-// exits 0 and so does the launcher. Usage: node client.mjs SPEC DB.
+// Drives the `mcpspec` on the PATH (as installed from npm, PyPI or the OCI image's files) with
+// `serve` over stdio, as a host would: initialize, list the tools, call one, refuse bad
+// arguments as a tool error, then stop the server with SIGTERM (which the npm launcher passes
+// on), after which it exits 0. Usage: node client.mjs SPEC DB.
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import assert from "node:assert/strict";
@@ -46,5 +46,5 @@ assert.match(JSON.stringify(bad.result.content), /id/);
 
 const exited = new Promise((resolve) => server.on("exit", (code, signal) => resolve({ code, signal })));
 server.kill("SIGTERM");
-assert.deepEqual(await exited, { code: 0, signal: null }, "the server stopped by SIGTERM through the launcher");
-console.log("ok: initialize, tools/list, tools/call, a refused argument and SIGTERM through the npm launcher");
+assert.deepEqual(await exited, { code: 0, signal: null }, "the server stopped by SIGTERM");
+console.log("ok: initialize, tools/list, tools/call, a refused argument, SIGTERM and exit 0");
