@@ -123,6 +123,8 @@ struct ServerCtx {
     read_only: bool,
     default_paths: Vec<PathCtx>,
     desktop_json: String,
+    /// No tool or resource is written in Rust: `mcpspec serve --spec` serves it as it is.
+    from_yaml: bool,
     errors: Vec<DeclaredCtx>,
     proxy: Option<ProxyCtx>,
     /// The start-up jobs, as `tool arguments` lines.
@@ -359,6 +361,7 @@ fn server_ctx(s: &ir::Server) -> ServerCtx {
         read_only: db.read_only,
         default_paths,
         desktop_json: contract::to_pretty(&desktop).trim_end().to_string(),
+        from_yaml: s.handler_tools().next().is_none() && s.handler_resources().next().is_none(),
         errors: s.errors.iter().map(declared_ctx).collect(),
         proxy: s.proxy.as_ref().map(proxy_ctx),
         startup: s
