@@ -106,6 +106,19 @@ pub const PLATFORMS: &[Platform] = &[
     },
 ];
 
+/// The name the MCP registry knows mcpspec by. Each package proves it is this server's as the
+/// registry checks: npm's `mcpName`, a `mcp-name:` line in the PyPI README
+/// (`server/cli/README.md`), and the OCI image's `io.modelcontextprotocol.server.name` label.
+pub const REGISTRY_NAME: &str = "io.github.mcpspec/mcpspec";
+
+/// The registry's `server.json` schema [`server_json`] follows (the one `mcpspec bundle`
+/// writes to).
+const SERVER_SCHEMA: &str =
+    "https://static.modelcontextprotocol.io/schemas/2025-09-29/server.schema.json";
+
+/// Where the release pushes the image.
+pub const OCI_REPOSITORY: &str = "mcpspec/mcpspec";
+
 const LAUNCHER: &str = include_str!("../dist/npm/launcher.js");
 const README: &str = include_str!("../dist/npm/README.md");
 
@@ -116,9 +129,9 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     let mut manifest = root.join("server/cli/Cargo.toml");
     let mut it = args.iter();
     let what = it.next().map(String::as_str);
-    if !matches!(what, Some("npm" | "pypi" | "oci")) {
+    if !matches!(what, Some("npm" | "pypi" | "oci" | "server-json")) {
         bail!(
-            "`dist` makes `npm` packages, a `pypi` wheel or an `oci` image, not {what:?}; see cargo xtask --help"
+            "`dist` makes `npm` packages, a `pypi` wheel, an `oci` image or `server-json`, not {what:?}; see cargo xtask --help"
         );
     }
     while let Some(a) = it.next() {
@@ -136,6 +149,14 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     }
     let target_dir =
         std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    if what == Some("server-json") {
+        let out = target_dir.join("dist").join("server.json");
+        std::fs::create_dir_all(out.parent().expect("dist/"))?;
+        let text = serde_json::to_string_pretty(&server_json(env!("CARGO_PKG_VERSION")))? + "\n";
+        std::fs::write(&out, text)?;
+        println!("{}", out.display());
+        return Ok(());
+    }
     if what == Some("oci") {
         let binary = binary.context("`dist oci` needs --binary FILE")?;
         let out = target_dir.join("dist");
@@ -163,33 +184,85 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     };
     let binary = match binary {
         Some(b) => b,
-        None => {
-            let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-            c.args([
-                "build",
-                "--locked",
-                "--profile",
-                "dist",
-                "-p",
-                "mcpspec-cli",
-            ])
-            .current_dir(root);
-            let mut dir = target_dir.clone();
-            if let Some(t) = &target {
-                c.args(["--target", t]);
-                dir.push(t);
-            }
-            if !c.status().context("running cargo build")?.success() {
-                bail!("cargo build --profile dist -p mcpspec-cli failed");
-            }
-            dir.join("dist").join(platform.exe())
-        }
+        None => dist_build(root, &target_dir, target.as_deref(), platform)?,
     };
     let out = target_dir.join("dist");
     for tarball in npm(platform, env!("CARGO_PKG_VERSION"), &binary, &out)? {
         println!("{}", tarball.display());
     }
     Ok(())
+}
+
+/// Builds mcpspec-cli in the `dist` profile (for `target`, else this machine); the binary.
+fn dist_build(
+    root: &Path,
+    target_dir: &Path,
+    target: Option<&str>,
+    platform: Platform,
+) -> Result<PathBuf> {
+    let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    c.args([
+        "build",
+        "--locked",
+        "--profile",
+        "dist",
+        "-p",
+        "mcpspec-cli",
+    ])
+    .current_dir(root);
+    let mut dir = target_dir.to_path_buf();
+    if let Some(t) = target {
+        c.args(["--target", t]);
+        dir.push(t);
+    }
+    if !c.status().context("running cargo build")?.success() {
+        bail!("cargo build --profile dist -p mcpspec-cli failed");
+    }
+    Ok(dir.join("dist").join(platform.exe()))
+}
+
+/// The registry's `server.json` for mcpspec at `version`: the npm and PyPI packages over
+/// stdio and the OCI image over Streamable HTTP, each with the arguments a person fills in
+/// (the spec file, its database) and, for the image, the token it refuses to start without.
+pub fn server_json(version: &str) -> Value {
+    let stdio_args = json!([
+        {"type": "positional", "value": "serve"},
+        {"type": "named", "name": "--spec", "isRequired": true, "format": "filepath",
+         "description": "The spec file to serve, e.g. /path/to/notes.yaml"},
+        {"type": "named", "name": "--db", "format": "filepath",
+         "description": "Its database (else the spec's variable or default path)"},
+    ]);
+    let stdio = |registry: &str| {
+        json!({
+            "registryType": registry,
+            "identifier": "mcpspec",
+            "version": version,
+            "transport": {"type": "stdio"},
+            "packageArguments": stdio_args,
+        })
+    };
+    json!({
+        "$schema": SERVER_SCHEMA,
+        "name": REGISTRY_NAME,
+        "description": "An MCP server written as YAML: SQL tools, resources and prompts over SQLite, PostgreSQL or MariaDB",
+        "version": version,
+        "repository": {"url": "https://github.com/mcpspec/mcpspec", "source": "github"},
+        "packages": [
+            stdio("npm"),
+            stdio("pypi"),
+            {
+                "registryType": "oci",
+                "registryBaseUrl": "https://ghcr.io",
+                "identifier": OCI_REPOSITORY,
+                "version": version,
+                "transport": {"type": "streamable-http", "url": "http://localhost:8080/mcp"},
+                "environmentVariables": [
+                    {"name": "MCPSPEC_HTTP_TOKEN", "isRequired": true, "isSecret": true,
+                     "description": "The bearer token clients must send; the image refuses to start without it or an OAuth issuer"},
+                ],
+            },
+        ],
+    })
 }
 
 /// The fields both packages share.
@@ -215,6 +288,7 @@ pub fn launcher_manifest(version: &str) -> Value {
         version,
         "Serve an MCP server straight from a YAML spec (SQL tools, resources, prompts) over stdio or Streamable HTTP",
     );
+    m.insert("mcpName".into(), json!(REGISTRY_NAME));
     m.insert("bin".into(), json!({"mcpspec": "bin/mcpspec.js"}));
     m.insert("files".into(), json!(["bin/mcpspec.js"]));
     m.insert("engines".into(), json!({"node": ">=18"}));
@@ -433,6 +507,7 @@ pub fn oci(binary: &Path, version: &str, out: &Path) -> Result<PathBuf> {
     umoci(&["repack", "--image", &image, &bundle.to_string_lossy()])?;
     let user = format!("{OCI_UID}:{OCI_UID}");
     let label = format!("org.opencontainers.image.version={version}");
+    let registry_label = format!("io.modelcontextprotocol.server.name={REGISTRY_NAME}");
     let mut config = vec![
         "config",
         "--image",
@@ -453,6 +528,8 @@ pub fn oci(binary: &Path, version: &str, out: &Path) -> Result<PathBuf> {
         &label,
         "--config.label",
         "org.opencontainers.image.source=https://github.com/mcpspec/mcpspec",
+        "--config.label",
+        &registry_label,
     ];
     for arg in OCI_COMMAND {
         config.extend(["--config.cmd", arg]);
@@ -595,6 +672,30 @@ mod tests {
         );
         let l = Platform::of("x86_64-unknown-linux-gnu").unwrap();
         assert_eq!(platform_manifest(l, "1.2.3")["libc"], json!(["glibc"]));
+    }
+
+    #[test]
+    fn server_json_lists_every_package_at_this_version() {
+        let s = server_json("1.2.3");
+        let packages = s["packages"].as_array().unwrap();
+        let kinds: Vec<&str> = packages
+            .iter()
+            .map(|p| p["registryType"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds, ["npm", "pypi", "oci"]);
+        assert!(packages.iter().all(|p| p["version"] == "1.2.3"));
+        assert_eq!(s["name"], REGISTRY_NAME);
+        assert_eq!(packages[2]["transport"]["type"], "streamable-http");
+        assert_eq!(launcher_manifest("1.2.3")["mcpName"], REGISTRY_NAME);
+    }
+
+    #[test]
+    fn the_pypi_readme_names_the_server_as_the_registry_checks() {
+        let readme = include_str!("../../server/cli/README.md");
+        assert!(
+            readme.contains(&format!("mcp-name: {REGISTRY_NAME}")),
+            "server/cli/README.md needs the line `mcp-name: {REGISTRY_NAME}`"
+        );
     }
 
     #[test]

@@ -29,6 +29,9 @@ const USAGE: &str =
             the PyPI wheel carrying the binary, built by maturin (installed from PyPI under
             target/dist/maturin/) in PROFILE (default: dist) from server/cli (or the cli crate
             at CARGO_TOML, e.g. unpacked from its tarball), into target/dist/
+  dist server-json
+            the MCP registry's server.json listing the npm, PyPI and OCI packages
+            (target/dist/server.json)
   dist oci --binary FILE
             the OCI image of FILE (umoci: a layout in target/dist/oci/ and an archive of it,
             target/dist/mcpspec-oci.tar)
