@@ -380,7 +380,8 @@ pub fn npm(p: Platform, version: &str, binary: &Path, out: &Path) -> Result<Vec<
 
 /// `npm pack` of one package directory into `out`; the tarball's path.
 fn pack(dir: &Path, out: &Path) -> Result<PathBuf> {
-    let o = Command::new("npm")
+    // npm is a batch file on Windows, which Command finds only by its full name.
+    let o = Command::new(if cfg!(windows) { "npm.cmd" } else { "npm" })
         .args(["pack", "--silent", "--pack-destination"])
         .arg(out)
         .current_dir(dir)
@@ -411,10 +412,18 @@ pub fn pypi(
     out: &Path,
 ) -> Result<PathBuf> {
     let venv = out.join("maturin");
-    let maturin = venv.join("bin/maturin");
+    // A virtual environment's programs: bin/ on Unix, Scripts\ (with .exe) on Windows.
+    let program = |name: &str| {
+        if cfg!(windows) {
+            venv.join("Scripts").join(format!("{name}.exe"))
+        } else {
+            venv.join("bin").join(name)
+        }
+    };
+    let maturin = program("maturin");
     let pin = venv.join("pin.txt");
     if std::fs::read_to_string(&pin).ok().as_deref() != Some(MATURIN) {
-        let made = Command::new("python3")
+        let made = Command::new(if cfg!(windows) { "python" } else { "python3" })
             .args(["-m", "venv", "--clear"])
             .arg(&venv)
             .status()
@@ -424,7 +433,7 @@ pub fn pypi(
                 "python3 cannot make a virtual environment; on Debian or Ubuntu: apt-get install python3-venv"
             );
         }
-        let pip = Command::new(venv.join("bin/pip"))
+        let pip = Command::new(program("pip"))
             .args(["install", "-q", "--disable-pip-version-check", MATURIN])
             .status()
             .context("running pip")?;
