@@ -16,6 +16,7 @@ mod deps;
 mod maria;
 mod pg;
 
+mod bounded;
 mod cli;
 mod conformance;
 mod content;

@@ -1,0 +1,92 @@
+//! Results that cannot flood a client's context (#61, bounded results): a SQL tool that sets no
+//! cap of its own, over a table of 100,000 rows of about 1 KB, answers within the server's
+//! defaults (200 rows, and `MCPSPEC_MAX_RESULT_BYTES`) with `truncated` in its structured
+//! content; under a smaller server-wide byte cap, the rows stop whole where the cap falls.
+
+use std::process::{Command, Stdio};
+
+use mcpspec_testkit::StdioClient;
+use serde_json::{Value, json};
+
+use crate::common::{EXE, count_rows, mcpspec};
+
+/// A table of long rows, and a tool over it with neither `max_rows` nor `max_bytes`.
+const SPEC: &str = r#"server:
+  name: archive
+  version: 0.1.0
+  title: Archive
+database:
+  env: ARCHIVE_DB_PATH
+  access: read_write
+  schema: |
+    CREATE TABLE IF NOT EXISTS entries (id INTEGER PRIMARY KEY, body TEXT NOT NULL);
+  sample: |
+    INSERT INTO entries (id, body)
+      WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000)
+      SELECT i, 'entry ' || i || ': ' || hex(zeroblob(500)) FROM n;
+tools:
+  - name: all_entries
+    title: Every entry
+    description: Every entry, as stored.
+    input: {type: object, properties: {}}
+    sql:
+      key: entries
+      query: SELECT id, body FROM entries ORDER BY id
+      columns: {id: integer, body: text}
+"#;
+
+/// `all_entries` served from the spec over `db`, with `env`; its structured content.
+fn all_entries(spec: &str, db: &str, env: &[(&str, &str)]) -> Value {
+    let mut command = Command::new(EXE);
+    command
+        .args(["serve", "--spec", spec, "--db", db])
+        .env("MCPSPEC_LOG", "warn")
+        .stderr(Stdio::null());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut client = StdioClient::spawn(&mut command).expect("spawn");
+    client.initialize().expect("initialize");
+    let answer = client.call_tool("all_entries", json!({})).expect("call");
+    client.finish(std::time::Duration::from_secs(10));
+    assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
+    answer["result"]["structuredContent"].clone()
+}
+
+#[test]
+fn a_tool_without_caps_over_100000_long_rows_answers_within_the_server_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("archive.yaml");
+    std::fs::write(&spec, SPEC).unwrap();
+    let db = dir.path().join("archive.db");
+    let (spec, db_path) = (spec.display().to_string(), db.display().to_string());
+    let (code, _, err) = mcpspec(
+        &["init", "--spec", &spec, "--db", &db_path, "--sample"],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(count_rows(&db, "entries"), 100_000);
+
+    // The defaults: 200 rows at most, whole, in order, and said to be cut.
+    let out = all_entries(&spec, &db_path, &[]);
+    let rows = out["entries"].as_array().expect("entries");
+    assert_eq!(rows.len(), 200);
+    assert_eq!(out["truncated"], json!(true), "{}", rows.len());
+    assert_eq!(rows[199]["id"], json!(200));
+    assert!(
+        rows.iter()
+            .all(|r| r["body"].as_str().unwrap().len() > 1000)
+    );
+
+    // A server-wide cap of 64 KiB: fewer rows, each whole, the result under the cap.
+    let out = all_entries(&spec, &db_path, &[("MCPSPEC_MAX_RESULT_BYTES", "65536")]);
+    let rows = out["entries"].as_array().expect("entries");
+    assert!((10..200).contains(&rows.len()), "{} rows", rows.len());
+    assert_eq!(out["truncated"], json!(true));
+    assert!(
+        rows.iter()
+            .all(|r| r["body"].as_str().unwrap().len() > 1000)
+    );
+    let size = serde_json::to_string(&out).unwrap().len();
+    assert!(size <= 65536, "{size} bytes of structured content");
+}
