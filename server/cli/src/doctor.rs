@@ -244,8 +244,9 @@ fn provider_findings(f: &mut Findings, spec: &Path, e: &mcpspec::def::EmbeddingD
     }
 }
 
-/// The host configuration files that exist here, with their hosts' names.
-fn host_files() -> Vec<(&'static str, PathBuf)> {
+/// The host configuration files that exist here, with their hosts' names and where the
+/// servers at their top are started.
+fn host_files() -> Vec<(&'static str, PathBuf, Cwd)> {
     let home = std::env::var_os("HOME")
         .or_else(|| std::env::var_os("USERPROFILE"))
         .map(PathBuf::from);
@@ -254,6 +255,7 @@ fn host_files() -> Vec<(&'static str, PathBuf)> {
         files.push((
             "Claude Code, user and local scopes",
             home.join(".claude.json"),
+            Cwd::AnyProject,
         ));
         let desktop = if cfg!(target_os = "macos") {
             home.join("Library/Application Support/Claude")
@@ -266,10 +268,18 @@ fn host_files() -> Vec<(&'static str, PathBuf)> {
                 .map_or_else(|| home.join(".config"), PathBuf::from)
                 .join("Claude")
         };
-        files.push(("Claude Desktop", desktop.join("claude_desktop_config.json")));
+        files.push((
+            "Claude Desktop",
+            desktop.join("claude_desktop_config.json"),
+            Cwd::Unknown,
+        ));
     }
-    files.push(("Claude Code, project scope", PathBuf::from(".mcp.json")));
-    files.into_iter().filter(|(_, p)| p.is_file()).collect()
+    files.push((
+        "Claude Code, project scope",
+        PathBuf::from(".mcp.json"),
+        Cwd::Project,
+    ));
+    files.into_iter().filter(|(_, p, _)| p.is_file()).collect()
 }
 
 /// Every host file found, and each of its servers that runs mcpspec.
@@ -279,7 +289,7 @@ fn host_findings(f: &mut Findings) {
         f.heading("hosts");
         f.note("no Claude Code or Claude Desktop configuration found here");
     }
-    for (host, file) in files {
+    for (host, file, top) in files {
         f.heading(&format!("{host}: {}", file.display()));
         let parsed = std::fs::read_to_string(&file)
             .map_err(|e| e.to_string())
@@ -294,29 +304,42 @@ fn host_findings(f: &mut Findings) {
                 continue;
             }
         };
-        let servers = servers_in(&config);
-        let ours: Vec<_> = servers.iter().filter(|(_, s)| runs_mcpspec(s)).collect();
+        let servers = servers_in(&config, top);
+        let ours: Vec<_> = servers.iter().filter(|(_, s, _)| runs_mcpspec(s)).collect();
         if ours.is_empty() {
             f.note(&format!("{} server(s), none runs mcpspec", servers.len()));
         }
-        for (name, server) in ours {
-            server_findings(f, host, name, server);
+        for (name, server, cwd) in ours {
+            server_findings(f, host, name, server, *cwd);
         }
     }
 }
 
-/// The `mcpServers` of a host file: at its top, and in Claude Code's file under each project
-/// (local scope) for the current directory.
-fn servers_in(config: &Value) -> Vec<(String, Value)> {
-    let mut found: Vec<(String, Value)> = Vec::new();
-    let mut add = |servers: &Value| {
+/// Where a host starts a server, which is what a relative path in its arguments is relative to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cwd {
+    /// This project: Claude Code's project scope (`.mcp.json`) and local scope (the entries
+    /// under this directory in `~/.claude.json`), which it starts here.
+    Project,
+    /// Wherever Claude Code happens to run: its user scope, used from every project.
+    AnyProject,
+    /// A directory of the host's own choosing: Claude Desktop.
+    Unknown,
+}
+
+/// The `mcpServers` of a host file with where each is started: at the file's top, and in
+/// Claude Code's file under this directory's project (local scope).
+fn servers_in(config: &Value, top: Cwd) -> Vec<(String, Value, Cwd)> {
+    let mut found: Vec<(String, Value, Cwd)> = Vec::new();
+    let mut add = |servers: &Value, cwd: Cwd| {
         if let Some(map) = servers.as_object() {
-            found.extend(map.iter().map(|(k, v)| (k.clone(), v.clone())));
+            found.extend(map.iter().map(|(k, v)| (k.clone(), v.clone(), cwd)));
         }
     };
-    add(&config["mcpServers"]);
+    add(&config["mcpServers"], top);
     if let Ok(cwd) = std::env::current_dir() {
-        add(&config["projects"][cwd.to_string_lossy().as_ref()]["mcpServers"]);
+        let local = &config["projects"][cwd.to_string_lossy().as_ref()]["mcpServers"];
+        add(local, Cwd::Project);
     }
     found
 }
@@ -344,8 +367,8 @@ fn args(server: &Value) -> Vec<String> {
 }
 
 /// One server entry: its command found as the host would find it, and the files its
-/// arguments name there and absolute.
-fn server_findings(f: &mut Findings, host: &str, name: &str, server: &Value) {
+/// arguments name: there, and named so that the host finds them from where it starts it.
+fn server_findings(f: &mut Findings, host: &str, name: &str, server: &Value, cwd: Cwd) {
     let command = server["command"].as_str().unwrap_or_default();
     let before = f.problems;
     match find_program(command) {
@@ -363,29 +386,50 @@ fn server_findings(f: &mut Findings, host: &str, name: &str, server: &Value) {
         let Some(value) = args.iter().skip_while(|a| *a != flag).nth(1) else {
             continue;
         };
-        let path = Path::new(value);
         if value.contains("://") {
             continue;
         }
-        if !path.is_absolute() {
-            f.problem(
-                &format!("`{name}`: {flag} {value} is a relative path"),
-                "a host starts the server in a directory of its own choosing; give the full path",
-            );
-        } else if !path.exists() && flag == "--spec" {
-            f.problem(
-                &format!("`{name}`: the spec {value} does not exist"),
-                "give the path of the spec file",
-            );
-        } else if !path.exists() {
-            f.problem(
-                &format!("`{name}`: the database {value} does not exist"),
-                "`mcpspec init --spec SPEC --db FILE` creates it",
-            );
+        let path = Path::new(value);
+        match cwd {
+            _ if path.is_absolute() => {}
+            Cwd::Unknown => {
+                f.problem(
+                    &format!("`{name}`: {flag} {value} is a relative path"),
+                    "Claude Desktop starts the server in a directory of its own choosing; give the full path",
+                );
+                continue;
+            }
+            Cwd::AnyProject => {
+                f.note(&format!(
+                    "`{name}`: {flag} {value} is relative to whichever project Claude Code runs in; give the full path to use it from every project"
+                ));
+                continue;
+            }
+            Cwd::Project => {}
         }
+        missing_file(f, name, flag, value, path);
     }
     if f.problems == before {
         f.ok(&format!("`{name}`: {command} {}", args.join(" ")));
+    }
+}
+
+/// A problem when the spec or database an entry names (absolute, or relative to this
+/// project) is not there.
+fn missing_file(f: &mut Findings, name: &str, flag: &str, value: &str, path: &Path) {
+    if path.exists() {
+        return;
+    }
+    if flag == "--spec" {
+        f.problem(
+            &format!("`{name}`: the spec {value} does not exist"),
+            "give the path of the spec file",
+        );
+    } else {
+        f.problem(
+            &format!("`{name}`: the database {value} does not exist"),
+            "`mcpspec init --spec SPEC --db FILE` creates it",
+        );
     }
 }
 
@@ -438,7 +482,7 @@ mod tests {
     fn a_missing_command_and_relative_paths_are_problems() {
         let mut f = Findings::default();
         let server = json!({"command": "no-such-mcpspec-command-here", "args": ["serve", "--spec", "notes.yaml"]});
-        server_findings(&mut f, "Claude Code", "notes", &server);
+        server_findings(&mut f, "Claude Desktop", "notes", &server, Cwd::Unknown);
         assert_eq!(f.problems, 2, "{}", f.out);
         assert!(
             f.out
@@ -448,6 +492,39 @@ mod tests {
         );
         assert!(
             f.out.contains("--spec notes.yaml is a relative path"),
+            "{}",
+            f.out
+        );
+    }
+
+    #[test]
+    fn relative_paths_are_judged_by_where_the_host_starts_the_server() {
+        let server =
+            json!({"command": "sh", "args": ["serve", "--spec", "no-such-dir/notes.yaml"]});
+        // A project's own entry: relative to this directory, where the file is missing.
+        let mut f = Findings::default();
+        server_findings(
+            &mut f,
+            "Claude Code, project scope",
+            "notes",
+            &server,
+            Cwd::Project,
+        );
+        assert_eq!(f.problems, 1, "{}", f.out);
+        assert!(
+            f.out
+                .contains("the spec no-such-dir/notes.yaml does not exist"),
+            "{}",
+            f.out
+        );
+        // The user scope: a note, since it depends on the project Claude Code runs in.
+        let mut f = Findings::default();
+        let scope = "Claude Code, user and local scopes";
+        server_findings(&mut f, scope, "notes", &server, Cwd::AnyProject);
+        assert_eq!(f.problems, 0, "{}", f.out);
+        assert!(
+            f.out
+                .contains("note: `notes`: --spec no-such-dir/notes.yaml is relative"),
             "{}",
             f.out
         );

@@ -825,8 +825,9 @@ fn version_names_the_features_of_the_build() {
 
 /// `doctor` on a project whose database is not made yet, with a Claude Code configuration (a
 /// home of the test's own) that has a server whose database is that one, one whose spec is a
-/// relative path and one whose command is not found, and a Claude Desktop file that is not
-/// JSON: each problem named with its help, exit 1; once the database exists and the configuration is fixed, no
+/// relative path (a note: it depends on the project Claude Code runs in) and one whose command
+/// is not found, a project `.mcp.json` whose relative database is missing, and a Claude
+/// Desktop file that is not JSON: each problem named with its help, exit 1; once the database exists and the configuration is fixed, no
 /// problem and exit 0.
 #[test]
 fn doctor_says_what_stands_between_a_spec_and_its_host() {
@@ -845,6 +846,15 @@ fn doctor_says_what_stands_between_a_spec_and_its_host() {
     let desktop = home.path().join(".config/Claude");
     std::fs::create_dir_all(&desktop).unwrap();
     std::fs::write(desktop.join("claude_desktop_config.json"), "{ not json").unwrap();
+    // The project's own entry, which Claude Code starts in the project: its relative spec is
+    // there, its relative database is not.
+    let project = |db: &str| {
+        let entry =
+            json!({"command": exe(), "args": ["serve", "--spec", "parts.yaml", "--db", db]});
+        let mcp = json!({"mcpServers": {"here": entry}});
+        std::fs::write(p.dir.path().join(".mcp.json"), mcp.to_string()).unwrap();
+    };
+    project("missing.db");
     let doctor = |home: &Path| {
         Command::new(exe())
             .args(["doctor", "--spec", &spec, "--db", &db])
@@ -863,10 +873,11 @@ fn doctor_says_what_stands_between_a_spec_and_its_host() {
         "ok: every statement prepared against the schema, and the examples pass",
         &format!("problem: the database {db} (from --db) does not exist"),
         &format!("help: `mcpspec init --spec {spec} --db {db}` creates it"),
-        "problem: `relative`: --spec parts.yaml is a relative path",
+        "note: `relative`: --spec parts.yaml is relative to whichever project Claude Code runs in",
         "problem: `lost`: the command `/nowhere/bin/mcpspec` is not found",
         &format!("problem: `parts`: the database {db} does not exist"),
         "problem: not readable as JSON",
+        "problem: `here`: the database missing.db does not exist",
         "5 problems found",
     ] {
         assert!(
@@ -886,6 +897,7 @@ fn doctor_says_what_stands_between_a_spec_and_its_host() {
     let fixed = tempfile::tempdir().unwrap();
     let config = json!({"mcpServers": {"parts": good}});
     std::fs::write(fixed.path().join(".claude.json"), config.to_string()).unwrap();
+    project("parts.db");
     let out = doctor(fixed.path());
     let said = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{said}");
@@ -893,5 +905,6 @@ fn doctor_says_what_stands_between_a_spec_and_its_host() {
         said.contains(&format!("ok: database {db} (from --db)")),
         "{said}"
     );
+    assert!(said.contains("ok: `here`: "), "{said}");
     assert!(said.ends_with("no problems found\n"), "{said}");
 }
