@@ -92,7 +92,8 @@ fn run(m: &ArgMatches, _servers: Vec<mcpspec::Server>) -> Result<ExitCode> {
 /// The spec's check, its database and its providers.
 fn spec_findings(f: &mut Findings, spec: &Path, db: Option<&Path>) {
     f.heading(&format!("spec {}", spec.display()));
-    let text = match std::fs::read_to_string(spec) {
+    // The compiler's own read: a regular file of bounded size, never a pipe or device.
+    let text = match codegen::read_spec(spec) {
         Ok(t) => t,
         Err(e) => {
             let e = e.to_string().to_lowercase();
