@@ -287,6 +287,32 @@ impl Cluster {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
+    /// Runs `sql` in database `db` in a psql session that stays open until the returned guard
+    /// drops (its transaction, if it began one, is then rolled back): a lock taken in `sql` is
+    /// held, for certain, when this returns, since psql has echoed a line written after it.
+    pub fn hold(&self, db: &str, sql: &str) -> Held {
+        let mut child = Command::new(self.bin.join("psql"))
+            .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h"])
+            .arg(&self.dir)
+            .args(["-p", &self.port.to_string()])
+            .args(["-U", "postgres", "-d", db])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("run psql");
+        let mut stdin = child.stdin.take().expect("psql's stdin");
+        writeln!(stdin, "{sql}\n\\echo held").expect("write to psql");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("psql's stdout"))
+            .read_line(&mut line)
+            .expect("read psql's answer");
+        assert_eq!(line.trim(), "held", "psql did not run {sql:?}");
+        Held {
+            child,
+            stdin: Some(stdin),
+        }
+    }
+
     /// A new, empty database; its URL.
     pub fn create_database(&self) -> String {
         let name = format!(
@@ -344,5 +370,18 @@ impl Drop for Cluster {
         let _ = keeper.1.write_all(b"\n");
         let _ = keeper.1.flush();
         let _ = keeper.0.wait();
+    }
+}
+
+/// A psql session of [`Cluster::hold`]; closing its input ends it.
+pub struct Held {
+    child: Child,
+    stdin: Option<ChildStdin>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.wait();
     }
 }

@@ -8,7 +8,9 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::common::{EXE, Engine, mcpspec, sample_db_at, sample_db_on, signal, start_on};
+use crate::common::{
+    EXE, Engine, mcpspec, sample_db_at, sample_db_on, signal, start_command, start_on,
+};
 use crate::pg::Cluster;
 
 /// Runs `mcpspec serve` with `args` and no client; returns (exit code, stderr).
@@ -304,22 +306,30 @@ fn a_database_that_goes_away_gives_database_error_and_the_server_recovers() {
 #[cfg(feature = "full")]
 #[test]
 fn a_timeout_cancels_the_statement_on_the_server() {
-    let db = crate::knowledge::big_db_on(Engine::Postgres, 300_000);
+    let db = sample_db_on(Engine::Postgres, "knowledge");
     let url = db.path.to_str().unwrap().to_string();
-    let out = Command::new(EXE)
-        .args([
-            "call",
-            "knowledge",
-            "kb_search",
-            r#"{"query": "common", "limit": 50}"#,
-        ])
-        .args(["--db", &url])
-        .env("MCPSPEC_CALL_TIMEOUT_MS", "50")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let e: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let e = &e["error"];
+    let name = url
+        .strip_prefix("postgresql:///")
+        .and_then(|rest| rest.split('?').next())
+        .expect("a database name in the URL")
+        .to_string();
+    let mut s = start_command(
+        Command::new(EXE)
+            .args(["serve", "knowledge", "--db", &url])
+            .env("MCPSPEC_CALL_TIMEOUT_MS", "50")
+            .env("MCPSPEC_LOG", "warn")
+            .stderr(Stdio::null()),
+        db,
+    );
+    // Once the server has started (its statements prepared), another session takes the table
+    // (a migration, say): the search cannot finish, so it is still running on the server when
+    // the timeout fires, however fast the machine (a search over 300,000 rows once finished
+    // inside the 50 ms).
+    let lock = Cluster::shared().hold(
+        &name,
+        "BEGIN; LOCK TABLE knowledge_entries IN ACCESS EXCLUSIVE MODE;",
+    );
+    let e = s.tool_error("kb_search", json!({"query": "common", "limit": 50}));
     assert_eq!(
         (e["code"].as_str(), e["message"].as_str()),
         (
@@ -328,13 +338,30 @@ fn a_timeout_cancels_the_statement_on_the_server() {
         ),
         "{e}"
     );
-    // The process is gone, and so is its query: PostgreSQL does not notice a client that went
-    // away while a query runs, so an uncancelled search would still be active.
-    let running = Cluster::shared().psql(
-        &url,
-        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%ts_rank%' AND pid <> pg_backend_pid() AND state = 'active'",
-    );
-    assert_eq!(running, "0");
+    // And so is its statement on the server, with the server still running and the lock still
+    // held: an uncancelled search would wait for it for ever. The call is answered at its
+    // deadline and the watchdog sends the cancel request within its round (20 ms), so the
+    // statement may outlive the answer by that long: polled, with a bound.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let running = Cluster::shared().psql(
+            &url,
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%ts_rank%' AND pid <> pg_backend_pid() AND state = 'active'",
+        );
+        if running == "0" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the search still runs on the server 5 s after its timeout"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    drop(lock);
+    // The connection is fit for the next call.
+    let found = s.ok("kb_search", json!({"query": "validation", "limit": 5}));
+    assert!(found["results"].is_array(), "{found}");
+    s.finish();
 }
 
 /// One stateless 2026-07-28 `tools/call` (no session: any replica can serve it); the result,
