@@ -358,9 +358,6 @@ fn a_timeout_cancels_the_statement_on_the_server() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     drop(lock);
-    // The connection is fit for the next call.
-    let found = s.ok("kb_search", json!({"query": "validation", "limit": 5}));
-    assert!(found["results"].is_array(), "{found}");
     s.finish();
 }
 
