@@ -4,8 +4,9 @@
 //! `[patch.crates-io]`, never the checkout's sources. `cargo test` (which builds it and calls
 //! both tools over stdio), `cargo run -- init` and `cargo run -- serve` driven by a client
 //! here, its own `cargo run -p codegen -- check`, and a spec or SQL mistake failing
-//! `cargo build`. The crate builds in a target directory of its own under this build's
-//! (`CARGO_TARGET_TMPDIR`), kept between runs.
+//! `cargo build`. The crate builds in the workspace's target directory under `cargo xtask test`
+//! (sharing the dependencies compiled with the same features), else in one of its own under
+//! this build's (`CARGO_TARGET_TMPDIR`), kept between runs.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -15,10 +16,16 @@ use serde_json::json;
 
 use crate::common::EXE;
 
-/// Where the new crate builds: its own target directory, since this test runs inside a
-/// `cargo test` that holds the workspace's.
+/// Where the new crate builds: `MCPSPEC_NESTED_TARGET_DIR` when set, else a target directory
+/// of its own, since this test may run inside a `cargo test` that holds the workspace's.
+/// `cargo xtask test` runs the test binaries itself, holding no lock, and sets it to the
+/// workspace's, so the dependencies the workspace has compiled with the same features are
+/// not compiled again.
 fn target_dir() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join("new-crate-target")
+    std::env::var_os("MCPSPEC_NESTED_TARGET_DIR").map_or_else(
+        || Path::new(env!("CARGO_TARGET_TMPDIR")).join("new-crate-target"),
+        PathBuf::from,
+    )
 }
 
 /// `cargo ARGS` in `dir`, building in the new crate's target directory. Without incremental

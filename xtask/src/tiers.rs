@@ -4,7 +4,8 @@
 //! feature of the packages whose tests start servers, fetch from PyPI or npm, or build nested
 //! crates), so that the cheap failures come first and no test runs twice.
 //!
-//! The full tier's test binaries run side by side, each given only its own full-tier tests:
+//! The full tier's test binaries run side by side, each given only its own full-tier tests (and
+//! the few that take minutes each in a process of their own, started first, [`LONG_POLES`]):
 //! `cargo test` would run them one after another, and most of their time is spent waiting on
 //! the servers, clients and nested builds they start, so the UI test's nested build and the
 //! end-to-end suite overlap instead of adding up. Every binary runs twice as many test threads
@@ -14,11 +15,18 @@ use std::collections::BTreeSet;
 use std::io::{BufRead as _, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::thread;
 
 use anyhow::{Context as _, Result, bail};
 
 use crate::provision::{provision, run};
+
+/// The full tier's tests that take a minute or more (a nested cargo build of a crate and its
+/// dependencies from nothing): each runs in a process of its own, started first, so that it
+/// overlaps the tests that wait on servers instead of starting when libtest's name order
+/// reaches it and ending the run alone.
+const LONG_POLES: &[&str] = &["new::"];
 
 /// Provisions, then runs both tiers; `cargo_args` go to every cargo command (`--locked`).
 pub fn test(root: &Path, cargo_args: &[String]) -> Result<()> {
@@ -34,23 +42,27 @@ pub fn test(root: &Path, cargo_args: &[String]) -> Result<()> {
         quick.extend(b.tests()?.into_iter().map(|t| (b.key(), t)));
     }
     let mut runs = Vec::new();
+    let mut rest = Vec::new();
     for b in binaries(root, cargo_args, true)? {
-        let only: Vec<String> = b
+        let b = Arc::new(b);
+        let (long, only): (Vec<String>, Vec<String>) = b
             .tests()?
             .into_iter()
             .filter(|t| !quick.contains(&(b.key(), t.clone())))
-            .collect();
+            .partition(|t| LONG_POLES.iter().any(|p| t.starts_with(p)));
+        runs.extend(long.into_iter().map(|t| (b.clone(), vec![t])));
         if !only.is_empty() {
-            runs.push((b, only));
+            rest.push((b, only));
         }
     }
+    runs.append(&mut rest);
     let count: usize = runs.iter().map(|(_, only)| only.len()).sum();
     if count == 0 {
         bail!("the full tier lists no test beyond the quick tier's: is the `full` feature wired?");
     }
     step(&format!(
         "full tier: the {count} tests that need servers, the network or nested builds, \
-         in {} test binaries side by side",
+         in {} processes side by side",
         runs.len()
     ));
     side_by_side(&runs, &threads)
@@ -87,6 +99,10 @@ struct Binary {
     package: String,
     version: String,
     target: String,
+    /// The workspace's target directory. No cargo holds its lock while the binary runs, so a
+    /// test's nested cargo build may share it (`MCPSPEC_NESTED_TARGET_DIR`): the dependencies
+    /// the workspace compiled with the same features are then not compiled again.
+    target_dir: PathBuf,
 }
 
 impl Binary {
@@ -110,7 +126,8 @@ impl Binary {
             .env("CARGO_MANIFEST_PATH", &self.manifest)
             .env("CARGO_PKG_NAME", &self.package)
             .env("CARGO_PKG_VERSION", &self.version)
-            .env("CARGO_CRATE_NAME", self.target.replace('-', "_"));
+            .env("CARGO_CRATE_NAME", self.target.replace('-', "_"))
+            .env("MCPSPEC_NESTED_TARGET_DIR", &self.target_dir);
         c
     }
 
@@ -153,6 +170,7 @@ fn binaries(root: &Path, cargo_args: &[String], full: bool) -> Result<Vec<Binary
     if !out.status.success() {
         bail!("building the test binaries failed");
     }
+    let target_dir = target_directory(root, cargo_args)?;
     let mut found = Vec::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let Ok(m) = serde_json::from_str::<serde_json::Value>(line) else {
@@ -175,9 +193,31 @@ fn binaries(root: &Path, cargo_args: &[String], full: bool) -> Result<Vec<Binary
             package,
             version,
             target: m["target"]["name"].as_str().unwrap_or_default().to_owned(),
+            target_dir: target_dir.clone(),
         });
     }
     Ok(found)
+}
+
+/// The workspace's target directory, as cargo resolves it (`CARGO_TARGET_DIR`, a config's
+/// `build.target-dir`, else `target/`).
+fn target_directory(root: &Path, cargo_args: &[String]) -> Result<PathBuf> {
+    let out = Command::new(cargo_program())
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .args(cargo_args)
+        .current_dir(root)
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running cargo metadata")?;
+    if !out.status.success() {
+        bail!("cargo metadata failed");
+    }
+    let m: serde_json::Value =
+        serde_json::from_slice(&out.stdout).context("reading cargo metadata")?;
+    m["target_directory"]
+        .as_str()
+        .map(PathBuf::from)
+        .context("cargo metadata names no target directory")
 }
 
 /// The package name and version in a package id (`path+file:///dir#name@1.0.0`, or
@@ -196,7 +236,7 @@ fn package_of(id: &str, manifest: &Path) -> (String, String) {
 
 /// Runs each binary with its tests at once, every line of output prefixed with the binary's
 /// name; fails naming the binaries whose tests failed.
-fn side_by_side(runs: &[(Binary, Vec<String>)], threads: &[String]) -> Result<()> {
+fn side_by_side(runs: &[(Arc<Binary>, Vec<String>)], threads: &[String]) -> Result<()> {
     let failed: Vec<String> = thread::scope(|s| {
         let handles: Vec<_> = runs
             .iter()
