@@ -33,11 +33,37 @@ fn target_dir() -> PathBuf {
 /// on a development machine after a day's runs; `.ci/run` turns it off for everything).
 fn cargo_command(dir: &Path, args: &[&str]) -> Command {
     mcpspec_testkit::full_tier!("a nested cargo build");
-    let mut c = Command::new(env!("CARGO"));
+    let mut c = cargo_without_test_env();
     c.args(args)
         .current_dir(dir)
         .env("CARGO_TARGET_DIR", target_dir())
         .env("CARGO_INCREMENTAL", "0");
+    c
+}
+
+/// Cargo without the variables `cargo test` gives this test (`CARGO_MANIFEST_DIR`,
+/// `CARGO_PKG_*`, ...): cargo compares some of them with what build scripts said they depend
+/// on (ring's `CARGO_MANIFEST_DIR`), so a nested build that inherited them would find the
+/// workspace's ring stale in the target directory it shares, and the next build outside would
+/// find the nested build's stale again, each rebuilding it and everything above it.
+fn cargo_without_test_env() -> Command {
+    let mut c = Command::new(env!("CARGO"));
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if key.starts_with("CARGO_PKG_")
+            || [
+                "CARGO_MANIFEST_DIR",
+                "CARGO_MANIFEST_PATH",
+                "CARGO_CRATE_NAME",
+                "CARGO_BIN_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+                "CARGO_TARGET_TMPDIR",
+            ]
+            .contains(&key.as_ref())
+        {
+            c.env_remove(key.as_ref());
+        }
+    }
     c
 }
 
@@ -81,7 +107,7 @@ fn packaged_crates(into: &Path) -> String {
     for p in PUBLISHED {
         args.extend(["-p", p]);
     }
-    let out = Command::new(env!("CARGO"))
+    let out = cargo_without_test_env()
         .args(&args)
         .current_dir(&checkout)
         .env("CARGO_TARGET_DIR", &target)

@@ -200,7 +200,7 @@ fn dist_build(
     target: Option<&str>,
     platform: Platform,
 ) -> Result<PathBuf> {
-    let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    let mut c = crate::cargo();
     c.args([
         "build",
         "--locked",
@@ -442,7 +442,8 @@ pub fn pypi(
         }
         std::fs::write(&pin, MATURIN)?;
     }
-    let mut c = Command::new(&maturin);
+    // maturin runs cargo.
+    let mut c = crate::clean(&maturin);
     c.args(["build", "--locked", "--quiet", "--profile", profile])
         .arg("--manifest-path")
         .arg(manifest)

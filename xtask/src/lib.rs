@@ -40,6 +40,39 @@ const QUOTED_SPECS: &[&str] = &[
 ];
 
 /// The workspace root of this checkout.
+/// The variables `cargo run` gives the program it runs (`cargo xtask` is `cargo run -p xtask`)
+/// that a cargo started from it must not inherit: cargo compares some of them with what a
+/// build script said it depends on (ring's `rerun-if-env-changed=CARGO_MANIFEST_DIR`, say), so
+/// a build started here and one started from a shell would each find the other's ring stale
+/// and rebuild it and everything above it (rustls, reqwest, the engines: about half a minute
+/// of a clean CI run, twice).
+pub const CARGO_RUN_ENV: &[&str] = &[
+    "CARGO_MANIFEST_DIR",
+    "CARGO_MANIFEST_PATH",
+    "CARGO_CRATE_NAME",
+    "CARGO_BIN_NAME",
+    "CARGO_PRIMARY_PACKAGE",
+];
+
+/// `program` (cargo, or a tool that runs cargo) with none of [`CARGO_RUN_ENV`] nor the
+/// `CARGO_PKG_*` variables.
+pub fn clean(program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    let mut c = std::process::Command::new(program);
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if CARGO_RUN_ENV.contains(&key.as_ref()) || key.starts_with("CARGO_PKG_") {
+            c.env_remove(key.as_ref());
+        }
+    }
+    c
+}
+
+/// The cargo that runs xtask (`CARGO`), else `cargo` on the PATH, without `cargo run`'s
+/// variables ([`clean`]).
+pub fn cargo() -> std::process::Command {
+    clean(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()

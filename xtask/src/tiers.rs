@@ -70,7 +70,7 @@ pub fn test(root: &Path, cargo_args: &[String]) -> Result<()> {
 
 /// `cargo test` with `cargo_args`, and the full tier's feature when `full`.
 fn cargo(root: &Path, cargo_args: &[String], full: bool) -> Command {
-    let mut c = Command::new(cargo_program());
+    let mut c = xtask::cargo();
     c.arg("test").args(cargo_args).current_dir(root);
     if full {
         c.args(["--features", "full"]);
@@ -118,7 +118,7 @@ impl Binary {
 
     /// The binary with the environment `cargo test` runs it in.
     fn command(&self) -> Command {
-        let mut c = Command::new(&self.exe);
+        let mut c = xtask::clean(&self.exe);
         let dir = self.manifest.parent().unwrap_or(Path::new("."));
         c.current_dir(dir)
             .env("CARGO", cargo_program())
@@ -202,7 +202,7 @@ fn binaries(root: &Path, cargo_args: &[String], full: bool) -> Result<Vec<Binary
 /// The workspace's target directory, as cargo resolves it (`CARGO_TARGET_DIR`, a config's
 /// `build.target-dir`, else `target/`).
 fn target_directory(root: &Path, cargo_args: &[String]) -> Result<PathBuf> {
-    let out = Command::new(cargo_program())
+    let out = xtask::cargo()
         .args(["metadata", "--no-deps", "--format-version", "1"])
         .args(cargo_args)
         .current_dir(root)
