@@ -44,7 +44,8 @@ impl Level {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Change {
     pub level: Level,
-    /// What `tool` names: `tool`, `resource` or `prompt`; left out of JSON for a tool.
+    /// What `tool` names: `tool`, `resource`, `prompt`, `skill` or `migration`; left out of
+    /// JSON for a tool.
     #[serde(skip_serializing_if = "is_tool")]
     pub kind: &'static str,
     /// The name of the tool, resource or prompt the change is about.
@@ -105,6 +106,18 @@ pub(crate) fn snapshot(server: &ir::Server) -> Value {
         .filter(|d| !d.migrations.is_empty())
     {
         out["migrations"] = migrations_contract(&db.migrations);
+    }
+    if !server.skills.is_empty() {
+        let skills = server.skills.iter().map(|k| {
+            let files: Map<String, Value> = k
+                .files
+                .iter()
+                .map(|f| (f.path.clone(), Value::from(f.digest.clone())))
+                .collect();
+            let v = json!({"description": k.description, "files": files});
+            (k.name.clone(), v)
+        });
+        out["skills"] = Value::Object(skills.collect());
     }
     if !server.prompts.is_empty() {
         let prompts = server
@@ -337,6 +350,7 @@ pub fn compare(old: &Value, new: &Value) -> Vec<Change> {
         }
     }
     content_changes(old, new, &mut out);
+    skill_changes(old, new, &mut out);
     migration_changes(old, new, &mut out);
     out.sort_by(|a, b| {
         b.level
@@ -345,6 +359,38 @@ pub fn compare(old: &Value, new: &Value) -> Vec<Change> {
             .then(a.tool.cmp(&b.tool))
     });
     out
+}
+
+/// Changes to the skills: a removal breaks a host that loads it; an addition is compatible;
+/// a new description or files (which a host shows and verifies again) are docs.
+fn skill_changes(old: &Value, new: &Value, out: &mut Vec<Change>) {
+    let empty = Map::new();
+    let olds = old["skills"].as_object().unwrap_or(&empty);
+    let news = new["skills"].as_object().unwrap_or(&empty);
+    let mut push = |level, name: &str, what: &str| {
+        out.push(Change {
+            level,
+            kind: "skill",
+            tool: name.to_string(),
+            what: what.to_string(),
+        });
+    };
+    for (name, o) in olds {
+        match news.get(name) {
+            None => push(Level::Major, name, "skill removed (or renamed)"),
+            Some(n) => {
+                if o["description"] != n["description"] {
+                    push(Level::Patch, name, "description changed");
+                }
+                if o["files"] != n["files"] {
+                    push(Level::Patch, name, "files changed");
+                }
+            }
+        }
+    }
+    for name in news.keys().filter(|n| !olds.contains_key(*n)) {
+        push(Level::Minor, name, "skill added");
+    }
 }
 
 /// Changes to resources and prompts: a removal, a changed URI or MIME type and a new required

@@ -14,7 +14,7 @@ use mcpspec_def::{
     EmbeddingDef, EmbeddingsField, EngineDef, EnvelopeDef, ErrorDef, ExampleDef, ExpectDef,
     IdentityDef, InterceptRuleDef, MessageBodyDef, MessageDef, MigrationDef, MigrationTextDef,
     ParamKind, PromptArgumentDef, PromptDef, ProviderDef, ProxyConfigDef, ProxyDef, ResourceDef,
-    RuleDef, RuleKindDef, ServerDef, StartupJobDef, StatementDef, ToolDef,
+    RuleDef, RuleKindDef, ServerDef, SkillDef, SkillFileDef, StartupJobDef, StatementDef, ToolDef,
 };
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -68,7 +68,24 @@ fn build(s: &ir::Server) -> &'static ServerDef {
         issuer: opt(s.issuer.as_deref()),
         examples: list(&s.examples, example),
         embeddings: list(&s.embeddings, embedding),
+        skills: list(&s.skills, skill),
     })
+}
+
+fn skill(k: &ir::Skill) -> SkillDef {
+    SkillDef {
+        name: text(&k.name),
+        description: text(&k.description),
+        frontmatter: text(&serde_json::Value::Object(k.frontmatter.clone()).to_string()),
+        files: list(&k.files, |f| SkillFileDef {
+            path: text(&f.path),
+            mime_type: text(&f.mime_type),
+            content: text(&f.content),
+            base64: f.base64,
+            digest: text(&f.digest),
+            size: f.size,
+        }),
+    }
 }
 
 fn embedding(e: &ir::Embedding) -> EmbeddingDef {

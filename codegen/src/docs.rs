@@ -24,6 +24,24 @@ struct Page<'a> {
     tools: Vec<ToolCtx>,
     resources: Vec<ResourceCtx>,
     prompts: Vec<PromptCtx>,
+    skills: Vec<SkillCtx>,
+}
+
+#[derive(Serialize)]
+struct SkillCtx {
+    name: String,
+    description: String,
+    /// The files' paths, as a cell.
+    files: String,
+}
+
+fn skill_ctx(k: &ir::Skill) -> SkillCtx {
+    let files: Vec<String> = k.files.iter().map(|f| format!("`{}`", f.path)).collect();
+    SkillCtx {
+        name: k.name.clone(),
+        description: cell(&k.description),
+        files: files.join(", "),
+    }
 }
 
 #[derive(Serialize)]
@@ -264,6 +282,7 @@ pub(crate) fn render(server: &ir::Server) -> Result<String, minijinja::Error> {
         tools: server.tools.iter().map(|t| tool_ctx(server, t)).collect(),
         resources: server.resources.iter().map(resource_ctx).collect(),
         prompts: server.prompts.iter().map(prompt_ctx).collect(),
+        skills: server.skills.iter().map(skill_ctx).collect(),
     };
     let text = env
         .get_template("server.md")?

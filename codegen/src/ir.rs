@@ -47,6 +47,36 @@ pub(crate) struct Server {
     pub examples: Vec<Example>,
     /// The embedding providers, by name.
     pub embeddings: Vec<Embedding>,
+    /// The skills it serves, read from the directories `skills:` names, in spec order.
+    pub skills: Vec<Skill>,
+}
+
+/// A skill (the Agent Skills layout) read from its directory beside the spec.
+#[derive(Debug, Clone)]
+pub(crate) struct Skill {
+    /// The front matter's `name`, which is the directory's name.
+    pub name: String,
+    pub description: String,
+    /// The front matter as JSON, every field the author wrote.
+    pub frontmatter: serde_json::Map<String, Value>,
+    /// The directory as the spec names it, relative to the spec's directory.
+    pub dir: String,
+    /// `SKILL.md` first, then the other files by path.
+    pub files: Vec<SkillFile>,
+}
+
+/// One file of a skill.
+#[derive(Debug, Clone)]
+pub(crate) struct SkillFile {
+    /// Relative to the skill's directory, `/`-separated.
+    pub path: String,
+    pub mime_type: String,
+    /// The text, or the bytes in base64 for a file that is not UTF-8.
+    pub content: String,
+    pub base64: bool,
+    /// `sha256:` and 64 lowercase hex digits.
+    pub digest: String,
+    pub size: u64,
 }
 
 /// An embedding provider: what turns text into vectors, and their dimensions.

@@ -37,6 +37,7 @@ mod names;
 pub mod plan;
 #[cfg(feature = "editor-schema")]
 pub mod reference;
+mod skills;
 mod spec;
 #[cfg(feature = "sql-check")]
 mod sqlcheck;
@@ -107,6 +108,27 @@ impl Spec {
             .collect()
     }
 
+    /// The files of the spec's skills, each with its path relative to the spec file's
+    /// directory (under the directory `skills:` names) and its bytes: what a copy of the spec
+    /// elsewhere (a bundle) must carry beside it.
+    pub fn skill_files(&self) -> Vec<(PathBuf, Vec<u8>)> {
+        use base64::Engine as _;
+        let mut out = Vec::new();
+        for skill in &self.ir.skills {
+            for f in &skill.files {
+                let bytes = if f.base64 {
+                    base64::engine::general_purpose::STANDARD
+                        .decode(&f.content)
+                        .unwrap_or_default()
+                } else {
+                    f.content.clone().into_bytes()
+                };
+                out.push((Path::new(&skill.dir).join(&f.path), bytes));
+            }
+        }
+        out
+    }
+
     /// The names of the server's tools, in spec order.
     pub fn tool_names(&self) -> Vec<&str> {
         self.ir.tools.iter().map(|t| t.name.as_str()).collect()
@@ -122,7 +144,8 @@ pub fn compile(display_path: &Path, text: &str) -> Result<Spec, Diagnostics> {
 }
 
 /// Like [`compile`] for a spec file that lies in `dir` on disk while messages name it
-/// `display_path`: the spec's `database.migrations` directory is read relative to `dir`.
+/// `display_path`: the spec's `database.migrations` and `skills:` directories are read
+/// relative to `dir`.
 pub fn compile_in(dir: &Path, display_path: &Path, text: &str) -> Result<Spec, Diagnostics> {
     let raw = spec::parse(display_path, text)?;
     let mut problems = validate::validate(display_path, text, &raw);
@@ -150,11 +173,20 @@ pub fn compile_in(dir: &Path, display_path: &Path, text: &str) -> Result<Spec, D
             Err(d) => problems.extend(d),
         }
     }
+    let place = skills::Place {
+        spec_file: display_path,
+        dir,
+    };
+    let skills = skills::read(&place, &raw.skills).unwrap_or_else(|d| {
+        problems.extend(d);
+        Vec::new()
+    });
     if !problems.is_empty() {
         return Err(problems);
     }
     let shown = display_path.to_string_lossy().replace('\\', "/");
     let mut ir = lower::lower(&shown, &raw);
+    ir.skills = skills;
     if let (Some(db), Some((migrations, at))) = (&mut ir.database, read) {
         db.migrations = migrations;
         db.migrations_at = Some(at);

@@ -91,6 +91,8 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
             .filter_map(|(name, ty)| Some((name.clone(), mcpspec_def::ClaimKind::of(&ty.value)?)))
             .collect(),
         embeddings: embeddings(spec),
+        // Read from their directories by `compile_in` (crate::skills), as migrations are.
+        skills: Vec::new(),
     }
 }
 

@@ -97,6 +97,16 @@ pub(crate) struct RawSpec {
         schemars(with = "BTreeMap<String, RawEmbedding>")
     )]
     pub embeddings: BTreeMap<String, Sp<RawEmbedding>>,
+    /// Skills the server serves over MCP's Skills extension (SEP-2640), each a directory
+    /// beside the spec in the Agent Skills layout, e.g. `skills/notes`: a `SKILL.md` whose
+    /// front matter gives the skill's `name` (the directory's name) and `description`, and
+    /// any other files (`references/`, `assets/`). Every file is a resource
+    /// `skill://<name>/<path>`, listed with its SHA-256 digest by `skills/list`; the files are
+    /// read when the spec compiles (at most 512 per skill and 16 MiB in all), and a file whose
+    /// name starts with `.` is left out.
+    #[serde(default)]
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
+    pub skills: Vec<Sp<String>>,
 }
 
 /// An embedding provider.

@@ -49,7 +49,8 @@ fn check_case(dir: &Path) {
     let spec = dir.join("spec.yaml");
     let shown = spec.strip_prefix(&root).unwrap().to_path_buf();
     let text = std::fs::read_to_string(&spec).unwrap();
-    let result = mcpspec_codegen::compile(&shown, &text);
+    // Files the spec names beside it (skills) are read from the case's directory.
+    let result = mcpspec_codegen::compile_in(dir, &shown, &text);
     let stderr = dir.join("expected.stderr");
     let expect_errors = stderr.exists()
         || dir

@@ -90,6 +90,12 @@ fn fixed_and_templated_resources_are_listed_and_read(engine: Engine) {
             "title": "Knowledge base statistics",
             "description": "How many entries the knowledge base holds for each role, and when each was last updated.",
             "mimeType": "text/markdown"
+        }, {
+            // Its skill's SKILL.md, for clients without the Skills extension (tests/e2e/skills.rs).
+            "uri": "skill://knowledge-base/SKILL.md",
+            "name": "knowledge-base",
+            "description": server::server("knowledge").unwrap().skills[0].description,
+            "mimeType": "text/markdown"
         }])
     );
     let templates = ok(&mut s, "resources/templates/list", json!({}));

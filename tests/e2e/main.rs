@@ -44,6 +44,7 @@ mod pm;
 mod postgres;
 mod protocol;
 mod proxy;
+mod skills;
 mod studio;
 mod task_bounds;
 mod team;

@@ -76,16 +76,17 @@ pub fn command() -> mcpspec::cli::Extra {
 struct Source {
     def: &'static ServerDef,
     spec: Option<(PathBuf, String)>,
-    /// The files the spec names beside it (its migrations), by path relative to the spec's
-    /// directory, with their texts.
-    files: Vec<(PathBuf, String)>,
+    /// The files the spec names beside it (its migrations and skills), by path relative to
+    /// the spec's directory, with their bytes.
+    files: Vec<(PathBuf, Vec<u8>)>,
 }
 
 /// The files the spec file `spec` reads beside it, which its bundle carries at the same
 /// places beside the bundled spec; a place outside the spec's directory is refused.
-fn beside(spec: &Path, text: &str) -> Result<Vec<(PathBuf, String)>> {
+fn beside(spec: &Path, text: &str) -> Result<Vec<(PathBuf, Vec<u8>)>> {
     let compiled = codegen::compile(spec, text).map_err(|d| anyhow::anyhow!("{d}"))?;
-    let mut out = Vec::new();
+    // The compiler has already refused a skill directory outside the spec's.
+    let mut out = compiled.skill_files();
     for (rel, text) in compiled.migration_files() {
         let inside = rel
             .components()
@@ -97,7 +98,7 @@ fn beside(spec: &Path, text: &str) -> Result<Vec<(PathBuf, String)>> {
                 rel.parent().unwrap_or(&rel).display()
             );
         }
-        out.push((rel, text.to_string()));
+        out.push((rel, text.as_bytes().to_vec()));
     }
     Ok(out)
 }
@@ -322,7 +323,7 @@ fn write_bundle(
     for (rel, body) in &source.files {
         let name = format!("server/{}", rel.to_string_lossy().replace('\\', "/"));
         zip.start_file(name, text)?;
-        zip.write_all(body.as_bytes())?;
+        zip.write_all(body)?;
     }
     // Large binaries are written in 64-bit form; the permissions keep it executable.
     let binary = text.unix_permissions(0o755).large_file(true);

@@ -144,6 +144,8 @@ pub struct ServerDef {
     pub examples: &'static [ExampleDef],
     /// The embedding providers the spec declares (`embeddings:`), by name.
     pub embeddings: &'static [EmbeddingDef],
+    /// The skills the server serves (`skills:`), in spec order.
+    pub skills: &'static [SkillDef],
 }
 
 impl ServerDef {
@@ -151,6 +153,39 @@ impl ServerDef {
     pub fn embedding(&self, name: &str) -> Option<&'static EmbeddingDef> {
         self.embeddings.iter().find(|e| e.name == name)
     }
+}
+
+/// A skill in the Agent Skills layout that the server serves over the Skills extension
+/// (SEP-2640): its `SKILL.md` and every other file of its directory, read when the spec was
+/// compiled, each a resource `skill://<name>/<path>`.
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
+pub struct SkillDef {
+    /// The front matter's `name`, which is also the directory's name.
+    pub name: &'static str,
+    /// The front matter's `description`.
+    pub description: &'static str,
+    /// The whole front matter as JSON text, every field the author wrote.
+    pub frontmatter: &'static str,
+    /// `SKILL.md` first, then the other files by path.
+    pub files: &'static [SkillFileDef],
+}
+
+/// One file of a skill.
+#[derive(Debug, PartialEq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
+pub struct SkillFileDef {
+    /// Its path in the skill's directory, `/`-separated, e.g. `references/search.md`.
+    pub path: &'static str,
+    pub mime_type: &'static str,
+    /// The file's text; for a file that is not UTF-8, its bytes in base64.
+    pub content: &'static str,
+    /// Whether `content` is base64 (served as a blob).
+    pub base64: bool,
+    /// `sha256:` and the 64 lowercase hex digits of the file's bytes.
+    pub digest: &'static str,
+    /// The file's length in bytes.
+    pub size: u64,
 }
 
 /// An embedding provider a spec declares: what turns text into the vectors its statements

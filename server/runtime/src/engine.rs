@@ -2227,6 +2227,7 @@ mod tests {
             issuer: None,
             examples: &[],
             embeddings: &[],
+            skills: &[],
         }));
         let fix = super::which_side(broken, &sqlscan::SQLITE);
         assert!(fix.starts_with("the spec is wrong"), "{fix}");

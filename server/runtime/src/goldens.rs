@@ -639,3 +639,86 @@ fn the_embeddings_golden_serves_its_providers() {
         serde_json::json!({"embedded": 0, "batches": 0, "remaining": 0, "model": "openai:text-embedding-3-small@8"})
     );
 }
+
+/// The content golden's skill, served from its tables: listed with a digest and size a file,
+/// `SKILL.md` first and the dot file left out; each file read back as the bytes on disk (the
+/// image as a blob); the directories listed a level at a time; unknown URIs refused.
+#[test]
+fn the_content_golden_serves_its_skill_as_its_files_are() {
+    use base64::Engine as _;
+    use rmcp::model::{ResourceContents, SkillResources};
+    let def = &content::SERVER;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/content/skills/notes-help");
+    let skills = crate::skills::list(def);
+    assert_eq!(skills.len(), 1);
+    let skill = &skills[0];
+    assert_eq!(skill.uri, "skill://notes-help/SKILL.md");
+    assert_eq!(skill.frontmatter.name, "notes-help");
+    assert_eq!(
+        skill.frontmatter.extra["metadata"],
+        serde_json::json!({"owner": "goldens"})
+    );
+    let SkillResources::Files(files) = &skill.resources else {
+        panic!("a manifest: {skill:?}");
+    };
+    let uris: Vec<&str> = files.iter().map(|f| f.uri.as_str()).collect();
+    assert_eq!(
+        uris,
+        [
+            "skill://notes-help/SKILL.md",
+            "skill://notes-help/assets/dot.png",
+            "skill://notes-help/references/guide.md"
+        ]
+    );
+    for f in files {
+        let path = f.uri.strip_prefix("skill://notes-help/").unwrap();
+        let on_disk = std::fs::read(dir.join(path)).unwrap();
+        f.verify(&on_disk).unwrap();
+        let read = match crate::skills::read(def, &f.uri).unwrap() {
+            ResourceContents::TextResourceContents { text, .. } => text.into_bytes(),
+            ResourceContents::BlobResourceContents { blob, .. } => {
+                base64::engine::general_purpose::STANDARD
+                    .decode(blob)
+                    .unwrap()
+            }
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(read, on_disk, "{}", f.uri);
+    }
+    assert_eq!(crate::skills::get(def, &skill.uri).as_ref(), Some(skill));
+    assert!(crate::skills::get(def, "skill://other/SKILL.md").is_none());
+    assert!(crate::skills::read(def, "skill://notes-help/.hidden").is_none());
+    let names = |uri: &str| -> Vec<(String, String)> {
+        crate::skills::directory(def, uri)
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.name.clone(), r.mime_type.clone().unwrap_or_default()))
+            .collect()
+    };
+    let pair = |n: &str, m: &str| (n.to_string(), m.to_string());
+    assert_eq!(
+        names("skill://notes-help"),
+        [
+            pair("SKILL.md", "text/markdown"),
+            pair("assets", "inode/directory"),
+            pair("references", "inode/directory")
+        ]
+    );
+    assert_eq!(
+        names("skill://notes-help/references"),
+        [pair("guide.md", "text/markdown")]
+    );
+    use crate::skills::NotADirectory;
+    assert_eq!(
+        crate::skills::directory(def, "skill://notes-help/SKILL.md").unwrap_err(),
+        NotADirectory::File
+    );
+    for unknown in ["skill://notes-help/nope", "skill://other", "notes://all"] {
+        assert_eq!(
+            crate::skills::directory(def, unknown).unwrap_err(),
+            NotADirectory::Unknown,
+            "{unknown}"
+        );
+    }
+}

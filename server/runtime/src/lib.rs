@@ -51,6 +51,7 @@ pub(crate) mod questions;
 pub(crate) mod roots;
 mod rows;
 pub(crate) mod shutdown;
+pub(crate) mod skills;
 pub(crate) mod startup;
 pub(crate) mod telemetry;
 pub(crate) mod templates;

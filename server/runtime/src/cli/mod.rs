@@ -7,6 +7,7 @@ pub(crate) mod demo;
 pub mod dev;
 pub mod examples;
 mod migrate;
+mod skill;
 mod tokens;
 
 use std::path::{Path, PathBuf};
@@ -161,6 +162,19 @@ enum Cmd {
     Tokens {
         #[command(flatten)]
         target: Target,
+    },
+    /// Write a skill (Agent Skills layout, `DIR/<server>-tools/SKILL.md`) that teaches an agent
+    /// to use the server's tools, from their titles, descriptions, arguments, examples and
+    /// error codes; serve it with `skills:` once edited to taste.
+    Skills {
+        #[command(flatten)]
+        target: Target,
+        /// The directory the skill's directory is written in.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// Replace an existing SKILL.md.
+        #[arg(long)]
+        force: bool,
     },
     /// List the compiled servers and their tools, or the server and tools of a spec file.
     List {
@@ -726,6 +740,12 @@ fn run(cli: Cli, mut servers: Vec<Server>, compile: Option<dev::Compile>) -> Res
         Cmd::Tokens { target } => {
             let server = resolve(&mut servers, &target, compile)?;
             say!("{}", tokens::report(server.def));
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Skills { target, out, force } => {
+            let server = resolve(&mut servers, &target, compile)?;
+            let file = skill::write(server.def, &out, force)?;
+            say!("wrote {}", file.display());
             Ok(ExitCode::SUCCESS)
         }
         Cmd::List { spec: None } => list(servers),

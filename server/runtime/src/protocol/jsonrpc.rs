@@ -55,7 +55,8 @@ pub fn answer_unparsable(line: &[u8], error: &dyn std::fmt::Display) -> Option<V
     }
 }
 
-/// Request methods MCP defines (through 2026-07-28); any other method is not found.
+/// Request methods MCP defines (through 2026-07-28, with the Skills extension's, SEP-2640);
+/// any other method is not found.
 pub const MCP_METHODS: &[&str] = &[
     "initialize",
     "ping",
@@ -76,6 +77,9 @@ pub const MCP_METHODS: &[&str] = &[
     "tasks/result",
     "tasks/cancel",
     "subscriptions/listen",
+    "skills/list",
+    "skills/get",
+    "resources/directory/read",
 ];
 
 /// Request methods protocol 2026-07-28 (with its tasks extension) removed: a request of that

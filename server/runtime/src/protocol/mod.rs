@@ -135,7 +135,11 @@ impl Surface {
             offered,
             portable: tools.iter().cloned().map(portable).collect(),
             tools,
-            resources: crate::content::resource_list(def),
+            resources: [
+                crate::content::resource_list(def),
+                crate::skills::resources(def),
+            ]
+            .concat(),
             templates: crate::content::template_list(def),
             prompts: crate::content::prompt_list(def),
             engine,
@@ -392,6 +396,9 @@ impl McpServer {
         if def.tools.iter().any(|t| t.task.is_some()) {
             enable_tasks(&mut capabilities);
         }
+        if !def.skills.is_empty() {
+            enable_skills(&mut capabilities);
+        }
         let mut config = ServerConfig::new(capabilities).with_server_info(implementation);
         if let Some(i) = def.instructions {
             config = config.with_instructions(i);
@@ -433,6 +440,7 @@ impl McpServer {
         resources.list_changed = Some(true);
         capabilities.resources = Some(resources);
         enable_tasks(&mut capabilities);
+        enable_skills(&mut capabilities);
         server.config.capabilities = capabilities;
         server
     }
@@ -510,6 +518,21 @@ fn task_store(engine: &Arc<Engine>) -> tasks::Tasks {
     }
     let table = std::thread::scope(|s| s.spawn(|| engine.task_table()).join().ok().flatten());
     table.map_or_else(tasks::Tasks::default, tasks::Tasks::shared)
+}
+
+/// Advertises the skills extension (`io.modelcontextprotocol/skills`, SEP-2640) with
+/// `resources/directory/read`, and the resources capability its files are read through.
+fn enable_skills(capabilities: &mut ServerCapabilities) {
+    let settings = serde_json::to_value(rmcp::model::SkillsCapability::new().with_directory_read());
+    if let Ok(Value::Object(settings)) = settings {
+        capabilities
+            .extensions
+            .get_or_insert_with(Default::default)
+            .insert(rmcp::model::SKILLS_EXTENSION_ID.to_string(), settings);
+    }
+    capabilities
+        .resources
+        .get_or_insert_with(ResourcesCapability::default);
 }
 
 /// Advertises the tasks extension (`io.modelcontextprotocol/tasks`).
@@ -971,6 +994,11 @@ impl ServerHandler for McpServer {
         span.run(async move {
             let engine = self.now().engine.clone();
             let uri = request.uri;
+            if crate::skills::owns(&uri) {
+                return crate::skills::read(engine.def, &uri)
+                    .map(|c| ReadResourceResult::new(vec![c]).into())
+                    .ok_or_else(|| no_skill_file(&uri));
+            }
             let within = engine.limits().call_timeout;
             let contents =
                 blocking_within(within, move || crate::content::read(&engine, &uri)).await?;
@@ -1260,6 +1288,70 @@ impl ServerHandler for McpServer {
         })
         .await
     }
+
+    async fn list_skills(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListSkillsResult, ErrorData> {
+        let span = traced::start("skills/list", None, &context);
+        span.run(async move {
+            let skills = crate::skills::list(self.now().engine.def);
+            Ok(rmcp::model::ListSkillsResult::with_all_items(skills))
+        })
+        .await
+    }
+
+    async fn get_skill(
+        &self,
+        request: rmcp::model::GetSkillRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetSkillResult, ErrorData> {
+        let span = traced::start("skills/get", None, &context);
+        span.run(async move {
+            crate::skills::get(self.now().engine.def, &request.uri)
+                .map(rmcp::model::GetSkillResult::new)
+                .ok_or_else(|| {
+                    ErrorData::invalid_params(
+                        format!("no skill is served at {}", request.uri),
+                        Some(json!({"uri": request.uri})),
+                    )
+                })
+        })
+        .await
+    }
+
+    async fn read_resource_directory(
+        &self,
+        request: rmcp::model::ReadResourceDirectoryRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceDirectoryResult, ErrorData> {
+        let span = traced::start("resources/directory/read", None, &context);
+        span.run(async move {
+            let uri = request.uri;
+            match crate::skills::directory(self.now().engine.def, &uri) {
+                Ok(children) => Ok(ListResourcesResult::with_all_items(children)),
+                Err(crate::skills::NotADirectory::File) => Err(ErrorData::invalid_params(
+                    format!("{uri} is not a directory resource"),
+                    Some(json!({"uri": uri})),
+                )),
+                Err(crate::skills::NotADirectory::Unknown) => Err(ErrorData::invalid_params(
+                    format!("no directory is served at {uri}"),
+                    Some(json!({"uri": uri})),
+                )),
+            }
+        })
+        .await
+    }
+}
+
+/// `resources/read` of a skill file the server does not serve: invalid params, as the base
+/// protocol answers an unknown resource.
+fn no_skill_file(uri: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!("no skill file is served at {uri}"),
+        Some(json!({"uri": uri})),
+    )
 }
 
 /// A call's work as `call_tool` awaits it: its outcome, or the panic that ended it.

@@ -127,6 +127,8 @@ plain_outcomes!(
     rmcp::model::GetPromptResponse,
     rmcp::model::CompleteResult,
     rmcp::model::GetTaskResult,
+    rmcp::model::ListSkillsResult,
+    rmcp::model::GetSkillResult,
 );
 
 impl Span {
