@@ -649,6 +649,75 @@ fn a_bundle_carries_the_spec_s_migrations_and_migrate_works_on_the_published_bin
     );
 }
 
+/// A spec with skills is bundled with their files, byte for byte (a binary one too), at the
+/// place `skills:` names beside the bundled spec, and the bundled binary serves them.
+#[test]
+fn a_bundle_carries_the_spec_s_skills_and_its_binary_serves_them() {
+    let project = Project::new(&format!("{SPEC}skills:\n  - skills/parts-help\n"));
+    let dir = project.dir.path();
+    let skill = dir.join("skills/parts-help");
+    std::fs::create_dir_all(skill.join("assets")).expect("mkdir");
+    let files: [(&str, &[u8]); 2] = [
+        (
+            "SKILL.md",
+            b"---\nname: parts-help\ndescription: Find a part by its id.\n---\n\nCall find_part.\n",
+        ),
+        ("assets/mark.bin", &[0, 159, 146, 150, 255]),
+    ];
+    for (path, bytes) in files {
+        std::fs::write(skill.join(path), bytes).expect("write a skill file");
+    }
+    let out = project.run(&["bundle", "--spec", "parts.yaml", "--out", "dist"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let file = std::fs::File::open(dir.join("dist/parts-0.1.0.mcpb")).expect("bundle");
+    let unpacked = dir.join("unpacked");
+    zip::ZipArchive::new(file)
+        .expect("a zip")
+        .extract(&unpacked)
+        .expect("extract");
+    for (path, bytes) in files {
+        let bundled = std::fs::read(unpacked.join("server/skills/parts-help").join(path));
+        assert_eq!(bundled.expect("bundled"), bytes, "{path}");
+    }
+    let binary = unpacked
+        .join("server")
+        .join(exe().file_name().expect("a name"));
+    let made = Command::new(&binary)
+        .args(["init", "--spec"])
+        .arg(unpacked.join("server/parts.yaml"))
+        .arg("--db")
+        .arg(dir.join("fresh.db"))
+        .output()
+        .expect("run the bundled binary");
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let mut client = StdioClient::spawn(
+        Command::new(&binary)
+            .args(["serve", "--spec"])
+            .arg(unpacked.join("server/parts.yaml"))
+            .arg("--db")
+            .arg(dir.join("fresh.db"))
+            .stderr(Stdio::null()),
+    )
+    .expect("start the bundled server");
+    client.initialize().expect("initialize");
+    let listed = client
+        .request("skills/list", json!({}))
+        .expect("skills/list");
+    let manifest = &listed["result"]["skills"][0]["resources"];
+    assert_eq!(
+        manifest[1]["uri"], "skill://parts-help/assets/mark.bin",
+        "{listed}"
+    );
+    assert_eq!(manifest[1]["size"], 5, "{listed}");
+    let read = client
+        .request(
+            "resources/read",
+            json!({"uri": "skill://parts-help/assets/mark.bin"}),
+        )
+        .expect("resources/read");
+    assert_eq!(read["result"]["contents"][0]["blob"], "AJ+Slv8=", "{read}");
+}
+
 /// A spec from someone else, checked and tried as a user would before trusting it: its schema
 /// attaching a file elsewhere, its sample rows vacuuming into one, a migration doing the same,
 /// and a tool's statement too. `check --spec`, `init`, `test` and `migrate` refuse each, say
