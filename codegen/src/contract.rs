@@ -207,7 +207,10 @@ fn tool_contract(t: &ir::Tool) -> Value {
     if let Some(title) = &t.title {
         tool["title"] = json!(title);
     }
-    // Recorded only when set, so that the snapshots of tools without it stay as they were.
+    // Recorded only when set, so that the snapshots of tools without them stay as they were.
+    if let Some(mcpspec_def::AppDef::Table) = t.app {
+        tool["app"] = json!("table");
+    }
     match t.task {
         Some(ir::TaskSupport::Optional) => tool["task"] = json!("optional"),
         Some(ir::TaskSupport::Required) => tool["task"] = json!("required"),
@@ -303,6 +306,15 @@ pub fn compare(old: &Value, new: &Value) -> Vec<Change> {
             }
         }
         annotations(&o["annotations"], &n["annotations"], &mut push);
+        // A view a host renders beside the result; the result itself is unchanged.
+        if o["app"] != n["app"] {
+            let what = match (o["app"].is_null(), n["app"].is_null()) {
+                (true, _) => "app added",
+                (_, true) => "app removed",
+                _ => "app changed",
+            };
+            push(Level::Minor, what.into());
+        }
         if o["task"] != n["task"] {
             // Only `required` turns clients away (those without the tasks extension).
             let level = if n["task"] == "required" {

@@ -436,5 +436,6 @@ fn tool(t: &ir::Tool, s: &ir::Server) -> ToolDef {
             ir::TaskSupport::Optional => mcpspec_def::TaskSupport::Optional,
             ir::TaskSupport::Required => mcpspec_def::TaskSupport::Required,
         }),
+        app: t.app,
     }
 }

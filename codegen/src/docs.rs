@@ -211,6 +211,8 @@ struct ToolCtx {
     annotations: Vec<NameValue>,
     /// The OAuth scopes a caller needs, the server's and the tool's, as `a`, `b`.
     scopes: String,
+    /// The URI of its MCP App's view, when it has one.
+    app: String,
     params: Vec<ParamCtx>,
     required_any: String,
     result_kind: String,
@@ -879,6 +881,10 @@ fn tool_ctx(server: &ir::Server, t: &ir::Tool) -> ToolCtx {
             .collect::<Vec<_>>()
             .join(" "),
         effect,
+        app: match t.app {
+            Some(mcpspec_def::AppDef::Table) => format!("ui://{}/{}", server.name, t.name),
+            None => String::new(),
+        },
         scopes: server
             .scopes
             .iter()

@@ -619,6 +619,8 @@ pub(crate) struct Tool {
     pub confirm: Option<Confirm>,
     /// Whether calls run as tasks (the tasks extension): `None`, never.
     pub task: Option<TaskSupport>,
+    /// The MCP App hosts show the result in (`app:`).
+    pub app: Option<mcpspec_def::AppDef>,
     /// For handler tools: the output structs, the tool's own first.
     pub outputs: Vec<OutStruct>,
     /// Whether the result is MCP content blocks (a `content:` binding or `output: content`);

@@ -469,6 +469,8 @@ fn tool(
             "required" => crate::ir::TaskSupport::Required,
             _ => crate::ir::TaskSupport::Optional,
         }),
+        // Validation allowed only the built-in table view.
+        app: t.app.as_ref().map(|_| mcpspec_def::AppDef::Table),
         confirm: t.confirm.as_ref().map(|c| Confirm {
             argument: c.value.argument.value.clone(),
             message: c.value.message.value.trim_end().to_string(),

@@ -834,6 +834,13 @@ pub(crate) struct RawTool {
     /// `ctx.background()`, so it may ask the client first.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<TaskSupport>"))]
     pub task: Option<Sp<String>>,
+    /// An MCP App (SEP-1865) a host that renders apps shows the result in, beside the text:
+    /// `table`, the built-in view of the structured result (each list of rows a table, the
+    /// other fields by name), served as the resource `ui://<server>/<tool>`
+    /// (`text/html;profile=mcp-app`, with a CSP that allows no network and no outside
+    /// resources) and named in the tool's `_meta.ui.resourceUri`. Other hosts show the text.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub app: Option<Sp<String>>,
     /// Transforms applied to string arguments after validation and before binding, in order:
     /// `trim`, `lower`, `words` (the runs of letters and digits, lower-cased, one space apart:
     /// punctuation and operators separate words), `fts5` (each word quoted, all required),

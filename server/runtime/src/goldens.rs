@@ -722,3 +722,43 @@ fn the_content_golden_serves_its_skill_as_its_files_are() {
         );
     }
 }
+
+/// The content golden's `count_notes` (`app: table`) names its view in `tools/list`, alone of
+/// its tools, and the view is served as SEP-1865 says: its MIME type, a CSP declaring no
+/// origin, an HTML document; a view no tool has is unknown.
+#[test]
+fn the_content_golden_names_and_serves_its_table_view() {
+    use rmcp::model::ResourceContents;
+    let def = &content::SERVER;
+    let tools = crate::protocol::tools(def);
+    let with_views: Vec<&str> = tools
+        .iter()
+        .filter(|t| t.meta.is_some())
+        .map(|t| t.name.as_ref())
+        .collect();
+    assert_eq!(with_views, ["count_notes"]);
+    let meta = tools[0].meta.as_ref().unwrap();
+    assert_eq!(
+        meta.0["ui"],
+        serde_json::json!({"resourceUri": "ui://content/count_notes"})
+    );
+    let Some(ResourceContents::TextResourceContents {
+        text,
+        mime_type,
+        meta: Some(meta),
+        ..
+    }) = crate::apps::read(def, "ui://content/count_notes")
+    else {
+        panic!("no view served");
+    };
+    assert_eq!(mime_type.as_deref(), Some("text/html;profile=mcp-app"));
+    assert!(text.starts_with("<!DOCTYPE html>"), "{text}");
+    assert_eq!(
+        meta.0["ui"]["csp"],
+        serde_json::json!({"connectDomains": [], "resourceDomains": []})
+    );
+    assert!(crate::apps::read(def, "ui://content/nothing").is_none());
+    let listed = crate::apps::resources(def);
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].uri, "ui://content/count_notes");
+}

@@ -26,6 +26,7 @@
 // crates.
 extern crate self as mcpspec;
 
+pub(crate) mod apps;
 pub(crate) mod auth;
 pub mod backend;
 pub(crate) mod calllog;

@@ -137,6 +137,7 @@ impl Surface {
             tools,
             resources: [
                 crate::content::resource_list(def),
+                crate::apps::resources(def),
                 crate::skills::resources(def),
             ]
             .concat(),
@@ -277,6 +278,9 @@ pub fn tools(def: &ServerDef) -> Vec<Tool> {
             if let Some(title) = t.title {
                 tool = tool.with_title(title);
             }
+            if let Some(meta) = crate::apps::tool_meta(def, t) {
+                tool = tool.with_meta(meta);
+            }
             tool
         })
         .collect()
@@ -398,6 +402,12 @@ impl McpServer {
         }
         if !def.skills.is_empty() {
             enable_skills(&mut capabilities);
+        }
+        // An app's view is read as a resource.
+        if crate::apps::any(def) {
+            capabilities
+                .resources
+                .get_or_insert_with(ResourcesCapability::default);
         }
         let mut config = ServerConfig::new(capabilities).with_server_info(implementation);
         if let Some(i) = def.instructions {
@@ -994,6 +1004,11 @@ impl ServerHandler for McpServer {
         span.run(async move {
             let engine = self.now().engine.clone();
             let uri = request.uri;
+            if crate::apps::owns(&uri) {
+                return crate::apps::read(engine.def, &uri)
+                    .map(|c| ReadResourceResult::new(vec![c]).into())
+                    .ok_or_else(|| crate::content::ContentError::ResourceNotFound(uri).into());
+            }
             if crate::skills::owns(&uri) {
                 return crate::skills::read(engine.def, &uri)
                     .map(|c| ReadResourceResult::new(vec![c]).into())
@@ -1311,12 +1326,7 @@ impl ServerHandler for McpServer {
         span.run(async move {
             crate::skills::get(self.now().engine.def, &request.uri)
                 .map(rmcp::model::GetSkillResult::new)
-                .ok_or_else(|| {
-                    ErrorData::invalid_params(
-                        format!("no skill is served at {}", request.uri),
-                        Some(json!({"uri": request.uri})),
-                    )
-                })
+                .ok_or_else(|| invalid_uri("no skill is served at", &request.uri))
         })
         .await
     }
@@ -1332,26 +1342,32 @@ impl ServerHandler for McpServer {
             match crate::skills::directory(self.now().engine.def, &uri) {
                 Ok(children) => Ok(ListResourcesResult::with_all_items(children)),
                 Err(crate::skills::NotADirectory::File) => Err(ErrorData::invalid_params(
-                    format!("{uri} is not a directory resource"),
-                    Some(json!({"uri": uri})),
+                    format!("{} is not a directory resource", quote(&uri)),
+                    Some(json!({"uri": quote(&uri)})),
                 )),
-                Err(crate::skills::NotADirectory::Unknown) => Err(ErrorData::invalid_params(
-                    format!("no directory is served at {uri}"),
-                    Some(json!({"uri": uri})),
-                )),
+                Err(crate::skills::NotADirectory::Unknown) => {
+                    Err(invalid_uri("no directory is served at", &uri))
+                }
             }
         })
         .await
     }
 }
 
-/// `resources/read` of a skill file the server does not serve: invalid params, as the base
-/// protocol answers an unknown resource.
+/// `resources/read` of a skill file the server does not serve: invalid params, as SEP-2640
+/// answers an unknown skill file.
 fn no_skill_file(uri: &str) -> ErrorData {
-    ErrorData::invalid_params(
-        format!("no skill file is served at {uri}"),
-        Some(json!({"uri": uri})),
-    )
+    invalid_uri("no skill file is served at", uri)
+}
+
+/// Invalid params about `uri`, quoted (a long one shortened) in the message and the data.
+fn invalid_uri(what: &str, uri: &str) -> ErrorData {
+    let quoted = quote(uri);
+    ErrorData::invalid_params(format!("{what} {quoted}"), Some(json!({"uri": quoted})))
+}
+
+fn quote(s: &str) -> String {
+    crate::transform::quote(s)
 }
 
 /// A call's work as `call_tool` awaits it: its outcome, or the panic that ended it.
