@@ -77,6 +77,7 @@ fn skill(k: &ir::Skill) -> SkillDef {
         name: text(&k.name),
         description: text(&k.description),
         frontmatter: text(&serde_json::Value::Object(k.frontmatter.clone()).to_string()),
+        dir: text(&k.dir),
         files: list(&k.files, |f| SkillFileDef {
             path: text(&f.path),
             mime_type: text(&f.mime_type),

@@ -163,6 +163,41 @@ fn dev_follows_a_toolset_across_reloads() {
     );
 }
 
+/// A skill's file saved while `dev` serves is served at once, as an edit of the spec is: the
+/// entry's description and the file's digest follow; a broken one keeps the last good version.
+#[test]
+fn dev_follows_the_spec_s_skills() {
+    let dir = tempfile::tempdir().unwrap();
+    let original =
+        std::fs::read_to_string("../tests/fixtures/basic/spec.yaml").expect("basic fixture");
+    std::fs::write(
+        dir.path().join("notes.yaml"),
+        format!("{original}skills:\n  - skills/notes-help\n"),
+    )
+    .unwrap();
+    let skill = dir.path().join("skills/notes-help/SKILL.md");
+    std::fs::create_dir_all(skill.parent().unwrap()).unwrap();
+    let write = |description: &str| {
+        let text = format!("---\nname: notes-help\ndescription: {description}\n---\n\nBody.\n");
+        std::fs::write(&skill, text).unwrap();
+    };
+    write("The first words.");
+    let mut s = dev(dir.path(), "notes.yaml");
+    s.stderr_until("serving notes.yaml");
+    let described = |s: &mut Dev| {
+        let list = s.client.request("skills/list", json!({})).unwrap();
+        list["result"]["skills"][0]["frontmatter"]["description"].clone()
+    };
+    assert_eq!(described(&mut s), "The first words.");
+    write("Other words, longer than the first.");
+    s.list_changed();
+    assert_eq!(described(&mut s), "Other words, longer than the first.");
+    // A SKILL.md without its description is refused; the last good version keeps serving.
+    std::fs::write(&skill, "---\nname: notes-help\n---\n").unwrap();
+    s.stderr_until("has problems; still serving the last good version");
+    assert_eq!(described(&mut s), "Other words, longer than the first.");
+}
+
 /// A SQL tool added to the file is listed and answers after the save, without a restart; a
 /// broken edit is reported with its place and the last good version keeps serving; a schema
 /// change makes a new scratch database with the new column.

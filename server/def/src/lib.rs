@@ -175,6 +175,8 @@ pub struct SkillDef {
     pub description: &'static str,
     /// The whole front matter as JSON text, every field the author wrote.
     pub frontmatter: &'static str,
+    /// The directory it was read from, as the spec names it (relative to the spec's).
+    pub dir: &'static str,
     /// `SKILL.md` first, then the other files by path.
     pub files: &'static [SkillFileDef],
 }

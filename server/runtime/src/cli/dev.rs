@@ -1,5 +1,6 @@
 //! `dev`: serves a spec straight from its YAML over stdio, through the same IR and engine as a
-//! compiled server, and swaps in each valid edit of the file while the client stays connected.
+//! compiled server, and swaps in each valid edit of the file (or of a file of its skills) while
+//! the client stays connected.
 //!
 //! The binary supplies the spec compiler ([`Compile`]); the runtime knows none. An edit that
 //! does not compile, or whose statements do not prepare, is reported on stderr and the last good
@@ -61,9 +62,10 @@ pub fn run(
     compile: Compile,
 ) -> Result<ExitCode> {
     // Taken before the first compile, so that a save made while the server starts is served.
-    let seen = stamp(spec);
+    let spec_seen = stamp(spec);
     let text = compile.read(spec).map_err(|problem| anyhow!("{problem}"))?;
     let def = (compile.compile)(spec, &text).map_err(|problems| anyhow!("{problems}"))?;
+    let seen = (spec_seen, skill_stamps(spec, def));
     let last = Some(text);
     let handlers: Handlers = servers
         .into_iter()
@@ -200,8 +202,9 @@ struct Watch {
     compile: Compile,
     handlers: Handlers,
     dbs: Databases,
-    /// The file's modification time and size, and its text, as last served or refused.
-    seen: Option<(SystemTime, u64)>,
+    /// The file's modification time and size (and its skills' files'), and its text, as last
+    /// served or refused.
+    seen: Stamps,
     last: Option<String>,
 }
 
@@ -215,10 +218,15 @@ impl Watch {
     ) {
         loop {
             std::thread::sleep(POLL);
-            let now = stamp(&self.spec);
+            // The skills of the version served now: a broken edit keeps the last good ones.
+            let now = (
+                stamp(&self.spec),
+                skill_stamps(&self.spec, live.now().engine.def),
+            );
             if now == self.seen {
                 continue;
             }
+            let skills_changed = now.1 != self.seen.1;
             self.seen = now;
             let text = match self.compile.read(&self.spec) {
                 Ok(text) => text,
@@ -228,11 +236,13 @@ impl Watch {
                     continue;
                 }
             };
-            if self.last.as_ref() == Some(&text) {
+            if self.last.as_ref() == Some(&text) && !skills_changed {
                 continue;
             }
             if let Some(engine) = self.next(&text) {
                 let tools = engine.def.tools.len();
+                // The new version's skills may lie elsewhere: looked at from now on.
+                self.seen.1 = skill_stamps(&self.spec, engine.def);
                 live.replace(engine);
                 // Said once the new version serves, so that a client that reads it is served it.
                 eprintln!(
@@ -271,6 +281,45 @@ impl Watch {
                 );
                 None
             }
+        }
+    }
+}
+
+/// The spec file's stamp, and its skills' files' by path.
+type Stamps = (Option<(SystemTime, u64)>, Vec<(PathBuf, SystemTime, u64)>);
+
+/// The most skill files looked at on each round: past SEP-2640's 512 per skill, a directory
+/// is refused by the compiler anyway.
+const MAX_WATCHED: usize = 4096;
+
+/// The modification time and size of every file under the directories `def`'s skills were
+/// read from (beside `spec`), by path: an edit, an addition or a removal changes them.
+fn skill_stamps(spec: &Path, def: &ServerDef) -> Vec<(PathBuf, SystemTime, u64)> {
+    let base = spec.parent().unwrap_or(Path::new(""));
+    let mut out = Vec::new();
+    for skill in def.skills {
+        walk(&base.join(skill.dir), &mut out);
+    }
+    out.sort();
+    out
+}
+
+fn walk(dir: &Path, out: &mut Vec<(PathBuf, SystemTime, u64)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if out.len() >= MAX_WATCHED {
+            return;
+        }
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            walk(&entry.path(), out);
+        } else if let Ok(m) = entry.metadata() {
+            let modified = m.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+            out.push((entry.path(), modified, m.len()));
         }
     }
 }
