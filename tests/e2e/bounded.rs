@@ -1,7 +1,8 @@
 //! Results that cannot flood a client's context (#61, bounded results): a SQL tool that sets no
 //! cap of its own, over a table of 100,000 rows of about 1 KB, answers within the server's
 //! defaults (200 rows, and `MCPSPEC_MAX_RESULT_BYTES`) with `truncated` in its structured
-//! content; under a smaller server-wide byte cap, the rows stop whole where the cap falls.
+//! content; under a smaller server-wide byte cap, the rows stop whole where the cap falls. Over
+//! stdio, and over Streamable HTTP in both protocol eras.
 
 use std::process::{Command, Stdio};
 
@@ -34,6 +35,27 @@ tools:
       query: SELECT id, body FROM entries ORDER BY id
       columns: {id: integer, body: text}
 "#;
+
+/// `all_entries` served from the spec over `db` with `env`, over Streamable HTTP with a
+/// session (2025-11-25) or per request (2026-07-28); its structured content.
+fn all_entries_over_http(spec: &str, db: &str, env: &[(&str, &str)], per_request: bool) -> Value {
+    let server = crate::http::HttpServer::serve(&["--spec", spec, "--db", db], env);
+    let mut client = if per_request {
+        mcpspec_testkit::HttpClient::per_request(server.addr, None)
+    } else {
+        let mut c = mcpspec_testkit::HttpClient::new(server.addr, None);
+        c.initialize().expect("initialize");
+        c
+    };
+    let answer = client
+        .request(
+            "tools/call",
+            json!({"name": "all_entries", "arguments": {}}),
+        )
+        .expect("call");
+    assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
+    answer["result"]["structuredContent"].clone()
+}
 
 /// `all_entries` served from the spec over `db`, with `env`; its structured content.
 fn all_entries(spec: &str, db: &str, env: &[(&str, &str)]) -> Value {
@@ -89,4 +111,14 @@ fn a_tool_without_caps_over_100000_long_rows_answers_within_the_server_defaults(
     );
     let size = serde_json::to_string(&out).unwrap().len();
     assert!(size <= 65536, "{size} bytes of structured content");
+
+    // The same caps over Streamable HTTP, in both eras: the same rows, cut the same way.
+    let capped = [("MCPSPEC_MAX_RESULT_BYTES", "65536")];
+    for per_request in [false, true] {
+        let full = all_entries_over_http(&spec, &db_path, &[], per_request);
+        assert_eq!(full["entries"].as_array().map(Vec::len), Some(200));
+        assert_eq!(full["truncated"], json!(true), "per request: {per_request}");
+        let small = all_entries_over_http(&spec, &db_path, &capped, per_request);
+        assert_eq!(small, out, "per request: {per_request}");
+    }
 }
