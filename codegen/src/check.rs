@@ -60,6 +60,7 @@ pub fn check_repo(root: &Path, spec_dir: &Path, live: Option<(&str, &Location)>)
         if let Some(f) = drift::contract_drift(spec, read(&lock).as_deref()) {
             report.findings.push(f);
         }
+        budget_warnings(spec, &mut report);
     }
     // The docs describe every server, so they are compared only when every spec compiled; the
     // editor schema does not depend on the specs.
@@ -393,7 +394,41 @@ pub fn check_file(path: &Path, live: Option<&Location>) -> Report {
     if report.is_ok() {
         examples_on_samples(&spec, &mut report);
     }
+    budget_warnings(&spec, &mut report);
     report
+}
+
+/// A warning at `server.token_budget` for each list a client may receive (every tool, each
+/// toolset) whose `tools/list` costs more than it, as `mcpspec tokens` measures them.
+fn budget_warnings(spec: &crate::Spec, report: &mut Report) {
+    let Some((budget, pos)) = spec.ir.token_budget else {
+        return;
+    };
+    let def = crate::defs::server_def(spec);
+    for (set, cost) in mcpspec::cli::list_costs(def) {
+        if cost.tokens as u64 <= budget {
+            continue;
+        }
+        let list = set.map_or_else(
+            || format!("the tool list of `{}`", spec.ir.name),
+            |s| format!("toolset `{s}`"),
+        );
+        report.warnings.push(drift::Finding::from_diagnostic(
+            Kind::Budget,
+            &Diagnostic {
+                file: PathBuf::from(&spec.ir.file),
+                pos,
+                message: format!(
+                    "{list} costs about {} tokens ({} tools, {} bytes of `tools/list`), past the budget of {budget}",
+                    cost.tokens, cost.tools, cost.bytes
+                ),
+                label: Some("the budget".into()),
+                help: Some(
+                    "shorten descriptions and schemas, offer fewer tools with `toolsets:` and `serve --toolset`, or raise the budget; `mcpspec tokens` says what each tool costs".into(),
+                ),
+            },
+        ));
+    }
 }
 
 /// Runs `spec`'s examples on `engine` (on `on`, as findings say it), those that need the

@@ -245,6 +245,7 @@ fn snapshot(root: &Path, specs: &[crate::Spec]) -> Result<ExitCode> {
         specs: specs.len(),
         tools: 0,
         findings: refused,
+        warnings: Vec::new(),
     };
     eprint!("{}", report.render_with(&read_or_empty));
     Ok(ExitCode::FAILURE)

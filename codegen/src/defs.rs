@@ -69,6 +69,7 @@ fn build(s: &ir::Server) -> &'static ServerDef {
         examples: list(&s.examples, example),
         embeddings: list(&s.embeddings, embedding),
         skills: list(&s.skills, skill),
+        token_budget: s.token_budget.map(|(b, _)| b),
     })
 }
 

@@ -30,6 +30,8 @@ pub enum Kind {
     Stale,
     /// An example did not return what it says, run on a live database.
     Example,
+    /// A warning, not a problem: a tool list costs more than the spec's `token_budget`.
+    Budget,
 }
 
 /// One problem `check` found.
@@ -128,6 +130,8 @@ pub struct Report {
     pub specs: usize,
     pub tools: usize,
     pub findings: Vec<Finding>,
+    /// What is worth knowing but fails nothing (a tool list past its token budget).
+    pub warnings: Vec<Finding>,
 }
 
 impl Report {
@@ -153,16 +157,27 @@ impl Report {
     /// Renders every finding for a terminal, ending in a one-line summary; `read` maps a file
     /// named in a finding to its text.
     pub fn render_with(&self, read: &dyn Fn(&Path) -> String) -> String {
+        let mut out = String::new();
+        for w in &self.warnings {
+            let source = if w.line.is_some() {
+                read(Path::new(&w.file))
+            } else {
+                String::new()
+            };
+            // A finding renders as an error; a warning says what it is.
+            out.push_str(&w.render(&source).replacen("error:", "warning:", 1));
+            out.push('\n');
+        }
         if self.is_ok() {
-            return format!(
+            out.push_str(&format!(
                 "ok: {} spec{}, {} tool{}; every statement prepared, contracts match their snapshots, generated files are fresh\n",
                 self.specs,
                 if self.specs == 1 { "" } else { "s" },
                 self.tools,
                 if self.tools == 1 { "" } else { "s" }
-            );
+            ));
+            return out;
         }
-        let mut out = String::new();
         for f in self.sorted() {
             let source = if f.line.is_some() {
                 read(Path::new(&f.file))
@@ -180,13 +195,15 @@ impl Report {
         out
     }
 
-    /// The findings as pretty JSON: `{"ok", "specs", "tools", "findings": [...]}`.
+    /// The findings as pretty JSON: `{"ok", "specs", "tools", "findings": [...], "warnings":
+    /// [...]}`.
     pub fn to_json(&self) -> String {
         let mut v = serde_json::json!({
             "ok": self.is_ok(),
             "specs": self.specs,
             "tools": self.tools,
             "findings": self.sorted(),
+            "warnings": self.warnings,
         });
         // Keep field order stable whatever serde_json's map does.
         v = contract::canonical(&v);

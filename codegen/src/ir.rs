@@ -49,6 +49,8 @@ pub(crate) struct Server {
     pub embeddings: Vec<Embedding>,
     /// The skills it serves, read from the directories `skills:` names, in spec order.
     pub skills: Vec<Skill>,
+    /// The most the tool list may cost in estimated tokens, and where the spec says so.
+    pub token_budget: Option<(u64, crate::diag::Pos)>,
 }
 
 /// A skill (the Agent Skills layout) read from its directory beside the spec.

@@ -93,6 +93,10 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
         embeddings: embeddings(spec),
         // Read from their directories by `compile_in` (crate::skills), as migrations are.
         skills: Vec::new(),
+        token_budget: server
+            .token_budget
+            .as_ref()
+            .map(|b| (b.value, crate::spec::pos(b))),
     }
 }
 

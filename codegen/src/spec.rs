@@ -402,6 +402,11 @@ pub(crate) struct RawServer {
     #[serde(default)]
     #[cfg_attr(feature = "editor-schema", schemars(with = "BTreeMap<String, String>"))]
     pub claims: BTreeMap<String, Sp<String>>,
+    /// The most the tool list may cost a client's context before any call, in tokens as
+    /// `mcpspec tokens` estimates them (its `tools/list` JSON at four bytes a token): `check`
+    /// warns, without failing, when the whole list or a toolset's costs more.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<u64>"))]
+    pub token_budget: Option<Sp<u64>>,
 }
 
 /// The SQLite database the tools run against.

@@ -26,6 +26,16 @@ impl Validator<'_> {
                 "write a SemVer version such as `1.2.0`",
             );
         }
+        if let Some(b) = &server.token_budget
+            && b.value == 0
+        {
+            self.sink.error(
+                pos(b),
+                "`token_budget` must be at least 1",
+                "",
+                "give the estimate in tokens the tool list may cost, e.g. `4000` (`mcpspec tokens` says what it costs now)",
+            );
+        }
         let Some(db) = &spec.database else {
             if let Some(t) = spec
                 .tools

@@ -353,6 +353,50 @@ fn check_reports_a_broken_statement_at_its_line() {
     assert!(!broken.db().exists());
 }
 
+/// A tool list past the spec's `token_budget` is a warning of `check`, at the budget's line,
+/// that fails nothing (in text and in JSON); `tokens` says which list is over it; within the
+/// budget, nothing is said.
+#[test]
+fn check_warns_when_the_tool_list_costs_more_than_its_budget() {
+    let over =
+        Project::new(&SPEC.replace("  title: Parts\n", "  title: Parts\n  token_budget: 10\n"));
+    let out = over.run(&["check", "--spec", "parts.yaml"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("warning: the tool list of `parts` costs about"),
+        "{said}"
+    );
+    assert!(said.contains("past the budget of 10"), "{said}");
+    let line = 1 + SPEC.lines().position(|l| l == "  title: Parts").unwrap() + 1;
+    assert!(said.contains(&format!("parts.yaml:{line}:")), "{said}");
+    assert!(said.contains("ok: 1 spec, 2 tools"), "{said}");
+    let out = over.run(&["check", "--spec", "parts.yaml", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(report["warnings"][0]["kind"], "budget", "{report}");
+    let out = over.run(&["tokens", "--spec", "parts.yaml"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("budget: 10 tokens (token_budget); over it: every tool"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let within = Project::new(&SPEC.replace(
+        "  title: Parts\n",
+        "  title: Parts\n  token_budget: 100000\n",
+    ));
+    let out = within.run(&["check", "--spec", "parts.yaml"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stdout).contains("warning"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
 #[test]
 fn a_spec_with_a_handler_tool_is_refused_with_how_to_serve_it() {
     let spec = SPEC.replace(

@@ -146,6 +146,9 @@ pub struct ServerDef {
     pub embeddings: &'static [EmbeddingDef],
     /// The skills the server serves (`skills:`), in spec order.
     pub skills: &'static [SkillDef],
+    /// The most the tool list may cost a client's context, in estimated tokens
+    /// (`server.token_budget`).
+    pub token_budget: Option<u64>,
 }
 
 impl ServerDef {

@@ -2228,6 +2228,7 @@ mod tests {
             examples: &[],
             embeddings: &[],
             skills: &[],
+            token_budget: None,
         }));
         let fix = super::which_side(broken, &sqlscan::SQLITE);
         assert!(fix.starts_with("the spec is wrong"), "{fix}");

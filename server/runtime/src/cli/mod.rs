@@ -10,6 +10,8 @@ mod migrate;
 mod skill;
 mod tokens;
 
+pub use tokens::{Cost, list_costs};
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;

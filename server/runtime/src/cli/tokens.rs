@@ -12,7 +12,41 @@ use crate::def::ServerDef;
 /// Bytes a token, for the estimate.
 const BYTES_PER_TOKEN: usize = 4;
 
-/// The report: one line a tool, largest first, then a line a toolset and the whole list.
+/// What a tool list costs a client's context: its `tools/list` JSON in bytes, and the
+/// estimate in tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cost {
+    pub bytes: usize,
+    pub tokens: usize,
+    /// How many tools it lists.
+    pub tools: usize,
+}
+
+/// What each list a client may receive costs: every tool's (`None`) first, then each
+/// toolset's (`serve --toolset NAME`), in the spec's order.
+pub fn list_costs(def: &ServerDef) -> Vec<(Option<&'static str>, Cost)> {
+    let tools = crate::protocol::tools(def);
+    let cost = |names: &mut dyn Iterator<Item = &str>| -> Cost {
+        let picked: Vec<&rmcp::model::Tool> = names
+            .filter_map(|n| tools.iter().find(|t| t.name == n))
+            .collect();
+        let bytes =
+            serde_json::to_string(&serde_json::json!({ "tools": picked })).map_or(0, |j| j.len());
+        Cost {
+            bytes,
+            tokens: tokens(bytes),
+            tools: picked.len(),
+        }
+    };
+    let mut out = vec![(None, cost(&mut def.tools.iter().map(|t| t.name)))];
+    for (name, set) in def.toolsets {
+        out.push((Some(*name), cost(&mut set.iter().copied())));
+    }
+    out
+}
+
+/// The report: one line a tool, largest first, then a line a toolset and the whole list, and
+/// the spec's budget when it sets one.
 pub(super) fn report(def: &ServerDef) -> String {
     let tools = crate::protocol::tools(def);
     let sizes: Vec<(String, usize)> = tools
@@ -31,35 +65,44 @@ pub(super) fn report(def: &ServerDef) -> String {
         let _ = writeln!(out, "{name:<width$}  {bytes:>8}  {:>7}", tokens(*bytes));
     }
     let _ = writeln!(out);
-    let total = |names: &mut dyn Iterator<Item = &str>| -> (usize, usize) {
-        let picked: Vec<&rmcp::model::Tool> = names
-            .filter_map(|n| tools.iter().find(|t| t.name == n))
-            .collect();
-        let bytes =
-            serde_json::to_string(&serde_json::json!({ "tools": picked })).map_or(0, |j| j.len());
-        (picked.len(), bytes)
-    };
     let _ = writeln!(
         out,
         "{:<width$}  {:>8}  {:>7}  tools",
         "list", "bytes", "~tokens"
     );
-    for (name, set) in def.toolsets {
-        let (n, bytes) = total(&mut set.iter().copied());
+    let costs = list_costs(def);
+    // The toolsets first and the whole list last, as a total.
+    for (name, c) in costs.iter().skip(1).chain(costs.iter().take(1)) {
+        let shown = name.map_or_else(|| "every tool".to_string(), |n| format!("--toolset {n}"));
         let _ = writeln!(
             out,
-            "{:<width$}  {bytes:>8}  {:>7}  {n}",
-            format!("--toolset {name}"),
-            tokens(bytes)
+            "{shown:<width$}  {:>8}  {:>7}  {}",
+            c.bytes, c.tokens, c.tools
         );
     }
-    let (n, bytes) = total(&mut def.tools.iter().map(|t| t.name));
     let _ = write!(
         out,
-        "{:<width$}  {bytes:>8}  {:>7}  {n}\n\nbytes: the JSON a client receives in `tools/list`; ~tokens: at {BYTES_PER_TOKEN} bytes a token, an estimate",
-        "every tool",
-        tokens(bytes)
+        "\nbytes: the JSON a client receives in `tools/list`; ~tokens: at {BYTES_PER_TOKEN} bytes a token, an estimate"
     );
+    if let Some(budget) = def.token_budget {
+        let over: Vec<String> = costs
+            .iter()
+            .filter(|(_, c)| c.tokens as u64 > budget)
+            .map(|(n, _)| n.map_or_else(|| "every tool".to_string(), |n| format!("--toolset {n}")))
+            .collect();
+        let _ = if over.is_empty() {
+            write!(
+                out,
+                "\nbudget: {budget} tokens (token_budget); every list is within it"
+            )
+        } else {
+            write!(
+                out,
+                "\nbudget: {budget} tokens (token_budget); over it: {}",
+                over.join(", ")
+            )
+        };
+    }
     out
 }
 
