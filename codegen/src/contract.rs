@@ -208,8 +208,10 @@ fn tool_contract(t: &ir::Tool) -> Value {
         tool["title"] = json!(title);
     }
     // Recorded only when set, so that the snapshots of tools without them stay as they were.
-    if let Some(mcpspec_def::AppDef::Table) = t.app {
-        tool["app"] = json!("table");
+    match &t.app {
+        Some(ir::App::Table) => tool["app"] = json!("table"),
+        Some(ir::App::Html { file, .. }) => tool["app"] = json!({ "html": file }),
+        None => {}
     }
     match t.task {
         Some(ir::TaskSupport::Optional) => tool["task"] = json!("optional"),

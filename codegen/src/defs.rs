@@ -438,6 +438,12 @@ fn tool(t: &ir::Tool, s: &ir::Server) -> ToolDef {
             ir::TaskSupport::Optional => mcpspec_def::TaskSupport::Optional,
             ir::TaskSupport::Required => mcpspec_def::TaskSupport::Required,
         }),
-        app: t.app,
+        app: t.app.as_ref().map(|a| match a {
+            ir::App::Table => mcpspec_def::AppDef::Table,
+            ir::App::Html { file, html, .. } => mcpspec_def::AppDef::Html {
+                file: text(file),
+                html: text(html),
+            },
+        }),
     }
 }

@@ -211,7 +211,7 @@ struct ToolCtx {
     annotations: Vec<NameValue>,
     /// The OAuth scopes a caller needs, the server's and the tool's, as `a`, `b`.
     scopes: String,
-    /// The URI of its MCP App's view, when it has one.
+    /// Its MCP App's view and URI, when it has one.
     app: String,
     params: Vec<ParamCtx>,
     required_any: String,
@@ -881,8 +881,13 @@ fn tool_ctx(server: &ir::Server, t: &ir::Tool) -> ToolCtx {
             .collect::<Vec<_>>()
             .join(" "),
         effect,
-        app: match t.app {
-            Some(mcpspec_def::AppDef::Table) => format!("ui://{}/{}", server.name, t.name),
+        app: match &t.app {
+            Some(ir::App::Table) => {
+                format!("the built-in table view, `ui://{}/{}`", server.name, t.name)
+            }
+            Some(ir::App::Html { file, .. }) => {
+                format!("`{file}`, as `ui://{}/{}`", server.name, t.name)
+            }
             None => String::new(),
         },
         scopes: server

@@ -622,12 +622,22 @@ pub(crate) struct Tool {
     /// Whether calls run as tasks (the tasks extension): `None`, never.
     pub task: Option<TaskSupport>,
     /// The MCP App hosts show the result in (`app:`).
-    pub app: Option<mcpspec_def::AppDef>,
+    pub app: Option<App>,
     /// For handler tools: the output structs, the tool's own first.
     pub outputs: Vec<OutStruct>,
     /// Whether the result is MCP content blocks (a `content:` binding or `output: content`);
     /// such a tool has no output schema.
     pub content: bool,
+}
+
+/// A tool's MCP App.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum App {
+    /// The runtime's built-in table view.
+    Table,
+    /// An HTML file beside the spec: its path as the spec names it, and its text (read by
+    /// `compile_in`, crate::apps).
+    Html { file: String, html: String },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

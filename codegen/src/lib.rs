@@ -4,6 +4,7 @@
 //! `validate` collects every problem, `lower` builds the IR, and `emit` writes Rust. [`render`]
 //! is pure and is what the server's build script, `codegen generate` and `codegen check` call.
 
+mod apps;
 #[cfg(feature = "emit")]
 pub mod build;
 #[cfg(feature = "sqlite")]
@@ -129,6 +130,21 @@ impl Spec {
         out
     }
 
+    /// The HTML files of the tools' apps of the author's own, each with its path relative to
+    /// the spec file's directory and its text: what a bundle carries beside the spec too.
+    pub fn app_files(&self) -> Vec<(PathBuf, &str)> {
+        self.ir
+            .tools
+            .iter()
+            .filter_map(|t| match &t.app {
+                Some(ir::App::Html { file, html, .. }) => {
+                    Some((PathBuf::from(file), html.as_str()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The names of the server's tools, in spec order.
     pub fn tool_names(&self) -> Vec<&str> {
         self.ir.tools.iter().map(|t| t.name.as_str()).collect()
@@ -181,12 +197,21 @@ pub fn compile_in(dir: &Path, display_path: &Path, text: &str) -> Result<Spec, D
         problems.extend(d);
         Vec::new()
     });
+    let mut views = apps::read(dir, display_path, &raw.tools).unwrap_or_else(|d| {
+        problems.extend(d);
+        BTreeMap::new()
+    });
     if !problems.is_empty() {
         return Err(problems);
     }
     let shown = display_path.to_string_lossy().replace('\\', "/");
     let mut ir = lower::lower(&shown, &raw);
     ir.skills = skills;
+    for tool in &mut ir.tools {
+        if let Some(ir::App::Html { html, .. }) = &mut tool.app {
+            *html = views.remove(&tool.name).unwrap_or_default();
+        }
+    }
     if let (Some(db), Some((migrations, at))) = (&mut ir.database, read) {
         db.migrations = migrations;
         db.migrations_at = Some(at);

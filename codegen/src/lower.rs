@@ -473,8 +473,15 @@ fn tool(
             "required" => crate::ir::TaskSupport::Required,
             _ => crate::ir::TaskSupport::Optional,
         }),
-        // Validation allowed only the built-in table view.
-        app: t.app.as_ref().map(|_| mcpspec_def::AppDef::Table),
+        // Validation allowed only the built-in table view and HTML files, which `compile_in`
+        // reads (crate::apps).
+        app: t.app.as_ref().map(|a| match &a.value {
+            crate::spec::RawApp::Builtin(_) => crate::ir::App::Table,
+            crate::spec::RawApp::Html(h) => crate::ir::App::Html {
+                file: h.html.clone(),
+                html: String::new(),
+            },
+        }),
         confirm: t.confirm.as_ref().map(|c| Confirm {
             argument: c.value.argument.value.clone(),
             message: c.value.message.value.trim_end().to_string(),

@@ -153,14 +153,20 @@ fn one(place: &Place<'_>, rel: &str, pos: Pos, problems: &mut Diagnostics) -> Op
 }
 
 /// Whether `dir` is a directory inside `root` once links are resolved.
-fn inside(root: &Path, dir: &Path) -> Result<(), String> {
+pub(crate) fn inside(root: &Path, dir: &Path) -> Result<(), String> {
+    inside_as(root, dir, true)
+}
+
+/// Whether `path` lies inside `root` once links are resolved, and is a directory (`dir`) or a
+/// regular file.
+pub(crate) fn inside_as(root: &Path, path: &Path, dir: bool) -> Result<(), String> {
     // A spec named without a directory lies in the current one.
     let root = if root.as_os_str().is_empty() {
         Path::new(".")
     } else {
         root
     };
-    let real = dir
+    let real = path
         .canonicalize()
         .map_err(|e| format!("cannot read it: {}", e.to_string().to_lowercase()))?;
     let root = root
@@ -169,10 +175,11 @@ fn inside(root: &Path, dir: &Path) -> Result<(), String> {
     if !real.starts_with(&root) {
         return Err("it leads outside the spec's directory".into());
     }
-    if !real.is_dir() {
-        return Err("it is not a directory".into());
+    match (dir, real.is_dir(), real.is_file()) {
+        (true, false, _) => Err("it is not a directory".into()),
+        (false, _, false) => Err("it is not a regular file".into()),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// Every file under `dir` (at `rel` below the skill's root), by `/`-separated path, with its
@@ -230,7 +237,7 @@ fn walk(dir: &Path, rel: &Path, out: &mut Vec<(String, Vec<u8>)>) -> Result<(), 
 }
 
 /// At most `limit` bytes of the file at `path`.
-fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read as _;
     let mut bytes = Vec::new();
     std::fs::File::open(path)?

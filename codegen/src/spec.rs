@@ -841,11 +841,13 @@ pub(crate) struct RawTool {
     pub task: Option<Sp<String>>,
     /// An MCP App (SEP-1865) a host that renders apps shows the result in, beside the text:
     /// `table`, the built-in view of the structured result (each list of rows a table, the
-    /// other fields by name), served as the resource `ui://<server>/<tool>`
-    /// (`text/html;profile=mcp-app`, with a CSP that allows no network and no outside
-    /// resources) and named in the tool's `_meta.ui.resourceUri`. Other hosts show the text.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
-    pub app: Option<Sp<String>>,
+    /// other fields by name), or `{html: FILE}`, a view of one's own from an HTML file beside
+    /// the spec (read when the spec compiles, at most 1 MiB). Either is served as the resource
+    /// `ui://<server>/<tool>` (`text/html;profile=mcp-app`, with a CSP that allows no network
+    /// and no outside resources) and named in the tool's `_meta.ui.resourceUri`. Other hosts
+    /// show the text.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawApp>"))]
+    pub app: Option<Sp<RawApp>>,
     /// Transforms applied to string arguments after validation and before binding, in order:
     /// `trim`, `lower`, `words` (the runs of letters and digits, lower-cased, one space apart:
     /// punctuation and operators separate words), `fts5` (each word quoted, all required),
@@ -1152,6 +1154,28 @@ pub(crate) struct RawStatement {
     #[serde(default)]
     #[cfg_attr(feature = "editor-schema", schemars(with = "BTreeMap<String, String>"))]
     pub envelope: BTreeMap<String, Sp<String>>,
+}
+
+/// A tool's MCP App: the built-in `table`, or an HTML file of one's own.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "App"))]
+#[serde(untagged)]
+pub(crate) enum RawApp {
+    /// `table`, the built-in view.
+    Builtin(String),
+    /// A view of one's own.
+    Html(RawAppHtml),
+}
+
+/// An app whose HTML is a file beside the spec.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "AppHtml"))]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAppHtml {
+    /// The HTML document, relative to the spec's directory, e.g. `views/parts.html`.
+    pub html: String,
 }
 
 /// A result column: `text`, `integer`, `real`, `boolean` or `json`, with `?` when NULL is

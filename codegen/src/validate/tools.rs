@@ -323,14 +323,17 @@ impl Validator<'_> {
         }
     }
 
-    /// A tool's `app:`: the built-in `table`, over a structured result.
-    fn app(&mut self, tool: &RawTool, app: &Sp<String>) {
-        if app.value != "table" {
+    /// A tool's `app:`: the built-in `table` or an HTML file, over a structured result. The
+    /// file itself is read (and refused) by `compile_in` (crate::apps).
+    fn app(&mut self, tool: &RawTool, app: &Sp<crate::spec::RawApp>) {
+        if let crate::spec::RawApp::Builtin(name) = &app.value
+            && name != "table"
+        {
             self.sink.error(
                 pos(app),
-                format!("unknown app `{}`", app.value),
+                format!("unknown app `{name}`"),
                 "not an app",
-                "use `table`, the built-in view of the structured result",
+                "use `table`, the built-in view of the structured result, or `{html: FILE}`, a view of your own",
             );
         }
         let content_only = tool.content.is_some()
@@ -342,7 +345,7 @@ impl Validator<'_> {
             self.sink.error(
                 pos(app),
                 format!(
-                    "`app: table` shows a structured result, and `{}` returns content blocks",
+                    "an app shows a structured result, and `{}` returns content blocks",
                     tool.name.value
                 ),
                 "",

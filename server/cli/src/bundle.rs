@@ -76,8 +76,8 @@ pub fn command() -> mcpspec::cli::Extra {
 struct Source {
     def: &'static ServerDef,
     spec: Option<(PathBuf, String)>,
-    /// The files the spec names beside it (its migrations and skills), by path relative to
-    /// the spec's directory, with their bytes.
+    /// The files the spec names beside it (its migrations, skills and apps' HTML), by path
+    /// relative to the spec's directory, with their bytes.
     files: Vec<(PathBuf, Vec<u8>)>,
 }
 
@@ -85,8 +85,14 @@ struct Source {
 /// places beside the bundled spec; a place outside the spec's directory is refused.
 fn beside(spec: &Path, text: &str) -> Result<Vec<(PathBuf, Vec<u8>)>> {
     let compiled = codegen::compile(spec, text).map_err(|d| anyhow::anyhow!("{d}"))?;
-    // The compiler has already refused a skill directory outside the spec's.
+    // The compiler has already refused a skill directory or an app's file outside the spec's.
     let mut out = compiled.skill_files();
+    out.extend(
+        compiled
+            .app_files()
+            .into_iter()
+            .map(|(rel, html)| (rel, html.as_bytes().to_vec())),
+    );
     for (rel, text) in compiled.migration_files() {
         let inside = rel
             .components()

@@ -762,6 +762,65 @@ fn a_bundle_carries_the_spec_s_skills_and_its_binary_serves_them() {
     assert_eq!(read["result"]["contents"][0]["blob"], "AJ+Slv8=", "{read}");
 }
 
+/// A tool's app of one's own (`app: {html: FILE}`) is served as its file says, as SEP-1865
+/// says (`_meta.ui` naming it, the MIME type, a CSP declaring no origin), and a bundle carries
+/// the file beside the spec.
+#[test]
+fn an_app_of_one_s_own_is_served_from_its_file_and_bundled() {
+    let project = Project::new(&SPEC.replace(
+        "    title: Find a part\n",
+        "    title: Find a part\n    app: {html: views/part.html}\n",
+    ));
+    let dir = project.dir.path();
+    let html = "<!DOCTYPE html>\n<html><body><p>A part.</p></body></html>\n";
+    std::fs::create_dir(dir.join("views")).expect("mkdir");
+    std::fs::write(dir.join("views/part.html"), html).expect("write the view");
+    project.init();
+    let mut client = StdioClient::spawn(
+        Command::new(exe())
+            .args(["serve", "--spec", "parts.yaml", "--db", "parts.db"])
+            .current_dir(dir)
+            .stderr(Stdio::null()),
+    )
+    .expect("start the server");
+    client.initialize().expect("initialize");
+    let tools = client.request("tools/list", json!({})).expect("tools/list");
+    let find = tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "find_part")
+        .cloned()
+        .expect("find_part");
+    assert_eq!(
+        find["_meta"]["ui"],
+        json!({"resourceUri": "ui://parts/find_part"}),
+        "{find}"
+    );
+    let read = client
+        .request("resources/read", json!({"uri": "ui://parts/find_part"}))
+        .expect("resources/read");
+    let c = &read["result"]["contents"][0];
+    assert_eq!(c["text"], html, "{read}");
+    assert_eq!(c["mimeType"], "text/html;profile=mcp-app", "{read}");
+    assert_eq!(
+        c["_meta"]["ui"]["csp"]["connectDomains"],
+        json!([]),
+        "{read}"
+    );
+
+    let out = project.run(&["bundle", "--spec", "parts.yaml", "--out", "dist"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let file = std::fs::File::open(dir.join("dist/parts-0.1.0.mcpb")).expect("bundle");
+    let unpacked = dir.join("unpacked");
+    zip::ZipArchive::new(file)
+        .expect("a zip")
+        .extract(&unpacked)
+        .expect("extract");
+    let bundled = std::fs::read_to_string(unpacked.join("server/views/part.html"));
+    assert_eq!(bundled.expect("bundled"), html);
+}
+
 /// A spec from someone else, checked and tried as a user would before trusting it: its schema
 /// attaching a file elsewhere, its sample rows vacuuming into one, a migration doing the same,
 /// and a tool's statement too. `check --spec`, `init`, `test` and `migrate` refuse each, say

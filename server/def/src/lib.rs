@@ -164,6 +164,12 @@ impl ServerDef {
 pub enum AppDef {
     /// The runtime's built-in view of the structured result as tables.
     Table,
+    /// A view of the spec author's own: an HTML file beside the spec, read when it compiled.
+    Html {
+        /// The file, as the spec names it (relative to the spec's directory).
+        file: &'static str,
+        html: &'static str,
+    },
 }
 
 /// A skill in the Agent Skills layout that the server serves over the Skills extension

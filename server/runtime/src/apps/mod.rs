@@ -1,9 +1,9 @@
 //! MCP Apps (SEP-1865, `io.modelcontextprotocol/ui`): the views hosts render beside a tool's
 //! result. A tool with `app:` names its view in `_meta.ui.resourceUri`; the view is the
 //! resource `ui://<server>/<tool>`, HTML of type `text/html;profile=mcp-app` with a CSP that
-//! declares no outside origin (no network, nothing loaded from elsewhere). The one view so far
-//! is the built-in table (`table.html`), embedded in the binary. A leaf over the definition:
-//! the protocol layer calls it.
+//! declares no outside origin (no network, nothing loaded from elsewhere). The view is the
+//! built-in table (`table.html`, embedded in the binary) or the spec author's HTML file, read
+//! when the spec compiled. A leaf over the definition: the protocol layer calls it.
 
 use rmcp::model::{MetaObject, Resource, ResourceContents};
 use serde_json::{Map, Value, json};
@@ -41,11 +41,16 @@ pub(crate) fn resources(def: &ServerDef) -> Vec<Resource> {
         .filter(|t| t.app.is_some())
         .map(|t| {
             Resource::new(uri(def, t), format!("{}-view", t.name))
-                .with_title(format!("{} (table view)", t.title.unwrap_or(t.name)))
-                .with_description(format!(
-                    "The MCP App that shows `{}`'s result as tables.",
-                    t.name
-                ))
+                .with_title(match t.app {
+                    Some(AppDef::Html { .. }) => format!("{} (view)", t.title.unwrap_or(t.name)),
+                    _ => format!("{} (table view)", t.title.unwrap_or(t.name)),
+                })
+                .with_description(match t.app {
+                    Some(AppDef::Html { .. }) => {
+                        format!("The MCP App that shows `{}`'s result.", t.name)
+                    }
+                    _ => format!("The MCP App that shows `{}`'s result as tables.", t.name),
+                })
                 .with_mime_type(MIME_TYPE)
         })
         .collect()
@@ -65,6 +70,7 @@ pub(crate) fn read(def: &ServerDef, uri_asked: &str) -> Option<ResourceContents>
         .find(|t| t.app.is_some() && uri(def, t) == uri_asked)?;
     let html = match tool.app? {
         AppDef::Table => TABLE,
+        AppDef::Html { html, .. } => html,
     };
     let mut meta = Map::new();
     meta.insert(

@@ -65,7 +65,7 @@ pub fn run(
     let spec_seen = stamp(spec);
     let text = compile.read(spec).map_err(|problem| anyhow!("{problem}"))?;
     let def = (compile.compile)(spec, &text).map_err(|problems| anyhow!("{problems}"))?;
-    let seen = (spec_seen, skill_stamps(spec, def));
+    let seen = (spec_seen, beside_stamps(spec, def));
     let last = Some(text);
     let handlers: Handlers = servers
         .into_iter()
@@ -202,7 +202,7 @@ struct Watch {
     compile: Compile,
     handlers: Handlers,
     dbs: Databases,
-    /// The file's modification time and size (and its skills' files'), and its text, as last
+    /// The file's modification time and size (and its skills' and apps' files'), and its text, as last
     /// served or refused.
     seen: Stamps,
     last: Option<String>,
@@ -221,12 +221,12 @@ impl Watch {
             // The skills of the version served now: a broken edit keeps the last good ones.
             let now = (
                 stamp(&self.spec),
-                skill_stamps(&self.spec, live.now().engine.def),
+                beside_stamps(&self.spec, live.now().engine.def),
             );
             if now == self.seen {
                 continue;
             }
-            let skills_changed = now.1 != self.seen.1;
+            let beside_changed = now.1 != self.seen.1;
             self.seen = now;
             let text = match self.compile.read(&self.spec) {
                 Ok(text) => text,
@@ -236,13 +236,13 @@ impl Watch {
                     continue;
                 }
             };
-            if self.last.as_ref() == Some(&text) && !skills_changed {
+            if self.last.as_ref() == Some(&text) && !beside_changed {
                 continue;
             }
             if let Some(engine) = self.next(&text) {
                 let tools = engine.def.tools.len();
                 // The new version's skills may lie elsewhere: looked at from now on.
-                self.seen.1 = skill_stamps(&self.spec, engine.def);
+                self.seen.1 = beside_stamps(&self.spec, engine.def);
                 live.replace(engine);
                 // Said once the new version serves, so that a client that reads it is served it.
                 eprintln!(
@@ -293,12 +293,22 @@ type Stamps = (Option<(SystemTime, u64)>, Vec<(PathBuf, SystemTime, u64)>);
 const MAX_WATCHED: usize = 4096;
 
 /// The modification time and size of every file under the directories `def`'s skills were
-/// read from (beside `spec`), by path: an edit, an addition or a removal changes them.
-fn skill_stamps(spec: &Path, def: &ServerDef) -> Vec<(PathBuf, SystemTime, u64)> {
+/// read from (beside `spec`), and of its apps' HTML files, by path: an edit, an addition or a
+/// removal changes them.
+fn beside_stamps(spec: &Path, def: &ServerDef) -> Vec<(PathBuf, SystemTime, u64)> {
     let base = spec.parent().unwrap_or(Path::new(""));
     let mut out = Vec::new();
     for skill in def.skills {
         walk(&base.join(skill.dir), &mut out);
+    }
+    for tool in def.tools {
+        if let Some(crate::def::AppDef::Html { file, .. }) = tool.app {
+            let path = base.join(file);
+            if let Ok(m) = std::fs::metadata(&path) {
+                let modified = m.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+                out.push((path, modified, m.len()));
+            }
+        }
     }
     out.sort();
     out
