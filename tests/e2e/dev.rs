@@ -163,18 +163,28 @@ fn dev_follows_a_toolset_across_reloads() {
     );
 }
 
-/// A skill's file saved while `dev` serves is served at once, as an edit of the spec is: the
-/// entry's description and the file's digest follow; a broken one keeps the last good version.
+/// A skill's file or an app's HTML saved while `dev` serves is served at once, as an edit of
+/// the spec is: the entry's description follows, and the view's text; a broken skill keeps the
+/// last good version.
 #[test]
-fn dev_follows_the_spec_s_skills() {
+fn dev_follows_the_spec_s_skills_and_views() {
     let dir = tempfile::tempdir().unwrap();
     let original =
         std::fs::read_to_string("../tests/fixtures/basic/spec.yaml").expect("basic fixture");
+    let with_view = original.replacen(
+        "  - name: search_notes\n",
+        "  - name: search_notes\n    app: {html: views/notes.html}\n",
+        1,
+    );
+    assert_ne!(with_view, original);
     std::fs::write(
         dir.path().join("notes.yaml"),
-        format!("{original}skills:\n  - skills/notes-help\n"),
+        format!("{with_view}skills:\n  - skills/notes-help\n"),
     )
     .unwrap();
+    let view = dir.path().join("views/notes.html");
+    std::fs::create_dir_all(view.parent().unwrap()).unwrap();
+    std::fs::write(&view, "<!DOCTYPE html><p>first</p>").unwrap();
     let skill = dir.path().join("skills/notes-help/SKILL.md");
     std::fs::create_dir_all(skill.parent().unwrap()).unwrap();
     let write = |description: &str| {
@@ -192,6 +202,15 @@ fn dev_follows_the_spec_s_skills() {
     write("Other words, longer than the first.");
     s.list_changed();
     assert_eq!(described(&mut s), "Other words, longer than the first.");
+    let shown = |s: &mut Dev| {
+        let uri = json!({"uri": "ui://basic/search_notes"});
+        let read = s.client.request("resources/read", uri).unwrap();
+        read["result"]["contents"][0]["text"].clone()
+    };
+    assert_eq!(shown(&mut s), "<!DOCTYPE html><p>first</p>");
+    std::fs::write(&view, "<!DOCTYPE html><p>second, longer</p>").unwrap();
+    s.list_changed();
+    assert_eq!(shown(&mut s), "<!DOCTYPE html><p>second, longer</p>");
     // A SKILL.md without its description is refused; the last good version keeps serving.
     std::fs::write(&skill, "---\nname: notes-help\n---\n").unwrap();
     s.stderr_until("has problems; still serving the last good version");
