@@ -1582,6 +1582,8 @@ enum Ctx {
     Rules,
     Rule,
     Confirm,
+    /// A tool's `app:` in its long form.
+    App,
     Resources,
     Resource,
     Prompts,
@@ -1642,6 +1644,7 @@ impl Ctx {
             Ctx::Error => ("an error", crate::fields::of::<RawError>()),
             Ctx::Rule => ("an error rule", crate::fields::of::<RawRule>()),
             Ctx::Confirm => ("`confirm`", crate::fields::of::<RawConfirm>()),
+            Ctx::App => ("`app`", crate::fields::of::<RawAppHtml>()),
             Ctx::Resource => ("a resource", crate::fields::of::<RawResource>()),
             Ctx::Prompt => ("a prompt", crate::fields::of::<RawPrompt>()),
             Ctx::PromptArgument => (
@@ -1697,6 +1700,7 @@ impl Ctx {
             (Ctx::Ask, "schema") => Ctx::Schema,
             (Ctx::Error, "rules") => Ctx::Rules,
             (Ctx::Tool, "confirm") => Ctx::Confirm,
+            (Ctx::Tool, "app") => Ctx::App,
             (Ctx::Tool, "content") => Ctx::Blocks,
             (Ctx::Database, "default_path") => Ctx::DefaultPath,
             (Ctx::Database, "fts") => Ctx::FtsList,
@@ -1768,6 +1772,7 @@ impl Ctx {
             Ctx::Error => "Error",
             Ctx::Rule => "Rule",
             Ctx::Confirm => "Confirm",
+            Ctx::App => "AppHtml",
             Ctx::Resource => "Resource",
             Ctx::Prompt => "Prompt",
             Ctx::PromptArgument => "PromptArgument",
