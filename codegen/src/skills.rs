@@ -269,15 +269,9 @@ fn limits(
     Some(())
 }
 
-/// The front matter of `SKILL.md` as JSON, checked: `name` equal to the directory's name and
-/// valid, `description` given and short enough.
-fn front_matter(
-    file: &Path,
-    text: &str,
-    dir_name: &str,
-    problems: &mut Diagnostics,
-) -> Option<Map<String, Value>> {
-    let at = |line: usize, message: String, help: &str| Diagnostic {
+/// A problem at `line` of `file` (a `SKILL.md`).
+fn at_line(file: &Path, line: usize, message: String, help: &str) -> Diagnostic {
+    Diagnostic {
         file: file.to_path_buf(),
         pos: Pos {
             line: u32::try_from(line).unwrap_or(u32::MAX),
@@ -286,7 +280,17 @@ fn front_matter(
         message,
         label: None,
         help: Some(help.to_string()),
-    };
+    }
+}
+
+/// The front matter of `SKILL.md` as JSON, checked ([`fields`]).
+fn front_matter(
+    file: &Path,
+    text: &str,
+    dir_name: &str,
+    problems: &mut Diagnostics,
+) -> Option<Map<String, Value>> {
+    let at = |line: usize, message: String, help: &str| at_line(file, line, message, help);
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut lines = text.lines();
     if lines.next().map(str::trim_end) != Some("---") {
@@ -341,33 +345,49 @@ fn front_matter(
             .position(|l| l.starts_with(&prefix))
             .map_or(2, |i| i + 1)
     };
-    let before = problems.items.len();
+    let found = fields(&map, dir_name, &|key, message, help| {
+        at(key.map_or(2, line_of), message, help)
+    });
+    let ok = found.is_empty();
+    problems.items.extend(found);
+    ok.then_some(map)
+}
+
+/// The problems of the front matter's fields: `name` equal to the directory's name and valid,
+/// `description` given and short enough. `at` places a problem at a key's line (`None`: the
+/// front matter's first).
+fn fields(
+    map: &Map<String, Value>,
+    dir_name: &str,
+    at: &dyn Fn(Option<&str>, String, &str) -> Diagnostic,
+) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
     match map.get("name").and_then(Value::as_str) {
-        None => problems.items.push(at(
-            2,
+        None => out.push(at(
+            None,
             "SKILL.md's front matter has no `name`".into(),
             &format!("add `name: {dir_name}`"),
         )),
-        Some(name) if name != dir_name => problems.items.push(at(
-            line_of("name"),
+        Some(name) if name != dir_name => out.push(at(
+            Some("name"),
             format!("the skill's name `{name}` differs from its directory's, `{dir_name}`"),
             "name the directory as the skill: the name is the last segment of its URI",
         )),
-        Some(name) if !valid_name(name) => problems.items.push(at(
-            line_of("name"),
+        Some(name) if !valid_name(name) => out.push(at(
+            Some("name"),
             format!("invalid skill name `{name}`"),
             "use lowercase letters, digits and single hyphens, at most 64, not starting or ending with a hyphen",
         )),
         Some(_) => {}
     }
     match map.get("description").and_then(Value::as_str) {
-        None | Some("") => problems.items.push(at(
-            2,
+        None | Some("") => out.push(at(
+            None,
             "SKILL.md's front matter has no `description`".into(),
             "say what the skill does and when to use it, in a sentence or two",
         )),
-        Some(d) if d.chars().count() > MAX_DESCRIPTION => problems.items.push(at(
-            line_of("description"),
+        Some(d) if d.chars().count() > MAX_DESCRIPTION => out.push(at(
+            Some("description"),
             format!(
                 "the skill's description is {} characters long",
                 d.chars().count()
@@ -376,7 +396,7 @@ fn front_matter(
         )),
         Some(_) => {}
     }
-    (problems.items.len() == before).then_some(map)
+    out
 }
 
 fn first_line(s: &str) -> String {

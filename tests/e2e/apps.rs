@@ -8,7 +8,8 @@
 
 use serde_json::{Value, json};
 
-use crate::common::{Session, Transport, sample_db, start_over};
+use crate::common::{Transport, sample_db, start_over};
+use crate::content::ok;
 
 /// A validator of the SDK schema's definition `name`, its sibling definitions beside it.
 fn validator(schema: &Value, name: &str) -> jsonschema::Validator {
@@ -26,13 +27,6 @@ fn sdk_mime_type(sdk: &std::path::Path) -> String {
         .find(|l| l.contains("RESOURCE_MIME_TYPE ="))
         .expect("RESOURCE_MIME_TYPE in the SDK");
     line.split('"').nth(1).expect("a quoted value").to_string()
-}
-
-/// A request's result, failing the test on an error.
-fn ok(s: &mut Session, method: &str, params: Value) -> Value {
-    let r = s.client.request(method, params).expect(method);
-    assert!(r.get("result").is_some(), "{method}: {r}");
-    r["result"].clone()
 }
 
 #[cfg(feature = "full")]

@@ -11,16 +11,10 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 
 use crate::common::{EXE, Transport, sample_db, start, start_over};
+use crate::content::ok;
 
 /// The knowledge seed's skill, on disk.
 const KNOWLEDGE_SKILL: &str = "../spec/skills/knowledge-base";
-
-/// A request's result, failing the test on an error.
-fn ok(s: &mut crate::common::Session, method: &str, params: Value) -> Value {
-    let r = s.client.request(method, params).expect(method);
-    assert!(r.get("result").is_some(), "{method}: {r}");
-    r["result"].clone()
-}
 
 /// A request's JSON-RPC error: in the response, or (over HTTP, for params the server refuses
 /// before any session work) in the body of a 400.
