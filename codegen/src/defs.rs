@@ -344,6 +344,11 @@ fn statement(s: &ir::Statement) -> StatementDef {
             };
             (text(field), source)
         }),
+        page: s.page.as_ref().map(|p| mcpspec_def::PageDef {
+            by: texts(&p.by),
+            size: opt(p.size.as_deref()),
+            peek: p.peek,
+        }),
     }
 }
 
@@ -399,6 +404,7 @@ fn params(t: &ir::Tool, s: &ir::Server) -> &'static [(&'static str, ParamKind)] 
                 // Validation refuses a field that is not one before this runs.
                 ParamKind::Embeddings(EmbeddingsField::of(field).unwrap_or(EmbeddingsField::Model))
             }
+            None if ir::is_page_param(wire) => ParamKind::Page,
             None => ParamKind::Arguments,
         };
         (text(wire), kind)

@@ -808,6 +808,54 @@ pub(crate) struct Statement {
     pub bind: Vec<(String, String, String)>,
     /// Computed fields beside the rows: `(field, source)`.
     pub envelope: Vec<(String, Envelope)>,
+    /// Keyset pagination, when the statement pages.
+    pub page: Option<Page>,
+}
+
+impl Statement {
+    /// The names of the columns the statement's result must have: the declared ones, and the
+    /// `page.by` columns read for the cursor alone.
+    #[cfg_attr(not(any(feature = "sqlite", feature = "live")), allow(dead_code))]
+    pub fn result_columns(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.columns.iter().map(|c| c.name.as_str()).collect();
+        for c in self.page.iter().flat_map(|p| &p.by) {
+            if !names.contains(&c.as_str()) {
+                names.push(c);
+            }
+        }
+        names
+    }
+}
+
+/// How a `many` statement pages (see `mcpspec_def::PageDef`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Page {
+    /// The result columns the `ORDER BY` sorts on, in its order.
+    pub by: Vec<String>,
+    /// The integer argument that sets a page's size, when there is one.
+    pub size: Option<String>,
+    /// Whether the query fetches one more row than a page holds (`:page.limit`), which
+    /// tells whether another page follows.
+    pub peek: bool,
+}
+
+/// The SQL parameter of a paged statement that binds how many rows to fetch: a page's size
+/// and one more, which tells whether rows remain.
+pub(crate) const PAGE_LIMIT_PARAM: &str = "page.limit";
+
+/// The SQL parameter of a paged statement that binds a page's size, for a query that cannot
+/// afford the one more row: a full page then always gives a next cursor, and the last full
+/// page is followed by an empty one.
+pub(crate) const PAGE_SIZE_PARAM: &str = "page.size";
+
+/// The prefix of the SQL parameters of a paged statement that bind the cursor's sort values,
+/// `:after.COLUMN` (NULL on the first page).
+pub(crate) const AFTER_PREFIX: &str = "after.";
+
+/// Whether `param` is one a paged statement binds from its page (`:page.limit`,
+/// `:after.COLUMN`) rather than from an argument.
+pub(crate) fn is_page_param(param: &str) -> bool {
+    param == PAGE_LIMIT_PARAM || param == PAGE_SIZE_PARAM || param.starts_with(AFTER_PREFIX)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -231,7 +231,7 @@ impl Live<'_> {
         out: &mut Diagnostics,
     ) {
         let mut actual: Vec<&str> = d.columns.iter().map(|c| c.name.as_str()).collect();
-        let mut wanted: Vec<&str> = st.columns.iter().map(|c| c.name.as_str()).collect();
+        let mut wanted: Vec<&str> = st.result_columns();
         actual.sort_unstable();
         wanted.sort_unstable();
         if actual != wanted {

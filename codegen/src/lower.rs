@@ -442,7 +442,7 @@ fn tool(
     type_name: String,
     pg: &[&'static sqlscan::Dialect],
 ) -> Tool {
-    let binding = binding(t, pg);
+    let mut binding = binding(t, pg);
     let handler = matches!(binding, Binding::Handler(_));
     // A handler with `output: content` returns content blocks, like a `content:` binding.
     let content_output = handler && t.output.as_ref().is_some_and(|o| o.value.is_string());
@@ -451,7 +451,18 @@ fn tool(
     let annotations = annotations(t, &binding, writes);
     let empty = empty_input();
     let input = t.input.as_ref().map_or(&empty, |i| &i.value);
-    let (args, defaults) = args(input);
+    let (mut args, defaults) = args(input);
+    let mut schema = input_schema(input);
+    if let Binding::Single(st) = &mut binding
+        && let Some(page) = &mut st.page
+    {
+        page.size = page.size.take().or_else(|| {
+            args.iter()
+                .any(|a| a.wire == DEFAULT_PAGE_SIZE && a.ty == ArgType::Integer)
+                .then(|| DEFAULT_PAGE_SIZE.to_string())
+        });
+        cursor_argument(&mut schema, &mut args);
+    }
     let sql_args = sql_args(t, &binding);
     Tool {
         name: t.name.value.clone(),
@@ -459,12 +470,12 @@ fn tool(
         type_name: type_name.clone(),
         title: t.title.clone(),
         description: t.description.value.trim_end().to_string(),
-        input_schema: input_schema(input),
         output_schema: match &t.output {
             _ if content => Value::Null,
             Some(o) if handler => o.value.clone(),
-            _ => output_schema(&binding, &input_schema(input)),
+            _ => output_schema(&binding, &schema),
         },
+        input_schema: schema,
         outputs: match &t.output {
             Some(o) if handler && !content => outputs(t, &type_name, &o.value),
             _ => Vec::new(),
@@ -812,6 +823,13 @@ fn statement(s: &RawStatement, tool: &str, pg: &[&'static sqlscan::Dialect]) -> 
         columns,
         max_rows: s.max_rows.as_ref().map_or(DEFAULT_MAX_ROWS, |m| m.value),
         max_bytes: s.max_bytes.as_ref().map(|m| m.value),
+        page: s.page.as_ref().map(|p| crate::ir::Page {
+            by: p.value.by.iter().map(|c| c.value.clone()).collect(),
+            size: p.value.size.as_ref().map(|z| z.value.clone()),
+            peek: sqltext::params(&s.query.value)
+                .iter()
+                .any(|p| p.name == crate::ir::PAGE_LIMIT_PARAM),
+        }),
         empty_message: s
             .empty_message
             .as_ref()
@@ -874,6 +892,32 @@ fn derived_ddl(derived: Option<&str>, fts: &[crate::spec::Sp<crate::spec::RawFts
     }
     out
 }
+
+/// The argument a paged statement takes its page size from when `page.size` does not say.
+const DEFAULT_PAGE_SIZE: &str = "limit";
+
+/// Adds the `cursor` argument of a paged tool to its input schema and its arguments.
+fn cursor_argument(schema: &mut Value, args: &mut Vec<Arg>) {
+    let name = mcpspec_def::CURSOR_ARGUMENT;
+    let description = "Where to go on from: the `next_cursor` of the previous page, as given. Omit it for the first page.";
+    schema["properties"][name] = json!({
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_CURSOR_CHARS,
+        "description": description,
+    });
+    args.push(Arg {
+        wire: name.to_string(),
+        field: names::snake(name),
+        ty: ArgType::String,
+        present: false,
+        description: Some(description.to_string()),
+    });
+}
+
+/// The longest cursor a paged tool takes: room for the sort values of a row of a few long
+/// keys, sealed; a longer one is refused by the schema before it is read.
+const MAX_CURSOR_CHARS: u32 = 4096;
 
 fn input_schema(input: &RawInput) -> Value {
     let mut o = Map::new();
@@ -1008,8 +1052,14 @@ fn many_schema(s: &Statement, input: &Value) -> Value {
     props.insert("truncated".into(), json!({"type": "boolean", "description": "Present and true when more rows matched than the result may hold."}));
     props.insert(
         "message".into(),
-        json!({"type": "string", "description": "Why the result is empty and what to try next."}),
+        json!({"type": "string", "description": "Why the result is empty or cut short, and what to try next."}),
     );
+    if s.page.is_some() {
+        props.insert(
+            mcpspec_def::NEXT_CURSOR_FIELD.into(),
+            json!({"type": "string", "description": "Present while rows remain: pass it as `cursor` to get the next page."}),
+        );
+    }
     let mut required = vec![s.key.clone()];
     for (field, e) in &s.envelope {
         let schema = match e {

@@ -1154,6 +1154,31 @@ pub(crate) struct RawStatement {
     #[serde(default)]
     #[cfg_attr(feature = "editor-schema", schemars(with = "BTreeMap<String, String>"))]
     pub envelope: BTreeMap<String, Sp<String>>,
+    /// Keyset pagination: the tool takes a `cursor` argument and its result gives
+    /// `next_cursor` while rows remain. The query binds `:after.COLUMN` for each `by` column
+    /// (the last row's values, NULL on the first page) and keeps only the rows after them, and
+    /// ends with `LIMIT :page.limit` (a page's size and one more, which tells whether another
+    /// page follows) or, where one more row would change the query's plan, `LIMIT :page.size`
+    /// (a full page then gives a cursor, and the last full page is followed by an empty one).
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawPage>"))]
+    pub page: Option<Sp<RawPage>>,
+}
+
+/// A statement's keyset pagination.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Page"))]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPage {
+    /// The result columns the query's `ORDER BY` sorts on, in its order, ending with a unique
+    /// one (such as the id) so that no two rows tie. A column not under `columns` is read for
+    /// the cursor and left out of the rows (an exact sort key beside a formatted one).
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
+    pub by: Vec<Sp<String>>,
+    /// The integer argument that sets a page's size (default `limit`, when the tool has it);
+    /// without one a page holds `max_rows` rows.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
+    pub size: Option<Sp<String>>,
 }
 
 /// A tool's MCP App: the built-in `table`, or an HTML file of one's own.
@@ -1584,6 +1609,8 @@ enum Ctx {
     Confirm,
     /// A tool's `app:` in its long form.
     App,
+    /// A statement's `page:`.
+    Page,
     Resources,
     Resource,
     Prompts,
@@ -1645,6 +1672,7 @@ impl Ctx {
             Ctx::Rule => ("an error rule", crate::fields::of::<RawRule>()),
             Ctx::Confirm => ("`confirm`", crate::fields::of::<RawConfirm>()),
             Ctx::App => ("`app`", crate::fields::of::<RawAppHtml>()),
+            Ctx::Page => ("`page`", crate::fields::of::<RawPage>()),
             Ctx::Resource => ("a resource", crate::fields::of::<RawResource>()),
             Ctx::Prompt => ("a prompt", crate::fields::of::<RawPrompt>()),
             Ctx::PromptArgument => (
@@ -1716,6 +1744,7 @@ impl Ctx {
             (Ctx::Tool, "compose") => Ctx::Statements,
             (Ctx::Tool, "examples") => Ctx::Examples,
             (Ctx::Statement, "columns") => Ctx::Columns,
+            (Ctx::Statement, "page") => Ctx::Page,
             (Ctx::Columns, _) => Ctx::Column,
             _ => Ctx::Any,
         }
@@ -1773,6 +1802,7 @@ impl Ctx {
             Ctx::Rule => "Rule",
             Ctx::Confirm => "Confirm",
             Ctx::App => "AppHtml",
+            Ctx::Page => "Page",
             Ctx::Resource => "Resource",
             Ctx::Prompt => "Prompt",
             Ctx::PromptArgument => "PromptArgument",

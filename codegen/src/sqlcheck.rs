@@ -253,7 +253,11 @@ fn check_columns(
     out: &mut Diagnostics,
 ) {
     let mut actual: Vec<String> = stmt.column_names().map(str::to_string).collect();
-    let mut wanted: Vec<String> = st.columns.iter().map(|c| c.name.clone()).collect();
+    let mut wanted: Vec<String> = st
+        .result_columns()
+        .into_iter()
+        .map(str::to_string)
+        .collect();
     actual.sort();
     wanted.sort();
     if actual != wanted {

@@ -12,6 +12,14 @@ pub const EXE: &str = env!("CARGO_BIN_EXE_mcpspec-seeds");
 /// The `mcpspec` command with the test doubles (`downstream`, `conformance`) beside the seeds.
 pub const TESTBED: &str = env!("CARGO_BIN_EXE_mcpspec-testbed");
 
+/// A `MCPSPEC_REQUEST_STATE_KEY` for servers that must seal alike: replicas, and two servers
+/// whose answers a test compares byte for byte (a paged tool's `next_cursor` is sealed with
+/// the process's key, random unless it is given).
+pub const SHARED_KEY: (&str, &str) = (
+    "MCPSPEC_REQUEST_STATE_KEY",
+    "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",
+);
+
 /// The binary that serves `server`: the test doubles are only in [`TESTBED`].
 pub fn exe_for(server: &str) -> &'static str {
     match server {

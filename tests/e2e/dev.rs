@@ -124,7 +124,7 @@ fn dev_follows_a_toolset_across_reloads() {
     let lean = |tools: &str| format!("toolsets:\n  lean: [{tools}]\n");
     std::fs::write(&spec, format!("{original}{}", lean("search_notes"))).unwrap();
     let mut s = dev_with(dir.path(), "notes.yaml", &["--toolset", "lean"]);
-    s.stderr_until("serving notes.yaml (4 tools)");
+    s.stderr_until("serving notes.yaml (5 tools)");
     assert_eq!(s.tool_names(), ["search_notes"]);
     let with_count = format!("{original}{COUNT_TOOL}");
     std::fs::write(
@@ -228,10 +228,16 @@ fn dev_swaps_in_each_valid_edit_and_keeps_serving_through_a_broken_one() {
         std::fs::read_to_string("../tests/fixtures/basic/spec.yaml").expect("basic fixture");
     std::fs::write(&spec, &original).unwrap();
     let mut s = dev(dir.path(), "notes.yaml");
-    s.stderr_until("serving notes.yaml (4 tools) on a scratch database");
+    s.stderr_until("serving notes.yaml (5 tools) on a scratch database");
     assert_eq!(
         s.tool_names(),
-        ["search_notes", "delete_note", "find_note", "notes_between"]
+        [
+            "search_notes",
+            "delete_note",
+            "find_note",
+            "list_notes",
+            "notes_between"
+        ]
     );
     let found = s.structured("search_notes", json!({"q": "hel"}));
     assert_eq!(found["notes"][0]["body"], "hello", "{found}");
@@ -244,6 +250,7 @@ fn dev_swaps_in_each_valid_edit_and_keeps_serving_through_a_broken_one() {
             "search_notes",
             "delete_note",
             "find_note",
+            "list_notes",
             "notes_between",
             "count_notes"
         ]
@@ -274,6 +281,7 @@ fn dev_swaps_in_each_valid_edit_and_keeps_serving_through_a_broken_one() {
             "search_notes",
             "delete_note",
             "find_note",
+            "list_notes",
             "notes_between",
             "count_notes"
         ]
@@ -446,7 +454,7 @@ fn dev_reads_only_regular_files_of_bounded_size() {
     let original = std::fs::read_to_string("../tests/fixtures/basic/spec.yaml").unwrap();
     std::fs::write(&spec, &original).unwrap();
     let mut s = dev(dir.path(), "notes.yaml");
-    s.stderr_until("serving notes.yaml (4 tools)");
+    s.stderr_until("serving notes.yaml (5 tools)");
     std::fs::remove_file(&spec).unwrap();
     assert!(
         Command::new("mkfifo")
@@ -462,7 +470,7 @@ fn dev_reads_only_regular_files_of_bounded_size() {
         original.replace("tools:\n", &format!("tools:\n{COUNT_TOOL}")),
     )
     .unwrap();
-    s.stderr_until("reloaded notes.yaml (5 tools)");
+    s.stderr_until("reloaded notes.yaml (6 tools)");
     assert!(s.tool_names().contains(&"count_notes".to_string()));
 }
 
@@ -484,7 +492,7 @@ fn reloads_leave_memory_flat() {
     );
     std::fs::write(&spec, &original).unwrap();
     let mut s = dev(dir.path(), "notes.yaml");
-    s.stderr_until("serving notes.yaml (4 tools) on a scratch database");
+    s.stderr_until("serving notes.yaml (5 tools) on a scratch database");
     let pid = s.client.pid();
     let mut warm = 0;
     for i in 0..1000 {
@@ -501,5 +509,5 @@ fn reloads_leave_memory_flat() {
         after <= warm + 4 * 1024,
         "900 reloads of versions seen before grew the server from {warm} KiB to {after} KiB"
     );
-    assert_eq!(s.tool_names().len(), 4, "the last save is the original");
+    assert_eq!(s.tool_names().len(), 5, "the last save is the original");
 }

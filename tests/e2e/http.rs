@@ -830,7 +830,11 @@ fn assert_cancelled(r: &HttpResponse) {
 #[test]
 fn plain_reads_answer_as_json_and_stop_when_cancelled() {
     let db = big_db(300_000);
-    let env = [("MCPSPEC_LOG", "info"), ("MCPSPEC_LOG_FORMAT", "json")];
+    let env = [
+        ("MCPSPEC_LOG", "info"),
+        ("MCPSPEC_LOG_FORMAT", "json"),
+        crate::common::SHARED_KEY,
+    ];
     let mut server = HttpServer::start(&db.path, &[], &env);
     let log = std::mem::replace(&mut server.stderr, std::sync::mpsc::channel().1);
     let mut c = server.session(None);
@@ -854,7 +858,7 @@ fn plain_reads_answer_as_json_and_stop_when_cancelled() {
     // The shape of 2025-11-25: no `resultType`, as rmcp answers that revision.
     assert!(direct["result"].get("resultType").is_none(), "{direct}");
     // The same read in a stdio session gives the same result.
-    let mut stdio = crate::knowledge::spawn(&db.path, &[], Stdio::null());
+    let mut stdio = crate::knowledge::spawn(&db.path, &[crate::common::SHARED_KEY], Stdio::null());
     let same = stdio.call_tool("kb_list", json!({"limit": 2})).unwrap();
     assert_eq!(same["result"], direct["result"]);
     drop(stdio);
@@ -1153,8 +1157,12 @@ fn a_body_of_another_media_type_is_refused_even_for_a_plain_read() {
 #[test]
 fn a_2026_read_takes_the_lane_only_with_the_headers_rmcp_takes() {
     let db = sample_db("knowledge");
-    let lane = HttpServer::start(&db.path, &[], &[]);
-    let rmcp = HttpServer::start(&db.path, &[], &[("MCPSPEC_HTTP_LANE", "off")]);
+    let lane = HttpServer::start(&db.path, &[], &[crate::common::SHARED_KEY]);
+    let rmcp = HttpServer::start(
+        &db.path,
+        &[],
+        &[("MCPSPEC_HTTP_LANE", "off"), crate::common::SHARED_KEY],
+    );
     let meta = meta_2026();
     let body = |name: &str, meta: &Value| {
         json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",

@@ -69,8 +69,10 @@ fn query_learnings_returns_full_rows_and_parsed_tags() {
             "project_id": "proj-001",
             "project_name": "Risk Workbench",
             "created_at": "2024-12-22T14:15:00Z"
-        }]})
+        }], "next_cursor": got["next_cursor"]})
     );
+    // One learning of two: a next page follows.
+    assert!(got["next_cursor"].is_string(), "{got}");
     // A learning without a project omits the project fields rather than sending nulls.
     let got = s.ok("query_learnings", json!({"tags": ["railroad"]}));
     assert_eq!(
@@ -410,7 +412,7 @@ fn tools_list_publishes_schemas_and_derived_annotations() {
         limit,
         &json!({
             "type": "integer", "minimum": 1, "maximum": 50, "default": 10,
-            "description": "Maximum number of results (default 10, max 50)."
+            "description": "Maximum number of results per page (default 10, max 50)."
         })
     );
     assert_eq!(

@@ -65,9 +65,10 @@ pub struct Positional {
 }
 
 /// The roots of the dotted parameter names: `:auth.sub` and `:auth.claims.NAME` (the caller's
-/// identity), `:embeddings.NAME.FIELD` (an embedding provider as the server runs it). Elsewhere
-/// a dot ends a parameter's name, as in `:a.b`.
-pub const DOTTED: &[&str] = &["auth", "embeddings"];
+/// identity), `:embeddings.NAME.FIELD` (an embedding provider as the server runs it),
+/// `:page.limit` and `:after.COLUMN` (a paged statement's page). Elsewhere a dot ends a
+/// parameter's name, as in `:a.b`.
+pub const DOTTED: &[&str] = &["auth", "embeddings", "page", "after"];
 
 /// Whether a parameter named `root` goes on past a dot (see [`DOTTED`]).
 pub fn dotted(root: &str) -> bool {

@@ -19,6 +19,7 @@ use crate::sqltext;
 mod content;
 mod embeddings;
 mod errors;
+mod page;
 mod proxy;
 mod server;
 mod statements;

@@ -405,6 +405,8 @@ impl Validator<'_> {
                 && noun == "input property"
             {
                 self.embeddings_param(tool, s, p, rest);
+            } else if crate::ir::is_page_param(&p.name) && noun == "input property" {
+                // The page's, bound by the runtime: see `statement_page`.
             } else if p.name.starts_with("auth.") || p.name == crate::ir::AUTH_SUB_PARAM {
                 self.sink.error(
                     self.offset_pos(&s.query, p.offset),

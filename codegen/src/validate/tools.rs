@@ -381,6 +381,12 @@ impl Validator<'_> {
                 noun: "input property",
             };
             self.statement(&cx, st, &mut used, &mut earlier);
+            let mode = st
+                .value
+                .returns
+                .as_ref()
+                .and_then(|r| Mode::parse(&r.value));
+            self.statement_page(tool, st, mode.unwrap_or(Mode::Many));
         }
         // The confirmation's argument is the runtime's to check, not the SQL's to read.
         if let Some(c) = &tool.confirm {

@@ -44,6 +44,10 @@ pub enum ParamKind {
     AuthClaim(ClaimKind),
     /// `:embeddings.NAME.FIELD`: the embedding provider `NAME` as the server runs it.
     Embeddings(EmbeddingsField),
+    /// `:page.limit` or `:after.COLUMN` of a paged statement: the rows to fetch (the page's
+    /// size and one more), and the last row's sort values that the call's `cursor` carries
+    /// (NULL on the first page).
+    Page,
 }
 
 /// What a `:embeddings.NAME.FIELD` parameter reads of a provider.
@@ -835,7 +839,31 @@ pub struct StatementDef {
     pub bind: &'static [(&'static str, &'static str, &'static str)],
     /// Computed fields beside the rows of a single `Many` statement.
     pub envelope: &'static [(&'static str, EnvelopeDef)],
+    /// Keyset pagination of a single `Many` statement, when it pages.
+    pub page: Option<PageDef>,
 }
+
+/// How a `Many` statement pages: the result columns its `ORDER BY` sorts on, whose values in
+/// the last row returned the result's `next_cursor` carries (sealed) and the next call binds
+/// as `:after.COLUMN`; the argument that sets a page's size; and how the query tells that
+/// another page follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
+pub struct PageDef {
+    /// The sort columns, in `ORDER BY` order.
+    pub by: &'static [&'static str],
+    /// The integer argument that sets a page's size; without one, a page is `max_rows` rows.
+    pub size: Option<&'static str>,
+    /// Whether the query fetches one more row than a page holds (`:page.limit`), so that a
+    /// next cursor is given only while rows remain; else (`:page.size`) a full page gives
+    /// one.
+    pub peek: bool,
+}
+
+/// The argument a paged tool takes its cursor in, and the result field that gives the next.
+pub const CURSOR_ARGUMENT: &str = "cursor";
+/// The field of a paged tool's result that holds the cursor of the next page.
+pub const NEXT_CURSOR_FIELD: &str = "next_cursor";
 
 impl StatementDef {
     /// The statement's text in the dialect named `dialect`, where the server runs on it.

@@ -215,6 +215,18 @@ pub struct Engine {
     embeddings: crate::embed::Embeddings,
 }
 
+/// The rows a `many` statement gave, and how they end.
+#[derive(Default)]
+struct Many {
+    rows: Vec<Value>,
+    /// Rows were left out for the row cap or the size budget.
+    truncated: bool,
+    /// A paged statement's last row's sort values, when rows remain after it.
+    after: Option<Vec<SqlValue>>,
+    /// A `page.by` column the result does not have.
+    missing: Option<&'static str>,
+}
+
 /// Start-up failures, each saying what to fix.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -1066,6 +1078,9 @@ impl Engine {
         caller_fits(tool.def, caller)?;
         let mut params = crate::params::bind(&tool.def.bind, args, caller);
         self.provider_params(tool.def, &mut params, stop);
+        if let BindingDef::Single(st) = &tool.def.binding {
+            crate::cursor::bind(self.def.name, tool.def, st, args, &mut params)?;
+        }
         if tool.def.writes && self.read_only {
             return Err(ToolError::new(
                 "READ_ONLY",
@@ -1482,11 +1497,13 @@ impl Engine {
                     }
                 }
                 Mode::Many => {
-                    let (rows, truncated) = self.many(session, st, &bind).map_err(fail)?;
+                    let page = (job.single && st.page.is_some())
+                        .then(|| crate::cursor::page_size(st, args));
+                    let many = self.many(session, st, &bind, page).map_err(fail)?;
                     if job.single {
-                        return Ok(self.many_result(job, st, rows, truncated, args));
+                        return Ok(self.many_result(job, st, many, args));
                     }
-                    Value::Array(rows)
+                    Value::Array(many.rows)
                 }
                 Mode::Scalar => {
                     let v = scalar(session, st, &bind).map_err(fail)?;
@@ -1524,63 +1541,126 @@ impl Engine {
         Ok(Value::Object(composite))
     }
 
-    /// The rows of a `many` statement, cut at its row cap or the size budget, whichever comes
-    /// first (leaving room for the envelope); the second value says whether they were cut.
+    /// The rows of a `many` statement, cut at its row cap (or, for a paged statement, its
+    /// `page` size) or the size budget, whichever comes first (leaving room for the
+    /// envelope); with whether they were cut and, for a paged statement with rows left, the
+    /// last row's sort values.
     fn many(
         &self,
         session: &mut dyn Session,
         st: &'static StatementDef,
         bind: Bind<'_>,
-    ) -> Result<(Vec<Value>, bool), Failure> {
-        let mut out = Vec::new();
-        let mut truncated = false;
+        page: Option<usize>,
+    ) -> Result<Many, Failure> {
+        let mut many = Many::default();
         // The server's cap leaves room for the envelope; a statement's own counts the rows.
         let server = self.limits.max_result_bytes.saturating_sub(4096);
         let budget = st.max_bytes.map_or(server, |b| {
             usize::try_from(b).unwrap_or(usize::MAX).min(server)
         });
+        let cap = page.unwrap_or(st.max_rows as usize);
         let mut size = 0;
         let mut order = None;
+        let mut keys: Option<Vec<Option<usize>>> = None;
+        let mut last = Vec::new();
         session.query(statement_sql(st, session.dialect()), bind, &mut |row| {
-            if out.len() >= st.max_rows as usize {
-                truncated = true;
-                return false;
+            let full = many.rows.len() >= cap;
+            if !full {
+                let order = order.get_or_insert_with(|| row_order(row, st));
+                let json = Value::Object(row_json(row, &order.columns));
+                size += approx_json_size(&json) + 1;
+                if size <= budget {
+                    many.rows.push(json);
+                    if let Some(p) = st.page.filter(|_| page.is_some()) {
+                        let keys = keys.get_or_insert_with(|| {
+                            let names = row.names();
+                            p.by.iter()
+                                .map(|c| names.iter().position(|n| n == c))
+                                .collect()
+                        });
+                        last = keys
+                            .iter()
+                            .map(|k| k.map_or(SqlValue::Null, |i| row.value(i).to_owned()))
+                            .collect();
+                        many.missing =
+                            p.by.iter()
+                                .zip(keys.iter())
+                                .find(|(_, k)| k.is_none())
+                                .map(|(c, _)| *c);
+                    }
+                    return true;
+                }
             }
-            let order = order.get_or_insert_with(|| row_order(row, st));
-            let row = Value::Object(row_json(row, &order.columns));
-            size += approx_json_size(&row) + 1;
-            if size > budget {
-                truncated = true;
-                return false;
+            // A row past the page or the cap: the next page starts at it.
+            many.truncated = page.is_none() || !full;
+            if page.is_some() && !many.rows.is_empty() {
+                many.after = Some(std::mem::take(&mut last));
             }
-            out.push(row);
-            true
+            false
         })?;
-        Ok((out, truncated))
+        // A query that fetches no row past the page: a full page may have a next.
+        if let (Some(size), Some(p)) = (page, st.page)
+            && !p.peek
+            && many.after.is_none()
+            && many.rows.len() >= size
+        {
+            many.after = Some(last);
+        }
+        Ok(many)
     }
 
     /// The result of a tool whose one statement returns many rows: the rows under the
-    /// statement's key, the envelope, the truncation flag and the empty message.
-    fn many_result(
-        &self,
-        job: Job,
-        st: &StatementDef,
-        mut rows: Vec<Value>,
-        truncated: bool,
-        args: &Arguments,
-    ) -> Value {
+    /// statement's key, the envelope, the truncation flag, the next page's cursor and the
+    /// message (why it is empty, or cut short and how to see the rest).
+    fn many_result(&self, job: Job, st: &StatementDef, many: Many, args: &Arguments) -> Value {
+        let Many {
+            mut rows,
+            truncated,
+            after,
+            missing,
+        } = many;
         let mut o = Map::new();
-        let empty = rows.is_empty();
+        let (empty, kept) = (rows.is_empty(), rows.len());
         self.envelope(st, &mut rows, &mut o, args);
         o.insert(st.key.to_string(), Value::Array(rows));
         if truncated {
             o.insert("truncated".into(), Value::Bool(true));
         }
-        if empty && st.empty_message.is_some() {
-            o.insert(
-                "message".into(),
-                json!(self.message(job, st, "empty", args)),
-            );
+        let next = match (after, st.page, missing) {
+            (Some(values), Some(page), None) => Some(crate::cursor::seal(
+                self.def.name,
+                job.name,
+                page.by,
+                &values,
+            )),
+            (Some(_), Some(_), Some(column)) => {
+                tracing::error!(
+                    tool = job.name,
+                    column,
+                    "a `page.by` column is not in the result: no next page"
+                );
+                None
+            }
+            _ => None,
+        };
+        let message = match (&next, truncated) {
+            (Some(_), true) => Some(format!(
+                "{kept} rows fit in the result; more follow. Pass `next_cursor` as `cursor` to read on."
+            )),
+            (None, true) if empty => {
+                Some("The next row is larger than the result may hold.".into())
+            }
+            (None, true) => Some(format!(
+                "Only the first {kept} rows fit in the result; more matched. Narrow the arguments to see the others."
+            )),
+            _ if empty && st.empty_message.is_some() => Some(self.message(job, st, "empty", args)),
+            _ => None,
+        };
+        if let Some(next) = next {
+            o.insert(crate::def::NEXT_CURSOR_FIELD.into(), json!(next));
+        }
+        if let Some(m) = message {
+            o.insert("message".into(), json!(m));
         }
         Value::Object(o)
     }
@@ -2274,5 +2354,75 @@ mod tests {
             notes.iter().all(|n| n["body"] == body.as_str()),
             "rows are whole"
         );
+        let kept = notes.len();
+        assert_eq!(
+            result["message"],
+            format!(
+                "Only the first {kept} rows fit in the result; more matched. Narrow the arguments to see the others."
+            )
+        );
+    }
+
+    /// A paged tool (the basic golden's `list_notes`, newest first, `LIMIT :page.size`) gives
+    /// `next_cursor` after every full page, and the pages together are every note once, in
+    /// order, whatever the page size: a full last page is followed by an empty one. (The
+    /// knowledge e2e tests page with `:page.limit`, whose last page gives no cursor.)
+    #[test]
+    fn pages_hold_every_row_once_and_say_when_more_follow() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("basic.db");
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(basic::SERVER.database.as_ref().unwrap().schema)
+            .unwrap();
+        for i in 1..=9 {
+            conn.execute(
+                "INSERT INTO notes (body) VALUES (?1)",
+                [format!("note {i}")],
+            )
+            .unwrap();
+        }
+        drop(conn);
+        let engine = super::Engine::start(
+            &basic::SERVER,
+            Some(&path),
+            false,
+            super::Limits::default(),
+            None,
+        )
+        .unwrap();
+        let all: Vec<i64> = (1..=9).rev().collect();
+        for (limit, pages) in [(1, 10), (2, 5), (3, 4), (9, 2), (10, 1)] {
+            let (mut seen, mut cursor, mut n) = (Vec::new(), None, 0);
+            loop {
+                let mut args = serde_json::json!({ "limit": limit });
+                if let Some(c) = cursor.take() {
+                    args["cursor"] = c;
+                }
+                let out = engine.call("list_notes", Some(&args)).unwrap().structured;
+                seen.extend(
+                    out["notes"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|r| r["id"].as_i64().unwrap()),
+                );
+                assert!(out.get("truncated").is_none(), "{out}");
+                n += 1;
+                match out.get("next_cursor") {
+                    Some(c) => cursor = Some(c.clone()),
+                    None => break,
+                }
+            }
+            assert_eq!((seen, n), (all.clone(), pages), "pages of {limit}");
+        }
+        // A cursor that is not one is refused, naming the argument.
+        let args = serde_json::json!({"cursor": "rs2.e30.AAAA"});
+        match engine.call("list_notes", Some(&args)) {
+            Err(super::CallError::Tool(e)) => {
+                assert_eq!(e.code, "INVALID_ARGUMENTS");
+                assert_eq!(e.data.unwrap()["field"], "cursor");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -276,7 +276,7 @@ fn golden_handler_dispatcher_decodes_calls_and_serialises() {
 #[test]
 fn golden_tables_are_usable_by_the_runtime() {
     assert_eq!(basic::SERVER.name, "basic");
-    assert_eq!(basic::SERVER.tools.len(), 4);
+    assert_eq!(basic::SERVER.tools.len(), 5);
     // Top-level composition reaches the generated table whole (the runtime decides per
     // protocol revision what to list).
     let find = &basic::SERVER.tools[2];

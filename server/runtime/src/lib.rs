@@ -35,6 +35,7 @@ pub mod client;
 pub mod confine;
 pub(crate) mod confirm;
 pub(crate) mod content;
+pub(crate) mod cursor;
 pub(crate) mod embed;
 pub mod engine;
 pub(crate) mod examples;

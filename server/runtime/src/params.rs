@@ -38,8 +38,8 @@ fn json_param(
             let claim = caller.and_then(|c| c.claims.get(claim_name(name)));
             return claim.map_or(SqlValue::Null, |v| claim_param(v, kind));
         }
-        // The engine binds these from its providers.
-        (ParamKind::Embeddings(_), _) => return SqlValue::Null,
+        // The engine binds these from its providers, and from the page (`crate::cursor`).
+        (ParamKind::Embeddings(_) | ParamKind::Page, _) => return SqlValue::Null,
         (_, None | Some(Value::Null)) => return SqlValue::Null,
         (_, Some(v)) => v,
     };
@@ -55,7 +55,8 @@ fn json_param(
         | ParamKind::Arguments
         | ParamKind::AuthSub
         | ParamKind::AuthClaim(_)
-        | ParamKind::Embeddings(_) => v.to_param(),
+        | ParamKind::Embeddings(_)
+        | ParamKind::Page => v.to_param(),
     }
 }
 

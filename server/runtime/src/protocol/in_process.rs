@@ -94,7 +94,13 @@ async fn the_handshake_and_the_tool_list_come_from_the_definition() {
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     assert_eq!(
         names,
-        ["search_notes", "delete_note", "find_note", "notes_between"]
+        [
+            "search_notes",
+            "delete_note",
+            "find_note",
+            "list_notes",
+            "notes_between"
+        ]
     );
     let delete = &tools[1];
     assert_eq!(delete.title.as_deref(), Some("Delete a note"));

@@ -458,7 +458,8 @@ impl McpServer {
     /// The same server sealing its `requestState`s with `key` (32 bytes or more) instead of a
     /// key of its own: replicas behind one address accept each other's states. They record
     /// the states they redeem in `ledger` when given (a directory they share), else in the
-    /// database they share when it is a database server's.
+    /// database they share when it is a database server's. The key seals the cursors of paged
+    /// tools too, for the whole process.
     pub fn with_request_state_key(
         mut self,
         key: Vec<u8>,
@@ -470,6 +471,8 @@ impl McpServer {
         let ledger = ledger.or_else(|| {
             std::thread::scope(|s| s.spawn(|| engine.state_ledger()).join().ok().flatten())
         });
+        // The same key seals the cursors of paged tools: a replica reads on from another's.
+        crate::cursor::share_key(key.clone());
         self.confirmer = Arc::new(Confirmer::with_key(timeout, key, ledger));
         self
     }
