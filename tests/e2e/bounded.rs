@@ -34,6 +34,20 @@ tools:
       key: entries
       query: SELECT id, body FROM entries ORDER BY id
       columns: {id: integer, body: text}
+  - name: paged_entries
+    title: Every entry, a page at a time
+    description: Every entry, as stored, in pages.
+    input:
+      type: object
+      properties:
+        limit: {type: integer, minimum: 1, maximum: 200, default: 200}
+    sql:
+      key: entries
+      page: {by: [id]}
+      query: |
+        SELECT id, body FROM entries WHERE :after.id IS NULL OR id > :after.id
+        ORDER BY id LIMIT :page.limit
+      columns: {id: integer, body: text}
 "#;
 
 /// `all_entries` served from the spec over `db` with `env`, over Streamable HTTP with a
@@ -111,6 +125,41 @@ fn a_tool_without_caps_over_100000_long_rows_answers_within_the_server_defaults(
     );
     let size = serde_json::to_string(&out).unwrap().len();
     assert!(size <= 65536, "{size} bytes of structured content");
+    let kept = rows.len();
+    assert_eq!(
+        out["message"],
+        format!(
+            "Only the first {kept} rows fit in the result; more matched. Narrow the arguments to see the others."
+        )
+    );
+
+    // A paged tool cut by the cap gives the cursor that goes on after the last row kept.
+    let mut command = Command::new(EXE);
+    command
+        .args(["serve", "--spec", &spec, "--db", &db_path])
+        .env("MCPSPEC_MAX_RESULT_BYTES", "65536")
+        .env("MCPSPEC_LOG", "warn")
+        .stderr(Stdio::null());
+    let mut client = StdioClient::spawn(&mut command).expect("spawn");
+    client.initialize().expect("initialize");
+    let page = |client: &mut StdioClient, args: Value| {
+        let answer = client.call_tool("paged_entries", args).expect("call");
+        assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
+        answer["result"]["structuredContent"].clone()
+    };
+    let first = page(&mut client, json!({}));
+    assert_eq!(first["entries"], out["entries"]);
+    assert_eq!(first["truncated"], json!(true));
+    assert_eq!(
+        first["message"],
+        format!(
+            "{kept} rows fit in the result; more follow. Pass `next_cursor` as `cursor` to read on."
+        )
+    );
+    let second = page(&mut client, json!({"cursor": first["next_cursor"]}));
+    assert_eq!(second["entries"][0]["id"], json!(kept + 1));
+    assert_eq!(second["entries"].as_array().map(Vec::len), Some(kept));
+    client.finish(std::time::Duration::from_secs(10));
 
     // The same caps over Streamable HTTP, in both eras: the same rows, cut the same way.
     let capped = [("MCPSPEC_MAX_RESULT_BYTES", "65536")];

@@ -41,6 +41,7 @@ mod oauth;
 mod oidc;
 mod openai;
 mod otel;
+mod paging;
 mod pm;
 mod postgres;
 mod protocol;
