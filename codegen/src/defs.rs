@@ -451,5 +451,6 @@ fn tool(t: &ir::Tool, s: &ir::Server) -> ToolDef {
                 html: text(html),
             },
         }),
+        max_bytes: t.max_bytes,
     }
 }

@@ -610,6 +610,8 @@ pub(crate) struct Tool {
     /// Transforms per argument, applied in order after validation.
     pub transforms: Vec<(String, Vec<String>)>,
     pub timeout_ms: Option<u64>,
+    /// A handler tool's cap on its result's size as JSON text.
+    pub max_bytes: Option<u64>,
     /// OAuth scopes a caller needs, besides the server's.
     pub scopes: Vec<String>,
     /// Derived parameters, by name.

@@ -472,7 +472,7 @@ fn tool(
         description: t.description.value.trim_end().to_string(),
         output_schema: match &t.output {
             _ if content => Value::Null,
-            Some(o) if handler => o.value.clone(),
+            Some(o) if handler => capped_output(o.value.clone(), t.max_bytes.is_some()),
             _ => output_schema(&binding, &schema),
         },
         input_schema: schema,
@@ -509,6 +509,7 @@ fn tool(
             .map(|(k, v)| (k.clone(), v.value.clone()))
             .collect(),
         timeout_ms: t.timeout_ms.as_ref().map(|t| t.value),
+        max_bytes: t.max_bytes.as_ref().map(|m| m.value),
         scopes: scopes(&t.scopes),
         derive: t
             .derive
@@ -891,6 +892,31 @@ fn derived_ddl(derived: Option<&str>, fts: &[crate::spec::Sp<crate::spec::RawFts
         out.push('\n');
     }
     out
+}
+
+/// A handler's output schema; with `max_bytes`, with the fields a cut result adds.
+fn capped_output(mut schema: Value, capped: bool) -> Value {
+    if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut)
+        && capped
+    {
+        for (field, description) in [
+            (
+                "truncated",
+                "Present and true when the result was cut to fit its cap.",
+            ),
+            ("message", "What was cut, and how to see the rest."),
+        ] {
+            let ty = if field == "truncated" {
+                "boolean"
+            } else {
+                "string"
+            };
+            props
+                .entry(field)
+                .or_insert_with(|| json!({"type": ty, "description": description}));
+        }
+    }
+    schema
 }
 
 /// The argument a paged statement takes its page size from when `page.size` does not say.

@@ -826,6 +826,12 @@ pub(crate) struct RawTool {
     /// How long one call may run before its query is interrupted.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<u64>"))]
     pub timeout_ms: Option<Sp<u64>>,
+    /// A Rust handler's cap on its result's size as JSON text, in bytes: a result past it
+    /// keeps the rows of its longest list that fit, whole, beside `truncated: true` and a
+    /// `message`. Default: the server-wide cap (`MCPSPEC_MAX_RESULT_BYTES`), which also bounds
+    /// a larger value. A SQL tool sets it under `sql:`.
+    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<u64>"))]
+    pub max_bytes: Option<Sp<u64>>,
     /// OAuth scopes a caller's access token must grant to call this tool (besides the
     /// server's `scopes`); a call without them is refused with 403 `insufficient_scope`. Only
     /// served over HTTP with `--oauth-issuer`; stdio and the static token are not scoped.

@@ -1,8 +1,9 @@
 //! Results that cannot flood a client's context (#61, bounded results): a SQL tool that sets no
 //! cap of its own, over a table of 100,000 rows of about 1 KB, answers within the server's
 //! defaults (200 rows, and `MCPSPEC_MAX_RESULT_BYTES`) with `truncated` in its structured
-//! content; under a smaller server-wide byte cap, the rows stop whole where the cap falls. Over
-//! stdio, and over Streamable HTTP in both protocol eras.
+//! content; under a smaller server-wide byte cap, the rows stop whole where the cap falls. A
+//! Rust handler's list (pm's `db.list`) is cut the same way, at its own `max_bytes` and under
+//! the server's cap. Over stdio, and over Streamable HTTP in both protocol eras.
 
 use std::process::{Command, Stdio};
 
@@ -169,5 +170,99 @@ fn a_tool_without_caps_over_100000_long_rows_answers_within_the_server_defaults(
         assert_eq!(full["truncated"], json!(true), "per request: {per_request}");
         let small = all_entries_over_http(&spec, &db_path, &capped, per_request);
         assert_eq!(small, out, "per request: {per_request}");
+    }
+}
+
+/// pm's `db.list` (a handler, `max_bytes: 65536`) over a directory of 1,500 databases; its
+/// structured content, over stdio, or over Streamable HTTP with a session or per request.
+fn db_list(project: &std::path::Path, env: &[(&str, &str)], http: Option<bool>) -> Value {
+    let mut command = Command::new(crate::common::exe_for("pm"));
+    command.arg("serve").arg("pm").current_dir(project);
+    let answer = match http {
+        None => {
+            command.env("MCPSPEC_LOG", "warn").stderr(Stdio::null());
+            for (k, v) in env {
+                command.env(k, v);
+            }
+            let mut client = StdioClient::spawn(&mut command).expect("spawn");
+            client.initialize().expect("initialize");
+            let answer = client.call_tool("db.list", json!({})).expect("call");
+            client.finish(std::time::Duration::from_secs(10));
+            answer
+        }
+        Some(per_request) => {
+            command.args(["--http", "127.0.0.1:0"]);
+            let server = crate::http::HttpServer::spawn(command, env);
+            let mut client = if per_request {
+                mcpspec_testkit::HttpClient::per_request(server.addr, None)
+            } else {
+                let mut c = mcpspec_testkit::HttpClient::new(server.addr, None);
+                c.initialize().expect("initialize");
+                c
+            };
+            client
+                .request("tools/call", json!({"name": "db.list", "arguments": {}}))
+                .expect("call")
+        }
+    };
+    assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
+    answer["result"]["structuredContent"].clone()
+}
+
+#[test]
+fn a_handler_list_over_its_cap_keeps_the_rows_that_fit_and_says_so() {
+    let project = crate::pm::project();
+    let dir = project.path().join(".pm/databases");
+    for i in 0..1500 {
+        std::fs::write(dir.join(format!("app_{i:04}.db")), b"").unwrap();
+    }
+    let names = |out: &Value| -> Vec<String> {
+        out["databases"]
+            .as_array()
+            .expect("databases")
+            .iter()
+            .map(|d| d["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // Its own cap: the first databases, in order, whole, under 64 KiB, said to be cut.
+    let out = db_list(project.path(), &[], None);
+    let kept = names(&out);
+    assert!((100..1501).contains(&kept.len()), "{} kept", kept.len());
+    assert_eq!(kept[..2], ["app", "app_0000"]);
+    assert_eq!(out["truncated"], json!(true));
+    assert_eq!(
+        out["message"],
+        format!(
+            "Only the first {} of 1501 databases fit in the result; ask for fewer or narrower.",
+            kept.len()
+        )
+    );
+    assert_eq!(out["default_database"], "app");
+    assert!(serde_json::to_string(&out).unwrap().len() <= 65536);
+
+    // The server's cap bounds it: fewer rows under 20,000 bytes.
+    let capped = [("MCPSPEC_MAX_RESULT_BYTES", "20000")];
+    let small = db_list(project.path(), &capped, None);
+    let fewer = names(&small);
+    assert!(
+        fewer.len() < kept.len() && fewer.len() > 10,
+        "{}",
+        fewer.len()
+    );
+    assert_eq!(fewer[..], kept[..fewer.len()]);
+    assert!(serde_json::to_string(&small).unwrap().len() <= 20000);
+
+    // Over Streamable HTTP, in both eras: the same cut.
+    for per_request in [false, true] {
+        assert_eq!(
+            db_list(project.path(), &[], Some(per_request)),
+            out,
+            "per request: {per_request}"
+        );
+        assert_eq!(
+            db_list(project.path(), &capped, Some(per_request)),
+            small,
+            "per request: {per_request}"
+        );
     }
 }

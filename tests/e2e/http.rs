@@ -56,7 +56,7 @@ impl HttpServer {
     }
 
     /// Starts `c`, an `mcpspec serve --http` command, and waits for its address.
-    fn spawn(mut c: Command, env: &[(&str, &str)]) -> HttpServer {
+    pub(crate) fn spawn(mut c: Command, env: &[(&str, &str)]) -> HttpServer {
         c.env_remove("MCPSPEC_HTTP_TOKEN")
             .env("MCPSPEC_LOG", "warn")
             .stdin(Stdio::null())

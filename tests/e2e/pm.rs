@@ -37,7 +37,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
 
 /// A git repository with one commit, the config above, and a default database `app` with rows
 /// of every SQLite type.
-fn project() -> tempfile::TempDir {
+pub(crate) fn project() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path();
     git(root, &["init", "-q", "-b", "main"]);

@@ -4,7 +4,7 @@
 use super::*;
 
 /// The smallest `max_bytes`: room for a row of a few fields.
-const MIN_MAX_BYTES: u64 = 256;
+pub(super) const MIN_MAX_BYTES: u64 = 256;
 
 impl Validator<'_> {
     pub(super) fn statement(

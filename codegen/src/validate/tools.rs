@@ -311,6 +311,7 @@ impl Validator<'_> {
             self.sink
                 .error(pos(t), "`timeout_ms` must be at least 1", "", "");
         }
+        self.tool_max_bytes(tool);
         if let Some(t) = &tool.task
             && !matches!(t.value.as_str(), "optional" | "required")
         {
@@ -741,6 +742,32 @@ impl Validator<'_> {
                 format!("property `{pname}` has an empty pattern"),
                 "",
                 "remove it",
+            );
+        }
+    }
+
+    /// A tool's own `max_bytes`: a handler's, of room for a row at least.
+    fn tool_max_bytes(&mut self, tool: &RawTool) {
+        let Some(m) = &tool.max_bytes else {
+            return;
+        };
+        if tool.handler.is_none() {
+            self.sink.error(
+                pos(m),
+                "a tool's own `max_bytes` caps a Rust handler's result",
+                "",
+                "a SQL tool sets `max_bytes` under `sql:`, beside `max_rows`",
+            );
+        }
+        if m.value < super::statements::MIN_MAX_BYTES {
+            self.sink.error(
+                pos(m),
+                format!(
+                    "`max_bytes` must be at least {}",
+                    super::statements::MIN_MAX_BYTES
+                ),
+                "too small for a row",
+                "give room for at least one row",
             );
         }
     }

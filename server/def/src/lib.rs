@@ -717,6 +717,9 @@ pub struct ToolDef {
     pub task: Option<TaskSupport>,
     /// The MCP App (SEP-1865) hosts show the result in, as the resource `ui://<server>/<tool>`.
     pub app: Option<AppDef>,
+    /// A handler tool's cap on its result's size as JSON text, in bytes (the server's limit
+    /// bounds it too): a result past it keeps the rows of its longest list that fit.
+    pub max_bytes: Option<u64>,
 }
 
 /// Whether a tool's calls run as tasks (`io.modelcontextprotocol/tasks`).

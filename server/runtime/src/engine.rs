@@ -1190,6 +1190,34 @@ impl Engine {
         })
     }
 
+    /// A handler's result within its cap (its `max_bytes`, bounded by the server's limit): as
+    /// it is, or with the rows of its longest list that fit and a note saying so, when its
+    /// output schema lets the note in; else `RESULT_TOO_LARGE`.
+    fn bounded(&self, tool: &'static ToolDef, mut structured: Value) -> Result<Value, ToolError> {
+        let server = self.limits.max_result_bytes;
+        let budget = tool.max_bytes.map_or(server, |b| {
+            usize::try_from(b).unwrap_or(usize::MAX).min(server)
+        });
+        let size = approx_json_size(&structured);
+        if size <= budget {
+            return Ok(structured);
+        }
+        let schema: Value = serde_json::from_str(tool.output_schema).unwrap_or(Value::Null);
+        let closed = schema.get("additionalProperties") == Some(&Value::Bool(false))
+            && schema["properties"].get("truncated").is_none();
+        if !tool.content && !closed && crate::bound::cut_rows(&mut structured, budget).is_some() {
+            return Ok(structured);
+        }
+        Err(ToolError {
+            code: "RESULT_TOO_LARGE",
+            message: format!(
+                "the result of `{}` is about {size} bytes; the limit is {budget} bytes; ask for less",
+                tool.name
+            ),
+            data: Some(json!({"size": size, "limit": budget})),
+        })
+    }
+
     /// Runs a handler tool on the calling (blocking) thread and maps its error: a declared
     /// name becomes the JSON-RPC error, an internal failure a sanitised tool error, any other
     /// name a tool error with that code.
@@ -1208,20 +1236,8 @@ impl Engine {
         let ctx = Context::for_call(self.dir.clone(), stop, self.db.clone(), link, request);
         let e = match dispatch.call(tool.name, &ctx, args) {
             Ok(structured) => {
-                let size = approx_json_size(&structured);
-                if size > self.limits.max_result_bytes {
-                    return Err(ToolError {
-                        code: "RESULT_TOO_LARGE",
-                        message: format!(
-                            "the result of `{}` is about {size} bytes; the limit is {} bytes; ask for less",
-                            tool.name, self.limits.max_result_bytes
-                        ),
-                        data: Some(json!({"size": size, "limit": self.limits.max_result_bytes})),
-                    }
-                    .into());
-                }
                 return Ok(Success {
-                    structured,
+                    structured: self.bounded(tool, structured)?,
                     content: tool.content,
                 });
             }

@@ -29,6 +29,7 @@ extern crate self as mcpspec;
 pub(crate) mod apps;
 pub(crate) mod auth;
 pub mod backend;
+pub(crate) mod bound;
 pub(crate) mod calllog;
 pub mod cli;
 pub mod client;
