@@ -51,43 +51,46 @@ tools:
       columns: {id: integer, body: text}
 "#;
 
-/// `all_entries` served from the spec over `db` with `env`, over Streamable HTTP with a
-/// session (2025-11-25) or per request (2026-07-28); its structured content.
-fn all_entries_over_http(spec: &str, db: &str, env: &[(&str, &str)], per_request: bool) -> Value {
-    let server = crate::http::HttpServer::serve(&["--spec", spec, "--db", db], env);
-    let mut client = if per_request {
-        mcpspec_testkit::HttpClient::per_request(server.addr, None)
-    } else {
-        let mut c = mcpspec_testkit::HttpClient::new(server.addr, None);
-        c.initialize().expect("initialize");
-        c
+/// One call of `tool` (no arguments) to the server `command` starts, with `env`: over stdio
+/// (`http` is `None`), or over Streamable HTTP with a session (`Some(false)`, 2025-11-25) or
+/// per request (`Some(true)`, 2026-07-28); its structured content.
+fn call_once(mut command: Command, env: &[(&str, &str)], tool: &str, http: Option<bool>) -> Value {
+    let answer = match http {
+        None => {
+            command.env("MCPSPEC_LOG", "warn").stderr(Stdio::null());
+            for (k, v) in env {
+                command.env(k, v);
+            }
+            let mut client = StdioClient::spawn(&mut command).expect("spawn");
+            client.initialize().expect("initialize");
+            let answer = client.call_tool(tool, json!({})).expect("call");
+            client.finish(std::time::Duration::from_secs(10));
+            answer
+        }
+        Some(per_request) => {
+            command.args(["--http", "127.0.0.1:0"]);
+            let server = crate::http::HttpServer::spawn(command, env);
+            let mut client = if per_request {
+                mcpspec_testkit::HttpClient::per_request(server.addr, None)
+            } else {
+                let mut c = mcpspec_testkit::HttpClient::new(server.addr, None);
+                c.initialize().expect("initialize");
+                c
+            };
+            client
+                .request("tools/call", json!({"name": tool, "arguments": {}}))
+                .expect("call")
+        }
     };
-    let answer = client
-        .request(
-            "tools/call",
-            json!({"name": "all_entries", "arguments": {}}),
-        )
-        .expect("call");
     assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
     answer["result"]["structuredContent"].clone()
 }
 
 /// `all_entries` served from the spec over `db`, with `env`; its structured content.
-fn all_entries(spec: &str, db: &str, env: &[(&str, &str)]) -> Value {
+fn all_entries(spec: &str, db: &str, env: &[(&str, &str)], http: Option<bool>) -> Value {
     let mut command = Command::new(EXE);
-    command
-        .args(["serve", "--spec", spec, "--db", db])
-        .env("MCPSPEC_LOG", "warn")
-        .stderr(Stdio::null());
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    let mut client = StdioClient::spawn(&mut command).expect("spawn");
-    client.initialize().expect("initialize");
-    let answer = client.call_tool("all_entries", json!({})).expect("call");
-    client.finish(std::time::Duration::from_secs(10));
-    assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
-    answer["result"]["structuredContent"].clone()
+    command.args(["serve", "--spec", spec, "--db", db]);
+    call_once(command, env, "all_entries", http)
 }
 
 #[test]
@@ -105,7 +108,7 @@ fn a_tool_without_caps_over_100000_long_rows_answers_within_the_server_defaults(
     assert_eq!(count_rows(&db, "entries"), 100_000);
 
     // The defaults: 200 rows at most, whole, in order, and said to be cut.
-    let out = all_entries(&spec, &db_path, &[]);
+    let out = all_entries(&spec, &db_path, &[], None);
     let rows = out["entries"].as_array().expect("entries");
     assert_eq!(rows.len(), 200);
     assert_eq!(out["truncated"], json!(true), "{}", rows.len());
@@ -116,7 +119,12 @@ fn a_tool_without_caps_over_100000_long_rows_answers_within_the_server_defaults(
     );
 
     // A server-wide cap of 64 KiB: fewer rows, each whole, the result under the cap.
-    let out = all_entries(&spec, &db_path, &[("MCPSPEC_MAX_RESULT_BYTES", "65536")]);
+    let out = all_entries(
+        &spec,
+        &db_path,
+        &[("MCPSPEC_MAX_RESULT_BYTES", "65536")],
+        None,
+    );
     let rows = out["entries"].as_array().expect("entries");
     assert!((10..200).contains(&rows.len()), "{} rows", rows.len());
     assert_eq!(out["truncated"], json!(true));
@@ -165,48 +173,19 @@ fn a_tool_without_caps_over_100000_long_rows_answers_within_the_server_defaults(
     // The same caps over Streamable HTTP, in both eras: the same rows, cut the same way.
     let capped = [("MCPSPEC_MAX_RESULT_BYTES", "65536")];
     for per_request in [false, true] {
-        let full = all_entries_over_http(&spec, &db_path, &[], per_request);
+        let full = all_entries(&spec, &db_path, &[], Some(per_request));
         assert_eq!(full["entries"].as_array().map(Vec::len), Some(200));
         assert_eq!(full["truncated"], json!(true), "per request: {per_request}");
-        let small = all_entries_over_http(&spec, &db_path, &capped, per_request);
+        let small = all_entries(&spec, &db_path, &capped, Some(per_request));
         assert_eq!(small, out, "per request: {per_request}");
     }
 }
 
-/// pm's `db.list` (a handler, `max_bytes: 65536`) over a directory of 1,500 databases; its
-/// structured content, over stdio, or over Streamable HTTP with a session or per request.
+/// pm's `db.list` (a handler, `max_bytes: 65536`) in `project`; its structured content.
 fn db_list(project: &std::path::Path, env: &[(&str, &str)], http: Option<bool>) -> Value {
     let mut command = Command::new(crate::common::exe_for("pm"));
     command.arg("serve").arg("pm").current_dir(project);
-    let answer = match http {
-        None => {
-            command.env("MCPSPEC_LOG", "warn").stderr(Stdio::null());
-            for (k, v) in env {
-                command.env(k, v);
-            }
-            let mut client = StdioClient::spawn(&mut command).expect("spawn");
-            client.initialize().expect("initialize");
-            let answer = client.call_tool("db.list", json!({})).expect("call");
-            client.finish(std::time::Duration::from_secs(10));
-            answer
-        }
-        Some(per_request) => {
-            command.args(["--http", "127.0.0.1:0"]);
-            let server = crate::http::HttpServer::spawn(command, env);
-            let mut client = if per_request {
-                mcpspec_testkit::HttpClient::per_request(server.addr, None)
-            } else {
-                let mut c = mcpspec_testkit::HttpClient::new(server.addr, None);
-                c.initialize().expect("initialize");
-                c
-            };
-            client
-                .request("tools/call", json!({"name": "db.list", "arguments": {}}))
-                .expect("call")
-        }
-    };
-    assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
-    answer["result"]["structuredContent"].clone()
+    call_once(command, env, "db.list", http)
 }
 
 #[test]

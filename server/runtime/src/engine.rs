@@ -2331,19 +2331,16 @@ mod tests {
         assert!(fix.contains("tests/fixtures/basic/spec.yaml"), "{fix}");
     }
 
-    /// A statement's `max_bytes` keeps the rows that fit in it, whole, and flags the result
-    /// `truncated`: the basic golden's `search_notes` (`max_bytes: 4096`) over 20 notes of
-    /// 500 bytes each, which `max_rows` and `limit` would let through.
-    #[test]
-    fn max_bytes_keeps_the_rows_that_fit_and_says_so() {
+    /// An engine over a basic golden database of `notes`, in a directory that lives as long
+    /// as the second value.
+    fn basic_engine(notes: &[String]) -> (std::sync::Arc<super::Engine>, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("basic.db");
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(basic::SERVER.database.as_ref().unwrap().schema)
             .unwrap();
-        let body = format!("note {}", "x".repeat(495));
-        for _ in 0..20 {
-            conn.execute("INSERT INTO notes (body) VALUES (?1)", [&body])
+        for body in notes {
+            conn.execute("INSERT INTO notes (body) VALUES (?1)", [body])
                 .unwrap();
         }
         drop(conn);
@@ -2355,6 +2352,16 @@ mod tests {
             None,
         )
         .unwrap();
+        (engine, dir)
+    }
+
+    /// A statement's `max_bytes` keeps the rows that fit in it, whole, and flags the result
+    /// `truncated`: the basic golden's `search_notes` (`max_bytes: 4096`) over 20 notes of
+    /// 500 bytes each, which `max_rows` and `limit` would let through.
+    #[test]
+    fn max_bytes_keeps_the_rows_that_fit_and_says_so() {
+        let body = format!("note {}", "x".repeat(495));
+        let (engine, _dir) = basic_engine(&vec![body.clone(); 20]);
         let args = serde_json::json!({"q": "note", "limit": 20});
         let result = engine.call("search_notes", Some(&args)).unwrap().structured;
         let notes = result["notes"].as_array().unwrap();
@@ -2385,27 +2392,8 @@ mod tests {
     /// knowledge e2e tests page with `:page.limit`, whose last page gives no cursor.)
     #[test]
     fn pages_hold_every_row_once_and_say_when_more_follow() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("basic.db");
-        let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch(basic::SERVER.database.as_ref().unwrap().schema)
-            .unwrap();
-        for i in 1..=9 {
-            conn.execute(
-                "INSERT INTO notes (body) VALUES (?1)",
-                [format!("note {i}")],
-            )
-            .unwrap();
-        }
-        drop(conn);
-        let engine = super::Engine::start(
-            &basic::SERVER,
-            Some(&path),
-            false,
-            super::Limits::default(),
-            None,
-        )
-        .unwrap();
+        let (engine, _dir) =
+            basic_engine(&(1..=9).map(|i| format!("note {i}")).collect::<Vec<_>>());
         let all: Vec<i64> = (1..=9).rev().collect();
         for (limit, pages) in [(1, 10), (2, 5), (3, 4), (9, 2), (10, 1)] {
             let (mut seen, mut cursor, mut n) = (Vec::new(), None, 0);
