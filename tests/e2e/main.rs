@@ -51,3 +51,4 @@ mod studio;
 mod task_bounds;
 mod team;
 mod untouched;
+mod workbench;

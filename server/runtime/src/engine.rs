@@ -650,9 +650,10 @@ impl Engine {
                 "call"
             );
         }
-        if calllog::enabled() && !gave_way {
+        let (logged, shown) = (calllog::enabled(), crate::workbench::active());
+        if (logged || shown.is_some()) && !gave_way {
             let (outcome, size) = outcome(&result);
-            calllog::log(&calllog::Call {
+            let call = calllog::Call {
                 request,
                 sub: caller.as_ref().map(|c| c.sub.as_str()),
                 tool: name,
@@ -660,7 +661,14 @@ impl Engine {
                 duration_ms: (started.elapsed().as_secs_f64() * 1e6).round() / 1e3,
                 result_bytes: size,
                 arguments,
-            });
+            };
+            if logged {
+                calllog::log(&call);
+            }
+            // The workbench's page shows it too (`serve --ui`).
+            if let Some(calls) = shown {
+                calls.record(&call);
+            }
         }
         result
     }

@@ -105,7 +105,7 @@ pub fn run(
         }
         server
     };
-    super::serve_stdio(engine, make, move |server, peer| {
+    super::serve_stdio(engine, make, None, move |server, peer| {
         let live = server.live();
         let runtime = tokio::runtime::Handle::current();
         std::thread::spawn(move || watch.run(&live, &peer, &runtime));

@@ -102,6 +102,11 @@ enum Cmd {
         /// sets' tools together. Other tools are neither listed nor called.
         #[arg(long, value_name = "NAME")]
         toolset: Vec<String>,
+        /// Serve the workbench at http://ADDR/ (a loopback address, e.g. 127.0.0.1:7777; port 0
+        /// picks a free one): a page that shows, live, every call this server handles,
+        /// its client's over stdio included. Off by default.
+        #[arg(long, value_name = "ADDR", conflicts_with = "http")]
+        ui: Option<std::net::SocketAddr>,
         #[command(flatten)]
         http: Box<HttpArgs>,
     },
@@ -670,6 +675,7 @@ fn run(cli: Cli, mut servers: Vec<Server>, compile: Option<dev::Compile>) -> Res
             derive_in_place,
             migrate,
             toolset,
+            ui,
             http,
         } => {
             let migrating = Migrating {
@@ -681,7 +687,11 @@ fn run(cli: Cli, mut servers: Vec<Server>, compile: Option<dev::Compile>) -> Res
                 servable(&server, spec)?;
             }
             let offered = offered(server.def, &toolset)?;
-            // The HTTP options are checked before the database is opened.
+            // The workbench's address and the HTTP options are checked before the database is
+            // opened.
+            if let Some(addr) = ui {
+                crate::workbench::on_this_machine(addr)?;
+            }
             let options = match http.http {
                 Some(addr) => Some((addr, http_options(&http, server.def.issuer)?)),
                 None => None,
@@ -691,7 +701,7 @@ fn run(cli: Cli, mut servers: Vec<Server>, compile: Option<dev::Compile>) -> Res
             let _telemetry = telemetry(&engine)?;
             match options {
                 Some((addr, options)) => serve_http(engine, addr, options, offered)?,
-                None => serve(engine, offered)?,
+                None => serve(engine, offered, ui)?,
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -1174,7 +1184,11 @@ fn state_key() -> Result<Option<Vec<u8>>> {
 }
 
 /// Serves until stdin closes or SIGTERM/SIGINT arrives.
-fn serve(engine: std::sync::Arc<Engine>, offered: Option<Vec<String>>) -> Result<()> {
+fn serve(
+    engine: std::sync::Arc<Engine>,
+    offered: Option<Vec<String>>,
+    ui: Option<std::net::SocketAddr>,
+) -> Result<()> {
     let make = |engine, proxy| {
         let server = crate::protocol::McpServer::with_proxy(engine, proxy);
         if let Some(tools) = offered {
@@ -1182,7 +1196,7 @@ fn serve(engine: std::sync::Arc<Engine>, offered: Option<Vec<String>>) -> Result
         }
         server
     };
-    serve_stdio(engine, make, |_, _| {})
+    serve_stdio(engine, make, ui, |_, _| {})
 }
 
 /// The toolsets `names` (`--toolset`), each one `def` declares; `None` (every tool) when none
@@ -1218,6 +1232,7 @@ fn serve_stdio(
         std::sync::Arc<Engine>,
         Option<std::sync::Arc<crate::proxy::Proxy>>,
     ) -> crate::protocol::McpServer,
+    ui: Option<std::net::SocketAddr>,
     started: impl FnOnce(&crate::protocol::McpServer, rmcp::service::Peer<rmcp::RoleServer>),
 ) -> Result<()> {
     let drain = drain_timeout()?;
@@ -1228,6 +1243,7 @@ fn serve_stdio(
         .enable_all()
         .build()?;
     let (session, writer) = runtime.block_on(async move {
+        workbench(ui).await?;
         let proxy = start_proxy(&engine).await?;
         let jobs = crate::startup::spawn(engine.clone());
         let checked = engine.clone();
@@ -1274,6 +1290,24 @@ fn serve_stdio(
     let _ = writer.join();
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Starts the workbench at `addr` (`--ui`), announcing its address on stderr.
+async fn workbench(addr: Option<std::net::SocketAddr>) -> Result<()> {
+    let Some(addr) = addr else {
+        return Ok(());
+    };
+    #[cfg(feature = "http")]
+    {
+        let (listener, bound) = crate::workbench::bind(addr).await?;
+        eprintln!("mcpspec: workbench on http://{bound}/");
+        tokio::spawn(crate::workbench::serve(listener, bound));
+        Ok(())
+    }
+    #[cfg(not(feature = "http"))]
+    Err(anyhow!(
+        "--ui {addr}: this mcpspec was built without the workbench (the `http` feature)"
+    ))
 }
 
 async fn shutdown_signal() {

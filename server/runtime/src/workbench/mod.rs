@@ -1,0 +1,121 @@
+//! The workbench (`serve --ui ADDR`): a page served by the server's own process that shows,
+//! live, every tool call it handles, from any client, the one that started it over stdio
+//! included. Calls are kept in a bounded ring (the last [`RING`]) as the JSON the page reads,
+//! with their arguments sanitised exactly as the call log's; nothing is written to disk.
+//! `GET /events` is a Server-Sent Events stream (the ring, then each new call), `GET /calls`
+//! the ring as one JSON array, `/`, `/page.js` and `/page.css` the page: static files embedded
+//! in the binary, under a Content-Security-Policy that allows nothing but the page's own
+//! origin (no inline script, no other origin, no framing).
+//!
+//! It has no access control of its own yet, so it binds only a loopback address, and it
+//! answers only requests whose Host is that address and whose Origin, when sent, is its own
+//! (a page of another site, or a DNS-rebound name, gets 403). Trying tools from the page, the
+//! spec's examples, and the page following `dev`'s reloads are not built yet (issue 60).
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::json;
+use tokio::sync::broadcast;
+
+use crate::calllog::Call;
+
+#[cfg(feature = "http")]
+mod serve;
+#[cfg(feature = "http")]
+pub use serve::{bind, serve};
+
+/// How many calls the ring keeps.
+pub const RING: usize = 1000;
+
+/// The calls the workbench shows: the last [`RING`], and the stream of new ones.
+pub struct Calls {
+    ring: Mutex<VecDeque<Arc<str>>>,
+    live: broadcast::Sender<Arc<str>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+static ACTIVE: OnceLock<Arc<Calls>> = OnceLock::new();
+
+/// The process's workbench calls, when `--ui` started one; the engine records each call there.
+pub(crate) fn active() -> Option<&'static Arc<Calls>> {
+    ACTIVE.get()
+}
+
+impl Calls {
+    /// Keeps `call` (which ended `outcome`, in `duration_ms`) and sends it to open pages.
+    pub(crate) fn record(&self, call: &Call<'_>) {
+        let seq = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let at_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let arguments = call
+            .arguments
+            .map(crate::calllog::sanitize_arguments)
+            .unwrap_or(serde_json::Value::Null);
+        let line: Arc<str> = json!({
+            "seq": seq,
+            "at_ms": at_ms,
+            "method": "tools/call",
+            "tool": call.tool,
+            "caller": call.sub,
+            "outcome": call.outcome,
+            "duration_ms": call.duration_ms,
+            "result_bytes": call.result_bytes,
+            "arguments": arguments,
+        })
+        .to_string()
+        .into();
+        {
+            let mut ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
+            if ring.len() == RING {
+                ring.pop_front();
+            }
+            ring.push_back(line.clone());
+        }
+        // No page open: nobody to tell.
+        let _ = self.live.send(line);
+    }
+
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    fn snapshot(&self) -> Vec<Arc<str>> {
+        let ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
+        ring.iter().cloned().collect()
+    }
+}
+
+/// Starts recording calls, for a workbench about to serve them.
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
+fn install() {
+    let _ = ACTIVE.set(Arc::new(Calls {
+        ring: Mutex::new(VecDeque::with_capacity(RING)),
+        live: broadcast::channel(RING).0,
+        next: std::sync::atomic::AtomicU64::new(1),
+    }));
+}
+
+/// Why the workbench did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum UiError {
+    #[error(
+        "--ui {0} is not a loopback address: the workbench has no access control of its own yet, so it listens on this machine only (127.0.0.1 or [::1])"
+    )]
+    NotLoopback(SocketAddr),
+    #[error("cannot listen on {addr} for the workbench: {source}")]
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// Refuses a workbench address that is not on this machine, before anything is opened.
+pub(crate) fn on_this_machine(addr: SocketAddr) -> Result<(), UiError> {
+    if addr.ip().to_canonical().is_loopback() {
+        Ok(())
+    } else {
+        Err(UiError::NotLoopback(addr))
+    }
+}
