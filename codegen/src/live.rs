@@ -29,6 +29,13 @@ pub fn dev_command() -> mcpspec::cli::Extra {
                 .help("Offer only the tools of this toolset of the spec's (repeatable), in every version served"),
         )
         .arg(
+            clap::Arg::new("ui")
+                .long("ui")
+                .value_name("ADDR")
+                .value_parser(clap::value_parser!(std::net::SocketAddr))
+                .help("Serve the workbench at http://ADDR/ (a loopback address): a page that shows, live, every call the server handles"),
+        )
+        .arg(
             clap::Arg::new("derive-in-place")
                 .long("derive-in-place")
                 .action(clap::ArgAction::SetTrue)
@@ -58,6 +65,7 @@ fn run_dev(
         db.map(std::path::PathBuf::as_path),
         m.get_flag("derive-in-place"),
         &toolsets,
+        m.get_one::<std::net::SocketAddr>("ui").copied(),
         servers,
         COMPILE,
     )

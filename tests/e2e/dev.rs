@@ -115,6 +115,33 @@ const COUNT_TOOL: &str = r#"  - name: count_notes
 /// that adds a tool to the spec and to the set lists it; one that adds a tool outside the set
 /// does not, and a call of it is an unknown tool. A toolset the spec does not declare refuses
 /// to start.
+/// `dev --ui`: the workbench shows the calls of every version served, a reload's new tool's
+/// included.
+#[test]
+fn dev_s_workbench_shows_the_calls_of_every_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("notes.yaml");
+    let original =
+        std::fs::read_to_string("../tests/fixtures/basic/spec.yaml").expect("basic fixture");
+    std::fs::write(&spec, &original).unwrap();
+    let mut s = dev_with(dir.path(), "notes.yaml", &["--ui", "127.0.0.1:0"]);
+    let said = s.stderr_until("mcpspec: workbench on http://");
+    let addr: std::net::SocketAddr = said
+        .lines()
+        .find_map(|l| l.strip_prefix("mcpspec: workbench on http://"))
+        .and_then(|a| a.trim_end_matches('/').parse().ok())
+        .expect("the workbench's address");
+    s.structured("search_notes", json!({"q": "hel"}));
+    std::fs::write(&spec, format!("{original}{COUNT_TOOL}")).unwrap();
+    s.list_changed();
+    s.structured("count_notes", json!({}));
+    let (status, _, body) = crate::workbench::get(addr, "/calls", &[]);
+    assert_eq!(status, 200);
+    let calls: Vec<Value> = serde_json::from_str(&body).unwrap();
+    let tools: Vec<&str> = calls.iter().map(|c| c["tool"].as_str().unwrap()).collect();
+    assert_eq!(tools, ["search_notes", "count_notes"]);
+}
+
 #[test]
 fn dev_follows_a_toolset_across_reloads() {
     let dir = tempfile::tempdir().unwrap();

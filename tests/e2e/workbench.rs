@@ -49,7 +49,7 @@ fn served(db: &std::path::Path) -> (StdioClient, SocketAddr, Receiver<String>) {
 
 /// A raw GET with these extra headers: the status, the headers (lower-case names) and the
 /// body, read to its end.
-fn get(
+pub(crate) fn get(
     addr: SocketAddr,
     path: &str,
     headers: &[(&str, &str)],

@@ -52,15 +52,20 @@ const POLL: Duration = Duration::from_millis(20);
 /// (file or URL); without one, a scratch SQLite database holds the spec's schema and sample
 /// rows, made again when they change. Handler tools run the handlers of the compiled server of
 /// the same name in `servers`, when there is one. With `toolsets` (`--toolset`), only their
-/// tools are offered, in every version served.
+/// tools are offered, in every version served. With `ui` (`--ui`), the workbench shows the
+/// calls of every version at that loopback address.
 pub fn run(
     spec: &Path,
     db: Option<&Path>,
     derive_in_place: bool,
     toolsets: &[String],
+    ui: Option<std::net::SocketAddr>,
     servers: Vec<Server>,
     compile: Compile,
 ) -> Result<ExitCode> {
+    if let Some(addr) = ui {
+        crate::workbench::on_this_machine(addr)?;
+    }
     // Taken before the first compile, so that a save made while the server starts is served.
     let spec_seen = stamp(spec);
     let text = compile.read(spec).map_err(|problem| anyhow!("{problem}"))?;
@@ -105,7 +110,7 @@ pub fn run(
         }
         server
     };
-    super::serve_stdio(engine, make, None, move |server, peer| {
+    super::serve_stdio(engine, make, ui, move |server, peer| {
         let live = server.live();
         let runtime = tokio::runtime::Handle::current();
         std::thread::spawn(move || watch.run(&live, &peer, &runtime));
