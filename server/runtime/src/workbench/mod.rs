@@ -1,7 +1,8 @@
 //! The workbench (`serve --ui ADDR`): a page served by the server's own process that shows,
 //! live, every tool call it handles, from any client, the one that started it over stdio
-//! included. Calls are kept in a bounded ring (the last [`RING`]) as the JSON the page reads,
-//! with their arguments sanitised exactly as the call log's; nothing is written to disk.
+//! included. Calls are kept in a bounded ring (the last [`RING`]) and written as JSON when a
+//! page reads them, their arguments sanitised exactly as the call log's; nothing is written to
+//! disk.
 //! `GET /events` is a Server-Sent Events stream (the ring, then each new call), `GET /calls`
 //! the ring as one JSON array, `/`, `/page.js` and `/page.css` the page: static files embedded
 //! in the binary, under a Content-Security-Policy that allows nothing but the page's own
@@ -32,9 +33,45 @@ pub const RING: usize = 1000;
 
 /// The calls the workbench shows: the last [`RING`], and the stream of new ones.
 pub struct Calls {
-    ring: Mutex<VecDeque<Arc<str>>>,
-    live: broadcast::Sender<Arc<str>>,
+    ring: Mutex<VecDeque<Arc<Record>>>,
+    live: broadcast::Sender<Arc<Record>>,
     next: std::sync::atomic::AtomicU64,
+}
+
+/// One call as kept. Its JSON (the arguments sanitised) is written only when a page reads
+/// it, so that a call costs little more than a copy of its arguments while no page is open.
+pub struct Record {
+    seq: u64,
+    at_ms: u64,
+    tool: Box<str>,
+    caller: Option<Box<str>>,
+    outcome: Box<str>,
+    duration_ms: f64,
+    result_bytes: usize,
+    arguments: Option<serde_json::Value>,
+}
+
+impl Record {
+    /// The call as the page reads it: one JSON object.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(crate) fn line(&self) -> String {
+        let arguments = self
+            .arguments
+            .as_ref()
+            .map_or(serde_json::Value::Null, crate::calllog::sanitize_arguments);
+        json!({
+            "seq": self.seq,
+            "at_ms": self.at_ms,
+            "method": "tools/call",
+            "tool": self.tool,
+            "caller": self.caller,
+            "outcome": self.outcome,
+            "duration_ms": self.duration_ms,
+            "result_bytes": self.result_bytes,
+            "arguments": arguments,
+        })
+        .to_string()
+    }
 }
 
 static ACTIVE: OnceLock<Arc<Calls>> = OnceLock::new();
@@ -45,42 +82,36 @@ pub(crate) fn active() -> Option<&'static Arc<Calls>> {
 }
 
 impl Calls {
-    /// Keeps `call` (which ended `outcome`, in `duration_ms`) and sends it to open pages.
+    /// Keeps `call` and sends it to the pages open.
     pub(crate) fn record(&self, call: &Call<'_>) {
-        let seq = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let at_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis());
-        let arguments = call
-            .arguments
-            .map(crate::calllog::sanitize_arguments)
-            .unwrap_or(serde_json::Value::Null);
-        let line: Arc<str> = json!({
-            "seq": seq,
-            "at_ms": at_ms,
-            "method": "tools/call",
-            "tool": call.tool,
-            "caller": call.sub,
-            "outcome": call.outcome,
-            "duration_ms": call.duration_ms,
-            "result_bytes": call.result_bytes,
-            "arguments": arguments,
-        })
-        .to_string()
-        .into();
-        {
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let record = Arc::new(Record {
+            seq: self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            at_ms,
+            tool: call.tool.into(),
+            caller: call.sub.map(Into::into),
+            outcome: call.outcome.into(),
+            duration_ms: call.duration_ms,
+            result_bytes: call.result_bytes,
+            arguments: call.arguments.cloned(),
+        });
+        let old = {
             let mut ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
-            if ring.len() == RING {
-                ring.pop_front();
-            }
-            ring.push_back(line.clone());
+            let old = (ring.len() == RING).then(|| ring.pop_front()).flatten();
+            ring.push_back(record.clone());
+            old
+        };
+        // Freed outside the lock.
+        drop(old);
+        if self.live.receiver_count() > 0 {
+            let _ = self.live.send(record);
         }
-        // No page open: nobody to tell.
-        let _ = self.live.send(line);
     }
 
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
-    fn snapshot(&self) -> Vec<Arc<str>> {
+    fn snapshot(&self) -> Vec<Arc<Record>> {
         let ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
         ring.iter().cloned().collect()
     }

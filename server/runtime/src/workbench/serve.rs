@@ -91,11 +91,8 @@ fn answer(calls: &Calls, bound: SocketAddr, req: &Request<Incoming>) -> Response
         "/page.js" => file(SCRIPT, "text/javascript; charset=utf-8"),
         "/page.css" => file(STYLE, "text/css; charset=utf-8"),
         "/calls" => {
-            let list = calls.snapshot();
-            let text = format!(
-                "[{}]",
-                list.iter().map(|l| &**l).collect::<Vec<_>>().join(",")
-            );
+            let lines: Vec<String> = calls.snapshot().iter().map(|r| r.line()).collect();
+            let text = format!("[{}]", lines.join(","));
             with_headers(Response::builder(), "application/json")
                 .body(Full::new(Bytes::from(text)).boxed())
                 .unwrap_or_else(|_| plain(StatusCode::INTERNAL_SERVER_ERROR, "error"))
@@ -166,17 +163,17 @@ fn events(calls: &Calls) -> Response<Body> {
     // the page keeps one of each `seq`.
     let mut live = calls.live.subscribe();
     let backlog = calls.snapshot();
-    let (tx, rx) = tokio::sync::mpsc::channel::<Arc<str>>(64);
+    let (tx, rx) = tokio::sync::mpsc::channel::<String>(64);
     tokio::spawn(async move {
-        for line in backlog {
-            if tx.send(line).await.is_err() {
+        for record in backlog {
+            if tx.send(record.line()).await.is_err() {
                 return;
             }
         }
         loop {
             match live.recv().await {
-                Ok(line) => {
-                    if tx.send(line).await.is_err() {
+                Ok(record) => {
+                    if tx.send(record.line()).await.is_err() {
                         return;
                     }
                 }
@@ -192,7 +189,7 @@ fn events(calls: &Calls) -> Response<Body> {
 }
 
 /// The body of `GET /events`.
-struct Events(tokio::sync::mpsc::Receiver<Arc<str>>);
+struct Events(tokio::sync::mpsc::Receiver<String>);
 
 impl http_body::Body for Events {
     type Data = Bytes;
