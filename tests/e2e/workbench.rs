@@ -1,8 +1,9 @@
 //! The workbench (#60, its first part): `serve --ui ADDR` beside a stdio session shows every
-//! call the stdio client makes, live over Server-Sent Events and in `GET /calls`, with the
-//! arguments sanitised as the call log's; keeps the last 1,000 calls; answers only its own
-//! address and page; serves its page under a CSP with no inline script; and refuses a
-//! non-loopback address. (The page in a real browser, trying tools and examples are to come.)
+//! call the stdio client makes (beside Streamable HTTP, the HTTP clients' in both eras), live
+//! over Server-Sent Events and in `GET /calls`, with the arguments sanitised as the call log's;
+//! keeps the last 1,000 calls; answers only its own address and page; serves its page under a
+//! CSP with no inline script; and refuses a non-loopback address. (The page in a real browser,
+//! trying tools and examples are to come.)
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -260,4 +261,57 @@ fn the_workbench_listens_on_this_machine_only() {
         err.contains("--ui 0.0.0.0:0 is not a loopback address"),
         "{err}"
     );
+}
+
+/// Beside Streamable HTTP the workbench shows the HTTP clients' calls, in both eras.
+#[test]
+fn the_workbench_shows_http_clients_calls_too() {
+    let db = sample_db("knowledge");
+    let mut child = Command::new(exe_for("knowledge"))
+        .args([
+            "serve",
+            "knowledge",
+            "--http",
+            "127.0.0.1:0",
+            "--ui",
+            "127.0.0.1:0",
+            "--db",
+        ])
+        .arg(&db.path)
+        .env("MCPSPEC_LOG", "warn")
+        .env_remove("MCPSPEC_HTTP_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let mut lines = BufReader::new(stderr).lines().map_while(Result::ok);
+    let (mut mcp, mut ui) = (None::<SocketAddr>, None::<SocketAddr>);
+    while mcp.is_none() || ui.is_none() {
+        let line = lines.next().expect("the server announces both addresses");
+        if let Some(a) = line.strip_prefix("mcpspec: workbench on http://") {
+            ui = a.trim_end_matches('/').parse().ok();
+        } else if let Some(a) = line.strip_prefix("mcpspec: listening on http://") {
+            mcp = a.trim_end_matches("/mcp").parse().ok();
+        }
+    }
+    let (mcp, ui) = (mcp.unwrap(), ui.unwrap());
+    let mut session = mcpspec_testkit::HttpClient::new(mcp, None);
+    session.initialize().expect("initialize");
+    let call = json!({"name": "kb_list", "arguments": {"limit": 1}});
+    let answer = session.request("tools/call", call.clone()).expect("call");
+    assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
+    let mut per_request = mcpspec_testkit::HttpClient::per_request(mcp, None);
+    let answer = per_request.request("tools/call", call).expect("call");
+    assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
+    let (_, _, body) = get(ui, "/calls", &[]);
+    let calls: Vec<Value> = serde_json::from_str(&body).unwrap();
+    let seen: Vec<(&str, &str)> = calls
+        .iter()
+        .map(|c| (c["tool"].as_str().unwrap(), c["outcome"].as_str().unwrap()))
+        .collect();
+    assert_eq!(seen, [("kb_list", "ok"), ("kb_list", "ok")]);
+    let _ = child.kill();
+    let _ = child.wait();
 }

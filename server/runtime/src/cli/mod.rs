@@ -103,9 +103,9 @@ enum Cmd {
         #[arg(long, value_name = "NAME")]
         toolset: Vec<String>,
         /// Serve the workbench at http://ADDR/ (a loopback address, e.g. 127.0.0.1:7777; port 0
-        /// picks a free one): a page that shows, live, every call this server handles,
-        /// its client's over stdio included. Off by default.
-        #[arg(long, value_name = "ADDR", conflicts_with = "http")]
+        /// picks a free one): a page that shows, live, every call this server handles, its
+        /// client's over stdio included, or its clients' over Streamable HTTP. Off by default.
+        #[arg(long, value_name = "ADDR")]
         ui: Option<std::net::SocketAddr>,
         #[command(flatten)]
         http: Box<HttpArgs>,
@@ -700,7 +700,7 @@ fn run(cli: Cli, mut servers: Vec<Server>, compile: Option<dev::Compile>) -> Res
             let engine = start(server, db.as_deref(), placing, &migrating)?;
             let _telemetry = telemetry(&engine)?;
             match options {
-                Some((addr, options)) => serve_http(engine, addr, options, offered)?,
+                Some((addr, options)) => serve_http(engine, addr, options, offered, ui)?,
                 None => serve(engine, offered, ui)?,
             }
             Ok(ExitCode::SUCCESS)
@@ -913,6 +913,7 @@ fn serve_http(
     _: std::net::SocketAddr,
     options: std::convert::Infallible,
     _: Option<Vec<String>>,
+    _: Option<std::net::SocketAddr>,
 ) -> Result<()> {
     match options {}
 }
@@ -1062,6 +1063,7 @@ fn serve_http(
     addr: std::net::SocketAddr,
     options: crate::transport::http::HttpOptions,
     offered: Option<Vec<String>>,
+    ui: Option<std::net::SocketAddr>,
 ) -> Result<()> {
     if options.metrics {
         crate::metrics::enable(engine.def.name);
@@ -1074,6 +1076,7 @@ fn serve_http(
         .enable_all()
         .build()?;
     runtime.block_on(async move {
+        workbench(ui).await?;
         let listener = crate::transport::http::bind(addr, &options).await?;
         let bound = listener.local_addr()?;
         // Tests and scripts read the port from this line; keep its wording stable.
