@@ -899,18 +899,18 @@ fn capped_output(mut schema: Value, capped: bool) -> Value {
     if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut)
         && capped
     {
-        for (field, description) in [
+        for (field, ty, description) in [
             (
                 "truncated",
+                "boolean",
                 "Present and true when the result was cut to fit its cap.",
             ),
-            ("message", "What was cut, and how to see the rest."),
+            (
+                "message",
+                "string",
+                "What was cut, and how to see the rest.",
+            ),
         ] {
-            let ty = if field == "truncated" {
-                "boolean"
-            } else {
-                "string"
-            };
             props
                 .entry(field)
                 .or_insert_with(|| json!({"type": ty, "description": description}));

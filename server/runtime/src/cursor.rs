@@ -62,15 +62,7 @@ pub(crate) fn open(
 ) -> Result<Vec<SqlValue>, ToolError> {
     let refused = || {
         let message = "is not a cursor this tool gave: pass the `next_cursor` of its previous result as it was, or leave `cursor` out to start from the first page";
-        ToolError {
-            code: "INVALID_ARGUMENTS",
-            message: format!("invalid arguments: `cursor` {message}"),
-            data: Some(json!({
-                "field": crate::def::CURSOR_ARGUMENT,
-                "constraint": "cursor",
-                "errors": [{"field": crate::def::CURSOR_ARGUMENT, "constraint": "cursor", "message": message}],
-            })),
-        }
+        ToolError::invalid_argument(crate::def::CURSOR_ARGUMENT, "cursor", message)
     };
     let bytes = codec()
         .open_with(cursor, &context(server, tool, by))

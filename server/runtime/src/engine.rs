@@ -1202,10 +1202,7 @@ impl Engine {
     /// it is, or with the rows of its longest list that fit and a note saying so, when its
     /// output schema lets the note in; else `RESULT_TOO_LARGE`.
     fn bounded(&self, tool: &'static ToolDef, mut structured: Value) -> Result<Value, ToolError> {
-        let server = self.limits.max_result_bytes;
-        let budget = tool.max_bytes.map_or(server, |b| {
-            usize::try_from(b).unwrap_or(usize::MAX).min(server)
-        });
+        let budget = capped(tool.max_bytes, self.limits.max_result_bytes);
         let size = approx_json_size(&structured);
         if size <= budget {
             return Ok(structured);
@@ -1216,14 +1213,7 @@ impl Engine {
         if !tool.content && !closed && crate::bound::cut_rows(&mut structured, budget).is_some() {
             return Ok(structured);
         }
-        Err(ToolError {
-            code: "RESULT_TOO_LARGE",
-            message: format!(
-                "the result of `{}` is about {size} bytes; the limit is {budget} bytes; ask for less",
-                tool.name
-            ),
-            data: Some(json!({"size": size, "limit": budget})),
-        })
+        Err(too_large(tool.name, size, budget))
     }
 
     /// Runs a handler tool on the calling (blocking) thread and maps its error: a declared
@@ -1484,14 +1474,7 @@ impl Engine {
         if size <= self.limits.max_result_bytes {
             return Ok(());
         }
-        Err(ToolError {
-            code: "RESULT_TOO_LARGE",
-            message: format!(
-                "the result of `{}` is about {size} bytes; the limit is {} bytes; ask for less",
-                job.name, self.limits.max_result_bytes
-            ),
-            data: Some(json!({"size": size, "limit": self.limits.max_result_bytes})),
-        })
+        Err(too_large(job.name, size, self.limits.max_result_bytes))
     }
 
     /// Runs each statement in order; one statement's result is the tool's, several make an
@@ -1578,10 +1561,10 @@ impl Engine {
     ) -> Result<Many, Failure> {
         let mut many = Many::default();
         // The server's cap leaves room for the envelope; a statement's own counts the rows.
-        let server = self.limits.max_result_bytes.saturating_sub(4096);
-        let budget = st.max_bytes.map_or(server, |b| {
-            usize::try_from(b).unwrap_or(usize::MAX).min(server)
-        });
+        let budget = capped(
+            st.max_bytes,
+            self.limits.max_result_bytes.saturating_sub(4096),
+        );
         let cap = page.unwrap_or(st.max_rows as usize);
         let mut size = 0;
         let mut order = None;
@@ -2165,6 +2148,24 @@ fn nul_path(instance: &Value) -> Option<String> {
     find(instance, &mut path).then(|| path.join("."))
 }
 
+/// A tool's or a statement's own byte cap, bounded by the server's.
+fn capped(own: Option<u64>, server: usize) -> usize {
+    own.map_or(server, |b| {
+        usize::try_from(b).unwrap_or(usize::MAX).min(server)
+    })
+}
+
+/// `RESULT_TOO_LARGE` for `tool`'s result of about `size` bytes, over `limit`.
+fn too_large(tool: &str, size: usize, limit: usize) -> ToolError {
+    ToolError {
+        code: "RESULT_TOO_LARGE",
+        message: format!(
+            "the result of `{tool}` is about {size} bytes; the limit is {limit} bytes; ask for less"
+        ),
+        data: Some(json!({"size": size, "limit": limit})),
+    }
+}
+
 /// Refuses text with a NUL character anywhere in the arguments, naming the field: PostgreSQL
 /// cannot store it (see `Engine::nul_matters`).
 fn refuse_nul(instance: &Value) -> Result<(), ToolError> {
@@ -2173,15 +2174,7 @@ fn refuse_nul(instance: &Value) -> Result<(), ToolError> {
     };
     let field = crate::transform::quote(&path);
     let message = "contains a NUL character (U+0000), which the database cannot store";
-    Err(ToolError {
-        code: "INVALID_ARGUMENTS",
-        message: format!("invalid arguments: `{field}` {message}"),
-        data: Some(json!({
-            "field": field,
-            "constraint": "nul",
-            "errors": [{"field": field, "constraint": "nul", "message": message}],
-        })),
-    })
+    Err(ToolError::invalid_argument(&field, "nul", message))
 }
 
 /// The error for an integer argument that does not decode as `i64`.

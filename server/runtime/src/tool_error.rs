@@ -30,6 +30,20 @@ impl ToolError {
         self
     }
 
+    /// `INVALID_ARGUMENTS` for one argument: `invalid arguments: `FIELD` MESSAGE`, naming the
+    /// field and the constraint it broke in `data`, as validation errors do.
+    pub(crate) fn invalid_argument(field: &str, constraint: &str, message: &str) -> Self {
+        ToolError {
+            code: "INVALID_ARGUMENTS",
+            message: format!("invalid arguments: `{field}` {message}"),
+            data: Some(json!({
+                "field": field,
+                "constraint": constraint,
+                "errors": [{"field": field, "constraint": constraint, "message": message}],
+            })),
+        }
+    }
+
     /// The error as a JSON object, for the text content of the result.
     pub fn to_json(&self) -> Value {
         let mut o = Map::new();

@@ -79,37 +79,7 @@ struct Target {
 enum Cmd {
     /// Serve a compiled server or a spec file over stdio (for Claude Code and other MCP
     /// clients), or over Streamable HTTP with `--http`.
-    Serve {
-        #[command(flatten)]
-        target: Target,
-        /// The database file, or a postgres:// or mysql:// URL for a server that runs on a
-        /// database server; overrides the spec's environment variables and default path.
-        #[arg(long)]
-        db: Option<PathBuf>,
-        /// Refuse every tool that changes the database.
-        #[arg(long)]
-        read_only: bool,
-        /// Build the spec's derived structures (indexes, full-text and side tables) in a
-        /// database mcpspec did not create, instead of in a mirror under the cache directory.
-        #[arg(long)]
-        derive_in_place: bool,
-        /// Apply the spec's migrations that the database lacks before serving, when the
-        /// database is new or mcpspec's migrations made it (replicas starting together
-        /// apply each once); another application's database needs an explicit `migrate`.
-        #[arg(long, conflicts_with = "read_only")]
-        migrate: bool,
-        /// Offer only the tools of this toolset (the spec's `toolsets:`); repeatable, the
-        /// sets' tools together. Other tools are neither listed nor called.
-        #[arg(long, value_name = "NAME")]
-        toolset: Vec<String>,
-        /// Serve the workbench at http://ADDR/ (a loopback address, e.g. 127.0.0.1:7777; port 0
-        /// picks a free one): a page that shows, live, every call this server handles, its
-        /// client's over stdio included, or its clients' over Streamable HTTP. Off by default.
-        #[arg(long, value_name = "ADDR")]
-        ui: Option<std::net::SocketAddr>,
-        #[command(flatten)]
-        http: Box<HttpArgs>,
-    },
+    Serve(Box<ServeArgs>),
     /// Run one tool call and print its result as JSON; exits 1 when the tool fails.
     #[command(
         override_usage = "call <SERVER> <TOOL> [ARGUMENTS]\n       call --spec <FILE> <TOOL> [ARGUMENTS]"
@@ -198,6 +168,40 @@ enum Cmd {
         #[arg(long)]
         db: Option<PathBuf>,
     },
+}
+
+/// The options of `serve`.
+#[derive(clap::Args)]
+struct ServeArgs {
+    #[command(flatten)]
+    target: Target,
+    /// The database file, or a postgres:// or mysql:// URL for a server that runs on a
+    /// database server; overrides the spec's environment variables and default path.
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// Refuse every tool that changes the database.
+    #[arg(long)]
+    read_only: bool,
+    /// Build the spec's derived structures (indexes, full-text and side tables) in a
+    /// database mcpspec did not create, instead of in a mirror under the cache directory.
+    #[arg(long)]
+    derive_in_place: bool,
+    /// Apply the spec's migrations that the database lacks before serving, when the
+    /// database is new or mcpspec's migrations made it (replicas starting together
+    /// apply each once); another application's database needs an explicit `migrate`.
+    #[arg(long, conflicts_with = "read_only")]
+    migrate: bool,
+    /// Offer only the tools of this toolset (the spec's `toolsets:`); repeatable, the
+    /// sets' tools together. Other tools are neither listed nor called.
+    #[arg(long, value_name = "NAME")]
+    toolset: Vec<String>,
+    /// Serve the workbench at http://ADDR/ (a loopback address, e.g. 127.0.0.1:7777; port 0
+    /// picks a free one): a page that shows, live, every call this server handles, its
+    /// client's over stdio included, or its clients' over Streamable HTTP. Off by default.
+    #[arg(long, value_name = "ADDR")]
+    ui: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    http: Box<HttpArgs>,
 }
 
 /// The Streamable HTTP options of `serve`.
@@ -591,7 +595,7 @@ fn run_main(servers: Vec<Server>, extras: Vec<Extra>, compile: Option<dev::Compi
     // A served session logs every call by default (stderr is the client's log); the one-shot
     // commands print their own output and log only warnings.
     init_logging(match cli.command {
-        Cmd::Serve { .. } => SESSION_LOG,
+        Cmd::Serve(_) => SESSION_LOG,
         _ => "warn",
     });
     exit_code(run(cli, servers, compile))
@@ -666,45 +670,54 @@ fn init(def: &crate::def::ServerDef, db: &std::path::Path, sample: bool) -> Resu
     Ok(ExitCode::SUCCESS)
 }
 
+/// `serve`: resolves the server, checks what can be checked before the database opens, starts
+/// the engine and serves over stdio or Streamable HTTP.
+fn serve_command(
+    args: ServeArgs,
+    servers: &mut Vec<Server>,
+    compile: Option<dev::Compile>,
+) -> Result<ExitCode> {
+    let ServeArgs {
+        target,
+        db,
+        read_only,
+        derive_in_place,
+        migrate,
+        toolset,
+        ui,
+        http,
+    } = args;
+    let migrating = Migrating {
+        apply: migrate,
+        command: migrate_command(&target),
+    };
+    let server = resolve(servers, &target, compile)?;
+    if let Some(spec) = &target.spec {
+        servable(&server, spec)?;
+    }
+    let offered = offered(server.def, &toolset)?;
+    // The workbench's address and the HTTP options are checked before the database is
+    // opened.
+    if let Some(addr) = ui {
+        crate::workbench::on_this_machine(addr)?;
+    }
+    let options = match http.http {
+        Some(addr) => Some((addr, http_options(&http, server.def.issuer)?)),
+        None => None,
+    };
+    let placing = placing(read_only, derive_in_place);
+    let engine = start(server, db.as_deref(), placing, &migrating)?;
+    let _telemetry = telemetry(&engine)?;
+    match options {
+        Some((addr, options)) => serve_http(engine, addr, options, offered, ui)?,
+        None => serve(engine, offered, ui)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn run(cli: Cli, mut servers: Vec<Server>, compile: Option<dev::Compile>) -> Result<ExitCode> {
     match cli.command {
-        Cmd::Serve {
-            target,
-            db,
-            read_only,
-            derive_in_place,
-            migrate,
-            toolset,
-            ui,
-            http,
-        } => {
-            let migrating = Migrating {
-                apply: migrate,
-                command: migrate_command(&target),
-            };
-            let server = resolve(&mut servers, &target, compile)?;
-            if let Some(spec) = &target.spec {
-                servable(&server, spec)?;
-            }
-            let offered = offered(server.def, &toolset)?;
-            // The workbench's address and the HTTP options are checked before the database is
-            // opened.
-            if let Some(addr) = ui {
-                crate::workbench::on_this_machine(addr)?;
-            }
-            let options = match http.http {
-                Some(addr) => Some((addr, http_options(&http, server.def.issuer)?)),
-                None => None,
-            };
-            let placing = placing(read_only, derive_in_place);
-            let engine = start(server, db.as_deref(), placing, &migrating)?;
-            let _telemetry = telemetry(&engine)?;
-            match options {
-                Some((addr, options)) => serve_http(engine, addr, options, offered, ui)?,
-                None => serve(engine, offered, ui)?,
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Cmd::Serve(args) => serve_command(*args, &mut servers, compile),
         Cmd::Call {
             words,
             spec,
