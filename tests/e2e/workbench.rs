@@ -261,6 +261,32 @@ fn the_workbench_listens_on_this_machine_only() {
         err.contains("--ui 0.0.0.0:0 is not a loopback address"),
         "{err}"
     );
+
+    // Nor beside a server whose callers a token guards: the page would show their calls to
+    // anyone on this machine.
+    let (code, _, err) = mcpspec(
+        &[
+            "serve",
+            "--spec",
+            "../spec/knowledge.yaml",
+            "--db",
+            &db,
+            "--http",
+            "127.0.0.1:0",
+            "--ui",
+            "127.0.0.1:0",
+        ],
+        &[(
+            "MCPSPEC_HTTP_TOKEN",
+            "a-token-of-at-least-32-characters-long",
+        )],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("beside a server that a token or OAuth guards"),
+        "{err}"
+    );
+    assert!(!err.contains("ready"), "{err}");
 }
 
 /// Beside Streamable HTTP the workbench shows the HTTP clients' calls, in both eras.

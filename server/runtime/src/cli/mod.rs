@@ -705,6 +705,9 @@ fn serve_command(
         Some(addr) => Some((addr, http_options(&http, server.def.issuer)?)),
         None => None,
     };
+    if let (Some(addr), Some((_, options))) = (ui, &options) {
+        guarded_beside_ui(addr, options)?;
+    }
     let placing = placing(read_only, derive_in_place);
     let engine = start(server, db.as_deref(), placing, &migrating)?;
     let _telemetry = telemetry(&engine)?;
@@ -1306,6 +1309,27 @@ fn serve_stdio(
     let _ = writer.join();
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Refuses the workbench beside a Streamable HTTP server that a token or OAuth guards: the
+/// page has no access control of its own yet, and would show those callers' calls to anyone
+/// on this machine.
+#[cfg(feature = "http")]
+fn guarded_beside_ui(
+    ui: std::net::SocketAddr,
+    options: &crate::transport::http::HttpOptions,
+) -> Result<()> {
+    if options.token.is_none() && options.oauth.is_none() {
+        return Ok(());
+    }
+    Err(anyhow!(
+        "--ui {ui} beside a server that a token or OAuth guards would show its callers' calls to anyone on this machine (the workbench has no access control of its own yet); leave --ui out"
+    ))
+}
+
+#[cfg(not(feature = "http"))]
+fn guarded_beside_ui(_: std::net::SocketAddr, options: &std::convert::Infallible) -> Result<()> {
+    match *options {}
 }
 
 /// Starts the workbench at `addr` (`--ui`), announcing its address on stderr.

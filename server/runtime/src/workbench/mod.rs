@@ -31,6 +31,11 @@ pub use serve::{bind, serve};
 /// How many calls the ring keeps.
 pub const RING: usize = 1000;
 
+/// The most bytes of a call's arguments the ring keeps as they came (as JSON): larger ones are
+/// kept as the call log shows them (long text cut), or else left out, so that the ring holds
+/// at most about 16 MiB of arguments however large the calls.
+const KEPT_ARGUMENT_BYTES: usize = 16 * 1024;
+
 /// The calls the workbench shows: the last [`RING`], and the stream of new ones.
 pub struct Calls {
     ring: Mutex<VecDeque<Arc<Record>>>,
@@ -95,7 +100,7 @@ impl Calls {
             outcome: call.outcome.into(),
             duration_ms: call.duration_ms,
             result_bytes: call.result_bytes,
-            arguments: call.arguments.cloned(),
+            arguments: call.arguments.map(kept_arguments),
         });
         let old = {
             let mut ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
@@ -115,6 +120,20 @@ impl Calls {
         let ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
         ring.iter().cloned().collect()
     }
+}
+
+/// A call's arguments as the ring keeps them: within [`KEPT_ARGUMENT_BYTES`].
+fn kept_arguments(arguments: &serde_json::Value) -> serde_json::Value {
+    use crate::rows::approx_json_size;
+    let size = approx_json_size(arguments);
+    if size <= KEPT_ARGUMENT_BYTES {
+        return arguments.clone();
+    }
+    let shown = crate::calllog::sanitize_arguments(arguments);
+    if approx_json_size(&shown) <= KEPT_ARGUMENT_BYTES {
+        return shown;
+    }
+    json!({ "omitted": format!("{size} bytes of arguments, more than the workbench keeps") })
 }
 
 /// Starts recording calls, for a workbench about to serve them.
@@ -148,5 +167,34 @@ pub(crate) fn on_this_machine(addr: SocketAddr) -> Result<(), UiError> {
         Ok(())
     } else {
         Err(UiError::NotLoopback(addr))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ring_keeps_large_arguments_within_its_bound() {
+        let small = json!({"id": 7, "tags": ["a", "b"]});
+        assert_eq!(kept_arguments(&small), small);
+        // Long text: kept as the call log shows it.
+        let text = json!({"content": "x".repeat(1_000_000)});
+        let kept = kept_arguments(&text);
+        let content = kept["content"].as_str().expect("text, cut");
+        assert!(
+            content.len() < 1000 && content.starts_with("xxx"),
+            "{content}"
+        );
+        // A long list of short values: left out, saying how large it was.
+        let list = json!({"ids": (0..100_000).collect::<Vec<_>>()});
+        let kept = kept_arguments(&list);
+        assert!(
+            kept["omitted"]
+                .as_str()
+                .is_some_and(|o| o.ends_with("bytes of arguments, more than the workbench keeps")),
+            "{kept}"
+        );
+        assert!(crate::rows::approx_json_size(&kept) <= KEPT_ARGUMENT_BYTES);
     }
 }

@@ -68,7 +68,10 @@ pub async fn serve(listener: TcpListener, bound: SocketAddr) {
                 async move { Ok::<_, Infallible>(answer(&calls, bound, &req)) }
             });
             let io = hyper_util::rt::TokioIo::new(stream);
+            // The timer bounds how long a client may take to send its headers (hyper's 30 s),
+            // so that connections that send nothing do not hold the workbench's places.
             let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
                 .serve_connection(io, service)
                 .await;
         });
