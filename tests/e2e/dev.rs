@@ -15,7 +15,7 @@ use crate::common::{EXE, rss_kib};
 const WAIT: Duration = Duration::from_secs(20);
 
 /// A `dev` session: the client, and the server's stderr line by line.
-struct Dev {
+pub(crate) struct Dev {
     client: StdioClient,
     stderr: Receiver<String>,
 }
@@ -26,7 +26,7 @@ fn dev(dir: &Path, spec: &str) -> Dev {
 }
 
 /// [`dev`] with `extra` arguments after the spec.
-fn dev_with(dir: &Path, spec: &str, extra: &[&str]) -> Dev {
+pub(crate) fn dev_with(dir: &Path, spec: &str, extra: &[&str]) -> Dev {
     std::fs::create_dir_all(dir.join("tmp")).unwrap();
     let mut client = StdioClient::spawn(
         Command::new(EXE)
@@ -86,7 +86,7 @@ impl Dev {
     }
 
     /// The stderr lines up to and including the first that contains `end`.
-    fn stderr_until(&self, end: &str) -> String {
+    pub(crate) fn stderr_until(&self, end: &str) -> String {
         let mut seen = String::new();
         loop {
             let line = self
@@ -102,7 +102,7 @@ impl Dev {
     }
 }
 
-const COUNT_TOOL: &str = r#"  - name: count_notes
+pub(crate) const COUNT_TOOL: &str = r#"  - name: count_notes
     description: How many notes there are.
     sql:
       returns: scalar
@@ -116,7 +116,8 @@ const COUNT_TOOL: &str = r#"  - name: count_notes
 /// does not, and a call of it is an unknown tool. A toolset the spec does not declare refuses
 /// to start.
 /// `dev --ui`: the workbench shows the calls of every version served, a reload's new tool's
-/// included.
+/// included; tells its pages of each reload, and of a save refused with its problems at their
+/// lines; and runs every example on the scratch database's sample rows, rolled back.
 #[test]
 fn dev_s_workbench_shows_the_calls_of_every_version() {
     let dir = tempfile::tempdir().unwrap();
@@ -132,14 +133,39 @@ fn dev_s_workbench_shows_the_calls_of_every_version() {
         .and_then(|a| a.trim_end_matches('/').parse().ok())
         .expect("the workbench's address");
     s.structured("search_notes", json!({"q": "hel"}));
+    let mut reloads = crate::workbench::stream(addr).filter(|(name, _)| name == "reload");
     std::fs::write(&spec, format!("{original}{COUNT_TOOL}")).unwrap();
     s.list_changed();
+    let (_, reload) = reloads.next().expect("a reload event");
+    assert_eq!(reload["ok"], json!(true), "{reload}");
+    assert_eq!(reload["tools"], json!(6), "{reload}");
     s.structured("count_notes", json!({}));
-    let (status, _, body) = crate::workbench::get(addr, "/calls", &[]);
+    let (status, _, body) = crate::workbench::get(addr, "/ui/calls", &[]);
     assert_eq!(status, 200);
     let calls: Vec<Value> = serde_json::from_str(&body).unwrap();
     let tools: Vec<&str> = calls.iter().map(|c| c["tool"].as_str().unwrap()).collect();
     assert_eq!(tools, ["search_notes", "count_notes"]);
+
+    // Every example runs on the sample rows; delete_note's is rolled back.
+    let mut page = mcpspec_testkit::HttpClient::new(addr, None);
+    let ran = page
+        .exchange_to("/ui/examples", "POST", &[("Mcpspec-Workbench", "1")], b"")
+        .expect("POST");
+    assert_eq!(ran.status, 200, "{}", ran.text());
+    let ran: Value = serde_json::from_slice(&ran.body).unwrap();
+    let ran = ran["ran"].as_array().expect("ran");
+    assert!(ran.iter().any(|r| r["tool"] == "delete_note"), "{ran:?}");
+    for r in ran {
+        assert_eq!(r["passed"], json!(true), "{r}");
+    }
+    assert_eq!(s.structured("count_notes", json!({}))["count"], 1);
+
+    // A broken save: its problem, at its line, until a good save.
+    std::fs::write(&spec, format!("{original}{COUNT_TOOL}  - name: 7\n")).unwrap();
+    let (_, refused) = reloads.next().expect("a reload event");
+    assert_eq!(refused["ok"], json!(false), "{refused}");
+    let problems = refused["problems"].as_str().expect("problems");
+    assert!(problems.contains("notes.yaml:"), "{problems}");
 }
 
 #[test]

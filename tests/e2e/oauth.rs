@@ -970,3 +970,41 @@ fn opaque_tokens_are_checked_by_introspection() {
     assert!(r.text().contains("not a JWT"), "{}", r.text());
     assert_eq!(notes(&mut olga), ["opaque but known"]);
 }
+
+/// The workbench at `/ui/` behind OAuth (`--ui`): a caller sees its own calls only, never
+/// another's arguments, and cannot run the examples, which run as the operator.
+#[cfg(feature = "full")]
+#[test]
+fn the_workbench_shows_an_oauth_caller_its_own_calls_only() {
+    let provider = Provider::start(team());
+    let (_dir, db) = teamnotes_file();
+    let server = serve(&db, &provider, &["--ui"]);
+    let alice_token = provider.token("alice", &resource(server.addr));
+    let bob_token = provider.token("bob", &resource(server.addr));
+    let mut alice = session(server.addr, &alice_token);
+    let mut bob = session(server.addr, &bob_token);
+    call(&mut alice, "add_note", json!({"text": "alice's secret"}));
+    call(&mut bob, "add_note", json!({"text": "bob's secret"}));
+    let calls_of = |c: &mut HttpClient| -> Vec<Value> {
+        let r = c.exchange_to("/ui/calls", "GET", &[], b"").expect("GET");
+        assert_eq!(r.status, 200, "{}", r.text());
+        serde_json::from_slice(&r.body).expect("JSON")
+    };
+    let seen = calls_of(&mut alice);
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0]["arguments"]["text"], "alice's secret");
+    assert_eq!(seen[0]["caller"], "alice");
+    let seen = calls_of(&mut bob);
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0]["arguments"]["text"], "bob's secret");
+    assert_eq!(raw_get(server.addr, "/ui/calls").0, 401);
+    let r = alice
+        .exchange_to("/ui/examples", "POST", &[("Mcpspec-Workbench", "1")], b"")
+        .expect("POST");
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert!(
+        r.text().contains("the examples run as the operator"),
+        "{}",
+        r.text()
+    );
+}

@@ -1,9 +1,12 @@
-//! The workbench (#60, its first part): `serve --ui ADDR` beside a stdio session shows every
-//! call the stdio client makes (beside Streamable HTTP, the HTTP clients' in both eras), live
-//! over Server-Sent Events and in `GET /calls`, with the arguments sanitised as the call log's;
-//! keeps the last 1,000 calls; answers only its own address and page; serves its page under a
-//! CSP with no inline script; and refuses a non-loopback address. (The page in a real browser,
-//! trying tools and examples are to come.)
+//! The workbench (#60): `serve --ui ADDR` beside a stdio session shows every call the stdio
+//! client makes (beside Streamable HTTP, the HTTP clients' in both eras), live over
+//! Server-Sent Events and in `GET /ui/calls`, with the arguments sanitised as the call log's
+//! and the response; keeps the last 1,000 calls; answers only its own address and page;
+//! serves its page under a CSP with no inline script; refuses a non-loopback address; takes
+//! the page's calls at its own `/mcp`, the server's protocol path; runs the spec's examples
+//! with every write rolled back, only when asked with the workbench's header; and, at `/ui/`
+//! on a guarded MCP listener, asks for the same token and shows an OAuth caller its own calls
+//! only. The page itself, in Chromium, is `browser.rs`'s.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -71,7 +74,24 @@ pub(crate) fn get(
     let (status, headers) = head(&mut reader);
     let mut body = String::new();
     std::io::Read::read_to_string(&mut reader, &mut body).expect("the body");
+    if header(&headers, "transfer-encoding") == Some("chunked") {
+        body = unchunked(&body);
+    }
     (status, headers, body)
+}
+
+/// A chunked body's content.
+fn unchunked(mut rest: &str) -> String {
+    let mut out = String::new();
+    loop {
+        let (size, after) = rest.split_once("\r\n").expect("a chunk's size");
+        let size = usize::from_str_radix(size.trim(), 16).expect("a hexadecimal size");
+        if size == 0 {
+            return out;
+        }
+        out.push_str(&after[..size]);
+        rest = &after[size + 2..];
+    }
 }
 
 /// The status line and headers of a response.
@@ -103,26 +123,38 @@ fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
-/// The event stream, open: each call as it is read.
-fn events(addr: SocketAddr) -> impl Iterator<Item = Value> {
+/// The event stream, open: each event's name (`message` for a call, `reload` for one of
+/// `dev`'s reloads) and data as it is read.
+pub(crate) fn stream(addr: SocketAddr) -> impl Iterator<Item = (String, Value)> {
     let mut conn = TcpStream::connect(addr).expect("connect");
     conn.set_read_timeout(Some(WAIT)).unwrap();
     write!(
         conn,
-        "GET /events HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n"
+        "GET /ui/events HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n"
     )
     .unwrap();
     let mut reader = BufReader::new(conn);
     let (status, headers) = head(&mut reader);
     assert_eq!(status, 200);
     assert_eq!(header(&headers, "content-type"), Some("text/event-stream"));
+    let mut name = String::from("message");
     reader
         .lines()
         .map(|l| l.expect("an event within the wait"))
-        .filter_map(|l| {
-            l.strip_prefix("data: ")
-                .map(|d| serde_json::from_str(d).expect("JSON"))
+        .filter_map(move |l| {
+            if let Some(n) = l.strip_prefix("event: ") {
+                name = n.to_string();
+                return None;
+            }
+            let data = l.strip_prefix("data: ")?;
+            let event = std::mem::replace(&mut name, "message".into());
+            Some((event, serde_json::from_str(data).expect("JSON")))
         })
+}
+
+/// The calls on the event stream, as they are read.
+fn events(addr: SocketAddr) -> impl Iterator<Item = Value> {
+    stream(addr).filter_map(|(name, v)| (name == "message").then_some(v))
 }
 
 #[test]
@@ -159,9 +191,13 @@ fn the_workbench_shows_a_stdio_clients_calls_live() {
     let note = second["arguments"]["note"].as_str().expect("the note, cut");
     assert!(note.len() < 1000 && note.starts_with("xxxx"), "{note}");
     assert!(second["seq"].as_u64() > first["seq"].as_u64());
+    // What the client was answered: the rows, and the failure with its field.
+    assert!(first["response"]["entries"].is_array(), "{first}");
+    assert_eq!(second["response"]["isError"], json!(true), "{second}");
+    assert_eq!(second["response"]["code"], "VALIDATION_ERROR", "{second}");
 
     // The same calls in /calls, and on a stream opened later (the ring first).
-    let (status, _, body) = get(addr, "/calls", &[]);
+    let (status, _, body) = get(addr, "/ui/calls", &[]);
     assert_eq!(status, 200);
     let calls: Vec<Value> = serde_json::from_str(&body).unwrap();
     assert_eq!(calls, [first.clone(), second.clone()]);
@@ -175,7 +211,7 @@ fn the_workbench_shows_a_stdio_clients_calls_live() {
             .call_tool("kb_list", json!({"limit": 1 + i % 5}))
             .unwrap();
     }
-    let (_, _, body) = get(addr, "/calls", &[]);
+    let (_, _, body) = get(addr, "/ui/calls", &[]);
     let calls: Vec<Value> = serde_json::from_str(&body).unwrap();
     assert_eq!(calls.len(), 1000);
     assert_eq!(calls[0]["seq"], json!(3));
@@ -192,7 +228,9 @@ fn the_workbench_answers_only_its_own_page_at_its_own_address() {
     let db = sample_db("knowledge");
     let (client, addr, _stderr) = served(&db.path);
     // The page: its own files only, under a CSP that allows nothing else and no inline script.
-    let (status, headers, page) = get(addr, "/", &[]);
+    let (status, headers, _) = get(addr, "/", &[]);
+    assert_eq!((status, header(&headers, "location")), (303, Some("/ui/")));
+    let (status, headers, page) = get(addr, "/ui/", &[]);
     assert_eq!(status, 200);
     let csp = header(&headers, "content-security-policy").expect("a CSP");
     assert!(
@@ -213,10 +251,10 @@ fn the_workbench_answers_only_its_own_page_at_its_own_address() {
         "an inline style or event handler"
     );
     assert!(
-        page.len() + get(addr, "/page.js", &[]).2.len() + get(addr, "/page.css", &[]).2.len()
+        page.len() + get(addr, "/ui/page.js", &[]).2.len() + get(addr, "/ui/page.css", &[]).2.len()
             < 150_000
     );
-    let (status, headers, _) = get(addr, "/page.js", &[]);
+    let (status, headers, _) = get(addr, "/ui/page.js", &[]);
     assert_eq!(
         (status, header(&headers, "content-type")),
         (200, Some("text/javascript; charset=utf-8"))
@@ -225,15 +263,19 @@ fn the_workbench_answers_only_its_own_page_at_its_own_address() {
     // Another Host (a DNS-rebound name) or another site's Origin: refused.
     let port = addr.port();
     let evil_host = format!("evil.example:{port}");
-    assert_eq!(get(addr, "/calls", &[("Host", &evil_host)]).0, 403);
-    assert_eq!(
-        get(addr, "/calls", &[("Origin", "http://evil.example")]).0,
-        403
-    );
+    for path in ["/ui/calls", "/ui/", "/ui/page.js", "/mcp"] {
+        assert_eq!(get(addr, path, &[("Host", &evil_host)]).0, 403, "{path}");
+        assert_eq!(
+            get(addr, path, &[("Origin", "http://evil.example")]).0,
+            403,
+            "{path}"
+        );
+    }
     let own = format!("http://{addr}");
-    assert_eq!(get(addr, "/calls", &[("Origin", &own)]).0, 200);
+    assert_eq!(get(addr, "/ui/calls", &[("Origin", &own)]).0, 200);
     let localhost = format!("localhost:{port}");
-    assert_eq!(get(addr, "/calls", &[("Host", &localhost)]).0, 200);
+    assert_eq!(get(addr, "/ui/calls", &[("Host", &localhost)]).0, 200);
+    assert_eq!(get(addr, "/ui/nothing", &[]).0, 404);
     assert_eq!(get(addr, "/nothing", &[]).0, 404);
     drop(client);
 }
@@ -286,7 +328,26 @@ fn the_workbench_listens_on_this_machine_only() {
         err.contains("beside a server that a token or OAuth guards"),
         "{err}"
     );
+    assert!(
+        err.contains("give --ui without an address to serve the workbench at /ui/"),
+        "{err}"
+    );
     assert!(!err.contains("ready"), "{err}");
+
+    // Beside stdio it needs an address of its own.
+    let (code, _, err) = mcpspec(
+        &[
+            "serve",
+            "--spec",
+            "../spec/knowledge.yaml",
+            "--db",
+            &db,
+            "--ui",
+        ],
+        &[],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--ui needs an address beside stdio"), "{err}");
 }
 
 /// Beside Streamable HTTP the workbench shows the HTTP clients' calls, in both eras.
@@ -331,13 +392,203 @@ fn the_workbench_shows_http_clients_calls_too() {
     let mut per_request = mcpspec_testkit::HttpClient::per_request(mcp, None);
     let answer = per_request.request("tools/call", call).expect("call");
     assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
-    let (_, _, body) = get(ui, "/calls", &[]);
+    let (_, _, body) = get(ui, "/ui/calls", &[]);
     let calls: Vec<Value> = serde_json::from_str(&body).unwrap();
     let seen: Vec<(&str, &str)> = calls
         .iter()
         .map(|c| (c["tool"].as_str().unwrap(), c["outcome"].as_str().unwrap()))
         .collect();
     assert_eq!(seen, [("kb_list", "ok"), ("kb_list", "ok")]);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// The page's calls go through the workbench's own `/mcp`, the server's protocol path: the
+/// tools listed with their schemas, a call answered as any client's, a bad argument answered
+/// with the server's own message naming the field, and both calls live beside the stdio
+/// client's.
+#[test]
+fn the_workbench_tries_tools_through_the_servers_own_endpoint() {
+    let db = sample_db("knowledge");
+    let (mut client, addr, _stderr) = served(&db.path);
+    let mut live = events(addr);
+    client
+        .call_tool("kb_list", json!({"limit": 1}))
+        .expect("the stdio client's call");
+    let mut page = mcpspec_testkit::HttpClient::new(addr, None);
+    let init = page.initialize().expect("initialize at the workbench");
+    assert_eq!(init["result"]["serverInfo"]["name"], "knowledge", "{init}");
+    let listed = page.request("tools/list", json!({})).expect("tools/list");
+    let tools = listed["result"]["tools"].as_array().expect("tools");
+    let kb_list = tools
+        .iter()
+        .find(|t| t["name"] == "kb_list")
+        .expect("kb_list is listed");
+    assert_eq!(kb_list["inputSchema"]["type"], "object", "{kb_list}");
+    let ok = page
+        .call_tool("kb_list", json!({"limit": 2}))
+        .expect("a call from the page");
+    assert_eq!(ok["result"]["isError"], json!(false), "{ok}");
+    let bad = page
+        .call_tool("kb_list", json!({"limit": "many"}))
+        .expect("a bad argument");
+    assert_eq!(bad["result"]["isError"], json!(true), "{bad}");
+    let text = bad["result"]["content"][0]["text"].as_str().expect("text");
+    let failure: Value = serde_json::from_str(text).expect("the error as JSON");
+    assert_eq!(failure["error"]["field"], "limit", "{failure}");
+    let seen: Vec<(String, String)> = live
+        .by_ref()
+        .take(3)
+        .map(|c| (c["tool"].to_string(), c["outcome"].to_string()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("\"kb_list\"".into(), "\"ok\"".into()),
+            ("\"kb_list\"".into(), "\"ok\"".into()),
+            (
+                "\"kb_list\"".into(),
+                format!("{}", failure["error"]["code"])
+            ),
+        ]
+    );
+    drop(client);
+}
+
+/// A POST under `/ui/` with the workbench's header, through `client` (its token, if any).
+fn run_examples(client: &mut mcpspec_testkit::HttpClient, path: &str) -> (u16, Value) {
+    let r = client
+        .exchange_to(path, "POST", &[("Mcpspec-Workbench", "1")], b"")
+        .expect("POST");
+    (
+        r.status,
+        serde_json::from_slice(&r.body).unwrap_or(Value::Null),
+    )
+}
+
+/// The examples: listed with where each is and whether it runs here (on the application's own
+/// database, not those that expect the sample rows), run only with the workbench's header,
+/// passing, and rolled back: the database has the rows it had.
+#[test]
+fn the_workbench_runs_the_examples_with_every_write_rolled_back() {
+    let db = sample_db("knowledge");
+    let before = crate::common::count_rows(&db.path, "knowledge_entries");
+    let (client, addr, _stderr) = served(&db.path);
+    let (status, _, body) = get(addr, "/ui/examples", &[]);
+    assert_eq!(status, 200);
+    let listed: Value = serde_json::from_str(&body).unwrap();
+    let examples = listed["examples"].as_array().expect("examples");
+    assert!(examples.len() >= 5, "{listed}");
+    assert!(
+        examples.iter().all(|e| e["at"]
+            .as_str()
+            .is_some_and(|at| at.contains("knowledge.yaml:"))),
+        "{listed}"
+    );
+    let runs = examples.iter().filter(|e| e["runs"] == json!(true)).count();
+    assert!(runs > 0, "{listed}");
+    let mut page = mcpspec_testkit::HttpClient::new(addr, None);
+    // Without the header (a form of another site could send the rest): refused.
+    let r = page
+        .exchange_to("/ui/examples", "POST", &[], b"")
+        .expect("POST");
+    assert_eq!(r.status, 403);
+    let (status, ran) = run_examples(&mut page, "/ui/examples");
+    assert_eq!(status, 200, "{ran}");
+    let ran = ran["ran"].as_array().expect("ran").clone();
+    assert_eq!(ran.len(), runs);
+    for r in &ran {
+        assert_eq!(r["passed"], json!(true), "{r}");
+    }
+    // One by its number; one that cannot run here says why.
+    let first = ran[0]["n"].as_u64().unwrap();
+    let (status, one) = run_examples(&mut page, &format!("/ui/examples/{first}"));
+    assert_eq!(
+        (status, one["ran"][0]["passed"].clone()),
+        (200, json!(true))
+    );
+    if let Some(skipped) = examples.iter().find(|e| e["runs"] == json!(false)) {
+        let n = skipped["n"].as_u64().unwrap();
+        let (status, why) = run_examples(&mut page, &format!("/ui/examples/{n}"));
+        assert_eq!(status, 409, "{why}");
+        assert!(
+            why["error"]
+                .as_str()
+                .is_some_and(|w| w.contains("sample rows")),
+            "{why}"
+        );
+    }
+    assert_eq!(run_examples(&mut page, "/ui/examples/9999").0, 409);
+    drop(client);
+    assert_eq!(
+        crate::common::count_rows(&db.path, "knowledge_entries"),
+        before
+    );
+}
+
+/// `serve --http ADDR --ui` serves the workbench at `/ui/` on the MCP listener, behind its
+/// token: the page loads without one (so that it can ask), its data and the examples need it.
+#[test]
+fn the_workbench_on_a_guarded_listener_asks_for_the_token() {
+    const TOKEN: &str = "a-token-of-at-least-32-characters-long";
+    let db = sample_db("knowledge");
+    let mut child = Command::new(exe_for("knowledge"))
+        .args([
+            "serve",
+            "knowledge",
+            "--http",
+            "127.0.0.1:0",
+            "--ui",
+            "--db",
+        ])
+        .arg(&db.path)
+        .env("MCPSPEC_LOG", "warn")
+        .env("MCPSPEC_HTTP_TOKEN", TOKEN)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let (addr, said) = mcpspec_testkit::announced_addr(&mut child);
+    let announced = loop {
+        let line = said
+            .recv_timeout(WAIT)
+            .expect("the workbench's address is said");
+        if line.starts_with("mcpspec: workbench on") {
+            break line;
+        }
+    };
+    assert_eq!(
+        announced,
+        format!("mcpspec: workbench on http://{addr}/ui/")
+    );
+    assert_eq!(get(addr, "/ui/", &[]).0, 200);
+    assert_eq!(get(addr, "/ui/page.js", &[]).0, 200);
+    for path in ["/ui/calls", "/ui/examples", "/ui/events"] {
+        assert_eq!(get(addr, path, &[]).0, 401, "{path}");
+        let bearer = format!("Bearer {TOKEN}");
+        if path != "/ui/events" {
+            assert_eq!(
+                get(addr, path, &[("Authorization", &bearer)]).0,
+                200,
+                "{path}"
+            );
+        }
+    }
+    let mut anonymous = mcpspec_testkit::HttpClient::new(addr, None);
+    assert_eq!(run_examples(&mut anonymous, "/ui/examples").0, 401);
+    let mut operator = mcpspec_testkit::HttpClient::new(addr, Some(TOKEN));
+    operator.initialize().expect("initialize");
+    operator
+        .call_tool("kb_list", json!({"limit": 1}))
+        .expect("a call");
+    let calls = operator
+        .exchange_to("/ui/calls", "GET", &[], b"")
+        .expect("the calls");
+    let calls: Vec<Value> = serde_json::from_slice(&calls.body).unwrap();
+    assert_eq!(calls.len(), 1);
+    let (status, ran) = run_examples(&mut operator, "/ui/examples");
+    assert_eq!(status, 200, "{ran}");
     let _ = child.kill();
     let _ = child.wait();
 }

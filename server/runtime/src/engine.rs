@@ -202,8 +202,11 @@ pub struct Engine {
     pub def: &'static ServerDef,
     /// Absent for a server without a database.
     db: Option<Arc<Database>>,
-    /// The server's handlers, when it has handler tools.
-    dispatch: Option<Box<dyn Dispatch>>,
+    /// The server's handlers, when it has handler tools (shared with a rehearsal twin).
+    dispatch: Option<Arc<dyn Dispatch>>,
+    /// Where the database is, when there is one: a rehearsal twin opens it again.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    location: Option<Location>,
     /// The working directory at start-up, given to handlers.
     dir: PathBuf,
     tools: HashMap<&'static str, CompiledTool>,
@@ -307,7 +310,14 @@ impl Engine {
         let (db, derive_failed) = open_database(def, location, placing, &limits)?.unzip();
         let read_only = placing.read_only || db.as_ref().is_some_and(Database::is_read_only);
         let opened = db.map(|db| (Arc::new(db), derive_failed.flatten()));
-        Engine::assemble(def, opened, location, read_only, limits, handlers)
+        Engine::assemble(
+            def,
+            opened,
+            location,
+            read_only,
+            limits,
+            handlers.map(Arc::from),
+        )
     }
 
     /// [`Engine::start_at`] for a rehearsal: every write runs in a transaction that is rolled
@@ -319,6 +329,15 @@ impl Engine {
         location: &Location,
         limits: Limits,
         handlers: Option<Box<dyn Dispatch>>,
+    ) -> Result<Arc<Engine>, StartError> {
+        Engine::rehearse(def, location, limits, handlers.map(Arc::from))
+    }
+
+    fn rehearse(
+        def: &'static ServerDef,
+        location: &Location,
+        limits: Limits,
+        handlers: Option<Arc<dyn Dispatch>>,
     ) -> Result<Arc<Engine>, StartError> {
         let placing = Placing {
             scratch: true,
@@ -338,6 +357,21 @@ impl Engine {
         )
     }
 
+    /// A rehearsal twin of this engine (see [`Engine::start_rehearsal`]): the same server,
+    /// database and handlers, every write rolled back. `None` for a server without a
+    /// database, whose handlers' effects nothing could roll back. For the workbench's
+    /// examples.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(crate) fn rehearsal(&self) -> Option<Result<Arc<Engine>, StartError>> {
+        let location = self.location.as_ref()?;
+        Some(Engine::rehearse(
+            self.def,
+            location,
+            self.limits,
+            self.dispatch.clone(),
+        ))
+    }
+
     /// The engine over an open database: the tools compiled, the handlers in place, and every
     /// statement checked against the database.
     fn assemble(
@@ -346,7 +380,7 @@ impl Engine {
         location: Option<&Location>,
         read_only: bool,
         limits: Limits,
-        handlers: Option<Box<dyn Dispatch>>,
+        handlers: Option<Arc<dyn Dispatch>>,
     ) -> Result<Arc<Engine>, StartError> {
         let needs_handlers = def
             .tools
@@ -407,6 +441,7 @@ impl Engine {
             def,
             db,
             dispatch,
+            location: location.cloned(),
             dir,
             tools,
             templates,
@@ -667,7 +702,7 @@ impl Engine {
             }
             // The workbench's page shows it too (`serve --ui`).
             if let Some(calls) = shown {
-                calls.record(&call);
+                calls.record(&call, &result);
             }
         }
         result

@@ -52,8 +52,10 @@ const POLL: Duration = Duration::from_millis(20);
 /// (file or URL); without one, a scratch SQLite database holds the spec's schema and sample
 /// rows, made again when they change. Handler tools run the handlers of the compiled server of
 /// the same name in `servers`, when there is one. With `toolsets` (`--toolset`), only their
-/// tools are offered, in every version served. With `ui` (`--ui`), the workbench shows the
-/// calls of every version at that loopback address.
+/// tools are offered, in every version served. With `ui` (`--ui`), the workbench at that
+/// loopback address shows the calls of every version, follows the reloads (a refused save's
+/// problems shown until a good one), and runs the examples on the scratch database's sample
+/// rows.
 pub fn run(
     spec: &Path,
     db: Option<&Path>,
@@ -65,6 +67,9 @@ pub fn run(
 ) -> Result<ExitCode> {
     if let Some(addr) = ui {
         crate::workbench::on_this_machine(addr)?;
+        if db.is_none() {
+            crate::workbench::on_sample_rows();
+        }
     }
     // Taken before the first compile, so that a save made while the server starts is served.
     let spec_seen = stamp(spec);
@@ -237,6 +242,7 @@ impl Watch {
                 Ok(text) => text,
                 Err(problem) => {
                     eprintln!("{problem}\nmcpspec dev: still serving the last good version");
+                    crate::workbench::refused(&problem.to_string());
                     self.last = None;
                     continue;
                 }
@@ -254,6 +260,7 @@ impl Watch {
                     "mcpspec dev: reloaded {} ({tools} tools)",
                     self.spec.display()
                 );
+                crate::workbench::reloaded(tools);
                 let peer = peer.clone();
                 runtime.spawn(async move {
                     let _ = peer.notify_tool_list_changed().await;
@@ -275,6 +282,7 @@ impl Watch {
                 eprintln!(
                     "{problems}\nmcpspec dev: {shown} has problems; still serving the last good version"
                 );
+                crate::workbench::refused(&problems.to_string());
                 return None;
             }
         };
@@ -284,6 +292,7 @@ impl Watch {
                 eprintln!(
                     "error: {e:#}\nmcpspec dev: {shown} does not start; still serving the last good version"
                 );
+                crate::workbench::refused(&format!("{e:#}"));
                 None
             }
         }

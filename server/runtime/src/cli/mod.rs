@@ -197,9 +197,11 @@ struct ServeArgs {
     toolset: Vec<String>,
     /// Serve the workbench at http://ADDR/ (a loopback address, e.g. 127.0.0.1:7777; port 0
     /// picks a free one): a page that shows, live, every call this server handles, its
-    /// client's over stdio included, or its clients' over Streamable HTTP. Off by default.
-    #[arg(long, value_name = "ADDR")]
-    ui: Option<std::net::SocketAddr>,
+    /// client's over stdio included, or its clients' over Streamable HTTP, and tries its
+    /// tools, resources, prompts and examples. Beside --http, `--ui` without an address
+    /// serves it at /ui/ on the MCP listener, behind the same token or OAuth. Off by default.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1)]
+    ui: Option<Option<std::net::SocketAddr>>,
     #[command(flatten)]
     http: Box<HttpArgs>,
 }
@@ -698,16 +700,11 @@ fn serve_command(
     let offered = offered(server.def, &toolset)?;
     // The workbench's address and the HTTP options are checked before the database is
     // opened.
-    if let Some(addr) = ui {
-        crate::workbench::on_this_machine(addr)?;
-    }
-    let options = match http.http {
+    let mut options = match http.http {
         Some(addr) => Some((addr, http_options(&http, server.def.issuer)?)),
         None => None,
     };
-    if let (Some(addr), Some((_, options))) = (ui, &options) {
-        guarded_beside_ui(addr, options)?;
-    }
+    let ui = workbench_at(ui, options.as_mut().map(|(_, o)| o))?;
     let placing = placing(read_only, derive_in_place);
     let engine = start(server, db.as_deref(), placing, &migrating)?;
     let _telemetry = telemetry(&engine)?;
@@ -965,6 +962,8 @@ fn http_options(
         metrics: args.metrics,
         lane: lane_on()?,
         oauth: oauth(args, spec_issuer)?,
+        // `--ui` without an address turns it on (see `workbench_at`).
+        ui: false,
     };
     // An unprotected non-loopback address is refused when binding (`transport::http::bind`),
     // once the spec's own issuer is known.
@@ -1092,7 +1091,7 @@ fn serve_http(
         .enable_all()
         .build()?;
     runtime.block_on(async move {
-        workbench(ui).await?;
+        let workbench = bind_workbench(ui).await?;
         let listener = crate::transport::http::bind(addr, &options).await?;
         let bound = listener.local_addr()?;
         // Tests and scripts read the port from this line; keep its wording stable.
@@ -1110,6 +1109,10 @@ fn serve_http(
         if let Some(tools) = offered {
             handler.live().offer_only(tools);
         }
+        if options.ui {
+            eprintln!("mcpspec: workbench on http://{bound}/ui/");
+        }
+        serve_workbench(workbench, &handler);
         let served = crate::transport::http::serve(listener, handler, options, async {
             shutdown_signal().await;
             tracing::info!("signal received; finishing calls in flight");
@@ -1262,11 +1265,12 @@ fn serve_stdio(
         .enable_all()
         .build()?;
     let (session, writer) = runtime.block_on(async move {
-        workbench(ui).await?;
+        let workbench = bind_workbench(ui).await?;
         let proxy = start_proxy(&engine).await?;
         let jobs = crate::startup::spawn(engine.clone());
         let checked = engine.clone();
         let handler = shared_key(make(engine, proxy.clone()))?;
+        serve_workbench(workbench, &handler);
         // Plain SQL tool calls are answered on the thread that read them (zero hops).
         let lane = crate::transport::lane::Lane::new(handler.live(), "pipe");
         let (transport, writer) = crate::transport::stdio::StdioTransport::stdio(Some(lane));
@@ -1311,43 +1315,98 @@ fn serve_stdio(
     Ok(())
 }
 
-/// Refuses the workbench beside a Streamable HTTP server that a token or OAuth guards: the
-/// page has no access control of its own yet, and would show those callers' calls to anyone
-/// on this machine.
+/// Where the workbench listens of its own (`--ui ADDR`), checked before anything opens:
+/// `None` when it is off, or served at `/ui/` on the MCP listener (`--ui` beside `--http`,
+/// which turns it on in `http`). A listener of its own asks for no token, so it is loopback
+/// only, and refused beside an MCP listener a token or OAuth guards, whose callers' calls it
+/// would show to anyone on this machine.
 #[cfg(feature = "http")]
-fn guarded_beside_ui(
-    ui: std::net::SocketAddr,
-    options: &crate::transport::http::HttpOptions,
-) -> Result<()> {
-    if options.token.is_none() && options.oauth.is_none() {
-        return Ok(());
+fn workbench_at(
+    ui: Option<Option<std::net::SocketAddr>>,
+    http: Option<&mut crate::transport::http::HttpOptions>,
+) -> Result<Option<std::net::SocketAddr>> {
+    match (ui, http) {
+        (None, _) => Ok(None),
+        (Some(None), Some(options)) => {
+            options.ui = true;
+            crate::workbench::install();
+            Ok(None)
+        }
+        (Some(None), None) => Err(anyhow!(
+            "--ui needs an address beside stdio, e.g. --ui 127.0.0.1:7777"
+        )),
+        (Some(Some(addr)), options) => {
+            crate::workbench::on_this_machine(addr)?;
+            if options.is_some_and(|o| o.token.is_some() || o.oauth.is_some()) {
+                return Err(anyhow!(
+                    "--ui {addr} beside a server that a token or OAuth guards would show its callers' calls to anyone on this machine; give --ui without an address to serve the workbench at /ui/ on the MCP listener, behind the same token"
+                ));
+            }
+            Ok(Some(addr))
+        }
     }
-    Err(anyhow!(
-        "--ui {ui} beside a server that a token or OAuth guards would show its callers' calls to anyone on this machine (the workbench has no access control of its own yet); leave --ui out"
-    ))
 }
 
 #[cfg(not(feature = "http"))]
-fn guarded_beside_ui(_: std::net::SocketAddr, options: &std::convert::Infallible) -> Result<()> {
-    match *options {}
+fn workbench_at(
+    ui: Option<Option<std::net::SocketAddr>>,
+    _: Option<&mut std::convert::Infallible>,
+) -> Result<Option<std::net::SocketAddr>> {
+    match ui {
+        None => Ok(None),
+        Some(_) => Err(anyhow!(
+            "--ui: this mcpspec was built without the workbench (the `http` feature)"
+        )),
+    }
 }
 
-/// Starts the workbench at `addr` (`--ui`), announcing its address on stderr.
-async fn workbench(addr: Option<std::net::SocketAddr>) -> Result<()> {
+/// Binds the workbench's own listener (`--ui ADDR`), announcing its address on stderr; it is
+/// served once the protocol handler is made ([`serve_workbench`]).
+async fn bind_workbench(
+    addr: Option<std::net::SocketAddr>,
+) -> Result<Option<tokio::net::TcpListener>> {
     let Some(addr) = addr else {
-        return Ok(());
+        return Ok(None);
     };
     #[cfg(feature = "http")]
     {
-        let (listener, bound) = crate::workbench::bind(addr).await?;
-        eprintln!("mcpspec: workbench on http://{bound}/");
-        tokio::spawn(crate::workbench::serve(listener, bound));
-        Ok(())
+        let listener = crate::workbench::bind(addr).await?;
+        // Tests and scripts read the address from this line; keep its wording stable.
+        eprintln!("mcpspec: workbench on http://{}/", listener.local_addr()?);
+        Ok(Some(listener))
     }
     #[cfg(not(feature = "http"))]
     Err(anyhow!(
         "--ui {addr}: this mcpspec was built without the workbench (the `http` feature)"
     ))
+}
+
+/// Serves the workbench on its own listener: a Streamable HTTP gate with no token (the
+/// listener is loopback only) over `handler`, answering the page at `/ui/` and its calls at
+/// `/mcp`, until the process ends.
+fn serve_workbench(
+    listener: Option<tokio::net::TcpListener>,
+    handler: &crate::protocol::McpServer,
+) {
+    let Some(listener) = listener else {
+        return;
+    };
+    #[cfg(feature = "http")]
+    {
+        let handler = handler.clone();
+        tokio::spawn(async move {
+            let limits = handler.live().now().engine.limits();
+            let options = crate::transport::http::HttpOptions::workbench(limits.max_argument_bytes);
+            let served =
+                crate::transport::http::serve(listener, handler, options, std::future::pending())
+                    .await;
+            if let Err(e) = served {
+                tracing::warn!(error = %e, "the workbench stopped");
+            }
+        });
+    }
+    #[cfg(not(feature = "http"))]
+    let _ = (listener, handler);
 }
 
 async fn shutdown_signal() {

@@ -88,6 +88,31 @@ pub struct HttpOptions {
     pub lane: bool,
     /// OAuth 2.1: the issuer whose access tokens are accepted (see [`crate::auth`]).
     pub oauth: Option<OAuthOptions>,
+    /// Whether the workbench's page is served under `/ui/` (see [`crate::workbench`]), behind
+    /// the same checks as `/mcp`.
+    pub ui: bool,
+}
+
+impl HttpOptions {
+    /// The workbench's own loopback listener (`--ui ADDR`): its page under `/ui/` and `/mcp`
+    /// for the page's calls, no token, every call on rmcp's path, and room for a few pages.
+    /// Its requests are bounded as the server's arguments are (`max_body_bytes`).
+    pub fn workbench(max_body_bytes: usize) -> Self {
+        HttpOptions {
+            token: None,
+            allow_hosts: Vec::new(),
+            allow_origins: Vec::new(),
+            max_body_bytes,
+            drain_timeout: Duration::from_secs(1),
+            workers: 1,
+            max_connections: 32,
+            ready_grace: Duration::ZERO,
+            metrics: false,
+            lane: false,
+            oauth: None,
+            ui: true,
+        }
+    }
 }
 
 /// The authorization server whose access tokens the endpoint accepts.
@@ -268,6 +293,8 @@ struct Gate {
     lane: Option<HttpLane>,
     /// `/healthz` and `/readyz`.
     health: Health,
+    /// Whether the workbench is served under `/ui/`.
+    ui: bool,
 }
 
 /// A short JSON error body; it never echoes what the client sent.
@@ -326,6 +353,7 @@ impl Gate {
             service,
             lane,
             health,
+            ui: options.ui,
         }
     }
 
@@ -499,12 +527,18 @@ impl Gate {
     }
 
     async fn handle(&self, req: Request<Incoming>) -> Response<HttpBody> {
+        if let Some(answer) = self.page(&req) {
+            return answer;
+        }
         let caller = match self.admit(&req).await {
             Ok(caller) => caller,
             Err(answer) => return answer,
         };
         if let Some(answer) = self.metrics(&req, caller.as_deref()) {
             return answer;
+        }
+        if self.ui && req.uri().path().starts_with(crate::workbench::PREFIX) {
+            return crate::workbench::answer(req, &self.live, caller.as_deref()).await;
         }
         if req.uri().path() != ENDPOINT {
             return refuse(
@@ -528,6 +562,27 @@ impl Gate {
             Method::POST => self.post(req, caller).await,
             _ => self.service.handle(req).await,
         }
+    }
+
+    /// The workbench's own files, when it is on: open to a request whose Host and Origin are
+    /// allowed, with or without a token, so that the page loads and asks for one.
+    fn page(&self, req: &Request<Incoming>) -> Option<Response<HttpBody>> {
+        if !self.ui {
+            return None;
+        }
+        let file = crate::workbench::page_file(req)?;
+        let one_host = req.headers().get_all(header::HOST).iter().count() == 1;
+        Some(
+            if one_host && self.host_allowed(req) && self.origin_allowed(req) {
+                file
+            } else {
+                refuse(
+                    StatusCode::FORBIDDEN,
+                    "forbidden",
+                    "the Host or Origin header is not allowed",
+                )
+            },
+        )
     }
 
     /// The checks every request passes before its path means anything: one `Host`, the

@@ -1,0 +1,232 @@
+//! The workbench's HTTP side, served by the Streamable HTTP gate (`transport::http`) under
+//! [`PREFIX`]: the page's static files (open to any request the gate's Host and Origin checks
+//! admit, since the page must load to ask for a token), and its data (the calls, their event
+//! stream, the examples), for requests the gate has admitted as it admits `/mcp`'s. The
+//! operator (the static token, or no protection) sees every call and runs the examples; a
+//! caller an OAuth access token names sees its own calls only, so that the page never shows
+//! one caller another's arguments.
+//! A request that runs something (the examples) must carry [`WRITE_HEADER`], which a page of
+//! another site cannot send without a CORS preflight that nothing here answers.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
+use hyper::body::{Frame, Incoming};
+use tokio::sync::broadcast;
+
+use super::{Calls, Event};
+use crate::auth::Identity;
+use crate::protocol::Live;
+
+/// Where the workbench is, on whichever listener serves it.
+pub(crate) const PREFIX: &str = "/ui/";
+
+/// The header a request that runs something must carry, with the value `1`.
+pub(crate) const WRITE_HEADER: &str = "mcpspec-workbench";
+
+const PAGE: &str = include_str!("page.html");
+const SCRIPT: &str = include_str!("page.js");
+const STYLE: &str = include_str!("page.css");
+
+/// Nothing but the page's own files, and requests to its own origin.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+type Body = BoxBody<Bytes, Infallible>;
+
+/// The page's own files, for a GET of one of them; `/` goes to the page.
+pub(crate) fn page_file<B>(req: &Request<B>) -> Option<Response<Body>> {
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return None;
+    }
+    Some(match req.uri().path() {
+        "/" => {
+            let mut r = plain(StatusCode::SEE_OTHER, "the workbench is at /ui/");
+            r.headers_mut()
+                .insert(header::LOCATION, http::HeaderValue::from_static(PREFIX));
+            r
+        }
+        "/ui/" => file(PAGE, "text/html; charset=utf-8"),
+        "/ui/page.js" => file(SCRIPT, "text/javascript; charset=utf-8"),
+        "/ui/page.css" => file(STYLE, "text/css; charset=utf-8"),
+        _ => return None,
+    })
+}
+
+/// The answer to a request under [`PREFIX`] that the gate admitted, from `caller` (`None`:
+/// the operator).
+pub(crate) async fn answer(
+    req: Request<Incoming>,
+    live: &Arc<Live>,
+    caller: Option<&Identity>,
+) -> Response<Body> {
+    let Some(calls) = super::active().cloned() else {
+        return plain(StatusCode::NOT_FOUND, "the workbench is off (--ui)");
+    };
+    let whose: Option<Arc<str>> = caller.map(|c| c.sub.as_str().into());
+    let path = req.uri().path().strip_prefix(PREFIX).unwrap_or_default();
+    match (req.method().clone(), path) {
+        (Method::GET, "calls") => {
+            let lines: Vec<String> = calls
+                .snapshot()
+                .iter()
+                .filter(|r| r.shown_to(whose.as_deref()))
+                .map(|r| r.line())
+                .collect();
+            json_text(StatusCode::OK, format!("[{}]", lines.join(",")))
+        }
+        (Method::GET, "events") => events(&calls, whose),
+        (Method::GET, "examples") => json_text(
+            StatusCode::OK,
+            super::examples(&live.now().engine).to_string(),
+        ),
+        (Method::POST, run) if run == "examples" || run.starts_with("examples/") => {
+            if whose.is_some() {
+                return plain(
+                    StatusCode::FORBIDDEN,
+                    "the examples run as the operator: use the server's static token",
+                );
+            }
+            if req
+                .headers()
+                .get(WRITE_HEADER)
+                .map(http::HeaderValue::as_bytes)
+                != Some(b"1")
+            {
+                return plain(
+                    StatusCode::FORBIDDEN,
+                    "running examples needs the header Mcpspec-Workbench: 1",
+                );
+            }
+            let which = match run.strip_prefix("examples/").map(str::parse::<usize>) {
+                None => None,
+                Some(Ok(n)) => Some(n),
+                Some(Err(_)) => return plain(StatusCode::NOT_FOUND, "no such example"),
+            };
+            run_examples(live, which).await
+        }
+        (_, "calls" | "events" | "examples") => {
+            plain(StatusCode::METHOD_NOT_ALLOWED, "not with this method")
+        }
+        _ => plain(StatusCode::NOT_FOUND, "no such page"),
+    }
+}
+
+/// Runs examples on a blocking thread (they run statements), against the version served now.
+async fn run_examples(live: &Arc<Live>, which: Option<usize>) -> Response<Body> {
+    let engine = live.now().engine.clone();
+    let ran = tokio::task::spawn_blocking(move || super::run_examples(&engine, which)).await;
+    match ran {
+        Ok(Ok(v)) => json_text(StatusCode::OK, v.to_string()),
+        Ok(Err(why)) => json_text(
+            StatusCode::CONFLICT,
+            serde_json::json!({ "error": why }).to_string(),
+        ),
+        Err(_) => plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "running the examples failed inside the server; the log says why",
+        ),
+    }
+}
+
+fn with_headers(b: http::response::Builder, content_type: &str) -> http::response::Builder {
+    b.header(header::CONTENT_TYPE, content_type)
+        .header(header::CONTENT_SECURITY_POLICY, CSP)
+        .header(header::X_CONTENT_TYPE_OPTIONS, "nosniff")
+        .header(header::REFERRER_POLICY, "no-referrer")
+        .header(header::CACHE_CONTROL, "no-store")
+}
+
+fn file(text: &'static str, content_type: &str) -> Response<Body> {
+    with_headers(Response::builder(), content_type)
+        .body(Full::new(Bytes::from_static(text.as_bytes())).boxed())
+        .unwrap_or_else(|_| plain(StatusCode::INTERNAL_SERVER_ERROR, "error"))
+}
+
+fn json_text(status: StatusCode, text: String) -> Response<Body> {
+    with_headers(Response::builder().status(status), "application/json")
+        .body(Full::new(Bytes::from(text)).boxed())
+        .unwrap_or_else(|_| plain(StatusCode::INTERNAL_SERVER_ERROR, "error"))
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
+    with_headers(
+        Response::builder().status(status),
+        "text/plain; charset=utf-8",
+    )
+    .body(Full::new(Bytes::from_static(text.as_bytes())).boxed())
+    .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
+}
+
+/// The event stream (of `whose` calls, or every call when `None`): `dev`'s last reload (an `event: reload`), the calls in the ring, then
+/// each new call or reload as it happens, one `data:` line each. A task forwards them to the
+/// response; it ends with the page's connection.
+fn events(calls: &Calls, whose: Option<Arc<str>>) -> Response<Body> {
+    // Subscribed before the snapshot: a call recorded in between comes twice at worst, and
+    // the page keeps one of each `seq`.
+    let mut live = calls.live.subscribe();
+    let status = calls.status();
+    let backlog = calls.snapshot();
+    let (tx, rx) = tokio::sync::mpsc::channel::<String>(64);
+    tokio::spawn(async move {
+        if let Some(status) = status
+            && tx.send(reload_event(&status)).await.is_err()
+        {
+            return;
+        }
+        for record in backlog {
+            if record.shown_to(whose.as_deref())
+                && tx.send(call_event(&record.line())).await.is_err()
+            {
+                return;
+            }
+        }
+        loop {
+            let event = match live.recv().await {
+                Ok(Event::Call(record)) if record.shown_to(whose.as_deref()) => {
+                    call_event(&record.line())
+                }
+                Ok(Event::Call(_)) => continue,
+                Ok(Event::Reload(status)) => reload_event(&status),
+                // A page that fell behind by more than the ring skips what it missed.
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return,
+            };
+            if tx.send(event).await.is_err() {
+                return;
+            }
+        }
+    });
+    with_headers(Response::builder(), "text/event-stream")
+        .body(BodyExt::boxed(Events(rx)))
+        .unwrap_or_else(|_| plain(StatusCode::INTERNAL_SERVER_ERROR, "error"))
+}
+
+fn call_event(line: &str) -> String {
+    format!("data: {line}\n\n")
+}
+
+fn reload_event(line: &str) -> String {
+    format!("event: reload\ndata: {line}\n\n")
+}
+
+/// The body of `GET /ui/events`.
+struct Events(tokio::sync::mpsc::Receiver<String>);
+
+impl http_body::Body for Events {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|line| line.map(|l| Ok(Frame::data(Bytes::from(l)))))
+    }
+}
