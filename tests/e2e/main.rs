@@ -18,6 +18,7 @@ mod pg;
 
 mod apps;
 mod bounded;
+mod browser;
 mod cli;
 mod conformance;
 mod content;

@@ -76,6 +76,13 @@ const NEEDS: &[Need] = &[
         brew: &["git"],
     },
     Need {
+        what: "Chromium and ChromeDriver (the workbench's page in a browser, tests/e2e/browser.rs)",
+        present: || on_path("chromium") && on_path("chromedriver"),
+        apt: &["chromium", "chromium-driver"],
+        services: &[],
+        brew: &["chromium", "chromedriver"],
+    },
+    Need {
         what: "umoci, podman and runc (the OCI image built and run by tests/dist/oci)",
         // Built and run on Linux only (tests/dist/oci runs in .ci/run); elsewhere not needed.
         present: || {
