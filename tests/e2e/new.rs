@@ -34,11 +34,42 @@ fn target_dir() -> PathBuf {
 fn cargo_command(dir: &Path, args: &[&str]) -> Command {
     mcpspec_testkit::full_tier!("a nested cargo build");
     let mut c = cargo_without_test_env();
-    c.args(args)
+    c.args(workspace_profiles())
+        .args(args)
         .current_dir(dir)
         .env("CARGO_TARGET_DIR", target_dir())
         .env("CARGO_INCREMENTAL", "0");
     c
+}
+
+/// The workspace's per-package settings of the dev profile (`opt-level` of the dependencies
+/// it optimises, such as libsqlite3-sys), as `--config` flags: a crate's own profile is its
+/// workspace root's, so without them the new crate would build those dependencies once more,
+/// unoptimised, beside the workspace's in the target directory they share. Profiles change
+/// how fast the build runs, never what it means.
+fn workspace_profiles() -> Vec<String> {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).expect("the workspace's manifest");
+    let mut flags = Vec::new();
+    let mut package = None;
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            package = line
+                .strip_prefix("[profile.dev.package.")
+                .and_then(|l| l.strip_suffix(']'));
+        } else if let (Some(p), Some(level)) = (package, line.strip_prefix("opt-level = ")) {
+            flags.extend([
+                "--config".into(),
+                format!("profile.dev.package.{p}.opt-level={level}"),
+            ]);
+        }
+    }
+    assert!(
+        !flags.is_empty(),
+        "no dev profile settings in {}",
+        manifest.display()
+    );
+    flags
 }
 
 /// Cargo without the variables `cargo test` gives this test (`CARGO_MANIFEST_DIR`,
