@@ -2,7 +2,8 @@
 //! its own ChromeDriver (`chromium`, `chromium-driver`; `cargo xtask test` installs them) with
 //! fantoccini. A call made by the stdio client appears in the live list; a tool's form, filled
 //! and submitted, calls it through the workbench's `/mcp`; a bad argument shows the server's
-//! message at its field; an example runs and passes; on a guarded listener the page asks for
+//! message at its field; a resource template is read and a prompt rendered; an example runs
+//! and passes; on a guarded listener the page asks for
 //! the token and refuses a wrong one; with `dev`, the page follows a reload and shows a refused
 //! save's problems. Each stage's screenshot is kept in `target/workbench-screenshots/`.
 
@@ -304,6 +305,24 @@ fn the_page_shows_a_stdio_clients_calls_and_tries_tools_and_examples() {
             .find_all(Locator::XPath("//table[@id='calls']//td[text()='kb_list']")),
     );
     assert!(rows.expect("rows").len() >= 3);
+
+    // A resource template's variable filled in and read; a prompt rendered.
+    let entry = "0b6f9e2a-5c1d-4e8f-9a3b-1c2d3e4f5a6b";
+    browser.click("#tab-resources");
+    browser.click("#resource-list button[data-name='entry']");
+    browser.fill("#resource-view [data-path='id']", entry);
+    browser.click("#resource-view form.try button[type='submit']");
+    let read = browser.text_until("#resource-view pre.result", |t| {
+        t.contains("# Knowledge entry")
+    });
+    assert!(read.contains("Role: dev"), "{read}");
+    browser.click("#tab-prompts");
+    browser.click("#prompt-list button[data-name='review_entry']");
+    browser.fill("#prompt-view [data-path='id']", entry);
+    browser.click("#prompt-view form.try button[type='submit']");
+    let messages = browser.text_until("#prompt-view pre.result", |t| t.starts_with("[user]"));
+    assert!(messages.contains("zod"), "{messages}");
+    browser.screenshot("prompt");
 
     // An example runs and passes.
     browser.click("#tab-examples");

@@ -304,7 +304,7 @@ function field(schema, name, path, required) {
       return schema.items.type === "string" ? lines : lines.map((l) => (Number.isFinite(Number(l)) ? Number(l) : l));
     };
   } else if (type === "string") {
-    const long = !(schema.maxLength <= 200) && !schema.format;
+    const long = !(schema.maxLength <= 200) && !schema.format && !schema.singleLine;
     input = el(long ? "textarea" : "input", Object.assign(long ? { rows: "3" } : { type: "text" },
       { placeholder: schema.default !== undefined ? String(schema.default) : "" }, common));
     read = () => (input.value === "" ? undefined : input.value);
@@ -417,8 +417,8 @@ async function loadResources() {
   const templates = await listAll("resources/templates/list", "resourceTemplates");
   const list = $("resource-list");
   list.replaceChildren(
-    ...fixed.map((r) => el("li", {}, el("button", { type: "button", text: r.title || r.name || r.uri, onclick: () => showResource(r, null) }))),
-    ...templates.map((t) => el("li", {}, el("button", { type: "button", text: (t.title || t.name) + " (template)", onclick: () => showResource(null, t) }))));
+    ...fixed.map((r) => el("li", {}, el("button", { type: "button", "data-name": r.name, text: r.title || r.name || r.uri, onclick: () => showResource(r, null) }))),
+    ...templates.map((t) => el("li", {}, el("button", { type: "button", "data-name": t.name, text: (t.title || t.name) + " (template)", onclick: () => showResource(null, t) }))));
 }
 
 function showResource(resource, template) {
@@ -434,7 +434,7 @@ function showResource(resource, template) {
   let form;
   if (template) {
     const names = Array.from(template.uriTemplate.matchAll(/\{[+#./;?&]?([^}]+)\}/g)).flatMap((m) => m[1].split(","));
-    const props = Object.fromEntries(names.map((n) => [n, { type: "string" }]));
+    const props = Object.fromEntries(names.map((n) => [n, { type: "string", singleLine: true }]));
     form = schemaForm({ properties: props, required: names }, "Read", (v) => {
       const uri = template.uriTemplate.replace(/\{[+#./;?&]?([^}]+)\}/g, (_, n) => n.split(",").map((k) => encodeURIComponent(v[k] || "")).join(","));
       read(uri);
@@ -452,19 +452,29 @@ function showResource(resource, template) {
 
 async function loadPrompts() {
   const prompts = await listAll("prompts/list", "prompts");
-  $("prompt-list").replaceChildren(...prompts.map((p) => el("li", {}, el("button", { type: "button", text: p.title || p.name, onclick: () => showPrompt(p) }))));
+  $("prompt-list").replaceChildren(...prompts.map((p) => el("li", {}, el("button", { type: "button", "data-name": p.name, text: p.title || p.name, onclick: () => showPrompt(p) }))));
+}
+
+// A prompt message's content as text: its text, an embedded resource's address and text.
+function messageText(c) {
+  if (c.type === "text") return c.text;
+  if (c.type === "resource" && c.resource) {
+    return "(resource " + c.resource.uri + (c.resource.mimeType ? ", " + c.resource.mimeType : "") + ")\n" +
+      (c.resource.text !== undefined ? c.resource.text : "(binary)");
+  }
+  return pretty(c);
 }
 
 function showPrompt(prompt) {
   const out = el("pre", { class: "result", tabindex: "0", "aria-live": "polite", "aria-label": "Messages" });
   const args = prompt.arguments || [];
-  const schema = { properties: Object.fromEntries(args.map((a) => [a.name, { type: "string", description: a.description }])),
+  const schema = { properties: Object.fromEntries(args.map((a) => [a.name, { type: "string", singleLine: true, description: a.description }])),
     required: args.filter((a) => a.required).map((a) => a.name) };
   const form = schemaForm(schema, "Render", async (v) => {
     const a = await rpc("prompts/get", { name: prompt.name, arguments: v });
     out.className = a.error ? "result failed" : "result";
     out.textContent = a.error ? a.error.code + ": " + a.error.message
-      : a.result.messages.map((m) => "[" + m.role + "]\n" + (m.content.type === "text" ? m.content.text : pretty(m.content))).join("\n\n");
+      : a.result.messages.map((m) => "[" + m.role + "]\n" + messageText(m.content)).join("\n\n");
   });
   $("prompt-view").replaceChildren(el("h2", { text: prompt.title || prompt.name }), el("p", { class: "wire", text: prompt.name }),
     el("p", { text: prompt.description || "" }), form, el("h3", { text: "Messages" }), out);
