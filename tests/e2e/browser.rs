@@ -267,7 +267,7 @@ fn the_page_shows_a_stdio_clients_calls_and_tries_tools_and_examples() {
         asked.elapsed().as_millis()
     );
     browser.click("#calls tbody tr");
-    let detail = browser.text("#detail");
+    let detail = browser.text_until("#detail", |d| d.contains("\"response\""));
     assert!(detail.contains("\"role\": \"dev\""), "{detail}");
     browser.screenshot("calls");
 

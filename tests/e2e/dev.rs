@@ -142,7 +142,7 @@ fn dev_s_workbench_shows_the_calls_of_every_version() {
     s.structured("count_notes", json!({}));
     let (status, _, body) = crate::workbench::get(addr, "/ui/calls", &[]);
     assert_eq!(status, 200);
-    let calls: Vec<Value> = serde_json::from_str(&body).unwrap();
+    let calls = crate::workbench::tool_calls(&body);
     let tools: Vec<&str> = calls.iter().map(|c| c["tool"].as_str().unwrap()).collect();
     assert_eq!(tools, ["search_notes", "count_notes"]);
 

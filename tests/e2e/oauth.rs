@@ -985,10 +985,20 @@ fn the_workbench_shows_an_oauth_caller_its_own_calls_only() {
     let mut bob = session(server.addr, &bob_token);
     call(&mut alice, "add_note", json!({"text": "alice's secret"}));
     call(&mut bob, "add_note", json!({"text": "bob's secret"}));
+    // Each call the caller sees, opened (with its arguments).
     let calls_of = |c: &mut HttpClient| -> Vec<Value> {
         let r = c.exchange_to("/ui/calls", "GET", &[], b"").expect("GET");
         assert_eq!(r.status, 200, "{}", r.text());
-        serde_json::from_slice(&r.body).expect("JSON")
+        let listed: Vec<Value> = serde_json::from_slice(&r.body).expect("JSON");
+        listed
+            .iter()
+            .map(|call| {
+                let path = format!("/ui/calls/{}", call["seq"]);
+                let r = c.exchange_to(&path, "GET", &[], b"").expect("GET");
+                assert_eq!(r.status, 200, "{}", r.text());
+                serde_json::from_slice(&r.body).expect("JSON")
+            })
+            .collect()
     };
     let seen = calls_of(&mut alice);
     assert_eq!(seen.len(), 1, "{seen:?}");
@@ -998,6 +1008,12 @@ fn the_workbench_shows_an_oauth_caller_its_own_calls_only() {
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert_eq!(seen[0]["arguments"]["text"], "bob's secret");
     assert_eq!(raw_get(server.addr, "/ui/calls").0, 401);
+    // Another caller's call, by its number: as if there were none.
+    let alices = calls_of(&mut alice)[0]["seq"].clone();
+    let r = bob
+        .exchange_to(&format!("/ui/calls/{alices}"), "GET", &[], b"")
+        .expect("GET");
+    assert_eq!(r.status, 404, "{}", r.text());
     let r = alice
         .exchange_to("/ui/examples", "POST", &[("Mcpspec-Workbench", "1")], b"")
         .expect("POST");

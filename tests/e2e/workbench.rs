@@ -152,9 +152,18 @@ pub(crate) fn stream(addr: SocketAddr) -> impl Iterator<Item = (String, Value)> 
         })
 }
 
-/// The calls on the event stream, as they are read.
+/// The tool calls on the event stream, as they are read.
 fn events(addr: SocketAddr) -> impl Iterator<Item = Value> {
-    stream(addr).filter_map(|(name, v)| (name == "message").then_some(v))
+    stream(addr)
+        .filter_map(|(name, v)| (name == "message" && v["method"] == "tools/call").then_some(v))
+}
+
+/// The tool calls in `GET /ui/calls`'s answer (the ring has the other requests too).
+pub(crate) fn tool_calls(body: &str) -> Vec<Value> {
+    let all: Vec<Value> = serde_json::from_str(body).expect("the calls as JSON");
+    all.into_iter()
+        .filter(|c| c["method"] == "tools/call")
+        .collect()
 }
 
 #[test]
@@ -175,7 +184,6 @@ fn the_workbench_shows_a_stdio_clients_calls_live() {
     assert_eq!(first["tool"], "kb_list");
     assert_eq!(first["method"], "tools/call");
     assert_eq!(first["outcome"], "ok");
-    assert_eq!(first["arguments"], json!({"limit": 2, "role": "dev"}));
     assert!(
         first["duration_ms"].as_f64().is_some_and(|d| d > 0.0),
         "{first}"
@@ -187,20 +195,34 @@ fn the_workbench_shows_a_stdio_clients_calls_live() {
     let second = live.next().expect("the second call");
     assert_eq!(second["tool"], "kb_get");
     assert_eq!(second["outcome"], "VALIDATION_ERROR", "{second}");
-    // Long text is cut as the call log cuts it.
-    let note = second["arguments"]["note"].as_str().expect("the note, cut");
-    assert!(note.len() < 1000 && note.starts_with("xxxx"), "{note}");
     assert!(second["seq"].as_u64() > first["seq"].as_u64());
-    // What the client was answered: the rows, and the failure with its field.
-    assert!(first["response"]["entries"].is_array(), "{first}");
-    assert_eq!(second["response"]["isError"], json!(true), "{second}");
-    assert_eq!(second["response"]["code"], "VALIDATION_ERROR", "{second}");
+    // The list has neither arguments nor answers; a call opened has both: the arguments
+    // sanitised as the call log's (long text cut), the rows, the failure with its code.
+    assert_eq!(first.get("arguments"), None, "{first}");
+    let opened = |c: &Value| -> Value {
+        let (status, _, body) = get(addr, &format!("/ui/calls/{}", c["seq"]), &[]);
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str(&body).expect("the call as JSON")
+    };
+    assert_eq!(first["answered"], json!(true), "{first}");
+    let ok_opened = opened(&first);
+    assert_eq!(ok_opened["arguments"], json!({"limit": 2, "role": "dev"}));
+    assert!(ok_opened["response"]["entries"].is_array(), "{ok_opened}");
+    let failed = opened(&second);
+    let note = failed["arguments"]["note"].as_str().expect("the note, cut");
+    assert!(note.len() < 1000 && note.starts_with("xxxx"), "{note}");
+    assert_eq!(failed["response"]["isError"], json!(true), "{failed}");
+    assert_eq!(failed["response"]["code"], "VALIDATION_ERROR", "{failed}");
+    assert_eq!(get(addr, "/ui/calls/999999", &[]).0, 404);
 
     // The same calls in /calls, and on a stream opened later (the ring first).
     let (status, _, body) = get(addr, "/ui/calls", &[]);
     assert_eq!(status, 200);
-    let calls: Vec<Value> = serde_json::from_str(&body).unwrap();
-    assert_eq!(calls, [first.clone(), second.clone()]);
+    let all: Vec<Value> = serde_json::from_str(&body).unwrap();
+    // The session's start first, with the client's name.
+    assert_eq!(all[0]["method"], "initialize", "{all:?}");
+    assert_eq!(all[0]["client"], "mcpspec-client", "{all:?}");
+    assert_eq!(tool_calls(&body), [first.clone(), second.clone()]);
     let mut later = events(addr);
     assert_eq!(later.next().as_ref(), Some(&first));
     assert_eq!(later.next().as_ref(), Some(&second));
@@ -214,8 +236,10 @@ fn the_workbench_shows_a_stdio_clients_calls_live() {
     let (_, _, body) = get(addr, "/ui/calls", &[]);
     let calls: Vec<Value> = serde_json::from_str(&body).unwrap();
     assert_eq!(calls.len(), 1000);
-    assert_eq!(calls[0]["seq"], json!(3));
-    assert_eq!(calls[999]["seq"], json!(1002));
+    assert!(calls.iter().all(|c| c["tool"] == "kb_list"));
+    let seq = |c: &Value| c["seq"].as_u64().expect("seq");
+    assert_eq!(seq(&calls[999]) - seq(&calls[0]), 999);
+    assert_eq!(seq(&calls[0]), seq(&second) + 1);
     assert!(
         client
             .finish(Duration::from_secs(10))
@@ -393,7 +417,7 @@ fn the_workbench_shows_http_clients_calls_too() {
     let answer = per_request.request("tools/call", call).expect("call");
     assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
     let (_, _, body) = get(ui, "/ui/calls", &[]);
-    let calls: Vec<Value> = serde_json::from_str(&body).unwrap();
+    let calls = tool_calls(&body);
     let seen: Vec<(&str, &str)> = calls
         .iter()
         .map(|c| (c["tool"].as_str().unwrap(), c["outcome"].as_str().unwrap()))
@@ -436,6 +460,14 @@ fn the_workbench_tries_tools_through_the_servers_own_endpoint() {
     let text = bad["result"]["content"][0]["text"].as_str().expect("text");
     let failure: Value = serde_json::from_str(text).expect("the error as JSON");
     assert_eq!(failure["error"]["field"], "limit", "{failure}");
+    let (_, _, body) = get(addr, "/ui/calls", &[]);
+    let all: Vec<Value> = serde_json::from_str(&body).unwrap();
+    assert!(
+        all.iter().any(|c| c["method"] == "tools/list"
+            && c["client"] == "mcpspec-client"
+            && c["outcome"] == "ok"),
+        "{all:?}"
+    );
     let seen: Vec<(String, String)> = live
         .by_ref()
         .take(3)
@@ -585,7 +617,7 @@ fn the_workbench_on_a_guarded_listener_asks_for_the_token() {
     let calls = operator
         .exchange_to("/ui/calls", "GET", &[], b"")
         .expect("the calls");
-    let calls: Vec<Value> = serde_json::from_slice(&calls.body).unwrap();
+    let calls = tool_calls(&calls.text());
     assert_eq!(calls.len(), 1);
     let (status, ran) = run_examples(&mut operator, "/ui/examples");
     assert_eq!(status, 200, "{ran}");

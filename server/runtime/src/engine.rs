@@ -702,7 +702,8 @@ impl Engine {
             }
             // The workbench's page shows it too (`serve --ui`).
             if let Some(calls) = shown {
-                calls.record(&call, &result);
+                let tool = self.tools.get_key_value(name).map(|(k, _)| *k);
+                calls.record(tool, &call, &result);
             }
         }
         result

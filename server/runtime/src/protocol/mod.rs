@@ -1003,7 +1003,8 @@ impl ServerHandler for McpServer {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let span = traced::start("resources/read", None, &context);
+        // The URI is not a span attribute (any number of them), but the workbench shows it.
+        let span = traced::start("resources/read", None, &context).showing(&request.uri);
         span.run(async move {
             let engine = self.now().engine.clone();
             let uri = request.uri;
@@ -1216,6 +1217,16 @@ impl ServerHandler for McpServer {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // The workbench lists the session's start, with the client's name.
+        if let Some(calls) = crate::workbench::active() {
+            calls.request(&crate::workbench::Request {
+                method: "initialize",
+                target: None,
+                client: traced::client_name(&context.peer).as_deref(),
+                outcome: "ok",
+                duration_ms: 0.0,
+            });
+        }
         if let Some(p) = &self.proxy {
             p.set_client(context.peer);
         }

@@ -4,7 +4,8 @@
 //! of the request's `_meta` (SEP-414), else of its HTTP `traceparent` header; the work's
 //! statements are its children, on whatever thread they run. `initialize`, `ping` and
 //! `server/discover`, which rmcp answers itself, have none. With telemetry off, a request
-//! costs one check.
+//! costs one check. The workbench (`--ui`) is told of every request but `tools/call` (which
+//! the engine tells it of, with its arguments) here too: its method, target and client.
 
 use std::borrow::Cow;
 
@@ -14,8 +15,37 @@ use rmcp::{ErrorData, RoleServer};
 
 use crate::telemetry::{Parent, Request, RequestInfo};
 
-/// A request's span while its work runs; nothing when telemetry is off.
-pub(super) struct Span(Option<Live>);
+/// A request's span while its work runs (nothing when telemetry is off), and what the
+/// workbench is told of it when one is open.
+pub(super) struct Span(Option<Live>, Option<Shown>);
+
+/// A request as the workbench lists it, once it is answered.
+struct Shown {
+    method: &'static str,
+    target: Option<String>,
+    client: Option<String>,
+    started: std::time::Instant,
+}
+
+/// What the workbench is told of request `method` (not `tools/call`), when one is open.
+fn shown(
+    method: &'static str,
+    target: Option<&str>,
+    context: &RequestContext<RoleServer>,
+) -> Option<Shown> {
+    crate::workbench::active()?;
+    (method != "tools/call").then(|| Shown {
+        method,
+        target: target.map(str::to_string),
+        client: client_name(&context.peer),
+        started: std::time::Instant::now(),
+    })
+}
+
+/// The name the client gave in `initialize`, when it gave one.
+pub(super) fn client_name(peer: &rmcp::service::Peer<RoleServer>) -> Option<String> {
+    peer.peer_info().map(|i| i.client_info.name.clone())
+}
 
 struct Live {
     method: &'static str,
@@ -60,8 +90,9 @@ pub(super) fn start(
     target: Option<Cow<'static, str>>,
     context: &RequestContext<RoleServer>,
 ) -> Span {
+    let shown = shown(method, target.as_deref(), context);
     if !crate::telemetry::on() {
-        return Span(None);
+        return Span(None, shown);
     }
     let meta = &context.meta.0.0;
     let text = |k: &str| meta.get(k).and_then(serde_json::Value::as_str);
@@ -86,14 +117,17 @@ pub(super) fn start(
         transport,
     };
     let request = Request::start(&info, parent);
-    Span(Some(Live {
-        method,
-        target: info.target,
-        session: session.map(str::to_string),
-        id,
-        transport,
-        request,
-    }))
+    Span(
+        Some(Live {
+            method,
+            target: info.target,
+            session: session.map(str::to_string),
+            id,
+            transport,
+            request,
+        }),
+        shown,
+    )
 }
 
 /// What an answer says of how the request went, for `error.type`.
@@ -132,16 +166,28 @@ plain_outcomes!(
 );
 
 impl Span {
+    /// The span, the workbench shown `target` as what the request is of.
+    pub(super) fn showing(mut self, target: &str) -> Span {
+        if let Some(s) = &mut self.1 {
+            s.target = Some(target.to_string());
+        }
+        self
+    }
+
     /// Runs `work` as the request's (its statements the span's children), then ends the span
     /// with the answer's error type and records the duration.
     pub(super) async fn run<T: Outcome>(
         self,
         work: impl std::future::Future<Output = Result<T, ErrorData>>,
     ) -> Result<T, ErrorData> {
-        let Some(live) = self.0 else {
-            return work.await;
+        let Span(live, shown) = self;
+        let Some(live) = live else {
+            let result = work.await;
+            show(shown, &result);
+            return result;
         };
         let result = crate::telemetry::within(live.request.carry(), work).await;
+        show(shown, &result);
         let error = match &result {
             Err(e) => Some(e.code.0.to_string()),
             Ok(t) => t.error_type().map(str::to_string),
@@ -164,4 +210,23 @@ impl Span {
         request.finish(&info, error.as_deref());
         result
     }
+}
+
+/// Tells the workbench how the request went: `ok`, the tool result's error, or the JSON-RPC
+/// error's code.
+fn show<T: Outcome>(shown: Option<Shown>, result: &Result<T, ErrorData>) {
+    let (Some(s), Some(calls)) = (shown, crate::workbench::active()) else {
+        return;
+    };
+    let outcome = match result {
+        Ok(t) => t.error_type().unwrap_or("ok").to_string(),
+        Err(e) => e.code.0.to_string(),
+    };
+    calls.request(&crate::workbench::Request {
+        method: s.method,
+        target: s.target.as_deref(),
+        client: s.client.as_deref(),
+        outcome: &outcome,
+        duration_ms: (s.started.elapsed().as_secs_f64() * 1e6).round() / 1e3,
+    });
 }

@@ -13,14 +13,14 @@
 //! and what would fill and read it is left unused.
 #![cfg_attr(not(feature = "http"), allow(dead_code))]
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use tokio::sync::broadcast;
 
 use crate::calllog::Call;
 use crate::engine::{CallError, Engine, Reply};
@@ -38,26 +38,33 @@ pub const RING: usize = 1000;
 /// out, so that the ring holds at most about 32 MiB however large the calls.
 const KEPT_BYTES: usize = 16 * 1024;
 
-/// What the workbench shows: the last [`RING`] calls, `dev`'s last reload, and the stream
-/// of both.
+/// What the workbench shows: the last [`RING`] calls and `dev`'s last reload. A call only
+/// joins the ring; the pages open look for new ones every [`PAGE_TICK`] and write them in one
+/// go, so that a call costs no wake-up of a page's connection, however many calls a second.
 pub struct Calls {
     ring: Mutex<VecDeque<Arc<Record>>>,
-    live: broadcast::Sender<Event>,
     next: AtomicU64,
-    /// `dev`'s last reload as the page reads it, for a page opened after it.
-    status: Mutex<Option<Arc<str>>>,
+    /// `dev`'s last reload as the page reads it (for a page opened after it too), and how
+    /// many reloads there were.
+    status: Mutex<(u64, Option<Arc<str>>)>,
+    /// How many pages are reading the calls: while none is, a call's result is not kept.
+    pages: AtomicUsize,
 }
+
+/// How often an open page is sent the calls made since it last was.
+pub(crate) const PAGE_TICK: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Whether the database holds the spec's sample rows (`dev`'s scratch database), so that the
 /// examples that need them run too.
 static SAMPLE_ROWS: AtomicBool = AtomicBool::new(false);
 
-/// What the page is sent as it happens.
-#[derive(Clone)]
-pub(crate) enum Event {
-    Call(Arc<Record>),
-    /// `dev` served a new version, or refused one: the JSON the page reads.
-    Reload(Arc<str>),
+/// An open page, counted while it lives.
+pub(crate) struct Page(Arc<Calls>);
+
+impl Drop for Page {
+    fn drop(&mut self) {
+        self.0.pages.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// One call as kept. Its JSON (the arguments sanitised) is written only when a page reads
@@ -65,15 +72,40 @@ pub(crate) enum Event {
 pub struct Record {
     seq: u64,
     at_ms: u64,
-    tool: Box<str>,
+    method: &'static str,
+    /// The tool of a `tools/call`; a resource's URI, a prompt's name, or nothing for the
+    /// other methods. The spec's own name when the tool is one of its (no copy).
+    tool: Cow<'static, str>,
+    /// The client's name (`initialize`'s `clientInfo`), when the protocol layer knew it.
+    client: Option<Box<str>>,
     caller: Option<Box<str>>,
-    outcome: Box<str>,
+    /// `ok`, or the error's code (no copy when the code is the server's own).
+    outcome: Cow<'static, str>,
     duration_ms: f64,
     result_bytes: usize,
-    arguments: Option<Value>,
-    /// What the client was answered: kept for every failure, and for a success while a page
-    /// is open (a copy of every result would cost each call while nobody looks).
-    response: Option<Value>,
+    /// The arguments as compact JSON text (see [`kept_arguments`]).
+    arguments: Option<Box<str>>,
+    /// What the client was answered, as JSON text: kept for every failure, and for a success
+    /// while a page is open (a copy of every result would cost each call while nobody looks).
+    /// Valid JSON by construction (the engine's own text, or a value written here), so it is
+    /// copied into the page's line as it is, never parsed again.
+    response: Option<Box<str>>,
+}
+
+/// A record as the page reads it, written straight to JSON text.
+#[derive(serde::Serialize)]
+struct Line<'a> {
+    seq: u64,
+    at_ms: u64,
+    method: &'static str,
+    tool: &'a str,
+    client: Option<&'a str>,
+    caller: Option<&'a str>,
+    outcome: &'a str,
+    duration_ms: f64,
+    result_bytes: usize,
+    /// Whether the response was kept (`GET /ui/calls/SEQ` has it, with the arguments).
+    answered: bool,
 }
 
 impl Record {
@@ -82,26 +114,53 @@ impl Record {
         whose.is_none_or(|sub| self.caller.as_deref() == Some(sub))
     }
 
-    /// The call as the page reads it: one JSON object.
+    /// The call as the page lists it: one JSON object, without the arguments and the
+    /// response, which [`Record::detail`] adds.
     pub(crate) fn line(&self) -> String {
+        let line = Line {
+            seq: self.seq,
+            at_ms: self.at_ms,
+            method: self.method,
+            tool: &self.tool,
+            client: self.client.as_deref(),
+            caller: self.caller.as_deref(),
+            outcome: &self.outcome,
+            duration_ms: self.duration_ms,
+            result_bytes: self.result_bytes,
+            answered: self.response.is_some(),
+        };
+        serde_json::to_string(&line).unwrap_or_else(|_| "{}".into())
+    }
+
+    /// The call whole, as the page shows one: its line, the arguments (sanitised exactly as
+    /// the call log's) and the response.
+    pub(crate) fn detail(&self) -> String {
         let arguments = self
             .arguments
-            .as_ref()
-            .map_or(Value::Null, crate::calllog::sanitize_arguments);
-        json!({
-            "seq": self.seq,
-            "at_ms": self.at_ms,
-            "method": "tools/call",
-            "tool": self.tool,
-            "caller": self.caller,
-            "outcome": self.outcome,
-            "duration_ms": self.duration_ms,
-            "result_bytes": self.result_bytes,
-            "arguments": arguments,
-            "response": self.response,
-        })
-        .to_string()
+            .as_deref()
+            .and_then(|text| serde_json::from_str::<Value>(text).ok())
+            .map_or(Value::Null, |a| crate::calllog::sanitize_arguments(&a));
+        let mut text = self.line();
+        // `{...}` becomes `{...,"arguments":...,"response":...}`, the response as it was kept.
+        text.pop();
+        text.push_str(r#","arguments":"#);
+        text.push_str(&arguments.to_string());
+        text.push_str(r#","response":"#);
+        text.push_str(self.response.as_deref().unwrap_or("null"));
+        text.push('}');
+        text
     }
+}
+
+/// A request other than `tools/call`, as the protocol layer tells the workbench of it.
+pub(crate) struct Request<'a> {
+    pub method: &'static str,
+    /// A resource's URI, a prompt's name...
+    pub target: Option<&'a str>,
+    pub client: Option<&'a str>,
+    /// `ok`, or the JSON-RPC error's code.
+    pub outcome: &'a str,
+    pub duration_ms: f64,
 }
 
 static ACTIVE: OnceLock<Arc<Calls>> = OnceLock::new();
@@ -118,51 +177,97 @@ fn now_ms() -> u64 {
 }
 
 impl Calls {
-    /// Keeps `call`, which ended with `result`, and sends it to the pages open.
-    pub(crate) fn record(&self, call: &Call<'_>, result: &Result<Reply, CallError>) {
-        let watched = self.live.receiver_count() > 0;
-        let record = Arc::new(Record {
-            seq: self.next.fetch_add(1, Ordering::Relaxed),
+    /// Keeps `call` of the spec's tool `tool` (`None`: a name the spec does not have), which
+    /// ended with `result`.
+    pub(crate) fn record(
+        &self,
+        tool: Option<&'static str>,
+        call: &Call<'_>,
+        result: &Result<Reply, CallError>,
+    ) {
+        let watched = self.pages.load(Ordering::Relaxed) > 0;
+        let outcome = match result {
+            Ok(_) => Cow::Borrowed("ok"),
+            Err(CallError::Tool(e)) => Cow::Borrowed(e.code),
+            Err(_) => Cow::Owned(call.outcome.to_string()),
+        };
+        self.keep(Record {
+            seq: 0,
             at_ms: now_ms(),
-            tool: call.tool.into(),
+            method: "tools/call",
+            tool: tool.map_or_else(|| Cow::Owned(call.tool.to_string()), Cow::Borrowed),
+            client: None,
             caller: call.sub.map(Into::into),
-            outcome: call.outcome.into(),
+            outcome,
             duration_ms: call.duration_ms,
             result_bytes: call.result_bytes,
             arguments: call.arguments.map(kept_arguments),
             response: response(result, watched),
         });
+    }
+
+    /// Keeps a request other than `tools/call` (`initialize`, a list, `resources/read`...).
+    pub(crate) fn request(&self, r: &Request<'_>) {
+        self.keep(Record {
+            seq: 0,
+            at_ms: now_ms(),
+            method: r.method,
+            tool: Cow::Owned(r.target.unwrap_or_default().to_string()),
+            client: r.client.map(Into::into),
+            caller: None,
+            outcome: Cow::Owned(r.outcome.to_string()),
+            duration_ms: r.duration_ms,
+            result_bytes: 0,
+            arguments: None,
+            response: None,
+        });
+    }
+
+    /// Puts `record` in the ring with the next number, the oldest out past [`RING`].
+    fn keep(&self, mut record: Record) {
         let old = {
             let mut ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
+            // Numbered under the lock, so that the ring is in order.
+            record.seq = self.next.fetch_add(1, Ordering::Relaxed);
             let old = (ring.len() == RING).then(|| ring.pop_front()).flatten();
-            ring.push_back(record.clone());
+            ring.push_back(Arc::new(record));
             old
         };
         // Freed outside the lock.
         drop(old);
-        if watched {
-            let _ = self.live.send(Event::Call(record));
-        }
     }
 
-    fn snapshot(&self) -> Vec<Arc<Record>> {
+    /// The record numbered `seq`, while the ring keeps it.
+    fn numbered(&self, seq: u64) -> Option<Arc<Record>> {
         let ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
-        ring.iter().cloned().collect()
+        let first = ring.front()?.seq;
+        ring.get(usize::try_from(seq.checked_sub(first)?).ok()?)
+            .cloned()
     }
 
-    fn status(&self) -> Option<Arc<str>> {
-        self.status
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+    /// The records numbered after `seen`, oldest first.
+    fn since(&self, seen: u64) -> Vec<Arc<Record>> {
+        let ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
+        let new = ring.iter().rev().take_while(|r| r.seq > seen).count();
+        ring.iter().skip(ring.len() - new).cloned().collect()
+    }
+
+    /// `dev`'s last reload, when it is newer than reload number `seen`; and its number.
+    fn status_since(&self, seen: u64) -> (u64, Option<Arc<str>>) {
+        let status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
+        let newer = (status.0 > seen).then(|| status.1.clone()).flatten();
+        (status.0, newer)
+    }
+
+    /// A page opens: results are kept while it is.
+    fn open_page(self: &Arc<Self>) -> Page {
+        self.pages.fetch_add(1, Ordering::Relaxed);
+        Page(self.clone())
     }
 
     fn reloaded(&self, line: Value) {
-        let line: Arc<str> = line.to_string().into();
-        *self.status.lock().unwrap_or_else(PoisonError::into_inner) = Some(line.clone());
-        if self.live.receiver_count() > 0 {
-            let _ = self.live.send(Event::Reload(line));
-        }
+        let mut status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
+        *status = (status.0 + 1, Some(line.to_string().into()));
     }
 }
 
@@ -186,30 +291,30 @@ pub(crate) fn on_sample_rows() {
     SAMPLE_ROWS.store(true, Ordering::Relaxed);
 }
 
-/// The answer a call's record keeps: the failure, or (`watched`) the result.
-fn response(result: &Result<Reply, CallError>, watched: bool) -> Option<Value> {
-    let answered = match result {
+/// The answer a call's record keeps, as JSON text: the failure, or (`watched`) the result,
+/// within [`KEPT_BYTES`]. A one-row result the lane wrote as text is kept as that text.
+fn response(result: &Result<Reply, CallError>, watched: bool) -> Option<Box<str>> {
+    let text = match result {
         Ok(_) if !watched => return None,
-        Ok(Reply::Done(s)) => s.structured.clone(),
-        Ok(Reply::Json { text, size }) if *size <= KEPT_BYTES => {
-            serde_json::from_str(text).unwrap_or(Value::Null)
-        }
-        Ok(Reply::Json { size, .. }) => return Some(omitted(*size, "result")),
-        Err(CallError::Tool(e)) => {
-            json!({"isError": true, "code": e.code, "message": e.message, "data": e.data})
-        }
-        Err(CallError::Rpc(e)) => {
-            json!({"error": {"code": e.code, "message": e.message, "data": e.data}})
-        }
+        Ok(Reply::Json { text, size }) if *size <= KEPT_BYTES => return Some(text.as_str().into()),
+        Ok(Reply::Json { size, .. }) => return Some(omitted(*size, "result").to_string().into()),
+        // Written straight from the result, never copied first.
+        Ok(Reply::Done(s)) => serde_json::to_string(&s.structured),
+        Err(CallError::Tool(e)) => serde_json::to_string(
+            &json!({"isError": true, "code": e.code, "message": e.message, "data": e.data}),
+        ),
+        Err(CallError::Rpc(e)) => serde_json::to_string(
+            &json!({"error": {"code": e.code, "message": e.message, "data": e.data}}),
+        ),
         Err(CallError::UnknownTool(m) | CallError::MalformedArguments(m)) => {
-            json!({"error": {"code": -32602, "message": m}})
+            serde_json::to_string(&json!({"error": {"code": -32602, "message": m}}))
         }
-    };
-    let size = crate::rows::approx_json_size(&answered);
-    Some(if size <= KEPT_BYTES {
-        answered
+    }
+    .ok()?;
+    Some(if text.len() <= KEPT_BYTES {
+        text.into()
     } else {
-        omitted(size, "result")
+        omitted(text.len(), "result").to_string().into()
     })
 }
 
@@ -304,18 +409,19 @@ pub(crate) fn run_examples(engine: &Engine, which: Option<usize>) -> Result<Valu
     Ok(json!({ "ran": ran }))
 }
 
-/// A call's arguments as the ring keeps them: within [`KEPT_BYTES`].
-fn kept_arguments(arguments: &serde_json::Value) -> serde_json::Value {
-    use crate::rows::approx_json_size;
-    let size = approx_json_size(arguments);
-    if size <= KEPT_BYTES {
-        return arguments.clone();
+/// A call's arguments as the ring keeps them: compact JSON text (one allocation, and the
+/// size for free) within [`KEPT_BYTES`]; larger ones as the call log shows them (long text
+/// cut), or else left out with their size.
+fn kept_arguments(arguments: &Value) -> Box<str> {
+    let text = arguments.to_string();
+    if text.len() <= KEPT_BYTES {
+        return text.into();
     }
-    let shown = crate::calllog::sanitize_arguments(arguments);
-    if approx_json_size(&shown) <= KEPT_BYTES {
-        return shown;
+    let shown = crate::calllog::sanitize_arguments(arguments).to_string();
+    if shown.len() <= KEPT_BYTES {
+        return shown.into();
     }
-    omitted(size, "arguments")
+    omitted(text.len(), "arguments").to_string().into()
 }
 
 /// Binds `addr` (loopback only) for a workbench of its own, and starts recording calls.
@@ -333,9 +439,9 @@ pub(crate) async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, Ui
 pub(crate) fn install() {
     let _ = ACTIVE.set(Arc::new(Calls {
         ring: Mutex::new(VecDeque::with_capacity(RING)),
-        live: broadcast::channel(RING).0,
         next: AtomicU64::new(1),
-        status: Mutex::new(None),
+        status: Mutex::new((0, None)),
+        pages: AtomicUsize::new(0),
     }));
 }
 
@@ -368,26 +474,27 @@ mod tests {
 
     #[test]
     fn the_ring_keeps_large_arguments_within_its_bound() {
+        let kept = |v: &Value| -> Value { serde_json::from_str(&kept_arguments(v)).expect("JSON") };
         let small = json!({"id": 7, "tags": ["a", "b"]});
-        assert_eq!(kept_arguments(&small), small);
+        assert_eq!(kept(&small), small);
         // Long text: kept as the call log shows it.
         let text = json!({"content": "x".repeat(1_000_000)});
-        let kept = kept_arguments(&text);
-        let content = kept["content"].as_str().expect("text, cut");
+        let cut = kept(&text);
+        let content = cut["content"].as_str().expect("text, cut");
         assert!(
             content.len() < 1000 && content.starts_with("xxx"),
             "{content}"
         );
         // A long list of short values: left out, saying how large it was.
         let list = json!({"ids": (0..100_000).collect::<Vec<_>>()});
-        let kept = kept_arguments(&list);
+        assert!(kept_arguments(&list).len() <= KEPT_BYTES);
+        let left_out = kept(&list);
         assert!(
-            kept["omitted"]
+            left_out["omitted"]
                 .as_str()
                 .is_some_and(|o| o.ends_with("bytes of arguments, more than the workbench keeps")),
-            "{kept}"
+            "{left_out}"
         );
-        assert!(crate::rows::approx_json_size(&kept) <= KEPT_BYTES);
     }
 
     #[test]
@@ -399,19 +506,22 @@ mod tests {
                 content: false,
             }))
         };
-        assert_eq!(response(&ok(), false), None);
-        assert_eq!(response(&ok(), true), Some(json!({"rows": [1, 2]})));
+        let kept = |r: &Result<Reply, CallError>, watched| -> Option<Value> {
+            response(r, watched).map(|text| serde_json::from_str(&text).expect("JSON"))
+        };
+        assert_eq!(kept(&ok(), false), None);
+        assert_eq!(kept(&ok(), true), Some(json!({"rows": [1, 2]})));
         let row = Ok(Reply::Json {
             text: r#"{"id":7}"#.into(),
             size: 8,
         });
-        assert_eq!(response(&row, true), Some(json!({"id": 7})));
+        assert_eq!(kept(&row, true), Some(json!({"id": 7})));
         let failed = Err(CallError::Tool(crate::tool_error::ToolError::new(
             "NOT_FOUND",
             "no entry 7",
         )));
         assert_eq!(
-            response(&failed, false),
+            kept(&failed, false),
             Some(
                 json!({"isError": true, "code": "NOT_FOUND", "message": "no entry 7", "data": null})
             )
@@ -420,12 +530,12 @@ mod tests {
             structured: json!({"text": "x".repeat(KEPT_BYTES + 1)}),
             content: false,
         }));
-        let kept = response(&large, true).expect("kept");
+        let large = kept(&large, true).expect("kept");
         assert!(
-            kept["omitted"]
+            large["omitted"]
                 .as_str()
                 .is_some_and(|o| o.ends_with("bytes of result, more than the workbench keeps")),
-            "{kept}"
+            "{large}"
         );
     }
 
@@ -434,7 +544,9 @@ mod tests {
         let record = |caller: Option<&str>| Record {
             seq: 1,
             at_ms: 0,
-            tool: "t".into(),
+            method: "tools/call",
+            tool: Cow::Borrowed("t"),
+            client: None,
             caller: caller.map(Into::into),
             outcome: "ok".into(),
             duration_ms: 0.0,

@@ -109,11 +109,16 @@ function shown(call) {
 
 function row(call) {
   const tr = el("tr", { tabindex: "0", "data-seq": String(call.seq), class: call.outcome === "ok" ? "" : "failed" });
-  for (const text of [new Date(call.at_ms).toLocaleTimeString(), call.tool, call.outcome,
-    String(call.duration_ms), String(call.result_bytes), call.caller || ""]) {
+  for (const text of [new Date(call.at_ms).toLocaleTimeString(), call.method, call.tool, call.outcome,
+    String(call.duration_ms), String(call.result_bytes), call.client || "", call.caller || ""]) {
     tr.appendChild(el("td", { text }));
   }
-  const open = () => { $("detail").textContent = pretty(call); };
+  // The whole call (its response with it) is read when it is opened.
+  const open = async () => {
+    $("detail").textContent = pretty(call);
+    const r = await authorized("/ui/calls/" + call.seq, {});
+    if (r.ok) $("detail").textContent = pretty(await r.json());
+  };
   tr.addEventListener("click", open);
   tr.addEventListener("keydown", (e) => { if (e.key === "Enter") open(); });
   return tr;

@@ -17,9 +17,8 @@ use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::body::{Frame, Incoming};
-use tokio::sync::broadcast;
 
-use super::{Calls, Event};
+use super::Calls;
 use crate::auth::Identity;
 use crate::protocol::Live;
 
@@ -72,7 +71,7 @@ pub(crate) async fn answer(
     match (req.method().clone(), path) {
         (Method::GET, "calls") => {
             let lines: Vec<String> = calls
-                .snapshot()
+                .since(0)
                 .iter()
                 .filter(|r| r.shown_to(whose.as_deref()))
                 .map(|r| r.line())
@@ -80,6 +79,17 @@ pub(crate) async fn answer(
             json_text(StatusCode::OK, format!("[{}]", lines.join(",")))
         }
         (Method::GET, "events") => events(&calls, whose),
+        (Method::GET, one) if one.starts_with("calls/") => {
+            let record = one["calls/".len()..]
+                .parse()
+                .ok()
+                .and_then(|seq| calls.numbered(seq))
+                .filter(|r| r.shown_to(whose.as_deref()));
+            match record {
+                Some(r) => json_text(StatusCode::OK, r.detail()),
+                None => plain(StatusCode::NOT_FOUND, "no such call, or no longer kept"),
+            }
+        }
         (Method::GET, "examples") => json_text(
             StatusCode::OK,
             super::examples(&live.now().engine).to_string(),
@@ -162,60 +172,58 @@ fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
     .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
 }
 
-/// The event stream (of `whose` calls, or every call when `None`): `dev`'s last reload (an `event: reload`), the calls in the ring, then
-/// each new call or reload as it happens, one `data:` line each. A task forwards them to the
-/// response; it ends with the page's connection.
-fn events(calls: &Calls, whose: Option<Arc<str>>) -> Response<Body> {
-    // Subscribed before the snapshot: a call recorded in between comes twice at worst, and
-    // the page keeps one of each `seq`.
-    let mut live = calls.live.subscribe();
-    let status = calls.status();
-    let backlog = calls.snapshot();
-    let (tx, rx) = tokio::sync::mpsc::channel::<String>(64);
-    tokio::spawn(async move {
-        if let Some(status) = status
-            && tx.send(reload_event(&status)).await.is_err()
-        {
-            return;
-        }
-        for record in backlog {
-            if record.shown_to(whose.as_deref())
-                && tx.send(call_event(&record.line())).await.is_err()
-            {
-                return;
-            }
-        }
-        loop {
-            let event = match live.recv().await {
-                Ok(Event::Call(record)) if record.shown_to(whose.as_deref()) => {
-                    call_event(&record.line())
-                }
-                Ok(Event::Call(_)) => continue,
-                Ok(Event::Reload(status)) => reload_event(&status),
-                // A page that fell behind by more than the ring skips what it missed.
-                Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(broadcast::error::RecvError::Closed) => return,
-            };
-            if tx.send(event).await.is_err() {
-                return;
-            }
-        }
-    });
+/// The event stream (of `whose` calls, or every call when `None`): `dev`'s last reload (an
+/// `event: reload`), the calls in the ring, then every [`super::PAGE_TICK`] the calls made
+/// and the reload done since, in one write, one `data:` line each.
+fn events(calls: &Arc<Calls>, whose: Option<Arc<str>>) -> Response<Body> {
+    let mut tick = tokio::time::interval(super::PAGE_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let body = Events {
+        _page: calls.open_page(),
+        calls: calls.clone(),
+        seen: 0,
+        reloads_seen: 0,
+        tick,
+        whose,
+    };
     with_headers(Response::builder(), "text/event-stream")
-        .body(BodyExt::boxed(Events(rx)))
+        .body(BodyExt::boxed(body))
         .unwrap_or_else(|_| plain(StatusCode::INTERNAL_SERVER_ERROR, "error"))
 }
 
-fn call_event(line: &str) -> String {
-    format!("data: {line}\n\n")
+/// The body of `GET /ui/events`, polled by the connection itself (no task or channel
+/// between): on each tick, what is new since the last.
+struct Events {
+    calls: Arc<Calls>,
+    /// Counted among the open pages while the stream lives.
+    _page: super::Page,
+    /// The number of the last record sent.
+    seen: u64,
+    /// The number of the last reload sent.
+    reloads_seen: u64,
+    tick: tokio::time::Interval,
+    whose: Option<Arc<str>>,
 }
 
-fn reload_event(line: &str) -> String {
-    format!("event: reload\ndata: {line}\n\n")
+impl Events {
+    /// What happened since the last write, as event-stream text (empty when nothing did).
+    fn news(&mut self) -> String {
+        let mut text = String::new();
+        let (reloads, status) = self.calls.status_since(self.reloads_seen);
+        self.reloads_seen = reloads;
+        if let Some(status) = status {
+            text.push_str(&format!("event: reload\ndata: {status}\n\n"));
+        }
+        let new = self.calls.since(self.seen);
+        if let Some(last) = new.last() {
+            self.seen = last.seq;
+        }
+        for r in new.iter().filter(|r| r.shown_to(self.whose.as_deref())) {
+            text.push_str(&format!("data: {}\n\n", r.line()));
+        }
+        text
+    }
 }
-
-/// The body of `GET /ui/events`.
-struct Events(tokio::sync::mpsc::Receiver<String>);
 
 impl http_body::Body for Events {
     type Data = Bytes;
@@ -225,8 +233,12 @@ impl http_body::Body for Events {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.0
-            .poll_recv(cx)
-            .map(|line| line.map(|l| Ok(Frame::data(Bytes::from(l)))))
+        loop {
+            std::task::ready!(self.tick.poll_tick(cx));
+            let text = self.news();
+            if !text.is_empty() {
+                return Poll::Ready(Some(Ok(Frame::data(Bytes::from(text)))));
+            }
+        }
     }
 }
