@@ -37,6 +37,9 @@
 //!   the same data with them in the file, and prints a Markdown section.
 //! - `mcpbench telemetry-path [--calls N]` times telemetry's request path in-process with the
 //!   OpenTelemetry set-up the environment asks for, and prints it as JSON.
+//! - `mcpbench workbench --mcpspec BIN --db DB --rows N [--calls N] [--rounds N]` measures the
+//!   server CPU per call of studio over stdio without the workbench, with `--ui` and no page,
+//!   and with a page reading its events, and prints a Markdown table and the JSON.
 //! - `mcpbench otlp-sink --port N` answers every OTLP/HTTP export on 127.0.0.1:N with 200 and
 //!   keeps nothing, for `bench/telemetry`.
 
@@ -58,6 +61,7 @@ mod sync;
 mod telpath;
 mod transports;
 mod untouched;
+mod workbench;
 mod workload;
 
 use std::path::PathBuf;
@@ -226,6 +230,24 @@ fn main() -> Result<()> {
                 .parse()
                 .context("--calls")?;
             println!("{}", telpath::run(calls)?);
+            Ok(())
+        }
+        "workbench" => {
+            let number = |name: &str, default: &str| -> Result<usize> {
+                args.get(name)
+                    .unwrap_or(default)
+                    .parse()
+                    .with_context(|| format!("--{name}"))
+            };
+            let result = workbench::run(
+                &PathBuf::from(args.need("mcpspec")?),
+                &PathBuf::from(args.need("db")?),
+                number("rows", "100000")?,
+                number("calls", "20000")?,
+                number("rounds", "5")?,
+            )?;
+            print!("{}", workbench::markdown(&result));
+            println!("{result}");
             Ok(())
         }
         "otlp-sink" => sink::run(args.need("port")?.parse().context("--port")?),

@@ -1,0 +1,167 @@
+//! `mcpbench workbench`: what the workbench (`serve --ui`, issue 60) costs the server per call.
+//! studio over stdio on a database of `rows` learnings, a synchronous client (request, blocking
+//! read, next request) calling `get_learning` by primary key, and the server's CPU time per
+//! call (all its threads, from /proc) four ways: without `--ui` twice (the second is the floor:
+//! what two identical servers differ by), with `--ui` and no page open, and with `--ui` and a
+//! page open (a reader of `/ui/events` that takes every call's event, as the page does). Each
+//! round starts a fresh server per variant, in an order that rotates, and a variant's ratio is
+//! taken against the first `off` of its own round; the report gives the medians over rounds.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use mcpspec_testkit::StdioClient;
+use serde_json::{Value, json};
+
+use crate::stats::{median, round};
+
+/// The variants, in the order of the first round.
+const VARIANTS: [&str; 4] = ["off", "off again", "ui, no page", "ui, a page open"];
+
+/// One server's figures in one round.
+struct Figures {
+    cpu_us_per_call: f64,
+    wall_us_per_call: f64,
+    /// Bytes of events the page read (0 without one).
+    page_bytes: u64,
+}
+
+/// Measures every variant in `rounds` rounds of `calls` calls each (after a warm-up of a
+/// tenth as many); the result as JSON.
+pub fn run(mcpspec: &Path, db: &Path, rows: usize, calls: usize, rounds: usize) -> Result<Value> {
+    let mut all: Vec<Vec<Figures>> = (0..VARIANTS.len()).map(|_| Vec::new()).collect();
+    for r in 0..rounds {
+        for k in 0..VARIANTS.len() {
+            let v = (k + r) % VARIANTS.len();
+            eprintln!("workbench: round {} of {rounds}, {}", r + 1, VARIANTS[v]);
+            all[v].push(one(mcpspec, db, rows, calls, v)?);
+        }
+    }
+    let floor: Vec<f64> = all[0].iter().map(|f| f.cpu_us_per_call).collect();
+    let mut table = Vec::new();
+    for (v, figures) in all.iter().enumerate() {
+        let mut cpu: Vec<f64> = figures.iter().map(|f| f.cpu_us_per_call).collect();
+        let mut wall: Vec<f64> = figures.iter().map(|f| f.wall_us_per_call).collect();
+        let mut ratio: Vec<f64> = cpu.iter().zip(&floor).map(|(c, o)| c / o).collect();
+        cpu.sort_by(f64::total_cmp);
+        wall.sort_by(f64::total_cmp);
+        ratio.sort_by(f64::total_cmp);
+        table.push(json!({
+            "variant": VARIANTS[v],
+            "server_cpu_us_per_call": round(median(&cpu)),
+            "wall_us_per_call": round(median(&wall)),
+            "ratio_to_off": median(&ratio),
+            "ratio_range": [ratio[0], ratio[ratio.len() - 1]],
+            "page_bytes": figures.iter().map(|f| f.page_bytes).sum::<u64>(),
+        }));
+    }
+    Ok(json!({"rows": rows, "calls": calls, "rounds": rounds, "variants": table}))
+}
+
+/// One server of variant `v`: spawned, warmed up, measured, stopped.
+fn one(mcpspec: &Path, db: &Path, rows: usize, calls: usize, v: usize) -> Result<Figures> {
+    let ui = v >= 2;
+    let mut command = Command::new(mcpspec);
+    command
+        .args(["serve", "studio", "--db"])
+        .arg(db)
+        .env("MCPSPEC_LOG", "warn")
+        .stderr(Stdio::piped());
+    if ui {
+        command.args(["--ui", "127.0.0.1:0"]);
+    }
+    let mut client = StdioClient::spawn(&mut command)?;
+    let stderr = client.take_stderr().context("the server's stderr")?;
+    let mut lines = BufReader::new(stderr).lines();
+    let addr: Option<SocketAddr> = if ui {
+        let addr = loop {
+            let line = lines.next().context("the workbench's address")??;
+            if let Some(a) = line.strip_prefix("mcpspec: workbench on http://") {
+                break a.trim_end_matches('/').parse()?;
+            }
+        };
+        Some(addr)
+    } else {
+        None
+    };
+    std::thread::spawn(move || for _ in lines {});
+    if client.initialize()?.get("result").is_none() {
+        bail!("initialize failed");
+    }
+    let read = Arc::new(AtomicU64::new(0));
+    if v == 3 {
+        page(addr.context("an address")?, read.clone())?;
+    }
+    let call = |client: &mut StdioClient, i: usize| -> Result<()> {
+        let id = crate::data::learning_id(1 + (i * 7919) % rows);
+        let r = client.call_tool("get_learning", json!({ "id": id }))?;
+        if r["result"]["isError"] != json!(false) {
+            bail!("get_learning failed: {r}");
+        }
+        Ok(())
+    };
+    for i in 0..calls / 10 {
+        call(&mut client, i)?;
+    }
+    let pid = client.pid();
+    let before = crate::client::proc_cpu_ms(pid).context("the server's CPU time")?;
+    let started = Instant::now();
+    for i in 0..calls {
+        call(&mut client, i)?;
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let after = crate::client::proc_cpu_ms(pid).context("the server's CPU time")?;
+    drop(client);
+    Ok(Figures {
+        cpu_us_per_call: (after - before) * 1000.0 / calls as f64,
+        wall_us_per_call: wall * 1e6 / calls as f64,
+        page_bytes: read.load(Ordering::Relaxed),
+    })
+}
+
+/// A page: `GET /ui/events` on a thread of its own, every byte read and counted, until the
+/// server closes the stream.
+fn page(addr: SocketAddr, read: Arc<AtomicU64>) -> Result<()> {
+    let mut conn = TcpStream::connect(addr)?;
+    write!(
+        conn,
+        "GET /ui/events HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n"
+    )?;
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 16 * 1024];
+        while let Ok(n) = conn.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            read.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    });
+    Ok(())
+}
+
+/// The table the command prints.
+pub fn markdown(result: &Value) -> String {
+    let mut out = format!(
+        "studio over stdio, {} learnings, get_learning by primary key from a synchronous client, {} calls a server, {} rounds; server CPU per call, median over rounds; ratio to `off` in the same round (median, and range)\n\n| variant | server CPU µs/call | wall µs/call | ratio to off | range |\n|---|---:|---:|---:|---|\n",
+        result["rows"], result["calls"], result["rounds"]
+    );
+    let n = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
+    for v in result["variants"].as_array().into_iter().flatten() {
+        out += &format!(
+            "| {} | {:.1} | {:.1} | {:.3} | {:.3} to {:.3} |\n",
+            v["variant"].as_str().unwrap_or_default(),
+            n(&v["server_cpu_us_per_call"]),
+            n(&v["wall_us_per_call"]),
+            n(&v["ratio_to_off"]),
+            n(&v["ratio_range"][0]),
+            n(&v["ratio_range"][1])
+        );
+    }
+    out
+}
