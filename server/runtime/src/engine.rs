@@ -30,6 +30,7 @@ use crate::templates::template_name;
 pub use crate::tool_error::ToolError;
 
 mod backfill;
+pub(crate) mod shown;
 
 /// Limits applied to every call.
 #[derive(Debug, Clone, Copy)]
@@ -685,8 +686,8 @@ impl Engine {
                 "call"
             );
         }
-        let (logged, shown) = (calllog::enabled(), crate::workbench::active());
-        if (logged || shown.is_some()) && !gave_way {
+        let (logged, watcher) = (calllog::enabled(), crate::watch::watcher());
+        if (logged || watcher.is_some()) && !gave_way {
             let (outcome, size) = outcome(&result);
             let call = calllog::Call {
                 request,
@@ -701,9 +702,13 @@ impl Engine {
                 calllog::log(&call);
             }
             // The workbench's page shows it too (`serve --ui`).
-            if let Some(calls) = shown {
-                let tool = self.tools.get_key_value(name).map(|(k, _)| *k);
-                calls.record(tool, &call, &result);
+            if let Some(watcher) = watcher {
+                watcher.call(crate::watch::SeenCall {
+                    tool: self.tools.get_key_value(name).map(|(k, _)| *k),
+                    call: &call,
+                    outcome: shown::outcome(&result, outcome),
+                    answer: shown::answer(&result, watcher.watched()),
+                });
             }
         }
         result

@@ -2,7 +2,7 @@
 //! like any call (by `mcpspec test`, by `codegen check --db` and by `mcpspec dev`) and judged
 //! here.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::def::{ExampleDef, ExpectDef};
 use crate::engine::{CallError, Engine};
@@ -45,6 +45,100 @@ impl Engine {
     pub fn example_failure(&self, example: &ExampleDef) -> Option<String> {
         run(self, example).failure
     }
+}
+
+/// The spec's examples as the workbench lists them: each one's tool, place, arguments and
+/// whether it can run here (`sample_rows`: the database holds the spec's sample rows).
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
+pub(crate) fn listing(engine: &Engine, sample_rows: bool) -> Value {
+    let rolled_back = engine.database().is_some();
+    let listed: Vec<Value> = engine
+        .def
+        .examples
+        .iter()
+        .enumerate()
+        .map(|(n, e)| {
+            let why_not = if !rolled_back {
+                Some("the server has no database to roll its effects back on (`mcpspec test` runs it)")
+            } else if e.sample_rows && !sample_rows {
+                Some("it expects the spec's sample rows (`mcpspec dev` and `mcpspec test` run it)")
+            } else {
+                None
+            };
+            json!({
+                "n": n,
+                "tool": e.tool,
+                "at": e.at,
+                "arguments": serde_json::from_str::<Value>(e.arguments).unwrap_or(Value::Null),
+                "expect": expectation(&e.expect),
+                "runs": why_not.is_none(),
+                "why_not": why_not,
+            })
+        })
+        .collect();
+    json!({ "server": engine.def.name, "examples": listed })
+}
+
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
+fn expectation(expect: &crate::def::ExpectDef) -> Value {
+    use crate::def::ExpectDef;
+    match expect {
+        ExpectDef::Returns(text) => {
+            json!({"returns": serde_json::from_str::<Value>(text).unwrap_or(Value::Null)})
+        }
+        ExpectDef::Empty => json!({"returns": "no rows"}),
+        ExpectDef::Error(code) => json!({"error": code}),
+    }
+}
+
+/// Runs the examples (`which`: one by its number, else every one that can run here) on a
+/// rehearsal twin of `engine`, every write rolled back, and says how each went: the
+/// workbench's examples.
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
+pub(crate) fn rehearse(
+    engine: &Engine,
+    which: Option<usize>,
+    sample_rows: bool,
+) -> Result<Value, String> {
+    let listed = listing(engine, sample_rows);
+    let runnable = |n: usize| listed["examples"][n]["runs"].as_bool() == Some(true);
+    let chosen: Vec<usize> = match which {
+        Some(n) if n < engine.def.examples.len() => {
+            if !runnable(n) {
+                return Err(listed["examples"][n]["why_not"]
+                    .as_str()
+                    .unwrap_or("it cannot run here")
+                    .to_string());
+            }
+            vec![n]
+        }
+        Some(n) => return Err(format!("there is no example {n}")),
+        None => (0..engine.def.examples.len())
+            .filter(|n| runnable(*n))
+            .collect(),
+    };
+    let twin = match engine.rehearsal() {
+        Some(Ok(twin)) => twin,
+        Some(Err(e)) => {
+            tracing::warn!(error = %e, "the workbench's rehearsal did not start");
+            return Err("the rehearsal database did not open; the server log says why".into());
+        }
+        None => return Err("this server has no database to roll its examples back on".into()),
+    };
+    let ran: Vec<Value> = chosen
+        .into_iter()
+        .map(|n| {
+            let outcome = run(&twin, &engine.def.examples[n]);
+            json!({
+                "n": n,
+                "tool": outcome.tool,
+                "at": outcome.at,
+                "passed": outcome.failure.is_none(),
+                "failure": outcome.failure,
+            })
+        })
+        .collect();
+    Ok(json!({ "ran": ran }))
 }
 
 /// Runs one example and judges its outcome.

@@ -62,6 +62,7 @@ pub(crate) mod tool_error;
 pub(crate) mod transform;
 pub(crate) mod transport;
 pub(crate) mod uri_template;
+pub(crate) mod watch;
 pub(crate) mod workbench;
 
 pub use cli::Server;

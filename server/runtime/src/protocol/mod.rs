@@ -1218,8 +1218,8 @@ impl ServerHandler for McpServer {
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         // The workbench lists the session's start, with the client's name.
-        if let Some(calls) = crate::workbench::active() {
-            calls.request(&crate::workbench::Request {
+        if let Some(watcher) = crate::watch::watcher() {
+            watcher.request(&crate::watch::SeenRequest {
                 method: "initialize",
                 target: None,
                 client: traced::client_name(&context.peer).as_deref(),

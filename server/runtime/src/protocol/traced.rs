@@ -33,7 +33,7 @@ fn shown(
     target: Option<&str>,
     context: &RequestContext<RoleServer>,
 ) -> Option<Shown> {
-    crate::workbench::active()?;
+    crate::watch::watcher()?;
     (method != "tools/call").then(|| Shown {
         method,
         target: target.map(str::to_string),
@@ -215,14 +215,14 @@ impl Span {
 /// Tells the workbench how the request went: `ok`, the tool result's error, or the JSON-RPC
 /// error's code.
 fn show<T: Outcome>(shown: Option<Shown>, result: &Result<T, ErrorData>) {
-    let (Some(s), Some(calls)) = (shown, crate::workbench::active()) else {
+    let (Some(s), Some(watcher)) = (shown, crate::watch::watcher()) else {
         return;
     };
     let outcome = match result {
         Ok(t) => t.error_type().unwrap_or("ok").to_string(),
         Err(e) => e.code.0.to_string(),
     };
-    calls.request(&crate::workbench::Request {
+    watcher.request(&crate::watch::SeenRequest {
         method: s.method,
         target: s.target.as_deref(),
         client: s.client.as_deref(),

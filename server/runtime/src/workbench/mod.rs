@@ -22,8 +22,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use crate::calllog::Call;
-use crate::engine::{CallError, Engine, Reply};
+use crate::watch::{KEPT_BYTES, SeenCall, SeenRequest, Watcher, omitted};
 
 #[cfg(feature = "http")]
 mod site;
@@ -32,11 +31,6 @@ pub(crate) use site::{PREFIX, answer, page_file};
 
 /// How many calls the ring keeps.
 pub const RING: usize = 1000;
-
-/// The most bytes of a call's arguments, or of its response, the ring keeps as they came (as
-/// JSON): larger arguments are kept as the call log shows them (long text cut), or else left
-/// out, so that the ring holds at most about 32 MiB however large the calls.
-const KEPT_BYTES: usize = 16 * 1024;
 
 /// What the workbench shows: the last [`RING`] calls and `dev`'s last reload. A call only
 /// joins the ring; the pages open look for new ones every [`PAGE_TICK`] and write them in one
@@ -152,17 +146,6 @@ impl Record {
     }
 }
 
-/// A request other than `tools/call`, as the protocol layer tells the workbench of it.
-pub(crate) struct Request<'a> {
-    pub method: &'static str,
-    /// A resource's URI, a prompt's name...
-    pub target: Option<&'a str>,
-    pub client: Option<&'a str>,
-    /// `ok`, or the JSON-RPC error's code.
-    pub outcome: &'a str,
-    pub duration_ms: f64,
-}
-
 static ACTIVE: OnceLock<Arc<Calls>> = OnceLock::new();
 
 /// The process's workbench, when `--ui` started one; the engine records each call there.
@@ -177,52 +160,6 @@ fn now_ms() -> u64 {
 }
 
 impl Calls {
-    /// Keeps `call` of the spec's tool `tool` (`None`: a name the spec does not have), which
-    /// ended with `result`.
-    pub(crate) fn record(
-        &self,
-        tool: Option<&'static str>,
-        call: &Call<'_>,
-        result: &Result<Reply, CallError>,
-    ) {
-        let watched = self.pages.load(Ordering::Relaxed) > 0;
-        let outcome = match result {
-            Ok(_) => Cow::Borrowed("ok"),
-            Err(CallError::Tool(e)) => Cow::Borrowed(e.code),
-            Err(_) => Cow::Owned(call.outcome.to_string()),
-        };
-        self.keep(Record {
-            seq: 0,
-            at_ms: now_ms(),
-            method: "tools/call",
-            tool: tool.map_or_else(|| Cow::Owned(call.tool.to_string()), Cow::Borrowed),
-            client: None,
-            caller: call.sub.map(Into::into),
-            outcome,
-            duration_ms: call.duration_ms,
-            result_bytes: call.result_bytes,
-            arguments: call.arguments.map(kept_arguments),
-            response: response(result, watched),
-        });
-    }
-
-    /// Keeps a request other than `tools/call` (`initialize`, a list, `resources/read`...).
-    pub(crate) fn request(&self, r: &Request<'_>) {
-        self.keep(Record {
-            seq: 0,
-            at_ms: now_ms(),
-            method: r.method,
-            tool: Cow::Owned(r.target.unwrap_or_default().to_string()),
-            client: r.client.map(Into::into),
-            caller: None,
-            outcome: Cow::Owned(r.outcome.to_string()),
-            duration_ms: r.duration_ms,
-            result_bytes: 0,
-            arguments: None,
-            response: None,
-        });
-    }
-
     /// Puts `record` in the ring with the next number, the oldest out past [`RING`].
     fn keep(&self, mut record: Record) {
         let old = {
@@ -271,6 +208,47 @@ impl Calls {
     }
 }
 
+impl Watcher for Calls {
+    fn watched(&self) -> bool {
+        self.pages.load(Ordering::Relaxed) > 0
+    }
+
+    fn call(&self, seen: SeenCall<'_>) {
+        let call = seen.call;
+        self.keep(Record {
+            seq: 0,
+            at_ms: now_ms(),
+            method: "tools/call",
+            tool: seen
+                .tool
+                .map_or_else(|| Cow::Owned(call.tool.to_string()), Cow::Borrowed),
+            client: None,
+            caller: call.sub.map(Into::into),
+            outcome: seen.outcome,
+            duration_ms: call.duration_ms,
+            result_bytes: call.result_bytes,
+            arguments: call.arguments.map(kept_arguments),
+            response: seen.answer,
+        });
+    }
+
+    fn request(&self, r: &SeenRequest<'_>) {
+        self.keep(Record {
+            seq: 0,
+            at_ms: now_ms(),
+            method: r.method,
+            tool: Cow::Owned(r.target.unwrap_or_default().to_string()),
+            client: r.client.map(Into::into),
+            caller: None,
+            outcome: Cow::Owned(r.outcome.to_string()),
+            duration_ms: r.duration_ms,
+            result_bytes: 0,
+            arguments: None,
+            response: None,
+        });
+    }
+}
+
 /// `dev` serves a new version with `tools` tools: the pages list them again.
 pub(crate) fn reloaded(tools: usize) {
     if let Some(calls) = active() {
@@ -291,122 +269,9 @@ pub(crate) fn on_sample_rows() {
     SAMPLE_ROWS.store(true, Ordering::Relaxed);
 }
 
-/// The answer a call's record keeps, as JSON text: the failure, or (`watched`) the result,
-/// within [`KEPT_BYTES`]. A one-row result the lane wrote as text is kept as that text.
-fn response(result: &Result<Reply, CallError>, watched: bool) -> Option<Box<str>> {
-    let text = match result {
-        Ok(_) if !watched => return None,
-        Ok(Reply::Json { text, size }) if *size <= KEPT_BYTES => return Some(text.as_str().into()),
-        Ok(Reply::Json { size, .. }) => return Some(omitted(*size, "result").to_string().into()),
-        // Written straight from the result, never copied first.
-        Ok(Reply::Done(s)) => serde_json::to_string(&s.structured),
-        Err(CallError::Tool(e)) => serde_json::to_string(
-            &json!({"isError": true, "code": e.code, "message": e.message, "data": e.data}),
-        ),
-        Err(CallError::Rpc(e)) => serde_json::to_string(
-            &json!({"error": {"code": e.code, "message": e.message, "data": e.data}}),
-        ),
-        Err(CallError::UnknownTool(m) | CallError::MalformedArguments(m)) => {
-            serde_json::to_string(&json!({"error": {"code": -32602, "message": m}}))
-        }
-    }
-    .ok()?;
-    Some(if text.len() <= KEPT_BYTES {
-        text.into()
-    } else {
-        omitted(text.len(), "result").to_string().into()
-    })
-}
-
-fn omitted(size: usize, what: &str) -> Value {
-    json!({ "omitted": format!("{size} bytes of {what}, more than the workbench keeps") })
-}
-
-/// The spec's examples as the page lists them: each one's tool, place, arguments and whether
-/// it can run here.
-pub(crate) fn examples(engine: &Engine) -> Value {
-    let sample_rows = SAMPLE_ROWS.load(Ordering::Relaxed);
-    let rolled_back = engine.database().is_some();
-    let listed: Vec<Value> = engine
-        .def
-        .examples
-        .iter()
-        .enumerate()
-        .map(|(n, e)| {
-            let why_not = if !rolled_back {
-                Some("the server has no database to roll its effects back on (`mcpspec test` runs it)")
-            } else if e.sample_rows && !sample_rows {
-                Some("it expects the spec's sample rows (`mcpspec dev` and `mcpspec test` run it)")
-            } else {
-                None
-            };
-            json!({
-                "n": n,
-                "tool": e.tool,
-                "at": e.at,
-                "arguments": serde_json::from_str::<Value>(e.arguments).unwrap_or(Value::Null),
-                "expect": expectation(&e.expect),
-                "runs": why_not.is_none(),
-                "why_not": why_not,
-            })
-        })
-        .collect();
-    json!({ "server": engine.def.name, "examples": listed })
-}
-
-fn expectation(expect: &crate::def::ExpectDef) -> Value {
-    use crate::def::ExpectDef;
-    match expect {
-        ExpectDef::Returns(text) => {
-            json!({"returns": serde_json::from_str::<Value>(text).unwrap_or(Value::Null)})
-        }
-        ExpectDef::Empty => json!({"returns": "no rows"}),
-        ExpectDef::Error(code) => json!({"error": code}),
-    }
-}
-
-/// Runs the examples (`which`: one by its number, else every one that can run here) on a
-/// rehearsal twin of `engine`, every write rolled back, and says how each went.
-pub(crate) fn run_examples(engine: &Engine, which: Option<usize>) -> Result<Value, String> {
-    let listed = examples(engine);
-    let runnable = |n: usize| listed["examples"][n]["runs"].as_bool() == Some(true);
-    let chosen: Vec<usize> = match which {
-        Some(n) if n < engine.def.examples.len() => {
-            if !runnable(n) {
-                return Err(listed["examples"][n]["why_not"]
-                    .as_str()
-                    .unwrap_or("it cannot run here")
-                    .to_string());
-            }
-            vec![n]
-        }
-        Some(n) => return Err(format!("there is no example {n}")),
-        None => (0..engine.def.examples.len())
-            .filter(|n| runnable(*n))
-            .collect(),
-    };
-    let twin = match engine.rehearsal() {
-        Some(Ok(twin)) => twin,
-        Some(Err(e)) => {
-            tracing::warn!(error = %e, "the workbench's rehearsal did not start");
-            return Err("the rehearsal database did not open; the server log says why".into());
-        }
-        None => return Err("this server has no database to roll its examples back on".into()),
-    };
-    let ran: Vec<Value> = chosen
-        .into_iter()
-        .map(|n| {
-            let outcome = crate::examples::run(&twin, &engine.def.examples[n]);
-            json!({
-                "n": n,
-                "tool": outcome.tool,
-                "at": outcome.at,
-                "passed": outcome.failure.is_none(),
-                "failure": outcome.failure,
-            })
-        })
-        .collect();
-    Ok(json!({ "ran": ran }))
+/// Whether the database holds the spec's sample rows (see [`on_sample_rows`]).
+fn sample_rows() -> bool {
+    SAMPLE_ROWS.load(Ordering::Relaxed)
 }
 
 /// A call's arguments as the ring keeps them: compact JSON text (one allocation, and the
@@ -437,12 +302,15 @@ pub(crate) async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, Ui
 
 /// Starts recording calls, for a workbench about to serve them.
 pub(crate) fn install() {
-    let _ = ACTIVE.set(Arc::new(Calls {
-        ring: Mutex::new(VecDeque::with_capacity(RING)),
-        next: AtomicU64::new(1),
-        status: Mutex::new((0, None)),
-        pages: AtomicUsize::new(0),
-    }));
+    let calls = ACTIVE.get_or_init(|| {
+        Arc::new(Calls {
+            ring: Mutex::new(VecDeque::with_capacity(RING)),
+            next: AtomicU64::new(1),
+            status: Mutex::new((0, None)),
+            pages: AtomicUsize::new(0),
+        })
+    });
+    crate::watch::install(calls.clone());
 }
 
 /// Why the workbench did not start.
@@ -494,48 +362,6 @@ mod tests {
                 .as_str()
                 .is_some_and(|o| o.ends_with("bytes of arguments, more than the workbench keeps")),
             "{left_out}"
-        );
-    }
-
-    #[test]
-    fn a_response_is_kept_for_failures_and_for_results_a_page_watches() {
-        use crate::engine::Success;
-        let ok = || {
-            Ok(Reply::Done(Success {
-                structured: json!({"rows": [1, 2]}),
-                content: false,
-            }))
-        };
-        let kept = |r: &Result<Reply, CallError>, watched| -> Option<Value> {
-            response(r, watched).map(|text| serde_json::from_str(&text).expect("JSON"))
-        };
-        assert_eq!(kept(&ok(), false), None);
-        assert_eq!(kept(&ok(), true), Some(json!({"rows": [1, 2]})));
-        let row = Ok(Reply::Json {
-            text: r#"{"id":7}"#.into(),
-            size: 8,
-        });
-        assert_eq!(kept(&row, true), Some(json!({"id": 7})));
-        let failed = Err(CallError::Tool(crate::tool_error::ToolError::new(
-            "NOT_FOUND",
-            "no entry 7",
-        )));
-        assert_eq!(
-            kept(&failed, false),
-            Some(
-                json!({"isError": true, "code": "NOT_FOUND", "message": "no entry 7", "data": null})
-            )
-        );
-        let large = Ok(Reply::Done(Success {
-            structured: json!({"text": "x".repeat(KEPT_BYTES + 1)}),
-            content: false,
-        }));
-        let large = kept(&large, true).expect("kept");
-        assert!(
-            large["omitted"]
-                .as_str()
-                .is_some_and(|o| o.ends_with("bytes of result, more than the workbench keeps")),
-            "{large}"
         );
     }
 

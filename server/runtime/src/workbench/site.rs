@@ -90,10 +90,10 @@ pub(crate) async fn answer(
                 None => plain(StatusCode::NOT_FOUND, "no such call, or no longer kept"),
             }
         }
-        (Method::GET, "examples") => json_text(
-            StatusCode::OK,
-            super::examples(&live.now().engine).to_string(),
-        ),
+        (Method::GET, "examples") => {
+            let listed = crate::examples::listing(&live.now().engine, super::sample_rows());
+            json_text(StatusCode::OK, listed.to_string())
+        }
         (Method::POST, run) if run == "examples" || run.starts_with("examples/") => {
             if whose.is_some() {
                 return plain(
@@ -129,7 +129,10 @@ pub(crate) async fn answer(
 /// Runs examples on a blocking thread (they run statements), against the version served now.
 async fn run_examples(live: &Arc<Live>, which: Option<usize>) -> Response<Body> {
     let engine = live.now().engine.clone();
-    let ran = tokio::task::spawn_blocking(move || super::run_examples(&engine, which)).await;
+    let sample_rows = super::sample_rows();
+    let ran =
+        tokio::task::spawn_blocking(move || crate::examples::rehearse(&engine, which, sample_rows))
+            .await;
     match ran {
         Ok(Ok(v)) => json_text(StatusCode::OK, v.to_string()),
         Ok(Err(why)) => json_text(

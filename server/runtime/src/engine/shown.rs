@@ -1,0 +1,102 @@
+//! What a watcher (the workbench, `--ui`) is given of a call's answer, from the engine's side
+//! of the seam (`watch`):
+//! the answer as JSON text (every failure; a success's result while a page is open) and the
+//! outcome, borrowed when it is the server's own code. The watcher takes them as plain text,
+//! so that it needs nothing of the engine's types.
+
+use std::borrow::Cow;
+
+use serde_json::json;
+
+use super::{CallError, Reply};
+use crate::watch;
+
+/// The outcome a call's record shows: `ok`, or the error's code (`fallback` for the errors
+/// whose code is not the server's own).
+pub(crate) fn outcome(result: &Result<Reply, CallError>, fallback: &str) -> Cow<'static, str> {
+    match result {
+        Ok(_) => Cow::Borrowed("ok"),
+        Err(CallError::Tool(e)) => Cow::Borrowed(e.code),
+        Err(_) => Cow::Owned(fallback.to_string()),
+    }
+}
+
+/// The answer a call's record keeps, as JSON text: the failure, or (`watched`) the result,
+/// within the workbench's bound. A one-row result the lane wrote as text is kept as that text.
+pub(crate) fn answer(result: &Result<Reply, CallError>, watched: bool) -> Option<Box<str>> {
+    let text = match result {
+        Ok(_) if !watched => return None,
+        Ok(Reply::Json { text, size }) if *size <= watch::KEPT_BYTES => {
+            return Some(text.as_str().into());
+        }
+        Ok(Reply::Json { size, .. }) => {
+            return Some(watch::omitted(*size, "result").to_string().into());
+        }
+        // Written straight from the result, never copied first.
+        Ok(Reply::Done(s)) => serde_json::to_string(&s.structured),
+        Err(CallError::Tool(e)) => serde_json::to_string(
+            &json!({"isError": true, "code": e.code, "message": e.message, "data": e.data}),
+        ),
+        Err(CallError::Rpc(e)) => serde_json::to_string(
+            &json!({"error": {"code": e.code, "message": e.message, "data": e.data}}),
+        ),
+        Err(CallError::UnknownTool(m) | CallError::MalformedArguments(m)) => {
+            serde_json::to_string(&json!({"error": {"code": -32602, "message": m}}))
+        }
+    }
+    .ok()?;
+    Some(if text.len() <= watch::KEPT_BYTES {
+        text.into()
+    } else {
+        watch::omitted(text.len(), "result").to_string().into()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+
+    #[test]
+    fn a_response_is_kept_for_failures_and_for_results_a_page_watches() {
+        use crate::engine::Success;
+        let ok = || {
+            Ok(Reply::Done(Success {
+                structured: json!({"rows": [1, 2]}),
+                content: false,
+            }))
+        };
+        let kept = |r: &Result<Reply, CallError>, watched| -> Option<Value> {
+            answer(r, watched).map(|text| serde_json::from_str(&text).expect("JSON"))
+        };
+        assert_eq!(kept(&ok(), false), None);
+        assert_eq!(kept(&ok(), true), Some(json!({"rows": [1, 2]})));
+        let row = Ok(Reply::Json {
+            text: r#"{"id":7}"#.into(),
+            size: 8,
+        });
+        assert_eq!(kept(&row, true), Some(json!({"id": 7})));
+        let failed = Err(CallError::Tool(crate::tool_error::ToolError::new(
+            "NOT_FOUND",
+            "no entry 7",
+        )));
+        assert_eq!(
+            kept(&failed, false),
+            Some(
+                json!({"isError": true, "code": "NOT_FOUND", "message": "no entry 7", "data": null})
+            )
+        );
+        let large = Ok(Reply::Done(Success {
+            structured: json!({"text": "x".repeat(watch::KEPT_BYTES + 1)}),
+            content: false,
+        }));
+        let large = kept(&large, true).expect("kept");
+        assert!(
+            large["omitted"]
+                .as_str()
+                .is_some_and(|o| o.ends_with("bytes of result, more than the workbench keeps")),
+            "{large}"
+        );
+    }
+}
