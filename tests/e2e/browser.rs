@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 
-use crate::common::{exe_for, sample_db};
+use crate::common::sample_db;
 
 /// How long the page may take to show what must come (a failure bound, never a sleep).
 const WAIT: Duration = Duration::from_secs(10);
@@ -222,35 +222,10 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// knowledge over stdio with the workbench on a free port: the stdio client and the address.
-fn knowledge_with_workbench(db: &Path) -> (mcpspec_testkit::StdioClient, SocketAddr) {
-    let mut command = Command::new(exe_for("knowledge"));
-    command
-        .args(["serve", "knowledge", "--ui", "127.0.0.1:0", "--db"])
-        .arg(db)
-        .env("MCPSPEC_LOG", "warn")
-        .stderr(Stdio::piped());
-    let mut client = mcpspec_testkit::StdioClient::spawn(&mut command).expect("spawn");
-    let stderr = client.take_stderr().expect("piped stderr");
-    let mut lines = BufReader::new(stderr).lines();
-    let addr = loop {
-        let line = lines
-            .next()
-            .expect("the workbench announces its address")
-            .expect("stderr");
-        if let Some(url) = line.strip_prefix("mcpspec: workbench on http://") {
-            break url.trim_end_matches('/').parse().expect("an address");
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    client.initialize().expect("initialize");
-    (client, addr)
-}
-
 #[test]
 fn the_page_shows_a_stdio_clients_calls_and_tries_tools_and_examples() {
     let db = sample_db("knowledge");
-    let (mut client, addr) = knowledge_with_workbench(&db.path);
+    let (mut client, addr, _stderr) = crate::workbench::served(&db.path);
     let browser = Browser::start();
     browser.goto(&format!("http://{addr}/"));
     browser.text_until("#status", |s| s == "live");
@@ -344,24 +319,9 @@ fn the_page_shows_a_stdio_clients_calls_and_tries_tools_and_examples() {
 fn the_page_asks_for_the_token_of_a_guarded_server() {
     const TOKEN: &str = "a-token-of-at-least-32-characters-long";
     let db = sample_db("knowledge");
-    let mut child = Command::new(exe_for("knowledge"))
-        .args([
-            "serve",
-            "knowledge",
-            "--http",
-            "127.0.0.1:0",
-            "--ui",
-            "--db",
-        ])
-        .arg(&db.path)
-        .env("MCPSPEC_LOG", "warn")
-        .env("MCPSPEC_HTTP_TOKEN", TOKEN)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let (addr, _said) = mcpspec_testkit::announced_addr(&mut child);
+    let server =
+        crate::http::HttpServer::start(&db.path, &["--ui"], &[("MCPSPEC_HTTP_TOKEN", TOKEN)]);
+    let addr = server.addr;
     let browser = Browser::start();
     browser.goto(&format!("http://{addr}/ui/"));
     // Refused without the token: the page asks for it.
@@ -382,8 +342,7 @@ fn the_page_asks_for_the_token_of_a_guarded_server() {
         .expect("a call");
     browser.find_xpath("//table[@id='calls']//td[text()='kb_list']");
     drop(browser);
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(server);
 }
 
 #[test]

@@ -24,7 +24,7 @@ const WAIT: Duration = Duration::from_secs(10);
 
 /// knowledge over stdio with the workbench on a free loopback port: the client, the
 /// workbench's address, and the rest of the server's stderr.
-fn served(db: &std::path::Path) -> (StdioClient, SocketAddr, Receiver<String>) {
+pub(crate) fn served(db: &std::path::Path) -> (StdioClient, SocketAddr, Receiver<String>) {
     let mut command = Command::new(exe_for("knowledge"));
     command
         .args(["serve", "knowledge", "--ui", "127.0.0.1:0", "--db"])
@@ -564,24 +564,9 @@ fn the_workbench_runs_the_examples_with_every_write_rolled_back() {
 fn the_workbench_on_a_guarded_listener_asks_for_the_token() {
     const TOKEN: &str = "a-token-of-at-least-32-characters-long";
     let db = sample_db("knowledge");
-    let mut child = Command::new(exe_for("knowledge"))
-        .args([
-            "serve",
-            "knowledge",
-            "--http",
-            "127.0.0.1:0",
-            "--ui",
-            "--db",
-        ])
-        .arg(&db.path)
-        .env("MCPSPEC_LOG", "warn")
-        .env("MCPSPEC_HTTP_TOKEN", TOKEN)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let (addr, said) = mcpspec_testkit::announced_addr(&mut child);
+    let server =
+        crate::http::HttpServer::start(&db.path, &["--ui"], &[("MCPSPEC_HTTP_TOKEN", TOKEN)]);
+    let (addr, said) = (server.addr, &server.stderr);
     let announced = loop {
         let line = said
             .recv_timeout(WAIT)
@@ -621,6 +606,5 @@ fn the_workbench_on_a_guarded_listener_asks_for_the_token() {
     assert_eq!(calls.len(), 1);
     let (status, ran) = run_examples(&mut operator, "/ui/examples");
     assert_eq!(status, 200, "{ran}");
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(server);
 }
