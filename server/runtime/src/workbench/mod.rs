@@ -1,11 +1,13 @@
 //! The workbench (`serve --ui`, `dev --ui`): a page served by the server's own process that
-//! shows, live, every tool call it handles, from any client, the one that started it over
-//! stdio included; that lists its tools, resources and prompts with a form for each, called
-//! through the real MCP endpoint; and that runs the spec's examples, every write rolled back.
+//! shows, live, every request it handles, from any client, the one that started it over
+//! stdio included (each tool call with its arguments and answer); that lists its tools,
+//! resources and prompts with a form for each, called through the real MCP endpoint; and that
+//! runs the spec's examples, every write rolled back (`examples::rehearse`).
 //!
-//! This module keeps what the page shows: the calls in a bounded ring (the last [`RING`]),
-//! each written as JSON when a page reads it (arguments sanitised exactly as the call log's;
-//! the response kept while a page is open), `dev`'s last reload, and the examples' runs.
+//! This module keeps what the page shows: the requests in a bounded ring (the last [`RING`]),
+//! as the engine and the protocol layer tell the installed [`Watcher`] of them (the leaf
+//! `watch`), each written as JSON when a page reads it (arguments sanitised exactly as the
+//! call log's; a success's answer kept while a page is open), and `dev`'s last reload.
 //! Nothing is written to disk. `site` answers the page's requests under `/ui/`; the
 //! Streamable HTTP gate (`transport::http`) serves it, with `/mcp`, on the workbench's own
 //! loopback listener or on the MCP listener behind its token, so the same access rules apply
