@@ -608,3 +608,59 @@ fn the_workbench_on_a_guarded_listener_asks_for_the_token() {
     assert_eq!(status, 200, "{ran}");
     drop(server);
 }
+
+/// On a server served `--read-only`, the examples whose tool writes are not run, even rolled
+/// back: the database is left alone as asked; the reads still run and pass.
+#[test]
+fn a_read_only_server_runs_only_the_examples_that_read() {
+    let db = sample_db("knowledge");
+    let mut command = Command::new(exe_for("knowledge"));
+    command
+        .args([
+            "serve",
+            "knowledge",
+            "--read-only",
+            "--ui",
+            "127.0.0.1:0",
+            "--db",
+        ])
+        .arg(&db.path)
+        .env("MCPSPEC_LOG", "warn")
+        .stderr(Stdio::piped());
+    let mut client = StdioClient::spawn(&mut command).expect("spawn");
+    let stderr = client.take_stderr().expect("piped stderr");
+    let addr: SocketAddr = BufReader::new(stderr)
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            l.strip_prefix("mcpspec: workbench on http://")
+                .and_then(|a| a.trim_end_matches('/').parse().ok())
+        })
+        .expect("the workbench's address");
+    client.initialize().expect("initialize");
+    let (_, _, body) = get(addr, "/ui/examples", &[]);
+    let listed: Value = serde_json::from_str(&body).unwrap();
+    let examples = listed["examples"].as_array().expect("examples");
+    let add = examples
+        .iter()
+        .find(|e| e["tool"] == "kb_add")
+        .expect("kb_add's example");
+    assert_eq!(add["runs"], json!(false), "{add}");
+    assert!(
+        add["why_not"]
+            .as_str()
+            .is_some_and(|w| w.contains("read-only")),
+        "{add}"
+    );
+    let mut page = mcpspec_testkit::HttpClient::new(addr, None);
+    let (status, ran) = run_examples(&mut page, "/ui/examples");
+    assert_eq!(status, 200, "{ran}");
+    let ran = ran["ran"].as_array().expect("ran");
+    assert!(
+        !ran.is_empty()
+            && ran
+                .iter()
+                .all(|r| r["passed"] == json!(true) && r["tool"] != "kb_add"),
+        "{ran:?}"
+    );
+}

@@ -47,24 +47,32 @@ impl Engine {
     }
 }
 
+/// Why `example` cannot run on a rehearsal twin of `engine` (`sample_rows`: the database holds
+/// the spec's sample rows); `None` when it can.
+fn why_not(engine: &Engine, example: &ExampleDef, sample_rows: bool) -> Option<&'static str> {
+    let writes = engine.def.tool(example.tool).is_some_and(|t| t.writes);
+    if engine.database().is_none() {
+        Some("the server has no database to roll its effects back on (`mcpspec test` runs it)")
+    } else if writes && engine.is_read_only() {
+        Some("its tool writes, and the server is read-only")
+    } else if example.sample_rows && !sample_rows {
+        Some("it expects the spec's sample rows (`mcpspec dev` and `mcpspec test` run it)")
+    } else {
+        None
+    }
+}
+
 /// The spec's examples as the workbench lists them: each one's tool, place, arguments and
 /// whether it can run here (`sample_rows`: the database holds the spec's sample rows).
 #[cfg_attr(not(feature = "http"), allow(dead_code))]
 pub(crate) fn listing(engine: &Engine, sample_rows: bool) -> Value {
-    let rolled_back = engine.database().is_some();
     let listed: Vec<Value> = engine
         .def
         .examples
         .iter()
         .enumerate()
         .map(|(n, e)| {
-            let why_not = if !rolled_back {
-                Some("the server has no database to roll its effects back on (`mcpspec test` runs it)")
-            } else if e.sample_rows && !sample_rows {
-                Some("it expects the spec's sample rows (`mcpspec dev` and `mcpspec test` run it)")
-            } else {
-                None
-            };
+            let why_not = why_not(engine, e, sample_rows);
             json!({
                 "n": n,
                 "tool": e.tool,
@@ -100,22 +108,17 @@ pub(crate) fn rehearse(
     which: Option<usize>,
     sample_rows: bool,
 ) -> Result<Value, String> {
-    let listed = listing(engine, sample_rows);
-    let runnable = |n: usize| listed["examples"][n]["runs"].as_bool() == Some(true);
+    let examples = engine.def.examples;
+    let runs = |n: usize| why_not(engine, &examples[n], sample_rows).is_none();
     let chosen: Vec<usize> = match which {
-        Some(n) if n < engine.def.examples.len() => {
-            if !runnable(n) {
-                return Err(listed["examples"][n]["why_not"]
-                    .as_str()
-                    .unwrap_or("it cannot run here")
-                    .to_string());
+        Some(n) if n < examples.len() => {
+            if let Some(why) = why_not(engine, &examples[n], sample_rows) {
+                return Err(why.to_string());
             }
             vec![n]
         }
         Some(n) => return Err(format!("there is no example {n}")),
-        None => (0..engine.def.examples.len())
-            .filter(|n| runnable(*n))
-            .collect(),
+        None => (0..examples.len()).filter(|n| runs(*n)).collect(),
     };
     let twin = match engine.rehearsal() {
         Some(Ok(twin)) => twin,
@@ -128,7 +131,7 @@ pub(crate) fn rehearse(
     let ran: Vec<Value> = chosen
         .into_iter()
         .map(|n| {
-            let outcome = run(&twin, &engine.def.examples[n]);
+            let outcome = run(&twin, &examples[n]);
             json!({
                 "n": n,
                 "tool": outcome.tool,
