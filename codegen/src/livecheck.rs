@@ -195,6 +195,7 @@ impl Live<'_> {
         let sql = Sql {
             text,
             params: own.map(|_| &names[..]),
+            name: "",
         };
         let described = match self.db.describe(sql) {
             Ok(d) => d,

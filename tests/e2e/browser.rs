@@ -244,6 +244,9 @@ fn the_page_shows_a_stdio_clients_calls_and_tries_tools_and_examples() {
     browser.click("#calls tbody tr");
     let detail = browser.text_until("#detail", |d| d.contains("\"response\""));
     assert!(detail.contains("\"role\": \"dev\""), "{detail}");
+    // The statements it ran, in a table of their own: the spec's name and the operation.
+    let ran = browser.text_until("#statements tbody", |t| t.contains("kb_list"));
+    assert!(ran.contains("SELECT"), "{ran}");
     browser.screenshot("calls");
 
     // The tools tab: kb_list's form, filled and submitted.

@@ -431,6 +431,54 @@ fn spans_of_a_stdio_call_arrive_under_the_clients_trace() {
     );
 }
 
+/// The workbench (`--ui`) names a sampled call's trace, and lists one statement for each
+/// statement span the collector received under the call's span, by the spec's name.
+#[test]
+fn the_workbench_names_a_calls_trace_and_lists_its_statements() {
+    let receiver = Receiver::start();
+    let db = sample_db("knowledge");
+    let mut command = Command::new(EXE);
+    command
+        .args(["serve", "knowledge", "--ui", "127.0.0.1:0", "--db"])
+        .arg(&db.path)
+        .env("MCPSPEC_STARTUP_JOBS", "off");
+    for (k, v) in otel_env(&receiver.endpoint()) {
+        command.env(k, v);
+    }
+    let (mut c, addr, _stderr) = crate::workbench::served_by(command);
+    // A page watches, so that the call's statements are kept.
+    let mut live = crate::workbench::stream(addr)
+        .filter_map(|(name, v)| (name == "message" && v["method"] == "tools/call").then_some(v));
+    search_with_meta(
+        &mut c,
+        json!({"traceparent": format!("00-{TRACE}-{PARENT}-01")}),
+    );
+    let listed = live.next().expect("the call, live");
+    assert_eq!(listed["trace"], TRACE, "{listed}");
+    let (status, _, body) =
+        crate::workbench::get(addr, &format!("/ui/calls/{}", listed["seq"]), &[]);
+    assert_eq!(status, 200, "{body}");
+    let opened: Value = serde_json::from_str(&body).expect("the call as JSON");
+    let (_, _, children) = receiver.until("the kb_search span", |g| {
+        request_spans(g, TRACE, "kb_search")
+    });
+    let ran = opened["statements"]["kept"].as_array().expect("statements");
+    assert_eq!(ran.len(), children.len(), "{opened}\n{children:?}");
+    assert!(
+        ran.iter()
+            .all(|s| s["name"] == "kb_search" && s["operation"].is_string()),
+        "{opened}"
+    );
+    // A call whose client did not sample its trace names none (nothing of it is exported).
+    let unsampled = "0af7651916cd43dd8448eb211c80319c";
+    search_with_meta(
+        &mut c,
+        json!({"traceparent": format!("00-{unsampled}-{PARENT}-00")}),
+    );
+    let second = live.next().expect("the second call");
+    assert_eq!(second.get("trace"), None, "{second}");
+}
+
 /// With a ratio sampler of 0 under the client's decision (`parentbased_traceidratio`): a call
 /// without trace context is dropped and leaves no span, not even its statements' as roots of
 /// their own, yet its duration is recorded; a call under a sampled client span is traced with

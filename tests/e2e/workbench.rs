@@ -29,8 +29,15 @@ pub(crate) fn served(db: &std::path::Path) -> (StdioClient, SocketAddr, Receiver
     command
         .args(["serve", "knowledge", "--ui", "127.0.0.1:0", "--db"])
         .arg(db)
-        .env("MCPSPEC_LOG", "warn")
-        .stderr(Stdio::piped());
+        .env("MCPSPEC_LOG", "warn");
+    served_by(command)
+}
+
+/// The server `command` starts (a stdio server with `--ui` on a free loopback port, its
+/// stderr left to this function): the client, initialised, the workbench's address, and the
+/// rest of the server's stderr.
+pub(crate) fn served_by(mut command: Command) -> (StdioClient, SocketAddr, Receiver<String>) {
+    command.stderr(Stdio::piped());
     let mut client = StdioClient::spawn(&mut command).expect("spawn");
     let stderr = client.take_stderr().expect("piped stderr");
     let (tx, rx) = std::sync::mpsc::channel();
@@ -208,11 +215,25 @@ fn the_workbench_shows_a_stdio_clients_calls_live() {
     let ok_opened = opened(&first);
     assert_eq!(ok_opened["arguments"], json!({"limit": 2, "role": "dev"}));
     assert!(ok_opened["response"]["entries"].is_array(), "{ok_opened}");
+    // With the statements it ran while the page watched: the spec's name for each, its first
+    // word and its duration, never its text.
+    let ran = ok_opened["statements"]["kept"]
+        .as_array()
+        .expect("the statements");
+    assert_eq!(ran.len(), 1, "{ok_opened}");
+    assert_eq!(ran[0]["name"], "kb_list", "{ok_opened}");
+    assert_eq!(ran[0]["operation"], "SELECT", "{ok_opened}");
+    assert!(ran[0]["duration_ms"].as_f64().is_some(), "{ok_opened}");
+    assert_eq!(ran[0].get("failed"), None, "{ok_opened}");
+    assert_eq!(ran[0].get("text"), None, "{ok_opened}");
+    assert_eq!(ok_opened["statements"]["more"], 0, "{ok_opened}");
     let failed = opened(&second);
     let note = failed["arguments"]["note"].as_str().expect("the note, cut");
     assert!(note.len() < 1000 && note.starts_with("xxxx"), "{note}");
     assert_eq!(failed["response"]["isError"], json!(true), "{failed}");
     assert_eq!(failed["response"]["code"], "VALIDATION_ERROR", "{failed}");
+    // Refused before any statement ran.
+    assert_eq!(failed["statements"]["kept"], json!([]), "{failed}");
     assert_eq!(get(addr, "/ui/calls/999999", &[]).0, 404);
 
     // The same calls in /calls, and on a stream opened later (the ring first).

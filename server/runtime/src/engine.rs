@@ -661,10 +661,14 @@ impl Engine {
         let caller = link.caller.clone();
         #[cfg(feature = "http")]
         let running = crate::metrics::Running::start();
+        let watcher = crate::watch::watcher();
+        // The statements are collected only while a workbench page watches.
+        let statements = crate::watch::Statements::collect(watcher.is_some_and(|w| w.watched()));
         let result = self
             .call_inner(name, arguments, request, &cancel, link, json)
             .map_err(|e| self.declared(name, arguments, e))
             .map_err(|e| self.rename(e));
+        let statements = statements.finish();
         // A call that gave way runs again, and is logged then.
         let gave_way = slow.is_some_and(|s| s.gave_way());
         #[cfg(feature = "http")]
@@ -686,7 +690,7 @@ impl Engine {
                 "call"
             );
         }
-        let (logged, watcher) = (calllog::enabled(), crate::watch::watcher());
+        let logged = calllog::enabled();
         if (logged || watcher.is_some()) && !gave_way {
             let (outcome, size) = outcome(&result);
             let call = calllog::Call {
@@ -708,6 +712,8 @@ impl Engine {
                     call: &call,
                     outcome: shown::outcome(&result, outcome),
                     answer: shown::answer(&result, watcher.watched()),
+                    statements,
+                    trace: crate::telemetry::trace_id().map(Into::into),
                 });
             }
         }

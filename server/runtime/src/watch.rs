@@ -5,7 +5,9 @@
 //! other's module and the layers stay without cycles.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use serde_json::{Value, json};
 
@@ -29,6 +31,110 @@ pub(crate) struct SeenCall<'a> {
     pub outcome: Cow<'static, str>,
     /// The answer as JSON text: every failure, a success's result while [`Watcher::watched`].
     pub answer: Option<Box<str>>,
+    /// The statements the call ran, while [`Watcher::watched`] (see [`Statements`]).
+    pub statements: Ran,
+    /// The call's trace (32 hex digits), when OpenTelemetry sampled it.
+    pub trace: Option<Box<str>>,
+}
+
+/// A statement a watched call ran, as the backend tells of it: never its text or arguments.
+#[derive(Debug, serde::Serialize)]
+pub(crate) struct SeenStatement {
+    /// The spec's name for it (a tool's, or a composite's field); empty for SQL a handler
+    /// wrote itself.
+    pub name: &'static str,
+    /// Its first word (`SELECT`, `INSERT`...), when it is one the traces name.
+    pub operation: Option<&'static str>,
+    pub duration_ms: f64,
+    /// The failure's kind, when it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
+}
+
+/// The statements a call ran, as far as they are kept.
+#[derive(Debug, Default, serde::Serialize)]
+pub(crate) struct Ran {
+    /// The first [`KEPT_STATEMENTS`], in the order they ran.
+    pub kept: Vec<SeenStatement>,
+    /// How many more ran.
+    pub more: usize,
+}
+
+/// The most statements a call's record keeps; a call that runs more (a backfill, a loop in a
+/// handler) keeps the first ones and counts the rest.
+pub(crate) const KEPT_STATEMENTS: usize = 64;
+
+thread_local! {
+    /// The statements the thread's current watched call ran so far, and how many more it ran
+    /// than are kept.
+    static RAN: RefCell<Option<Ran>> = const { RefCell::new(None) };
+}
+
+/// While alive, the statements this thread runs are collected for the call it serves (a
+/// watched one); the collection before it is restored on drop.
+pub(crate) struct Statements {
+    previous: Option<Ran>,
+    on: bool,
+}
+
+impl Statements {
+    /// Collects when `on` (a page watches); otherwise costs nothing.
+    pub(crate) fn collect(on: bool) -> Statements {
+        let previous = if on {
+            RAN.with(|r| r.replace(Some(Ran::default())))
+        } else {
+            None
+        };
+        Statements { previous, on }
+    }
+
+    /// The statements collected.
+    pub(crate) fn finish(mut self) -> Ran {
+        if !self.on {
+            return Ran::default();
+        }
+        self.on = false;
+        let previous = self.previous.take();
+        RAN.with(|r| r.replace(previous)).unwrap_or_default()
+    }
+}
+
+impl Drop for Statements {
+    fn drop(&mut self) {
+        if self.on {
+            let previous = self.previous.take();
+            let _ = RAN.try_with(|r| r.replace(previous));
+        }
+    }
+}
+
+/// Whether this thread collects the statements it runs (see [`Statements`]).
+pub(crate) fn collecting() -> bool {
+    RAN.with(|r| r.borrow().is_some())
+}
+
+/// Adds a statement that started at `started` to this thread's collection, when there is one.
+pub(crate) fn ran(
+    name: &'static str,
+    operation: Option<&'static str>,
+    started: Instant,
+    failed: Option<String>,
+) {
+    let duration_ms = (started.elapsed().as_secs_f64() * 1e6).round() / 1e3;
+    RAN.with(|r| {
+        if let Some(ran) = r.borrow_mut().as_mut() {
+            if ran.kept.len() < KEPT_STATEMENTS {
+                ran.kept.push(SeenStatement {
+                    name,
+                    operation,
+                    duration_ms,
+                    failed,
+                });
+            } else {
+                ran.more += 1;
+            }
+        }
+    });
 }
 
 /// A request other than `tools/call`, as the protocol layer tells of it.

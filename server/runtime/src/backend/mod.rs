@@ -386,11 +386,18 @@ pub struct Sql<'a> {
     /// `None` when the text names its parameters (`:name`); otherwise the text numbers them
     /// (PostgreSQL's `$n`, rewritten at build time) and these are their names, in order.
     pub params: Option<&'a [&'a str]>,
+    /// The spec's name for the statement (a tool's, or a composite's field), which the
+    /// workbench shows beside its timing; empty for SQL the runtime or a handler wrote.
+    pub name: &'static str,
 }
 
 impl<'a> From<&'a str> for Sql<'a> {
     fn from(text: &'a str) -> Sql<'a> {
-        Sql { text, params: None }
+        Sql {
+            text,
+            params: None,
+            name: "",
+        }
     }
 }
 
@@ -756,8 +763,12 @@ pub fn statement_sql(st: &'static crate::def::StatementDef, dialect: &Dialect) -
         Some(t) => Sql {
             text: t.sql,
             params: Some(t.params),
+            name: st.name,
         },
-        None => Sql::from(st.sql),
+        None => Sql {
+            name: st.name,
+            ..Sql::from(st.sql)
+        },
     }
 }
 

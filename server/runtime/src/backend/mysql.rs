@@ -910,6 +910,7 @@ static TEAM: super::Team = super::Team {
         insert: Sql {
             text: "INSERT IGNORE INTO mcpspec_request_states (nonce, expires_at) VALUES (:nonce, :expires)",
             params: None,
+            name: "",
         },
         cleanup: super::team::STATES_CLEANUP,
     },

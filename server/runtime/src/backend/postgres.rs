@@ -547,6 +547,7 @@ impl Session for PgSession<'_> {
         let sql = Sql {
             text: "SELECT set_config('role', $1, true), set_config($2, $3, true)",
             params: Some(NAMES),
+            name: "",
         };
         let bind = |name: &str| match name {
             "role" => Value::Text(role.to_string()),
@@ -1035,6 +1036,7 @@ static TEAM: super::Team = super::Team {
         insert: Sql {
             text: "INSERT INTO mcpspec_request_states (nonce, expires_at) VALUES (:nonce, :expires) ON CONFLICT (nonce) DO NOTHING",
             params: None,
+            name: "",
         },
         cleanup: super::team::STATES_CLEANUP,
     },

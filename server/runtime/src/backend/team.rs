@@ -62,7 +62,11 @@ pub struct SharedStates {
 /// A statement with named parameters, which the engine places as it prepares it.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 const fn named(text: &'static str) -> Sql<'static> {
-    Sql { text, params: None }
+    Sql {
+        text,
+        params: None,
+        name: "",
+    }
 }
 
 /// Forgets the nonces of expired states (`now`), on every engine.

@@ -1,22 +1,34 @@
-//! A span per database statement: a job's [`Session`] wrapped so that each `execute` and
-//! `query` is a client span, a child of the sampled request being served on this thread (a
+//! What a job's statements are seen as: a job's [`Session`] wrapped so that each `execute`
+//! and `query` is a client span, a child of the sampled request being served on this thread (a
 //! statement outside one is not traced), named by its operation (`SELECT`, `INSERT`, ...)
-//! with `db.system.name` and `db.operation.name`, and `error.type` when it fails. Never the
+//! with `db.system.name` and `db.operation.name`, and `error.type` when it fails; and, while a
+//! workbench page watches the call this thread serves (`watch::Statements`), a line of the
+//! call's record with the statement's spec name, operation and duration. Never the
 //! statement's text or its arguments.
 
-use super::Session;
+use std::time::Instant;
 
-/// Runs `f` on `session`, each statement traced when telemetry is on.
+use super::{Bind, Changes, Dialect, Failure, Row, Session, Sql};
+
+/// Runs `f` on `session`, each statement traced when telemetry is on and seen when a page
+/// watches the call.
 pub fn traced<T>(session: &mut dyn Session, f: impl FnOnce(&mut dyn Session) -> T) -> T {
     #[cfg(feature = "otel")]
-    if crate::telemetry::spans::on() {
-        return f(&mut imp::Traced { inner: session });
+    let spans = crate::telemetry::spans::on();
+    #[cfg(not(feature = "otel"))]
+    let spans = false;
+    let watched = crate::watch::collecting();
+    if spans || watched {
+        return f(&mut Observed {
+            inner: session,
+            spans,
+            watched,
+        });
     }
     f(session)
 }
 
 /// The operations a statement's span is named by (`db.operation.name`), as static text.
-#[cfg_attr(not(feature = "otel"), allow(dead_code))]
 const OPERATIONS: &[&str] = &[
     "SELECT", "INSERT", "UPDATE", "DELETE", "WITH", "REPLACE", "MERGE", "VALUES", "CALL", "PRAGMA",
     "CREATE", "DROP", "ALTER", "TRUNCATE", "BEGIN", "COMMIT", "ROLLBACK", "SET", "SHOW", "EXPLAIN",
@@ -25,7 +37,6 @@ const OPERATIONS: &[&str] = &[
 
 /// The operation a statement starts with (`SELECT`, `WITH`), skipping blanks and comments;
 /// `None` when it starts with no word of [`OPERATIONS`].
-#[cfg_attr(not(feature = "otel"), allow(dead_code))]
 fn operation(sql: &str) -> Option<&'static str> {
     let mut rest = sql;
     loop {
@@ -52,72 +63,91 @@ fn operation(sql: &str) -> Option<&'static str> {
         .copied()
 }
 
-#[cfg(feature = "otel")]
-mod imp {
-    use crate::backend::{Bind, Changes, Dialect, Failure, Row, Session, Sql};
-    use crate::telemetry::spans::{Open, What};
+/// A session whose statements are traced (`spans`) or seen by the workbench (`watched`).
+struct Observed<'a> {
+    inner: &'a mut dyn Session,
+    spans: bool,
+    watched: bool,
+}
 
-    pub(super) struct Traced<'a> {
-        pub(super) inner: &'a mut dyn Session,
-    }
+/// A statement under way: its span, when traced, and when it started.
+struct Started {
+    #[cfg(feature = "otel")]
+    span: Option<(crate::telemetry::spans::Open, crate::telemetry::spans::What)>,
+    at: Instant,
+}
 
-    impl Traced<'_> {
-        /// The statement's span, when the thread serves a sampled request: a request the
-        /// sampler dropped carries none, and its statements are not roots of traces of their own.
-        fn span(&self, sql: &str) -> Option<(Open, What)> {
-            let span = Open::statement()?;
-            let what = What::Statement {
-                system: self.inner.dialect().system,
-                operation: super::operation(sql),
-            };
-            Some((span, what))
+impl Observed<'_> {
+    fn start(&self, sql: &Sql<'_>) -> Started {
+        #[cfg(feature = "otel")]
+        let span = if self.spans {
+            // When the thread serves a sampled request: a request the sampler dropped carries
+            // none, and its statements are not roots of traces of their own.
+            crate::telemetry::spans::Open::statement().map(|span| {
+                let what = crate::telemetry::spans::What::Statement {
+                    system: self.inner.dialect().system,
+                    operation: operation(sql.text),
+                };
+                (span, what)
+            })
+        } else {
+            None
+        };
+        #[cfg(not(feature = "otel"))]
+        let _ = (self.spans, sql);
+        Started {
+            #[cfg(feature = "otel")]
+            span,
+            at: Instant::now(),
         }
     }
 
-    fn end<T>(span: Option<(Open, What)>, result: &Result<T, Failure>) {
-        let Some((span, what)) = span else { return };
-        let error = result
-            .as_ref()
-            .err()
-            .map(|f| format!("{:?}", f.kind).into_boxed_str());
-        span.end(what, error, std::time::Instant::now());
+    fn finish<T>(&self, started: Started, sql: &Sql<'_>, result: &Result<T, Failure>) {
+        let error = || result.as_ref().err().map(|f| format!("{:?}", f.kind));
+        if self.watched {
+            crate::watch::ran(sql.name, operation(sql.text), started.at, error());
+        }
+        #[cfg(feature = "otel")]
+        if let Some((span, what)) = started.span {
+            span.end(what, error().map(Into::into), Instant::now());
+        }
+    }
+}
+
+impl Session for Observed<'_> {
+    fn dialect(&self) -> &'static Dialect {
+        self.inner.dialect()
     }
 
-    impl Session for Traced<'_> {
-        fn dialect(&self) -> &'static Dialect {
-            self.inner.dialect()
-        }
+    fn execute(&mut self, sql: Sql<'_>, bind: Bind<'_>) -> Result<Changes, Failure> {
+        let started = self.start(&sql);
+        let result = self.inner.execute(sql, bind);
+        self.finish(started, &sql, &result);
+        result
+    }
 
-        fn execute(&mut self, sql: Sql<'_>, bind: Bind<'_>) -> Result<Changes, Failure> {
-            let span = self.span(sql.text);
-            let result = self.inner.execute(sql, bind);
-            end(span, &result);
-            result
-        }
+    fn query(
+        &mut self,
+        sql: Sql<'_>,
+        bind: Bind<'_>,
+        each: &mut dyn FnMut(&dyn Row) -> bool,
+    ) -> Result<(), Failure> {
+        let started = self.start(&sql);
+        let result = self.inner.query(sql, bind, each);
+        self.finish(started, &sql, &result);
+        result
+    }
 
-        fn query(
-            &mut self,
-            sql: Sql<'_>,
-            bind: Bind<'_>,
-            each: &mut dyn FnMut(&dyn Row) -> bool,
-        ) -> Result<(), Failure> {
-            let span = self.span(sql.text);
-            let result = self.inner.query(sql, bind, each);
-            end(span, &result);
-            result
-        }
+    fn begin(&mut self, writes: bool) -> Result<(), Failure> {
+        self.inner.begin(writes)
+    }
 
-        fn begin(&mut self, writes: bool) -> Result<(), Failure> {
-            self.inner.begin(writes)
-        }
+    fn end(&mut self, commit: bool) -> Result<(), Failure> {
+        self.inner.end(commit)
+    }
 
-        fn end(&mut self, commit: bool) -> Result<(), Failure> {
-            self.inner.end(commit)
-        }
-
-        fn act_as(&mut self, role: &str, setting: &str, claims: &str) -> Result<(), Failure> {
-            self.inner.act_as(role, setting, claims)
-        }
+    fn act_as(&mut self, role: &str, setting: &str, claims: &str) -> Result<(), Failure> {
+        self.inner.act_as(role, setting, claims)
     }
 }
 

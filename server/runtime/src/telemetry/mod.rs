@@ -154,6 +154,14 @@ impl Request {
     }
 }
 
+/// The trace of the request this thread serves (32 hex digits), when it was sampled.
+pub(crate) fn trace_id() -> Option<String> {
+    #[cfg(feature = "otel")]
+    return spans::current().map(|cx| cx.trace.to_string());
+    #[cfg(not(feature = "otel"))]
+    None
+}
+
 impl Carry {
     /// The current thread's context (the request's, on the thread serving it).
     pub fn current() -> Carry {

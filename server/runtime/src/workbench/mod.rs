@@ -24,7 +24,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use crate::watch::{KEPT_BYTES, SeenCall, SeenRequest, Watcher, omitted};
+use crate::watch::{KEPT_BYTES, Ran, SeenCall, SeenRequest, Watcher, omitted};
 
 #[cfg(feature = "http")]
 mod site;
@@ -86,6 +86,11 @@ pub struct Record {
     /// Valid JSON by construction (the engine's own text, or a value written here), so it is
     /// copied into the page's line as it is, never parsed again.
     response: Option<Box<str>>,
+    /// The statements the call ran (their spec names, operations and durations), kept while a
+    /// page is open.
+    statements: Ran,
+    /// The call's trace, when OpenTelemetry sampled it.
+    trace: Option<Box<str>>,
 }
 
 /// A record as the page reads it, written straight to JSON text.
@@ -100,8 +105,11 @@ struct Line<'a> {
     outcome: &'a str,
     duration_ms: f64,
     result_bytes: usize,
-    /// Whether the response was kept (`GET /ui/calls/SEQ` has it, with the arguments).
+    /// Whether the response was kept (`GET /ui/calls/SEQ` has it, with the arguments and the
+    /// statements).
     answered: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace: Option<&'a str>,
 }
 
 impl Record {
@@ -124,12 +132,13 @@ impl Record {
             duration_ms: self.duration_ms,
             result_bytes: self.result_bytes,
             answered: self.response.is_some(),
+            trace: self.trace.as_deref(),
         };
         serde_json::to_string(&line).unwrap_or_else(|_| "{}".into())
     }
 
     /// The call whole, as the page shows one: its line, the arguments (sanitised exactly as
-    /// the call log's) and the response.
+    /// the call log's), the response and the statements.
     pub(crate) fn detail(&self) -> String {
         let arguments = self
             .arguments
@@ -143,6 +152,8 @@ impl Record {
         text.push_str(&arguments.to_string());
         text.push_str(r#","response":"#);
         text.push_str(self.response.as_deref().unwrap_or("null"));
+        text.push_str(r#","statements":"#);
+        text.push_str(&serde_json::to_string(&self.statements).unwrap_or_else(|_| "null".into()));
         text.push('}');
         text
     }
@@ -231,6 +242,8 @@ impl Watcher for Calls {
             result_bytes: call.result_bytes,
             arguments: call.arguments.map(kept_arguments),
             response: seen.answer,
+            statements: seen.statements,
+            trace: seen.trace,
         });
     }
 
@@ -247,6 +260,8 @@ impl Watcher for Calls {
             result_bytes: 0,
             arguments: None,
             response: None,
+            statements: Ran::default(),
+            trace: None,
         });
     }
 }
@@ -381,6 +396,8 @@ mod tests {
             result_bytes: 0,
             arguments: None,
             response: None,
+            statements: Ran::default(),
+            trace: None,
         };
         let (alices, operators) = (record(Some("alice")), record(None));
         assert!(alices.shown_to(None) && operators.shown_to(None));

@@ -113,15 +113,33 @@ function row(call) {
     String(call.duration_ms), String(call.result_bytes), call.client || "", call.caller || ""]) {
     tr.appendChild(el("td", { text }));
   }
-  // The whole call (its response with it) is read when it is opened.
+  // The whole call (its response and statements with it) is read when it is opened.
   const open = async () => {
-    $("detail").textContent = pretty(call);
+    showDetail(call);
     const r = await authorized("/ui/calls/" + call.seq, {});
-    if (r.ok) $("detail").textContent = pretty(await r.json());
+    if (r.ok) showDetail(await r.json());
   };
   tr.addEventListener("click", open);
   tr.addEventListener("keydown", (e) => { if (e.key === "Enter") open(); });
   return tr;
+}
+
+// A call opened: its trace id, the statements it ran (a table), and the rest as JSON.
+function showDetail(call) {
+  const { statements, ...rest } = call;
+  $("trace").hidden = !call.trace;
+  $("trace").textContent = call.trace ? "Trace " + call.trace : "";
+  const ran = (statements && statements.kept) || [];
+  const table = $("statements");
+  table.hidden = ran.length === 0;
+  const rows = ran.map((s) => el("tr", { class: s.failed ? "failed" : "" },
+    el("td", { text: s.name || "(the handler's own)" }), el("td", { text: s.operation || "" }),
+    el("td", { text: String(s.duration_ms) }), el("td", { text: s.failed || "" })));
+  if (statements && statements.more) {
+    rows.push(el("tr", {}, el("td", { colspan: "4", text: "and " + statements.more + " more" })));
+  }
+  table.querySelector("tbody").replaceChildren(...rows);
+  $("detail").textContent = pretty(rest);
 }
 
 function render() {
