@@ -189,6 +189,8 @@ fn the_workbench_shows_a_stdio_clients_calls_live() {
         .unwrap();
     let first = live.next().expect("the first call");
     assert_eq!(first["tool"], "kb_list");
+    // Shown with the client the stdio session named in its `initialize`.
+    assert_eq!(first["client"], "mcpspec-client", "{first}");
     assert_eq!(first["method"], "tools/call");
     assert_eq!(first["outcome"], "ok");
     assert!(
@@ -418,17 +420,31 @@ fn the_workbench_shows_http_clients_calls_too() {
         .spawn()
         .expect("spawn");
     let stderr = child.stderr.take().expect("piped stderr");
-    let mut lines = BufReader::new(stderr).lines().map_while(Result::ok);
-    let (mut mcp, mut ui) = (None::<SocketAddr>, None::<SocketAddr>);
-    while mcp.is_none() || ui.is_none() {
-        let line = lines.next().expect("the server announces both addresses");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    // Killed on drop, should the test fail before its end.
+    let mut server = crate::http::HttpServer {
+        child,
+        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        stderr: rx,
+    };
+    let mut ui = None::<SocketAddr>;
+    while server.addr.port() == 0 || ui.is_none() {
+        let line = server
+            .stderr
+            .recv_timeout(WAIT)
+            .expect("the server announces both addresses");
         if let Some(a) = line.strip_prefix("mcpspec: workbench on http://") {
             ui = a.trim_end_matches('/').parse().ok();
         } else if let Some(a) = line.strip_prefix("mcpspec: listening on http://") {
-            mcp = a.trim_end_matches("/mcp").parse().ok();
+            server.addr = a.trim_end_matches("/mcp").parse().expect("an address");
         }
     }
-    let (mcp, ui) = (mcp.unwrap(), ui.unwrap());
+    let (mcp, ui) = (server.addr, ui.unwrap());
     let mut session = mcpspec_testkit::HttpClient::new(mcp, None);
     session.initialize().expect("initialize");
     let call = json!({"name": "kb_list", "arguments": {"limit": 1}});
@@ -444,8 +460,11 @@ fn the_workbench_shows_http_clients_calls_too() {
         .map(|c| (c["tool"].as_str().unwrap(), c["outcome"].as_str().unwrap()))
         .collect();
     assert_eq!(seen, [("kb_list", "ok"), ("kb_list", "ok")]);
-    let _ = child.kill();
-    let _ = child.wait();
+    // The session's call is shown with the client its session named; a request without a
+    // session (2026-07-28) is not taken for another's.
+    assert_eq!(calls[0]["client"], "mcpspec-client", "{body}");
+    assert_eq!(calls[1]["client"], Value::Null, "{body}");
+    assert!(server.terminate().success());
 }
 
 /// The page's calls go through the workbench's own `/mcp`, the server's protocol path: the

@@ -714,6 +714,7 @@ impl Engine {
                     answer: shown::answer(&result, watcher.watched()),
                     statements,
                     trace: crate::telemetry::trace_id().map(Into::into),
+                    origin: crate::watch::origin(),
                 });
             }
         }

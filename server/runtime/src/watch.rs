@@ -22,6 +22,57 @@ pub(crate) fn omitted(size: usize, what: &str) -> Value {
     json!({ "omitted": format!("{size} bytes of {what}, more than the workbench keeps") })
 }
 
+/// Which session a request came in, as far as the workbench names its client: the stdio
+/// session, or a Streamable HTTP session by its id. A request over HTTP without a session (a
+/// stateless one of 2026-07-28) has none.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum Origin {
+    Stdio,
+    Http(Box<str>),
+}
+
+impl Origin {
+    /// The origin of a request on `transport` (`pipe` or `tcp`, as the spans name it) in
+    /// HTTP session `session`.
+    pub(crate) fn of(transport: &str, session: Option<&str>) -> Option<Origin> {
+        match (transport, session) {
+            ("pipe", _) => Some(Origin::Stdio),
+            (_, Some(id)) => Some(Origin::Http(id.into())),
+            _ => None,
+        }
+    }
+}
+
+thread_local! {
+    /// The origin of the request this thread serves, while a watcher is installed.
+    static ORIGIN: RefCell<Option<Origin>> = const { RefCell::new(None) };
+}
+
+/// While alive, `origin` is that of the request this thread serves; the one before is
+/// restored on drop. Nothing is kept when no watcher is installed.
+pub(crate) struct Serving(Option<Option<Origin>>);
+
+/// Notes that this thread serves a request from `origin` (see [`Serving`]).
+pub(crate) fn serving(origin: impl FnOnce() -> Option<Origin>) -> Serving {
+    if watcher().is_none() {
+        return Serving(None);
+    }
+    Serving(Some(ORIGIN.with(|o| o.replace(origin()))))
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if let Some(previous) = self.0.take() {
+            let _ = ORIGIN.try_with(|o| o.replace(previous));
+        }
+    }
+}
+
+/// The origin of the request this thread serves (see [`serving`]).
+pub(crate) fn origin() -> Option<Origin> {
+    ORIGIN.with(|o| o.borrow().clone())
+}
+
 /// A `tools/call` as the engine tells of it.
 pub(crate) struct SeenCall<'a> {
     /// The spec's tool (`None`: a name the spec does not have).
@@ -35,6 +86,8 @@ pub(crate) struct SeenCall<'a> {
     pub statements: Ran,
     /// The call's trace (32 hex digits), when OpenTelemetry sampled it.
     pub trace: Option<Box<str>>,
+    /// The session it came in, so that the watcher can name its client.
+    pub origin: Option<Origin>,
 }
 
 /// A statement a watched call ran, as the backend tells of it: never its text or arguments.
@@ -143,6 +196,8 @@ pub(crate) struct SeenRequest<'a> {
     /// A resource's URI, a prompt's name...
     pub target: Option<&'a str>,
     pub client: Option<&'a str>,
+    /// The session it came in: a watcher names the client of that session's calls by it.
+    pub origin: Option<Origin>,
     /// `ok`, or the JSON-RPC error's code.
     pub outcome: &'a str,
     pub duration_ms: f64,

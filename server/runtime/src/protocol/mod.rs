@@ -1223,6 +1223,7 @@ impl ServerHandler for McpServer {
                 method: "initialize",
                 target: None,
                 client: traced::client_name(&context.peer).as_deref(),
+                origin: traced::origin(&context.extensions),
                 outcome: "ok",
                 duration_ms: 0.0,
             });
@@ -1401,11 +1402,14 @@ struct Work {
     /// Set when the call is cancelled or runs past its deadline.
     cancel: Arc<AtomicBool>,
     link: Link,
+    /// The session it came in, for the workbench (when one watches).
+    origin: Option<crate::watch::Origin>,
 }
 
 impl Work {
     /// Runs the call on this thread, to its end.
     fn run(self) -> Result<crate::engine::Success, CallError> {
+        let _serving = crate::watch::serving(|| self.origin.clone());
         let arguments = self.arguments.as_ref();
         self.engine
             .call_full(&self.name, arguments, Some(self.cancel), self.link)
@@ -1511,6 +1515,7 @@ impl McpServer {
                 stop: Some(stop.clone()),
                 caller: caller_of(&context),
             },
+            origin: crate::watch::watcher().and_then(|_| traced::origin(&context.extensions)),
         };
         let job = self.job(work, stop, def.is_some()).await;
         let ending = Ending {

@@ -24,6 +24,7 @@ struct Shown {
     method: &'static str,
     target: Option<String>,
     client: Option<String>,
+    origin: Option<crate::watch::Origin>,
     started: std::time::Instant,
 }
 
@@ -38,8 +39,16 @@ fn shown(
         method,
         target: target.map(str::to_string),
         client: client_name(&context.peer),
+        origin: origin(&context.extensions),
         started: std::time::Instant::now(),
     })
+}
+
+/// The session a request or notification came in, for the workbench (see
+/// [`crate::watch::Origin`]).
+pub(super) fn origin(extensions: &rmcp::model::Extensions) -> Option<crate::watch::Origin> {
+    let transport = if over_http(extensions) { "tcp" } else { "pipe" };
+    crate::watch::Origin::of(transport, header(extensions, "mcp-session-id"))
 }
 
 /// The name the client gave in `initialize`, when it gave one.
@@ -58,9 +67,8 @@ struct Live {
 
 /// The request's HTTP header `name`, on the Streamable HTTP transport.
 #[cfg(feature = "http")]
-fn header<'a>(context: &'a RequestContext<RoleServer>, name: &str) -> Option<&'a str> {
-    context
-        .extensions
+fn header<'a>(extensions: &'a rmcp::model::Extensions, name: &str) -> Option<&'a str> {
+    extensions
         .get::<http::request::Parts>()?
         .headers
         .get(name)?
@@ -69,18 +77,18 @@ fn header<'a>(context: &'a RequestContext<RoleServer>, name: &str) -> Option<&'a
 }
 
 #[cfg(not(feature = "http"))]
-fn header<'a>(_: &'a RequestContext<RoleServer>, _: &str) -> Option<&'a str> {
+fn header<'a>(_: &'a rmcp::model::Extensions, _: &str) -> Option<&'a str> {
     None
 }
 
 /// Whether the request came over HTTP (rmcp hands its parts to the handler).
 #[cfg(feature = "http")]
-fn over_http(context: &RequestContext<RoleServer>) -> bool {
-    context.extensions.get::<http::request::Parts>().is_some()
+fn over_http(extensions: &rmcp::model::Extensions) -> bool {
+    extensions.get::<http::request::Parts>().is_some()
 }
 
 #[cfg(not(feature = "http"))]
-fn over_http(_: &RequestContext<RoleServer>) -> bool {
+fn over_http(_: &rmcp::model::Extensions) -> bool {
     false
 }
 
@@ -102,13 +110,17 @@ pub(super) fn start(
             tracestate: text("tracestate"),
         },
         None => Parent {
-            traceparent: header(context, "traceparent"),
-            tracestate: header(context, "tracestate"),
+            traceparent: header(&context.extensions, "traceparent"),
+            tracestate: header(&context.extensions, "tracestate"),
         },
     };
     let id = context.id.to_string();
-    let session = header(context, "mcp-session-id");
-    let transport = if over_http(context) { "tcp" } else { "pipe" };
+    let session = header(&context.extensions, "mcp-session-id");
+    let transport = if over_http(&context.extensions) {
+        "tcp"
+    } else {
+        "pipe"
+    };
     let info = RequestInfo {
         method,
         target,
@@ -226,6 +238,7 @@ fn show<T: Outcome>(shown: Option<Shown>, result: &Result<T, ErrorData>) {
         method: s.method,
         target: s.target.as_deref(),
         client: s.client.as_deref(),
+        origin: s.origin,
         outcome: &outcome,
         duration_ms: (s.started.elapsed().as_secs_f64() * 1e6).round() / 1e3,
     });

@@ -267,6 +267,9 @@ impl Lane {
         cancel: Arc<AtomicBool>,
         slow: Option<Slow>,
     ) -> Vec<u8> {
+        let _serving = crate::watch::serving(|| {
+            crate::watch::Origin::of(self.transport, call.session.as_deref())
+        });
         if !crate::telemetry::on() {
             return self.run(call, engine, cancel, slow).0;
         }

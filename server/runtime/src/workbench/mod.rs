@@ -16,7 +16,7 @@
 #![cfg_attr(not(feature = "http"), allow(dead_code))]
 
 use std::borrow::Cow;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -24,7 +24,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use crate::watch::{KEPT_BYTES, Ran, SeenCall, SeenRequest, Watcher, omitted};
+use crate::watch::{KEPT_BYTES, Origin, Ran, SeenCall, SeenRequest, Watcher, omitted};
 
 #[cfg(feature = "http")]
 mod site;
@@ -45,6 +45,35 @@ pub struct Calls {
     status: Mutex<(u64, Option<Arc<str>>)>,
     /// How many pages are reading the calls: while none is, a call's result is not kept.
     pages: AtomicUsize,
+    /// The client each session named, so that its calls are shown with it.
+    clients: Mutex<Clients>,
+}
+
+/// How many sessions' clients are remembered: the oldest is forgotten past it.
+const SESSIONS: usize = 1024;
+
+/// The client each session named in the requests rmcp answered (its `initialize` first),
+/// for the last [`SESSIONS`] sessions: the calls the lanes answer carry only their session.
+#[derive(Default)]
+struct Clients {
+    by: HashMap<Origin, Arc<str>>,
+    order: VecDeque<Origin>,
+}
+
+impl Clients {
+    fn remember(&mut self, origin: &Origin, client: &str) {
+        if self.by.get(origin).is_some_and(|c| &**c == client) {
+            return;
+        }
+        if self.by.insert(origin.clone(), client.into()).is_none() {
+            self.order.push_back(origin.clone());
+            if self.order.len() > SESSIONS
+                && let Some(oldest) = self.order.pop_front()
+            {
+                self.by.remove(&oldest);
+            }
+        }
+    }
 }
 
 /// How often an open page is sent the calls made since it last was.
@@ -72,8 +101,8 @@ pub struct Record {
     /// The tool of a `tools/call`; a resource's URI, a prompt's name, or nothing for the
     /// other methods. The spec's own name when the tool is one of its (no copy).
     tool: Cow<'static, str>,
-    /// The client's name (`initialize`'s `clientInfo`), when the protocol layer knew it.
-    client: Option<Box<str>>,
+    /// The client's name (`initialize`'s `clientInfo`), when its session named it.
+    client: Option<Arc<str>>,
     caller: Option<Box<str>>,
     /// `ok`, or the error's code (no copy when the code is the server's own).
     outcome: Cow<'static, str>,
@@ -215,6 +244,12 @@ impl Calls {
         Page(self.clone())
     }
 
+    /// The client that `origin`'s session named.
+    fn client_of(&self, origin: Option<&Origin>) -> Option<Arc<str>> {
+        let clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
+        clients.by.get(origin?).cloned()
+    }
+
     fn reloaded(&self, line: Value) {
         let mut status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
         *status = (status.0 + 1, Some(line.to_string().into()));
@@ -235,7 +270,7 @@ impl Watcher for Calls {
             tool: seen
                 .tool
                 .map_or_else(|| Cow::Owned(call.tool.to_string()), Cow::Borrowed),
-            client: None,
+            client: self.client_of(seen.origin.as_ref()),
             caller: call.sub.map(Into::into),
             outcome: seen.outcome,
             duration_ms: call.duration_ms,
@@ -248,6 +283,12 @@ impl Watcher for Calls {
     }
 
     fn request(&self, r: &SeenRequest<'_>) {
+        if let (Some(origin), Some(client)) = (&r.origin, r.client) {
+            self.clients
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remember(origin, client);
+        }
         self.keep(Record {
             seq: 0,
             at_ms: now_ms(),
@@ -325,6 +366,7 @@ pub(crate) fn install() {
             next: AtomicU64::new(1),
             status: Mutex::new((0, None)),
             pages: AtomicUsize::new(0),
+            clients: Mutex::new(Clients::default()),
         })
     });
     crate::watch::install(calls.clone());
@@ -379,6 +421,29 @@ mod tests {
                 .as_str()
                 .is_some_and(|o| o.ends_with("bytes of arguments, more than the workbench keeps")),
             "{left_out}"
+        );
+    }
+
+    #[test]
+    fn the_clients_of_the_last_sessions_are_remembered() {
+        let mut clients = Clients::default();
+        let http = |i: usize| Origin::Http(format!("s{i}").into());
+        clients.remember(&Origin::Stdio, "claude-code");
+        for i in 0..SESSIONS + 10 {
+            clients.remember(&http(i), "page");
+        }
+        assert_eq!(clients.by.len(), SESSIONS);
+        assert_eq!(clients.order.len(), SESSIONS);
+        // The oldest are forgotten, the stdio session first.
+        assert!(!clients.by.contains_key(&Origin::Stdio));
+        assert!(!clients.by.contains_key(&http(10)));
+        assert_eq!(clients.by.get(&http(11)).map(|c| &**c), Some("page"));
+        // A session that names another client is renamed in place, not queued twice.
+        clients.remember(&http(SESSIONS + 9), "inspector");
+        assert_eq!(clients.order.len(), SESSIONS);
+        assert_eq!(
+            clients.by.get(&http(SESSIONS + 9)).map(|c| &**c),
+            Some("inspector")
         );
     }
 
