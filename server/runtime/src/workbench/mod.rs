@@ -434,10 +434,10 @@ mod tests {
         }
         assert_eq!(clients.by.len(), SESSIONS);
         assert_eq!(clients.order.len(), SESSIONS);
-        // The oldest are forgotten, the stdio session first.
+        // The eleven oldest are forgotten, the stdio session first.
         assert!(!clients.by.contains_key(&Origin::Stdio));
-        assert!(!clients.by.contains_key(&http(10)));
-        assert_eq!(clients.by.get(&http(11)).map(|c| &**c), Some("page"));
+        assert!(!clients.by.contains_key(&http(9)));
+        assert_eq!(clients.by.get(&http(10)).map(|c| &**c), Some("page"));
         // A session that names another client is renamed in place, not queued twice.
         clients.remember(&http(SESSIONS + 9), "inspector");
         assert_eq!(clients.order.len(), SESSIONS);
