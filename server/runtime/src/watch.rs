@@ -209,6 +209,20 @@ pub(crate) trait Watcher: Send + Sync {
     fn watched(&self) -> bool;
     fn call(&self, seen: SeenCall<'_>);
     fn request(&self, seen: &SeenRequest<'_>);
+    /// `origin`'s session named its client `client`.
+    fn named(&self, origin: &Origin, client: &str);
+}
+
+/// Tells the watcher, when one is installed, that `origin`'s session named its client
+/// `client` in its `initialize`. The transport tells it as the request passes, before rmcp
+/// answers it, so that the session's first call, which a lane may answer before rmcp's
+/// handler hears of `notifications/initialized`, is shown with its client too.
+pub(crate) fn named(origin: impl FnOnce() -> Option<Origin>, client: &str) {
+    if let Some(watcher) = watcher()
+        && let Some(origin) = origin()
+    {
+        watcher.named(&origin, client);
+    }
 }
 
 static WATCHER: OnceLock<Arc<dyn Watcher>> = OnceLock::new();

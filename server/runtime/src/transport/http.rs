@@ -676,7 +676,19 @@ impl Gate {
                 None => self.to_rmcp(parts, body, head.as_ref()).await,
             },
         };
-        if let (Some(sub), Some(session)) = (opener, response.headers().get("mcp-session-id")) {
+        let session = response.headers().get("mcp-session-id");
+        if let (Some(init), Some(session)) = (head.as_ref(), session)
+            && init["method"] == "initialize"
+            && let Some(client) = init["params"]["clientInfo"]["name"].as_str()
+        {
+            // The session's client, for the workbench: known before the client can send the
+            // session's first call, which needs this answer's session id.
+            crate::watch::named(
+                || Some(crate::watch::Origin::Http(session.to_str().ok()?.into())),
+                client,
+            );
+        }
+        if let (Some(sub), Some(session)) = (opener, session) {
             self.owners.opened(session, sub, &self.sessions).await;
         }
         response.map(|inner| {

@@ -735,6 +735,10 @@ impl StdioTransport {
         let undecided = self.lifecycle.get() == Lifecycle::UNDECIDED;
         match request {
             ClientRequest::InitializeRequest(init) => {
+                crate::watch::named(
+                    || Some(crate::watch::Origin::Stdio),
+                    &init.params.client_info.name,
+                );
                 // An `initialize` asking for 2026-07-28, or one that is not the session's
                 // first request, leaves every call to rmcp.
                 let modern = super::lane::is_modern(&init.params.protocol_version.to_string());

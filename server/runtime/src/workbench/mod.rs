@@ -282,12 +282,16 @@ impl Watcher for Calls {
         });
     }
 
+    fn named(&self, origin: &Origin, client: &str) {
+        self.clients
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remember(origin, client);
+    }
+
     fn request(&self, r: &SeenRequest<'_>) {
         if let (Some(origin), Some(client)) = (&r.origin, r.client) {
-            self.clients
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remember(origin, client);
+            self.named(origin, client);
         }
         self.keep(Record {
             seq: 0,
