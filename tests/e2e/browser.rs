@@ -241,6 +241,21 @@ fn the_page_shows_a_stdio_clients_calls_and_tries_tools_and_examples() {
         "the stdio client's call was shown {} ms after it was answered",
         asked.elapsed().as_millis()
     );
+    // The page's lists, asked for at once on load, share one session of the page's.
+    let page_requests = |method: &str| -> usize {
+        let (_, _, body) = crate::workbench::get(addr, "/ui/calls", &[]);
+        let all: Vec<serde_json::Value> = serde_json::from_str(&body).expect("the calls");
+        all.iter()
+            .filter(|c| c["method"] == method && c["client"] == "mcpspec-workbench")
+            .count()
+    };
+    for list in ["#tool-list li", "#resource-list li", "#prompt-list li"] {
+        browser.find(list);
+    }
+    for list in ["tools/list", "resources/list", "prompts/list"] {
+        assert_eq!(page_requests(list), 1, "{list}");
+    }
+    assert_eq!(page_requests("initialize"), 1);
     browser.click("#calls tbody tr");
     let detail = browser.text_until("#detail", |d| d.contains("\"response\""));
     assert!(detail.contains("\"role\": \"dev\""), "{detail}");

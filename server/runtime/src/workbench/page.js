@@ -245,13 +245,21 @@ async function connect() {
   return session;
 }
 
+// The session being opened: the requests the page makes at once (its lists, on load) share
+// one session rather than each opening its own.
+let connecting = null;
+function reconnect() {
+  if (!connecting) connecting = connect().finally(() => { connecting = null; });
+  return connecting;
+}
+
 // A request in the page's session; a session the server no longer knows is opened again.
 async function rpc(method, params) {
-  if (!session) await connect();
+  if (!session) await reconnect();
   for (let attempt = 0; ; attempt++) {
     const id = nextRequest++;
     const r = await post({ jsonrpc: "2.0", id, method, params: params || {} });
-    if (r.status === 404 && attempt === 0) { await connect(); continue; }
+    if (r.status === 404 && attempt === 0) { await reconnect(); continue; }
     const answer = await answerOf(r, id);
     if (!answer) return { error: { code: r.status, message: "HTTP " + r.status } };
     return answer;
