@@ -131,6 +131,23 @@ impl Args {
     fn has(&self, switch: &str) -> bool {
         self.switches.iter().any(|s| s == switch)
     }
+
+    /// The number `--NAME` gives, else `default` (required when `None`).
+    fn number<T: std::str::FromStr>(&self, name: &str, default: Option<T>) -> Result<T>
+    where
+        T::Err: std::error::Error + Send + Sync + 'static,
+    {
+        match (self.get(name), default) {
+            (Some(text), _) => text.parse().with_context(|| format!("--{name}")),
+            (None, Some(default)) => Ok(default),
+            (None, None) => bail!("--{name} is required"),
+        }
+    }
+
+    /// The path `--NAME` gives (required).
+    fn path(&self, name: &str) -> Result<PathBuf> {
+        self.need(name).map(PathBuf::from)
+    }
 }
 
 fn main() -> Result<()> {
@@ -139,9 +156,8 @@ fn main() -> Result<()> {
     let args = Args::parse(raw)?;
     match command.as_str() {
         "gen" => {
-            let rows: usize = args.need("rows")?.parse().context("--rows")?;
-            let out = PathBuf::from(args.need("out")?);
-            data::generate(&PathBuf::from(args.need("mcpspec")?), rows, &out)?;
+            let (rows, out) = (args.number("rows", None)?, args.path("out")?);
+            data::generate(&args.path("mcpspec")?, rows, &out)?;
             eprintln!("generated {} with {rows} learnings", out.display());
             Ok(())
         }
@@ -150,141 +166,97 @@ fn main() -> Result<()> {
         "http" => http_cmd(&args),
         "drive" => drive_cmd(&args),
         "floor" => {
-            let rows: usize = args.need("rows")?.parse().context("--rows")?;
-            let calls: usize = args
-                .get("calls")
-                .unwrap_or("20000")
-                .parse()
-                .context("--calls")?;
-            let v = floor::run(&PathBuf::from(args.need("db")?), rows, calls)?;
+            let (rows, calls) = (
+                args.number("rows", None)?,
+                args.number("calls", Some(20000))?,
+            );
+            let v = floor::run(&args.path("db")?, rows, calls)?;
             println!("{}", serde_json::to_string_pretty(&v)?);
             Ok(())
         }
         "laminark" => laminark_cmd(&args),
         "postgres" => {
-            let number = |name: &str, default: &str| -> Result<usize> {
-                args.get(name)
-                    .unwrap_or(default)
-                    .parse()
-                    .with_context(|| format!("--{name}"))
-            };
+            let (rows, calls) = (
+                args.number("rows", Some(10000))?,
+                args.number("calls", Some(3000))?,
+            );
+            let (mcpspec, toolbox) = (args.path("mcpspec")?, args.path("toolbox")?);
             print!(
                 "{}",
-                postgres::run(
-                    &PathBuf::from(args.need("mcpspec")?),
-                    &PathBuf::from(args.need("toolbox")?),
-                    args.need("url")?,
-                    number("rows", "10000")?,
-                    number("calls", "3000")?,
-                )?
+                postgres::run(&mcpspec, &toolbox, args.need("url")?, rows, calls)?
             );
             Ok(())
         }
         "engines" => {
-            let number = |name: &str, default: &str| -> Result<usize> {
-                args.get(name)
-                    .unwrap_or(default)
-                    .parse()
-                    .with_context(|| format!("--{name}"))
+            let places = engines::Places {
+                sqlite: &args.path("sqlite")?,
+                postgres: args.need("postgres")?,
+                mariadb: args.need("mariadb")?,
             };
-            let sqlite = PathBuf::from(args.need("sqlite")?);
+            let (mcpspec, toolbox) = (args.path("mcpspec")?, args.path("toolbox")?);
+            let (rows, calls) = (
+                args.number("rows", Some(10000))?,
+                args.number("calls", Some(3000))?,
+            );
             print!(
                 "{}",
-                engines::run(
-                    &PathBuf::from(args.need("mcpspec")?),
-                    &PathBuf::from(args.need("toolbox")?),
-                    &engines::Places {
-                        sqlite: &sqlite,
-                        postgres: args.need("postgres")?,
-                        mariadb: args.need("mariadb")?,
-                    },
-                    number("rows", "10000")?,
-                    number("calls", "3000")?,
-                )?
+                engines::run(&mcpspec, &toolbox, &places, rows, calls)?
             );
             Ok(())
         }
         "embeddings" => {
-            let number = |name: &str, default: &str| -> Result<usize> {
-                args.get(name)
-                    .unwrap_or(default)
-                    .parse()
-                    .with_context(|| format!("--{name}"))
-            };
             let setup = embeddings::Setup {
-                mcpspec: PathBuf::from(args.need("mcpspec")?),
-                model: PathBuf::from(args.need("model")?),
+                mcpspec: args.path("mcpspec")?,
+                model: args.path("model")?,
                 python: args.get("python").map(PathBuf::from),
                 pg: args.get("postgres").map(str::to_string),
-                rows: number("rows", "100000")?,
-                calls: number("calls", "200")?,
+                rows: args.number("rows", Some(100000))?,
+                calls: args.number("calls", Some(200))?,
             };
             print!("{}", embeddings::run(&setup)?);
             Ok(())
         }
         "dev-loop" => dev_loop_cmd(&args),
         "telemetry-path" => {
-            let calls: u64 = args
-                .get("calls")
-                .unwrap_or("1000000")
-                .parse()
-                .context("--calls")?;
-            println!("{}", telpath::run(calls)?);
+            println!("{}", telpath::run(args.number("calls", Some(1_000_000))?)?);
             Ok(())
         }
         "workbench" => {
-            let number = |name: &str, default: &str| -> Result<usize> {
-                args.get(name)
-                    .unwrap_or(default)
-                    .parse()
-                    .with_context(|| format!("--{name}"))
-            };
             let result = workbench::run(
-                &PathBuf::from(args.need("mcpspec")?),
-                &PathBuf::from(args.need("db")?),
-                number("rows", "100000")?,
-                number("calls", "20000")?,
-                number("rounds", "5")?,
+                &args.path("mcpspec")?,
+                &args.path("db")?,
+                args.number("rows", Some(100000))?,
+                args.number("calls", Some(20000))?,
+                args.number("rounds", Some(5))?,
             )?;
             print!("{}", workbench::markdown(&result));
             println!("{result}");
             Ok(())
         }
-        "otlp-sink" => sink::run(args.need("port")?.parse().context("--port")?),
+        "otlp-sink" => sink::run(args.number("port", None)?),
         "untouched" => {
             let rows: Vec<usize> = args
                 .need("rows")?
                 .split(',')
                 .map(|n| n.trim().parse().context("--rows"))
                 .collect::<Result<_>>()?;
-            let calls: usize = args
-                .get("calls")
-                .unwrap_or("300")
-                .parse()
-                .context("--calls")?;
+            let (mcpspec, dir, out) = (args.path("mcpspec")?, args.path("dir")?, args.path("out")?);
             untouched::command(
-                &PathBuf::from(args.need("mcpspec")?),
+                &mcpspec,
                 &rows,
-                &PathBuf::from(args.need("dir")?),
-                calls,
-                &PathBuf::from(args.need("out")?),
+                &dir,
+                args.number("calls", Some(300))?,
+                &out,
             )
         }
         "transports" => {
-            let calls: usize = args
-                .get("calls")
-                .unwrap_or("3000")
-                .parse()
-                .context("--calls")?;
-            print!(
-                "{}",
-                transports::run(&PathBuf::from(args.need("mcpspec")?), calls)?
-            );
+            let calls = args.number("calls", Some(3000))?;
+            print!("{}", transports::run(&args.path("mcpspec")?, calls)?);
             Ok(())
         }
         "report" => report::run(
-            &args.need("json")?.into(),
-            &args.need("markdown")?.into(),
+            &args.path("json")?,
+            &args.path("markdown")?,
             &report::Inputs {
                 runs: args.positional.iter().map(PathBuf::from).collect(),
                 command: args.get("command").unwrap_or("bench/run").to_string(),
