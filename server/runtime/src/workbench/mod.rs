@@ -79,6 +79,12 @@ impl Clients {
 /// How often an open page is sent the calls made since it last was.
 pub(crate) const PAGE_TICK: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// The most calls a tick sends a page (2,500 a second): past that the newest are sent and the
+/// page told how many were left out, which `GET /ui/calls` has while the ring keeps them. A
+/// person reads no faster, and writing every call of a server answering tens of thousands a
+/// second would cost it more than the page is worth.
+pub(crate) const PAGE_LINES: usize = 250;
+
 /// Whether the database holds the spec's sample rows (`dev`'s scratch database), so that the
 /// examples that need them run too.
 static SAMPLE_ROWS: AtomicBool = AtomicBool::new(false);
@@ -224,11 +230,14 @@ impl Calls {
             .cloned()
     }
 
-    /// The records numbered after `seen`, oldest first.
-    fn since(&self, seen: u64) -> Vec<Arc<Record>> {
+    /// The records numbered after `seen`, oldest first: the newest `most` of them, and how
+    /// many older ones were left out.
+    fn since(&self, seen: u64, most: usize) -> (Vec<Arc<Record>>, usize) {
         let ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
         let new = ring.iter().rev().take_while(|r| r.seq > seen).count();
-        ring.iter().skip(ring.len() - new).cloned().collect()
+        let taken = new.min(most);
+        let records = ring.iter().skip(ring.len() - taken).cloned().collect();
+        (records, new - taken)
     }
 
     /// `dev`'s last reload, when it is newer than reload number `seen`; and its number.
@@ -449,6 +458,47 @@ mod tests {
             clients.by.get(&http(SESSIONS + 9)).map(|c| &**c),
             Some("inspector")
         );
+    }
+
+    #[test]
+    fn a_page_is_sent_the_newest_calls_and_told_how_many_it_missed() {
+        let calls = Calls {
+            ring: Mutex::new(VecDeque::new()),
+            next: AtomicU64::new(1),
+            status: Mutex::new((0, None)),
+            pages: AtomicUsize::new(0),
+            clients: Mutex::new(Clients::default()),
+        };
+        let record = || Record {
+            seq: 0,
+            at_ms: 0,
+            method: "tools/call",
+            tool: Cow::Borrowed("t"),
+            client: None,
+            caller: None,
+            outcome: "ok".into(),
+            duration_ms: 0.0,
+            result_bytes: 0,
+            arguments: None,
+            response: None,
+            statements: Ran::default(),
+            trace: None,
+        };
+        for _ in 0..600 {
+            calls.keep(record());
+        }
+        let seqs = |(records, skipped): (Vec<Arc<Record>>, usize)| {
+            (records.iter().map(|r| r.seq).collect::<Vec<_>>(), skipped)
+        };
+        let (sent, skipped) = seqs(calls.since(100, PAGE_LINES));
+        assert_eq!(skipped, 500 - PAGE_LINES);
+        assert_eq!(sent, (351..=600).collect::<Vec<u64>>());
+        assert_eq!(
+            seqs(calls.since(590, PAGE_LINES)).0,
+            (591..=600).collect::<Vec<u64>>()
+        );
+        assert_eq!(seqs(calls.since(590, PAGE_LINES)).1, 0);
+        assert_eq!(seqs(calls.since(600, PAGE_LINES)), (vec![], 0));
     }
 
     #[test]

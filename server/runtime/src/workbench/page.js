@@ -174,7 +174,17 @@ function dispatchEvent(block) {
   if (!data.length) return;
   const value = JSON.parse(data.join("\n"));
   if (name === "reload") reloaded(value);
+  else if (name === "skipped") skippedCalls(value.skipped);
   else addCall(value);
+}
+
+// Calls that came faster than the page is sent them (more than 2,500 a second): the newest
+// are listed, and the page says how many it did not list.
+let skipped = 0;
+function skippedCalls(n) {
+  skipped += n;
+  $("skipped").hidden = false;
+  $("skipped").textContent = skipped + " calls came too fast to list live; the server keeps the last 1,000 (GET /ui/calls).";
 }
 
 async function follow() {

@@ -71,7 +71,8 @@ pub(crate) async fn answer(
     match (req.method().clone(), path) {
         (Method::GET, "calls") => {
             let lines: Vec<String> = calls
-                .since(0)
+                .since(0, super::RING)
+                .0
                 .iter()
                 .filter(|r| r.shown_to(whose.as_deref()))
                 .map(|r| r.line())
@@ -177,7 +178,9 @@ fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
 
 /// The event stream (of `whose` calls, or every call when `None`): `dev`'s last reload (an
 /// `event: reload`), the calls in the ring, then every [`super::PAGE_TICK`] the calls made
-/// and the reload done since, in one write, one `data:` line each.
+/// and the reload done since, in one write, one `data:` line each; past
+/// [`super::PAGE_LINES`] calls in a tick, the newest, after an `event: skipped` saying how
+/// many were left out.
 fn events(calls: &Arc<Calls>, whose: Option<Arc<str>>) -> Response<Body> {
     let mut tick = tokio::time::interval(super::PAGE_TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -217,9 +220,20 @@ impl Events {
         if let Some(status) = status {
             text.push_str(&format!("event: reload\ndata: {status}\n\n"));
         }
-        let new = self.calls.since(self.seen);
+        // The ring whole when the page opens; then at most a tick's worth.
+        let most = if self.seen == 0 {
+            super::RING
+        } else {
+            super::PAGE_LINES
+        };
+        let (new, skipped) = self.calls.since(self.seen, most);
         if let Some(last) = new.last() {
             self.seen = last.seq;
+        }
+        if skipped > 0 {
+            text.push_str(&format!(
+                "event: skipped\ndata: {{\"skipped\":{skipped}}}\n\n"
+            ));
         }
         for r in new.iter().filter(|r| r.shown_to(self.whose.as_deref())) {
             text.push_str(&format!("data: {}\n\n", r.line()));
