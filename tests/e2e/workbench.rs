@@ -665,19 +665,8 @@ fn a_read_only_server_runs_only_the_examples_that_read() {
             "--db",
         ])
         .arg(&db.path)
-        .env("MCPSPEC_LOG", "warn")
-        .stderr(Stdio::piped());
-    let mut client = StdioClient::spawn(&mut command).expect("spawn");
-    let stderr = client.take_stderr().expect("piped stderr");
-    let addr: SocketAddr = BufReader::new(stderr)
-        .lines()
-        .map_while(Result::ok)
-        .find_map(|l| {
-            l.strip_prefix("mcpspec: workbench on http://")
-                .and_then(|a| a.trim_end_matches('/').parse().ok())
-        })
-        .expect("the workbench's address");
-    client.initialize().expect("initialize");
+        .env("MCPSPEC_LOG", "warn");
+    let (_client, addr, _stderr) = served_by(command);
     let (_, _, body) = get(addr, "/ui/examples", &[]);
     let listed: Value = serde_json::from_str(&body).unwrap();
     let examples = listed["examples"].as_array().expect("examples");
@@ -703,4 +692,41 @@ fn a_read_only_server_runs_only_the_examples_that_read() {
                 .all(|r| r["passed"] == json!(true) && r["tool"] != "kb_add"),
         "{ran:?}"
     );
+}
+
+/// The examples run on PostgreSQL and MariaDB as on SQLite, through each engine's rehearsal:
+/// every one that runs there passes, and every write is rolled back.
+#[cfg(feature = "full")]
+#[test]
+fn the_workbench_runs_the_examples_on_postgresql_and_mariadb() {
+    use crate::common::{Engine, sample_db_on, sql_on};
+    for engine in [Engine::Postgres, Engine::Mariadb] {
+        let db = sample_db_on(engine, "knowledge");
+        let count = || sql_on(engine, &db.path, "SELECT count(*) FROM knowledge_entries");
+        let before = count();
+        let (client, addr, _stderr) = served(&db.path);
+        let (_, _, body) = get(addr, "/ui/examples", &[]);
+        let listed: Value = serde_json::from_str(&body).expect("the examples");
+        let runs = listed["examples"]
+            .as_array()
+            .expect("examples")
+            .iter()
+            .filter(|e| e["runs"] == json!(true))
+            .count();
+        assert!(runs > 0, "{engine:?}: {listed}");
+        let mut page = mcpspec_testkit::HttpClient::new(addr, None);
+        let (status, ran) = run_examples(&mut page, "/ui/examples");
+        assert_eq!(status, 200, "{engine:?}: {ran}");
+        let ran = ran["ran"].as_array().expect("ran");
+        assert_eq!(ran.len(), runs, "{engine:?}: {ran:?}");
+        assert!(
+            ran.iter().any(|r| r["tool"] == "kb_add"),
+            "{engine:?}: a writing example ran: {ran:?}"
+        );
+        for r in ran {
+            assert_eq!(r["passed"], json!(true), "{engine:?}: {r}");
+        }
+        drop(client);
+        assert_eq!(count(), before, "{engine:?}: a write was kept");
+    }
 }
