@@ -208,6 +208,16 @@ fn now_ms() -> u64 {
 }
 
 impl Calls {
+    fn new() -> Calls {
+        Calls {
+            ring: Mutex::new(VecDeque::with_capacity(RING)),
+            next: AtomicU64::new(1),
+            status: Mutex::new((0, None)),
+            pages: AtomicUsize::new(0),
+            clients: Mutex::new(Clients::default()),
+        }
+    }
+
     /// Puts `record` in the ring with the next number, the oldest out past [`RING`].
     fn keep(&self, mut record: Record) {
         let old = {
@@ -373,15 +383,7 @@ pub(crate) async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, Ui
 
 /// Starts recording calls, for a workbench about to serve them.
 pub(crate) fn install() {
-    let calls = ACTIVE.get_or_init(|| {
-        Arc::new(Calls {
-            ring: Mutex::new(VecDeque::with_capacity(RING)),
-            next: AtomicU64::new(1),
-            status: Mutex::new((0, None)),
-            pages: AtomicUsize::new(0),
-            clients: Mutex::new(Clients::default()),
-        })
-    });
+    let calls = ACTIVE.get_or_init(|| Arc::new(Calls::new()));
     crate::watch::install(calls.clone());
 }
 
@@ -460,51 +462,10 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_page_is_sent_the_newest_calls_and_told_how_many_it_missed() {
-        let calls = Calls {
-            ring: Mutex::new(VecDeque::new()),
-            next: AtomicU64::new(1),
-            status: Mutex::new((0, None)),
-            pages: AtomicUsize::new(0),
-            clients: Mutex::new(Clients::default()),
-        };
-        let record = || Record {
+    /// A call of `caller` as the ring keeps one.
+    fn record(caller: Option<&str>) -> Record {
+        Record {
             seq: 0,
-            at_ms: 0,
-            method: "tools/call",
-            tool: Cow::Borrowed("t"),
-            client: None,
-            caller: None,
-            outcome: "ok".into(),
-            duration_ms: 0.0,
-            result_bytes: 0,
-            arguments: None,
-            response: None,
-            statements: Ran::default(),
-            trace: None,
-        };
-        for _ in 0..600 {
-            calls.keep(record());
-        }
-        let seqs = |(records, skipped): (Vec<Arc<Record>>, usize)| {
-            (records.iter().map(|r| r.seq).collect::<Vec<_>>(), skipped)
-        };
-        let (sent, skipped) = seqs(calls.since(100, PAGE_LINES));
-        assert_eq!(skipped, 500 - PAGE_LINES);
-        assert_eq!(sent, (351..=600).collect::<Vec<u64>>());
-        assert_eq!(
-            seqs(calls.since(590, PAGE_LINES)).0,
-            (591..=600).collect::<Vec<u64>>()
-        );
-        assert_eq!(seqs(calls.since(590, PAGE_LINES)).1, 0);
-        assert_eq!(seqs(calls.since(600, PAGE_LINES)), (vec![], 0));
-    }
-
-    #[test]
-    fn an_oauth_caller_is_shown_its_own_calls_only() {
-        let record = |caller: Option<&str>| Record {
-            seq: 1,
             at_ms: 0,
             method: "tools/call",
             tool: Cow::Borrowed("t"),
@@ -517,7 +478,31 @@ mod tests {
             response: None,
             statements: Ran::default(),
             trace: None,
+        }
+    }
+
+    #[test]
+    fn a_page_is_sent_the_newest_calls_and_told_how_many_it_missed() {
+        let calls = Calls::new();
+        for _ in 0..600 {
+            calls.keep(record(None));
+        }
+        let seqs = |(records, skipped): (Vec<Arc<Record>>, usize)| {
+            (records.iter().map(|r| r.seq).collect::<Vec<_>>(), skipped)
         };
+        let newest = 600 - PAGE_LINES as u64;
+        let (sent, skipped) = seqs(calls.since(100, PAGE_LINES));
+        assert_eq!(skipped, 500 - PAGE_LINES);
+        assert_eq!(sent, (newest + 1..=600).collect::<Vec<u64>>());
+        assert_eq!(
+            seqs(calls.since(590, PAGE_LINES)),
+            ((591..=600).collect::<Vec<u64>>(), 0)
+        );
+        assert_eq!(seqs(calls.since(600, PAGE_LINES)), (vec![], 0));
+    }
+
+    #[test]
+    fn an_oauth_caller_is_shown_its_own_calls_only() {
         let (alices, operators) = (record(Some("alice")), record(None));
         assert!(alices.shown_to(None) && operators.shown_to(None));
         assert!(alices.shown_to(Some("alice")));
