@@ -117,7 +117,8 @@ fn one(mcpspec: &Path, db: &Path, rows: usize, calls: usize, v: usize) -> Result
     }
     let wall = started.elapsed().as_secs_f64();
     let after = crate::client::proc_cpu_ms(pid).context("the server's CPU time")?;
-    drop(client);
+    // Stopped as a client stops it (stdin closed), so that a profiler around it can write.
+    client.finish(std::time::Duration::from_secs(120));
     Ok(Figures {
         cpu_us_per_call: (after - before) * 1000.0 / calls as f64,
         wall_us_per_call: wall * 1e6 / calls as f64,

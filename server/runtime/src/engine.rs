@@ -711,7 +711,7 @@ impl Engine {
                     tool: self.tools.get_key_value(name).map(|(k, _)| *k),
                     call: &call,
                     outcome: shown::outcome(&result, outcome),
-                    answer: shown::answer(&result, watcher.watched()),
+                    answer: shown::answer(&result, watcher.watched(), size),
                     statements,
                     trace: crate::telemetry::trace_id().map(Into::into),
                     origin: crate::watch::origin(),

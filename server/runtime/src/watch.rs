@@ -80,14 +80,32 @@ pub(crate) struct SeenCall<'a> {
     pub call: &'a Call<'a>,
     /// `ok`, or the error's code (borrowed when it is the server's own).
     pub outcome: Cow<'static, str>,
-    /// The answer as JSON text: every failure, a success's result while [`Watcher::watched`].
-    pub answer: Option<Box<str>>,
+    /// The answer: every failure, a success's result while [`Watcher::watched`].
+    pub answer: Option<Answer>,
     /// The statements the call ran, while [`Watcher::watched`] (see [`Statements`]).
     pub statements: Ran,
     /// The call's trace (32 hex digits), when OpenTelemetry sampled it.
     pub trace: Option<Box<str>>,
     /// The session it came in, so that the watcher can name its client.
     pub origin: Option<Origin>,
+}
+
+/// A call's answer as a watcher keeps it: JSON text, or a result's value, written as JSON
+/// only when someone reads it (a page opens the call), not on every call a page watches.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    Text(Box<str>),
+    Value(Value),
+}
+
+impl Answer {
+    /// The answer as JSON text.
+    pub(crate) fn json(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            Answer::Text(text) => std::borrow::Cow::Borrowed(text),
+            Answer::Value(v) => std::borrow::Cow::Owned(v.to_string()),
+        }
+    }
 }
 
 /// A statement a watched call ran, as the backend tells of it: never its text or arguments.

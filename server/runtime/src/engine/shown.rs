@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use serde_json::json;
 
 use super::{CallError, Reply};
-use crate::watch;
+use crate::watch::{self, Answer};
 
 /// The outcome a call's record shows: `ok`, or the error's code (`fallback` for the errors
 /// whose code is not the server's own).
@@ -21,34 +21,38 @@ pub(crate) fn outcome(result: &Result<Reply, CallError>, fallback: &str) -> Cow<
     }
 }
 
-/// The answer a call's record keeps, as JSON text: the failure, or (`watched`) the result,
-/// within the workbench's bound. A one-row result the lane wrote as text is kept as that text.
-pub(crate) fn answer(result: &Result<Reply, CallError>, watched: bool) -> Option<Box<str>> {
-    let text = match result {
+/// The answer a call's record keeps: the failure, or (`watched`) the result, within the
+/// workbench's bound (`size`: the result's size as JSON, as the call log counts it). A one-row
+/// result the lane wrote as text is kept as that text; a result's value is kept as a copy,
+/// written as JSON only if a page opens the call.
+pub(crate) fn answer(
+    result: &Result<Reply, CallError>,
+    watched: bool,
+    size: usize,
+) -> Option<Answer> {
+    let failure = match result {
         Ok(_) if !watched => return None,
-        Ok(Reply::Json { text, size }) if *size <= watch::KEPT_BYTES => {
-            return Some(text.as_str().into());
+        Ok(_) if size > watch::KEPT_BYTES => {
+            return Some(Answer::Value(watch::omitted(size, "result")));
         }
-        Ok(Reply::Json { size, .. }) => {
-            return Some(watch::omitted(*size, "result").to_string().into());
+        Ok(Reply::Json { text, .. }) => return Some(Answer::Text(text.as_str().into())),
+        // Copied, not written: writing it as JSON is left to a page that opens the call.
+        Ok(Reply::Done(s)) => return Some(Answer::Value(s.structured.clone())),
+        Err(CallError::Tool(e)) => {
+            json!({"isError": true, "code": e.code, "message": e.message, "data": e.data})
         }
-        // Written straight from the result, never copied first.
-        Ok(Reply::Done(s)) => serde_json::to_string(&s.structured),
-        Err(CallError::Tool(e)) => serde_json::to_string(
-            &json!({"isError": true, "code": e.code, "message": e.message, "data": e.data}),
-        ),
-        Err(CallError::Rpc(e)) => serde_json::to_string(
-            &json!({"error": {"code": e.code, "message": e.message, "data": e.data}}),
-        ),
+        Err(CallError::Rpc(e)) => {
+            json!({"error": {"code": e.code, "message": e.message, "data": e.data}})
+        }
         Err(CallError::UnknownTool(m) | CallError::MalformedArguments(m)) => {
-            serde_json::to_string(&json!({"error": {"code": -32602, "message": m}}))
+            json!({"error": {"code": -32602, "message": m}})
         }
-    }
-    .ok()?;
+    };
+    let text = failure.to_string();
     Some(if text.len() <= watch::KEPT_BYTES {
-        text.into()
+        Answer::Text(text.into())
     } else {
-        watch::omitted(text.len(), "result").to_string().into()
+        Answer::Value(watch::omitted(text.len(), "result"))
     })
 }
 
@@ -68,7 +72,11 @@ mod tests {
             }))
         };
         let kept = |r: &Result<Reply, CallError>, watched| -> Option<Value> {
-            answer(r, watched).map(|text| serde_json::from_str(&text).expect("JSON"))
+            let size = match r {
+                Ok(reply) => reply.size(),
+                Err(_) => 0,
+            };
+            answer(r, watched, size).map(|a| serde_json::from_str(&a.json()).expect("JSON"))
         };
         assert_eq!(kept(&ok(), false), None);
         assert_eq!(kept(&ok(), true), Some(json!({"rows": [1, 2]})));

@@ -24,7 +24,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use crate::watch::{KEPT_BYTES, Origin, Ran, SeenCall, SeenRequest, Watcher, omitted};
+use crate::watch::{Answer, KEPT_BYTES, Origin, Ran, SeenCall, SeenRequest, Watcher, omitted};
 
 #[cfg(feature = "http")]
 mod site;
@@ -54,24 +54,43 @@ const SESSIONS: usize = 1024;
 
 /// The client each session named in the requests rmcp answered (its `initialize` first),
 /// for the last [`SESSIONS`] sessions: the calls the lanes answer carry only their session.
+/// The stdio session's is kept apart, so that a stdio call's client costs no hashing.
 #[derive(Default)]
 struct Clients {
-    by: HashMap<Origin, Arc<str>>,
-    order: VecDeque<Origin>,
+    stdio: Option<Arc<str>>,
+    by: HashMap<Box<str>, Arc<str>>,
+    order: VecDeque<Box<str>>,
 }
 
 impl Clients {
     fn remember(&mut self, origin: &Origin, client: &str) {
-        if self.by.get(origin).is_some_and(|c| &**c == client) {
+        let session = match origin {
+            Origin::Stdio => {
+                if self.stdio.as_deref() != Some(client) {
+                    self.stdio = Some(client.into());
+                }
+                return;
+            }
+            Origin::Http(session) => session,
+        };
+        if self.by.get(session).is_some_and(|c| &**c == client) {
             return;
         }
-        if self.by.insert(origin.clone(), client.into()).is_none() {
-            self.order.push_back(origin.clone());
+        if self.by.insert(session.clone(), client.into()).is_none() {
+            self.order.push_back(session.clone());
             if self.order.len() > SESSIONS
                 && let Some(oldest) = self.order.pop_front()
             {
                 self.by.remove(&oldest);
             }
+        }
+    }
+
+    /// The client `origin`'s session named.
+    fn of(&self, origin: &Origin) -> Option<Arc<str>> {
+        match origin {
+            Origin::Stdio => self.stdio.clone(),
+            Origin::Http(session) => self.by.get(session).cloned(),
         }
     }
 }
@@ -116,35 +135,16 @@ pub struct Record {
     result_bytes: usize,
     /// The arguments as compact JSON text (see [`kept_arguments`]).
     arguments: Option<Box<str>>,
-    /// What the client was answered, as JSON text: kept for every failure, and for a success
-    /// while a page is open (a copy of every result would cost each call while nobody looks).
-    /// Valid JSON by construction (the engine's own text, or a value written here), so it is
-    /// copied into the page's line as it is, never parsed again.
-    response: Option<Box<str>>,
+    /// What the client was answered: kept for every failure, and for a success while a page
+    /// is open (a copy of every result would cost each call while nobody looks). Text is valid
+    /// JSON by construction (the engine's own), so it is copied into the page's line as it is,
+    /// never parsed again; a value is written when a page opens the call.
+    response: Option<Answer>,
     /// The statements the call ran (their spec names, operations and durations), kept while a
     /// page is open.
     statements: Ran,
     /// The call's trace, when OpenTelemetry sampled it.
     trace: Option<Box<str>>,
-}
-
-/// A record as the page reads it, written straight to JSON text.
-#[derive(serde::Serialize)]
-struct Line<'a> {
-    seq: u64,
-    at_ms: u64,
-    method: &'static str,
-    tool: &'a str,
-    client: Option<&'a str>,
-    caller: Option<&'a str>,
-    outcome: &'a str,
-    duration_ms: f64,
-    result_bytes: usize,
-    /// Whether the response was kept (`GET /ui/calls/SEQ` has it, with the arguments and the
-    /// statements).
-    answered: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    trace: Option<&'a str>,
 }
 
 impl Record {
@@ -154,22 +154,44 @@ impl Record {
     }
 
     /// The call as the page lists it: one JSON object, without the arguments and the
-    /// response, which [`Record::detail`] adds.
+    /// response, which [`Record::detail`] adds. Written with serde_json's own number and
+    /// string writers, its keys as they are, rather than by serializing a struct: a page open
+    /// is sent a line for each call (up to [`PAGE_LINES`] a tick), and the derived writer,
+    /// which escapes every key, cost the server about 3,300 instructions a line, a
+    /// fourteenth of a primary-key call's (callgrind). The test
+    /// `a_line_is_the_json_of_its_fields` holds it to serde's output.
     pub(crate) fn line(&self) -> String {
-        let line = Line {
-            seq: self.seq,
-            at_ms: self.at_ms,
-            method: self.method,
-            tool: &self.tool,
-            client: self.client.as_deref(),
-            caller: self.caller.as_deref(),
-            outcome: &self.outcome,
-            duration_ms: self.duration_ms,
-            result_bytes: self.result_bytes,
-            answered: self.response.is_some(),
-            trace: self.trace.as_deref(),
+        use serde_json::ser::{CompactFormatter, Formatter as _};
+        let mut out = Vec::with_capacity(192);
+        let f = &mut CompactFormatter;
+        let text = |out: &mut Vec<u8>, key: &[u8], value: Option<&str>| {
+            out.extend_from_slice(key);
+            let _ = match value {
+                Some(value) => serde_json::to_writer(&mut *out, value).map_err(|_| ()),
+                None => CompactFormatter.write_null(out).map_err(|_| ()),
+            };
         };
-        serde_json::to_string(&line).unwrap_or_else(|_| "{}".into())
+        out.extend_from_slice(br#"{"seq":"#);
+        let _ = f.write_u64(&mut out, self.seq);
+        out.extend_from_slice(br#","at_ms":"#);
+        let _ = f.write_u64(&mut out, self.at_ms);
+        text(&mut out, br#","method":"#, Some(self.method));
+        text(&mut out, br#","tool":"#, Some(&self.tool));
+        text(&mut out, br#","client":"#, self.client.as_deref());
+        text(&mut out, br#","caller":"#, self.caller.as_deref());
+        text(&mut out, br#","outcome":"#, Some(&self.outcome));
+        out.extend_from_slice(br#","duration_ms":"#);
+        let _ = f.write_f64(&mut out, self.duration_ms);
+        out.extend_from_slice(br#","result_bytes":"#);
+        let _ = f.write_u64(&mut out, self.result_bytes as u64);
+        out.extend_from_slice(br#","answered":"#);
+        let _ = f.write_bool(&mut out, self.response.is_some());
+        if let Some(trace) = &self.trace {
+            text(&mut out, br#","trace":"#, Some(trace));
+        }
+        out.push(b'}');
+        // UTF-8 by construction: the texts written are `str`s, escaped by serde_json.
+        String::from_utf8(out).unwrap_or_default()
     }
 
     /// The call whole, as the page shows one: its line, the arguments (sanitised exactly as
@@ -186,7 +208,10 @@ impl Record {
         text.push_str(r#","arguments":"#);
         text.push_str(&arguments.to_string());
         text.push_str(r#","response":"#);
-        text.push_str(self.response.as_deref().unwrap_or("null"));
+        match &self.response {
+            Some(answer) => text.push_str(&answer.json()),
+            None => text.push_str("null"),
+        }
         text.push_str(r#","statements":"#);
         text.push_str(&serde_json::to_string(&self.statements).unwrap_or_else(|_| "null".into()));
         text.push('}');
@@ -266,7 +291,7 @@ impl Calls {
     /// The client that `origin`'s session named.
     fn client_of(&self, origin: Option<&Origin>) -> Option<Arc<str>> {
         let clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
-        clients.by.get(origin?).cloned()
+        clients.of(origin?)
     }
 
     fn reloaded(&self, line: Value) {
@@ -443,21 +468,25 @@ mod tests {
     fn the_clients_of_the_last_sessions_are_remembered() {
         let mut clients = Clients::default();
         let http = |i: usize| Origin::Http(format!("s{i}").into());
+        let client = |c: &Clients, o: &Origin| c.of(o).map(|c| c.to_string());
         clients.remember(&Origin::Stdio, "claude-code");
         for i in 0..SESSIONS + 10 {
             clients.remember(&http(i), "page");
         }
         assert_eq!(clients.by.len(), SESSIONS);
         assert_eq!(clients.order.len(), SESSIONS);
-        // The eleven oldest are forgotten, the stdio session first.
-        assert!(!clients.by.contains_key(&Origin::Stdio));
-        assert!(!clients.by.contains_key(&http(9)));
-        assert_eq!(clients.by.get(&http(10)).map(|c| &**c), Some("page"));
+        // The ten oldest HTTP sessions are forgotten; the one stdio session is kept apart.
+        assert_eq!(
+            client(&clients, &Origin::Stdio).as_deref(),
+            Some("claude-code")
+        );
+        assert_eq!(client(&clients, &http(9)), None);
+        assert_eq!(client(&clients, &http(10)).as_deref(), Some("page"));
         // A session that names another client is renamed in place, not queued twice.
         clients.remember(&http(SESSIONS + 9), "inspector");
         assert_eq!(clients.order.len(), SESSIONS);
         assert_eq!(
-            clients.by.get(&http(SESSIONS + 9)).map(|c| &**c),
+            client(&clients, &http(SESSIONS + 9)).as_deref(),
             Some("inspector")
         );
     }
@@ -479,6 +508,37 @@ mod tests {
             statements: Ran::default(),
             trace: None,
         }
+    }
+
+    #[test]
+    fn a_line_is_the_json_of_its_fields() {
+        let mut r = record(Some("al\"ice\\\n"));
+        r.seq = 42;
+        r.at_ms = 1_795_996_902_718;
+        r.tool = Cow::Owned("kb_\u{e9}\u{1}list".into());
+        r.client = Some("claude-code".into());
+        r.outcome = "NOT_FOUND".into();
+        r.duration_ms = 0.194;
+        r.result_bytes = 422;
+        let expected = |r: &Record| {
+            let mut v = json!({
+                "seq": r.seq, "at_ms": r.at_ms, "method": r.method, "tool": &*r.tool,
+                "client": r.client.as_deref(), "caller": r.caller.as_deref(),
+                "outcome": &*r.outcome, "duration_ms": r.duration_ms,
+                "result_bytes": r.result_bytes, "answered": r.response.is_some(),
+            });
+            if let Some(trace) = &r.trace {
+                v["trace"] = json!(&**trace);
+            }
+            v
+        };
+        let parsed = |r: &Record| -> Value { serde_json::from_str(&r.line()).expect("JSON") };
+        assert_eq!(parsed(&r), expected(&r));
+        r.duration_ms = 12.0;
+        r.trace = Some("4bf92f3577b34da6a3ce929d0e0e4736".into());
+        r.response = Some(Answer::Text("{}".into()));
+        assert_eq!(parsed(&r), expected(&r));
+        assert_eq!(parsed(&r)["duration_ms"].as_f64(), Some(12.0));
     }
 
     #[test]
