@@ -59,6 +59,12 @@ impl Call<'_> {
     }
 }
 
+/// The time since `started`, in milliseconds rounded to the microsecond, as a call's line
+/// gives its duration.
+pub(crate) fn millis_since(started: std::time::Instant) -> f64 {
+    (started.elapsed().as_secs_f64() * 1e6).round() / 1e3
+}
+
 /// Whether the filter lets `mcpspec::call` through at INFO: ask before building a [`Call`].
 pub fn enabled() -> bool {
     tracing::enabled!(target: "mcpspec::call", tracing::Level::INFO)

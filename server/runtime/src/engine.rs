@@ -662,8 +662,9 @@ impl Engine {
         #[cfg(feature = "http")]
         let running = crate::metrics::Running::start();
         let watcher = crate::watch::watcher();
-        // The statements are collected only while a workbench page watches.
-        let statements = crate::watch::Statements::collect(watcher.is_some_and(|w| w.watched()));
+        // Read once: the statements and a success's answer are kept only while a page watches.
+        let watched = watcher.is_some_and(|w| w.watched());
+        let statements = crate::watch::Statements::collect(watched);
         let result = self
             .call_inner(name, arguments, request, &cancel, link, json)
             .map_err(|e| self.declared(name, arguments, e))
@@ -686,7 +687,7 @@ impl Engine {
                 sub = %crate::logsafe::quoted(&caller.sub),
                 tool = self.def.tool(name).map_or("(unknown)", |t| t.name),
                 outcome = outcome(&result).0,
-                duration_ms = (started.elapsed().as_secs_f64() * 1e6).round() / 1e3,
+                duration_ms = calllog::millis_since(started),
                 "call"
             );
         }
@@ -698,7 +699,7 @@ impl Engine {
                 sub: caller.as_ref().map(|c| c.sub.as_str()),
                 tool: name,
                 outcome,
-                duration_ms: (started.elapsed().as_secs_f64() * 1e6).round() / 1e3,
+                duration_ms: calllog::millis_since(started),
                 result_bytes: size,
                 arguments,
             };
@@ -711,7 +712,7 @@ impl Engine {
                     tool: self.tools.get_key_value(name).map(|(k, _)| *k),
                     call: &call,
                     outcome: shown::outcome(&result, outcome),
-                    answer: shown::answer(&result, watcher.watched(), size),
+                    answer: shown::answer(&result, watched, size),
                     statements,
                     trace: crate::telemetry::trace_id().map(Into::into),
                     origin: crate::watch::origin(),

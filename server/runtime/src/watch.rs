@@ -7,6 +7,7 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::{Arc, OnceLock};
+use std::thread::LocalKey;
 use std::time::Instant;
 
 use serde_json::{Value, json};
@@ -48,24 +49,54 @@ thread_local! {
     static ORIGIN: RefCell<Option<Origin>> = const { RefCell::new(None) };
 }
 
-/// While alive, `origin` is that of the request this thread serves; the one before is
-/// restored on drop. Nothing is kept when no watcher is installed.
-pub(crate) struct Serving(Option<Option<Origin>>);
-
-/// Notes that this thread serves a request from `origin` (see [`Serving`]).
-pub(crate) fn serving(origin: impl FnOnce() -> Option<Origin>) -> Serving {
-    if watcher().is_none() {
-        return Serving(None);
-    }
-    Serving(Some(ORIGIN.with(|o| o.replace(origin()))))
+/// A value of the request this thread serves, kept in the thread-local `key` while the guard
+/// lives; the value before is restored when it ends (a nested call restores its caller's). A
+/// scope that was never set (nothing watches) costs nothing and restores nothing.
+struct Scope<T: 'static> {
+    key: &'static LocalKey<RefCell<Option<T>>>,
+    previous: Option<Option<T>>,
 }
 
-impl Drop for Serving {
-    fn drop(&mut self) {
-        if let Some(previous) = self.0.take() {
-            let _ = ORIGIN.try_with(|o| o.replace(previous));
+impl<T> Scope<T> {
+    fn set(key: &'static LocalKey<RefCell<Option<T>>>, value: Option<T>) -> Scope<T> {
+        let previous = Some(key.with(|k| k.replace(value)));
+        Scope { key, previous }
+    }
+
+    fn unset(key: &'static LocalKey<RefCell<Option<T>>>) -> Scope<T> {
+        Scope {
+            key,
+            previous: None,
         }
     }
+
+    /// Ends the scope, returning its value.
+    fn take(mut self) -> Option<T> {
+        let previous = self.previous.take()?;
+        self.key.with(|k| k.replace(previous))
+    }
+}
+
+impl<T> Drop for Scope<T> {
+    fn drop(&mut self) {
+        if let Some(previous) = self.previous.take() {
+            let _ = self.key.try_with(|k| k.replace(previous));
+        }
+    }
+}
+
+/// While alive, the origin given to [`serving`] is that of the request this thread serves.
+pub(crate) struct Serving {
+    _scope: Scope<Origin>,
+}
+
+/// Notes that this thread serves a request from `origin`, when a watcher is installed.
+pub(crate) fn serving(origin: impl FnOnce() -> Option<Origin>) -> Serving {
+    let _scope = match watcher() {
+        Some(_) => Scope::set(&ORIGIN, origin()),
+        None => Scope::unset(&ORIGIN),
+    };
+    Serving { _scope }
 }
 
 /// The origin of the request this thread serves (see [`serving`]).
@@ -142,40 +173,21 @@ thread_local! {
 }
 
 /// While alive, the statements this thread runs are collected for the call it serves (a
-/// watched one); the collection before it is restored on drop.
-pub(crate) struct Statements {
-    previous: Option<Ran>,
-    on: bool,
-}
+/// watched one).
+pub(crate) struct Statements(Scope<Ran>);
 
 impl Statements {
     /// Collects when `on` (a page watches); otherwise costs nothing.
     pub(crate) fn collect(on: bool) -> Statements {
-        let previous = if on {
-            RAN.with(|r| r.replace(Some(Ran::default())))
-        } else {
-            None
-        };
-        Statements { previous, on }
+        Statements(match on {
+            true => Scope::set(&RAN, Some(Ran::default())),
+            false => Scope::unset(&RAN),
+        })
     }
 
     /// The statements collected.
-    pub(crate) fn finish(mut self) -> Ran {
-        if !self.on {
-            return Ran::default();
-        }
-        self.on = false;
-        let previous = self.previous.take();
-        RAN.with(|r| r.replace(previous)).unwrap_or_default()
-    }
-}
-
-impl Drop for Statements {
-    fn drop(&mut self) {
-        if self.on {
-            let previous = self.previous.take();
-            let _ = RAN.try_with(|r| r.replace(previous));
-        }
+    pub(crate) fn finish(self) -> Ran {
+        self.0.take().unwrap_or_default()
     }
 }
 
@@ -191,7 +203,7 @@ pub(crate) fn ran(
     started: Instant,
     failed: Option<String>,
 ) {
-    let duration_ms = (started.elapsed().as_secs_f64() * 1e6).round() / 1e3;
+    let duration_ms = crate::calllog::millis_since(started);
     RAN.with(|r| {
         if let Some(ran) = r.borrow_mut().as_mut() {
             if ran.kept.len() < KEPT_STATEMENTS {
@@ -229,6 +241,17 @@ pub(crate) trait Watcher: Send + Sync {
     fn request(&self, seen: &SeenRequest<'_>);
     /// `origin`'s session named its client `client`.
     fn named(&self, origin: &Origin, client: &str);
+}
+
+/// The most characters of a client's name (`initialize`'s `clientInfo.name`, the client's
+/// own text) a watcher keeps: a name is a label, and a client could send megabytes of one.
+pub(crate) const KEPT_NAME_CHARS: usize = 128;
+
+/// `name` within [`KEPT_NAME_CHARS`].
+pub(crate) fn kept_name(name: &str) -> &str {
+    name.char_indices()
+        .nth(KEPT_NAME_CHARS)
+        .map_or(name, |(end, _)| &name[..end])
 }
 
 /// Tells the watcher, when one is installed, that `origin`'s session named its client

@@ -240,6 +240,6 @@ fn show<T: Outcome>(shown: Option<Shown>, result: &Result<T, ErrorData>) {
         client: s.client.as_deref(),
         origin: s.origin,
         outcome: &outcome,
-        duration_ms: (s.started.elapsed().as_secs_f64() * 1e6).round() / 1e3,
+        duration_ms: crate::calllog::millis_since(s.started),
     });
 }

@@ -64,6 +64,7 @@ struct Clients {
 
 impl Clients {
     fn remember(&mut self, origin: &Origin, client: &str) {
+        let client = crate::watch::kept_name(client);
         let session = match origin {
             Origin::Stdio => {
                 if self.stdio.as_deref() != Some(client) {
@@ -342,7 +343,7 @@ impl Watcher for Calls {
             at_ms: now_ms(),
             method: r.method,
             tool: Cow::Owned(r.target.unwrap_or_default().to_string()),
-            client: r.client.map(Into::into),
+            client: r.client.map(|c| crate::watch::kept_name(c).into()),
             caller: None,
             outcome: Cow::Owned(r.outcome.to_string()),
             duration_ms: r.duration_ms,
@@ -482,6 +483,12 @@ mod tests {
         );
         assert_eq!(client(&clients, &http(9)), None);
         assert_eq!(client(&clients, &http(10)).as_deref(), Some("page"));
+        // A name is kept to its first 128 characters, whatever the client sent.
+        clients.remember(&Origin::Stdio, &"é".repeat(1_000_000));
+        assert_eq!(
+            client(&clients, &Origin::Stdio).map(|c| c.chars().count()),
+            Some(crate::watch::KEPT_NAME_CHARS)
+        );
         // A session that names another client is renamed in place, not queued twice.
         clients.remember(&http(SESSIONS + 9), "inspector");
         assert_eq!(clients.order.len(), SESSIONS);
