@@ -210,7 +210,7 @@ pub struct Engine {
     location: Option<Location>,
     /// The working directory at start-up, given to handlers.
     dir: PathBuf,
-    tools: HashMap<&'static str, CompiledTool>,
+    tools: foldhash::HashMap<&'static str, CompiledTool>,
     templates: minijinja::Environment<'static>,
     limits: Limits,
     read_only: bool,
@@ -394,7 +394,7 @@ impl Engine {
             None
         };
         let dir = std::env::current_dir().map_err(StartError::Dir)?;
-        let mut tools = HashMap::new();
+        let mut tools = foldhash::HashMap::default();
         let mut templates = minijinja::Environment::new();
         for t in def.tools {
             tools.insert(t.name, compile_tool(def, t, &mut templates)?);
@@ -711,6 +711,7 @@ impl Engine {
                 watcher.call(crate::watch::SeenCall {
                     tool: self.tools.get_key_value(name).map(|(k, _)| *k),
                     call: &call,
+                    started,
                     outcome: shown::outcome(&result, outcome),
                     answer: shown::answer(&result, watched, size),
                     statements,

@@ -109,10 +109,12 @@ pub(crate) struct SeenCall<'a> {
     /// The spec's tool (`None`: a name the spec does not have).
     pub tool: Option<&'static str>,
     pub call: &'a Call<'a>,
+    /// When it started.
+    pub started: Instant,
     /// `ok`, or the error's code (borrowed when it is the server's own).
     pub outcome: Cow<'static, str>,
     /// The answer: every failure, a success's result while [`Watcher::watched`].
-    pub answer: Option<Answer>,
+    pub answer: Option<Answered<'a>>,
     /// The statements the call ran, while [`Watcher::watched`] (see [`Statements`]).
     pub statements: Ran,
     /// The call's trace (32 hex digits), when OpenTelemetry sampled it.
@@ -125,8 +127,30 @@ pub(crate) struct SeenCall<'a> {
 /// only when someone reads it (a page opens the call), not on every call a page watches.
 #[derive(Debug)]
 pub(crate) enum Answer {
-    Text(Box<str>),
+    Text(String),
     Value(Value),
+}
+
+/// A call's answer as the engine tells of it: JSON text the result already is (borrowed, for
+/// the watcher to copy where it keeps it), or an answer made for the watcher.
+pub(crate) enum Answered<'a> {
+    Text(&'a str),
+    Made(Answer),
+}
+
+impl Answered<'_> {
+    /// Keeps the answer in `slot`, in the text the slot held before when it can (a copy
+    /// into a buffer already there, rather than a new one and the old one freed).
+    pub(crate) fn keep_in(self, slot: &mut Option<Answer>) {
+        match (self, slot) {
+            (Answered::Text(text), Some(Answer::Text(kept))) => {
+                kept.clear();
+                kept.push_str(text);
+            }
+            (Answered::Text(text), slot) => *slot = Some(Answer::Text(text.to_owned())),
+            (Answered::Made(answer), slot) => *slot = Some(answer),
+        }
+    }
 }
 
 impl Answer {
@@ -147,10 +171,19 @@ pub(crate) struct SeenStatement {
     pub name: &'static str,
     /// Its first word (`SELECT`, `INSERT`...), when it is one the traces name.
     pub operation: Option<&'static str>,
-    pub duration_ms: f64,
+    /// How long it took, as the page shows it: in milliseconds to the microsecond, worked
+    /// out when a page reads it rather than for every statement.
+    #[serde(rename = "duration_ms", serialize_with = "in_millis")]
+    pub took: std::time::Duration,
     /// The failure's kind, when it failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failed: Option<String>,
+}
+
+/// A duration as a number of milliseconds rounded to the microsecond, as the call log writes
+/// a call's.
+fn in_millis<S: serde::Serializer>(took: &std::time::Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64((took.as_secs_f64() * 1e6).round() / 1e3)
 }
 
 /// The statements a call ran, as far as they are kept.
@@ -203,14 +236,14 @@ pub(crate) fn ran(
     started: Instant,
     failed: Option<String>,
 ) {
-    let duration_ms = crate::calllog::millis_since(started);
+    let took = started.elapsed();
     RAN.with(|r| {
         if let Some(ran) = r.borrow_mut().as_mut() {
             if ran.kept.len() < KEPT_STATEMENTS {
                 ran.kept.push(SeenStatement {
                     name,
                     operation,
-                    duration_ms,
+                    took,
                     failed,
                 });
             } else {

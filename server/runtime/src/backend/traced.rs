@@ -28,15 +28,40 @@ pub fn traced<T>(session: &mut dyn Session, f: impl FnOnce(&mut dyn Session) -> 
     f(session)
 }
 
-/// The operations a statement's span is named by (`db.operation.name`), as static text.
-const OPERATIONS: &[&str] = &[
+/// The operations a statement's span is named by (`db.operation.name`).
+const OPERATIONS: [&str; 24] = [
     "SELECT", "INSERT", "UPDATE", "DELETE", "WITH", "REPLACE", "MERGE", "VALUES", "CALL", "PRAGMA",
     "CREATE", "DROP", "ALTER", "TRUNCATE", "BEGIN", "COMMIT", "ROLLBACK", "SET", "SHOW", "EXPLAIN",
     "ANALYZE", "VACUUM", "COPY", "LOCK",
 ];
 
+/// An upper-case word of at most eight letters as one number (its bytes, zero-padded), so that
+/// a word is found among [`OPERATIONS`] by comparing numbers.
+const fn packed(word: &[u8]) -> u64 {
+    let mut bytes = [0u8; 8];
+    let mut i = 0;
+    while i < word.len() {
+        bytes[i] = word[i];
+        i += 1;
+    }
+    u64::from_le_bytes(bytes)
+}
+
+/// [`OPERATIONS`] packed, in the same order.
+const PACKED: [u64; 24] = {
+    let mut packed_ops = [0u64; 24];
+    let mut i = 0;
+    while i < OPERATIONS.len() {
+        packed_ops[i] = packed(OPERATIONS[i].as_bytes());
+        i += 1;
+    }
+    packed_ops
+};
+
 /// The operation a statement starts with (`SELECT`, `WITH`), skipping blanks and comments;
-/// `None` when it starts with no word of [`OPERATIONS`].
+/// `None` when it starts with no word of [`OPERATIONS`]. Found for each statement a page
+/// watches or a trace samples, so the word is packed into a number and compared as one
+/// rather than as text with each operation in turn.
 fn operation(sql: &str) -> Option<&'static str> {
     let mut rest = sql;
     loop {
@@ -49,18 +74,17 @@ fn operation(sql: &str) -> Option<&'static str> {
             break;
         }
     }
-    // Bytes, not chars: a word of `OPERATIONS` is ASCII, so the first byte that is not an
-    // ASCII letter ends it, whatever follows.
-    let word = rest.as_bytes();
-    let end = word
-        .iter()
-        .position(|b| !b.is_ascii_alphabetic())
-        .unwrap_or(word.len());
-    let word = &word[..end];
-    OPERATIONS
-        .iter()
-        .find(|op| op.as_bytes().eq_ignore_ascii_case(word))
-        .copied()
+    // Bytes, not chars: each operation is ASCII, so the first byte that is not an ASCII
+    // letter ends the word, whatever follows; none is longer than eight letters.
+    let mut word = [0u8; 8];
+    for (i, &b) in rest.as_bytes().iter().enumerate() {
+        if !b.is_ascii_alphabetic() {
+            break;
+        }
+        *word.get_mut(i)? = b.to_ascii_uppercase();
+    }
+    let key = u64::from_le_bytes(word);
+    PACKED.iter().position(|&p| p == key).map(|i| OPERATIONS[i])
 }
 
 /// A session whose statements are traced (`spans`) or seen by the workbench (`watched`).
@@ -167,6 +191,11 @@ mod tests {
             ("-- only a comment", None),
             ("(SELECT 1)", None),
             ("SELECTED", None),
+            // The longest operations, and a word one letter longer than either.
+            ("truncate t", Some("TRUNCATE")),
+            ("Rollback;", Some("ROLLBACK")),
+            ("ROLLBACKS", None),
+            ("pragmatically", None),
             ("sélect 1", None),
             // A letter beyond ASCII ends the word as before, and splits no character.
             ("SELECT\u{e9}", Some("SELECT")),

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use serde_json::json;
 
 use super::{CallError, Reply};
-use crate::watch::{self, Answer};
+use crate::watch::{self, Answer, Answered};
 
 /// The outcome a call's record shows: `ok`, or the error's code (`fallback` for the errors
 /// whose code is not the server's own).
@@ -29,15 +29,18 @@ pub(crate) fn answer(
     result: &Result<Reply, CallError>,
     watched: bool,
     size: usize,
-) -> Option<Answer> {
+) -> Option<Answered<'_>> {
     let failure = match result {
         Ok(_) if !watched => return None,
         Ok(_) if size > watch::KEPT_BYTES => {
-            return Some(Answer::Value(watch::omitted(size, "result")));
+            return Some(Answered::Made(Answer::Value(watch::omitted(
+                size, "result",
+            ))));
         }
-        Ok(Reply::Json { text, .. }) => return Some(Answer::Text(text.as_str().into())),
+        // Lent: the watcher copies it where it keeps it.
+        Ok(Reply::Json { text, .. }) => return Some(Answered::Text(text)),
         // Copied, not written: writing it as JSON is left to a page that opens the call.
-        Ok(Reply::Done(s)) => return Some(Answer::Value(s.structured.clone())),
+        Ok(Reply::Done(s)) => return Some(Answered::Made(Answer::Value(s.structured.clone()))),
         Err(CallError::Tool(e)) => {
             json!({"isError": true, "code": e.code, "message": e.message, "data": e.data})
         }
@@ -49,11 +52,11 @@ pub(crate) fn answer(
         }
     };
     let text = failure.to_string();
-    Some(if text.len() <= watch::KEPT_BYTES {
-        Answer::Text(text.into())
+    Some(Answered::Made(if text.len() <= watch::KEPT_BYTES {
+        Answer::Text(text)
     } else {
         Answer::Value(watch::omitted(text.len(), "result"))
-    })
+    }))
 }
 
 #[cfg(test)]
@@ -76,7 +79,11 @@ mod tests {
                 Ok(reply) => reply.size(),
                 Err(_) => 0,
             };
-            answer(r, watched, size).map(|a| serde_json::from_str(&a.json()).expect("JSON"))
+            // Kept in a slot that held another call's answer, as the ring's records are.
+            let mut slot = Some(Answer::Text(r#"{"before":1}"#.into()));
+            let a = answer(r, watched, size)?;
+            a.keep_in(&mut slot);
+            slot.map(|a| serde_json::from_str(&a.json()).expect("JSON"))
         };
         assert_eq!(kept(&ok(), false), None);
         assert_eq!(kept(&ok(), true), Some(json!({"rows": [1, 2]})));

@@ -20,7 +20,7 @@ use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
@@ -122,7 +122,10 @@ impl Drop for Page {
 /// it, so that a call costs little more than a copy of its arguments while no page is open.
 pub struct Record {
     seq: u64,
-    at_ms: u64,
+    /// When the call started, on the monotonic clock: the wall-clock time the page shows is
+    /// found from it when the record is read ([`wall_ms`]), not read from the system on every
+    /// call.
+    at: Instant,
     method: &'static str,
     /// The tool of a `tools/call`; a resource's URI, a prompt's name, or nothing for the
     /// other methods. The spec's own name when the tool is one of its (no copy).
@@ -135,7 +138,7 @@ pub struct Record {
     duration_ms: f64,
     result_bytes: usize,
     /// The arguments as compact JSON text (see [`kept_arguments`]).
-    arguments: Option<Box<str>>,
+    arguments: Option<String>,
     /// What the client was answered: kept for every failure, and for a success while a page
     /// is open (a copy of every result would cost each call while nobody looks). Text is valid
     /// JSON by construction (the engine's own), so it is copied into the page's line as it is,
@@ -149,6 +152,25 @@ pub struct Record {
 }
 
 impl Record {
+    /// A record of nothing yet, to be filled.
+    fn blank() -> Record {
+        Record {
+            seq: 0,
+            at: Instant::now(),
+            method: "",
+            tool: Cow::Borrowed(""),
+            client: None,
+            caller: None,
+            outcome: Cow::Borrowed(""),
+            duration_ms: 0.0,
+            result_bytes: 0,
+            arguments: None,
+            response: None,
+            statements: Ran::default(),
+            trace: None,
+        }
+    }
+
     /// Whether a page of `whose` (a caller's subject; `None`: the operator) shows it.
     pub(crate) fn shown_to(&self, whose: Option<&str>) -> bool {
         whose.is_none_or(|sub| self.caller.as_deref() == Some(sub))
@@ -162,37 +184,36 @@ impl Record {
     /// fourteenth of a primary-key call's (callgrind). The test
     /// `a_line_is_the_json_of_its_fields` holds it to serde's output.
     pub(crate) fn line(&self) -> String {
-        use serde_json::ser::{CompactFormatter, Formatter as _};
         let mut out = Vec::with_capacity(192);
-        let f = &mut CompactFormatter;
-        let text = |out: &mut Vec<u8>, key: &[u8], value: Option<&str>| {
-            out.extend_from_slice(key);
-            let _ = match value {
-                Some(value) => serde_json::to_writer(&mut *out, value).map_err(|_| ()),
-                None => CompactFormatter.write_null(out).map_err(|_| ()),
-            };
-        };
-        out.extend_from_slice(br#"{"seq":"#);
-        let _ = f.write_u64(&mut out, self.seq);
-        out.extend_from_slice(br#","at_ms":"#);
-        let _ = f.write_u64(&mut out, self.at_ms);
-        text(&mut out, br#","method":"#, Some(self.method));
-        text(&mut out, br#","tool":"#, Some(&self.tool));
-        text(&mut out, br#","client":"#, self.client.as_deref());
-        text(&mut out, br#","caller":"#, self.caller.as_deref());
-        text(&mut out, br#","outcome":"#, Some(&self.outcome));
-        out.extend_from_slice(br#","duration_ms":"#);
-        let _ = f.write_f64(&mut out, self.duration_ms);
-        out.extend_from_slice(br#","result_bytes":"#);
-        let _ = f.write_u64(&mut out, self.result_bytes as u64);
-        out.extend_from_slice(br#","answered":"#);
-        let _ = f.write_bool(&mut out, self.response.is_some());
-        if let Some(trace) = &self.trace {
-            text(&mut out, br#","trace":"#, Some(trace));
-        }
-        out.push(b'}');
+        self.write_line(&mut out);
         // UTF-8 by construction: the texts written are `str`s, escaped by serde_json.
         String::from_utf8(out).unwrap_or_default()
+    }
+
+    /// Writes [`Record::line`] at the end of `out`.
+    pub(crate) fn write_line(&self, out: &mut Vec<u8>) {
+        use serde_json::ser::{CompactFormatter, Formatter as _};
+        let f = &mut CompactFormatter;
+        out.reserve(LINE_BYTES);
+        out.extend_from_slice(br#"{"seq":"#);
+        let _ = f.write_u64(out, self.seq);
+        out.extend_from_slice(br#","at_ms":"#);
+        let _ = f.write_u64(out, wall_ms(self.at));
+        json_text(out, br#","method":"#, Some(self.method));
+        json_text(out, br#","tool":"#, Some(&self.tool));
+        json_text(out, br#","client":"#, self.client.as_deref());
+        json_text(out, br#","caller":"#, self.caller.as_deref());
+        json_text(out, br#","outcome":"#, Some(&self.outcome));
+        out.extend_from_slice(br#","duration_ms":"#);
+        let _ = f.write_f64(out, self.duration_ms);
+        out.extend_from_slice(br#","result_bytes":"#);
+        let _ = f.write_u64(out, self.result_bytes as u64);
+        out.extend_from_slice(br#","answered":"#);
+        let _ = f.write_bool(out, self.response.is_some());
+        if let Some(trace) = &self.trace {
+            json_text(out, br#","trace":"#, Some(trace));
+        }
+        out.push(b'}');
     }
 
     /// The call whole, as the page shows one: its line, the arguments (sanitised exactly as
@@ -220,6 +241,55 @@ impl Record {
     }
 }
 
+/// About how long a call's line is, reserved at once so that writing it grows no buffer.
+const LINE_BYTES: usize = 224;
+
+/// Writes `key` then `value` as a JSON string (or `null`). A text with nothing to escape (a
+/// tool's, a method's, an outcome's: nearly every one) is copied as it is; only the others
+/// go through serde_json's escaping, which looks each byte up in a table and writes through
+/// `io::Write` a piece at a time (callgrind: it was a third of a line's cost). Inlined, so
+/// that each key, known where it is written, is copied without a call.
+#[inline(always)]
+fn json_text(out: &mut Vec<u8>, key: &[u8], value: Option<&str>) {
+    out.extend_from_slice(key);
+    match value {
+        None => out.extend_from_slice(b"null"),
+        Some(v) if !needs_escape(v.as_bytes()) => {
+            out.push(b'"');
+            out.extend_from_slice(v.as_bytes());
+            out.push(b'"');
+        }
+        Some(v) => {
+            // Writing to a `Vec` cannot fail.
+            let _ = serde_json::to_writer(&mut *out, v);
+        }
+    }
+}
+
+/// Whether JSON escapes a byte of `text`: a control byte, `"` or `\\`. Eight bytes at a
+/// time, each test a few operations on a `u64` (whether any byte of it is below 0x20, or
+/// equal to one of the two), rather than three comparisons for every byte.
+fn needs_escape(text: &[u8]) -> bool {
+    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_le_bytes([0x80; 8]);
+    // Whether any byte of `x` is below `n` (n <= 0x80): exact for "any", by the classic test.
+    let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGH != 0;
+    let has = |x: u64, b: u8| below(x ^ (ONES * u64::from(b)), 1);
+    let mut chunks = text.chunks_exact(8);
+    for chunk in &mut chunks {
+        let mut eight = [0u8; 8];
+        eight.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(eight);
+        if below(x, 0x20) || has(x, b'"') || has(x, b'\\') {
+            return true;
+        }
+    }
+    chunks
+        .remainder()
+        .iter()
+        .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
+}
+
 static ACTIVE: OnceLock<Arc<Calls>> = OnceLock::new();
 
 /// The process's workbench, when `--ui` started one; the engine records each call there.
@@ -233,6 +303,22 @@ fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// The wall clock and the monotonic clock read together once, when the workbench starts: a
+/// record's wall-clock time is found from its monotonic one when a page reads it, the same at
+/// every read, and no call reads the wall clock. (A wall clock set after the start, by NTP
+/// say, is not followed: the times shown keep to the clock as it was read then.)
+static EPOCH: OnceLock<(u64, Instant)> = OnceLock::new();
+
+/// `at` on the wall clock, in milliseconds since the Unix epoch (see [`EPOCH`]).
+fn wall_ms(at: Instant) -> u64 {
+    let (wall, then) = *EPOCH.get_or_init(|| (now_ms(), Instant::now()));
+    let millis = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    match at.checked_duration_since(then) {
+        Some(after) => wall.saturating_add(millis(after)),
+        None => wall.saturating_sub(millis(then.duration_since(at))),
+    }
+}
+
 impl Calls {
     fn new() -> Calls {
         Calls {
@@ -244,14 +330,40 @@ impl Calls {
         }
     }
 
-    /// Puts `record` in the ring with the next number, the oldest out past [`RING`].
-    fn keep(&self, mut record: Record) {
+    /// A record to fill: the oldest in the ring once it is full, taken out to be written
+    /// over (its buffers and its allocation used again, rather than a new record made and the
+    /// old one freed, which cost a call its most expensive frees: memory last touched a
+    /// thousand calls ago), unless a page still holds it; else a new one.
+    fn recycled(&self) -> Arc<Record> {
+        let oldest = {
+            let mut ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
+            (ring.len() >= RING).then(|| ring.pop_front()).flatten()
+        };
+        match oldest {
+            // Nothing else holds it: no page is writing it out.
+            Some(record) if Arc::strong_count(&record) == 1 && Arc::weak_count(&record) == 0 => {
+                record
+            }
+            _ => Arc::new(Record::blank()),
+        }
+    }
+
+    /// Fills a record (see [`Calls::recycled`]) and puts it in the ring with the next
+    /// number, the oldest out past [`RING`].
+    fn keep(&self, fill: impl FnOnce(&mut Record)) {
+        let mut record = self.recycled();
+        if let Some(r) = Arc::get_mut(&mut record) {
+            fill(r);
+        }
         let old = {
             let mut ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
-            // Numbered under the lock, so that the ring is in order.
-            record.seq = self.next.fetch_add(1, Ordering::Relaxed);
-            let old = (ring.len() == RING).then(|| ring.pop_front()).flatten();
-            ring.push_back(Arc::new(record));
+            // Numbered under the lock, so that the ring is in order; the record is ours
+            // alone until it is in the ring.
+            if let Some(r) = Arc::get_mut(&mut record) {
+                r.seq = self.next.fetch_add(1, Ordering::Relaxed);
+            }
+            let old = (ring.len() >= RING).then(|| ring.pop_front()).flatten();
+            ring.push_back(record);
             old
         };
         // Freed outside the lock.
@@ -308,22 +420,30 @@ impl Watcher for Calls {
 
     fn call(&self, seen: SeenCall<'_>) {
         let call = seen.call;
-        self.keep(Record {
-            seq: 0,
-            at_ms: now_ms(),
-            method: "tools/call",
-            tool: seen
+        let client = self.client_of(seen.origin.as_ref());
+        self.keep(|r| {
+            r.at = seen.started;
+            r.method = "tools/call";
+            r.tool = seen
                 .tool
-                .map_or_else(|| Cow::Owned(call.tool.to_string()), Cow::Borrowed),
-            client: self.client_of(seen.origin.as_ref()),
-            caller: call.sub.map(Into::into),
-            outcome: seen.outcome,
-            duration_ms: call.duration_ms,
-            result_bytes: call.result_bytes,
-            arguments: call.arguments.map(kept_arguments),
-            response: seen.answer,
-            statements: seen.statements,
-            trace: seen.trace,
+                .map_or_else(|| Cow::Owned(call.tool.to_string()), Cow::Borrowed);
+            r.client = client;
+            r.caller = call.sub.map(Into::into);
+            r.outcome = seen.outcome;
+            r.duration_ms = call.duration_ms;
+            r.result_bytes = call.result_bytes;
+            match call.arguments {
+                Some(arguments) => {
+                    keep_arguments(arguments, r.arguments.get_or_insert_with(String::new));
+                }
+                None => r.arguments = None,
+            }
+            match seen.answer {
+                Some(answer) => answer.keep_in(&mut r.response),
+                None => r.response = None,
+            }
+            r.statements = seen.statements;
+            r.trace = seen.trace;
         });
     }
 
@@ -338,20 +458,15 @@ impl Watcher for Calls {
         if let (Some(origin), Some(client)) = (&r.origin, r.client) {
             self.named(origin, client);
         }
-        self.keep(Record {
-            seq: 0,
-            at_ms: now_ms(),
-            method: r.method,
-            tool: Cow::Owned(r.target.unwrap_or_default().to_string()),
-            client: r.client.map(|c| crate::watch::kept_name(c).into()),
-            caller: None,
-            outcome: Cow::Owned(r.outcome.to_string()),
-            duration_ms: r.duration_ms,
-            result_bytes: 0,
-            arguments: None,
-            response: None,
-            statements: Ran::default(),
-            trace: None,
+        self.keep(|record| {
+            *record = Record {
+                method: r.method,
+                tool: Cow::Owned(r.target.unwrap_or_default().to_string()),
+                client: r.client.map(|c| crate::watch::kept_name(c).into()),
+                outcome: Cow::Owned(r.outcome.to_string()),
+                duration_ms: r.duration_ms,
+                ..Record::blank()
+            };
         });
     }
 }
@@ -381,19 +496,26 @@ fn sample_rows() -> bool {
     SAMPLE_ROWS.load(Ordering::Relaxed)
 }
 
-/// A call's arguments as the ring keeps them: compact JSON text (one allocation, and the
-/// size for free) within [`KEPT_BYTES`]; larger ones as the call log shows them (long text
-/// cut), or else left out with their size.
-fn kept_arguments(arguments: &Value) -> Box<str> {
-    let text = arguments.to_string();
-    if text.len() <= KEPT_BYTES {
-        return text.into();
+/// A call's arguments as the ring keeps them, written over `kept` (its buffer used again):
+/// compact JSON text within [`KEPT_BYTES`]; larger ones as the call log shows them (long
+/// text cut), or else left out with their size.
+fn keep_arguments(arguments: &Value, kept: &mut String) {
+    // serde_json's writer, not `Display`, which goes through `fmt::Write` a piece at a time.
+    let mut buffer = std::mem::take(kept).into_bytes();
+    buffer.clear();
+    let _ = serde_json::to_writer(&mut buffer, arguments);
+    let size = buffer.len();
+    // serde_json writes UTF-8.
+    *kept = String::from_utf8(buffer).unwrap_or_default();
+    if size <= KEPT_BYTES {
+        return;
     }
     let shown = crate::calllog::sanitize_arguments(arguments).to_string();
-    if shown.len() <= KEPT_BYTES {
-        return shown.into();
-    }
-    omitted(text.len(), "arguments").to_string().into()
+    *kept = if shown.len() <= KEPT_BYTES {
+        shown
+    } else {
+        omitted(size, "arguments").to_string()
+    };
 }
 
 /// Binds `addr` (loopback only) for a workbench of its own, and starts recording calls.
@@ -409,6 +531,7 @@ pub(crate) async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, Ui
 
 /// Starts recording calls, for a workbench about to serve them.
 pub(crate) fn install() {
+    wall_ms(Instant::now());
     let calls = ACTIVE.get_or_init(|| Arc::new(Calls::new()));
     crate::watch::install(calls.clone());
 }
@@ -442,6 +565,12 @@ mod tests {
 
     #[test]
     fn the_ring_keeps_large_arguments_within_its_bound() {
+        let kept_arguments = |v: &Value| {
+            // Over the arguments of an earlier call, as a recycled record's are.
+            let mut kept = r#"{"earlier":"call"}"#.to_string();
+            keep_arguments(v, &mut kept);
+            kept
+        };
         let kept = |v: &Value| -> Value { serde_json::from_str(&kept_arguments(v)).expect("JSON") };
         let small = json!({"id": 7, "tags": ["a", "b"]});
         assert_eq!(kept(&small), small);
@@ -502,7 +631,7 @@ mod tests {
     fn record(caller: Option<&str>) -> Record {
         Record {
             seq: 0,
-            at_ms: 0,
+            at: Instant::now(),
             method: "tools/call",
             tool: Cow::Borrowed("t"),
             client: None,
@@ -521,7 +650,6 @@ mod tests {
     fn a_line_is_the_json_of_its_fields() {
         let mut r = record(Some("al\"ice\\\n"));
         r.seq = 42;
-        r.at_ms = 1_795_996_902_718;
         r.tool = Cow::Owned("kb_\u{e9}\u{1}list".into());
         r.client = Some("claude-code".into());
         r.outcome = "NOT_FOUND".into();
@@ -529,7 +657,7 @@ mod tests {
         r.result_bytes = 422;
         let expected = |r: &Record| {
             let mut v = json!({
-                "seq": r.seq, "at_ms": r.at_ms, "method": r.method, "tool": &*r.tool,
+                "seq": r.seq, "at_ms": wall_ms(r.at), "method": r.method, "tool": &*r.tool,
                 "client": r.client.as_deref(), "caller": r.caller.as_deref(),
                 "outcome": &*r.outcome, "duration_ms": r.duration_ms,
                 "result_bytes": r.result_bytes, "answered": r.response.is_some(),
@@ -549,10 +677,40 @@ mod tests {
     }
 
     #[test]
+    fn a_text_needs_escaping_exactly_when_serde_json_escapes_it() {
+        let mut texts: Vec<String> = vec![
+            String::new(),
+            "get_learning".into(),
+            "tools/call".into(),
+            "é 中 \u{7f} ~".into(),
+            "0123456789abcdef01234".into(),
+        ];
+        // Each byte serde_json escapes, and its neighbours, at each place of a 17-byte text
+        // (two whole words of eight and a remainder).
+        for b in [
+            0x00u8, 0x1f, 0x20, b'"', b'\\', b'!', b'#', b'[', b']', 0x7f,
+        ] {
+            for at in 0..17 {
+                let mut t = vec![b'a'; 17];
+                t[at] = b;
+                texts.push(String::from_utf8(t).expect("ASCII"));
+            }
+        }
+        for text in texts {
+            let escaped = serde_json::to_string(&text).expect("JSON");
+            let plain = escaped.len() == text.len() + 2;
+            assert_eq!(needs_escape(text.as_bytes()), !plain, "{text:?}");
+            let mut out = Vec::new();
+            json_text(&mut out, b"", Some(&text));
+            assert_eq!(String::from_utf8(out).expect("UTF-8"), escaped);
+        }
+    }
+
+    #[test]
     fn a_page_is_sent_the_newest_calls_and_told_how_many_it_missed() {
         let calls = Calls::new();
         for _ in 0..600 {
-            calls.keep(record(None));
+            calls.keep(|r| *r = record(None));
         }
         let seqs = |(records, skipped): (Vec<Arc<Record>>, usize)| {
             (records.iter().map(|r| r.seq).collect::<Vec<_>>(), skipped)

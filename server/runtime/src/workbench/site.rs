@@ -213,12 +213,12 @@ struct Events {
 
 impl Events {
     /// What happened since the last write, as event-stream text (empty when nothing did).
-    fn news(&mut self) -> String {
-        let mut text = String::new();
+    fn news(&mut self) -> Vec<u8> {
+        let mut text = Vec::new();
         let (reloads, status) = self.calls.status_since(self.reloads_seen);
         self.reloads_seen = reloads;
         if let Some(status) = status {
-            text.push_str(&format!("event: reload\ndata: {status}\n\n"));
+            text.extend_from_slice(format!("event: reload\ndata: {status}\n\n").as_bytes());
         }
         // The ring whole when the page opens; then at most a tick's worth.
         let most = if self.seen == 0 {
@@ -231,12 +231,16 @@ impl Events {
             self.seen = last.seq;
         }
         if skipped > 0 {
-            text.push_str(&format!(
-                "event: skipped\ndata: {{\"skipped\":{skipped}}}\n\n"
-            ));
+            text.extend_from_slice(
+                format!("event: skipped\ndata: {{\"skipped\":{skipped}}}\n\n").as_bytes(),
+            );
         }
+        // Each line written in place.
+        text.reserve(new.len() * (super::LINE_BYTES + 8));
         for r in new.iter().filter(|r| r.shown_to(self.whose.as_deref())) {
-            text.push_str(&format!("data: {}\n\n", r.line()));
+            text.extend_from_slice(b"data: ");
+            r.write_line(&mut text);
+            text.extend_from_slice(b"\n\n");
         }
         text
     }
