@@ -1,15 +1,17 @@
 //! `cargo xtask test`, the README's test command: installs what the full tier needs
-//! ([`crate::provision`]), runs the quick tier (`cargo test --workspace`, which needs only a
-//! Rust toolchain), then the tests only the full tier has (those compiled in by the `full`
-//! feature of the packages whose tests start servers, fetch from PyPI or npm, or build nested
-//! crates), so that the cheap failures come first and no test runs twice.
+//! ([`crate::provision`]), runs the quick tier (what `cargo test --workspace` runs, which needs
+//! only a Rust toolchain), then the tests only the full tier has (those compiled in by the
+//! `full` feature of the packages whose tests start servers, fetch from PyPI or npm, or build
+//! nested crates), so that the cheap failures come first and no test runs twice.
 //!
-//! The full tier's test binaries run side by side, each given only its own full-tier tests (and
-//! the few that take minutes each in a process of their own, started first, [`LONG_POLES`]):
-//! `cargo test` would run them one after another, and most of their time is spent waiting on
-//! the servers, clients and nested builds they start, so the UI test's nested build and the
-//! end-to-end suite overlap instead of adding up. Every binary runs twice as many test threads
-//! as the machine has cores, for the same reason (`RUST_TEST_THREADS` overrides it).
+//! Each tier's test binaries run side by side: `cargo test` would run them one after another,
+//! and much of their time is spent waiting on the servers, clients and nested builds they
+//! start (a quick binary of a few tests that each start a server held one core of two alone),
+//! so the UI test's nested build and the end-to-end suite overlap instead of adding up. The
+//! quick tier's doc tests run after its binaries. In the full tier each binary is given only
+//! its own full-tier tests, and the few that take minutes each run in a process of their own,
+//! started first ([`LONG_POLES`]). Every binary runs twice as many test threads as the machine
+//! has cores, for the same reason (`RUST_TEST_THREADS` overrides it).
 
 use std::collections::BTreeSet;
 use std::io::{BufRead as _, BufReader, Read};
@@ -33,14 +35,18 @@ pub fn test(root: &Path, cargo_args: &[String]) -> Result<()> {
     step("what the full tier needs");
     provision(root)?;
     let threads = threads();
-    step("quick tier: cargo test --workspace");
-    run(cargo(root, cargo_args, false)
-        .args(["--workspace", "--"])
-        .args(&threads))?;
+    step("quick tier: cargo test --workspace, its test binaries side by side");
     let mut quick = BTreeSet::new();
+    let mut runs = Vec::new();
     for b in binaries(root, cargo_args, false)? {
-        quick.extend(b.tests()?.into_iter().map(|t| (b.key(), t)));
+        let tests = b.tests()?;
+        quick.extend(tests.iter().map(|t| (b.key(), t.clone())));
+        if !tests.is_empty() {
+            runs.push((Arc::new(b), tests));
+        }
     }
+    side_by_side("quick", &runs, &threads)?;
+    run(cargo(root, cargo_args, false).args(["--workspace", "--doc"]))?;
     let mut runs = Vec::new();
     let mut rest = Vec::new();
     for b in binaries(root, cargo_args, true)? {
@@ -65,7 +71,7 @@ pub fn test(root: &Path, cargo_args: &[String]) -> Result<()> {
          in {} processes side by side",
         runs.len()
     ));
-    side_by_side(&runs, &threads)
+    side_by_side("full", &runs, &threads)
 }
 
 /// `cargo test` with `cargo_args`, and the full tier's feature when `full`.
@@ -235,8 +241,8 @@ fn package_of(id: &str, manifest: &Path) -> (String, String) {
 }
 
 /// Runs each binary with its tests at once, every line of output prefixed with the binary's
-/// name; fails naming the binaries whose tests failed.
-fn side_by_side(runs: &[(Arc<Binary>, Vec<String>)], threads: &[String]) -> Result<()> {
+/// name; fails naming the binaries whose tests failed in `tier`.
+fn side_by_side(tier: &str, runs: &[(Arc<Binary>, Vec<String>)], threads: &[String]) -> Result<()> {
     let failed: Vec<String> = thread::scope(|s| {
         let handles: Vec<_> = runs
             .iter()
@@ -254,7 +260,7 @@ fn side_by_side(runs: &[(Arc<Binary>, Vec<String>)], threads: &[String]) -> Resu
             .collect()
     });
     if !failed.is_empty() {
-        bail!("full tier: tests failed in {}", failed.join(", "));
+        bail!("{tier} tier: tests failed in {}", failed.join(", "));
     }
     Ok(())
 }
