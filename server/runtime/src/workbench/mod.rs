@@ -630,19 +630,11 @@ mod tests {
     /// A call of `caller` as the ring keeps one.
     fn record(caller: Option<&str>) -> Record {
         Record {
-            seq: 0,
-            at: Instant::now(),
             method: "tools/call",
             tool: Cow::Borrowed("t"),
-            client: None,
             caller: caller.map(Into::into),
             outcome: "ok".into(),
-            duration_ms: 0.0,
-            result_bytes: 0,
-            arguments: None,
-            response: None,
-            statements: Ran::default(),
-            trace: None,
+            ..Record::blank()
         }
     }
 
