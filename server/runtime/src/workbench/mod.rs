@@ -339,13 +339,10 @@ impl Calls {
             let mut ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
             (ring.len() >= RING).then(|| ring.pop_front()).flatten()
         };
-        match oldest {
-            // Nothing else holds it: no page is writing it out.
-            Some(record) if Arc::strong_count(&record) == 1 && Arc::weak_count(&record) == 0 => {
-                record
-            }
-            _ => Arc::new(Record::blank()),
-        }
+        // Used again when nothing else holds it (no page is writing it out).
+        oldest
+            .and_then(|mut record| Arc::get_mut(&mut record).is_some().then_some(record))
+            .unwrap_or_else(|| Arc::new(Record::blank()))
     }
 
     /// Fills a record (see [`Calls::recycled`]) and puts it in the ring with the next
