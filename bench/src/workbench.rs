@@ -1,7 +1,7 @@
 //! `mcpbench workbench`: what the workbench (`serve --ui`, issue 60) costs the server per call.
 //! studio over stdio on a database of `rows` learnings, a synchronous client (request, blocking
 //! read, next request) calling `get_learning` by primary key, and the server's CPU time per
-//! call (all its threads, from /proc) four ways: without `--ui` twice (the second is the floor:
+//! call (all its threads, to the nanosecond: each thread's schedstat) four ways: without `--ui` twice (the second is the floor:
 //! what two identical servers differ by), with `--ui` and no page open, and with `--ui` and a
 //! page open (a reader of `/ui/events` that takes every call's event, as the page does). Each
 //! round starts a fresh server per variant, in an order that rotates, and a variant's ratio is
@@ -110,17 +110,18 @@ fn one(mcpspec: &Path, db: &Path, rows: usize, calls: usize, v: usize) -> Result
         call(&mut client, i)?;
     }
     let pid = client.pid();
-    let before = crate::client::proc_cpu_ms(pid).context("the server's CPU time")?;
+    let before = crate::client::CpuReading::of(pid)?;
     let started = Instant::now();
     for i in 0..calls {
         call(&mut client, i)?;
     }
     let wall = started.elapsed().as_secs_f64();
-    let after = crate::client::proc_cpu_ms(pid).context("the server's CPU time")?;
+    let after = crate::client::CpuReading::of(pid)?;
+    let cpu_ms = crate::client::cpu_between(before, after)?;
     // Stopped as a client stops it (stdin closed), so that a profiler around it can write.
     client.finish(std::time::Duration::from_secs(120));
     Ok(Figures {
-        cpu_us_per_call: (after - before) * 1000.0 / calls as f64,
+        cpu_us_per_call: cpu_ms * 1000.0 / calls as f64,
         wall_us_per_call: wall * 1e6 / calls as f64,
         page_bytes: read.load(Ordering::Relaxed),
     })
