@@ -669,7 +669,6 @@ impl Engine {
             .call_inner(name, arguments, request, &cancel, link, json)
             .map_err(|e| self.declared(name, arguments, e))
             .map_err(|e| self.rename(e));
-        let statements = statements.finish();
         // A call that gave way runs again, and is logged then.
         let gave_way = slow.is_some_and(|s| s.gave_way());
         #[cfg(feature = "http")]
@@ -708,15 +707,17 @@ impl Engine {
             }
             // The workbench's page shows it too (`serve --ui`).
             if let Some(watcher) = watcher {
-                watcher.call(crate::watch::SeenCall {
-                    tool: self.tools.get_key_value(name).map(|(k, _)| *k),
-                    call: &call,
-                    started,
-                    outcome: shown::outcome(&result, outcome),
-                    answer: shown::answer(&result, watched, size),
-                    statements,
-                    trace: crate::telemetry::trace_id().map(Into::into),
-                    origin: crate::watch::origin(),
+                statements.seen(|statements| {
+                    watcher.call(crate::watch::SeenCall {
+                        tool: self.tools.get_key_value(name).map(|(k, _)| *k),
+                        call: &call,
+                        started,
+                        outcome: shown::outcome(&result, outcome),
+                        answer: shown::answer(&result, watched, size),
+                        statements,
+                        trace: crate::telemetry::trace_id().map(Into::into),
+                        origin: crate::watch::origin(),
+                    });
                 });
             }
         }

@@ -69,12 +69,6 @@ impl<T> Scope<T> {
             previous: None,
         }
     }
-
-    /// Ends the scope, returning its value.
-    fn take(mut self) -> Option<T> {
-        let previous = self.previous.take()?;
-        self.key.with(|k| k.replace(previous))
-    }
 }
 
 impl<T> Drop for Scope<T> {
@@ -116,7 +110,7 @@ pub(crate) struct SeenCall<'a> {
     /// The answer: every failure, a success's result while [`Watcher::watched`].
     pub answer: Option<Answered<'a>>,
     /// The statements the call ran, while [`Watcher::watched`] (see [`Statements`]).
-    pub statements: Ran,
+    pub statements: Ran<'a>,
     /// The call's trace (32 hex digits), when OpenTelemetry sampled it.
     pub trace: Option<Box<str>>,
     /// The session it came in, so that the watcher can name its client.
@@ -164,7 +158,7 @@ impl Answer {
 }
 
 /// A statement a watched call ran, as the backend tells of it: never its text or arguments.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, Clone, Copy, serde::Serialize)]
 pub(crate) struct SeenStatement {
     /// The spec's name for it (a tool's, or a composite's field); empty for SQL a handler
     /// wrote itself.
@@ -177,7 +171,7 @@ pub(crate) struct SeenStatement {
     pub took: std::time::Duration,
     /// The failure's kind, when it failed.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub failed: Option<String>,
+    pub failed: Option<&'static str>,
 }
 
 /// A duration as a number of milliseconds rounded to the microsecond, as the call log writes
@@ -186,11 +180,12 @@ fn in_millis<S: serde::Serializer>(took: &std::time::Duration, s: S) -> Result<S
     s.serialize_f64((took.as_secs_f64() * 1e6).round() / 1e3)
 }
 
-/// The statements a call ran, as far as they are kept.
-#[derive(Debug, Default, serde::Serialize)]
-pub(crate) struct Ran {
+/// The statements a call ran, as the engine tells a watcher of them: borrowed from the
+/// thread's collection (see [`Statements`]) while the watcher keeps a copy.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Ran<'a> {
     /// The first [`KEPT_STATEMENTS`], in the order they ran.
-    pub kept: Vec<SeenStatement>,
+    pub kept: &'a [SeenStatement],
     /// How many more ran.
     pub more: usize,
 }
@@ -199,34 +194,94 @@ pub(crate) struct Ran {
 /// handler) keeps the first ones and counts the rest.
 pub(crate) const KEPT_STATEMENTS: usize = 64;
 
+/// What a thread collects of the statements it runs for the watched calls it serves: one
+/// buffer per thread, used again by every call (a call's statements are those past its
+/// mark), so that collecting allocates nothing after a thread's first watched call and
+/// nothing is moved from call to call.
+struct Collected {
+    /// Whether the call this thread serves now is watched.
+    on: bool,
+    /// Where its statements start in `statements`.
+    mark: usize,
+    statements: Vec<SeenStatement>,
+    /// How many more than [`KEPT_STATEMENTS`] the current call ran.
+    more: usize,
+}
+
 thread_local! {
-    /// The statements the thread's current watched call ran so far, and how many more it ran
-    /// than are kept.
-    static RAN: RefCell<Option<Ran>> = const { RefCell::new(None) };
+    static COLLECTED: RefCell<Collected> = const {
+        RefCell::new(Collected { on: false, mark: 0, statements: Vec::new(), more: 0 })
+    };
 }
 
 /// While alive, the statements this thread runs are collected for the call it serves (a
-/// watched one).
-pub(crate) struct Statements(Scope<Ran>);
+/// watched one). A call inside another (a handler's) collects its own, from a mark in the
+/// same buffer; when it ends, the outer call's collection goes on as before it.
+pub(crate) struct Statements {
+    /// Where this call's statements start, and what the collection was before it; `None`
+    /// when this call does not collect (nothing was changed).
+    outer: Option<Outer>,
+}
+
+#[derive(Clone, Copy)]
+struct Outer {
+    mark: usize,
+    on: bool,
+    more: usize,
+}
 
 impl Statements {
     /// Collects when `on` (a page watches); otherwise costs nothing.
     pub(crate) fn collect(on: bool) -> Statements {
-        Statements(match on {
-            true => Scope::set(&RAN, Some(Ran::default())),
-            false => Scope::unset(&RAN),
-        })
+        let outer = on.then(|| {
+            COLLECTED.with_borrow_mut(|c| {
+                let outer = Outer {
+                    mark: c.mark,
+                    on: c.on,
+                    more: c.more,
+                };
+                c.on = true;
+                c.mark = c.statements.len();
+                c.more = 0;
+                outer
+            })
+        });
+        Statements { outer }
     }
 
-    /// The statements collected.
-    pub(crate) fn finish(self) -> Ran {
-        self.0.take().unwrap_or_default()
+    /// Runs `f` on the statements collected (none when this call does not collect).
+    pub(crate) fn seen<T>(&self, f: impl FnOnce(Ran<'_>) -> T) -> T {
+        match self.outer {
+            Some(_) => COLLECTED.with_borrow(|c| {
+                f(Ran {
+                    kept: c.statements.get(c.mark..).unwrap_or_default(),
+                    more: c.more,
+                })
+            }),
+            None => f(Ran::default()),
+        }
+    }
+}
+
+impl Drop for Statements {
+    fn drop(&mut self) {
+        if let Some(outer) = self.outer {
+            let _ = COLLECTED.try_with(|c| {
+                if let Ok(mut c) = c.try_borrow_mut() {
+                    let mark = c.mark;
+                    c.statements.truncate(mark);
+                    c.mark = outer.mark;
+                    c.on = outer.on;
+                    c.more = outer.more;
+                }
+            });
+        }
     }
 }
 
 /// Whether this thread collects the statements it runs (see [`Statements`]).
 pub(crate) fn collecting() -> bool {
-    RAN.with(|r| r.borrow().is_some())
+    COLLECTED.with_borrow(|c| c.on)
 }
 
 /// Adds a statement that started at `started` to this thread's collection, when there is one.
@@ -234,21 +289,23 @@ pub(crate) fn ran(
     name: &'static str,
     operation: Option<&'static str>,
     started: Instant,
-    failed: Option<String>,
+    failed: Option<&'static str>,
 ) {
     let took = started.elapsed();
-    RAN.with(|r| {
-        if let Some(ran) = r.borrow_mut().as_mut() {
-            if ran.kept.len() < KEPT_STATEMENTS {
-                ran.kept.push(SeenStatement {
-                    name,
-                    operation,
-                    took,
-                    failed,
-                });
-            } else {
-                ran.more += 1;
-            }
+    COLLECTED.with_borrow_mut(|c| {
+        if !c.on {
+            return;
+        }
+        // This call's statements are those past its mark (an outer call's come first).
+        if c.statements.len() - c.mark < KEPT_STATEMENTS {
+            c.statements.push(SeenStatement {
+                name,
+                operation,
+                took,
+                failed,
+            });
+        } else {
+            c.more += 1;
         }
     });
 }
@@ -309,4 +366,57 @@ pub(crate) fn watcher() -> Option<&'static Arc<dyn Watcher>> {
 /// Installs the process's watcher; a second is ignored.
 pub(crate) fn install(watcher: Arc<dyn Watcher>) {
     let _ = WATCHER.set(watcher);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(name: &'static str) {
+        ran(name, Some("SELECT"), Instant::now(), None);
+    }
+
+    fn names(s: &Statements) -> (Vec<&'static str>, usize) {
+        s.seen(|r| (r.kept.iter().map(|st| st.name).collect(), r.more))
+    }
+
+    #[test]
+    fn a_call_collects_its_own_statements_and_an_inner_call_its_own() {
+        assert!(!collecting());
+        run("before");
+        let outer = Statements::collect(true);
+        assert!(collecting());
+        run("a");
+        {
+            let inner = Statements::collect(true);
+            run("inner");
+            assert_eq!(names(&inner), (vec!["inner"], 0));
+        }
+        run("b");
+        {
+            // A call that is not watched changes nothing: its statements are the outer's.
+            let _unwatched = Statements::collect(false);
+            run("unwatched");
+        }
+        assert_eq!(names(&outer), (vec!["a", "b", "unwatched"], 0));
+        drop(outer);
+        assert!(!collecting());
+        // Nothing collected outside a call.
+        assert_eq!(names(&Statements::collect(true)), (vec![], 0));
+        assert_eq!(names(&Statements::collect(false)), (vec![], 0));
+    }
+
+    #[test]
+    fn a_call_keeps_its_first_statements_and_counts_the_rest() {
+        let outer = Statements::collect(true);
+        run("outer");
+        let inner = Statements::collect(true);
+        for _ in 0..KEPT_STATEMENTS + 6 {
+            run("many");
+        }
+        let (kept, more) = names(&inner);
+        assert_eq!((kept.len(), more), (KEPT_STATEMENTS, 6));
+        drop(inner);
+        assert_eq!(names(&outer), (vec!["outer"], 0));
+    }
 }

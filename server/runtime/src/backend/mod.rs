@@ -51,6 +51,19 @@ pub enum ErrorKind {
     Other,
 }
 
+impl ErrorKind {
+    /// The kind's name, as traces and the workbench show it (`Constraint`, `Busy`...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            ErrorKind::Constraint => "Constraint",
+            ErrorKind::Busy => "Busy",
+            ErrorKind::ReadOnly => "ReadOnly",
+            ErrorKind::Interrupted => "Interrupted",
+            ErrorKind::Other => "Other",
+        }
+    }
+}
+
 /// A value bound to a statement parameter or read from a result column: the backends' own
 /// value type (what `params` binds calls it `SqlValue`).
 #[derive(Debug, Clone, PartialEq)]

@@ -24,7 +24,11 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use crate::watch::{Answer, KEPT_BYTES, Origin, Ran, SeenCall, SeenRequest, Watcher, omitted};
+use smallvec::SmallVec;
+
+use crate::watch::{
+    Answer, KEPT_BYTES, Origin, Ran, SeenCall, SeenRequest, SeenStatement, Watcher, omitted,
+};
 
 #[cfg(feature = "http")]
 mod site;
@@ -137,8 +141,9 @@ pub struct Record {
     outcome: Cow<'static, str>,
     duration_ms: f64,
     result_bytes: usize,
-    /// The arguments as compact JSON text (see [`kept_arguments`]).
-    arguments: Option<String>,
+    /// The arguments as compact JSON text (see [`keep_arguments`]), UTF-8 as serde_json
+    /// writes it; bytes, so that keeping them checks nothing it wrote itself.
+    arguments: Option<Vec<u8>>,
     /// What the client was answered: kept for every failure, and for a success while a page
     /// is open (a copy of every result would cost each call while nobody looks). Text is valid
     /// JSON by construction (the engine's own), so it is copied into the page's line as it is,
@@ -146,7 +151,7 @@ pub struct Record {
     response: Option<Answer>,
     /// The statements the call ran (their spec names, operations and durations), kept while a
     /// page is open.
-    statements: Ran,
+    statements: Statements,
     /// The call's trace, when OpenTelemetry sampled it.
     trace: Option<Box<str>>,
 }
@@ -166,7 +171,7 @@ impl Record {
             result_bytes: 0,
             arguments: None,
             response: None,
-            statements: Ran::default(),
+            statements: Statements::default(),
             trace: None,
         }
     }
@@ -222,7 +227,7 @@ impl Record {
         let arguments = self
             .arguments
             .as_deref()
-            .and_then(|text| serde_json::from_str::<Value>(text).ok())
+            .and_then(|text| serde_json::from_slice::<Value>(text).ok())
             .map_or(Value::Null, |a| crate::calllog::sanitize_arguments(&a));
         let mut text = self.line();
         // `{...}` becomes `{...,"arguments":...,"response":...}`, the response as it was kept.
@@ -239,6 +244,35 @@ impl Record {
         text.push('}');
         text
     }
+}
+
+/// The statements a call ran, as its record keeps them (see [`crate::watch::Statements`]).
+#[derive(Debug, Default, serde::Serialize)]
+struct Statements {
+    /// Held in place for a call of up to [`INLINE_STATEMENTS`] (nearly every one), so that
+    /// keeping them allocates nothing and a record written over frees nothing.
+    #[serde(serialize_with = "as_slice")]
+    kept: SmallVec<[SeenStatement; INLINE_STATEMENTS]>,
+    more: usize,
+}
+
+/// How many statements a record holds without allocating.
+const INLINE_STATEMENTS: usize = 2;
+
+impl Statements {
+    /// Keeps `ran`, written over what was kept.
+    fn keep(&mut self, ran: Ran<'_>) {
+        self.kept.clear();
+        self.kept.extend_from_slice(ran.kept);
+        self.more = ran.more;
+    }
+}
+
+fn as_slice<S: serde::Serializer>(
+    kept: &SmallVec<[SeenStatement; INLINE_STATEMENTS]>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(kept.as_slice(), s)
 }
 
 /// About how long a call's line is, reserved at once so that writing it grows no buffer.
@@ -431,7 +465,7 @@ impl Watcher for Calls {
             r.result_bytes = call.result_bytes;
             match call.arguments {
                 Some(arguments) => {
-                    keep_arguments(arguments, r.arguments.get_or_insert_with(String::new));
+                    keep_arguments(arguments, r.arguments.get_or_insert_with(Vec::new));
                 }
                 None => r.arguments = None,
             }
@@ -439,7 +473,7 @@ impl Watcher for Calls {
                 Some(answer) => answer.keep_in(&mut r.response),
                 None => r.response = None,
             }
-            r.statements = seen.statements;
+            r.statements.keep(seen.statements);
             r.trace = seen.trace;
         });
     }
@@ -496,22 +530,19 @@ fn sample_rows() -> bool {
 /// A call's arguments as the ring keeps them, written over `kept` (its buffer used again):
 /// compact JSON text within [`KEPT_BYTES`]; larger ones as the call log shows them (long
 /// text cut), or else left out with their size.
-fn keep_arguments(arguments: &Value, kept: &mut String) {
+fn keep_arguments(arguments: &Value, kept: &mut Vec<u8>) {
     // serde_json's writer, not `Display`, which goes through `fmt::Write` a piece at a time.
-    let mut buffer = std::mem::take(kept).into_bytes();
-    buffer.clear();
-    let _ = serde_json::to_writer(&mut buffer, arguments);
-    let size = buffer.len();
-    // serde_json writes UTF-8.
-    *kept = String::from_utf8(buffer).unwrap_or_default();
+    kept.clear();
+    let _ = serde_json::to_writer(&mut *kept, arguments);
+    let size = kept.len();
     if size <= KEPT_BYTES {
         return;
     }
     let shown = crate::calllog::sanitize_arguments(arguments).to_string();
     *kept = if shown.len() <= KEPT_BYTES {
-        shown
+        shown.into_bytes()
     } else {
-        omitted(size, "arguments").to_string()
+        omitted(size, "arguments").to_string().into_bytes()
     };
 }
 
@@ -564,11 +595,12 @@ mod tests {
     fn the_ring_keeps_large_arguments_within_its_bound() {
         let kept_arguments = |v: &Value| {
             // Over the arguments of an earlier call, as a recycled record's are.
-            let mut kept = r#"{"earlier":"call"}"#.to_string();
+            let mut kept = br#"{"earlier":"call"}"#.to_vec();
             keep_arguments(v, &mut kept);
             kept
         };
-        let kept = |v: &Value| -> Value { serde_json::from_str(&kept_arguments(v)).expect("JSON") };
+        let kept =
+            |v: &Value| -> Value { serde_json::from_slice(&kept_arguments(v)).expect("JSON") };
         let small = json!({"id": 7, "tags": ["a", "b"]});
         assert_eq!(kept(&small), small);
         // Long text: kept as the call log shows it.
