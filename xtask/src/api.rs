@@ -9,7 +9,10 @@
 //! rustdoc's JSON, on a nightly toolchain this repository's CI does not have): a `pub use` is
 //! listed as written, not followed; an item public inside a private module is left out even
 //! when a `pub use` elsewhere exports it (the `pub use` line shows it). Items under
-//! `#[cfg(test)]` are left out; `#[doc(hidden)]` and `#[cfg(...)]` are shown on the line.
+//! `#[cfg(test)]` are left out; `#[doc(hidden)]` and `#[cfg(...)]` are shown on the line. What
+//! is `#[doc(hidden)]`, or inside a module that is, is the crate's exports for its own
+//! workspace and its generated code, outside the semver promise: marked on every line and
+//! counted apart.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -24,6 +27,8 @@ pub struct Api {
     pub modules: usize,
     pub items: usize,
     pub methods: usize,
+    /// The modules, items and methods `#[doc(hidden)]` (themselves or a module above them).
+    pub hidden: usize,
 }
 
 impl Api {
@@ -32,8 +37,9 @@ impl Api {
         let mut out = format!(
             "# The public API of `{crate_name}`, listed from its sources by `{command}` \
              (xtask/src/api.rs): do not edit.\n# {} public modules, {} items, {} methods \
-             and associated functions.\n",
-            self.modules, self.items, self.methods
+             and associated functions; {} more hidden (`#[doc(hidden)]`: the workspace's \
+             own, outside the semver promise).\n",
+            self.modules, self.items, self.methods, self.hidden
         );
         for l in &self.lines {
             out.push_str(l);
@@ -68,6 +74,7 @@ fn items(api: &mut Api, list: &[Item], dir: &Path, path: &str) -> Result<()> {
         match item {
             Item::Mod(m) if public(&m.vis) => {
                 let inner = format!("{path}::{}", m.ident);
+                let before = (api.lines.len(), api.modules, api.items, api.methods);
                 api.modules += 1;
                 api.lines
                     .push(format!("{}pub mod {inner}", marks(&m.attrs)));
@@ -84,6 +91,9 @@ fn items(api: &mut Api, list: &[Item], dir: &Path, path: &str) -> Result<()> {
                         module(api, &file, &below, &inner)?;
                     }
                 }
+                if hidden(&m.attrs) {
+                    hide_since(api, before);
+                }
             }
             Item::Impl(i) => implementation(api, i, path),
             Item::Macro(m) if exported(&m.attrs) => {
@@ -99,15 +109,40 @@ fn items(api: &mut Api, list: &[Item], dir: &Path, path: &str) -> Result<()> {
             }
             other => {
                 if let Some(line) = declaration(other, path) {
+                    let before = (api.lines.len(), api.modules, api.items, api.methods);
                     api.items += 1;
                     api.lines.push(line);
                     let more = members(other, path, api);
                     api.lines.extend(more);
+                    if hidden(attrs_of(other)) {
+                        hide_since(api, before);
+                    }
                 }
             }
         }
     }
     Ok(())
+}
+
+/// Counts what was listed since `before` (the lines, modules, items and methods then) as
+/// hidden, and marks each of its lines so.
+fn hide_since(api: &mut Api, before: (usize, usize, usize, usize)) {
+    let (lines, modules, items, methods) = before;
+    api.hidden += (api.modules - modules) + (api.items - items) + (api.methods - methods);
+    (api.modules, api.items, api.methods) = (modules, items, methods);
+    for line in &mut api.lines[lines..] {
+        if !line.starts_with(HIDDEN) {
+            line.insert_str(0, HIDDEN);
+        }
+    }
+}
+
+const HIDDEN: &str = "#[doc(hidden)] ";
+
+fn hidden(attrs: &[Attribute]) -> bool {
+    attrs
+        .iter()
+        .any(|a| tokens(a).replace(' ', "") == "#[doc(hidden)]")
 }
 
 /// The file of module `name` declared in a module whose children are in `dir`.
@@ -315,7 +350,7 @@ fn marks(attrs: &[Attribute]) -> String {
     let mut out = String::new();
     for a in attrs {
         let shown = tokens(a);
-        if a.path().is_ident("cfg") || shown.replace(' ', "") == "#[doc(hidden)]" {
+        if a.path().is_ident("cfg") || hidden(std::slice::from_ref(a)) {
             let _ = write!(out, "{} ", shown.replace(' ', "").replace("=", " = "));
         }
     }
@@ -369,6 +404,7 @@ mod tests {
         std::fs::write(
             src.join("lib.rs"),
             "pub mod open; mod closed; pub(crate) mod own;\n\
+             #[doc(hidden)] pub mod inner { pub struct S; impl S { pub fn f() {} } }\n\
              pub use open::Thing;\n\
              #[macro_export] macro_rules! shout { () => {} }\n\
              #[cfg(test)] pub mod tests { pub fn t() {} }\n",
@@ -390,7 +426,10 @@ mod tests {
         let api = list(&src.join("lib.rs"), "demo").unwrap();
         let expected = [
             "#[cfg(feature = \"x\")] pub const demo::open::N: usize",
+            "#[doc(hidden)] pub fn demo::inner::S::f()",
             "#[doc(hidden)] pub fn demo::open::hidden()",
+            "#[doc(hidden)] pub mod demo::inner",
+            "#[doc(hidden)] pub struct demo::inner::S",
             "impl Default for demo::open::Thing",
             "pub enum demo::open::Kind",
             "pub field demo::open::Thing::name: String",
@@ -403,6 +442,9 @@ mod tests {
             "pub variant demo::open::Kind::B(u32)",
         ];
         assert_eq!(api.lines, expected, "{:#?}", api.lines);
-        assert_eq!((api.modules, api.items, api.methods), (1, 6, 1));
+        assert_eq!(
+            (api.modules, api.items, api.methods, api.hidden),
+            (1, 5, 1, 4)
+        );
     }
 }
