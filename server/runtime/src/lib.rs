@@ -9,7 +9,8 @@
 //! - [`def`]: the table types the generated code fills; [`handler`]: what Rust handlers
 //!   receive and return; [`confine`] keeps handlers' paths inside their project.
 //! - [`engine`]: validates arguments and runs calls, in process; [`backend`]: the database
-//!   seam ([`backend::Database`], [`backend::Location`]) and its engines.
+//!   seam ([`backend::Database`], [`backend::Location`]); its engines' internals are the
+//!   crate's own, or `#[doc(hidden)]` where this workspace's other crates call them.
 //! - [`client`]: a small MCP client over stdio, for demos, tests and benchmarks.
 //!
 //! Everything else is the crate's own (the list in `public-api.txt`, beside `Cargo.toml`, is

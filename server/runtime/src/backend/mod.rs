@@ -2,16 +2,25 @@
 //! binds and reads, and the kinds of failure it tells apart, in terms of no particular
 //! database. `sqlite` is the embedded implementation, `postgres` and `mysql` (MariaDB and
 //! MySQL) the ones for teams, each behind the cargo feature of its name and listed in
-//! [`ENGINES`]; the engine, the protocol,
+//! `ENGINES`; the engine, the protocol,
 //! the command line and the handler API name only the types of this module.
+//!
+//! Public: the seam's types, and `sqlite`'s handler accessor ([`sqlite::Sqlite`]). The
+//! engines' own functions that this workspace's other crates call (the compiler's live
+//! checks, the seeds' `pm` administration, the cli's `doctor`) are `#[doc(hidden)]`: listed
+//! apart in `public-api.txt`, outside the semver promise; the rest is the crate's own.
 
+#[doc(hidden)]
 pub mod migrate;
 #[cfg(feature = "mysql")]
+#[doc(hidden)]
 pub mod mysql;
+#[doc(hidden)]
 pub mod paths;
 #[cfg(feature = "postgres")]
 mod pgsync;
 #[cfg(feature = "postgres")]
+#[doc(hidden)]
 pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
@@ -520,7 +529,7 @@ pub struct JobKind {
 
 /// A database engine: the seam the engine, the protocol and the command line run every
 /// statement through. One module per engine implements it (`sqlite`, `postgres`), each behind
-/// a cargo feature of the same name, and [`ENGINES`] lists them; nothing outside this module
+/// a cargo feature of the same name, and `ENGINES` lists them; nothing outside this module
 /// and the engine's own names a database crate.
 pub trait Backend: Send + Sync + 'static {
     /// The engine's SQL dialect: which of a statement's texts it runs.
@@ -528,7 +537,7 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Runs `work` on a session: a reader, or the writer when `kind.writes` (`None` when the
     /// database is read-only); inside a transaction when `kind.transaction` (see
-    /// [`in_transaction`]), committed when `work` succeeds and rolled back otherwise; stopped
+    /// `in_transaction`), committed when `work` succeeds and rolled back otherwise; stopped
     /// at `stop`'s deadline or cancellation, which fails the running statement with
     /// [`ErrorKind::Interrupted`]. A backend may run `work` again, on a new connection, when
     /// the first died under a read or the transaction lost a conflict.
@@ -606,7 +615,8 @@ pub trait Backend: Send + Sync + 'static {
 
 /// Runs `work` on `session`, inside a transaction when `transaction`, which is committed when
 /// `work` succeeds unless `rehearsal`: the one place a job's transaction is decided.
-pub fn in_transaction(
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+pub(crate) fn in_transaction(
     session: &mut dyn Session,
     writes: bool,
     transaction: bool,
@@ -640,7 +650,7 @@ impl Database {
     }
 
     /// Opens the database at `location` for the spec `server` and its database `def`, with
-    /// the engine its form selects (see [`ENGINES`]); derived structures placed as `how` says.
+    /// the engine its form selects (see `ENGINES`); derived structures placed as `how` says.
     pub fn open(
         location: &Location,
         server: &str,
@@ -771,7 +781,10 @@ impl Database {
 
 /// The text of `st` that a database of `dialect` runs: its text for that dialect where it has
 /// one, else the text with named parameters.
-pub fn statement_sql(st: &'static crate::def::StatementDef, dialect: &Dialect) -> Sql<'static> {
+pub(crate) fn statement_sql(
+    st: &'static crate::def::StatementDef,
+    dialect: &Dialect,
+) -> Sql<'static> {
     match st.text(dialect.name) {
         Some(t) => Sql {
             text: t.sql,
@@ -818,10 +831,8 @@ pub struct Creation<'a> {
 }
 
 /// An engine this build can open: its dialect and how it opens and creates databases.
-pub struct EngineEntry {
+pub(crate) struct EngineEntry {
     pub dialect: &'static Dialect,
-    /// The cargo feature that builds it.
-    pub feature: &'static str,
     pub open: fn(&Target<'_>) -> Result<Box<dyn Backend>, OpenError>,
     /// Creates the spec's schema (and sample rows) in a new or empty database; whether
     /// sample rows were loaded.
@@ -835,7 +846,7 @@ pub struct EngineEntry {
 pub type Migrating = Box<dyn migrate::Migrator>;
 
 /// Every engine built in, one per enabled feature.
-pub static ENGINES: &[EngineEntry] = &[
+pub(crate) static ENGINES: &[EngineEntry] = &[
     #[cfg(feature = "sqlite")]
     sqlite::ENGINE,
     #[cfg(feature = "postgres")]
@@ -870,6 +881,7 @@ fn engine_for(
 /// Says that this process runs a spec's SQL on its own (`init`, `migrate`, `check`, `test`),
 /// whoever wrote the spec: from now on no connection it opens to a SQLite file may reach another
 /// file (see [`mcpspec_sqlite::confine`]). Scratch databases in memory are confined in any process.
+#[doc(hidden)]
 pub fn confine_spec_sql() {
     #[cfg(feature = "sqlite")]
     sqlite::confine_every_connection();
@@ -877,6 +889,7 @@ pub fn confine_spec_sql() {
 
 /// Creates the spec's schema at `location` (`mcpspec init`); whether sample rows were loaded.
 /// An existing database is used only when it holds no tables yet.
+#[doc(hidden)]
 pub fn create(
     location: &Location,
     server: &str,
@@ -919,6 +932,7 @@ pub(crate) fn server_creation(
 
 /// A connection that migrates the database at `location` for the spec `server` (see
 /// [`migrate`]); it only reads unless `write`.
+#[doc(hidden)]
 pub fn migrator(
     location: &Location,
     server: &str,
@@ -1050,6 +1064,7 @@ impl Location {
 
 /// A database location (a URL of any scheme, a keyword string, a file path) as messages and
 /// logs show it: every password replaced by `***`. The one place locations are redacted.
+#[doc(hidden)]
 pub fn redact(location: &str) -> String {
     sqlscan::redact(location)
 }
@@ -1096,7 +1111,8 @@ pub struct TableColumn {
 }
 
 /// Columns known by name only.
-pub fn untyped(names: Vec<String>) -> Vec<Column> {
+#[cfg(feature = "sqlite")]
+pub(crate) fn untyped(names: Vec<String>) -> Vec<Column> {
     names
         .into_iter()
         .map(|name| Column {
@@ -1109,12 +1125,12 @@ pub fn untyped(names: Vec<String>) -> Vec<Column> {
 
 /// A function that prepares statements against a spec's declared schema, as
 /// [`Database::columns`] does against a real database.
-pub type Columns = Box<dyn Fn(&str) -> Result<Vec<Column>, String>>;
+pub(crate) type Columns = Box<dyn Fn(&str) -> Result<Vec<Column>, String>>;
 
 /// Prepares statements against `schema` in a scratch in-memory database (SQLite's, the
 /// dialect the spec's own schema is written in); `None` when the schema does not load or this
 /// build has no SQLite.
-pub fn scratch_columns(schema: &str) -> Option<Columns> {
+pub(crate) fn scratch_columns(schema: &str) -> Option<Columns> {
     #[cfg(feature = "sqlite")]
     {
         let columns = sqlite::scratch(schema)?;

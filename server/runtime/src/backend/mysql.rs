@@ -32,7 +32,7 @@ use super::{
 };
 
 /// The most connections one server process opens.
-pub const MAX_CONNECTIONS: usize = 16;
+pub(crate) const MAX_CONNECTIONS: usize = 16;
 
 /// How long a job waits for a free connection.
 const CHECKOUT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -47,9 +47,8 @@ const STATEMENT_TIMEOUT_MARGIN: Duration = Duration::from_secs(1);
 const CONFLICT_RETRIES: u32 = 3;
 
 /// The MariaDB/MySQL engine: `mysql://` and `mariadb://` URLs.
-pub const ENGINE: super::EngineEntry = super::EngineEntry {
+pub(crate) const ENGINE: super::EngineEntry = super::EngineEntry {
     dialect: &sqlscan::MYSQL,
-    feature: "mysql",
     open: open_engine,
     create: create_engine,
     migrator: open_migrator,
@@ -218,7 +217,7 @@ fn session_setup(read_only: bool, mariadb: bool, timeout: Duration) -> Vec<Strin
 }
 
 /// A server's MariaDB/MySQL database: the pool, and the watchdog that kills statements.
-pub struct Pool {
+pub(crate) struct Pool {
     pool: mysql::Pool,
     /// Options for a connection of the watchdog's own.
     plain: Arc<Opts>,
@@ -796,7 +795,7 @@ fn server_code(e: &mysql::Error) -> Option<u16> {
 }
 
 /// The seam's kind of a driver error.
-pub fn error_kind(e: &mysql::Error) -> ErrorKind {
+pub(crate) fn error_kind(e: &mysql::Error) -> ErrorKind {
     match server_code(e) {
         // Duplicate key, foreign keys, NOT NULL, CHECK.
         Some(1062 | 1451 | 1452 | 1216 | 1217 | 1048 | 1364 | 3819 | 4025) => ErrorKind::Constraint,
@@ -821,7 +820,7 @@ fn constraint_detail(code: u16) -> &'static str {
 }
 
 /// A backend-neutral failure from a driver error.
-pub fn failure(e: &mysql::Error) -> Failure {
+pub(crate) fn failure(e: &mysql::Error) -> Failure {
     let kind = error_kind(e);
     Failure {
         kind,
@@ -854,7 +853,7 @@ fn one_connection(url: &str) -> Result<mysql::Conn, OpenError> {
 /// Creates the schema (and the sample rows when asked) in the empty database at `url`. DDL
 /// commits as it goes in MariaDB and MySQL, so a schema or sample that fails half-way is
 /// undone by dropping every table made: the database was empty before, and is again.
-pub fn init(url: &str, schema: &str, sample: Option<&str>) -> Result<(), OpenError> {
+pub(crate) fn init(url: &str, schema: &str, sample: Option<&str>) -> Result<(), OpenError> {
     let mut conn = one_connection(url)?;
     let create = |e: &mysql::Error| OpenError::Create {
         path: format!("the schema at {}", super::redact(url)),

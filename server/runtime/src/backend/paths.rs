@@ -50,7 +50,7 @@ pub fn expand(path: &str) -> PathBuf {
 }
 
 /// Of a spec's per-system defaults, the one for the system this runs on.
-pub fn for_this_os<'a>(
+pub(crate) fn for_this_os<'a>(
     linux: Option<&'a str>,
     macos: Option<&'a str>,
     windows: Option<&'a str>,
@@ -117,7 +117,7 @@ pub fn file_of(location: &Path) -> PathBuf {
 }
 
 /// Fails with a message that says how to fix it when the database file does not exist.
-pub fn require_exists(
+pub(crate) fn require_exists(
     server: &str,
     def: &DatabaseDef,
     path: &Path,

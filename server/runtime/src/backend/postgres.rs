@@ -28,7 +28,7 @@ use super::{
 };
 
 /// The most connections one server process opens.
-pub const MAX_CONNECTIONS: u32 = 16;
+pub(crate) const MAX_CONNECTIONS: u32 = 16;
 
 /// How long a call waits for a free connection, or for a new one to open.
 const CHECKOUT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -143,7 +143,7 @@ impl rustls::client::danger::ServerCertVerifier for EncryptOnly {
 }
 
 /// One pooled connection with the statements it has prepared.
-pub struct Conn {
+pub(crate) struct Conn {
     client: pgsync::Client,
     statements: HashMap<String, (Statement, Arc<[String]>)>,
     /// When a job last used it.
@@ -231,7 +231,7 @@ impl Cancel for CancelPg {
 }
 
 /// A server's PostgreSQL database: the pool, and the watchdog that cancels statements.
-pub struct Pool {
+pub(crate) struct Pool {
     /// Always `Some` but in `drop`.
     pool: Option<r2d2::Pool<Manager>>,
     read_only: bool,
@@ -426,9 +426,8 @@ impl Backend for Pool {
 }
 
 /// The PostgreSQL engine: `postgres://` and `postgresql://` URLs.
-pub const ENGINE: super::EngineEntry = super::EngineEntry {
+pub(crate) const ENGINE: super::EngineEntry = super::EngineEntry {
     dialect: &sqlscan::POSTGRES,
-    feature: "postgres",
     open: open_engine,
     create: create_engine,
     migrator: open_migrator,
@@ -672,7 +671,7 @@ fn readable_as_text(ty: &Type) -> bool {
 
 /// Whether a result column of type `ty` can be read at all; the start-up check names the
 /// others and asks for a cast.
-pub fn readable(ty: &Type) -> bool {
+pub(crate) fn readable(ty: &Type) -> bool {
     !sqlscan::reads_as(ty.name()).is_empty()
 }
 
@@ -765,7 +764,7 @@ fn text_to_sql(s: &str, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxErro
 }
 
 /// The seam's kind of a driver error, from its SQLSTATE class.
-pub fn error_kind(e: &postgres::Error) -> ErrorKind {
+pub(crate) fn error_kind(e: &postgres::Error) -> ErrorKind {
     e.code().map_or(ErrorKind::Other, kind_of)
 }
 
@@ -801,7 +800,7 @@ fn constraint_detail(code: &SqlState) -> &'static str {
 }
 
 /// A backend-neutral failure from a driver error.
-pub fn failure(e: &postgres::Error) -> Failure {
+pub(crate) fn failure(e: &postgres::Error) -> Failure {
     let kind = error_kind(e);
     Failure {
         kind,
@@ -815,7 +814,7 @@ pub fn failure(e: &postgres::Error) -> Failure {
 
 /// Prepares `sql` and returns its columns' names, or what is wrong: the server's words when it
 /// does not prepare, and the columns whose type mcpspec does not read.
-pub fn columns(conn: &mut Conn, sql: Sql<'_>) -> Result<Vec<super::Column>, String> {
+pub(crate) fn columns(conn: &mut Conn, sql: Sql<'_>) -> Result<Vec<super::Column>, String> {
     let (st, _) = conn.prepare(sql).map_err(|e| describe(&e))?;
     let unreadable: Vec<String> = st
         .columns()
@@ -1000,7 +999,7 @@ fn tables(client: &mut impl Catalog) -> Result<Vec<String>, postgres::Error> {
 
 /// Creates the schema (and the sample rows when asked) in the empty database at `url`, in one
 /// transaction; a database that already has tables is refused.
-pub fn init(url: &str, schema: &str, sample: Option<&str>) -> Result<(), OpenError> {
+pub(crate) fn init(url: &str, schema: &str, sample: Option<&str>) -> Result<(), OpenError> {
     let config = postgres::Config::from(config(url, false, Duration::from_secs(600))?);
     let mut client = config.connect(tls()).map_err(|e| connect_error(url, &e))?;
     let create = |e: postgres::Error| OpenError::Create {

@@ -6,6 +6,7 @@
 mod access;
 pub(crate) mod migrator;
 pub(crate) mod mirror;
+#[doc(hidden)]
 pub mod shape;
 
 pub use access::{ReadOnly, Sqlite};
@@ -20,20 +21,23 @@ use crate::backend::OpenError;
 use crate::def::DatabaseDef;
 
 /// How long a connection waits for a lock held by another connection or process.
-pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// SQLite's own message for a failure, without rusqlite's wrapping; a statement a confined
 /// connection refused says why (see [`mcpspec_sqlite::confine::message`]).
+#[doc(hidden)]
 pub fn sqlite_message(e: &rusqlite::Error) -> String {
     mcpspec_sqlite::confine::message(e)
 }
 
 /// A statement kind that [`confine_statements`] refused, for the error message.
+#[doc(hidden)]
 pub type Refused = mcpspec_sqlite::confine::Refused;
 
 /// Makes `conn` refuse every statement that could reach a file other than its own database
 /// or step out of the caller's transaction (see [`mcpspec_sqlite::confine`]): what pm's imports run
 /// under. The returned cell names the first kind refused.
+#[doc(hidden)]
 pub fn confine_statements(conn: &mut Connection) -> rusqlite::Result<Refused> {
     mcpspec_sqlite::confine::confine(conn, mcpspec_sqlite::confine::Also::Transactions)
 }
@@ -45,7 +49,7 @@ static CONFINED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::
 /// Says that this process runs a spec's SQL on its own, to check it or to make a database from
 /// it: from now on every connection refuses what could reach another file. `serve` does not
 /// (a served spec is one its user chose); the command line says so for the other commands.
-pub fn confine_every_connection() {
+pub(crate) fn confine_every_connection() {
     CONFINED.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
@@ -60,7 +64,7 @@ pub(super) fn confined(mut conn: Connection) -> rusqlite::Result<Connection> {
 
 /// A scratch database in memory where a spec's DDL runs to learn what it makes: confined
 /// whatever the process (see [`mcpspec_sqlite::confine`]), with `regexp()`.
-pub fn scratch_connection() -> rusqlite::Result<Connection> {
+pub(crate) fn scratch_connection() -> rusqlite::Result<Connection> {
     let conn = mcpspec_sqlite::confine::scratch()?;
     register_regexp(&conn)?;
     Ok(conn)
@@ -74,7 +78,7 @@ const REGEX_CACHE: usize = 256;
 /// cached per connection, since interceptor queries take patterns from table rows, where
 /// SQLite's per-statement auxiliary data would not keep them. A pattern that does not compile
 /// matches nothing and is logged once per process, so a bad lesson never fails a query.
-pub fn register_regexp(conn: &Connection) -> rusqlite::Result<()> {
+pub(crate) fn register_regexp(conn: &Connection) -> rusqlite::Result<()> {
     use rusqlite::functions::FunctionFlags;
     use std::collections::{HashMap, HashSet};
     static LOGGED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
@@ -170,7 +174,7 @@ fn ready(conn: Connection, read_only: bool) -> rusqlite::Result<Connection> {
 
 /// Creates a database at `path` from the spec's schema, with its sample rows if asked. An
 /// existing file is used only when it holds no tables yet; its data is never changed.
-pub fn init(def: &DatabaseDef, path: &Path, sample: bool) -> Result<(), OpenError> {
+pub(crate) fn init(def: &DatabaseDef, path: &Path, sample: bool) -> Result<(), OpenError> {
     let create_err = |reason: String| OpenError::Create {
         path: path.display().to_string(),
         reason,
@@ -226,7 +230,7 @@ pub fn init(def: &DatabaseDef, path: &Path, sample: bool) -> Result<(), OpenErro
 }
 
 /// One writer connection and a few reader connections, handed out one call at a time.
-pub struct Pool {
+pub(crate) struct Pool {
     path: std::path::PathBuf,
     /// Where the spec's derived structures live, when not in the database (see
     /// [`mirror`]).
@@ -246,7 +250,7 @@ pub struct Pool {
 }
 
 /// How many reader connections a pool keeps.
-pub const READERS: usize = 4;
+pub(crate) const READERS: usize = 4;
 
 /// A pooled connection, with what its queries learned of its statements' columns.
 struct Pooled {
@@ -348,8 +352,9 @@ impl Pool {
         self.rehearsal = true;
     }
 
-    /// Opens the pool over a database without a spec's derived structures (tests, tools).
-    pub fn open(path: &Path, read_only: bool) -> Result<Pool, OpenError> {
+    /// Opens the pool over a database without a spec's derived structures (the tests').
+    #[cfg(test)]
+    pub(crate) fn open(path: &Path, read_only: bool) -> Result<Pool, OpenError> {
         Pool::open_as(
             path,
             None,
@@ -669,7 +674,7 @@ impl rusqlite::types::FromSql for crate::backend::Value {
 }
 
 /// The backend-neutral kind of a SQLite failure.
-pub fn error_kind(e: &rusqlite::Error) -> crate::backend::ErrorKind {
+pub(crate) fn error_kind(e: &rusqlite::Error) -> crate::backend::ErrorKind {
     use rusqlite::ErrorCode as C;
     match e.sqlite_error_code() {
         Some(C::OperationInterrupted) => crate::backend::ErrorKind::Interrupted,
@@ -682,7 +687,7 @@ pub fn error_kind(e: &rusqlite::Error) -> crate::backend::ErrorKind {
 
 /// What a constraint failure says, without the table and column names after its colon
 /// (`unique constraint failed`), lowercased.
-pub fn constraint_detail(e: &rusqlite::Error) -> String {
+pub(crate) fn constraint_detail(e: &rusqlite::Error) -> String {
     match e {
         rusqlite::Error::SqliteFailure(_, Some(m)) => m
             .split(':')
@@ -694,7 +699,7 @@ pub fn constraint_detail(e: &rusqlite::Error) -> String {
 }
 
 /// A backend-neutral failure from a SQLite error.
-pub fn failure(e: &rusqlite::Error) -> crate::backend::Failure {
+pub(crate) fn failure(e: &rusqlite::Error) -> crate::backend::Failure {
     let kind = error_kind(e);
     crate::backend::Failure {
         kind,
@@ -708,9 +713,8 @@ pub fn failure(e: &rusqlite::Error) -> crate::backend::Failure {
 }
 
 /// The SQLite engine: files, opened by path.
-pub const ENGINE: crate::backend::EngineEntry = crate::backend::EngineEntry {
+pub(crate) const ENGINE: crate::backend::EngineEntry = crate::backend::EngineEntry {
     dialect: &sqlscan::SQLITE,
-    feature: "sqlite",
     open: open_engine,
     create: create_engine,
     migrator: open_migrator,
@@ -940,6 +944,7 @@ fn set_up_writer(
 
 /// Runs `f` on `conn` with its statements interrupted once `stop` says the job must stop (its
 /// deadline or a cancellation): SQLite's progress handler asks every thousand steps.
+#[doc(hidden)]
 pub fn bounded<T>(
     conn: &mut Connection,
     stop: &crate::backend::Stop,
@@ -1065,13 +1070,15 @@ impl crate::backend::Session for SqliteSession<'_> {
 }
 
 /// The names of the columns `sql` returns.
-pub fn columns(conn: &Connection, sql: &str) -> Result<Vec<String>, String> {
+pub(crate) fn columns(conn: &Connection, sql: &str) -> Result<Vec<String>, String> {
     let st = conn.prepare_cached(sql).map_err(|e| sqlite_message(&e))?;
     Ok(st.column_names().map(String::from).collect())
 }
 
 /// [`columns`] on a scratch in-memory database made from `schema`.
-pub fn scratch(schema: &str) -> Option<impl Fn(&str) -> Result<Vec<String>, String> + use<>> {
+pub(crate) fn scratch(
+    schema: &str,
+) -> Option<impl Fn(&str) -> Result<Vec<String>, String> + use<>> {
     let conn = scratch_connection().ok()?;
     conn.execute_batch(schema).ok()?;
     Some(move |sql: &str| columns(&conn, sql))
