@@ -36,7 +36,14 @@ pub(crate) fn served(db: &std::path::Path) -> (StdioClient, SocketAddr, Receiver
 /// The server `command` starts (a stdio server with `--ui` on a free loopback port, its
 /// stderr left to this function): the client, initialised, the workbench's address, and the
 /// rest of the server's stderr.
-pub(crate) fn served_by(mut command: Command) -> (StdioClient, SocketAddr, Receiver<String>) {
+pub(crate) fn served_by(command: Command) -> (StdioClient, SocketAddr, Receiver<String>) {
+    let (mut client, addr, rx) = started(command);
+    client.initialize().expect("initialize");
+    (client, addr, rx)
+}
+
+/// [`served_by`] without its `initialize`: the client's first message is the test's.
+fn started(mut command: Command) -> (StdioClient, SocketAddr, Receiver<String>) {
     command.stderr(Stdio::piped());
     let mut client = StdioClient::spawn(&mut command).expect("spawn");
     let stderr = client.take_stderr().expect("piped stderr");
@@ -54,7 +61,6 @@ pub(crate) fn served_by(mut command: Command) -> (StdioClient, SocketAddr, Recei
             break url.trim_end_matches('/').parse().expect("an address");
         }
     };
-    client.initialize().expect("initialize");
     (client, addr, rx)
 }
 
@@ -268,6 +274,60 @@ fn the_workbench_shows_a_stdio_clients_calls_live() {
             .finish(Duration::from_secs(10))
             .is_some_and(|s| s.success())
     );
+}
+
+/// A stdio client of protocol 2026-07-28 sends no `initialize`: each request names the client
+/// in its own `_meta`, and the workbench shows its calls and requests with that name, the
+/// first (which rmcp answers, choosing the session's lifecycle) and the next (which the lane
+/// answers) alike.
+#[test]
+fn a_per_request_stdio_clients_calls_are_shown_with_its_name() {
+    let db = sample_db("knowledge");
+    let mut command = Command::new(exe_for("knowledge"));
+    command
+        .args(["serve", "knowledge", "--ui", "127.0.0.1:0", "--db"])
+        .arg(&db.path)
+        .env("MCPSPEC_LOG", "warn");
+    let (mut client, addr, _stderr) = started(command);
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": mcpspec_testkit::PER_REQUEST_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "per-request-client", "version": "1.0.0"},
+    });
+    for limit in [1, 2] {
+        let answer = client
+            .request(
+                "tools/call",
+                json!({"name": "kb_list", "arguments": {"limit": limit}, "_meta": meta}),
+            )
+            .expect("a call");
+        assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
+    }
+    let answer = client
+        .request("tools/list", json!({"_meta": meta}))
+        .expect("the tools");
+    assert!(answer["result"]["tools"].is_array(), "{answer}");
+    let (_, _, body) = get(addr, "/ui/calls", &[]);
+    let all: Vec<Value> = serde_json::from_str(&body).expect("the calls as JSON");
+    let seen: Vec<(&str, &str)> = all
+        .iter()
+        .map(|c| {
+            (
+                c["method"].as_str().unwrap(),
+                c["client"].as_str().unwrap_or("(none)"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("tools/call", "per-request-client"),
+            ("tools/call", "per-request-client"),
+            ("tools/list", "per-request-client"),
+        ],
+        "{body}"
+    );
+    drop(client);
 }
 
 #[test]

@@ -180,6 +180,40 @@ pub fn is_modern(version: &str) -> bool {
     version >= "2026-07-28"
 }
 
+/// The key under which a request of protocol 2026-07-28 names its client in its `_meta`.
+const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+
+/// The client's name a request of protocol 2026-07-28 gives in its own `_meta` (a session of
+/// that revision has no `initialize` to give it once); `None` when `bytes` give none. A
+/// cheap look first, so that other messages are not decoded.
+pub(crate) fn client_named_in(bytes: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Message<'a> {
+        #[serde(borrow)]
+        params: Option<Params<'a>>,
+    }
+    #[derive(Deserialize)]
+    struct Params<'a> {
+        #[serde(rename = "_meta", borrow)]
+        meta: Option<Meta<'a>>,
+    }
+    #[derive(Deserialize)]
+    struct Meta<'a> {
+        #[serde(rename = "io.modelcontextprotocol/clientInfo", borrow)]
+        client: Option<Client<'a>>,
+    }
+    #[derive(Deserialize)]
+    struct Client<'a> {
+        #[serde(borrow)]
+        name: std::borrow::Cow<'a, str>,
+    }
+    if !contains(bytes, CLIENT_INFO.as_bytes()) {
+        return None;
+    }
+    let message: Message<'_> = serde_json::from_slice(bytes).ok()?;
+    Some(message.params?.meta?.client?.name.into_owned())
+}
+
 /// Whether `needle` occurs in `haystack`: a cheap look at a line before decoding it.
 pub(super) fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     memchr::memmem::find(haystack, needle).is_some()

@@ -423,6 +423,9 @@ impl Readers {
                 self.give_turn();
                 return;
             };
+            if let Input::Line(line) = &input {
+                name_per_request_client(line);
+            }
             // A lane call is claimed before the next message is read, so that a cancellation
             // that follows it finds it running.
             let claimed = match &input {
@@ -911,6 +914,18 @@ impl Transport<RoleServer> for StdioTransport {
     async fn close(&mut self) -> Result<(), Self::Error> {
         // The writer thread flushes whenever its queue runs dry; nothing is held back here.
         Ok(())
+    }
+}
+
+/// Tells the workbench, when one watches, the client a request of protocol 2026-07-28 names in
+/// its own `_meta`: such a session has no `initialize`, and its calls are shown with that name
+/// as an earlier session's are with the one its `initialize` gave.
+fn name_per_request_client(line: &[u8]) {
+    if crate::watch::watcher().is_none() {
+        return;
+    }
+    if let Some(client) = super::lane::client_named_in(line) {
+        crate::watch::named(|| Some(crate::watch::Origin::Stdio), &client);
     }
 }
 

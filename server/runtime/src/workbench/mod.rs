@@ -489,11 +489,17 @@ impl Watcher for Calls {
         if let (Some(origin), Some(client)) = (&r.origin, r.client) {
             self.named(origin, client);
         }
+        // The client the request's session named when the request itself does not (a
+        // session of 2026-07-28 names it in each request's `_meta`, see `watch::named`).
+        let client = match r.client {
+            Some(c) => Some(crate::watch::kept_name(c).into()),
+            None => self.client_of(r.origin.as_ref()),
+        };
         self.keep(|record| {
             *record = Record {
                 method: r.method,
                 tool: Cow::Owned(r.target.unwrap_or_default().to_string()),
-                client: r.client.map(|c| crate::watch::kept_name(c).into()),
+                client,
                 outcome: Cow::Owned(r.outcome.to_string()),
                 duration_ms: r.duration_ms,
                 ..Record::blank()
