@@ -510,20 +510,33 @@ fn the_workbench_shows_http_clients_calls_too() {
     let call = json!({"name": "kb_list", "arguments": {"limit": 1}});
     let answer = session.request("tools/call", call.clone()).expect("call");
     assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
+    // Requests of 2026-07-28, without a session: one naming its client in its `_meta`, one
+    // naming none.
     let mut per_request = mcpspec_testkit::HttpClient::per_request(mcp, None);
-    let answer = per_request.request("tools/call", call).expect("call");
-    assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
+    for client in [
+        json!({"name": "another-client", "version": "1.0.0"}),
+        Value::Null,
+    ] {
+        let mut call = call.clone();
+        call["_meta"] = json!({ "io.modelcontextprotocol/clientInfo": client });
+        let answer = per_request.request("tools/call", call).expect("call");
+        assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
+    }
     let (_, _, body) = get(ui, "/ui/calls", &[]);
     let calls = tool_calls(&body);
     let seen: Vec<(&str, &str)> = calls
         .iter()
         .map(|c| (c["tool"].as_str().unwrap(), c["outcome"].as_str().unwrap()))
         .collect();
-    assert_eq!(seen, [("kb_list", "ok"), ("kb_list", "ok")]);
+    assert_eq!(
+        seen,
+        [("kb_list", "ok"), ("kb_list", "ok"), ("kb_list", "ok")]
+    );
     // The session's call is shown with the client its session named; a request without a
-    // session (2026-07-28) is not taken for another's.
+    // session (2026-07-28) with the client it names itself, and never with another's.
     assert_eq!(calls[0]["client"], "mcpspec-client", "{body}");
-    assert_eq!(calls[1]["client"], Value::Null, "{body}");
+    assert_eq!(calls[1]["client"], "another-client", "{body}");
+    assert_eq!(calls[2]["client"], Value::Null, "{body}");
     assert!(server.terminate().success());
 }
 

@@ -34,6 +34,7 @@ pub(crate) mod bound;
 pub(crate) mod calllog;
 pub mod cli;
 pub mod client;
+pub(crate) mod clock;
 pub mod confine;
 pub(crate) mod confirm;
 pub(crate) mod content;

@@ -30,15 +30,23 @@ pub(crate) fn omitted(size: usize, what: &str) -> Value {
 pub(crate) enum Origin {
     Stdio,
     Http(Box<str>),
+    /// A request over HTTP without a session that names its client itself (one of
+    /// 2026-07-28, in its `_meta`): its own client, never another session's.
+    Named(Box<str>),
 }
 
 impl Origin {
     /// The origin of a request on `transport` (`pipe` or `tcp`, as the spans name it) in
-    /// HTTP session `session`.
-    pub(crate) fn of(transport: &str, session: Option<&str>) -> Option<Origin> {
-        match (transport, session) {
-            ("pipe", _) => Some(Origin::Stdio),
-            (_, Some(id)) => Some(Origin::Http(id.into())),
+    /// HTTP session `session`, which named its client `client` in its own `_meta` if it did.
+    pub(crate) fn of(
+        transport: &str,
+        session: Option<&str>,
+        client: Option<&str>,
+    ) -> Option<Origin> {
+        match (transport, session, client) {
+            ("pipe", _, _) => Some(Origin::Stdio),
+            (_, Some(id), _) => Some(Origin::Http(id.into())),
+            (_, None, Some(client)) => Some(Origin::Named(kept_name(client).into())),
             _ => None,
         }
     }

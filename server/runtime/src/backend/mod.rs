@@ -34,7 +34,7 @@ pub use crate::pool_use::PoolUse;
 pub use sqlscan::Dialect;
 pub use team::{
     AddedColumn, FoundTask, STATES_TABLE, SharedStates, SharedTasks, TASK_OWNER, TASKS_TABLE, Team,
-    now_ms, state_database,
+    state_database,
 };
 
 use std::path::PathBuf;

@@ -203,13 +203,6 @@ pub fn state_database(location: &super::Location) -> Result<Arc<Database>, Strin
     }
 }
 
-/// Milliseconds since the epoch, by this machine's clock.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 /// A statement's parameters by name; a name not given binds NULL.
 fn binding<'a>(pairs: &'a [(&'a str, Value)]) -> impl Fn(&str) -> Value + 'a {
     move |name| {
@@ -296,7 +289,7 @@ impl Database {
     /// it was not used before anywhere in the team, `Ok(false)` when it was; why not, when the
     /// database could not say. Expired rows are forgotten now and then.
     pub fn redeem_state(&self, nonce: &str, ttl: Duration) -> Result<bool, String> {
-        let now = now_ms() / 1000;
+        let now = crate::clock::unix_ms() / 1000;
         let expires = now.saturating_add(i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX));
         let pairs = [
             ("nonce", Value::Text(nonce.to_string())),
@@ -328,7 +321,7 @@ impl Database {
         detail: &str,
         expires: i64,
     ) -> Result<(), String> {
-        let now = now_ms();
+        let now = crate::clock::unix_ms();
         let pairs = [
             ("id", Value::Text(id.to_string())),
             ("replica", Value::Text(replica.to_string())),
@@ -376,7 +369,7 @@ impl Database {
     pub fn find_task(&self, id: &str) -> Result<Option<FoundTask>, String> {
         let pairs = [
             ("id", Value::Text(id.to_string())),
-            ("now", Value::Integer(now_ms())),
+            ("now", Value::Integer(crate::clock::unix_ms())),
         ];
         let bind = binding(&pairs);
         self.team_job(|session, team| {
@@ -426,7 +419,7 @@ impl Database {
     pub fn beat_tasks(&self, replica: &str) -> Result<Vec<String>, String> {
         let pairs = [
             ("replica", Value::Text(replica.to_string())),
-            ("now", Value::Integer(now_ms())),
+            ("now", Value::Integer(crate::clock::unix_ms())),
         ];
         let bind = binding(&pairs);
         self.team_job(|session, team| {

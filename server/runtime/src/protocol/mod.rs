@@ -1223,7 +1223,7 @@ impl ServerHandler for McpServer {
                 method: "initialize",
                 target: None,
                 client: traced::client_name(&context.peer).as_deref(),
-                origin: traced::origin(&context.extensions),
+                origin: traced::origin(&context.extensions, None),
                 outcome: "ok",
                 duration_ms: 0.0,
             });
@@ -1515,7 +1515,7 @@ impl McpServer {
                 stop: Some(stop.clone()),
                 caller: caller_of(&context),
             },
-            origin: crate::watch::watcher().and_then(|_| traced::origin(&context.extensions)),
+            origin: crate::watch::watcher().and_then(|_| traced::request_origin(&context)),
         };
         let job = self.job(work, stop, def.is_some()).await;
         let ending = Ending {

@@ -18,7 +18,8 @@ use rmcp::model::{CallToolResult, DetailedTask, Task, TaskPayload, TaskStatus};
 use rmcp::task_manager::{TaskExit, TaskManager, current_timestamp};
 use serde_json::{Map, Value};
 
-use crate::backend::{Database, now_ms};
+use crate::backend::Database;
+use crate::clock::unix_ms as now_ms;
 
 /// How often a replica says it still runs its tasks.
 pub const BEAT: Duration = Duration::from_secs(1);

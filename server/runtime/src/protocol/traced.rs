@@ -38,22 +38,38 @@ fn shown(
     (method != "tools/call").then(|| Shown {
         method,
         target: target.map(str::to_string),
-        client: client_name(&context.peer),
-        origin: origin(&context.extensions),
+        client: request_client(context),
+        origin: request_origin(context),
         started: std::time::Instant::now(),
     })
 }
 
 /// The session a request or notification came in, for the workbench (see
 /// [`crate::watch::Origin`]).
-pub(super) fn origin(extensions: &rmcp::model::Extensions) -> Option<crate::watch::Origin> {
+/// `named`: the client a request without a session names in its own `_meta`.
+pub(super) fn origin(
+    extensions: &rmcp::model::Extensions,
+    named: Option<&str>,
+) -> Option<crate::watch::Origin> {
     let transport = if over_http(extensions) { "tcp" } else { "pipe" };
-    crate::watch::Origin::of(transport, header(extensions, "mcp-session-id"))
+    crate::watch::Origin::of(transport, header(extensions, "mcp-session-id"), named)
+}
+
+/// A request's [`origin`]: a request of 2026-07-28 names its client in its `_meta`.
+pub(super) fn request_origin(context: &RequestContext<RoleServer>) -> Option<crate::watch::Origin> {
+    let named = context.meta.client_info().map(|i| i.name);
+    origin(&context.extensions, named.as_deref())
 }
 
 /// The name the client gave in `initialize`, when it gave one.
 pub(super) fn client_name(peer: &rmcp::service::Peer<RoleServer>) -> Option<String> {
     peer.peer_info().map(|i| i.client_info.name.clone())
+}
+
+/// The client of a request: the one its session's `initialize` named, or else the one the
+/// request names in its own `_meta` (a request of 2026-07-28).
+fn request_client(context: &RequestContext<RoleServer>) -> Option<String> {
+    client_name(&context.peer).or_else(|| context.meta.client_info().map(|i| i.name))
 }
 
 struct Live {

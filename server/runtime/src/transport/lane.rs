@@ -47,6 +47,8 @@ pub struct Call {
     pub caller: Option<Arc<crate::auth::Identity>>,
     /// The HTTP session the request names (its `Mcp-Session-Id` header), for its span.
     pub session: Option<String>,
+    /// The client's name a request of 2026-07-28 gives in its `_meta`, for the workbench.
+    client: Option<String>,
 }
 
 /// The wire form of a [`Call`], borrowed from its bytes while it is checked.
@@ -89,7 +91,7 @@ struct Meta<'a> {
     #[serde(rename = "io.modelcontextprotocol/clientCapabilities")]
     _capabilities: rmcp::model::ClientCapabilities,
     #[serde(rename = "io.modelcontextprotocol/clientInfo", default)]
-    _client: Option<rmcp::model::Implementation>,
+    client: Option<rmcp::model::Implementation>,
 }
 
 /// The revision whose requests carry their version in `_meta`, and the only one of them the
@@ -123,6 +125,7 @@ impl Call {
             name: wire.params.name.into_owned(),
             arguments: wire.params.arguments.map(Value::Object),
             per_request: wire.params.meta.is_some(),
+            client: wire.params.meta.and_then(|m| m.client).map(|c| c.name),
             caller: None,
             session: None,
         })
@@ -302,7 +305,11 @@ impl Lane {
         slow: Option<Slow>,
     ) -> Vec<u8> {
         let _serving = crate::watch::serving(|| {
-            crate::watch::Origin::of(self.transport, call.session.as_deref())
+            crate::watch::Origin::of(
+                self.transport,
+                call.session.as_deref(),
+                call.client.as_deref(),
+            )
         });
         if !crate::telemetry::on() {
             return self.run(call, engine, cancel, slow).0;

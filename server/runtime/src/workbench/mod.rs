@@ -20,7 +20,7 @@ use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use serde_json::{Value, json};
 
@@ -77,6 +77,8 @@ impl Clients {
                 return;
             }
             Origin::Http(session) => session,
+            // Named by each request, remembered for none.
+            Origin::Named(_) => return,
         };
         if self.by.get(session).is_some_and(|c| &**c == client) {
             return;
@@ -96,6 +98,7 @@ impl Clients {
         match origin {
             Origin::Stdio => self.stdio.clone(),
             Origin::Http(session) => self.by.get(session).cloned(),
+            Origin::Named(client) => Some(Arc::from(&**client)),
         }
     }
 }
@@ -331,10 +334,9 @@ pub(crate) fn active() -> Option<&'static Arc<Calls>> {
     ACTIVE.get()
 }
 
+/// Milliseconds since the Unix epoch, as the page reads times.
 fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    u64::try_from(crate::clock::unix_ms()).unwrap_or(0)
 }
 
 /// The wall clock and the monotonic clock read together once, when the workbench starts: a
