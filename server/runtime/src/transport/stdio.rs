@@ -423,9 +423,6 @@ impl Readers {
                 self.give_turn();
                 return;
             };
-            if let Input::Line(line) = &input {
-                name_per_request_client(line);
-            }
             // A lane call is claimed before the next message is read, so that a cancellation
             // that follows it finds it running.
             let claimed = match &input {
@@ -547,7 +544,7 @@ impl Readers {
 
     /// Sets the flag of the lane call a `notifications/cancelled` names, if one is running.
     fn cancel_lane_call(&self, line: &[u8]) {
-        if self.lane.is_none() || !super::lane::contains(line, b"notifications/cancelled") {
+        if self.lane.is_none() || !super::lane::contains!(line, b"notifications/cancelled") {
             return;
         }
         let Ok(v) = serde_json::from_slice::<Value>(line) else {
@@ -756,6 +753,13 @@ impl StdioTransport {
                 if undecided && chooses_per_request(other) {
                     self.lifecycle.set(Lifecycle::PER_REQUEST);
                 }
+                // A request of 2026-07-28 names its client in its own `_meta` (there is no
+                // `initialize` to name it once): the session's calls are shown with it.
+                if crate::watch::watcher().is_some()
+                    && let Some(info) = rmcp::model::GetMeta::get_meta(other).client_info()
+                {
+                    crate::watch::named(|| Some(crate::watch::Origin::Stdio), &info.name);
+                }
             }
         }
     }
@@ -914,18 +918,6 @@ impl Transport<RoleServer> for StdioTransport {
     async fn close(&mut self) -> Result<(), Self::Error> {
         // The writer thread flushes whenever its queue runs dry; nothing is held back here.
         Ok(())
-    }
-}
-
-/// Tells the workbench, when one watches, the client a request of protocol 2026-07-28 names in
-/// its own `_meta`: such a session has no `initialize`, and its calls are shown with that name
-/// as an earlier session's are with the one its `initialize` gave.
-fn name_per_request_client(line: &[u8]) {
-    if crate::watch::watcher().is_none() {
-        return;
-    }
-    if let Some(client) = super::lane::client_named_in(line) {
-        crate::watch::named(|| Some(crate::watch::Origin::Stdio), &client);
     }
 }
 
