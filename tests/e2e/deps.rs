@@ -27,15 +27,10 @@ fn pip() -> Command {
     let venv = root().join("venv");
     let pip = venv.join("bin/pip");
     if !pip.exists() {
-        let out = Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run python3 ({e}): {INSTALL}"));
-        assert!(
-            out.status.success(),
-            "python3 -m venv failed:\n{}\n{INSTALL}",
-            String::from_utf8_lossy(&out.stderr)
+        succeeded(
+            Command::new("python3").args(["-m", "venv"]).arg(&venv),
+            "python3 -m venv failed",
+            INSTALL,
         );
     }
     let mut c = Command::new(pip);

@@ -19,7 +19,7 @@ use rmcp::task_manager::{TaskExit, TaskManager, current_timestamp};
 use serde_json::{Map, Value};
 
 use crate::backend::Database;
-use crate::clock::unix_ms as now_ms;
+use crate::clock::unix_ms;
 
 /// How often a replica says it still runs its tasks.
 pub const BEAT: Duration = Duration::from_secs(1);
@@ -117,7 +117,7 @@ impl Shared {
         let Ok(detail) = serde_json::to_string(&detail) else {
             return false;
         };
-        let expires = now_ms().saturating_add(2 * RETAINED_MS);
+        let expires = unix_ms().saturating_add(2 * RETAINED_MS);
         let (db, id, replica) = (self.db.clone(), task.task_id.clone(), self.replica.clone());
         let owner = subject.map(str::to_string);
         let recorded =
@@ -141,7 +141,7 @@ impl Shared {
         let id = task.task_id.clone();
         let (detail, status) = settled(task, outcome);
         let detail = serde_json::to_string(&detail).unwrap_or_default();
-        let expires = now_ms().saturating_add(RETAINED_MS);
+        let expires = unix_ms().saturating_add(RETAINED_MS);
         let (db, key) = (self.db.clone(), id.clone());
         match blocking(move || db.settle_task(&key, &status, &detail, expires)).await {
             Ok(true) => {}
@@ -213,7 +213,7 @@ impl Shared {
         let found = self.find(id, subject).await?;
         let mut detail: DetailedTask =
             serde_json::from_str(&found.detail).map_err(|e| unavailable(&e.to_string()))?;
-        let stale = now_ms().saturating_sub(i64::try_from(STALE.as_millis()).unwrap_or(0));
+        let stale = unix_ms().saturating_sub(i64::try_from(STALE.as_millis()).unwrap_or(0));
         if found.status == "working" && found.beat_at < stale {
             let error = ErrorData::internal_error(
                 format!(

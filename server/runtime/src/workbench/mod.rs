@@ -154,7 +154,7 @@ pub struct Record {
     response: Option<Answer>,
     /// The statements the call ran (their spec names, operations and durations), kept while a
     /// page is open.
-    statements: Statements,
+    statements: KeptStatements,
     /// The call's trace, when OpenTelemetry sampled it.
     trace: Option<Box<str>>,
 }
@@ -174,7 +174,7 @@ impl Record {
             result_bytes: 0,
             arguments: None,
             response: None,
-            statements: Statements::default(),
+            statements: KeptStatements::default(),
             trace: None,
         }
     }
@@ -251,7 +251,7 @@ impl Record {
 
 /// The statements a call ran, as its record keeps them (see [`crate::watch::Statements`]).
 #[derive(Debug, Default, serde::Serialize)]
-struct Statements {
+struct KeptStatements {
     /// Held in place for a call of up to [`INLINE_STATEMENTS`] (nearly every one), so that
     /// keeping them allocates nothing and a record written over frees nothing.
     #[serde(serialize_with = "as_slice")]
@@ -262,7 +262,7 @@ struct Statements {
 /// How many statements a record holds without allocating.
 const INLINE_STATEMENTS: usize = 2;
 
-impl Statements {
+impl KeptStatements {
     /// Keeps `ran`, written over what was kept.
     fn keep(&mut self, ran: Ran<'_>) {
         self.kept.clear();
