@@ -712,6 +712,7 @@ impl Engine {
                         tool: self.tools.get_key_value(name).map(|(k, _)| *k),
                         call: &call,
                         started,
+                        watched,
                         outcome: shown::outcome(&result, outcome),
                         answer: shown::answer(&result, watched, size),
                         statements,

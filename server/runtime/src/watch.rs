@@ -113,6 +113,9 @@ pub(crate) struct SeenCall<'a> {
     pub call: &'a Call<'a>,
     /// When it started.
     pub started: Instant,
+    /// Whether a page watched it ([`Watcher::watched`], read when it started): its
+    /// statements were collected, and a success's answer is given.
+    pub watched: bool,
     /// `ok`, or the error's code (borrowed when it is the server's own).
     pub outcome: Cow<'static, str>,
     /// The answer: every failure, a success's result while [`Watcher::watched`].

@@ -7,7 +7,8 @@
 //! This module keeps what the page shows: the requests in a bounded ring (the last [`RING`]),
 //! as the engine and the protocol layer tell the installed [`Watcher`] of them (the leaf
 //! `watch`), each written as JSON when a page reads it (arguments sanitised exactly as the
-//! call log's; a success's answer kept while a page is open), and `dev`'s last reload.
+//! call log's; a success's answer and statements kept for the newest [`DETAILED`] calls made
+//! while a page is open), and `dev`'s last reload.
 //! Nothing is written to disk. `site` answers the page's requests under `/ui/`; the
 //! Streamable HTTP gate (`transport::http`) serves it, with `/mcp`, on the workbench's own
 //! loopback listener or on the MCP listener behind its token, so the same access rules apply
@@ -19,7 +20,7 @@ use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Instant;
 
 use serde_json::{Value, json};
@@ -27,7 +28,8 @@ use serde_json::{Value, json};
 use smallvec::SmallVec;
 
 use crate::watch::{
-    Answer, KEPT_BYTES, Origin, Ran, SeenCall, SeenRequest, SeenStatement, Watcher, omitted,
+    Answer, Answered, KEPT_BYTES, Origin, Ran, SeenCall, SeenRequest, SeenStatement, Watcher,
+    omitted,
 };
 
 #[cfg(feature = "http")]
@@ -38,11 +40,30 @@ pub(crate) use site::{PREFIX, answer, page_file};
 /// How many calls the ring keeps.
 pub const RING: usize = 1000;
 
+/// How many of the newest calls made while a page is open keep their answer (a success's:
+/// a failure's is kept with its call) and their statements' timings. Few, so that what a
+/// watched call writes is memory a call wrote a moment ago: with the answers of all
+/// [`RING`] calls, each call wrote over an answer last touched a thousand calls before, and
+/// the cold memory cost the server about 2.5 % more CPU per call (see `bench/WORKBENCH.md`).
+/// A person opens the calls they just saw; an older call still shows its arguments,
+/// outcome, duration and a failure's answer.
+pub(crate) const DETAILED: usize = 128;
+
 /// What the workbench shows: the last [`RING`] calls and `dev`'s last reload. A call only
 /// joins the ring; the pages open look for new ones every [`PAGE_TICK`] and write them in one
 /// go, so that a call costs no wake-up of a page's connection, however many calls a second.
+///
+/// The ring is [`RING`] records made once and written in place, call number `n` in slot
+/// `n % RING`, each behind a lock of its own: a call takes the next number (one atomic
+/// addition) and writes its slot, which nobody else holds unless a page is reading that very
+/// call, so calls never wait for one another, and no record is allocated or freed. A call
+/// made while a page is open writes its answer and statements in the same way in a second,
+/// smaller ring ([`DETAILED`]).
 pub struct Calls {
-    ring: Mutex<VecDeque<Arc<Record>>>,
+    records: Box<[Mutex<Record>; RING]>,
+    details: Box<[Mutex<Detail>; DETAILED]>,
+    /// The number the next call takes: the calls numbered below it were kept (or are being
+    /// written).
     next: AtomicU64,
     /// `dev`'s last reload as the page reads it (for a page opened after it too), and how
     /// many reloads there were.
@@ -128,6 +149,7 @@ impl Drop for Page {
 /// One call as kept. Its JSON (the arguments sanitised) is written only when a page reads
 /// it, so that a call costs little more than a copy of its arguments while no page is open.
 pub struct Record {
+    /// The call's number; 0 while the slot has held none.
     seq: u64,
     /// When the call started, on the monotonic clock: the wall-clock time the page shows is
     /// found from it when the record is read ([`wall_ms`]), not read from the system on every
@@ -145,18 +167,30 @@ pub struct Record {
     duration_ms: f64,
     result_bytes: usize,
     /// The arguments as compact JSON text (see [`keep_arguments`]), UTF-8 as serde_json
-    /// writes it; bytes, so that keeping them checks nothing it wrote itself.
-    arguments: Option<Vec<u8>>,
-    /// What the client was answered: kept for every failure, and for a success while a page
-    /// is open (a copy of every result would cost each call while nobody looks). Text is valid
-    /// JSON by construction (the engine's own), so it is copied into the page's line as it is,
-    /// never parsed again; a value is written when a page opens the call.
-    response: Option<Answer>,
-    /// The statements the call ran (their spec names, operations and durations), kept while a
-    /// page is open.
-    statements: KeptStatements,
+    /// writes it; empty when the call had none. In the record itself when they are short (a
+    /// tool's few fields), so that keeping them writes no memory elsewhere.
+    arguments: SmallVec<[u8; INLINE_ARGUMENTS]>,
+    /// A failure's answer, kept with its call while the ring keeps it (a success's is kept in
+    /// the [`Detail`] while a page is open). Text is valid JSON by construction (the engine's
+    /// own), so it is copied into the page's line as it is, never parsed again; a value is
+    /// written when a page opens the call.
+    failure: Option<Answer>,
     /// The call's trace, when OpenTelemetry sampled it.
     trace: Option<Box<str>>,
+}
+
+/// How many bytes of arguments a record holds in place.
+const INLINE_ARGUMENTS: usize = 64;
+
+/// What a call made while a page is open keeps besides its record, for the newest
+/// [`DETAILED`] such calls: a success's answer, and its statements.
+struct Detail {
+    /// The call's number; 0 while the slot has held none.
+    seq: u64,
+    /// A success's answer (copied into the buffer the slot held, see [`Answered::keep_in`]).
+    answer: Option<Answer>,
+    /// The statements the call ran (their spec names, operations and durations).
+    statements: KeptStatements,
 }
 
 impl Record {
@@ -172,20 +206,28 @@ impl Record {
             outcome: Cow::Borrowed(""),
             duration_ms: 0.0,
             result_bytes: 0,
-            arguments: None,
-            response: None,
-            statements: KeptStatements::default(),
+            arguments: SmallVec::new(),
+            failure: None,
             trace: None,
         }
     }
+}
 
+/// A call as a page reads it: its record, and its detail while the ring of details keeps it.
+#[derive(Clone, Copy)]
+pub(crate) struct Kept<'a> {
+    record: &'a Record,
+    detail: Option<&'a Detail>,
+}
+
+impl Kept<'_> {
     /// Whether a page of `whose` (a caller's subject; `None`: the operator) shows it.
     pub(crate) fn shown_to(&self, whose: Option<&str>) -> bool {
-        whose.is_none_or(|sub| self.caller.as_deref() == Some(sub))
+        whose.is_none_or(|sub| self.record.caller.as_deref() == Some(sub))
     }
 
     /// The call as the page lists it: one JSON object, without the arguments and the
-    /// response, which [`Record::detail`] adds. Written with serde_json's own number and
+    /// response, which [`Kept::whole`] adds. Written with serde_json's own number and
     /// string writers, its keys as they are, rather than by serializing a struct: a page open
     /// is sent a line for each call (up to [`PAGE_LINES`] a tick), and the derived writer,
     /// which escapes every key, cost the server about 3,300 instructions a line, a
@@ -198,39 +240,43 @@ impl Record {
         String::from_utf8(out).unwrap_or_default()
     }
 
-    /// Writes [`Record::line`] at the end of `out`.
+    /// Writes [`Kept::line`] at the end of `out`.
     pub(crate) fn write_line(&self, out: &mut Vec<u8>) {
         use serde_json::ser::{CompactFormatter, Formatter as _};
-        let f = &mut CompactFormatter;
+        let (r, f) = (self.record, &mut CompactFormatter);
         out.reserve(LINE_BYTES);
         out.extend_from_slice(br#"{"seq":"#);
-        let _ = f.write_u64(out, self.seq);
+        let _ = f.write_u64(out, r.seq);
         out.extend_from_slice(br#","at_ms":"#);
-        let _ = f.write_u64(out, wall_ms(self.at));
-        json_text(out, br#","method":"#, Some(self.method));
-        json_text(out, br#","tool":"#, Some(&self.tool));
-        json_text(out, br#","client":"#, self.client.as_deref());
-        json_text(out, br#","caller":"#, self.caller.as_deref());
-        json_text(out, br#","outcome":"#, Some(&self.outcome));
+        let _ = f.write_u64(out, wall_ms(r.at));
+        json_text(out, br#","method":"#, Some(r.method));
+        json_text(out, br#","tool":"#, Some(&r.tool));
+        json_text(out, br#","client":"#, r.client.as_deref());
+        json_text(out, br#","caller":"#, r.caller.as_deref());
+        json_text(out, br#","outcome":"#, Some(&r.outcome));
         out.extend_from_slice(br#","duration_ms":"#);
-        let _ = f.write_f64(out, self.duration_ms);
+        let _ = f.write_f64(out, r.duration_ms);
         out.extend_from_slice(br#","result_bytes":"#);
-        let _ = f.write_u64(out, self.result_bytes as u64);
+        let _ = f.write_u64(out, r.result_bytes as u64);
         out.extend_from_slice(br#","answered":"#);
-        let _ = f.write_bool(out, self.response.is_some());
-        if let Some(trace) = &self.trace {
+        let _ = f.write_bool(out, self.answered());
+        if let Some(trace) = &r.trace {
             json_text(out, br#","trace":"#, Some(trace));
         }
         out.push(b'}');
     }
 
+    /// Whether the call's answer is kept: a failure's always, a success's in its detail.
+    fn answered(&self) -> bool {
+        self.record.failure.is_some() || self.detail.is_some_and(|d| d.answer.is_some())
+    }
+
     /// The call whole, as the page shows one: its line, the arguments (sanitised exactly as
     /// the call log's), the response and the statements.
-    pub(crate) fn detail(&self) -> String {
-        let arguments = self
-            .arguments
-            .as_deref()
-            .and_then(|text| serde_json::from_slice::<Value>(text).ok())
+    pub(crate) fn whole(&self) -> String {
+        let (record, detail) = (self.record, self.detail);
+        let arguments = serde_json::from_slice::<Value>(&record.arguments)
+            .ok()
             .map_or(Value::Null, |a| crate::calllog::sanitize_arguments(&a));
         let mut text = self.line();
         // `{...}` becomes `{...,"arguments":...,"response":...}`, the response as it was kept.
@@ -238,12 +284,26 @@ impl Record {
         text.push_str(r#","arguments":"#);
         text.push_str(&arguments.to_string());
         text.push_str(r#","response":"#);
-        match &self.response {
+        match record
+            .failure
+            .as_ref()
+            .or(detail.and_then(|d| d.answer.as_ref()))
+        {
             Some(answer) => text.push_str(&answer.json()),
+            // A success's answer, older than the details keep (or made while no page was open).
+            None if record.method == "tools/call" => {
+                let note = format!(
+                    "not kept: the workbench keeps the answers of the newest {DETAILED} calls made while a page is open"
+                );
+                text.push_str(r#"null,"response_note":"#);
+                text.push_str(&Value::from(note).to_string());
+            }
             None => text.push_str("null"),
         }
         text.push_str(r#","statements":"#);
-        text.push_str(&serde_json::to_string(&self.statements).unwrap_or_else(|_| "null".into()));
+        let none = KeptStatements::default();
+        let statements = detail.map_or(&none, |d| &d.statements);
+        text.push_str(&serde_json::to_string(statements).unwrap_or_else(|_| "null".into()));
         text.push('}');
         text
     }
@@ -355,10 +415,22 @@ fn wall_ms(at: Instant) -> u64 {
     }
 }
 
+/// `LEN` slots made by `blank`, on the heap (a ring is too large for the stack).
+fn ring<T, const LEN: usize>(blank: impl Fn() -> T) -> Box<[Mutex<T>; LEN]> {
+    let slots: Box<[Mutex<T>]> = (0..LEN).map(|_| Mutex::new(blank())).collect();
+    // `LEN` slots were made.
+    slots.try_into().unwrap_or_else(|_| unreachable!())
+}
+
 impl Calls {
     fn new() -> Calls {
         Calls {
-            ring: Mutex::new(VecDeque::with_capacity(RING)),
+            records: ring(Record::blank),
+            details: ring(|| Detail {
+                seq: 0,
+                answer: None,
+                statements: KeptStatements::default(),
+            }),
             next: AtomicU64::new(1),
             status: Mutex::new((0, None)),
             pages: AtomicUsize::new(0),
@@ -366,59 +438,84 @@ impl Calls {
         }
     }
 
-    /// A record to fill: the oldest in the ring once it is full, taken out to be written
-    /// over (its buffers and its allocation used again, rather than a new record made and the
-    /// old one freed, which cost a call its most expensive frees: memory last touched a
-    /// thousand calls ago), unless a page still holds it; else a new one.
-    fn recycled(&self) -> Arc<Record> {
-        let oldest = {
-            let mut ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
-            (ring.len() >= RING).then(|| ring.pop_front()).flatten()
-        };
-        // Used again when nothing else holds it (no page is writing it out).
-        oldest
-            .and_then(|mut record| Arc::get_mut(&mut record).is_some().then_some(record))
-            .unwrap_or_else(|| Arc::new(Record::blank()))
+    /// The slot of call number `seq` in `ring` (of `LEN` slots), locked.
+    fn slot<T, const LEN: usize>(ring: &[Mutex<T>; LEN], seq: u64) -> MutexGuard<'_, T> {
+        // Below `LEN`, a `usize`; by a constant, so a multiplication rather than a division
+        // (which cost a call some forty cycles).
+        let at = (seq % LEN as u64) as usize;
+        ring[at].lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Fills a record (see [`Calls::recycled`]) and puts it in the ring with the next
-    /// number, the oldest out past [`RING`].
-    fn keep(&self, fill: impl FnOnce(&mut Record)) {
-        let mut record = self.recycled();
-        if let Some(r) = Arc::get_mut(&mut record) {
-            fill(r);
+    /// Takes the next call's number.
+    fn number(&self) -> u64 {
+        self.next.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Writes call number `seq` over the oldest record (see [`Calls`]): its buffers are
+    /// used again, nothing is freed. A slot a later call already wrote (a thousand calls
+    /// made while this one was between its number and its slot) is left to it.
+    fn keep(&self, seq: u64, fill: impl FnOnce(&mut Record)) {
+        let mut record = Self::slot(&self.records, seq);
+        if record.seq < seq {
+            fill(&mut record);
+            record.seq = seq;
         }
-        let old = {
-            let mut ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
-            // Numbered under the lock, so that the ring is in order; the record is ours
-            // alone until it is in the ring.
-            if let Some(r) = Arc::get_mut(&mut record) {
-                r.seq = self.next.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Writes what call number `seq` keeps besides its record; before the record, so that
+    /// a page that reads the record finds its detail too.
+    fn keep_detail(&self, seq: u64, answer: Option<Answered<'_>>, statements: Ran<'_>) {
+        let mut detail = Self::slot(&self.details, seq);
+        if detail.seq < seq {
+            match answer {
+                Some(answer) => answer.keep_in(&mut detail.answer),
+                None => detail.answer = None,
             }
-            let old = (ring.len() >= RING).then(|| ring.pop_front()).flatten();
-            ring.push_back(record);
-            old
-        };
-        // Freed outside the lock.
-        drop(old);
+            detail.statements.keep(statements);
+            detail.seq = seq;
+        }
     }
 
-    /// The record numbered `seq`, while the ring keeps it.
-    fn numbered(&self, seq: u64) -> Option<Arc<Record>> {
-        let ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
-        let first = ring.front()?.seq;
-        ring.get(usize::try_from(seq.checked_sub(first)?).ok()?)
-            .cloned()
+    /// Runs `f` on call number `seq`, when the ring still keeps it.
+    fn numbered<T>(&self, seq: u64, f: impl FnOnce(Kept<'_>) -> T) -> Option<T> {
+        if seq == 0 {
+            return None;
+        }
+        let record = Self::slot(&self.records, seq);
+        (record.seq == seq).then(|| self.with_detail(&record, f))
     }
 
-    /// The records numbered after `seen`, oldest first: the newest `most` of them, and how
-    /// many older ones were left out.
-    fn since(&self, seen: u64, most: usize) -> (Vec<Arc<Record>>, usize) {
-        let ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
-        let new = ring.iter().rev().take_while(|r| r.seq > seen).count();
-        let taken = new.min(most);
-        let records = ring.iter().skip(ring.len() - taken).cloned().collect();
-        (records, new - taken)
+    /// Runs `f` on `record` (locked) and its detail, while the ring of details keeps it. A
+    /// record's lock, then its detail's: a call holds one at a time, so this order meets no
+    /// other.
+    fn with_detail<T>(&self, record: &Record, f: impl FnOnce(Kept<'_>) -> T) -> T {
+        let detail = Self::slot(&self.details, record.seq);
+        f(Kept {
+            record,
+            detail: (detail.seq == record.seq).then_some(&*detail),
+        })
+    }
+
+    /// Runs `each` on the calls numbered after `seen`, oldest first, the newest `most` of
+    /// them; returns the number of the last one read (`seen` when none was) and how many
+    /// newer than `seen` were left out. A call still being written ends the reading, to be
+    /// read at the next look; one written over since it was numbered counts as left out.
+    fn since(&self, seen: u64, most: usize, mut each: impl FnMut(Kept<'_>)) -> (u64, usize) {
+        let newest = self.next.load(Ordering::Relaxed) - 1;
+        let new = newest.saturating_sub(seen).min(RING as u64);
+        let taken = new.min(most as u64);
+        let mut skipped = new - taken;
+        let mut last = seen;
+        for seq in newest - taken + 1..=newest {
+            let record = Self::slot(&self.records, seq);
+            match record.seq.cmp(&seq) {
+                std::cmp::Ordering::Less => break,
+                std::cmp::Ordering::Equal => self.with_detail(&record, &mut each),
+                std::cmp::Ordering::Greater => skipped += 1,
+            }
+            last = seq;
+        }
+        (last, usize::try_from(skipped).unwrap_or(usize::MAX))
     }
 
     /// `dev`'s last reload, when it is newer than reload number `seen`; and its number.
@@ -454,7 +551,16 @@ impl Watcher for Calls {
     fn call(&self, seen: SeenCall<'_>) {
         let call = seen.call;
         let client = self.client_of(seen.origin.as_ref());
-        self.keep(|r| {
+        let seq = self.number();
+        let failed = seen.outcome != "ok";
+        let (failure, answer) = match seen.answer {
+            Some(answer) if failed => (Some(answer), None),
+            answer => (None, answer),
+        };
+        if seen.watched {
+            self.keep_detail(seq, answer, seen.statements);
+        }
+        self.keep(seq, |r| {
             r.at = seen.started;
             r.method = "tools/call";
             r.tool = seen
@@ -466,16 +572,13 @@ impl Watcher for Calls {
             r.duration_ms = call.duration_ms;
             r.result_bytes = call.result_bytes;
             match call.arguments {
-                Some(arguments) => {
-                    keep_arguments(arguments, r.arguments.get_or_insert_with(Vec::new));
-                }
-                None => r.arguments = None,
+                Some(arguments) => keep_arguments(arguments, &mut r.arguments),
+                None => r.arguments.clear(),
             }
-            match seen.answer {
-                Some(answer) => answer.keep_in(&mut r.response),
-                None => r.response = None,
+            match failure {
+                Some(answer) => answer.keep_in(&mut r.failure),
+                None => r.failure = None,
             }
-            r.statements.keep(seen.statements);
             r.trace = seen.trace;
         });
     }
@@ -497,15 +600,19 @@ impl Watcher for Calls {
             Some(c) => Some(crate::watch::kept_name(c).into()),
             None => self.client_of(r.origin.as_ref()),
         };
-        self.keep(|record| {
-            *record = Record {
-                method: r.method,
-                tool: Cow::Owned(r.target.unwrap_or_default().to_string()),
-                client,
-                outcome: Cow::Owned(r.outcome.to_string()),
-                duration_ms: r.duration_ms,
-                ..Record::blank()
-            };
+        let seq = self.number();
+        self.keep(seq, |record| {
+            record.at = Instant::now();
+            record.method = r.method;
+            record.tool = Cow::Owned(r.target.unwrap_or_default().to_string());
+            record.client = client;
+            record.caller = None;
+            record.outcome = Cow::Owned(r.outcome.to_string());
+            record.duration_ms = r.duration_ms;
+            record.result_bytes = 0;
+            record.arguments.clear();
+            record.failure = None;
+            record.trace = None;
         });
     }
 }
@@ -535,23 +642,73 @@ fn sample_rows() -> bool {
     SAMPLE_ROWS.load(Ordering::Relaxed)
 }
 
-/// A call's arguments as the ring keeps them, written over `kept` (its buffer used again):
-/// compact JSON text within [`KEPT_BYTES`]; larger ones as the call log shows them (long
-/// text cut), or else left out with their size.
-fn keep_arguments(arguments: &Value, kept: &mut Vec<u8>) {
-    // serde_json's writer, not `Display`, which goes through `fmt::Write` a piece at a time.
-    kept.clear();
-    let _ = serde_json::to_writer(&mut *kept, arguments);
-    let size = kept.len();
-    if size <= KEPT_BYTES {
-        return;
+/// A call's arguments as the ring keeps them, written over `kept`: compact JSON text within
+/// [`KEPT_BYTES`]; larger ones as the call log shows them (long text cut), or else left out
+/// with their size.
+fn keep_arguments(arguments: &Value, kept: &mut SmallVec<[u8; INLINE_ARGUMENTS]>) {
+    thread_local! {
+        /// Where a thread writes a call's arguments before they are copied into its record,
+        /// a `Vec` (written into, a `SmallVec` checks its capacity in a call for each piece).
+        static TEXT: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
-    let shown = crate::calllog::sanitize_arguments(arguments).to_string();
-    *kept = if shown.len() <= KEPT_BYTES {
-        shown.into_bytes()
-    } else {
-        omitted(size, "arguments").to_string().into_bytes()
-    };
+    TEXT.with_borrow_mut(|text| {
+        text.clear();
+        write_json(text, arguments);
+        kept.clear();
+        let size = text.len();
+        if size <= KEPT_BYTES {
+            kept.extend_from_slice(text);
+        } else {
+            let shown = crate::calllog::sanitize_arguments(arguments).to_string();
+            *kept = SmallVec::from_vec(if shown.len() <= KEPT_BYTES {
+                shown.into_bytes()
+            } else {
+                omitted(size, "arguments").to_string().into_bytes()
+            });
+        }
+        // A thread keeps no more than a record would.
+        if text.capacity() > KEPT_BYTES {
+            *text = Vec::new();
+        }
+    });
+}
+
+/// Writes `value` as compact JSON, exactly as `serde_json::to_writer` does (the test
+/// `arguments_are_written_as_serde_json_writes_them` holds it to that), but with texts
+/// copied as they are when nothing in them needs escaping ([`json_text`]) rather than
+/// looked up a byte at a time: a call's arguments are written for every call the ring
+/// keeps, watched or not, and serde_json's writer cost it about 390 instructions of the
+/// 1,300 the workbench added to a call with no page open (callgrind, a primary-key call).
+fn write_json(out: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        // Writing to a `Vec` cannot fail.
+        Value::Number(n) => {
+            let _ = serde_json::to_writer(&mut *out, n);
+        }
+        Value::String(text) => json_text(out, b"", Some(text)),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_json(out, item);
+            }
+            out.push(b']');
+        }
+        Value::Object(fields) => {
+            out.push(b'{');
+            for (i, (key, item)) in fields.iter().enumerate() {
+                json_text(out, if i > 0 { b"," } else { b"" }, Some(key));
+                out.push(b':');
+                write_json(out, item);
+            }
+            out.push(b'}');
+        }
+    }
 }
 
 /// Binds `addr` (loopback only) for a workbench of its own, and starts recording calls.
@@ -603,9 +760,9 @@ mod tests {
     fn the_ring_keeps_large_arguments_within_its_bound() {
         let kept_arguments = |v: &Value| {
             // Over the arguments of an earlier call, as a recycled record's are.
-            let mut kept = br#"{"earlier":"call"}"#.to_vec();
+            let mut kept = SmallVec::from_slice(br#"{"earlier":"call"}"#);
             keep_arguments(v, &mut kept);
-            kept
+            kept.into_vec()
         };
         let kept =
             |v: &Value| -> Value { serde_json::from_slice(&kept_arguments(v)).expect("JSON") };
@@ -629,6 +786,28 @@ mod tests {
                 .is_some_and(|o| o.ends_with("bytes of arguments, more than the workbench keeps")),
             "{left_out}"
         );
+    }
+
+    #[test]
+    fn arguments_are_written_as_serde_json_writes_them() {
+        for value in [
+            json!(null),
+            json!({}),
+            json!([]),
+            json!({"id": "L-00042"}),
+            json!({"a": true, "b": false, "c": null, "d": [1, -2, 3.5, 1e300, u64::MAX]}),
+            json!({"nested": {"deeper": [{"x": "é \" \\ \n \u{1}"}, []]}, "": ""}),
+            json!([{"k\"ey": 0.1}, "x".repeat(40), -0.0]),
+        ] {
+            let mut out = Vec::new();
+            write_json(&mut out, &value);
+            let expected = serde_json::to_vec(&value).expect("JSON");
+            assert_eq!(
+                String::from_utf8(out),
+                String::from_utf8(expected),
+                "{value}"
+            );
+        }
     }
 
     #[test]
@@ -689,18 +868,24 @@ mod tests {
                 "seq": r.seq, "at_ms": wall_ms(r.at), "method": r.method, "tool": &*r.tool,
                 "client": r.client.as_deref(), "caller": r.caller.as_deref(),
                 "outcome": &*r.outcome, "duration_ms": r.duration_ms,
-                "result_bytes": r.result_bytes, "answered": r.response.is_some(),
+                "result_bytes": r.result_bytes, "answered": r.failure.is_some(),
             });
             if let Some(trace) = &r.trace {
                 v["trace"] = json!(&**trace);
             }
             v
         };
-        let parsed = |r: &Record| -> Value { serde_json::from_str(&r.line()).expect("JSON") };
+        let parsed = |r: &Record| -> Value {
+            let kept = Kept {
+                record: r,
+                detail: None,
+            };
+            serde_json::from_str(&kept.line()).expect("JSON")
+        };
         assert_eq!(parsed(&r), expected(&r));
         r.duration_ms = 12.0;
         r.trace = Some("4bf92f3577b34da6a3ce929d0e0e4736".into());
-        r.response = Some(Answer::Text("{}".into()));
+        r.failure = Some(Answer::Text("{}".into()));
         assert_eq!(parsed(&r), expected(&r));
         assert_eq!(parsed(&r)["duration_ms"].as_f64(), Some(12.0));
     }
@@ -735,29 +920,161 @@ mod tests {
         }
     }
 
+    /// Keeps a call of nobody's, numbered as the ring numbers them.
+    fn call(calls: &Calls) -> u64 {
+        let seq = calls.number();
+        calls.keep(seq, |r| *r = record(None));
+        seq
+    }
+
+    /// The numbers of the calls after `seen` a page is sent (at most `most`), the last
+    /// one read, and how many it missed.
+    fn read(calls: &Calls, seen: u64, most: usize) -> (Vec<u64>, u64, usize) {
+        let mut seqs = Vec::new();
+        let (last, skipped) = calls.since(seen, most, |call| seqs.push(call.record.seq));
+        (seqs, last, skipped)
+    }
+
     #[test]
     fn a_page_is_sent_the_newest_calls_and_told_how_many_it_missed() {
         let calls = Calls::new();
+        assert_eq!(read(&calls, 0, RING), (vec![], 0, 0));
         for _ in 0..600 {
-            calls.keep(|r| *r = record(None));
+            call(&calls);
         }
-        let seqs = |(records, skipped): (Vec<Arc<Record>>, usize)| {
-            (records.iter().map(|r| r.seq).collect::<Vec<_>>(), skipped)
-        };
         let newest = 600 - PAGE_LINES as u64;
-        let (sent, skipped) = seqs(calls.since(100, PAGE_LINES));
-        assert_eq!(skipped, 500 - PAGE_LINES);
-        assert_eq!(sent, (newest + 1..=600).collect::<Vec<u64>>());
         assert_eq!(
-            seqs(calls.since(590, PAGE_LINES)),
-            ((591..=600).collect::<Vec<u64>>(), 0)
+            read(&calls, 100, PAGE_LINES),
+            ((newest + 1..=600).collect(), 600, 500 - PAGE_LINES)
         );
-        assert_eq!(seqs(calls.since(600, PAGE_LINES)), (vec![], 0));
+        assert_eq!(
+            read(&calls, 590, PAGE_LINES),
+            ((591..=600).collect(), 600, 0)
+        );
+        assert_eq!(read(&calls, 600, PAGE_LINES), (vec![], 600, 0));
+        // Past the ring, the oldest are written over: the ring's last thousand are read, and
+        // the calls older than the ring are not counted as missed.
+        for _ in 0..RING {
+            call(&calls);
+        }
+        let (seqs, last, skipped) = read(&calls, 0, RING);
+        assert_eq!(seqs, (601..=1600).collect::<Vec<u64>>());
+        assert_eq!((last, skipped), (1600, 0));
+    }
+
+    #[test]
+    fn a_call_still_being_written_is_read_at_the_next_look() {
+        let calls = Calls::new();
+        call(&calls);
+        // Call 2 has its number but is not written yet; call 3 is.
+        let two = calls.number();
+        call(&calls);
+        assert_eq!(read(&calls, 0, RING), (vec![1], 1, 0));
+        calls.keep(two, |r| *r = record(None));
+        assert_eq!(read(&calls, 1, RING), (vec![2, 3], 3, 0));
+        // A call whose slot a later call wrote first (a thousand calls made while it was
+        // between its number and its slot) is not written, and is counted as missed.
+        let late = calls.number();
+        for _ in 0..RING {
+            call(&calls);
+        }
+        calls.keep(late, |r| *r = record(Some("late")));
+        assert!(calls.numbered(late, |_| ()).is_none());
+        let lapped = late + RING as u64;
+        assert_eq!(
+            calls.numbered(lapped, |call| call.record.caller.is_none()),
+            Some(true)
+        );
+        let (seqs, last, skipped) = read(&calls, 3, 2 * RING);
+        assert_eq!(seqs, (late + 1..=lapped).collect::<Vec<u64>>());
+        assert_eq!((last, skipped), (lapped, 0));
+    }
+
+    #[test]
+    fn the_newest_watched_calls_keep_their_answer_and_a_failure_keeps_its_own() {
+        let calls = Calls::new();
+        let statement = SeenStatement {
+            name: "get",
+            operation: Some("SELECT"),
+            took: std::time::Duration::from_micros(1500),
+            failed: None,
+        };
+        let watched = |calls: &Calls, outcome: &'static str, answer: &str| {
+            let seq = calls.number();
+            let ran = Ran {
+                kept: std::slice::from_ref(&statement),
+                more: 0,
+            };
+            let failure = (outcome != "ok").then_some(Answered::Text(answer));
+            let success = (outcome == "ok").then_some(Answered::Text(answer));
+            calls.keep_detail(seq, success, ran);
+            calls.keep(seq, |r| {
+                *r = Record {
+                    outcome: Cow::Borrowed(outcome),
+                    ..record(None)
+                };
+                if let Some(f) = failure {
+                    f.keep_in(&mut r.failure);
+                }
+            });
+            seq
+        };
+        let opened = |seq: u64| -> Value {
+            let text = calls.numbered(seq, |call| call.whole()).expect("kept");
+            serde_json::from_str(&text).expect("JSON")
+        };
+        let listed = |seq: u64| -> Value {
+            let mut line = None;
+            calls.since(seq - 1, RING, |call| {
+                line.get_or_insert_with(|| call.line());
+            });
+            serde_json::from_str(&line.expect("listed")).expect("JSON")
+        };
+        let failed = watched(&calls, "NOT_FOUND", r#"{"isError":true}"#);
+        let first = watched(&calls, "ok", r#"{"id":1}"#);
+        for _ in 0..DETAILED - 1 {
+            watched(&calls, "ok", r#"{"id":2}"#);
+        }
+        assert_eq!(opened(first)["response"], json!({"id": 1}));
+        assert_eq!(opened(first)["answered"], true);
+        assert_eq!(listed(first), {
+            let mut line = opened(first);
+            for whole in ["arguments", "response", "statements"] {
+                line.as_object_mut().expect("an object").remove(whole);
+            }
+            line
+        });
+        assert_eq!(opened(first)["statements"]["kept"][0]["duration_ms"], 1.5);
+        // One more: the first success's answer and statements are no longer kept, its call is.
+        watched(&calls, "ok", r#"{"id":3}"#);
+        assert_eq!(opened(first)["response"], Value::Null);
+        assert_eq!(opened(first)["answered"], false);
+        assert_eq!(listed(first)["answered"], false);
+        assert_eq!(listed(failed)["answered"], true);
+        assert!(
+            opened(first)["response_note"].as_str().is_some_and(|n| n
+                .starts_with("not kept: the workbench keeps the answers of the newest 128 calls")),
+            "{}",
+            opened(first)
+        );
+        assert_eq!(opened(first)["statements"]["kept"], json!([]));
+        assert_eq!(opened(first)["outcome"], "ok");
+        // A failure's answer is kept with its call.
+        assert_eq!(opened(failed)["response"], json!({"isError": true}));
+        assert_eq!(opened(failed).get("response_note"), None);
+        assert_eq!(opened(failed)["answered"], true);
+        assert_eq!(opened(failed)["outcome"], "NOT_FOUND");
+        assert!(calls.numbered(0, |_| ()).is_none());
     }
 
     #[test]
     fn an_oauth_caller_is_shown_its_own_calls_only() {
-        let (alices, operators) = (record(Some("alice")), record(None));
+        let (alice, operator) = (record(Some("alice")), record(None));
+        let kept = |record| Kept {
+            record,
+            detail: None,
+        };
+        let (alices, operators) = (kept(&alice), kept(&operator));
         assert!(alices.shown_to(None) && operators.shown_to(None));
         assert!(alices.shown_to(Some("alice")));
         assert!(!alices.shown_to(Some("bob")));

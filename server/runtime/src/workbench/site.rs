@@ -70,24 +70,33 @@ pub(crate) async fn answer(
     let path = req.uri().path().strip_prefix(PREFIX).unwrap_or_default();
     match (req.method().clone(), path) {
         (Method::GET, "calls") => {
-            let lines: Vec<String> = calls
-                .since(0, super::RING)
-                .0
-                .iter()
-                .filter(|r| r.shown_to(whose.as_deref()))
-                .map(|r| r.line())
-                .collect();
-            json_text(StatusCode::OK, format!("[{}]", lines.join(",")))
+            let mut lines = vec![b'['];
+            calls.since(0, super::RING, |r| {
+                if r.shown_to(whose.as_deref()) {
+                    r.write_line(&mut lines);
+                    lines.push(b',');
+                }
+            });
+            if lines.len() > 1 {
+                lines.pop();
+            }
+            lines.push(b']');
+            // UTF-8: each line is (see `Record::line`).
+            json_text(StatusCode::OK, String::from_utf8(lines).unwrap_or_default())
         }
         (Method::GET, "events") => events(&calls, whose),
         (Method::GET, one) if one.starts_with("calls/") => {
-            let record = one["calls/".len()..]
+            let detail = one["calls/".len()..]
                 .parse()
                 .ok()
-                .and_then(|seq| calls.numbered(seq))
-                .filter(|r| r.shown_to(whose.as_deref()));
-            match record {
-                Some(r) => json_text(StatusCode::OK, r.detail()),
+                .and_then(|seq| {
+                    calls.numbered(seq, |call| {
+                        call.shown_to(whose.as_deref()).then(|| call.whole())
+                    })
+                })
+                .flatten();
+            match detail {
+                Some(text) => json_text(StatusCode::OK, text),
                 None => plain(StatusCode::NOT_FOUND, "no such call, or no longer kept"),
             }
         }
@@ -226,22 +235,23 @@ impl Events {
         } else {
             super::PAGE_LINES
         };
-        let (new, skipped) = self.calls.since(self.seen, most);
-        if let Some(last) = new.last() {
-            self.seen = last.seq;
-        }
+        // Each line written in place, under its record's lock only.
+        let mut lines = Vec::new();
+        let whose = self.whose.as_deref();
+        let (last, skipped) = self.calls.since(self.seen, most, |r| {
+            if r.shown_to(whose) {
+                lines.extend_from_slice(b"data: ");
+                r.write_line(&mut lines);
+                lines.extend_from_slice(b"\n\n");
+            }
+        });
+        self.seen = last;
         if skipped > 0 {
             text.extend_from_slice(
                 format!("event: skipped\ndata: {{\"skipped\":{skipped}}}\n\n").as_bytes(),
             );
         }
-        // Each line written in place.
-        text.reserve(new.len() * (super::LINE_BYTES + 8));
-        for r in new.iter().filter(|r| r.shown_to(self.whose.as_deref())) {
-            text.extend_from_slice(b"data: ");
-            r.write_line(&mut text);
-            text.extend_from_slice(b"\n\n");
-        }
+        text.extend_from_slice(&lines);
         text
     }
 }
