@@ -336,7 +336,9 @@ pub(crate) struct SeenRequest<'a> {
 
 /// What watches the requests.
 pub(crate) trait Watcher: Send + Sync {
-    /// Whether someone reads the calls now: only then is a success's result worth keeping.
+    /// Whether the call starting now keeps its answer and statements: someone reads the
+    /// calls, and can open this one (the workbench keeps them for as many calls as a page is
+    /// sent). Only then is a success's result worth keeping and are statements timed.
     fn watched(&self) -> bool;
     fn call(&self, seen: SeenCall<'_>);
     fn request(&self, seen: &SeenRequest<'_>);

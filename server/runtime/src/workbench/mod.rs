@@ -7,8 +7,8 @@
 //! This module keeps what the page shows: the requests in a bounded ring (the last [`RING`]),
 //! as the engine and the protocol layer tell the installed [`Watcher`] of them (the leaf
 //! `watch`), each written as JSON when a page reads it (arguments sanitised exactly as the
-//! call log's; a success's answer and statements kept for the newest [`DETAILED`] calls made
-//! while a page is open), and `dev`'s last reload.
+//! call log's; a success's answer and statements kept while a page is open, for at most
+//! [`PAGE_LINES`] calls a tick), and `dev`'s last reload.
 //! Nothing is written to disk. `site` answers the page's requests under `/ui/`; the
 //! Streamable HTTP gate (`transport::http`) serves it, with `/mcp`, on the workbench's own
 //! loopback listener or on the MCP listener behind its token, so the same access rules apply
@@ -19,7 +19,7 @@
 use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Instant;
 
@@ -40,15 +40,6 @@ pub(crate) use site::{PREFIX, answer, page_file};
 /// How many calls the ring keeps.
 pub const RING: usize = 1000;
 
-/// How many of the newest calls made while a page is open keep their answer (a success's:
-/// a failure's is kept with its call) and their statements' timings. Few, so that what a
-/// watched call writes is memory a call wrote a moment ago: with the answers of all
-/// [`RING`] calls, each call wrote over an answer last touched a thousand calls before, and
-/// the cold memory cost the server about 2.5 % more CPU per call (see `bench/WORKBENCH.md`).
-/// A person opens the calls they just saw; an older call still shows its arguments,
-/// outcome, duration and a failure's answer.
-pub(crate) const DETAILED: usize = 128;
-
 /// What the workbench shows: the last [`RING`] calls and `dev`'s last reload. A call only
 /// joins the ring; the pages open look for new ones every [`PAGE_TICK`] and write them in one
 /// go, so that a call costs no wake-up of a page's connection, however many calls a second.
@@ -57,11 +48,11 @@ pub(crate) const DETAILED: usize = 128;
 /// `n % RING`, each behind a lock of its own: a call takes the next number (one atomic
 /// addition) and writes its slot, which nobody else holds unless a page is reading that very
 /// call, so calls never wait for one another, and no record is allocated or freed. A call
-/// made while a page is open writes its answer and statements in the same way in a second,
-/// smaller ring ([`DETAILED`]).
+/// whose answer and statements are kept ([`Calls::detailed`]) writes them in the same way in
+/// a second ring, apart, so that a call that keeps none writes only its record.
 pub struct Calls {
     records: Box<[Mutex<Record>; RING]>,
-    details: Box<[Mutex<Detail>; DETAILED]>,
+    details: Box<[Mutex<Detail>; RING]>,
     /// The number the next call takes: the calls numbered below it were kept (or are being
     /// written).
     next: AtomicU64,
@@ -70,6 +61,16 @@ pub struct Calls {
     status: Mutex<(u64, Option<Arc<str>>)>,
     /// How many pages are reading the calls: while none is, a call's result is not kept.
     pages: AtomicUsize,
+    /// How many more calls keep their answer and statements before a page next looks: each
+    /// look (a tick, [`PAGE_TICK`]) sets it to [`PAGE_LINES`], as many calls as a tick sends
+    /// a page, the first made since. So a page is sent calls it can open whole, at most
+    /// [`PAGE_LINES`] a tick, and past that a call keeps its record only: a server answering
+    /// tens of thousands of calls a second spends on the page what a person can look at, not
+    /// a copy of every answer and a clock read around every statement (which cost such a
+    /// server's calls about 3.4 % more CPU each, `bench/workbench`), and a call of a server
+    /// answering fewer keeps them all. Read and counted down without a lock: two calls at
+    /// once may both take the last one.
+    detailed: AtomicIsize,
     /// The client each session named, so that its calls are shown with it.
     clients: Mutex<Clients>,
 }
@@ -184,8 +185,8 @@ pub struct Record {
 /// How many bytes of arguments a record holds in place.
 const INLINE_ARGUMENTS: usize = 64;
 
-/// What a call made while a page is open keeps besides its record, for the newest
-/// [`DETAILED`] such calls: a success's answer, and its statements.
+/// What a call keeps besides its record while a page is open (see [`Calls::detailed`]): a
+/// success's answer, and its statements.
 struct Detail {
     /// The call's number; 0 while the slot has held none.
     seq: u64,
@@ -318,7 +319,7 @@ impl Kept<'_> {
             // A success's answer, older than the details keep (or made while no page was open).
             None if record.method == "tools/call" => {
                 let note = format!(
-                    "not kept: the workbench keeps the answers of the newest {DETAILED} calls made while a page is open"
+                    "not kept: a call keeps its answer while a page is open, for the first {PAGE_LINES} calls of each tenth of a second"
                 );
                 text.push_str(r#"null,"response_note":"#);
                 text.push_str(&Value::from(note).to_string());
@@ -459,6 +460,7 @@ impl Calls {
             next: AtomicU64::new(1),
             status: Mutex::new((0, None)),
             pages: AtomicUsize::new(0),
+            detailed: AtomicIsize::new(0),
             clients: Mutex::new(Clients::default()),
         }
     }
@@ -528,27 +530,37 @@ impl Calls {
         })
     }
 
-    /// Runs `each` on the calls numbered after `seen`, oldest first, the newest `most` of
-    /// them; returns the number of the last one read (`seen` when none was) and how many
-    /// newer than `seen` were left out. A call still being written ends the reading, to be
-    /// read at the next look; one written over since it was numbered counts as left out.
+    /// Runs `each` on the calls numbered after `seen` that the ring keeps, the first `most`
+    /// of them, oldest first (those whose answers were kept, see [`Calls::detailed`]);
+    /// returns the number to read on from (the newest call's, the ones past `most` left
+    /// out) and how many were left out. A call still being written ends the reading, to be
+    /// read on from at the next look; one written over since it was numbered is left out.
     fn since(&self, seen: u64, most: usize, mut each: impl FnMut(Kept<'_>)) -> (u64, usize) {
         let newest = self.next.load(Ordering::Relaxed) - 1;
-        let new = newest.saturating_sub(seen).min(RING as u64);
-        let taken = new.min(most as u64);
-        let mut skipped = new - taken;
-        let mut last = seen;
-        let stdio = if taken > 0 { self.stdio_client() } else { None };
-        for seq in newest - taken + 1..=newest {
+        // The oldest call the ring still keeps: the ones before it are not counted.
+        let first = (seen + 1).max((newest + 1).saturating_sub(RING as u64));
+        if first > newest || most == 0 {
+            return (seen.max(newest), 0);
+        }
+        let end = newest.min(first + most as u64 - 1);
+        let mut skipped = newest - end;
+        let stdio = self.stdio_client();
+        for seq in first..=end {
             let record = Self::slot(&self.records, seq);
             match record.seq.cmp(&seq) {
-                std::cmp::Ordering::Less => break,
+                // Read on from here, the ones after it not left out.
+                std::cmp::Ordering::Less => return (seq - 1, count(skipped - (newest - end))),
                 std::cmp::Ordering::Equal => self.with_detail(&record, stdio.as_deref(), &mut each),
                 std::cmp::Ordering::Greater => skipped += 1,
             }
-            last = seq;
         }
-        (last, usize::try_from(skipped).unwrap_or(usize::MAX))
+        (newest, count(skipped))
+    }
+
+    /// A page looks at the calls (it opens, or a tick passed): the next [`PAGE_LINES`] calls
+    /// keep their answers and statements (see [`Calls::detailed`]).
+    fn looked(&self) {
+        self.detailed.store(PAGE_LINES as isize, Ordering::Relaxed);
     }
 
     /// `dev`'s last reload, when it is newer than reload number `seen`; and its number.
@@ -561,6 +573,7 @@ impl Calls {
     /// A page opens: results are kept while it is.
     fn open_page(self: &Arc<Self>) -> Page {
         self.pages.fetch_add(1, Ordering::Relaxed);
+        self.looked();
         Page(self.clone())
     }
 
@@ -591,7 +604,7 @@ impl Calls {
 
 impl Watcher for Calls {
     fn watched(&self) -> bool {
-        self.pages.load(Ordering::Relaxed) > 0
+        self.pages.load(Ordering::Relaxed) > 0 && self.detailed.load(Ordering::Relaxed) > 0
     }
 
     fn call(&self, seen: SeenCall<'_>) {
@@ -604,6 +617,7 @@ impl Watcher for Calls {
             answer => (None, answer),
         };
         if seen.watched {
+            self.detailed.fetch_sub(1, Ordering::Relaxed);
             self.keep_detail(seq, answer, seen.statements);
         }
         self.keep(seq, |r| {
@@ -661,6 +675,11 @@ impl Watcher for Calls {
             record.trace = None;
         });
     }
+}
+
+/// A count of calls as a `usize` (it is at most [`RING`]).
+fn count(calls: u64) -> usize {
+    usize::try_from(calls).unwrap_or(usize::MAX)
 }
 
 /// `dev` serves a new version with `tools` tools: the pages list them again.
@@ -983,16 +1002,21 @@ mod tests {
     }
 
     #[test]
-    fn a_page_is_sent_the_newest_calls_and_told_how_many_it_missed() {
+    fn a_page_is_sent_the_first_calls_since_it_looked_and_told_how_many_it_missed() {
         let calls = Calls::new();
         assert_eq!(read(&calls, 0, RING), (vec![], 0, 0));
         for _ in 0..600 {
             call(&calls);
         }
-        let newest = 600 - PAGE_LINES as u64;
+        // The first ones (those that kept their answers), the rest counted; read on from the
+        // newest.
         assert_eq!(
             read(&calls, 100, PAGE_LINES),
-            ((newest + 1..=600).collect(), 600, 500 - PAGE_LINES)
+            (
+                (101..=100 + PAGE_LINES as u64).collect(),
+                600,
+                500 - PAGE_LINES
+            )
         );
         assert_eq!(
             read(&calls, 590, PAGE_LINES),
@@ -1007,6 +1031,9 @@ mod tests {
         let (seqs, last, skipped) = read(&calls, 0, RING);
         assert_eq!(seqs, (601..=1600).collect::<Vec<u64>>());
         assert_eq!((last, skipped), (1600, 0));
+        let (seqs, last, skipped) = read(&calls, 0, PAGE_LINES);
+        assert_eq!(seqs, (601..=600 + PAGE_LINES as u64).collect::<Vec<u64>>());
+        assert_eq!((last, skipped), (1600, RING - PAGE_LINES));
     }
 
     #[test]
@@ -1037,35 +1064,52 @@ mod tests {
         assert_eq!((last, skipped), (lapped, 0));
     }
 
-    #[test]
-    fn the_newest_watched_calls_keep_their_answer_and_a_failure_keeps_its_own() {
-        let calls = Calls::new();
+    /// Tells `calls` of a call of `tool` as the engine does (reading first whether it keeps
+    /// its answer and statements), answered `answer`: a failure's when `outcome` is not
+    /// `ok`. Returns its number.
+    fn called(calls: &Calls, outcome: &'static str, answer: &str) -> u64 {
+        let watched = calls.watched();
         let statement = SeenStatement {
             name: "get",
             operation: Some("SELECT"),
             took: std::time::Duration::from_micros(1500),
             failed: None,
         };
-        let watched = |calls: &Calls, outcome: &'static str, answer: &str| {
-            let seq = calls.number();
-            let ran = Ran {
-                kept: std::slice::from_ref(&statement),
-                more: 0,
-            };
-            let failure = (outcome != "ok").then_some(Answered::Text(answer));
-            let success = (outcome == "ok").then_some(Answered::Text(answer));
-            calls.keep_detail(seq, success, ran);
-            calls.keep(seq, |r| {
-                *r = Record {
-                    outcome: Cow::Borrowed(outcome),
-                    ..record(None)
-                };
-                if let Some(f) = failure {
-                    f.keep_in(&mut r.failure);
-                }
-            });
-            seq
+        let arguments = json!({"id": "L-001"});
+        let call = crate::calllog::Call {
+            request: 0,
+            sub: None,
+            tool: "get",
+            outcome,
+            duration_ms: 0.25,
+            result_bytes: answer.len(),
+            arguments: Some(&arguments),
         };
+        let ran = Ran {
+            kept: if watched {
+                std::slice::from_ref(&statement)
+            } else {
+                &[]
+            },
+            more: 0,
+        };
+        calls.call(SeenCall {
+            tool: Some("get"),
+            call: &call,
+            started: Instant::now(),
+            watched,
+            outcome: Cow::Borrowed(outcome),
+            answer: (watched || outcome != "ok").then_some(Answered::Text(answer)),
+            statements: ran,
+            trace: None,
+            origin: Some(Origin::Stdio),
+        });
+        calls.next.load(Ordering::Relaxed) - 1
+    }
+
+    #[test]
+    fn a_call_keeps_its_answer_while_a_page_can_open_it() {
+        let calls = Arc::new(Calls::new());
         let opened = |seq: u64| -> Value {
             let text = calls.numbered(seq, |call| call.whole()).expect("kept");
             serde_json::from_str(&text).expect("JSON")
@@ -1077,13 +1121,24 @@ mod tests {
             });
             serde_json::from_str(&line.expect("listed")).expect("JSON")
         };
-        let failed = watched(&calls, "NOT_FOUND", r#"{"isError":true}"#);
-        let first = watched(&calls, "ok", r#"{"id":1}"#);
-        for _ in 0..DETAILED - 1 {
-            watched(&calls, "ok", r#"{"id":2}"#);
+        // No page: a success keeps its record only, a failure its answer too.
+        assert!(!calls.watched());
+        let unwatched = called(&calls, "ok", r#"{"id":0}"#);
+        let failed = called(&calls, "NOT_FOUND", r#"{"isError":true}"#);
+        // A page opens: the next calls keep their answers and statements, as many as a tick
+        // sends it.
+        let page = calls.open_page();
+        assert!(calls.watched());
+        let first = called(&calls, "ok", r#"{"id":1}"#);
+        for _ in 1..PAGE_LINES {
+            called(&calls, "ok", r#"{"id":2}"#);
         }
+        assert!(!calls.watched(), "past a tick's worth");
+        let past = called(&calls, "ok", r#"{"id":3}"#);
         assert_eq!(opened(first)["response"], json!({"id": 1}));
         assert_eq!(opened(first)["answered"], true);
+        assert_eq!(opened(first)["arguments"], json!({"id": "L-001"}));
+        assert_eq!(opened(first)["statements"]["kept"][0]["duration_ms"], 1.5);
         assert_eq!(listed(first), {
             let mut line = opened(first);
             for whole in ["arguments", "response", "statements"] {
@@ -1091,26 +1146,36 @@ mod tests {
             }
             line
         });
-        assert_eq!(opened(first)["statements"]["kept"][0]["duration_ms"], 1.5);
-        // One more: the first success's answer and statements are no longer kept, its call is.
-        watched(&calls, "ok", r#"{"id":3}"#);
-        assert_eq!(opened(first)["response"], Value::Null);
-        assert_eq!(opened(first)["answered"], false);
-        assert_eq!(listed(first)["answered"], false);
-        assert_eq!(listed(failed)["answered"], true);
-        assert!(
-            opened(first)["response_note"].as_str().is_some_and(|n| n
-                .starts_with("not kept: the workbench keeps the answers of the newest 128 calls")),
-            "{}",
-            opened(first)
-        );
-        assert_eq!(opened(first)["statements"]["kept"], json!([]));
-        assert_eq!(opened(first)["outcome"], "ok");
-        // A failure's answer is kept with its call.
+        for kept_none in [unwatched, past] {
+            let call = opened(kept_none);
+            assert_eq!(call["response"], Value::Null, "{call}");
+            assert_eq!(call["answered"], false, "{call}");
+            assert_eq!(listed(kept_none)["answered"], false);
+            assert!(
+                call["response_note"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with(
+                        "not kept: a call keeps its answer while a page is open, for the first 100"
+                    )),
+                "{call}"
+            );
+            assert_eq!(call["statements"]["kept"], json!([]), "{call}");
+            assert_eq!(call["outcome"], "ok");
+        }
+        // A failure's answer is kept with its call, watched or not.
         assert_eq!(opened(failed)["response"], json!({"isError": true}));
         assert_eq!(opened(failed).get("response_note"), None);
-        assert_eq!(opened(failed)["answered"], true);
-        assert_eq!(opened(failed)["outcome"], "NOT_FOUND");
+        assert_eq!(listed(failed)["answered"], true);
+        // The page looks again: the next calls keep theirs; it closes: none does.
+        calls.looked();
+        assert!(calls.watched());
+        drop(page);
+        assert!(!calls.watched());
+        // A call the ring wrote over is gone, with its answer.
+        for _ in 0..RING {
+            called(&calls, "ok", "{}");
+        }
+        assert!(calls.numbered(first, |_| ()).is_none());
         assert!(calls.numbered(0, |_| ()).is_none());
     }
 

@@ -184,7 +184,7 @@ let skipped = 0;
 function skippedCalls(n) {
   skipped += n;
   $("skipped").hidden = false;
-  $("skipped").textContent = skipped + " calls came too fast to list live; the server keeps the last 1,000 (GET /ui/calls).";
+  $("skipped").textContent = skipped + " calls came too fast to list live (each tenth of a second lists the first 100, whose answers are kept); the server keeps the last 1,000 (GET /ui/calls).";
 }
 
 async function follow() {

@@ -188,8 +188,8 @@ fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
 /// The event stream (of `whose` calls, or every call when `None`): `dev`'s last reload (an
 /// `event: reload`), the calls in the ring, then every [`super::PAGE_TICK`] the calls made
 /// and the reload done since, in one write, one `data:` line each; past
-/// [`super::PAGE_LINES`] calls in a tick, the newest, after an `event: skipped` saying how
-/// many were left out.
+/// [`super::PAGE_LINES`] calls in a tick, the first made since the last (the ones whose
+/// answers were kept), after an `event: skipped` saying how many were left out.
 fn events(calls: &Arc<Calls>, whose: Option<Arc<str>>) -> Response<Body> {
     let mut tick = tokio::time::interval(super::PAGE_TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -246,6 +246,8 @@ impl Events {
             }
         });
         self.seen = last;
+        // The next calls keep their answers, for this page's next look.
+        self.calls.looked();
         if skipped > 0 {
             text.extend_from_slice(
                 format!("event: skipped\ndata: {{\"skipped\":{skipped}}}\n\n").as_bytes(),
