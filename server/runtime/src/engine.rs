@@ -665,8 +665,18 @@ impl Engine {
         // Read once: the statements and a success's answer are kept only while a page watches.
         let watched = watcher.is_some_and(|w| w.watched());
         let statements = crate::watch::Statements::collect(watched);
+        // Looked up once: the watcher is told the spec's own name.
+        let found = self.tools.get_key_value(name);
         let result = self
-            .call_inner(name, arguments, request, &cancel, link, json)
+            .call_inner(
+                found.map(|(_, t)| t),
+                name,
+                arguments,
+                request,
+                &cancel,
+                link,
+                json,
+            )
             .map_err(|e| self.declared(name, arguments, e))
             .map_err(|e| self.rename(e));
         // A call that gave way runs again, and is logged then.
@@ -709,7 +719,7 @@ impl Engine {
             if let Some(watcher) = watcher {
                 statements.seen(|statements| {
                     watcher.call(crate::watch::SeenCall {
-                        tool: self.tools.get_key_value(name).map(|(k, _)| *k),
+                        tool: found.map(|(k, _)| *k),
                         call: &call,
                         started,
                         watched,
@@ -894,8 +904,11 @@ impl Engine {
         self.rename(CallError::Tool(e))
     }
 
+    /// Runs a call of `tool` (`None`: the spec has no tool `name`).
+    #[allow(clippy::too_many_arguments)]
     fn call_inner(
         &self,
+        tool: Option<&CompiledTool>,
         name: &str,
         arguments: Option<&Value>,
         request: u64,
@@ -903,10 +916,7 @@ impl Engine {
         link: Link,
         json: bool,
     ) -> Result<Reply, CallError> {
-        let tool = self
-            .tools
-            .get(name)
-            .ok_or_else(|| CallError::UnknownTool(name.to_string()))?;
+        let tool = tool.ok_or_else(|| CallError::UnknownTool(name.to_string()))?;
         let args = self.arguments(tool, name, arguments)?;
         let instance = self.validated(tool, name, args, request)?;
         let Value::Object(mut args) = instance else {

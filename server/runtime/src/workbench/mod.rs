@@ -398,19 +398,21 @@ fn needs_escape(text: &[u8]) -> bool {
     // Whether any byte of `x` is below `n` (n <= 0x80): exact for "any", by the classic test.
     let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGH != 0;
     let has = |x: u64, b: u8| below(x ^ (ONES * u64::from(b)), 1);
+    let escapes = |x: u64| below(x, 0x20) || has(x, b'"') || has(x, b'\\');
     let mut chunks = text.chunks_exact(8);
     for chunk in &mut chunks {
         let mut eight = [0u8; 8];
         eight.copy_from_slice(chunk);
-        let x = u64::from_le_bytes(eight);
-        if below(x, 0x20) || has(x, b'"') || has(x, b'\\') {
+        if escapes(u64::from_le_bytes(eight)) {
             return true;
         }
     }
-    chunks
-        .remainder()
-        .iter()
-        .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
+    // The last bytes (a short text's all) as a word too, padded with spaces, which need no
+    // escaping.
+    let rest = chunks.remainder();
+    let mut eight = [b' '; 8];
+    eight[..rest.len()].copy_from_slice(rest);
+    escapes(u64::from_le_bytes(eight))
 }
 
 static ACTIVE: OnceLock<Arc<Calls>> = OnceLock::new();
@@ -965,15 +967,17 @@ mod tests {
             "é 中 \u{7f} ~".into(),
             "0123456789abcdef01234".into(),
         ];
-        // Each byte serde_json escapes, and its neighbours, at each place of a 17-byte text
-        // (two whole words of eight and a remainder).
+        // Each byte serde_json escapes, and its neighbours, at each place of a text of each
+        // length up to 17 (two whole words of eight and a remainder).
         for b in [
             0x00u8, 0x1f, 0x20, b'"', b'\\', b'!', b'#', b'[', b']', 0x7f,
         ] {
-            for at in 0..17 {
-                let mut t = vec![b'a'; 17];
-                t[at] = b;
-                texts.push(String::from_utf8(t).expect("ASCII"));
+            for len in 1..=17 {
+                for at in 0..len {
+                    let mut t = vec![b'a'; len];
+                    t[at] = b;
+                    texts.push(String::from_utf8(t).expect("ASCII"));
+                }
             }
         }
         for text in texts {
