@@ -128,7 +128,8 @@ impl Clients {
 /// How often an open page is sent the calls made since it last was.
 pub(crate) const PAGE_TICK: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// The most calls a tick sends a page (1,000 a second): past that the newest are sent and the
+/// The most calls a tick sends a page (1,000 a second): past that the first made since the
+/// page last looked are sent (those that kept their answers, see [`Calls::detailed`]) and the
 /// page told how many were left out, which `GET /ui/calls` has while the ring keeps them. A
 /// person reads no faster, and writing every call of a server answering tens of thousands a
 /// second would cost it more than the page is worth: at 2,500 a second, the lines cost a
@@ -316,7 +317,8 @@ impl Kept<'_> {
             .or(detail.and_then(|d| d.answer.as_ref()))
         {
             Some(answer) => text.push_str(&answer.json()),
-            // A success's answer, older than the details keep (or made while no page was open).
+            // A success's answer not kept: made while no page was open, or past the calls a
+            // page is sent (see `Calls::detailed`).
             None if record.method == "tools/call" => {
                 let note = format!(
                     "not kept: a call keeps its answer while a page is open, for the first {PAGE_LINES} calls of each tenth of a second"

@@ -178,8 +178,9 @@ function dispatchEvent(block) {
   else addCall(value);
 }
 
-// Calls that came faster than the page is sent them (more than 2,500 a second): the newest
-// are listed, and the page says how many it did not list.
+// Calls that came faster than the page is sent them (more than 1,000 a second): the first of
+// each tenth of a second are listed (those whose answers were kept), and the page says how
+// many it did not list.
 let skipped = 0;
 function skippedCalls(n) {
   skipped += n;
