@@ -543,9 +543,10 @@ impl Calls {
         let newest = self.next.load(Ordering::Relaxed) - 1;
         // The oldest call the ring still keeps: the ones before it are not counted.
         let first = (seen + 1).max((newest + 1).saturating_sub(RING as u64));
-        if first > newest || most == 0 {
-            return (seen.max(newest), 0);
+        if first > newest {
+            return (seen, 0);
         }
+        // Below `first` when `most` is 0: then every new call is left out.
         let end = newest.min(first + most as u64 - 1);
         let mut skipped = newest - end;
         let stdio = self.stdio_client();
@@ -1029,6 +1030,7 @@ mod tests {
             ((591..=600).collect(), 600, 0)
         );
         assert_eq!(read(&calls, 600, PAGE_LINES), (vec![], 600, 0));
+        assert_eq!(read(&calls, 100, 0), (vec![], 600, 500));
         // Past the ring, the oldest are written over: the ring's last thousand are read, and
         // the calls older than the ring are not counted as missed.
         for _ in 0..RING {

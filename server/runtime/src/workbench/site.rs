@@ -189,7 +189,7 @@ fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
 /// `event: reload`), the calls in the ring, then every [`super::PAGE_TICK`] the calls made
 /// and the reload done since, in one write, one `data:` line each; past
 /// [`super::PAGE_LINES`] calls in a tick, the first made since the last (the ones whose
-/// answers were kept), after an `event: skipped` saying how many were left out.
+/// answers were kept), then an `event: skipped` saying how many were left out.
 fn events(calls: &Arc<Calls>, whose: Option<Arc<str>>) -> Response<Body> {
     let mut tick = tokio::time::interval(super::PAGE_TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -236,13 +236,12 @@ impl Events {
             super::PAGE_LINES
         };
         // Each line written in place, under its record's lock only.
-        let mut lines = Vec::new();
         let whose = self.whose.as_deref();
         let (last, skipped) = self.calls.since(self.seen, most, |r| {
             if r.shown_to(whose) {
-                lines.extend_from_slice(b"data: ");
-                r.write_line(&mut lines);
-                lines.extend_from_slice(b"\n\n");
+                text.extend_from_slice(b"data: ");
+                r.write_line(&mut text);
+                text.extend_from_slice(b"\n\n");
             }
         });
         self.seen = last;
@@ -253,7 +252,6 @@ impl Events {
                 format!("event: skipped\ndata: {{\"skipped\":{skipped}}}\n\n").as_bytes(),
             );
         }
-        text.extend_from_slice(&lines);
         text
     }
 }
