@@ -382,9 +382,9 @@ fn the_page_follows_dev_s_reloads() {
     browser.text_until("#status", |s| s == "live");
     browser.click("#tab-tools");
     browser.find("#tool-list button[data-tool='search_notes']");
-    std::fs::write(&spec, format!("{original}{}", crate::dev::COUNT_TOOL)).unwrap();
+    crate::dev::save(&spec, format!("{original}{}", crate::dev::COUNT_TOOL)).unwrap();
     browser.find("#tool-list button[data-tool='count_notes']");
-    std::fs::write(
+    crate::dev::save(
         &spec,
         format!("{original}{}  - name: 7\n", crate::dev::COUNT_TOOL),
     )
@@ -393,7 +393,7 @@ fn the_page_follows_dev_s_reloads() {
     let problems = browser.text("#problems");
     assert!(problems.contains("notes.yaml:"), "{problems}");
     browser.screenshot("dev-problems");
-    std::fs::write(&spec, &original).unwrap();
+    crate::dev::save(&spec, &original).unwrap();
     browser.find("#problems-box[hidden]");
     drop(dev);
 }

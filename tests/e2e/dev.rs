@@ -20,6 +20,18 @@ pub(crate) struct Dev {
     stderr: Receiver<String>,
 }
 
+/// Saves `text` to `path` as an editor that writes a new file and renames it over the old one
+/// does (vim, JetBrains' safe write): the watcher never sees it half-written, so a test never
+/// races its own save. A save written in place settles before `dev` reads it;
+/// [`reloads_leave_memory_flat`] saves in place, a thousand times.
+pub(crate) fn save(path: impl AsRef<Path>, text: impl AsRef<[u8]>) -> std::io::Result<()> {
+    let path = path.as_ref();
+    let mut file = tempfile::NamedTempFile::new()?;
+    std::io::Write::write_all(&mut file, text.as_ref())?;
+    file.persist(path)?;
+    Ok(())
+}
+
 /// `mcpspec dev SPEC` in `dir`, its temporary files under `dir/tmp`.
 fn dev(dir: &Path, spec: &str) -> Dev {
     dev_with(dir, spec, &[])
@@ -124,7 +136,7 @@ fn dev_s_workbench_shows_the_calls_of_every_version() {
     let spec = dir.path().join("notes.yaml");
     let original =
         std::fs::read_to_string("../tests/fixtures/basic/spec.yaml").expect("basic fixture");
-    std::fs::write(&spec, &original).unwrap();
+    save(&spec, &original).unwrap();
     let mut s = dev_with(dir.path(), "notes.yaml", &["--ui", "127.0.0.1:0"]);
     let said = s.stderr_until("mcpspec: workbench on http://");
     let addr: std::net::SocketAddr = said
@@ -134,7 +146,7 @@ fn dev_s_workbench_shows_the_calls_of_every_version() {
         .expect("the workbench's address");
     s.structured("search_notes", json!({"q": "hel"}));
     let mut reloads = crate::workbench::stream(addr).filter(|(name, _)| name == "reload");
-    std::fs::write(&spec, format!("{original}{COUNT_TOOL}")).unwrap();
+    save(&spec, format!("{original}{COUNT_TOOL}")).unwrap();
     s.list_changed();
     let (_, reload) = reloads.next().expect("a reload event");
     assert_eq!(reload["ok"], json!(true), "{reload}");
@@ -161,7 +173,7 @@ fn dev_s_workbench_shows_the_calls_of_every_version() {
     assert_eq!(s.structured("count_notes", json!({}))["count"], 1);
 
     // A broken save: its problem, at its line, until a good save.
-    std::fs::write(&spec, format!("{original}{COUNT_TOOL}  - name: 7\n")).unwrap();
+    save(&spec, format!("{original}{COUNT_TOOL}  - name: 7\n")).unwrap();
     let (_, refused) = reloads.next().expect("a reload event");
     assert_eq!(refused["ok"], json!(false), "{refused}");
     let problems = refused["problems"].as_str().expect("problems");
@@ -175,12 +187,12 @@ fn dev_follows_a_toolset_across_reloads() {
     let original =
         std::fs::read_to_string("../tests/fixtures/basic/spec.yaml").expect("basic fixture");
     let lean = |tools: &str| format!("toolsets:\n  lean: [{tools}]\n");
-    std::fs::write(&spec, format!("{original}{}", lean("search_notes"))).unwrap();
+    save(&spec, format!("{original}{}", lean("search_notes"))).unwrap();
     let mut s = dev_with(dir.path(), "notes.yaml", &["--toolset", "lean"]);
     s.stderr_until("serving notes.yaml (5 tools)");
     assert_eq!(s.tool_names(), ["search_notes"]);
     let with_count = format!("{original}{COUNT_TOOL}");
-    std::fs::write(
+    save(
         &spec,
         format!("{with_count}{}", lean("search_notes, count_notes")),
     )
@@ -188,7 +200,7 @@ fn dev_follows_a_toolset_across_reloads() {
     s.list_changed();
     assert_eq!(s.tool_names(), ["search_notes", "count_notes"]);
     assert_eq!(s.structured("count_notes", json!({}))["count"], 1);
-    std::fs::write(&spec, format!("{with_count}{}", lean("count_notes"))).unwrap();
+    save(&spec, format!("{with_count}{}", lean("count_notes"))).unwrap();
     s.list_changed();
     assert_eq!(s.tool_names(), ["count_notes"]);
     let r = s
@@ -230,19 +242,19 @@ fn dev_follows_the_spec_s_skills_and_views() {
         1,
     );
     assert_ne!(with_view, original);
-    std::fs::write(
+    save(
         dir.path().join("notes.yaml"),
         format!("{with_view}skills:\n  - skills/notes-help\n"),
     )
     .unwrap();
     let view = dir.path().join("views/notes.html");
     std::fs::create_dir_all(view.parent().unwrap()).unwrap();
-    std::fs::write(&view, "<!DOCTYPE html><p>first</p>").unwrap();
+    save(&view, "<!DOCTYPE html><p>first</p>").unwrap();
     let skill = dir.path().join("skills/notes-help/SKILL.md");
     std::fs::create_dir_all(skill.parent().unwrap()).unwrap();
     let write = |description: &str| {
         let text = format!("---\nname: notes-help\ndescription: {description}\n---\n\nBody.\n");
-        std::fs::write(&skill, text).unwrap();
+        save(&skill, text).unwrap();
     };
     write("The first words.");
     let mut s = dev(dir.path(), "notes.yaml");
@@ -261,11 +273,11 @@ fn dev_follows_the_spec_s_skills_and_views() {
         read["result"]["contents"][0]["text"].clone()
     };
     assert_eq!(shown(&mut s), "<!DOCTYPE html><p>first</p>");
-    std::fs::write(&view, "<!DOCTYPE html><p>second, longer</p>").unwrap();
+    save(&view, "<!DOCTYPE html><p>second, longer</p>").unwrap();
     s.list_changed();
     assert_eq!(shown(&mut s), "<!DOCTYPE html><p>second, longer</p>");
     // A SKILL.md without its description is refused; the last good version keeps serving.
-    std::fs::write(&skill, "---\nname: notes-help\n---\n").unwrap();
+    save(&skill, "---\nname: notes-help\n---\n").unwrap();
     s.stderr_until("has problems; still serving the last good version");
     assert_eq!(described(&mut s), "Other words, longer than the first.");
 }
@@ -279,7 +291,7 @@ fn dev_swaps_in_each_valid_edit_and_keeps_serving_through_a_broken_one() {
     let spec = dir.path().join("notes.yaml");
     let original =
         std::fs::read_to_string("../tests/fixtures/basic/spec.yaml").expect("basic fixture");
-    std::fs::write(&spec, &original).unwrap();
+    save(&spec, &original).unwrap();
     let mut s = dev(dir.path(), "notes.yaml");
     s.stderr_until("serving notes.yaml (5 tools) on a scratch database");
     assert_eq!(
@@ -295,7 +307,7 @@ fn dev_swaps_in_each_valid_edit_and_keeps_serving_through_a_broken_one() {
     let found = s.structured("search_notes", json!({"q": "hel"}));
     assert_eq!(found["notes"][0]["body"], "hello", "{found}");
 
-    std::fs::write(&spec, format!("{original}{COUNT_TOOL}")).unwrap();
+    save(&spec, format!("{original}{COUNT_TOOL}")).unwrap();
     s.list_changed();
     assert_eq!(
         s.tool_names(),
@@ -318,13 +330,13 @@ fn dev_swaps_in_each_valid_edit_and_keeps_serving_through_a_broken_one() {
         "{original}{}",
         COUNT_TOOL.replace("FROM notes", "FROM nots")
     );
-    std::fs::write(&spec, broken).unwrap();
+    save(&spec, broken).unwrap();
     let said = s.stderr_until("still serving the last good version");
     assert!(said.contains("no such table: nots"), "{said}");
     assert_eq!(s.structured("count_notes", json!({})), json!({"count": 1}));
 
     // A spec error points at the file, line and column, with its help line.
-    std::fs::write(&spec, original.replace("returns: execute", "returns: exec")).unwrap();
+    save(&spec, original.replace("returns: execute", "returns: exec")).unwrap();
     let said = s.stderr_until("still serving the last good version");
     assert!(said.contains("--> notes.yaml:"), "{said}");
     assert!(said.contains("help:"), "{said}");
@@ -355,7 +367,7 @@ fn dev_swaps_in_each_valid_edit_and_keeps_serving_through_a_broken_one() {
             "columns: {id: integer, body: text, meta: json?}",
             "columns: {id: integer, body: text, meta: json?, author: text?}",
         );
-    std::fs::write(&spec, with_author).unwrap();
+    save(&spec, with_author).unwrap();
     s.list_changed();
     let found = s.structured("search_notes", json!({"q": "hel"}));
     assert_eq!(found["notes"][0]["author"], "ada", "{found}");
@@ -381,13 +393,13 @@ fn dev_runs_compiled_handlers_and_says_when_there_are_none() {
         assert!(ok.success());
     };
     git(&["init", "-q", "-b", "main"]);
-    std::fs::write(
+    save(
         root.join(".pm.json"),
         r#"{"databases_dir": ".pm/databases", "dumps_dir": ".pm/dumps", "worktrees_dir": ".pm/worktrees", "default_database": "app", "allowed_databases": ["app"]}"#,
     )
     .unwrap();
     let pm = std::fs::read_to_string("../spec/pm.yaml").unwrap();
-    std::fs::write(root.join("pm.yaml"), &pm).unwrap();
+    save(root.join("pm.yaml"), &pm).unwrap();
     let mut s = dev(root, "pm.yaml");
     let info = s.structured("project.info", json!({}));
     assert_eq!(info["config"]["default_database"], "app", "{info}");
@@ -395,7 +407,7 @@ fn dev_runs_compiled_handlers_and_says_when_there_are_none() {
     // The same spec under another server name: this binary has no handlers for it.
     let other = pm.replacen("name: pm", "name: pm_copy", 1);
     assert_ne!(other, pm);
-    std::fs::write(root.join("pm.yaml"), other).unwrap();
+    save(root.join("pm.yaml"), other).unwrap();
     s.list_changed();
     let r = s.client.call_tool("project.info", json!({})).unwrap();
     let text = r["result"]["content"][0]["text"]
@@ -492,12 +504,12 @@ fn dev_reads_only_regular_files_of_bounded_size() {
     );
     assert!(run("fifo.yaml").contains("not a regular file"));
     let huge = format!("server: {{name: x, title: {}}}\n", "y".repeat(5 << 20));
-    std::fs::write(dir.path().join("huge.yaml"), huge).unwrap();
+    save(dir.path().join("huge.yaml"), huge).unwrap();
     let err = run("huge.yaml");
     assert!(err.contains("at most 4194304 bytes"), "{err}");
     // A long line within the limit: its diagnostic shows a window, not the line.
     let long = format!("server: {{name: x, titel: {}}}\n", "y".repeat(1 << 20));
-    std::fs::write(dir.path().join("long.yaml"), long).unwrap();
+    save(dir.path().join("long.yaml"), long).unwrap();
     let err = run("long.yaml");
     assert!(err.len() < 4096, "{} bytes of diagnostics", err.len());
     assert!(err.contains("titel"), "{err}");
@@ -505,7 +517,7 @@ fn dev_reads_only_regular_files_of_bounded_size() {
     // Serving: the file becomes a FIFO, then a good spec again.
     let spec = dir.path().join("notes.yaml");
     let original = std::fs::read_to_string("../tests/fixtures/basic/spec.yaml").unwrap();
-    std::fs::write(&spec, &original).unwrap();
+    save(&spec, &original).unwrap();
     let mut s = dev(dir.path(), "notes.yaml");
     s.stderr_until("serving notes.yaml (5 tools)");
     std::fs::remove_file(&spec).unwrap();
@@ -518,7 +530,7 @@ fn dev_reads_only_regular_files_of_bounded_size() {
     );
     s.stderr_until("not a regular file");
     std::fs::remove_file(&spec).unwrap();
-    std::fs::write(
+    save(
         &spec,
         original.replace("tools:\n", &format!("tools:\n{COUNT_TOOL}")),
     )

@@ -44,9 +44,36 @@ impl Compile {
 }
 
 /// How often the spec file's modification time and size are looked at: a `stat` 50 times a
-/// second costs nothing measurable, and a save is served on average 10 ms after it lands
-/// (at 50 ms, 25 ms).
+/// second costs nothing measurable. A change is served once it has stayed the same for one
+/// look more ([`Settle`]), on average 30 ms after the save lands.
 const POLL: Duration = Duration::from_millis(20);
+
+/// Tells when a changed stamp has settled: a save written in place (the file truncated, then
+/// written, as many editors do) is seen half-way by a look that falls between the two, and
+/// reading it then reports an error the user never saved. A change is acted on only when the
+/// next look finds the same stamp.
+#[derive(Debug, Default)]
+struct Settle<T> {
+    pending: Option<T>,
+}
+
+impl<T: PartialEq> Settle<T> {
+    /// Whether `now`, which differs from what was last served, has stayed the same since the
+    /// last look.
+    fn settled(&mut self, now: T) -> bool {
+        if self.pending.as_ref() == Some(&now) {
+            self.pending = None;
+            return true;
+        }
+        self.pending = Some(now);
+        false
+    }
+
+    /// The stamps are back to what is served: nothing is pending.
+    fn unchanged(&mut self) {
+        self.pending = None;
+    }
+}
 
 /// Serves `spec` until stdin closes, reloading it on every change. `db` is a live database
 /// (file or URL); without one, a scratch SQLite database holds the spec's schema and sample
@@ -107,6 +134,7 @@ pub fn run(
         dbs,
         seen,
         last,
+        settle: Settle::default(),
     };
     let make = |engine, proxy| {
         let server = McpServer::changing(engine, proxy);
@@ -216,6 +244,8 @@ struct Watch {
     /// served or refused.
     seen: Stamps,
     last: Option<String>,
+    /// A changed stamp waiting one look to settle.
+    settle: Settle<Stamps>,
 }
 
 impl Watch {
@@ -234,11 +264,20 @@ impl Watch {
                 beside_stamps(&self.spec, live.now().engine.def),
             );
             if now == self.seen {
+                self.settle.unchanged();
+                continue;
+            }
+            if !self.settle.settled(now.clone()) {
                 continue;
             }
             let beside_changed = now.1 != self.seen.1;
+            let read = self.compile.read(&self.spec);
+            if stamp(&self.spec) != now.0 {
+                // Written again while it was read: served when that write settles.
+                continue;
+            }
             self.seen = now;
-            let text = match self.compile.read(&self.spec) {
+            let text = match read {
                 Ok(text) => text,
                 Err(problem) => {
                     eprintln!("{problem}\nmcpspec dev: still serving the last good version");
@@ -352,4 +391,26 @@ fn walk(dir: &Path, out: &mut Vec<(PathBuf, SystemTime, u64)>) {
 fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
     let m = std::fs::metadata(path).ok()?;
     Some((m.modified().ok()?, m.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Settle;
+
+    #[test]
+    fn a_change_is_acted_on_once_the_next_look_finds_it_the_same() {
+        let mut settle = Settle::default();
+        // Truncated, then written before the next look: only the written file is acted on.
+        assert!(!settle.settled(0));
+        assert!(!settle.settled(120));
+        assert!(settle.settled(120));
+        // Acted on once: the same stamp again waits for a change.
+        assert!(!settle.settled(120));
+        settle.unchanged();
+        // A change undone before the next look is never acted on.
+        assert!(!settle.settled(7));
+        settle.unchanged();
+        assert!(!settle.settled(8));
+        assert!(settle.settled(8));
+    }
 }
