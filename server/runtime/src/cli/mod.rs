@@ -604,6 +604,10 @@ fn run_main(servers: Vec<Server>, extras: Vec<Extra>, compile: Option<dev::Compi
 }
 
 /// The default log filter of a served session: every call, and warnings.
+/// The runtime's blocking pool: the threads calls run on (see `protocol::BLOCKING_THREADS`)
+/// and as many again for the rest of the blocking work, which a burst of calls never holds up.
+const BLOCKING_POOL: usize = 2 * crate::protocol::BLOCKING_THREADS;
+
 const SESSION_LOG: &str = "warn,mcpspec=info,server=info";
 
 /// Logs to stderr, filtered by MCPSPEC_LOG (or RUST_LOG), else by `default`; JSON lines when
@@ -1087,7 +1091,7 @@ fn serve_http(
     // every other call's SQLite work goes to the blocking pool.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(options.workers)
-        .max_blocking_threads(crate::protocol::BLOCKING_THREADS)
+        .max_blocking_threads(BLOCKING_POOL)
         .enable_all()
         .build()?;
     runtime.block_on(async move {
@@ -1261,7 +1265,7 @@ fn serve_stdio(
     // One thread runs the protocol; SQLite work goes to the blocking pool and stdio to the
     // transport's own threads, so a multi-threaded scheduler would only add wake-ups.
     let runtime = tokio::runtime::Builder::new_current_thread()
-        .max_blocking_threads(crate::protocol::BLOCKING_THREADS)
+        .max_blocking_threads(BLOCKING_POOL)
         .enable_all()
         .build()?;
     let (session, writer) = runtime.block_on(async move {

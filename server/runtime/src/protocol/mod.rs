@@ -1385,14 +1385,15 @@ fn quote(s: &str) -> String {
     crate::transform::quote(s)
 }
 
-/// A call's work as `call_tool` awaits it: its outcome, or the panic that ended it.
-type Job = std::pin::Pin<
-    Box<
-        dyn std::future::Future<
-                Output = Result<Result<crate::engine::Success, CallError>, tokio::task::JoinError>,
-            > + Send,
-    >,
->;
+/// A call's work as `call_tool` awaits it: its outcome, or [`Lost`].
+type Job = std::pin::Pin<Box<dyn std::future::Future<Output = Outcome> + Send>>;
+
+/// What a call's work came to.
+type Outcome = Result<Result<crate::engine::Success, CallError>, Lost>;
+
+/// A call's work ended without an outcome: it panicked (the panic is on stderr).
+#[derive(Debug)]
+struct Lost;
 
 /// What a call's work runs with, moved to the blocking pool.
 struct Work {
@@ -1419,30 +1420,37 @@ impl Work {
 /// `work` answered by `stop`'s deadline: when the deadline passes first (the time a handler
 /// waits for the client's answers aside), the call's cancellation flag is set, which stops
 /// its statements and tells its handler, and the outcome is `TIMEOUT`; the work goes on only
-/// as long as it takes to notice. When the transport abandons the calls still running at
-/// shutdown, the call is answered at once in the same way.
+/// as long as it takes to notice. A call that `waits` for its tool's place is answered
+/// `TIMEOUT` as well when its client cancels it meanwhile, and its work is dropped unrun (see
+/// `admission`). When the transport abandons the calls still running at shutdown, the call is
+/// answered at once in the same way.
 fn bounded(
-    work: tokio::task::JoinHandle<Result<crate::engine::Success, CallError>>,
+    work: tokio::sync::oneshot::Receiver<Result<crate::engine::Success, CallError>>,
+    waits: bool,
     stop: crate::backend::Stop,
     shutdown: crate::shutdown::Shutdown,
     engine: Arc<Engine>,
     tool: String,
 ) -> Job {
     Box::pin(async move {
+        let given_up = || stop.expired() || stop.cancel.load(Ordering::Relaxed);
         tokio::select! {
             // Work that failed as its deadline passed (a statement interrupted at it) is
-            // answered as the deadline answers, whichever of the two this select saw first.
+            // answered as the deadline answers, whichever of the two this select saw first;
+            // so is work dropped unrun because it was given up while it waited.
             outcome = work => match outcome {
                 Ok(Err(_)) if stop.expired() && !stop.cancel.load(Ordering::Relaxed) => {
                     Ok(Err(engine.timed_out(&tool)))
                 }
-                other => other,
+                Err(_) if given_up() => Ok(Err(engine.timed_out(&tool))),
+                other => other.map_err(|_| Lost),
             },
             () = stop.until_expired() => {
                 stop.cancel.store(true, Ordering::Relaxed);
-                tracing::warn!(tool = %crate::logsafe::quoted(&tool), "a call ran past its deadline; answered TIMEOUT and told to stop");
+                tracing::warn!(tool = %crate::logsafe::quoted(&tool), "a call ran, or waited for a place, past its deadline; answered TIMEOUT and told to stop");
                 Ok(Err(engine.timed_out(&tool)))
             }
+            () = admission::cancelled(&stop), if waits => Ok(Err(engine.timed_out(&tool))),
             () = shutdown.abandoned() => {
                 stop.cancel.store(true, Ordering::Relaxed);
                 Ok(Err(engine.shutting_down(&tool)))
@@ -1517,7 +1525,7 @@ impl McpServer {
             },
             origin: crate::watch::watcher().and_then(|_| traced::request_origin(&context)),
         };
-        let job = self.job(work, stop, def.is_some()).await;
+        let job = self.job(work, stop, def.is_some());
         let ending = Ending {
             watcher,
             forwarder,
@@ -1535,25 +1543,26 @@ impl McpServer {
     }
 
     /// `work` as a [`Job`] on the blocking pool, answered by `stop`'s deadline (see
-    /// [`bounded`]). A `known` tool first waits for its place (see `admission`), which it keeps
-    /// until its work ends; one that finds none by its deadline is answered as timed out. A
-    /// name the server does not know takes no place: its engine answers it at once.
-    async fn job(&self, work: Work, stop: crate::backend::Stop, known: bool) -> Job {
-        let place = match known {
-            true => self.admission.enter(&work.name, &stop).await.map(Some),
-            false => Some(None),
-        };
+    /// [`bounded`]). A `known` tool's call takes one of its places, or waits for one (see
+    /// `admission`), which it keeps until its work ends; one that finds none by its deadline
+    /// is answered as timed out. A name the server does not know takes no place: its engine
+    /// answers it at once.
+    fn job(&self, work: Work, stop: crate::backend::Stop, known: bool) -> Job {
         let (engine, tool) = (work.engine.clone(), work.name.clone());
-        let Some(place) = place else {
-            return Box::pin(std::future::ready(Ok(Err(engine.timed_out(&tool)))));
-        };
         let carry = crate::telemetry::Carry::current();
-        let run = tokio::task::spawn_blocking(move || {
+        let (answer, outcome) = tokio::sync::oneshot::channel();
+        let run = move || {
             let _cx = carry.attach();
-            let _place = place;
-            work.run()
-        });
-        bounded(run, stop, self.shutdown.clone(), engine, tool)
+            let _ = answer.send(work.run());
+        };
+        let waits = match known {
+            true => self.admission.run(&tool, &stop, run),
+            false => {
+                tokio::task::spawn_blocking(run);
+                false
+            }
+        };
+        bounded(outcome, waits, stop, self.shutdown.clone(), engine, tool)
     }
 
     /// Answers a running call: as a task once it ran `after` (at once when zero), as a task
@@ -1623,7 +1632,7 @@ impl McpServer {
     async fn answer(
         &self,
         ending: Ending,
-        outcome: Result<Result<crate::engine::Success, CallError>, tokio::task::JoinError>,
+        outcome: Outcome,
         support: Option<TaskSupport>,
         owner: tasks::Owner,
     ) -> Result<CallToolResponse, ErrorData> {
@@ -1667,12 +1676,9 @@ impl Ending {
 
     /// The call's answer from its outcome: the questions of a handler that asked (protocol
     /// 2026-07-28), or its result; subscribers hear of a write.
-    async fn answer(
-        self,
-        outcome: Result<Result<crate::engine::Success, CallError>, tokio::task::JoinError>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let outcome = outcome.unwrap_or_else(|e| {
-            tracing::error!(tool = %crate::logsafe::quoted(&self.tool), error = %e, "a call panicked");
+    async fn answer(self, outcome: Outcome) -> Result<CallToolResponse, ErrorData> {
+        let outcome = outcome.unwrap_or_else(|Lost| {
+            tracing::error!(tool = %crate::logsafe::quoted(&self.tool), "a call panicked");
             Err(self.engine.internal_error(&self.tool))
         });
         self.watcher.abort();
