@@ -18,6 +18,7 @@
 //! - Nothing here prints a password or a statement's arguments.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -350,6 +351,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 struct KillQuery {
     opts: Arc<Opts>,
     id: u32,
+    /// Set once a kill is on its way: the connection is then closed after its job instead of
+    /// going back to the pool, since a kill that arrives late would stop the next job's
+    /// statement.
+    due: Arc<AtomicBool>,
 }
 
 impl Cancel for KillQuery {
@@ -359,6 +364,10 @@ impl Cancel for KillQuery {
         if let Err(e) = killed {
             tracing::warn!(error = %describe(&e), "stopping a statement failed");
         }
+    }
+
+    fn due(&self) {
+        self.due.store(true, Ordering::SeqCst);
     }
 }
 
@@ -377,9 +386,11 @@ impl Backend for Pool {
                 Ok(c) => c,
                 Err(e) => return Some(Err(JobError::Failed(e))),
             };
+            let killed = Arc::new(AtomicBool::new(false));
             let kill: Arc<dyn Cancel> = Arc::new(KillQuery {
                 opts: self.plain.clone(),
                 id: conn.connection_id(),
+                due: killed.clone(),
             });
             let mut session = MySession {
                 conn: &mut conn,
@@ -393,6 +404,10 @@ impl Backend for Pool {
                 super::in_transaction(&mut session, kind.writes, transaction, self.rehearsal, work)
             };
             let (conflict, died) = (session.conflict, session.died);
+            if killed.load(Ordering::SeqCst) {
+                lock(&self.used).remove(&conn.connection_id());
+                drop(conn.unwrap());
+            }
             if out.is_err() && conflict && conflicts < CONFLICT_RETRIES && !stop.now() {
                 conflicts += 1;
                 continue;

@@ -20,8 +20,9 @@ pub trait Cancel: Send + Sync {
     fn due(&self) {}
 }
 
-/// The running jobs by number: each one's stop flags and how to cancel its statement.
-type Jobs = HashMap<u64, (Stop, Arc<dyn Cancel>)>;
+/// The running jobs by number: each one's stop flags, how to cancel its statement, and how
+/// many rounds have seen it due.
+type Jobs = HashMap<u64, (Stop, Arc<dyn Cancel>, u32)>;
 
 /// Cancels running statements on the server when their job's deadline passes or the client
 /// cancels the call. It looks every [`WATCH_INTERVAL`] while jobs run and sleeps after a second
@@ -90,7 +91,7 @@ impl Watchdog {
 
     pub fn watch(&self, stop: &Stop, token: &Arc<dyn Cancel>) -> Watched<'_> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        self.lock().insert(id, (stop.clone(), token.clone()));
+        self.lock().insert(id, (stop.clone(), token.clone(), 0));
         if self.sleeping.swap(false, Ordering::SeqCst)
             && let Some(t) = self.thread.get()
         {
@@ -99,29 +100,32 @@ impl Watchdog {
         Watched { dog: self, id }
     }
 
-    /// Cancels every job that must stop; whether any job is running.
+    /// Cancels every job that must stop; whether any job is running. A job stays watched
+    /// until it ends and is cancelled again on the rounds after its first (the 1st, 2nd, 4th,
+    /// 8th...): a cancel that reaches the server before the job's statement does (before its
+    /// first, or between two) stops nothing, and would leave the statement to run to its end.
     fn round(&self) -> bool {
         let (due, busy): (Vec<Arc<dyn Cancel>>, bool) = {
             let mut jobs = self.lock();
-            let ids: Vec<u64> = jobs
-                .iter()
-                .filter(|(_, (stop, _))| stop.now())
-                .map(|(id, _)| *id)
-                .collect();
-            let due: Vec<Arc<dyn Cancel>> = ids
-                .iter()
-                .filter_map(|id| jobs.remove(id).map(|(_, t)| t))
-                .collect();
-            // Under the lock, so that a job that ends (and unregisters) after this round knows.
-            for token in &due {
-                token.due();
+            let mut due = Vec::new();
+            for (stop, token, seen) in jobs.values_mut() {
+                if !stop.now() {
+                    continue;
+                }
+                if *seen == 0 || seen.is_power_of_two() {
+                    // Under the lock, so that a job that ends (and unregisters) after this
+                    // round knows.
+                    token.due();
+                    due.push(token.clone());
+                }
+                *seen = seen.saturating_add(1);
             }
             (due, !jobs.is_empty())
         };
         for token in &due {
             token.cancel();
         }
-        busy || !due.is_empty()
+        busy
     }
 }
 
