@@ -3,7 +3,8 @@
 //! Codegen emits, per server with `handler:` tools or resources, one trait per tool and per
 //! resource, a `Handlers` trait that needs them all, typed output structs and a `dispatcher`. The runtime reaches the user's
 //! implementation through [`Dispatch`], handed over with [`crate::Server::with_handlers`]. Handlers are plain
-//! blocking functions: the engine runs them on tokio's blocking pool, never on the runtime.
+//! blocking functions: the engine runs them on its call threads (started on tokio's blocking pool), never on
+//! the runtime.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

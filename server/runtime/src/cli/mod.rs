@@ -1088,7 +1088,7 @@ fn serve_http(
         crate::metrics::enable(engine.def.name);
     }
     // A fixed set of workers reads requests and answers plain SQL reads itself (the lane);
-    // every other call's SQLite work goes to the blocking pool.
+    // every other call's SQLite work goes to the call threads, on the blocking pool.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(options.workers)
         .max_blocking_threads(BLOCKING_POOL)
@@ -1262,8 +1262,9 @@ fn serve_stdio(
     started: impl FnOnce(&crate::protocol::McpServer, rmcp::service::Peer<rmcp::RoleServer>),
 ) -> Result<()> {
     let drain = drain_timeout()?;
-    // One thread runs the protocol; SQLite work goes to the blocking pool and stdio to the
-    // transport's own threads, so a multi-threaded scheduler would only add wake-ups.
+    // One thread runs the protocol; SQLite work goes to the call threads (on the blocking
+    // pool) and stdio to the transport's own threads, so a multi-threaded scheduler would only
+    // add wake-ups.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .max_blocking_threads(BLOCKING_POOL)
         .enable_all()

@@ -1395,7 +1395,7 @@ type Outcome = Result<Result<crate::engine::Success, CallError>, Lost>;
 #[derive(Debug)]
 struct Lost;
 
-/// What a call's work runs with, moved to the blocking pool.
+/// What a call's work runs with, moved to the thread that runs it (see `admission`).
 struct Work {
     engine: Arc<Engine>,
     name: String,
@@ -1542,7 +1542,7 @@ impl McpServer {
             .await
     }
 
-    /// `work` as a [`Job`] on the blocking pool, answered by `stop`'s deadline (see
+    /// `work` as a [`Job`] on a call's thread, answered by `stop`'s deadline (see
     /// [`bounded`]). A `known` tool's call takes one of its places, or waits for one (see
     /// `admission`), which it keeps until its work ends; one that finds none by its deadline
     /// is answered as timed out. A name the server does not know takes no place: its engine
@@ -1651,7 +1651,7 @@ impl McpServer {
     }
 }
 
-/// What answering a call needs once its work on the blocking pool ended: in the request, or
+/// What answering a call needs once its work ended: in the request, or
 /// in the task it became.
 struct Ending {
     /// Interrupts the call when the request is cancelled; stopped when the call becomes a
