@@ -91,6 +91,44 @@ fn slow_calls_of_one_tool_do_not_hold_up_another() {
     assert!(c.finish(Duration::from_secs(10)).is_some());
 }
 
+/// A client that keeps 64 calls of one tool in flight has them run on the threads of the
+/// tool's places, which pass from call to call: the server starts no thread per call.
+/// (Spawning each call's work on tokio's pool grew it by churn: 31-35 threads in all here, up
+/// to 64 in `bench/run`, each with its own share of the allocator's memory.) The rest of the process is the main thread, stdin's
+/// three readers and stdout's writer, and a few of tokio's.
+#[test]
+fn pipelined_calls_run_on_their_tools_places_without_a_thread_each() {
+    let mut c = conformance(&[]);
+    let greet = |id: usize| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "greet", "arguments": {"name": "Ada"}}})
+        .to_string()
+    };
+    let (calls, in_flight) = (3000, 64);
+    let mut sent = 0;
+    for answered in 0..calls {
+        while sent < calls && sent < answered + in_flight {
+            c.send_line(&greet(sent)).unwrap();
+            sent += 1;
+        }
+        let r = c.recv_response(&json!(answered)).expect("an answer");
+        assert_eq!(r["result"]["content"][0]["text"], "Hello, Ada!", "{r}");
+    }
+    let task = format!("/proc/{}/task", c.pid());
+    let names: Vec<String> = std::fs::read_dir(&task)
+        .expect("the server's threads")
+        .map(|t| std::fs::read_to_string(t.unwrap().path().join("comm")).unwrap_or_default())
+        .map(|n| n.trim().to_string())
+        .collect();
+    let places = 16;
+    assert!(
+        names.len() <= places + 8,
+        "{} threads: {names:?}",
+        names.len()
+    );
+    assert!(c.finish(Duration::from_secs(10)).is_some());
+}
+
 /// A call still running when stdin closes holds the exit up for the shutdown timeout at
 /// most, even when its handler never returns in time.
 #[test]
