@@ -10,7 +10,8 @@
 //! against the others. A call given up while it waits for a place (its deadline passed or its
 //! client cancelled it, and `protocol::bounded` answered it) is dropped unrun.
 //!
-//! The calls run on threads of this module's own, started on tokio's blocking pool (so that a
+//! The calls (and the HTTP lane's reads that leave their worker, which take no place) run on
+//! threads of this module's own, started on tokio's blocking pool (so that a
 //! call has the runtime's context, and the runtime's shutdown waits for a call still running
 //! as it did). A thread that ends a call takes the next one ready, else waits for one for
 //! [`KEEP_ALIVE`]; a new thread is started only when a call takes a free place and no thread
@@ -41,7 +42,7 @@ const KEEP_ALIVE: Duration = Duration::from_secs(10);
 
 /// The places of every tool and the threads calls run on, shared by every session of the
 /// server; its threads end once it is dropped and their calls have.
-pub(super) struct Admission {
+pub(crate) struct Admission {
     pool: Arc<Pool>,
 }
 
@@ -74,9 +75,10 @@ struct Places {
     waiting: VecDeque<(Stop, Call)>,
 }
 
-/// A call's work and its tool's index.
+/// A call's work and its tool's index (`None`: work that takes no place, see
+/// [`Admission::run_unplaced`]).
 struct Call {
-    tool: usize,
+    tool: Option<usize>,
     work: Box<dyn FnOnce() + Send>,
 }
 
@@ -121,7 +123,10 @@ impl Admission {
         let work = Box::new(work);
         let mut state = self.pool.lock();
         let index = state.index(tool);
-        let call = Call { tool: index, work };
+        let call = Call {
+            tool: Some(index),
+            work,
+        };
         let places = &mut state.tools[index];
         if places.held == CALLS_PER_TOOL {
             // The calls given up so far go now, so that a tool whose calls never end does
@@ -131,6 +136,24 @@ impl Admission {
             return true;
         }
         places.held += 1;
+        self.ready(state, call);
+        false
+    }
+
+    /// Runs `work` on a call's thread without a tool's place: the HTTP lane's plain reads,
+    /// which a database's own deadline bounds, and which the lane hands over only once they
+    /// turn out slow (or always, on MariaDB, whose driver cannot run on a runtime worker).
+    #[cfg(feature = "http")]
+    pub(crate) fn run_unplaced(&self, work: impl FnOnce() + Send + 'static) {
+        let call = Call {
+            tool: None,
+            work: Box::new(work),
+        };
+        self.ready(self.pool.lock(), call);
+    }
+
+    /// Makes `call` ready and finds it a thread.
+    fn ready(&self, mut state: MutexGuard<'_, State>, call: Call) {
         state.ready.push_back(call);
         let thread = state.thread();
         drop(state);
@@ -142,7 +165,6 @@ impl Admission {
             }
             Thread::Next => {}
         }
-        false
     }
 
     /// How many threads calls run on now, running a call or waiting for one.
@@ -165,9 +187,10 @@ impl State {
     /// The thread for a call just made ready: one that waits, when as many wait as calls are
     /// ready, else a new one while there are fewer than [`BLOCKING_THREADS`], else the first
     /// to end its call. A thread is started only when every thread runs a call or is wanted by
-    /// one ready: since each such call holds a place, there are never more threads than places
-    /// held (a thread that ends its call and finds another ready takes it, even one a waiting
-    /// thread was woken for, which then waits on).
+    /// one ready: since each such call holds a place (or is unplaced work), there are never
+    /// more threads than places held and unplaced work at once (a thread that ends its call
+    /// and finds another ready takes it, even one a waiting thread was woken for, which then
+    /// waits on).
     fn thread(&mut self) -> Thread {
         if self.waiting >= self.ready.len() {
             Thread::Woken
@@ -181,7 +204,10 @@ impl State {
 
     /// A call of `tool` ended: its place goes to the tool's next waiting call still waited
     /// for, which this thread runs next, else it is free.
-    fn leave(&mut self, tool: usize) {
+    fn leave(&mut self, tool: Option<usize>) {
+        let Some(tool) = tool else {
+            return;
+        };
         let places = &mut self.tools[tool];
         while let Some((stop, next)) = places.waiting.pop_front() {
             if !given_up(&stop) {

@@ -14,7 +14,7 @@
 // the current protocol (2025-11-25) that clients speak.
 #![allow(deprecated)]
 
-mod admission;
+pub(crate) mod admission;
 #[cfg(all(test, feature = "sqlite"))]
 mod in_process;
 pub mod jsonrpc;
@@ -481,6 +481,12 @@ impl McpServer {
     /// The shutdown this server's calls and listen streams follow; the transport drives it.
     pub fn shutdown(&self) -> crate::shutdown::Shutdown {
         self.shutdown.clone()
+    }
+
+    /// The threads this server's calls run on, for the transports' own hand-offs.
+    #[cfg(feature = "http")]
+    pub(crate) fn call_threads(&self) -> Arc<admission::Admission> {
+        self.admission.clone()
     }
 
     pub fn live(&self) -> Arc<Live> {

@@ -330,6 +330,7 @@ impl Gate {
         let lane = (options.workers > 1 && options.lane).then(|| {
             HttpLane::new(
                 Lane::new(server.live(), "tcp"),
+                server.call_threads(),
                 sessions.clone(),
                 options.workers,
             )

@@ -1,7 +1,7 @@
 //! The zero-hop lane of the Streamable HTTP transport: a plain `tools/call` of a tool that
 //! only reads through SQL (the calls [`Lane`] takes) is answered by the runtime worker that
 //! read the request, as one `application/json` body, without rmcp's session worker, its
-//! channels, the blocking pool or an SSE stream of three chunks.
+//! channels, a call thread or an SSE stream of three chunks.
 //!
 //! The lane takes a POST only when rmcp would take it as it is, so that every refusal stays
 //! rmcp's. In a session (a revision before 2026-07-28): the session exists and its client
@@ -16,11 +16,11 @@
 //! - **Engines.** A database whose jobs may run on a runtime worker answers there: SQLite, and
 //!   PostgreSQL, whose connections are polled on the calling thread (`backend::pgsync`).
 //!   MariaDB's driver blocks on a runtime of its own, which cannot start inside another, so
-//!   its lane calls run on the blocking pool.
+//!   its lane calls run on the server's call threads (`protocol::admission`).
 //! - **Workers.** The HTTP runtime has a fixed set of workers; all but one may run lane calls
 //!   to the end, so that one is free to read the next request (a cancellation among them). A
 //!   lane call that finds no other free starts on that last one, and gives way to the
-//!   blocking pool once it has run for a millisecond or would wait for a connection: quick
+//!   call threads once it has run for a millisecond or would wait for a connection: quick
 //!   calls, most of them, need no hand-off between threads, and the last worker is free again
 //!   within about a millisecond on SQLite, whose statements notice at once, and within the
 //!   watchdog's 20 ms on PostgreSQL, whose statement the watchdog cancels.
@@ -42,8 +42,9 @@ use serde_json::Value;
 use super::lane::{Call, Lane, Route, notices_slow, runs_on_worker};
 use crate::backend::Slow;
 use crate::engine::Engine;
+use crate::protocol::admission::Admission;
 
-/// How long a call runs on the last free worker before it gives way to the blocking pool.
+/// How long a call runs on the last free worker before it gives way to a call thread.
 const GIVE_WAY_AFTER: Duration = Duration::from_millis(1);
 
 /// How often a session served only by the lane is kept alive.
@@ -60,6 +61,8 @@ struct Ready {
 /// The lane, with what it knows of the sessions.
 pub(super) struct HttpLane {
     lane: Lane,
+    /// The server's call threads, which take a call that leaves its worker.
+    threads: Arc<Admission>,
     sessions: Arc<LocalSessionManager>,
     ready: Mutex<HashMap<String, Ready>>,
     /// Cancellation flags of the lane calls running, by session and request id (as JSON).
@@ -143,9 +146,15 @@ fn standard_headers(headers: &HeaderMap, call: &Call) -> bool {
 
 impl HttpLane {
     /// A lane that runs at most `workers - 1` calls on the runtime's workers at once.
-    pub(super) fn new(lane: Lane, sessions: Arc<LocalSessionManager>, workers: usize) -> Self {
+    pub(super) fn new(
+        lane: Lane,
+        threads: Arc<Admission>,
+        sessions: Arc<LocalSessionManager>,
+        workers: usize,
+    ) -> Self {
         HttpLane {
             lane,
+            threads,
             sessions,
             ready: Mutex::default(),
             running: Mutex::default(),
@@ -230,10 +239,10 @@ impl HttpLane {
     }
 
     /// Runs a lane call: on this worker when a spare one is free and the database allows it,
-    /// else as [`HttpLane::on_last_worker`] or on the blocking pool.
+    /// else as [`HttpLane::on_last_worker`] or on a call thread.
     async fn run(&self, call: Call, engine: Arc<Engine>, cancel: Arc<AtomicBool>) -> Vec<u8> {
         if !runs_on_worker(&engine) {
-            Self::on_blocking_pool(&self.lane, call, engine, cancel).await
+            self.on_call_thread(call, engine, cancel).await
         } else if self.take_spare() {
             let answer = self.lane.answer(&call, &engine, cancel, None);
             self.spare.fetch_add(1, Ordering::SeqCst);
@@ -246,7 +255,7 @@ impl HttpLane {
     /// Answers a call that finds every spare worker answering one. It starts on this worker,
     /// the last free one, when the database says when a statement turns out slow, and gives
     /// way once it has run for [`GIVE_WAY_AFTER`] or would wait for a connection: the
-    /// statement stops and the call runs again on the blocking pool, so that a worker is free
+    /// statement stops and the call runs again on a call thread, so that a worker is free
     /// again soon to read the next request (a cancellation among them). A quick call, most of
     /// them, is answered here without a hand-off to another thread and back.
     async fn on_last_worker(
@@ -256,7 +265,7 @@ impl HttpLane {
         cancel: Arc<AtomicBool>,
     ) -> Vec<u8> {
         if !notices_slow(&engine) {
-            return Self::on_blocking_pool(&self.lane, call, engine, cancel).await;
+            return self.on_call_thread(call, engine, cancel).await;
         }
         let slow = Slow::giving_way(GIVE_WAY_AFTER);
         let answer = self
@@ -265,20 +274,23 @@ impl HttpLane {
         if !slow.gave_way() {
             return answer;
         }
-        Self::on_blocking_pool(&self.lane, call, engine, cancel).await
+        self.on_call_thread(call, engine, cancel).await
     }
 
-    /// Answers a call on the blocking pool, which takes the call as it was decoded.
-    async fn on_blocking_pool(
-        lane: &Lane,
+    /// Answers a call on one of the server's call threads, which takes the call as it was
+    /// decoded (empty when it panicked: rmcp then takes the request).
+    async fn on_call_thread(
+        &self,
         call: Call,
         engine: Arc<Engine>,
         cancel: Arc<AtomicBool>,
     ) -> Vec<u8> {
-        let lane = lane.clone();
-        tokio::task::spawn_blocking(move || lane.answer(&call, &engine, cancel, None))
-            .await
-            .unwrap_or_default()
+        let lane = self.lane.clone();
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        self.threads.run_unplaced(move || {
+            let _ = answer.send(lane.answer(&call, &engine, cancel, None));
+        });
+        answered.await.unwrap_or_default()
     }
 
     /// Whether `session` is ready for the lane with the protocol version `headers` carry.
