@@ -16,6 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
+use mcpspec_testkit::StdioClient;
 use serde_json::{Value, json};
 
 use crate::common::sample_db;
@@ -230,7 +231,21 @@ fn the_page_shows_a_stdio_clients_calls_and_tries_tools_and_examples() {
     browser.goto(&format!("http://{addr}/"));
     browser.text_until("#status", |s| s == "live");
     browser.text_until("#server", |s| s == "Knowledge Base 0.3.3");
+    shows_a_stdio_call(&browser, &mut client, addr);
+    tries_a_tool(&browser);
+    reads_a_resource_and_renders_a_prompt(&browser);
+    runs_an_example(&browser);
+    drop(browser);
+    assert!(
+        client
+            .finish(Duration::from_secs(10))
+            .is_some_and(|s| s.success())
+    );
+}
 
+/// The stdio client's call in the live list, opened with its statements; the page's own lists
+/// asked for once, in one session of its own.
+fn shows_a_stdio_call(browser: &Browser, client: &mut StdioClient, addr: SocketAddr) {
     // A call of the stdio client (Claude Code's, in use) appears in the live list.
     let asked = Instant::now();
     client
@@ -263,7 +278,11 @@ fn the_page_shows_a_stdio_clients_calls_and_tries_tools_and_examples() {
     let ran = browser.text_until("#statements tbody", |t| t.contains("kb_list"));
     assert!(ran.contains("SELECT"), "{ran}");
     browser.screenshot("calls");
+}
 
+/// kb_list's form, filled and submitted; a bad argument answered with the server's message at
+/// its field; the page's calls in the live list too.
+fn tries_a_tool(browser: &Browser) {
     // The tools tab: kb_list's form, filled and submitted.
     browser.click("#tab-tools");
     browser.click("#tool-list button[data-tool='kb_list']");
@@ -298,8 +317,10 @@ fn the_page_shows_a_stdio_clients_calls_and_tries_tools_and_examples() {
             .find_all(Locator::XPath("//table[@id='calls']//td[text()='kb_list']")),
     );
     assert!(rows.expect("rows").len() >= 3);
+}
 
-    // A resource template's variable filled in and read; a prompt rendered.
+/// A resource template's variable filled in and read; a prompt rendered.
+fn reads_a_resource_and_renders_a_prompt(browser: &Browser) {
     let entry = "0b6f9e2a-5c1d-4e8f-9a3b-1c2d3e4f5a6b";
     browser.click("#tab-resources");
     browser.click("#resource-list button[data-name='entry']");
@@ -316,8 +337,10 @@ fn the_page_shows_a_stdio_clients_calls_and_tries_tools_and_examples() {
     let messages = browser.text_until("#prompt-view pre.result", |t| t.starts_with("[user]"));
     assert!(messages.contains("zod"), "{messages}");
     browser.screenshot("prompt");
+}
 
-    // An example runs and passes.
+/// An example runs and passes.
+fn runs_an_example(browser: &Browser) {
     browser.click("#tab-examples");
     browser.click("#examples tbody button");
     let outcome = browser.text_until("#examples td.passed, #examples td.failed", |t| {
@@ -325,12 +348,6 @@ fn the_page_shows_a_stdio_clients_calls_and_tries_tools_and_examples() {
     });
     assert_eq!(outcome, "passed");
     browser.screenshot("examples");
-    drop(browser);
-    assert!(
-        client
-            .finish(Duration::from_secs(10))
-            .is_some_and(|s| s.success())
-    );
 }
 
 #[test]

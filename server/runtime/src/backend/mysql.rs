@@ -294,8 +294,7 @@ impl Pool {
             if fresh || conn.as_mut().ping().is_ok() {
                 return Ok(conn);
             }
-            lock(&self.used).remove(&id);
-            drop(conn.unwrap());
+            self.close(conn);
         }
         Err(unavailable(
             "no MariaDB/MySQL connection answers".to_string(),
@@ -330,6 +329,12 @@ impl Pool {
             return Err(describe(&e));
         }
         prepared
+    }
+
+    /// Closes `conn` instead of putting it back in the pool, and forgets when it was used.
+    fn close(&self, conn: mysql::PooledConn) {
+        lock(&self.used).remove(&conn.connection_id());
+        drop(conn.unwrap());
     }
 
     /// Runs `f` on a pooled connection.
@@ -405,8 +410,7 @@ impl Backend for Pool {
             };
             let (conflict, died) = (session.conflict, session.died);
             if killed.load(Ordering::SeqCst) {
-                lock(&self.used).remove(&conn.connection_id());
-                drop(conn.unwrap());
+                self.close(conn);
             }
             if out.is_err() && conflict && conflicts < CONFLICT_RETRIES && !stop.now() {
                 conflicts += 1;

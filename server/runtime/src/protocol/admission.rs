@@ -273,8 +273,9 @@ impl Pool {
     }
 }
 
-/// Whether the caller of a waiting call no longer waits for it.
-fn given_up(stop: &Stop) -> bool {
+/// Whether the caller of a waiting call no longer waits for it: its deadline passed or its
+/// client cancelled it.
+pub(super) fn given_up(stop: &Stop) -> bool {
     stop.cancel.load(Ordering::Relaxed) || stop.expired()
 }
 

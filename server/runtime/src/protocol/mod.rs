@@ -1439,7 +1439,6 @@ fn bounded(
     tool: String,
 ) -> Job {
     Box::pin(async move {
-        let given_up = || stop.expired() || stop.cancel.load(Ordering::Relaxed);
         tokio::select! {
             // Work that failed as its deadline passed (a statement interrupted at it) is
             // answered as the deadline answers, whichever of the two this select saw first;
@@ -1448,7 +1447,7 @@ fn bounded(
                 Ok(Err(_)) if stop.expired() && !stop.cancel.load(Ordering::Relaxed) => {
                     Ok(Err(engine.timed_out(&tool)))
                 }
-                Err(_) if given_up() => Ok(Err(engine.timed_out(&tool))),
+                Err(_) if admission::given_up(&stop) => Ok(Err(engine.timed_out(&tool))),
                 other => other.map_err(|_| Lost),
             },
             () = stop.until_expired() => {
