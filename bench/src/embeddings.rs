@@ -520,7 +520,7 @@ fn floor_sqlite(
     id: &str,
     calls: usize,
 ) -> Result<Summary> {
-    mcpspec_sqlite::vec::register();
+    mcpspec_sqlite::setup();
     let conn = rusqlite::Connection::open(db)?;
     let (sql, _) = kb_search("sqlite")?;
     let mut i = 0;

@@ -110,7 +110,7 @@ pub const SCRATCH_TIME: std::time::Duration = std::time::Duration::from_secs(60)
 /// A scratch database in memory, confined (transactions allowed) and bounded in time
 /// ([`SCRATCH_TIME`]): where a spec's DDL is run to learn what it makes.
 pub fn scratch() -> rusqlite::Result<Connection> {
-    crate::vec::register();
+    crate::setup();
     let mut conn = Connection::open_in_memory()?;
     confine(&mut conn, Also::Nothing)?;
     let until = std::time::Instant::now() + SCRATCH_TIME;
@@ -127,6 +127,7 @@ mod tests {
     /// directory, and an outside database is neither read nor written.
     #[test]
     fn every_form_of_attach_is_refused() {
+        crate::setup();
         let out = std::env::temp_dir().join(format!("sqlscan-confine-{}", std::process::id()));
         std::fs::create_dir_all(&out).unwrap();
         let outside = out.join("outside.db");

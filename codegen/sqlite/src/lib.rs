@@ -1,6 +1,23 @@
 //! What the spec compiler (its statement checks) and the runtime (its SQLite engine) do to every
 //! SQLite connection they open, so that a statement prepares and runs alike in both: sqlite-vec
 //! is there ([`vec`](mod@vec)), and a spec's SQL that mcpspec runs on its own is confined ([`confine`]).
+//! SQLite's memory comes from the process's Rust allocator (`memory`).
 
 pub mod confine;
+mod memory;
 pub mod vec;
+
+/// Sets SQLite up for the whole process, once, before its first connection opens: its memory
+/// from the Rust allocator (see `memory`), and sqlite-vec on every connection opened from now
+/// on ([`vec`](mod@vec)). Call it before opening any connection (it is idempotent); a
+/// connection opened before it keeps SQLite's own allocator for the process, which works
+/// alike, only slower.
+pub fn setup() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // First: SQLite takes an allocator only before it is initialised, which registering
+        // an extension does.
+        memory::use_rust_allocator();
+        vec::register();
+    });
+}

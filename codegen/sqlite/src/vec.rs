@@ -1,11 +1,9 @@
 //! sqlite-vec on every SQLite connection of the process: `vec0` virtual tables, the
 //! `vec_distance_l2`/`_cosine` functions and the vector formats (`float[N]` as little-endian
 //! `f32` blobs or JSON text) that a spec's statements use to store embeddings and search them.
-//! sqlite-vec is registered as an auto-extension, once, before the first connection: SQLite
-//! then initialises it on each connection it opens, as it would a loaded extension, with no
-//! shared library to find.
-
-use std::sync::Once;
+//! sqlite-vec is registered as an auto-extension, once, before the first connection
+//! ([`crate::setup`]): SQLite then initialises it on each connection it opens, as it would a
+//! loaded extension, with no shared library to find.
 
 /// The entry point SQLite calls on each new connection.
 type Init = unsafe extern "C" fn(
@@ -14,34 +12,32 @@ type Init = unsafe extern "C" fn(
     *const rusqlite::ffi::sqlite3_api_routines,
 ) -> std::os::raw::c_int;
 
-/// Makes every SQLite connection opened from now on have sqlite-vec. Idempotent.
-pub fn register() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let entry = sqlite_vec::sqlite3_vec_init as *const ();
-        // SAFETY: `sqlite3_vec_init` is sqlite-vec's extension entry point, compiled with
-        // `SQLITE_CORE` against the SQLite rusqlite bundles: the function SQLite's
-        // `sqlite3_auto_extension` expects, with the signature `Init` spells out (the crate
-        // declares it without parameters). The pointer is to a static function, registered
-        // once (`Once`).
-        #[allow(unsafe_code)]
-        let registered = unsafe {
-            let init = std::mem::transmute::<*const (), Init>(entry);
-            rusqlite::ffi::sqlite3_auto_extension(Some(init))
-        };
-        assert_eq!(
-            registered,
-            rusqlite::ffi::SQLITE_OK,
-            "registering sqlite-vec with SQLite failed"
-        );
-    });
+/// Makes every SQLite connection opened from now on have sqlite-vec. Called once, by
+/// [`crate::setup`].
+pub(crate) fn register() {
+    let entry = sqlite_vec::sqlite3_vec_init as *const ();
+    // SAFETY: `sqlite3_vec_init` is sqlite-vec's extension entry point, compiled with
+    // `SQLITE_CORE` against the SQLite rusqlite bundles: the function SQLite's
+    // `sqlite3_auto_extension` expects, with the signature `Init` spells out (the crate
+    // declares it without parameters). The pointer is to a static function, registered
+    // once (`setup`'s `Once`).
+    #[allow(unsafe_code)]
+    let registered = unsafe {
+        let init = std::mem::transmute::<*const (), Init>(entry);
+        rusqlite::ffi::sqlite3_auto_extension(Some(init))
+    };
+    assert_eq!(
+        registered,
+        rusqlite::ffi::SQLITE_OK,
+        "registering sqlite-vec with SQLite failed"
+    );
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
     fn a_connection_opened_after_registering_has_sqlite_vec() {
-        super::register();
+        crate::setup();
         let conn = rusqlite::Connection::open_in_memory().unwrap();
         let version: String = conn
             .query_row("SELECT vec_version()", [], |r| r.get(0))

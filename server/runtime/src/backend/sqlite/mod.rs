@@ -131,7 +131,7 @@ pub(crate) fn register_regexp(conn: &Connection) -> rusqlite::Result<()> {
 /// URI file names), the busy timeout, `regexp()`, a statement cache, and the query-planner
 /// stability guarantee.
 pub(super) fn open_plain(path: &Path, flags: OpenFlags) -> rusqlite::Result<Connection> {
-    mcpspec_sqlite::vec::register();
+    mcpspec_sqlite::setup();
     let flags = flags | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
     let conn = Connection::open_with_flags(path, flags)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
@@ -183,7 +183,7 @@ pub(crate) fn init(def: &DatabaseDef, path: &Path, sample: bool) -> Result<(), O
         std::fs::create_dir_all(dir).map_err(|e| create_err(e.to_string()))?;
     }
     // A spec's schema writes nothing but this file, whoever wrote the spec.
-    mcpspec_sqlite::vec::register();
+    mcpspec_sqlite::setup();
     let conn = Connection::open(path)
         .and_then(|mut conn| {
             register_regexp(&conn)?;
