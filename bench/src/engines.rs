@@ -346,6 +346,9 @@ pub fn run(
     init_at(mcpspec, at.mariadb)?;
     fill_mariadb(at.mariadb, rows)?;
     let id = format!("bulk-{:07}", rows / 2);
+    // kb_search's statement compares vectors (`vec_distance_cosine`), as the server's
+    // connections do with sqlite-vec.
+    mcpspec_sqlite::setup();
     let lite = rusqlite::Connection::open(at.sqlite)?;
     let mut out = Vec::new();
     let engines: [(&'static str, &str); 3] = [
