@@ -9,8 +9,10 @@
 //! knowledge's hybrid `kb_search` on 10,000 entries spent two thirds of its 263 µs in the
 //! kernel (`perf`: page faults under `pcache1FetchStage2`, pages zapped on free), and 78 µs
 //! with glibc's trimming tuned off. Rust's allocator keeps freed memory for the thread's
-//! next allocations, as it does for the rest of the server's. (SQLite's page-cache
-//! configuration cannot help: temporary b-trees allocate outside it.)
+//! next allocations, as it does for the rest of the server's. (SQLite's own page-cache pool,
+//! `SQLITE_CONFIG_PAGECACHE`, would avoid the faults too, but it holds its whole size from
+//! the start, whatever the load, and every connection's cache takes its pages under one
+//! process-wide mutex.)
 //!
 //! SQLite's memory statistics (`SQLITE_CONFIG_MEMSTATUS`, on unless compiled out) take a
 //! process-wide mutex on every allocation and free, for `sqlite3_memory_used()` and the
