@@ -966,6 +966,23 @@ impl Engine {
         Stop::pausable(timeout, cancel)
     }
 
+    /// How many calls of `tool` can use the database at once, when its database bounds it:
+    /// a tool whose work is its statements alone, on SQLite, runs as many at once as there
+    /// are readers, and one at a time when it writes (see
+    /// [`crate::backend::Backend::at_once`]). Not a tool that embeds a text first: its calls
+    /// spend their time waiting for the provider, and the provider takes the texts of the
+    /// calls that wait together in one request.
+    pub(crate) fn at_once(&self, tool: &ToolDef) -> Option<usize> {
+        let statements_alone = matches!(
+            tool.binding,
+            BindingDef::Single(_) | BindingDef::Composite(_)
+        ) && tool.derive.iter().all(|d| d.embed.is_none());
+        match statements_alone {
+            true => self.db.as_deref()?.at_once(tool.writes),
+            false => None,
+        }
+    }
+
     /// The error of a call still running when the server's shutdown timeout passed.
     pub fn shutting_down(&self, name: &str) -> CallError {
         let e = ToolError::new(
@@ -2416,6 +2433,18 @@ mod tests {
         )
         .unwrap();
         (engine, dir)
+    }
+
+    /// On SQLite a tool of statements runs as many calls at once as there are readers, one
+    /// at a time when it writes (the one writer): its places in `protocol::admission`.
+    #[test]
+    fn a_tool_of_statements_runs_as_many_calls_at_once_as_sqlite_can() {
+        let (engine, _dir) = basic_engine(&[]);
+        let at_once = |name: &str| engine.at_once(basic::SERVER.tool(name).unwrap());
+        let readers = Some(crate::backend::sqlite::READERS);
+        assert_eq!(at_once("search_notes"), readers);
+        assert_eq!(at_once("find_note"), readers);
+        assert_eq!(at_once("delete_note"), Some(1));
     }
 
     /// A statement's `max_bytes` keeps the rows that fit in it, whole, and flags the result

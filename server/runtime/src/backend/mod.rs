@@ -602,6 +602,15 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 
+    /// How many jobs can have a connection at once: readers, or writers when `writes` (SQLite
+    /// has one writer). A tool's calls past it would take a thread only to wait for a
+    /// connection, so they wait for a place instead (see `protocol::admission`); `None` when
+    /// the engine sets no such bound of its own.
+    fn at_once(&self, writes: bool) -> Option<usize> {
+        let _ = writes;
+        None
+    }
+
     /// The statements of mcpspec's own tables in a database a team of replicas shares (see
     /// [`Team`]); `None` for an engine served by one process (SQLite), which keeps that state
     /// in memory.
@@ -776,6 +785,11 @@ impl Database {
     /// See [`Backend::pool_use`].
     pub fn pool_use(&self) -> Option<PoolUse> {
         self.0.pool_use()
+    }
+
+    /// How many jobs can have a connection at once (see [`Backend::at_once`]).
+    pub(crate) fn at_once(&self, writes: bool) -> Option<usize> {
+        self.0.at_once(writes)
     }
 }
 

@@ -491,6 +491,10 @@ impl Backend for Pool {
         self.read_only
     }
 
+    fn at_once(&self, _writes: bool) -> Option<usize> {
+        Some(MAX_CONNECTIONS)
+    }
+
     fn team(&self) -> Option<&'static super::Team> {
         Some(&TEAM)
     }

@@ -407,6 +407,10 @@ impl Backend for Pool {
         true
     }
 
+    fn at_once(&self, _writes: bool) -> Option<usize> {
+        usize::try_from(self.pool().max_size()).ok()
+    }
+
     fn pool_use(&self) -> Option<super::PoolUse> {
         let state = self.pool().state();
         Some(super::PoolUse {

@@ -3,7 +3,10 @@
 //! end, handlers that ignore their cancellation) takes every thread and a quick call of another
 //! tool waits behind them.
 //!
-//! Each tool may have [`CALLS_PER_TOOL`] calls running. More wait in the tool's queue, without
+//! Each tool may have [`CALLS_PER_TOOL`] calls running, or fewer when its database could not
+//! run more of them at once anyway (on SQLite, a tool made of statements runs as many calls as
+//! there are readers, and one at a time when it writes: more would take a thread, and its share
+//! of memory, only to wait for a connection). More wait in the tool's queue, without
 //! a thread, and each takes the place of a call of its tool that ends, on that call's thread. A
 //! call keeps its place until its work has really ended, not only until it was answered, so
 //! that work a handler does past its deadline still counts against its own tool and never
@@ -113,14 +116,17 @@ impl Drop for Admission {
 impl Admission {
     /// Runs `work`, a call of `tool` (a tool the server has) that `stop` bounds: at once when
     /// the tool has a free place, else once the calls of the tool before it have taken theirs.
-    /// Whether it waits.
+    /// The tool has [`CALLS_PER_TOOL`] places, or `at_once` when its database runs fewer of
+    /// its calls at once (never fewer than one). Whether it waits.
     pub(super) fn run(
         &self,
         tool: &str,
+        at_once: Option<usize>,
         stop: &Stop,
         work: impl FnOnce() + Send + 'static,
     ) -> bool {
         let work = Box::new(work);
+        let limit = at_once.map_or(CALLS_PER_TOOL, |n| n.clamp(1, CALLS_PER_TOOL));
         let mut state = self.pool.lock();
         let index = state.index(tool);
         let call = Call {
@@ -128,7 +134,8 @@ impl Admission {
             work,
         };
         let places = &mut state.tools[index];
-        if places.held == CALLS_PER_TOOL {
+        // At or past it: a reload may have given the tool fewer places than it holds.
+        if places.held >= limit {
             // The calls given up so far go now, so that a tool whose calls never end does
             // not collect the calls its clients keep sending.
             places.waiting.retain(|(stop, _)| !given_up(stop));
@@ -337,11 +344,22 @@ mod tests {
         n: usize,
         gate: &Arc<Gate>,
     ) -> (Vec<bool>, Receiver<std::thread::ThreadId>) {
+        gated_at_once(admission, tool, None, n, gate)
+    }
+
+    /// [`gated`], the tool's database running at most `at_once` of its calls at once.
+    fn gated_at_once(
+        admission: &Admission,
+        tool: &str,
+        at_once: Option<usize>,
+        n: usize,
+        gate: &Arc<Gate>,
+    ) -> (Vec<bool>, Receiver<std::thread::ThreadId>) {
         let (ran, on) = channel();
         let waited = (0..n)
             .map(|_| {
                 let (gate, ran) = (gate.clone(), ran.clone());
-                admission.run(tool, &stop(), move || {
+                admission.run(tool, at_once, &stop(), move || {
                     gate.pass();
                     ran.send(std::thread::current().id()).unwrap();
                 })
@@ -360,7 +378,7 @@ mod tests {
         assert!(waited[CALLS_PER_TOOL..].iter().all(|w| *w), "{waited:?}");
         // Another tool is not held up.
         let (quick, answered) = channel();
-        assert!(!admission.run("quick", &stop(), move || quick.send(()).unwrap()));
+        assert!(!admission.run("quick", None, &stop(), move || quick.send(()).unwrap()));
         answered
             .recv_timeout(WAIT)
             .expect("the other tool's call ran");
@@ -385,6 +403,29 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_tool_whose_database_runs_fewer_at_once_has_as_many_places() {
+        let admission = Admission::default();
+        // SQLite's readers for a read, its one writer for a write; a bound past the share
+        // is no bound, and a bound of zero is one place.
+        for (tool, at_once, places) in [
+            ("read", Some(4), 4),
+            ("write", Some(1), 1),
+            ("pool", Some(CALLS_PER_TOOL * 2), CALLS_PER_TOOL),
+            ("none", Some(0), 1),
+        ] {
+            let gate = Arc::new(Gate::default());
+            let (waited, on) = gated_at_once(&admission, tool, at_once, places * 3, &gate);
+            let ran_at_once = waited.iter().filter(|w| !**w).count();
+            assert_eq!(ran_at_once, places, "{tool}: {waited:?}");
+            // The rest waited for those places, and run once the gate opens.
+            gate.open();
+            for _ in 0..places * 3 {
+                on.recv_timeout(WAIT).expect("every call ran");
+            }
+        }
+    }
+
+    #[tokio::test]
     async fn a_call_given_up_while_it_waits_is_dropped_unrun() {
         let admission = Admission::default();
         let gate = Arc::new(Gate::default());
@@ -393,11 +434,11 @@ mod tests {
         let ran = Arc::new(AtomicBool::new(false));
         let marked = ran.clone();
         let work = move || marked.store(true, Ordering::SeqCst);
-        assert!(admission.run("slow", &given_up, work));
+        assert!(admission.run("slow", None, &given_up, work));
         given_up.cancel.store(true, Ordering::SeqCst);
         // The call after it runs once the given-up one has left the queue.
         let (last, answered) = channel();
-        assert!(admission.run("slow", &stop(), move || last.send(()).unwrap()));
+        assert!(admission.run("slow", None, &stop(), move || last.send(()).unwrap()));
         gate.open();
         answered.recv_timeout(WAIT).expect("the last call ran");
         assert!(!ran.load(Ordering::SeqCst));
@@ -410,10 +451,10 @@ mod tests {
         let gate = Arc::new(Gate::default());
         let (_, on) = gated(&admission, "shaky", CALLS_PER_TOOL, &gate);
         for _ in 0..CALLS_PER_TOOL {
-            assert!(admission.run("shaky", &stop(), || panic!("a handler's bug")));
+            assert!(admission.run("shaky", None, &stop(), || panic!("a handler's bug")));
         }
         let (last, answered) = channel();
-        assert!(admission.run("shaky", &stop(), move || last.send(()).unwrap()));
+        assert!(admission.run("shaky", None, &stop(), move || last.send(()).unwrap()));
         gate.open();
         answered
             .recv_timeout(WAIT)

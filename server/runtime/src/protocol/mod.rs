@@ -1561,7 +1561,10 @@ impl McpServer {
             let _ = answer.send(work.run());
         };
         let waits = match known {
-            true => self.admission.run(&tool, &stop, run),
+            true => {
+                let at_once = engine.def.tool(&tool).and_then(|t| engine.at_once(t));
+                self.admission.run(&tool, at_once, &stop, run)
+            }
             false => {
                 tokio::task::spawn_blocking(run);
                 false

@@ -853,6 +853,10 @@ impl crate::backend::Backend for Pool {
         true
     }
 
+    fn at_once(&self, writes: bool) -> Option<usize> {
+        Some(if writes { 1 } else { READERS })
+    }
+
     fn pool_use(&self) -> Option<crate::backend::PoolUse> {
         // The readers: the writer is one connection whose use is the write lock's.
         let readers = self
