@@ -10,7 +10,8 @@ workbench's live stream (`GET /ui/events`), opened once the server is up, must s
 (client Claude Code, tool get_learning, outcome ok) before the model answers its result. No
 sleep: the model's second answer waits for the stream, at most 10 s.
 
-    python3 live.py CLAUDE MCPSPEC DB
+    python3 live.py CLAUDE -- MCPSPEC serve studio --db DB --read-only --ui {ui}
+    python3 live.py CLAUDE -- MCPSPEC dev spec/studio.yaml --db DB --ui {ui}
 """
 
 import json
@@ -24,7 +25,8 @@ import threading
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-CLAUDE, MCPSPEC, DB = sys.argv[1:4]
+CLAUDE = sys.argv[1]
+SERVER = sys.argv[sys.argv.index("--") + 1:]
 TOOL = "mcp__studio__get_learning"
 ARGUMENTS = {"id": "L-001"}
 
@@ -150,8 +152,8 @@ def main():
                ANTHROPIC_API_KEY="sk-scripted-model",
                DISABLE_TELEMETRY="1", DISABLE_AUTOUPDATER="1",
                CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
-    subprocess.run([CLAUDE, "mcp", "add", "studio", "--", MCPSPEC, "serve", "studio", "--db", DB,
-                    "--read-only", "--ui", f"127.0.0.1:{UI}"], env=env, check=True,
+    server = [a.replace("{ui}", f"127.0.0.1:{UI}") for a in SERVER]
+    subprocess.run([CLAUDE, "mcp", "add", "studio", "--", *server], env=env, check=True,
                    stdout=subprocess.DEVNULL)
     turn = subprocess.run([CLAUDE, "-p", "What does learning L-001 say?", "--allowedTools", TOOL],
                           env=env, capture_output=True, text=True, timeout=120)
