@@ -41,10 +41,10 @@ fn layout(n: usize) -> Option<Layout> {
 static TAKEN: AtomicBool = AtomicBool::new(false);
 
 /// Points SQLite's allocations at Rust's allocator and turns its memory statistics off.
-/// Called once, before SQLite is first initialised; returns whether SQLite took the
-/// allocator (it refuses once initialised, and then keeps its own, which works as well,
-/// only slower).
-pub(crate) fn use_rust_allocator() -> bool {
+/// Called once, before SQLite is first initialised; records whether SQLite took the
+/// allocator in [`TAKEN`] (it refuses once initialised, and then keeps its own, which works
+/// as well, only slower).
+pub(crate) fn use_rust_allocator() {
     let methods = ffi::sqlite3_mem_methods {
         xMalloc: Some(malloc),
         xFree: Some(free),
@@ -65,7 +65,6 @@ pub(crate) fn use_rust_allocator() -> bool {
         let taken = ffi::sqlite3_config(ffi::SQLITE_CONFIG_MALLOC, &raw const methods);
         ffi::sqlite3_config(ffi::SQLITE_CONFIG_MEMSTATUS, 0 as c_int);
         TAKEN.store(taken == ffi::SQLITE_OK, Ordering::Relaxed);
-        taken == ffi::SQLITE_OK
     }
 }
 

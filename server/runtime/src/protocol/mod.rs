@@ -1530,7 +1530,7 @@ impl McpServer {
             },
             origin: crate::watch::watcher().and_then(|_| traced::request_origin(&context)),
         };
-        let job = self.job(work, stop, def.is_some());
+        let job = self.job(work, stop, def);
         let ending = Ending {
             watcher,
             forwarder,
@@ -1548,11 +1548,16 @@ impl McpServer {
     }
 
     /// `work` as a [`Job`] on a call's thread, answered by `stop`'s deadline (see
-    /// [`bounded`]). A `known` tool's call takes one of its places, or waits for one (see
-    /// `admission`), which it keeps until its work ends; one that finds none by its deadline
-    /// is answered as timed out. A name the server does not know takes no place: its engine
+    /// [`bounded`]). The call of a tool the server has (`def`) takes one of its places (as
+    /// many as [`Engine::at_once`] allows), or waits for one (see `admission`), which it keeps
+    /// until its work ends; one that finds none by its deadline is answered as timed out. A name the server does not know takes no place: its engine
     /// answers it at once.
-    fn job(&self, work: Work, stop: crate::backend::Stop, known: bool) -> Job {
+    fn job(
+        &self,
+        work: Work,
+        stop: crate::backend::Stop,
+        def: Option<&'static crate::def::ToolDef>,
+    ) -> Job {
         let (engine, tool) = (work.engine.clone(), work.name.clone());
         let carry = crate::telemetry::Carry::current();
         let (answer, outcome) = tokio::sync::oneshot::channel();
@@ -1560,12 +1565,9 @@ impl McpServer {
             let _cx = carry.attach();
             let _ = answer.send(work.run());
         };
-        let waits = match known {
-            true => {
-                let at_once = engine.def.tool(&tool).and_then(|t| engine.at_once(t));
-                self.admission.run(&tool, at_once, &stop, run)
-            }
-            false => {
+        let waits = match def {
+            Some(def) => self.admission.run(&tool, engine.at_once(def), &stop, run),
+            None => {
                 tokio::task::spawn_blocking(run);
                 false
             }
