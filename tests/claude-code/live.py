@@ -43,10 +43,17 @@ problems = []
 requests = []
 
 
-def follow_workbench():
+def open_workbench():
+    """Opens the workbench's live stream: once its answer has begun, the server counts the
+    page as open and keeps the calls made from then on (without --ui-history it keeps none
+    while no page is open)."""
+    return urllib.request.urlopen(f"http://127.0.0.1:{UI}/ui/events", timeout=30)
+
+
+def follow_workbench(stream):
     """Reads the workbench's live stream and passes on each call it lists."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{UI}/ui/events", timeout=30) as r:
+        with stream as r:
             for raw in r:
                 line = raw.decode().strip()
                 if line.startswith("data: "):
@@ -110,8 +117,15 @@ class Model(BaseHTTPRequestHandler):
                 problems.append(f"Claude Code did not list {TOOL} to the model: {names}")
                 block = {"type": "text", "text": "no tool"}
                 return self.send(reply(body.get("model", ""), block, "end_turn"))
-            # The server is up (its tools are listed): follow its page from now on.
-            threading.Thread(target=follow_workbench, daemon=True).start()
+            # The server is up (its tools are listed): its page is open before the call is
+            # asked for, and followed from now on.
+            try:
+                stream = open_workbench()
+            except Exception as e:
+                problems.append(f"could not open the workbench's live stream: {e!r}")
+                block = {"type": "text", "text": "no page"}
+                return self.send(reply(body.get("model", ""), block, "end_turn"))
+            threading.Thread(target=follow_workbench, args=(stream,), daemon=True).start()
             block = {"type": "tool_use", "id": "toolu_live", "name": TOOL, "input": ARGUMENTS}
             return self.send(reply(body.get("model", ""), block, "tool_use"))
         # The call was made: the page must have shown it before the model goes on.

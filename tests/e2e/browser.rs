@@ -231,6 +231,10 @@ fn the_page_shows_a_stdio_clients_calls_and_tries_tools_and_examples() {
     browser.goto(&format!("http://{addr}/"));
     browser.text_until("#status", |s| s == "live");
     browser.text_until("#server", |s| s == "Knowledge Base 0.3.3");
+    // Served without --ui-history: the page says that the calls made before it opened were
+    // not kept, and how to keep them.
+    let note = browser.text_until("#history", |t| !t.is_empty());
+    assert!(note.contains("--ui-history"), "{note}");
     shows_a_stdio_call(&browser, &mut client, addr);
     tries_a_tool(&browser);
     reads_a_resource_and_renders_a_prompt(&browser);

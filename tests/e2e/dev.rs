@@ -144,8 +144,9 @@ fn dev_s_workbench_shows_the_calls_of_every_version() {
         .find_map(|l| l.strip_prefix("mcpspec: workbench on http://"))
         .and_then(|a| a.trim_end_matches('/').parse().ok())
         .expect("the workbench's address");
-    s.structured("search_notes", json!({"q": "hel"}));
+    // A page open first: the calls of every version are kept.
     let mut reloads = crate::workbench::stream(addr).filter(|(name, _)| name == "reload");
+    s.structured("search_notes", json!({"q": "hel"}));
     save(&spec, format!("{original}{COUNT_TOOL}")).unwrap();
     s.list_changed();
     let (_, reload) = reloads.next().expect("a reload event");

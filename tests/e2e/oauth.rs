@@ -978,7 +978,8 @@ fn opaque_tokens_are_checked_by_introspection() {
 fn the_workbench_shows_an_oauth_caller_its_own_calls_only() {
     let provider = Provider::start(team());
     let (_dir, db) = teamnotes_file();
-    let server = serve(&db, &provider, &["--ui"]);
+    // The calls kept while no page is open too, so that a caller's calls are listed after.
+    let server = serve(&db, &provider, &["--ui", "--ui-history"]);
     let alice_token = provider.token("alice", &resource(server.addr));
     let bob_token = provider.token("bob", &resource(server.addr));
     let mut alice = session(server.addr, &alice_token);

@@ -244,13 +244,13 @@ fn the_workbench_shows_a_stdio_clients_calls_live() {
     assert_eq!(failed["statements"]["kept"], json!([]), "{failed}");
     assert_eq!(get(addr, "/ui/calls/999999", &[]).0, 404);
 
-    // The same calls in /calls, and on a stream opened later (the ring first).
+    // The same calls in /calls, and on a stream opened later (the ring first). The session
+    // began before the page opened: without `--ui-history` its start was not kept (see
+    // `calls_made_while_no_page_is_open_are_kept_with_ui_history_only`).
     let (status, _, body) = get(addr, "/ui/calls", &[]);
     assert_eq!(status, 200);
     let all: Vec<Value> = serde_json::from_str(&body).unwrap();
-    // The session's start first, with the client's name.
-    assert_eq!(all[0]["method"], "initialize", "{all:?}");
-    assert_eq!(all[0]["client"], "mcpspec-client", "{all:?}");
+    assert_eq!(all.len(), 2, "{all:?}");
     assert_eq!(tool_calls(&body), [first.clone(), second.clone()]);
     let mut later = events(addr);
     assert_eq!(later.next().as_ref(), Some(&first));
@@ -276,6 +276,55 @@ fn the_workbench_shows_a_stdio_clients_calls_live() {
     );
 }
 
+/// Without `--ui-history` the workbench keeps nothing while no page is open: a page shows the
+/// calls made since one was, and is told so first (`event: keeping`); the client the session
+/// named is still known. With it, the last calls whenever made, the session's start first.
+#[test]
+fn calls_made_while_no_page_is_open_are_kept_with_ui_history_only() {
+    let db = sample_db("knowledge");
+    for history in [false, true] {
+        let mut command = Command::new(exe_for("knowledge"));
+        command
+            .args(["serve", "knowledge", "--ui", "127.0.0.1:0", "--db"])
+            .arg(&db.path)
+            .env("MCPSPEC_LOG", "warn");
+        if history {
+            command.arg("--ui-history");
+        }
+        let (mut client, addr, _stderr) = served_by(command);
+        let before = client.call_tool("kb_get", json!({"id": "nope"})).unwrap();
+        assert_eq!(before["result"]["isError"], json!(true), "{before}");
+        let mut page = stream(addr);
+        assert_eq!(
+            page.next(),
+            Some(("keeping".to_string(), json!({ "history": history })))
+        );
+        let during = client.call_tool("kb_list", json!({"limit": 1})).unwrap();
+        assert_eq!(during["result"]["isError"], json!(false), "{during}");
+        let (_, _, body) = get(addr, "/ui/calls", &[]);
+        let all: Vec<Value> = serde_json::from_str(&body).expect("the calls as JSON");
+        let seen: Vec<(&str, &str, &str)> = all
+            .iter()
+            .map(|c| {
+                let text = |k: &str| c[k].as_str().unwrap_or("(none)");
+                (text("method"), text("tool"), text("client"))
+            })
+            .collect();
+        let kept_before = [
+            ("initialize", "", "mcpspec-client"),
+            ("tools/call", "kb_get", "mcpspec-client"),
+        ];
+        let kept_during = ("tools/call", "kb_list", "mcpspec-client");
+        let expected: Vec<_> = match history {
+            true => kept_before.into_iter().chain([kept_during]).collect(),
+            false => vec![kept_during],
+        };
+        assert_eq!(seen, expected, "--ui-history: {history}\n{body}");
+        drop(page);
+        assert!(client.finish(WAIT).is_some_and(|s| s.success()));
+    }
+}
+
 /// A stdio client of protocol 2026-07-28 sends no `initialize`: each request names the client
 /// in its own `_meta`, and the workbench shows its calls and requests with that name, the
 /// first (which rmcp answers, choosing the session's lifecycle) and the next (which the lane
@@ -289,6 +338,8 @@ fn a_per_request_stdio_clients_calls_are_shown_with_its_name() {
         .arg(&db.path)
         .env("MCPSPEC_LOG", "warn");
     let (mut client, addr, _stderr) = started(command);
+    // A page is open before the first request: its calls are kept.
+    let _page = stream(addr);
     let meta = json!({
         "io.modelcontextprotocol/protocolVersion": mcpspec_testkit::PER_REQUEST_VERSION,
         "io.modelcontextprotocol/clientCapabilities": {},
@@ -505,6 +556,8 @@ fn the_workbench_shows_http_clients_calls_too() {
         }
     }
     let (mcp, ui) = (server.addr, ui.unwrap());
+    // A page is open before the clients come: their calls are kept.
+    let _page = stream(ui);
     let mut session = mcpspec_testkit::HttpClient::new(mcp, None);
     session.initialize().expect("initialize");
     let call = json!({"name": "kb_list", "arguments": {"limit": 1}});
@@ -677,8 +730,12 @@ fn the_workbench_runs_the_examples_with_every_write_rolled_back() {
 fn the_workbench_on_a_guarded_listener_asks_for_the_token() {
     const TOKEN: &str = "a-token-of-at-least-32-characters-long";
     let db = sample_db("knowledge");
-    let server =
-        crate::http::HttpServer::start(&db.path, &["--ui"], &[("MCPSPEC_HTTP_TOKEN", TOKEN)]);
+    // The calls kept while no page is open too, so that the operator's call below is listed.
+    let server = crate::http::HttpServer::start(
+        &db.path,
+        &["--ui", "--ui-history"],
+        &[("MCPSPEC_HTTP_TOKEN", TOKEN)],
+    );
     let (addr, said) = (server.addr, &server.stderr);
     let announced = loop {
         let line = said

@@ -661,7 +661,7 @@ impl Engine {
         let caller = link.caller.clone();
         #[cfg(feature = "http")]
         let running = crate::metrics::Running::start();
-        let watcher = crate::watch::watcher();
+        let watcher = crate::watch::recorder();
         // Read once: the statements and a success's answer are kept only while a page watches.
         let watched = watcher.is_some_and(|w| w.watched());
         let statements = crate::watch::Statements::collect(watched);

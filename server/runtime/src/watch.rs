@@ -1,6 +1,7 @@
 //! The seam between what answers requests (the engine, the protocol layer) and what watches
 //! them (the workbench, `--ui`): a leaf. The engine and the protocol layer tell the watcher,
-//! when one is installed, of each call and request as plain text; the workbench installs one
+//! when one is installed and records ([`Watcher::recording`]), of each call and request as
+//! plain text; the workbench installs one
 //! and reads the engine and the protocol layer for the rest, so that neither side names the
 //! other's module and the layers stay without cycles.
 
@@ -92,9 +93,9 @@ pub(crate) struct Serving {
     _scope: Scope<Origin>,
 }
 
-/// Notes that this thread serves a request from `origin`, when a watcher is installed.
+/// Notes that this thread serves a request from `origin`, when a watcher records it.
 pub(crate) fn serving(origin: impl FnOnce() -> Option<Origin>) -> Serving {
-    let _scope = match watcher() {
+    let _scope = match recorder() {
         Some(_) => Scope::set(&ORIGIN, origin()),
         None => Scope::unset(&ORIGIN),
     };
@@ -336,6 +337,10 @@ pub(crate) struct SeenRequest<'a> {
 
 /// What watches the requests.
 pub(crate) trait Watcher: Send + Sync {
+    /// Whether the request starting now is to be told of at all: while someone reads the
+    /// calls, or always when the watcher keeps calls for a reader to come (the workbench's
+    /// `--ui-history`). Otherwise a request costs the watcher nothing but this question.
+    fn recording(&self) -> bool;
     /// Whether the call starting now keeps its answer and statements: someone reads the
     /// calls, and can open this one (the workbench keeps them for as many calls as a page is
     /// sent). Only then is a success's result worth keeping and are statements timed.
@@ -374,6 +379,12 @@ static WATCHER: OnceLock<Arc<dyn Watcher>> = OnceLock::new();
 /// The process's watcher, when `--ui` installed one.
 pub(crate) fn watcher() -> Option<&'static Arc<dyn Watcher>> {
     WATCHER.get()
+}
+
+/// The process's watcher when it records the request starting now ([`Watcher::recording`]):
+/// what the engine and the protocol layer tell of calls and requests.
+pub(crate) fn recorder() -> Option<&'static Arc<dyn Watcher>> {
+    watcher().filter(|w| w.recording())
 }
 
 /// Installs the process's watcher; a second is ignored.

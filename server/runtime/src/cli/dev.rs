@@ -80,7 +80,8 @@ impl<T: PartialEq> Settle<T> {
 /// rows, made again when they change. Handler tools run the handlers of the compiled server of
 /// the same name in `servers`, when there is one. With `toolsets` (`--toolset`), only their
 /// tools are offered, in every version served. With `ui` (`--ui`), the workbench at that
-/// loopback address shows the calls of every version, follows the reloads (a refused save's
+/// loopback address shows the calls of every version (those made while a page is open, or
+/// the last ones whenever made with [`Ui::history`]), follows the reloads (a refused save's
 /// problems shown until a good one), and runs the examples on the scratch database's sample
 /// rows.
 pub fn run(
@@ -88,12 +89,15 @@ pub fn run(
     db: Option<&Path>,
     derive_in_place: bool,
     toolsets: &[String],
-    ui: Option<std::net::SocketAddr>,
+    ui: Option<Ui>,
     servers: Vec<Server>,
     compile: Compile,
 ) -> Result<ExitCode> {
-    if let Some(addr) = ui {
-        crate::workbench::on_this_machine(addr)?;
+    if let Some(ui) = ui {
+        crate::workbench::on_this_machine(ui.addr)?;
+        if ui.history {
+            crate::workbench::keep_history();
+        }
         if db.is_none() {
             crate::workbench::on_sample_rows();
         }
@@ -143,13 +147,22 @@ pub fn run(
         }
         server
     };
-    super::serve_stdio(engine, make, ui, move |server, peer| {
+    super::serve_stdio(engine, make, ui.map(|ui| ui.addr), move |server, peer| {
         let live = server.live();
         let runtime = tokio::runtime::Handle::current();
         std::thread::spawn(move || watch.run(&live, &peer, &runtime));
     })?;
     drop(scratch);
     Ok(ExitCode::SUCCESS)
+}
+
+/// `dev`'s workbench (`--ui ADDR`, and `--ui-history`).
+#[derive(Debug, Clone, Copy)]
+pub struct Ui {
+    /// Where the page is served: a loopback address.
+    pub addr: std::net::SocketAddr,
+    /// Whether the last calls are kept while no page is open too, for a page opened later.
+    pub history: bool,
 }
 
 /// The handlers of the binary's compiled servers, by server name.

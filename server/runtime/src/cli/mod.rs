@@ -202,6 +202,11 @@ struct ServeArgs {
     /// serves it at /ui/ on the MCP listener, behind the same token or OAuth. Off by default.
     #[arg(long, value_name = "ADDR", num_args = 0..=1)]
     ui: Option<Option<std::net::SocketAddr>>,
+    /// Keep the last 1,000 calls while no workbench page is open too, for a page opened later
+    /// (about 2 % more CPU a call; bench/WORKBENCH.md). Without it a page shows the calls
+    /// made while a page was open, and keeping none costs nothing measurable.
+    #[arg(long, requires = "ui")]
+    ui_history: bool,
     #[command(flatten)]
     http: Box<HttpArgs>,
 }
@@ -691,6 +696,7 @@ fn serve_command(
         migrate,
         toolset,
         ui,
+        ui_history,
         http,
     } = args;
     let migrating = Migrating {
@@ -708,7 +714,7 @@ fn serve_command(
         Some(addr) => Some((addr, http_options(&http, server.def.issuer)?)),
         None => None,
     };
-    let ui = workbench_at(ui, options.as_mut().map(|(_, o)| o))?;
+    let ui = workbench_at(ui, ui_history, options.as_mut().map(|(_, o)| o))?;
     let placing = placing(read_only, derive_in_place);
     let engine = start(server, db.as_deref(), placing, &migrating)?;
     let _telemetry = telemetry(&engine)?;
@@ -1328,8 +1334,12 @@ fn serve_stdio(
 #[cfg(feature = "http")]
 fn workbench_at(
     ui: Option<Option<std::net::SocketAddr>>,
+    history: bool,
     http: Option<&mut crate::transport::http::HttpOptions>,
 ) -> Result<Option<std::net::SocketAddr>> {
+    if history {
+        crate::workbench::keep_history();
+    }
     match (ui, http) {
         (None, _) => Ok(None),
         (Some(None), Some(options)) => {
@@ -1355,6 +1365,7 @@ fn workbench_at(
 #[cfg(not(feature = "http"))]
 fn workbench_at(
     ui: Option<Option<std::net::SocketAddr>>,
+    _: bool,
     _: Option<&mut std::convert::Infallible>,
 ) -> Result<Option<std::net::SocketAddr>> {
     match ui {

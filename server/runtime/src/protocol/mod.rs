@@ -1224,7 +1224,7 @@ impl ServerHandler for McpServer {
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         // The workbench lists the session's start, with the client's name.
-        if let Some(watcher) = crate::watch::watcher() {
+        if let Some(watcher) = crate::watch::recorder() {
             watcher.request(&crate::watch::SeenRequest {
                 method: "initialize",
                 target: None,
@@ -1528,7 +1528,7 @@ impl McpServer {
                 stop: Some(stop.clone()),
                 caller: caller_of(&context),
             },
-            origin: crate::watch::watcher().and_then(|_| traced::request_origin(&context)),
+            origin: crate::watch::recorder().and_then(|_| traced::request_origin(&context)),
         };
         let job = self.job(work, stop, def);
         let ending = Ending {

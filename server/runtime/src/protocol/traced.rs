@@ -28,13 +28,13 @@ struct Shown {
     started: std::time::Instant,
 }
 
-/// What the workbench is told of request `method` (not `tools/call`), when one is open.
+/// What the workbench is told of request `method` (not `tools/call`), while it records.
 fn shown(
     method: &'static str,
     target: Option<&str>,
     context: &RequestContext<RoleServer>,
 ) -> Option<Shown> {
-    crate::watch::watcher()?;
+    crate::watch::recorder()?;
     (method != "tools/call").then(|| Shown {
         method,
         target: target.map(str::to_string),

@@ -6,9 +6,10 @@
 //!
 //! This module keeps what the page shows: the requests in a bounded ring (the last [`RING`]),
 //! as the engine and the protocol layer tell the installed [`Watcher`] of them (the leaf
-//! `watch`), each written as JSON when a page reads it (arguments sanitised exactly as the
-//! call log's; a success's answer and statements kept while a page is open, for at most
-//! [`PAGE_LINES`] calls a tick), and `dev`'s last reload.
+//! `watch`) while a page is open, or always with `--ui-history` ([`HISTORY`]), each written
+//! as JSON when a page reads it (arguments sanitised exactly as the call log's; a success's
+//! answer and statements kept while a page is open, for at most [`PAGE_LINES`] calls a
+//! tick), and `dev`'s last reload.
 //! Nothing is written to disk. `site` answers the page's requests under `/ui/`; the
 //! Streamable HTTP gate (`transport::http`) serves it, with `/mcp`, on the workbench's own
 //! loopback listener or on the MCP listener behind its token, so the same access rules apply
@@ -59,7 +60,8 @@ pub struct Calls {
     /// `dev`'s last reload as the page reads it (for a page opened after it too), and how
     /// many reloads there were.
     status: Mutex<(u64, Option<Arc<str>>)>,
-    /// How many pages are reading the calls: while none is, a call's result is not kept.
+    /// How many pages are reading the calls: while none is, a call is not kept at all (unless
+    /// [`HISTORY`]), and never its result.
     pages: AtomicUsize,
     /// How many more calls keep their answer and statements before a page next looks: each
     /// look (a tick, [`PAGE_TICK`]) sets it to [`PAGE_LINES`], as many calls as a tick sends
@@ -141,6 +143,22 @@ pub(crate) const PAGE_LINES: usize = 100;
 /// examples that need them run too.
 static SAMPLE_ROWS: AtomicBool = AtomicBool::new(false);
 
+/// Whether calls are kept while no page is open (`--ui-history`), for a page opened later.
+/// Without it a call made while no page reads the calls is not kept at all: it costs the
+/// server one look at [`Calls::pages`], where keeping it cost a primary-key call about 2 %
+/// more CPU (`bench/workbench`).
+static HISTORY: AtomicBool = AtomicBool::new(false);
+
+/// Keeps the last [`RING`] calls while no page is open too (`--ui-history`).
+pub(crate) fn keep_history() {
+    HISTORY.store(true, Ordering::Relaxed);
+}
+
+/// Whether calls are kept while no page is open (see [`HISTORY`]).
+fn history() -> bool {
+    HISTORY.load(Ordering::Relaxed)
+}
+
 /// An open page, counted while it lives.
 pub(crate) struct Page(Arc<Calls>);
 
@@ -151,7 +169,8 @@ impl Drop for Page {
 }
 
 /// One call as kept. Its JSON (the arguments sanitised) is written only when a page reads
-/// it, so that a call costs little more than a copy of its arguments while no page is open.
+/// it, so that a call that keeps no answer (one past a page's lines, or made with
+/// `--ui-history` while no page is open) costs little more than a copy of its arguments.
 pub struct Record {
     /// The call's number; 0 while the slot has held none.
     seq: u64,
@@ -608,6 +627,10 @@ impl Calls {
 }
 
 impl Watcher for Calls {
+    fn recording(&self) -> bool {
+        self.pages.load(Ordering::Relaxed) > 0 || history()
+    }
+
     fn watched(&self) -> bool {
         self.pages.load(Ordering::Relaxed) > 0 && self.detailed.load(Ordering::Relaxed) > 0
     }
@@ -748,7 +771,8 @@ fn keep_arguments(arguments: &Value, kept: &mut SmallVec<[u8; INLINE_ARGUMENTS]>
 /// copied as they are when nothing in them needs escaping ([`json_text`]) rather than
 /// looked up a byte at a time: a call's arguments are written for every call the ring
 /// keeps, watched or not, and serde_json's writer cost it about 390 instructions of the
-/// 1,300 the workbench added to a call with no page open (callgrind, a primary-key call).
+/// 1,300 the workbench then added to a kept call that no page watched (callgrind, a
+/// primary-key call).
 fn write_json(out: &mut Vec<u8>, value: &Value) {
     match value {
         Value::Null => out.extend_from_slice(b"null"),

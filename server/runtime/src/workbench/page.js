@@ -173,7 +173,8 @@ function dispatchEvent(block) {
   }
   if (!data.length) return;
   const value = JSON.parse(data.join("\n"));
-  if (name === "reload") reloaded(value);
+  if (name === "keeping") $("history").hidden = value.history;
+  else if (name === "reload") reloaded(value);
   else if (name === "skipped") skippedCalls(value.skipped);
   else addCall(value);
 }

@@ -185,8 +185,9 @@ fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
     .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
 }
 
-/// The event stream (of `whose` calls, or every call when `None`): `dev`'s last reload (an
-/// `event: reload`), the calls in the ring, then every [`super::PAGE_TICK`] the calls made
+/// The event stream (of `whose` calls, or every call when `None`): whether calls are kept
+/// while no page is open (an `event: keeping`), `dev`'s last reload (an `event: reload`), the
+/// calls in the ring, then every [`super::PAGE_TICK`] the calls made
 /// and the reload done since, in one write, one `data:` line each; past
 /// [`super::PAGE_LINES`] calls in a tick, the first made since the last (the ones whose
 /// answers were kept), then an `event: skipped` saying how many were left out.
@@ -196,6 +197,7 @@ fn events(calls: &Arc<Calls>, whose: Option<Arc<str>>) -> Response<Body> {
     let body = Events {
         _page: calls.open_page(),
         calls: calls.clone(),
+        opened: true,
         seen: 0,
         reloads_seen: 0,
         tick,
@@ -212,6 +214,9 @@ struct Events {
     calls: Arc<Calls>,
     /// Counted among the open pages while the stream lives.
     _page: super::Page,
+    /// Whether nothing was written yet: the page is first told whether the server keeps
+    /// calls while no page is open (`event: keeping`).
+    opened: bool,
     /// The number of the last record sent.
     seen: u64,
     /// The number of the last reload sent.
@@ -224,6 +229,12 @@ impl Events {
     /// What happened since the last write, as event-stream text (empty when nothing did).
     fn news(&mut self) -> Vec<u8> {
         let mut text = Vec::new();
+        if std::mem::take(&mut self.opened) {
+            let history = super::history();
+            text.extend_from_slice(
+                format!("event: keeping\ndata: {{\"history\":{history}}}\n\n").as_bytes(),
+            );
+        }
         let (reloads, status) = self.calls.status_since(self.reloads_seen);
         self.reloads_seen = reloads;
         if let Some(status) = status {
