@@ -1,15 +1,16 @@
 //! `mcpbench workbench`: what the workbench (`serve --ui`, issue 60) costs the server per call.
 //! studio over stdio on a database of `rows` learnings, a synchronous client (request, blocking
 //! read, next request) calling `get_learning` by primary key, and the server's CPU time per
-//! call (all its threads, to the nanosecond: each thread's schedstat) four ways: without `--ui`
+//! call (all its threads, to the nanosecond: each thread's schedstat) five ways: without `--ui`
 //! twice (the second is the floor: what two identical servers differ by), with `--ui` and no
-//! page open, and with `--ui` and a page open (a reader of `/ui/events` that takes every
+//! page open (nothing kept), with `--ui --ui-history` and no page open (every call kept for a
+//! page to come), and with `--ui` and a page open (a reader of `/ui/events` that takes every
 //! call's event, as the page does).
 //!
-//! Each round starts the four servers side by side and calls them in turn, a block of
-//! [`BLOCK`] calls to each (its caches warm after the first few), the order of the four
+//! Each round starts the five servers side by side and calls them in turn, a block of
+//! [`BLOCK`] calls to each (its caches warm after the first few), the order of the five
 //! rotating from block to block: what the shared machine does meanwhile (another tenant, a
-//! clock change) falls on the four alike, where servers measured one after another met it
+//! clock change) falls on the five alike, where servers measured one after another met it
 //! each at another moment (their floor was ±5-10 % a round). A variant's ratio is taken
 //! against `off` of its own round; the report gives the medians over rounds.
 
@@ -28,8 +29,44 @@ use serde_json::{Value, json};
 use crate::client::{CpuReading, cpu_between};
 use crate::stats::{median, round};
 
+/// A way to serve: the flags given to `serve`, and whether a page reads `/ui/events`.
+struct Variant {
+    name: &'static str,
+    flags: &'static [&'static str],
+    page: bool,
+}
+
+/// The workbench on a free loopback port.
+const UI: &[&str] = &["--ui", "127.0.0.1:0"];
+
 /// The variants, in the order of the first round.
-const VARIANTS: [&str; 4] = ["off", "off again", "ui, no page", "ui, a page open"];
+const VARIANTS: [Variant; 5] = [
+    Variant {
+        name: "off",
+        flags: &[],
+        page: false,
+    },
+    Variant {
+        name: "off again",
+        flags: &[],
+        page: false,
+    },
+    Variant {
+        name: "ui, no page",
+        flags: UI,
+        page: false,
+    },
+    Variant {
+        name: "ui-history, no page",
+        flags: &["--ui", "127.0.0.1:0", "--ui-history"],
+        page: false,
+    },
+    Variant {
+        name: "ui, a page open",
+        flags: UI,
+        page: true,
+    },
+];
 
 /// One server's figures in one round.
 struct Figures {
@@ -62,7 +99,7 @@ pub fn run(mcpspec: &Path, db: &Path, rows: usize, calls: usize, rounds: usize) 
         wall.sort_by(f64::total_cmp);
         ratio.sort_by(f64::total_cmp);
         table.push(json!({
-            "variant": VARIANTS[v],
+            "variant": VARIANTS[v].name,
             "server_cpu_us_per_call": round(median(&cpu)),
             "wall_us_per_call": round(median(&wall)),
             "ratio_to_off": median(&ratio),
@@ -124,16 +161,15 @@ struct Served {
 
 impl Served {
     fn start(mcpspec: &Path, db: &Path, v: usize) -> Result<Served> {
-        let ui = v >= 2;
+        let variant = &VARIANTS[v];
+        let ui = !variant.flags.is_empty();
         let mut command = Command::new(mcpspec);
         command
             .args(["serve", "studio", "--db"])
             .arg(db)
+            .args(variant.flags)
             .env("MCPSPEC_LOG", "warn")
             .stderr(Stdio::piped());
-        if ui {
-            command.args(["--ui", "127.0.0.1:0"]);
-        }
         let mut client = StdioClient::spawn(&mut command)?;
         let stderr = client.take_stderr().context("the server's stderr")?;
         let mut lines = BufReader::new(stderr).lines();
@@ -153,7 +189,7 @@ impl Served {
             bail!("initialize failed");
         }
         let read = Arc::new(AtomicU64::new(0));
-        if v == 3 {
+        if variant.page {
             page(addr.context("an address")?, read.clone())?;
         }
         Ok(Served { client, read })
@@ -171,15 +207,18 @@ impl Served {
 }
 
 /// A page: `GET /ui/events` on a thread of its own, every byte read and counted, until the
-/// server closes the stream.
+/// server closes the stream. Open when this returns: the answer has begun, so the server
+/// counts the page.
 fn page(addr: SocketAddr, read: Arc<AtomicU64>) -> Result<()> {
     let mut conn = TcpStream::connect(addr)?;
     write!(
         conn,
         "GET /ui/events HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n"
     )?;
+    let mut buf = [0u8; 16 * 1024];
+    let n = conn.read(&mut buf)?;
+    read.fetch_add(n as u64, Ordering::Relaxed);
     std::thread::spawn(move || {
-        let mut buf = [0u8; 16 * 1024];
         while let Ok(n) = conn.read(&mut buf) {
             if n == 0 {
                 break;
