@@ -506,6 +506,21 @@ fn the_workbench_listens_on_this_machine_only() {
     );
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--ui needs an address beside stdio"), "{err}");
+
+    // `--ui-history` keeps calls for a workbench: without one, `serve` and `dev` say so.
+    for command in [
+        &["serve", "--spec", "../spec/knowledge.yaml", "--db", &db][..],
+        &["dev", "../spec/knowledge.yaml", "--db", &db][..],
+    ] {
+        let (code, _, err) = mcpspec(&[command, &["--ui-history"]].concat(), &[]);
+        assert_eq!(code, 2, "{err}");
+        // clap's own words: `--ui [<ADDR>]` (serve) or `--ui <ADDR>` (dev) is required.
+        assert!(
+            err.contains("required arguments were not provided") && err.contains("  --ui "),
+            "{err}"
+        );
+        assert!(!err.contains("ready"), "{err}");
+    }
 }
 
 /// Beside Streamable HTTP the workbench shows the HTTP clients' calls, in both eras.
