@@ -14,7 +14,61 @@ use serde_saphyr::Spanned;
 
 use crate::diag::{Diagnostics, Pos, Sink, did_you_mean};
 
-pub(crate) type Sp<T> = Spanned<T>;
+/// A value of the spec with where it was written (serde-saphyr's [`Spanned`]), in a type of
+/// this crate so that the editor schema takes it for the value it holds: `JsonSchema` cannot be
+/// implemented here for the foreign `Spanned`, and a field of it would otherwise say its
+/// schema itself (`schemars(with = ...)`). Reads as the `Spanned` it holds.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(transparent)]
+pub(crate) struct Sp<T>(Spanned<T>);
+
+impl<T> std::ops::Deref for Sp<T> {
+    type Target = Spanned<T>;
+
+    fn deref(&self) -> &Spanned<T> {
+        &self.0
+    }
+}
+
+impl<T> Sp<T> {
+    /// `value`, as written at `referenced` (an alias's value `defined` where its anchor is).
+    pub(crate) const fn new(
+        value: T,
+        referenced: serde_saphyr::Location,
+        defined: serde_saphyr::Location,
+    ) -> Sp<T> {
+        Sp(Spanned::new(value, referenced, defined))
+    }
+}
+
+/// A [`Sp`] written as the value it holds: the editor schema writes a field's default
+/// (`#[serde(default)]`) through it.
+#[cfg(feature = "editor-schema")]
+impl<T: serde::Serialize> serde::Serialize for Sp<T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.value.serialize(serializer)
+    }
+}
+
+/// The schema of the value a [`Sp`] holds, as the value's own.
+#[cfg(feature = "editor-schema")]
+impl<T: schemars::JsonSchema> schemars::JsonSchema for Sp<T> {
+    fn inline_schema() -> bool {
+        T::inline_schema()
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        T::schema_name()
+    }
+
+    fn schema_id() -> std::borrow::Cow<'static, str> {
+        T::schema_id()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        T::json_schema(generator)
+    }
+}
 
 pub(crate) fn pos<T>(s: &Sp<T>) -> Pos {
     Pos::from_saphyr(s.referenced)
@@ -30,61 +84,47 @@ pub(crate) fn pos<T>(s: &Sp<T>) -> Pos {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawSpec {
     /// The server's identity, as sent in `initialize`.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "RawServer"))]
     pub server: Sp<RawServer>,
     /// Where the database is and what it holds. Required when a tool runs SQL; a server whose
     /// tools are all Rust handlers may leave it out.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawDatabase>"))]
     pub database: Option<Sp<RawDatabase>>,
     /// Makes the server a proxy: it starts downstream MCP servers, re-exports their tools
     /// beside its own and passes each call through an interceptor that may block it (guard)
     /// or bundle a note with its result (hint).
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawProxy>"))]
     pub proxy: Option<Sp<RawProxy>>,
     /// The calls `mcpspec demo` makes, in order; the first call of each tool is also its example
     /// in the generated docs.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawDemoCall>"))]
     pub demo: Vec<Sp<RawDemoCall>>,
     /// Work the server runs once in the background each time it starts serving: calls of its
     /// own tools, in order, on a thread of their own, so that `initialize` and the first calls
     /// never wait for them. Each outcome is logged to stderr; a failing job is logged and the
     /// server keeps serving. `MCPSPEC_STARTUP_JOBS=off` skips them.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawStartupJob>"))]
     pub startup: Vec<Sp<RawStartupJob>>,
     /// The tools the server offers, in `tools/list` order.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawTool>"))]
     pub tools: Vec<Sp<RawTool>>,
     /// Named subsets of the tools, e.g. `read: [kb_get, kb_search]`: `serve --toolset NAME`
     /// (repeatable) offers only the tools of the sets it names, so that a client that needs
     /// fewer pays for fewer in its context (`mcpspec tokens` says how much each costs). A tool
     /// outside them is neither listed nor called; resources and prompts are unchanged.
     #[serde(default)]
-    #[cfg_attr(
-        feature = "editor-schema",
-        schemars(with = "BTreeMap<String, Vec<String>>")
-    )]
     pub toolsets: BTreeMap<String, Sp<Vec<Sp<String>>>>,
     /// Renames of the runtime's error codes for this server, e.g.
     /// `INVALID_ARGUMENTS: VALIDATION_ERROR`.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "BTreeMap<String, String>"))]
     pub error_codes: BTreeMap<String, Sp<String>>,
     /// The server's JSON-RPC errors and the failures that map to them. A call failing with a
     /// declared error is answered with a JSON-RPC error `{code, message, data: {code: NAME, ...}}`
     /// instead of a tool result with `isError`.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawError>"))]
     pub errors: Vec<Sp<RawError>>,
     /// MCP resources: data the client may read by URI, fixed or from a URI template, made by a
     /// statement and a minijinja template.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawResource>"))]
     pub resources: Vec<Sp<RawResource>>,
     /// MCP prompts: message templates a person picks in the client, with arguments.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawPrompt>"))]
     pub prompts: Vec<Sp<RawPrompt>>,
     /// Embedding providers, by name: what turns text into the vectors the statements store
     /// and search (a tool's `derive: {from: ARG, embed: NAME}`, and `:embeddings.NAME.model`,
@@ -92,10 +132,6 @@ pub(crate) struct RawSpec {
     /// that holds them must have: checked in each schema at build time and in a live database
     /// at start-up.
     #[serde(default)]
-    #[cfg_attr(
-        feature = "editor-schema",
-        schemars(with = "BTreeMap<String, RawEmbedding>")
-    )]
     pub embeddings: BTreeMap<String, Sp<RawEmbedding>>,
     /// Skills the server serves over MCP's Skills extension (SEP-2640), each a directory
     /// beside the spec in the Agent Skills layout, e.g. `skills/notes`: a `SKILL.md` whose
@@ -105,7 +141,6 @@ pub(crate) struct RawSpec {
     /// read when the spec compiles (at most 512 per skill and 16 MiB in all), and a file whose
     /// name starts with `.` is left out.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
     pub skills: Vec<Sp<String>>,
 }
 
@@ -116,7 +151,6 @@ pub(crate) struct RawSpec {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawEmbedding {
     /// The vectors' dimensions; every column that holds them (`stored_in`) has these.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "u32"))]
     pub dimensions: Sp<u32>,
     /// Where the vectors come from: `static:DIR` (a static model: `model.safetensors` and
     /// `tokenizer.json` in DIR, relative to the working directory unless absolute, `~/` the
@@ -126,31 +160,24 @@ pub(crate) struct RawEmbedding {
     /// starts: VAR holds `static:DIR` or `openai:BASE_URL`, `VAR_MODEL` the model,
     /// `VAR_DIMENSIONS` the provider's dimensions when set, which must equal `dimensions`;
     /// VAR unset means no embeddings).
-    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub provider: Sp<String>,
     /// The model an `openai:` provider is asked for, e.g. `text-embedding-3-small`.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub model: Option<Sp<String>>,
     /// The environment variable holding an HTTP provider's key (default `OPENAI_API_KEY`);
     /// the key itself never appears in a spec, a log, an error or a result.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub key_env: Option<Sp<String>>,
     /// The most texts one request carries (default 64): concurrent calls' texts are sent
     /// together up to it.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<u32>"))]
     pub batch: Option<Sp<u32>>,
     /// How long one request may take, in milliseconds (default 30000).
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<u64>"))]
     pub timeout_ms: Option<Sp<u64>>,
     /// How often a failed request is tried again (default 3), after a backoff with jitter
     /// that honours `Retry-After` on 429 and 5xx answers.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<u32>"))]
     pub retries: Option<Sp<u32>>,
     /// The columns that hold this provider's vectors, as `table.column`: SQLite's
     /// `F32_BLOB(N)` (or a `vec0` table's `float[N]`), PostgreSQL's `vector(N)` (pgvector),
     /// MariaDB's `VECTOR(N)`.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
     pub stored_in: Vec<Sp<String>>,
 }
 
@@ -162,44 +189,34 @@ pub(crate) struct RawEmbedding {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawResource {
     /// A fixed URI, e.g. `knowledge://stats`.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub uri: Option<Sp<String>>,
     /// An RFC 6570 level 1 URI template, e.g. `knowledge://entry/{id}`; each variable binds as
     /// an SQL parameter (as text) and is a variable of the template.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub uri_template: Option<Sp<String>>,
     /// The resource's name, unique in the server.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub name: Sp<String>,
     /// A human-readable name for clients to show.
     pub title: Option<String>,
     /// What the resource holds.
     pub description: Option<String>,
     /// The content's MIME type; `text/plain` with a `template`, `application/json` without.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub mime_type: Option<Sp<String>>,
     /// A read-only statement like a tool's `sql`; its result is `data` in the template.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawStatement>"))]
     pub sql: Option<Sp<RawStatement>>,
     /// A minijinja template over the URI template's variables and `data`; without it the
     /// content is `data` as JSON.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub template: Option<Sp<String>>,
     /// Fixed binary content in base64, read as a `blob` (instead of `sql` and `template`).
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub blob: Option<Sp<String>>,
     /// The Rust method that makes the content (instead of `sql`, `template` and `blob`): it
     /// gets the URI and its template variables and returns text or bytes.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub handler: Option<Sp<String>>,
     /// Completion of URI template variables: `variable: SQL`, where `:value` is the partial
     /// text and the first column of each row is a candidate.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "BTreeMap<String, String>"))]
     pub complete: BTreeMap<String, Sp<String>>,
     /// OAuth scopes a caller needs to read the resource, besides the server's `scopes`.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
     pub scopes: Vec<Sp<String>>,
 }
 
@@ -210,7 +227,6 @@ pub(crate) struct RawResource {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawPrompt {
     /// The prompt's name, unique in the server.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub name: Sp<String>,
     /// A human-readable name for clients to show.
     pub title: Option<String>,
@@ -218,23 +234,18 @@ pub(crate) struct RawPrompt {
     pub description: Option<String>,
     /// The prompt's arguments, strings given by the person.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawPromptArgument>"))]
     pub arguments: Vec<Sp<RawPromptArgument>>,
     /// Questions for the person, asked before the messages render; each answer is
     /// `answers.<key>` in the messages.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawAsk>"))]
     pub ask: Vec<Sp<RawAsk>>,
     /// A read-only statement like a tool's `sql`; the arguments bind as its parameters and its
     /// result is `data` in the messages.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawStatement>"))]
     pub sql: Option<Sp<RawStatement>>,
     /// The messages, in order.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawMessage>"))]
     pub messages: Vec<Sp<RawMessage>>,
     /// OAuth scopes a caller needs to get the prompt, besides the server's `scopes`.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
     pub scopes: Vec<Sp<String>>,
 }
 
@@ -245,7 +256,6 @@ pub(crate) struct RawPrompt {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawPromptArgument {
     /// The argument's name; a variable of the messages and an SQL parameter.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub name: Sp<String>,
     /// What to give.
     pub description: Option<String>,
@@ -253,7 +263,6 @@ pub(crate) struct RawPromptArgument {
     #[serde(default)]
     pub required: bool,
     /// Completion SQL: `:value` is the partial text, the first column of each row a candidate.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub complete: Option<Sp<String>>,
 }
 
@@ -264,10 +273,8 @@ pub(crate) struct RawPromptArgument {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawAsk {
     /// The answer's name: the messages read the accepted form as `answers.<key>`.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub key: Sp<String>,
     /// What the client shows the person.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub message: Sp<String>,
     /// The form: an object schema of string, number, integer or boolean properties.
     #[cfg_attr(
@@ -287,17 +294,13 @@ pub(crate) struct RawMessage {
     #[cfg_attr(feature = "editor-schema", schemars(with = "MessageRole"))]
     pub role: Sp<String>,
     /// A minijinja template over the arguments and `data`.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub text: Option<Sp<String>>,
     /// The URI of a declared resource, embedded with its content; may use `{{ }}` over the
     /// arguments.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub resource: Option<Sp<String>>,
     /// An image in base64; needs `mime_type`.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub image: Option<Sp<String>>,
     /// The MIME type of an `image` message, e.g. `image/png`.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub mime_type: Option<Sp<String>>,
 }
 
@@ -309,22 +312,17 @@ pub(crate) struct RawMessage {
 pub(crate) struct RawError {
     /// UPPER_SNAKE_CASE; a handler returns it with `HandlerError::new("NAME")`, and it is
     /// `data.code` in the response.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub name: Sp<String>,
     /// The JSON-RPC error code, in the server range -32000 to -32099.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "i64"))]
     pub code: Sp<i64>,
     /// A minijinja template over the error's fields and the call's arguments.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub message: Sp<String>,
     /// The fields copied into `data` beside `code`.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
     pub data: Vec<Sp<String>>,
     /// Failures of the runtime that become this error. (Not `on:`, which YAML 1.1 reads as
     /// `true`.)
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawRule>"))]
     pub rules: Vec<Sp<RawRule>>,
 }
 
@@ -340,11 +338,9 @@ pub(crate) struct RawRule {
     #[cfg_attr(feature = "editor-schema", schemars(with = "RuleKind"))]
     pub when: Sp<String>,
     /// The argument whose validation failure this rule maps (with `when: invalid`).
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub field: Option<Sp<String>>,
     /// Only these tools; every tool when omitted.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
     pub tools: Vec<Sp<String>>,
 }
 
@@ -355,11 +351,9 @@ pub(crate) struct RawRule {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawConfirm {
     /// The boolean argument that must be `true` for the call to run.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub argument: Sp<String>,
     /// A minijinja template over the arguments, shown to the person when the client supports
     /// elicitation: say what will be destroyed.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub message: Sp<String>,
 }
 
@@ -371,11 +365,9 @@ pub(crate) struct RawConfirm {
 pub(crate) struct RawServer {
     /// Lowercase letters, digits, `_` and `-`, starting with a letter; the name in
     /// `mcpspec serve NAME` and in generated file names.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub name: Sp<String>,
     /// The contract's SemVer version, `MAJOR.MINOR.PATCH`; `codegen check` asks for a major step
     /// when a tool's contract breaks.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub version: Sp<String>,
     /// A human-readable name for clients to show.
     pub title: Option<String>,
@@ -389,23 +381,19 @@ pub(crate) struct RawServer {
     /// protected resource metadata. A request without them is refused with 403
     /// `insufficient_scope` naming the scopes to ask for.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
     pub scopes: Vec<Sp<String>>,
     /// The OAuth issuer whose access tokens the server accepts over HTTP, when neither
     /// `--oauth-issuer` nor `MCPSPEC_OAUTH_ISSUER` names one.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub issuer: Option<Sp<String>>,
     /// Claims of the caller's access token that statements may read as `:auth.claims.NAME`,
     /// each with its type: `string`, `integer`, `number` or `boolean`. A claim the token lacks
     /// binds NULL; one of another type refuses the call (`FORBIDDEN`). `:auth.sub` needs no
     /// declaration.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "BTreeMap<String, String>"))]
     pub claims: BTreeMap<String, Sp<String>>,
     /// The most the tool list may cost a client's context before any call, in tokens as
     /// `mcpspec tokens` estimates them (its `tools/list` JSON at four bytes a token): `check`
     /// warns, without failing, when the whole list or a toolset's costs more.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<u64>"))]
     pub token_budget: Option<Sp<u64>>,
 }
 
@@ -416,7 +404,6 @@ pub(crate) struct RawServer {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawDatabase {
     /// The environment variable that overrides the default path.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub env: Option<Sp<String>>,
     /// Default locations per operating system; `~` expands to the home directory.
     #[serde(default)]
@@ -426,38 +413,31 @@ pub(crate) struct RawDatabase {
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<AccessMode>"))]
     pub access: Option<Sp<String>>,
     /// The DDL the tools expect, run by `mcpspec init`.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub schema: Sp<String>,
     /// Sample rows as SQL, loaded by `mcpspec init --sample` and the demo.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub sample: Option<Sp<String>>,
     /// Structures derived from the data that the queries use (indexes, side tables, counters
     /// and the triggers that keep them current), as idempotent SQLite DDL. `init` applies them
     /// after the schema. A database mcpspec did not create is never changed: the server builds
     /// them in a mirror under the cache directory, over copies of the tables they name, kept
     /// current as the database changes (or in the database itself with `--derive-in-place`).
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub derived: Option<Sp<String>>,
     /// Full-text indexes: FTS5 tables kept in sync with their source tables by triggers;
     /// placed like `derived` (in the database `init` made, else in a mirror), and filled from
     /// the source table when first made.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawFts>"))]
     pub fts: Vec<Sp<RawFts>>,
     /// The server also runs on PostgreSQL (a `postgres://` URL from `--db` or the environment):
     /// the schema and sample rows there. Statements whose SQL differs give `postgres:` text.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawEngine>"))]
     pub postgres: Option<Sp<RawEngine>>,
     /// The server also runs on MariaDB and MySQL: where the URL may also come from, and the
     /// schema and sample rows `mcpspec init --db mysql://...` creates.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawEngine>"))]
     pub mysql: Option<Sp<RawEngine>>,
     /// A directory of versioned migrations, relative to the spec file: `0001_init.sql`,
     /// `0002_add_due_date.sql`, ... (SQLite's text, which the other engines run too unless a
     /// `0002_add_due_date.postgres.sql` or `.mysql.sql` beside it gives theirs). `init` runs
     /// them all, `mcpspec migrate` runs the ones a database lacks and records each in its
     /// `mcpspec_migrations` table, and `codegen check` proves that they give `schema`.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub migrations: Option<Sp<String>>,
 }
 
@@ -483,19 +463,15 @@ impl RawDatabase {
 pub(crate) struct RawEngine {
     /// Another environment variable that may hold the database URL, read after `env`
     /// (e.g. `DATABASE_URL`).
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub env: Option<Sp<String>>,
     /// The DDL run by `mcpspec init --db postgres://...`.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub schema: Sp<String>,
     /// Sample rows as SQL, loaded by `mcpspec init --sample`.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub sample: Option<Sp<String>>,
     /// PostgreSQL only: each call of a caller (an OAuth access token over HTTP) runs in a
     /// transaction that first takes the role the token names and puts the token's claims in a
     /// setting, so that row-level security policies see who is calling (the PostgREST way). A
     /// call without a caller is refused.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawIdentity>"))]
     pub identity: Option<Sp<RawIdentity>>,
 }
 
@@ -507,16 +483,13 @@ pub(crate) struct RawEngine {
 pub(crate) struct RawIdentity {
     /// The claim that names the role to take (`SET LOCAL ROLE`), e.g. `role`; without it, or
     /// when the token lacks the claim, the call runs as the first of `roles`.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub role_claim: Option<Sp<String>>,
     /// The roles a call may take; a token naming another is refused before any statement.
     /// The server's login role must be a member of each.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
     pub roles: Vec<Sp<String>>,
     /// The setting that receives the token's claims as JSON (`set_config(setting, claims,
     /// true)`, transaction-local), e.g. `request.jwt.claims`; policies read it with
     /// `current_setting('request.jwt.claims', true)::json->>'sub'`.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub claims_setting: Sp<String>,
 }
 
@@ -528,22 +501,17 @@ pub(crate) struct RawIdentity {
 pub(crate) struct RawProxy {
     /// A JSON file read at start-up that lists more downstream servers:
     /// `{"version": 1, "proxyServers": [{"name", "command", "args", "env"}]}`.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawProxyConfig>"))]
     pub config: Option<Sp<RawProxyConfig>>,
     /// Downstream servers started by every instance, before those of the config file.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawDownstream>"))]
     pub servers: Vec<Sp<RawDownstream>>,
     /// Downstream tool names mapped to the canonical names the interceptor sees as `:tool`,
     /// e.g. `start_process: Bash`; a tool not listed keeps its own name.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "BTreeMap<String, String>"))]
     pub normalize: BTreeMap<String, Sp<String>>,
     /// The argument names that give `:command` and `:file_path`, first present wins.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawExtract>"))]
     pub extract: Option<Sp<RawExtract>>,
     /// What blocks a call or bundles a hint with its result.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawIntercept>"))]
     pub intercept: Option<Sp<RawIntercept>>,
 }
 
@@ -554,7 +522,6 @@ pub(crate) struct RawProxy {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawProxyConfig {
     /// The environment variable that names the file, overriding the default path.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub env: Option<Sp<String>>,
     /// Default locations per operating system; `~` expands to the home directory. A missing
     /// file means no downstream servers from the file.
@@ -569,10 +536,8 @@ pub(crate) struct RawProxyConfig {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawDownstream {
     /// A name for logs and errors; unique among the downstream servers.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub name: Sp<String>,
     /// The program to start.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub command: Sp<String>,
     /// Its arguments.
     #[serde(default)]
@@ -590,11 +555,9 @@ pub(crate) struct RawDownstream {
 pub(crate) struct RawExtract {
     /// Arguments that give `:command`, first present wins.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
     pub command: Vec<Sp<String>>,
     /// Arguments that give `:file_path`, first present wins; of an array, its first string.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
     pub file_path: Vec<Sp<String>>,
 }
 
@@ -606,12 +569,10 @@ pub(crate) struct RawExtract {
 pub(crate) struct RawIntercept {
     /// Rules checked before the query.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawInterceptRule>"))]
     pub rules: Vec<Sp<RawInterceptRule>>,
     /// A query run per proxied call that returns the matching `key`, `action` (`guard` or
     /// `hint`) and `message` columns. Parameters: `:tool` (canonical), `:tool_name`,
     /// `:server`, `:command`, `:file_path`, `:arguments` (JSON text) and `:project`.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub sql: Option<Sp<String>>,
 }
 
@@ -622,23 +583,18 @@ pub(crate) struct RawIntercept {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawInterceptRule {
     /// The rule's name, reported as the lesson of a block and used to inject a hint once.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub key: Sp<String>,
     /// Canonical tool names it applies to; every tool when omitted.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
     pub tools: Vec<Sp<String>>,
     /// A regular expression `:command` must match.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub command: Option<Sp<String>>,
     /// A regular expression `:file_path` must match.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub file_path: Option<Sp<String>>,
     /// `guard` (block the call) or `hint` (bundle the message with the result).
     #[cfg_attr(feature = "editor-schema", schemars(with = "InterceptAction"))]
     pub action: Sp<String>,
     /// What the model is told.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub message: Sp<String>,
 }
 
@@ -665,25 +621,20 @@ pub(crate) struct RawFts {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawBackfill {
     /// The embedding provider (a name under `embeddings:`).
-    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub embed: Sp<String>,
     /// The integer argument that sets how many rows a batch takes; the provider's `batch`
     /// when absent.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub size: Option<Sp<String>>,
     /// The rows still to embed, at most `:batch` of them: columns `key` (what `store` finds
     /// the row by) and `text` (what is embedded). A row `store` leaves as it was comes back,
     /// so this must leave out the rows `store` did.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "RawStatement"))]
     pub pending: Sp<RawStatement>,
     /// Stores one row's vector: `:vector` for the row `:key`, embedded from `:text` (a row
     /// whose text changed since `pending` read it should be left alone: `AND content =
     /// :text`). `returns: execute`.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "RawStatement"))]
     pub store: Sp<RawStatement>,
     /// How many rows are still to embed (`returns: scalar`): the total of the progress
     /// notifications, and the result's `remaining`.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawStatement>"))]
     pub remaining: Option<Sp<RawStatement>>,
 }
 
@@ -733,7 +684,6 @@ pub(crate) struct RawDefaultPath {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawStartupJob {
     /// The tool to call; not one with a confirmation rule, since nobody is there to confirm.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub tool: Sp<String>,
     /// The call's arguments, validated like any call's when the job runs.
     #[serde(default)]
@@ -751,7 +701,6 @@ pub(crate) struct RawStartupJob {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawDemoCall {
     /// The tool to call.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub tool: Sp<String>,
     /// The call's arguments; they must satisfy the tool's input schema.
     #[serde(default)]
@@ -774,42 +723,30 @@ pub(crate) struct RawDemoCall {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawTool {
     /// The tool's name: 1 to 128 of `A-Z`, `a-z`, `0-9`, `_`, `-` and `.`.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub name: Sp<String>,
     /// A human-readable name for clients to show.
     pub title: Option<String>,
     /// What the tool does and when a model should call it.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub description: Sp<String>,
     /// The arguments as a JSON Schema object; omit for a tool without arguments.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawInput>"))]
     pub input: Option<Sp<RawInput>>,
     /// Behaviour hints for clients; derived from the SQL when omitted.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawAnnotations>"))]
     pub annotations: Option<Sp<RawAnnotations>>,
     /// One statement whose result is the tool's result.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawStatement>"))]
     pub sql: Option<Sp<RawStatement>>,
     /// Named statements run in order, each filling the field of its name.
-    #[cfg_attr(
-        feature = "editor-schema",
-        schemars(with = "Option<Vec<RawStatement>>")
-    )]
     pub compose: Option<Sp<Vec<Sp<RawStatement>>>>,
     /// Fixed content blocks instead of SQL: the tool's result is these MCP content blocks, whose
     /// text and URIs are minijinja templates over the arguments.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<Vec<RawBlock>>"))]
     pub content: Option<Sp<Vec<Sp<RawBlock>>>>,
     /// Rows embedded in batches until none is left, instead of `sql`: for vectors that are
     /// missing or were made by another model (a new provider, new dimensions). Each batch is
     /// its own transaction, so a run stopped half-way keeps what it stored and the next goes
     /// on; progress goes to the client after each batch.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawBackfill>"))]
     pub backfill: Option<Sp<RawBackfill>>,
     /// A Rust handler instead of SQL: the snake_case method the server's generated handler
     /// trait declares for this tool. Needs `output`.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub handler: Option<Sp<String>>,
     /// The result of a handler tool as a JSON Schema object; it becomes the tool's
     /// `outputSchema` and the handler's typed output struct. `content` instead: the handler
@@ -821,22 +758,18 @@ pub(crate) struct RawTool {
     pub output: Option<Sp<serde_json::Value>>,
     /// Refuse the call unless a boolean argument is `true`, and ask the person through MCP
     /// elicitation when the client supports it. Makes the tool `destructiveHint: true`.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawConfirm>"))]
     pub confirm: Option<Sp<RawConfirm>>,
     /// How long one call may run before its query is interrupted.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<u64>"))]
     pub timeout_ms: Option<Sp<u64>>,
     /// A Rust handler's cap on its result's size as JSON text, in bytes: a result past it
     /// keeps the rows of its longest list that fit, whole, beside `truncated: true` and a
     /// `message`. Default: the server-wide cap (`MCPSPEC_MAX_RESULT_BYTES`), which also bounds
     /// a larger value. A SQL tool sets it under `sql:`.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<u64>"))]
     pub max_bytes: Option<Sp<u64>>,
     /// OAuth scopes a caller's access token must grant to call this tool (besides the
     /// server's `scopes`); a call without them is refused with 403 `insufficient_scope`. Only
     /// served over HTTP with `--oauth-issuer`; stdio and the static token are not scoped.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
     pub scopes: Vec<Sp<String>>,
     /// The tasks extension (`io.modelcontextprotocol/tasks`): `optional`, the call runs as a
     /// task when the client declared the extension; `required`, it runs only as one and a
@@ -852,33 +785,22 @@ pub(crate) struct RawTool {
     /// `ui://<server>/<tool>` (`text/html;profile=mcp-app`, with a CSP that allows no network
     /// and no outside resources) and named in the tool's `_meta.ui.resourceUri`. Other hosts
     /// show the text.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawApp>"))]
     pub app: Option<Sp<RawApp>>,
     /// Transforms applied to string arguments after validation and before binding, in order:
     /// `trim`, `lower`, `words` (the runs of letters and digits, lower-cased, one space apart:
     /// punctuation and operators separate words), `fts5` (each word quoted, all required),
     /// `fts5_prefix` (the same, each word a prefix) and `truncate:N`.
     #[serde(default)]
-    #[cfg_attr(
-        feature = "editor-schema",
-        schemars(with = "BTreeMap<String, Vec<String>>")
-    )]
     pub transform: BTreeMap<String, Sp<Vec<String>>>,
     /// Extra SQL parameters computed from arguments: `name: {from: arg, transform: [...]}`.
     #[serde(default)]
-    #[cfg_attr(
-        feature = "editor-schema",
-        schemars(with = "BTreeMap<String, RawDerive>")
-    )]
     pub derive: BTreeMap<String, Sp<RawDerive>>,
     /// Defaults for absent arguments taken from environment variables at start-up.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "BTreeMap<String, String>"))]
     pub env_defaults: BTreeMap<String, Sp<String>>,
     /// Calls of this tool and what must come back; `mcpspec test` runs them on the sample
     /// database, `codegen check --db` on a live one (writes rolled back).
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<RawExample>"))]
     pub examples: Vec<Sp<RawExample>>,
 }
 
@@ -898,16 +820,10 @@ pub(crate) struct RawExample {
     pub arguments: Option<Sp<serde_json::Value>>,
     /// Part of the structured result that must be there: each key listed must have the value
     /// given, compared the same way inside; arrays element by element, of the same length.
-    #[cfg_attr(
-        feature = "editor-schema",
-        schemars(with = "Option<serde_json::Value>")
-    )]
     pub returns: Option<Sp<serde_json::Value>>,
     /// `true`: the call succeeds and finds no rows.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<bool>"))]
     pub empty: Option<Sp<bool>>,
     /// The call fails with this error code, e.g. `NOT_FOUND`.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub error: Option<Sp<String>>,
     /// `true`: what comes back depends on the spec's sample rows, so the example runs on the
     /// sample database only, not on a live one (`check --db`, `mcpspec test --db`).
@@ -927,16 +843,12 @@ pub(crate) struct RawBlock {
     pub ty: Sp<String>,
     /// The text of a `text` or `resource` block: a minijinja template over the arguments (and
     /// `arguments`, all of them).
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub text: Option<Sp<String>>,
     /// The base64 data of an `image` or `audio` block.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub data: Option<Sp<String>>,
     /// The MIME type of an `image`, `audio` or `resource` block.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub mime_type: Option<Sp<String>>,
     /// The URI of a `resource` block: a minijinja template over the arguments.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub uri: Option<Sp<String>>,
 }
 
@@ -962,12 +874,10 @@ pub(crate) struct RawInput {
     pub properties: BTreeMap<String, Sp<serde_json::Value>>,
     /// The arguments a call must pass.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
     pub required: Vec<Sp<String>>,
     /// At least one of these properties must be given. Checked by the server, because clients
     /// such as Claude Code reject a top-level `anyOf` in an input schema.
     #[serde(default, rename = "requiredAny")]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
     pub required_any: Vec<Sp<String>>,
     /// Whether arguments not under `properties` are accepted; `false` unless set.
     #[serde(rename = "additionalProperties")]
@@ -975,7 +885,6 @@ pub(crate) struct RawInput {
     /// The JSON Schema dialect, published as written, e.g.
     /// `https://json-schema.org/draft/2020-12/schema`.
     #[serde(rename = "$schema")]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub dialect: Option<Sp<String>>,
     /// Reusable subschemas that properties reference with `$ref: '#/$defs/NAME'`, published as
     /// written.
@@ -989,64 +898,36 @@ pub(crate) struct RawInput {
     /// (clients of 2025-11-25, Claude Code among them, reject it); the server enforces it for
     /// every call. `requiredAny` says "at least one of" portably.
     #[serde(rename = "anyOf")]
-    #[cfg_attr(
-        feature = "editor-schema",
-        schemars(with = "Option<serde_json::Value>")
-    )]
     pub any_of: Option<Sp<serde_json::Value>>,
     /// Exactly one of these subschemas must hold. Top-level composition is published to protocol 2026-07-28 requests only
     /// (clients of 2025-11-25, Claude Code among them, reject it); the server enforces it for
     /// every call. `requiredAny` says "at least one of" portably.
     #[serde(rename = "oneOf")]
-    #[cfg_attr(
-        feature = "editor-schema",
-        schemars(with = "Option<serde_json::Value>")
-    )]
     pub one_of: Option<Sp<serde_json::Value>>,
     /// Every one of these subschemas must hold. Top-level composition is published to protocol 2026-07-28 requests only
     /// (clients of 2025-11-25, Claude Code among them, reject it); the server enforces it for
     /// every call. `requiredAny` says "at least one of" portably.
     #[serde(rename = "allOf")]
-    #[cfg_attr(
-        feature = "editor-schema",
-        schemars(with = "Option<serde_json::Value>")
-    )]
     pub all_of: Option<Sp<serde_json::Value>>,
     /// This subschema must not hold. Top-level composition is published to protocol 2026-07-28 requests only
     /// (clients of 2025-11-25, Claude Code among them, reject it); the server enforces it for
     /// every call. `requiredAny` says "at least one of" portably.
     #[serde(rename = "not")]
-    #[cfg_attr(
-        feature = "editor-schema",
-        schemars(with = "Option<serde_json::Value>")
-    )]
     pub not: Option<Sp<serde_json::Value>>,
     /// When the arguments match this subschema, `then` must hold, else `else`. Top-level composition is published to protocol 2026-07-28 requests only
     /// (clients of 2025-11-25, Claude Code among them, reject it); the server enforces it for
     /// every call. `requiredAny` says "at least one of" portably.
     #[serde(rename = "if")]
-    #[cfg_attr(
-        feature = "editor-schema",
-        schemars(with = "Option<serde_json::Value>")
-    )]
     pub if_: Option<Sp<serde_json::Value>>,
     /// What must hold when `if` matches. Top-level composition is published to protocol 2026-07-28 requests only
     /// (clients of 2025-11-25, Claude Code among them, reject it); the server enforces it for
     /// every call. `requiredAny` says "at least one of" portably.
     #[serde(rename = "then")]
-    #[cfg_attr(
-        feature = "editor-schema",
-        schemars(with = "Option<serde_json::Value>")
-    )]
     pub then: Option<Sp<serde_json::Value>>,
     /// What must hold when `if` does not match. Top-level composition is published to protocol 2026-07-28 requests only
     /// (clients of 2025-11-25, Claude Code among them, reject it); the server enforces it for
     /// every call. `requiredAny` says "at least one of" portably.
     #[serde(rename = "else")]
-    #[cfg_attr(
-        feature = "editor-schema",
-        schemars(with = "Option<serde_json::Value>")
-    )]
     pub else_: Option<Sp<serde_json::Value>>,
 }
 
@@ -1109,56 +990,41 @@ impl RawStatement {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawStatement {
     /// The field this statement fills in a composite result.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub name: Option<Sp<String>>,
     /// SQL with named parameters such as `:tag`, bound from the arguments, never interpolated.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "String"))]
     pub query: Sp<String>,
     /// The statement's PostgreSQL text where it differs from `query` (full-text search, JSON,
     /// upserts), with the same named parameters and result columns.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub postgres: Option<Sp<String>>,
     /// The statement's MariaDB/MySQL text where it differs from `query`, with the same named
     /// parameters and result columns (they are bound as `?` in order of appearance).
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub mysql: Option<Sp<String>>,
     /// `many` (default), `one`, `optional`, `scalar` or `execute`.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<ReturnMode>"))]
     pub returns: Option<Sp<String>>,
     /// The field holding the rows (`many`) or the value (`scalar`) in a single-statement result.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub key: Option<Sp<String>>,
     /// Result columns: `name: type` where type is `text`, `integer`, `real`, `boolean` or
     /// `json`, with a trailing `?` when the column may be NULL.
     #[serde(default)]
-    #[cfg_attr(
-        feature = "editor-schema",
-        schemars(with = "BTreeMap<String, RawColumn>")
-    )]
     pub columns: BTreeMap<String, Sp<RawColumn>>,
     /// A hard cap on rows (default 200); more rows are cut and flagged `truncated`.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<u32>"))]
     pub max_rows: Option<Sp<u32>>,
     /// A cap on the rows' size as JSON text, in bytes, beside `max_rows`: the rows that fit
     /// are kept, whole, and the result is flagged `truncated`, so that a list of long rows
     /// cannot flood a client's context. Default: the server-wide cap
     /// (`MCPSPEC_MAX_RESULT_BYTES`, 8 MiB), which also bounds a larger value.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<u64>"))]
     pub max_bytes: Option<Sp<u64>>,
     /// A minijinja template over the arguments, returned as `message` when `many` finds nothing.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub empty_message: Option<Sp<String>>,
     /// A minijinja template, the message of the `NOT_FOUND` error when `one` finds nothing.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub not_found: Option<Sp<String>>,
     /// Parameters bound from a column of an earlier single-row statement: `param: stmt.column`.
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "BTreeMap<String, String>"))]
     pub bind: BTreeMap<String, Sp<String>>,
     /// Computed fields beside the rows of a `many` result: `count`, `tokens`, `arg:NAME`
     /// (an argument as given) or `column:NAME` (a column of the first row, removed from rows).
     #[serde(default)]
-    #[cfg_attr(feature = "editor-schema", schemars(with = "BTreeMap<String, String>"))]
     pub envelope: BTreeMap<String, Sp<String>>,
     /// Keyset pagination: the tool takes a `cursor` argument and its result gives
     /// `next_cursor` while rows remain. The query binds `:after.COLUMN` for each `by` column
@@ -1166,7 +1032,6 @@ pub(crate) struct RawStatement {
     /// ends with `LIMIT :page.limit` (a page's size and one more, which tells whether another
     /// page follows) or, where one more row would change the query's plan, `LIMIT :page.size`
     /// (a full page then gives a cursor, and the last full page is followed by an empty one).
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<RawPage>"))]
     pub page: Option<Sp<RawPage>>,
 }
 
@@ -1179,11 +1044,9 @@ pub(crate) struct RawPage {
     /// The result columns the query's `ORDER BY` sorts on, in its order, ending with a unique
     /// one (such as the id) so that no two rows tie. A column not under `columns` is read for
     /// the cursor and left out of the rows (an exact sort key beside a formatted one).
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Vec<String>"))]
     pub by: Vec<Sp<String>>,
     /// The integer argument that sets a page's size (default `limit`, when the tool has it);
     /// without one a page holds `max_rows` rows.
-    #[cfg_attr(feature = "editor-schema", schemars(with = "Option<String>"))]
     pub size: Option<Sp<String>>,
 }
 
