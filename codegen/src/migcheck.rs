@@ -2,13 +2,14 @@
 //! migrations' SQLite texts are run in order on an empty in-memory database, and its shape
 //! (tables, columns, types, NOT NULL, defaults, keys, indexes, triggers, views) is compared
 //! with that of the declared `database.schema`, through the runtime's
-//! [`shape`](mcpspec::backend::sqlite::shape), the same comparison `mcpspec migrate` uses to
+//! [`shape`](mcpspec_sqlite::shape), the same comparison `mcpspec migrate` uses to
 //! find the version of a database without a migrations table. Also the difference that
 //! `codegen migrate --plan` turns into the next migration.
 
 use std::path::PathBuf;
 
-use mcpspec::backend::sqlite::shape::{self, Shape};
+use mcpspec::backend::migrate::TABLE;
+use mcpspec_sqlite::shape::{self, Shape};
 
 use crate::Spec;
 use crate::diag::{Diagnostic, Diagnostics, Pos};
@@ -18,7 +19,7 @@ use crate::ir;
 /// from being built (a migration that does not run, a schema that does not load).
 pub(crate) fn shapes(db: &ir::Database) -> Result<(Shape, Shape), Diagnostics> {
     let mut out = Diagnostics::default();
-    let declared = shape::of_ddl(&db.schema);
+    let declared = shape::of_ddl(&db.schema, &[TABLE]);
     let mut ddl = String::new();
     let mut migrated = None;
     for m in &db.migrations {
@@ -27,7 +28,7 @@ pub(crate) fn shapes(db: &ir::Database) -> Result<(Shape, Shape), Diagnostics> {
         };
         ddl.push_str(&t.sql);
         ddl.push_str("\n;\n");
-        match shape::of_ddl(&ddl) {
+        match shape::of_ddl(&ddl, &[TABLE]) {
             Ok(s) => migrated = Some(s),
             Err(e) => {
                 out.items.push(Diagnostic {

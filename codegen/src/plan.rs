@@ -1,6 +1,6 @@
 //! `codegen migrate --plan SERVER`: the next migration, written from the difference between
 //! the schema the migrations give and the declared `database.schema` (both as SQLite
-//! [`shape`](mcpspec::backend::sqlite::shape)s). What SQLite's `ALTER TABLE` can do is written
+//! [`shape`](mcpspec_sqlite::shape)s). What SQLite's `ALTER TABLE` can do is written
 //! as such (a new table, a new column with a default or NULL, an index, a trigger, a view);
 //! what it cannot (a dropped or changed column, a new key) rebuilds the table, copying its
 //! rows. Steps that may lose data are marked and the file is left unacknowledged, so that
@@ -9,7 +9,7 @@
 
 use std::collections::BTreeSet;
 
-use mcpspec::backend::sqlite::shape::{Column, Kind, Object, Shape, quoted};
+use mcpspec_sqlite::shape::{Column, Kind, Object, Shape, quoted};
 
 use crate::Spec;
 use crate::ir;

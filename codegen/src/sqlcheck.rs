@@ -62,7 +62,7 @@ pub(crate) type TableShape = (String, Vec<(String, String)>);
 #[cfg(feature = "sqlite")]
 pub(crate) fn declared_tables(schema: &str) -> rusqlite::Result<Vec<TableShape>> {
     let conn = mcpspec_sqlite::confine::scratch()?;
-    register_regexp(&conn)?;
+    mcpspec_sqlite::regexp::register(&conn)?;
     conn.execute_batch(schema)?;
     tables(&conn)?
         .into_iter()
@@ -87,7 +87,7 @@ fn load_declared(
 ) -> bool {
     // The runtime registers `regexp(pattern, text)` on every connection; an interceptor query
     // that uses it must prepare here too.
-    if let Err(e) = register_regexp(declared) {
+    if let Err(e) = mcpspec_sqlite::regexp::register(declared) {
         out.items.push(finding(
             spec,
             Pos::default(),
@@ -328,24 +328,6 @@ fn check_content(spec: &Spec, targets: &[(&str, &Connection)], out: &mut Diagnos
             }
         }
     }
-}
-
-/// Registers `regexp(pattern, text)` as the runtime does: NULL when either is NULL, false for
-/// a pattern that does not compile.
-fn register_regexp(conn: &Connection) -> rusqlite::Result<()> {
-    use rusqlite::functions::FunctionFlags;
-    conn.create_scalar_function(
-        "regexp",
-        2,
-        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
-        |ctx| {
-            let (Some(p), Some(t)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?)
-            else {
-                return Ok(None);
-            };
-            Ok(Some(regex::Regex::new(&p).is_ok_and(|re| re.is_match(&t))))
-        },
-    )
 }
 
 /// One column as `PRAGMA table_info` reports it.

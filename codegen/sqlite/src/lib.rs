@@ -1,10 +1,15 @@
 //! What the spec compiler (its statement checks) and the runtime (its SQLite engine) do to every
 //! SQLite connection they open, so that a statement prepares and runs alike in both: sqlite-vec
-//! is there ([`vec`](mod@vec)), and a spec's SQL that mcpspec runs on its own is confined ([`confine`]).
-//! SQLite's memory comes from the process's Rust allocator (`memory`).
+//! is there ([`vec`](mod@vec)), so is `regexp()` ([`regexp`]), and a spec's SQL that mcpspec
+//! runs on its own is confined ([`confine`]). SQLite's memory comes from the process's Rust
+//! allocator (`memory`). And a schema as facts that can be compared ([`shape`]), which both
+//! read: `codegen check` and `codegen migrate --plan` from a spec's DDL, `mcpspec migrate` from
+//! a database.
 
 pub mod confine;
 mod memory;
+pub mod regexp;
+pub mod shape;
 pub mod vec;
 
 /// Sets SQLite up for the whole process, once, before its first connection opens: its memory

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
-use super::shape;
 use crate::backend::OpenError;
 use crate::backend::migrate::{Found, Migrator, TABLE};
 use crate::def::{DatabaseDef, MigrationDef};
+use mcpspec_sqlite::shape;
 
 /// How long a run waits for another process's run (or any writer) to finish.
 const LOCK_WAIT: Duration = Duration::from_secs(600);
@@ -171,7 +171,7 @@ fn shape_after(migrations: &[&MigrationDef]) -> Result<shape::Shape, String> {
         ddl.push_str(text.sql);
         ddl.push_str("\n;\n");
     }
-    shape::of_ddl(&ddl).map_err(|e| match migrations.last() {
+    shape::of_ddl(&ddl, &[TABLE]).map_err(|e| match migrations.last() {
         Some(x) => format!(
             "migration {:04}_{} does not run on SQLite: {e}",
             x.version, x.name
@@ -199,8 +199,8 @@ fn derived_names(def: &DatabaseDef) -> Result<Vec<String>, String> {
     if def.derived.trim().is_empty() {
         return Ok(Vec::new());
     }
-    let before = shape::of_ddl(def.schema)?;
-    let after = shape::of_ddl(&format!("{}\n;\n{}", def.schema, def.derived))?;
+    let before = shape::of_ddl(def.schema, &[TABLE])?;
+    let after = shape::of_ddl(&format!("{}\n;\n{}", def.schema, def.derived), &[TABLE])?;
     Ok(after
         .objects
         .keys()

@@ -6,8 +6,6 @@
 mod access;
 pub(crate) mod migrator;
 pub(crate) mod mirror;
-#[doc(hidden)]
-pub mod shape;
 
 pub use access::{ReadOnly, Sqlite};
 
@@ -66,65 +64,8 @@ pub(super) fn confined(mut conn: Connection) -> rusqlite::Result<Connection> {
 /// whatever the process (see [`mcpspec_sqlite::confine`]), with `regexp()`.
 pub(crate) fn scratch_connection() -> rusqlite::Result<Connection> {
     let conn = mcpspec_sqlite::confine::scratch()?;
-    register_regexp(&conn)?;
+    mcpspec_sqlite::regexp::register(&conn)?;
     Ok(conn)
-}
-
-/// How many compiled patterns one connection keeps for `regexp()`.
-const REGEX_CACHE: usize = 256;
-
-/// Registers `regexp(pattern, text)` on a connection: true when `text` contains a match of
-/// `pattern` (the Rust `regex` crate's syntax), NULL when either is NULL. Compiled patterns are
-/// cached per connection, since interceptor queries take patterns from table rows, where
-/// SQLite's per-statement auxiliary data would not keep them. A pattern that does not compile
-/// matches nothing and is logged once per process, so a bad lesson never fails a query.
-pub(crate) fn register_regexp(conn: &Connection) -> rusqlite::Result<()> {
-    use rusqlite::functions::FunctionFlags;
-    use std::collections::{HashMap, HashSet};
-    static LOGGED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
-    // The function must be `Fn`; a connection is used by one thread at a time, so the lock is
-    // never contended.
-    let cache: Mutex<HashMap<String, Option<regex::Regex>>> = Mutex::new(HashMap::new());
-    conn.create_scalar_function(
-        "regexp",
-        2,
-        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
-        move |ctx| {
-            let (Some(pattern), Some(text)) = (
-                ctx.get_raw(0).as_str_or_null()?,
-                ctx.get_raw(1).as_str_or_null()?,
-            ) else {
-                return Ok(None);
-            };
-            let mut cache = cache
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if !cache.contains_key(pattern) {
-                if cache.len() >= REGEX_CACHE {
-                    cache.clear();
-                }
-                let compiled = match regex::Regex::new(pattern) {
-                    Ok(re) => Some(re),
-                    Err(e) => {
-                        let mut logged = LOGGED
-                            .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner);
-                        if logged.get_or_insert_with(HashSet::new).insert(pattern.to_string()) {
-                            tracing::warn!(pattern, error = %e, "regexp(): the pattern does not compile; it matches nothing");
-                        }
-                        None
-                    }
-                };
-                cache.insert(pattern.to_string(), compiled);
-            }
-            Ok(Some(
-                cache
-                    .get(pattern)
-                    .and_then(Option::as_ref)
-                    .is_some_and(|re| re.is_match(text)),
-            ))
-        },
-    )
 }
 
 /// A connection as every connection of the runtime is set up: `flags` (plus no mutex and
@@ -135,7 +76,7 @@ pub(super) fn open_plain(path: &Path, flags: OpenFlags) -> rusqlite::Result<Conn
     let flags = flags | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
     let conn = Connection::open_with_flags(path, flags)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
-    register_regexp(&conn)?;
+    mcpspec_sqlite::regexp::register(&conn)?;
     conn.set_prepared_statement_cache_capacity(64);
     // The query-planner stability guarantee fixes each statement's plan when it is first
     // prepared. Without it SQLite re-plans a cached statement whenever its bindings change,
@@ -186,7 +127,7 @@ pub(crate) fn init(def: &DatabaseDef, path: &Path, sample: bool) -> Result<(), O
     mcpspec_sqlite::setup();
     let conn = Connection::open(path)
         .and_then(|mut conn| {
-            register_regexp(&conn)?;
+            mcpspec_sqlite::regexp::register(&conn)?;
             mcpspec_sqlite::confine::confine(&mut conn, mcpspec_sqlite::confine::Also::Nothing)?;
             Ok(conn)
         })
@@ -1165,29 +1106,6 @@ mod tests {
             .query_row("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c", [], |r| r.get::<_, i64>(0))
             .unwrap_err();
         assert_eq!(failure(&stopped).kind, Interrupted);
-    }
-
-    #[test]
-    fn regexp_matches_and_survives_bad_patterns() {
-        let conn = Connection::open_in_memory().unwrap();
-        register_regexp(&conn).unwrap();
-        // (pattern, text, expected): NULL in, NULL out; a bad pattern matches nothing.
-        let cases: [(Option<&str>, Option<&str>, Option<bool>); 6] = [
-            (Some(r"\bgit\s+stash\b"), Some("git stash -u"), Some(true)),
-            (Some(r"\bgit\s+stash\b"), Some("git status"), Some(false)),
-            (Some("(^|/)Cargo\\.lock$"), Some("a/Cargo.lock"), Some(true)),
-            (Some("(unclosed"), Some("(unclosed"), Some(false)),
-            (None, Some("x"), None),
-            (Some("x"), None, None),
-        ];
-        for (p, t, want) in cases {
-            let got: Option<bool> = conn
-                .query_row("SELECT regexp(?1, ?2)", rusqlite::params![p, t], |r| {
-                    r.get(0)
-                })
-                .unwrap();
-            assert_eq!(got, want, "regexp({p:?}, {t:?})");
-        }
     }
 
     /// A database file in a directory of its own, with one table `t` of one row, `x` = 7.

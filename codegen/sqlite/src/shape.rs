@@ -321,12 +321,15 @@ pub fn quoted(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-/// The shape of the database `ddl` makes in memory; SQLite's words when it does not run.
-pub fn of_ddl(ddl: &str) -> Result<Shape, String> {
-    let conn = super::scratch_connection().map_err(|e| e.to_string())?;
+/// The shape of the database `ddl` makes in a scratch database in memory (confined, with
+/// `regexp()`), leaving out the tables named in `ignore` as [`shape`] does; SQLite's words
+/// when it does not run.
+pub fn of_ddl(ddl: &str, ignore: &[&str]) -> Result<Shape, String> {
+    let conn = crate::confine::scratch().map_err(|e| e.to_string())?;
+    crate::regexp::register(&conn).map_err(|e| e.to_string())?;
     conn.execute_batch(ddl)
-        .map_err(|e| super::sqlite_message(&e))?;
-    shape(&conn, &[crate::backend::migrate::TABLE]).map_err(|e| e.to_string())
+        .map_err(|e| crate::confine::message(&e))?;
+    shape(&conn, ignore).map_err(|e| e.to_string())
 }
 
 /// The lines of `a` and `b` that differ, each as `- object: fact` (only in `a`) or
@@ -368,16 +371,18 @@ mod tests {
         let declared = of_ddl(
             "CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, a TEXT NOT NULL, b INTEGER NOT NULL DEFAULT 0);\n\
              CREATE INDEX t_a ON t(a);",
+            &[],
         )
         .unwrap();
         let migrated = of_ddl(
             "CREATE TABLE t (\n  id INTEGER PRIMARY KEY,\n  a TEXT NOT NULL\n);\n\
              CREATE INDEX IF NOT EXISTS t_a ON t (a);\n\
              ALTER TABLE t ADD COLUMN b INTEGER NOT NULL DEFAULT 0;",
+            &[],
         )
         .unwrap();
         assert_eq!(differences(&declared, &migrated), Vec::<String>::new());
-        let older = of_ddl("CREATE TABLE t (id INTEGER PRIMARY KEY, a TEXT);").unwrap();
+        let older = of_ddl("CREATE TABLE t (id INTEGER PRIMARY KEY, a TEXT);", &[]).unwrap();
         assert_eq!(
             differences(&declared, &older),
             [
