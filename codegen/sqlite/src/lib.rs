@@ -26,3 +26,17 @@ pub fn setup() {
         vec::register();
     });
 }
+
+/// Runs `f` on `conn` with its statements interrupted once `stop` says so (a deadline passed,
+/// the call cancelled): SQLite's progress handler asks it every thousand steps, and is taken
+/// off again when `f` returns.
+pub fn bounded<T>(
+    conn: &mut rusqlite::Connection,
+    stop: impl FnMut() -> bool + Send + 'static,
+    f: impl FnOnce(&mut rusqlite::Connection) -> T,
+) -> T {
+    let _ = conn.progress_handler(1_000, Some(stop));
+    let out = f(conn);
+    let _ = conn.progress_handler(0, None::<fn() -> bool>);
+    out
+}

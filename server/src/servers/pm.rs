@@ -38,6 +38,7 @@ use crate::generated::pm::{
     WorktreeListHandler, WorktreeRemoveHandler, args, outputs,
 };
 use mcpspec::handler::{Context, HandlerError, ResourceBody, ResourceVars};
+use mcpspec_sqlite::confine::Also;
 use server::DatabaseServer;
 
 /// The `pm` handlers; all state is in the project's files.
@@ -956,7 +957,7 @@ impl DbImportHandler for Pm {
                     Some(kind) => {
                         format!("refused {kind}: an import may only change its own database")
                     }
-                    None => mcpspec::backend::sqlite::sqlite_message(&e),
+                    None => mcpspec_sqlite::confine::message(&e),
                 };
                 Err(HandlerError::new("SQL_FAILED")
                     .with("path", &args.sql_path)
@@ -966,9 +967,10 @@ impl DbImportHandler for Pm {
     }
 }
 
-/// Runs imported SQL on the database file at `db` in one transaction, under
-/// [`mcpspec::backend::sqlite::confine_statements`]; the tables after it, or the error and the statement kind
-/// that was refused, if one was.
+/// Runs imported SQL on the database file at `db` in one transaction, confined (see
+/// [`mcpspec_sqlite::confine`]: every statement that could reach a file other than its own
+/// database, or step out of the transaction, is refused); the tables after it, or the error and
+/// the statement kind that was refused, if one was.
 fn import(
     db: &Path,
     sql: &str,
@@ -977,9 +979,11 @@ fn import(
     let mut conn = open_db(db, false).map_err(|e| (e, None))?;
     conn.execute_batch("BEGIN IMMEDIATE")
         .map_err(|e| (e, None))?;
-    let refused = mcpspec::backend::sqlite::confine_statements(&mut conn).map_err(|e| (e, None))?;
+    let refused =
+        mcpspec_sqlite::confine::confine(&mut conn, Also::Transactions).map_err(|e| (e, None))?;
     // The file's statements stop at the call's deadline or when the client cancels.
-    let ran = mcpspec::backend::sqlite::bounded(&mut conn, stop, |c| c.execute_batch(sql));
+    let watch = stop.clone();
+    let ran = mcpspec_sqlite::bounded(&mut conn, move || watch.now(), |c| c.execute_batch(sql));
     let first = *refused
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -23,21 +23,8 @@ pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// SQLite's own message for a failure, without rusqlite's wrapping; a statement a confined
 /// connection refused says why (see [`mcpspec_sqlite::confine::message`]).
-#[doc(hidden)]
-pub fn sqlite_message(e: &rusqlite::Error) -> String {
+pub(crate) fn sqlite_message(e: &rusqlite::Error) -> String {
     mcpspec_sqlite::confine::message(e)
-}
-
-/// A statement kind that [`confine_statements`] refused, for the error message.
-#[doc(hidden)]
-pub type Refused = mcpspec_sqlite::confine::Refused;
-
-/// Makes `conn` refuse every statement that could reach a file other than its own database
-/// or step out of the caller's transaction (see [`mcpspec_sqlite::confine`]): what pm's imports run
-/// under. The returned cell names the first kind refused.
-#[doc(hidden)]
-pub fn confine_statements(conn: &mut Connection) -> rusqlite::Result<Refused> {
-    mcpspec_sqlite::confine::confine(conn, mcpspec_sqlite::confine::Also::Transactions)
 }
 
 /// Whether this process runs a spec's SQL on its own (`init`, `migrate`, `check`, `test`):
@@ -888,18 +875,14 @@ fn set_up_writer(
 }
 
 /// Runs `f` on `conn` with its statements interrupted once `stop` says the job must stop (its
-/// deadline or a cancellation): SQLite's progress handler asks every thousand steps.
-#[doc(hidden)]
-pub fn bounded<T>(
+/// deadline or a cancellation), as [`mcpspec_sqlite::bounded`] does.
+pub(crate) fn bounded<T>(
     conn: &mut Connection,
     stop: &crate::backend::Stop,
     f: impl FnOnce(&mut Connection) -> T,
 ) -> T {
     let watch = stop.clone();
-    let _ = conn.progress_handler(1_000, Some(move || watch.now()));
-    let out = f(conn);
-    let _ = conn.progress_handler(0, None::<fn() -> bool>);
-    out
+    mcpspec_sqlite::bounded(conn, move || watch.now(), f)
 }
 
 /// A job's connection.
