@@ -233,7 +233,8 @@ fn floor_postgres(url: &str, tool: &str, id: &str) -> Result<Call<'static>> {
 /// (ANSI quotes, `||` joins).
 fn floor_mariadb(url: &str, tool: &str, id: &str) -> Result<Call<'static>> {
     use mysql::prelude::Queryable;
-    let opts = mcpspec::backend::mysql::opts(url).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let opts =
+        mcpspec::__internal::backend::mysql::opts(url).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut conn = mysql::Conn::new(opts)?;
     conn.query_drop(
         "SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',ANSI_QUOTES,PIPES_AS_CONCAT')",

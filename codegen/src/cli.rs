@@ -182,7 +182,7 @@ fn run(mut root: PathBuf) -> Result<ExitCode> {
     if command == "check" {
         // Checking specs writes nothing outside their scratch databases, whoever wrote them.
         #[cfg(feature = "live")]
-        mcpspec::backend::confine_spec_sql();
+        mcpspec::__internal::backend::confine_spec_sql();
         return check(&root, &o.spec_dir, db, o.json);
     }
     let specs = match crate::load_dir(&root.join(&o.spec_dir), &o.spec_dir) {
@@ -336,7 +336,7 @@ fn check(
 pub fn live_location(db: &Path) -> Result<mcpspec::backend::Location> {
     let location = mcpspec::backend::Location::parse(db.as_os_str())?;
     if let mcpspec::backend::Location::File(p) = &location
-        && !mcpspec::backend::paths::file_of(p).is_file()
+        && !mcpspec::__internal::backend::paths::file_of(p).is_file()
     {
         anyhow::bail!("opening {}: no such file", p.display());
     }

@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use mcpspec::backend::migrate::TABLE;
+use mcpspec::__internal::backend::migrate::TABLE;
 use mcpspec_sqlite::shape::{self, Shape};
 
 use crate::Spec;
@@ -103,12 +103,12 @@ pub fn check_live_migrations(
     def: &mcpspec::def::ServerDef,
     location: &mcpspec::backend::Location,
 ) -> Diagnostics {
-    use mcpspec::backend::migrate::{self, Status};
+    use mcpspec::__internal::backend::migrate::{self, Status};
     let mut out = Diagnostics::default();
     let (Some(db), Some(database)) = (versioned(spec), def.database.as_ref()) else {
         return out;
     };
-    let status = mcpspec::backend::migrator(location, def.name, database, false)
+    let status = mcpspec::__internal::backend::migrator(location, def.name, database, false)
         .map_err(|e| e.to_string())
         .and_then(|mut m| {
             migrate::status(&mut *m, database, location.dialect().name).map_err(|e| e.to_string())

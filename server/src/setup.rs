@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, anyhow};
-use mcpspec::backend::paths as db;
+use mcpspec::__internal::backend::paths as db;
 use mcpspec::def::ServerDef;
 
 use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
@@ -610,7 +610,7 @@ fn run_setup(def: &'static ServerDef, f: SetupFlags) -> Result<ExitCode> {
         && !path.exists()
     {
         let at = mcpspec::backend::Location::File(path.clone());
-        mcpspec::backend::create(&at, def.name, d, false)?;
+        mcpspec::__internal::backend::create(&at, def.name, d, false)?;
         println!("created {}", path.display());
     }
     let backup = plan.apply()?;

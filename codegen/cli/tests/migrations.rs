@@ -102,7 +102,7 @@ fn database_at(def: &'static mcpspec::def::ServerDef, dir: &Path) -> PathBuf {
     let path = dir.join("notes.db");
     let location = mcpspec::backend::Location::File(path.clone());
     let database = def.database.as_ref().unwrap();
-    mcpspec::backend::create(&location, def.name, database, false).unwrap();
+    mcpspec::__internal::backend::create(&location, def.name, database, false).unwrap();
     rusqlite::Connection::open(&path)
         .unwrap()
         .execute("INSERT INTO notes (body, tag) VALUES ('kept', 'a')", [])
@@ -115,9 +115,10 @@ fn database_at(def: &'static mcpspec::def::ServerDef, dir: &Path) -> PathBuf {
 fn migrate(def: &'static mcpspec::def::ServerDef, path: &Path) -> Vec<(u32, &'static str)> {
     let location = mcpspec::backend::Location::File(path.to_path_buf());
     let database = def.database.as_ref().unwrap();
-    let mut m = mcpspec::backend::migrator(&location, def.name, database, true).unwrap();
-    let ask = mcpspec::backend::migrate::Ask::default();
-    mcpspec::backend::migrate::migrate(&mut *m, database, "sqlite", ask)
+    let mut m =
+        mcpspec::__internal::backend::migrator(&location, def.name, database, true).unwrap();
+    let ask = mcpspec::__internal::backend::migrate::Ask::default();
+    mcpspec::__internal::backend::migrate::migrate(&mut *m, database, "sqlite", ask)
         .unwrap_or_else(|e| panic!("{e}"))
         .applied
 }

@@ -44,7 +44,7 @@ pub fn command() -> mcpspec::cli::Extra {
 
 fn run(m: &ArgMatches, _servers: Vec<mcpspec::Server>) -> Result<ExitCode> {
     // Checking a spec writes nothing outside its scratch databases, whoever wrote it.
-    mcpspec::backend::confine_spec_sql();
+    mcpspec::__internal::backend::confine_spec_sql();
     let spec = m.get_one::<PathBuf>("spec").expect("clap requires --spec");
     let live = m
         .get_one::<PathBuf>("db")

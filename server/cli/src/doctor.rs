@@ -64,7 +64,7 @@ impl Findings {
 }
 
 fn run(m: &ArgMatches, _servers: Vec<mcpspec::Server>) -> Result<ExitCode> {
-    mcpspec::backend::confine_spec_sql();
+    mcpspec::__internal::backend::confine_spec_sql();
     let mut f = Findings::default();
     f.out += &format!("mcpspec {}\n", mcpspec::cli::version(true));
     if let Some(spec) = m.get_one::<PathBuf>("spec") {
@@ -146,7 +146,7 @@ fn database_findings(
     def: &mcpspec::def::DatabaseDef,
     flag: Option<&Path>,
 ) {
-    let (path, source) = match mcpspec::backend::paths::resolve(def, flag) {
+    let (path, source) = match mcpspec::__internal::backend::paths::resolve(def, flag) {
         Ok(found) => found,
         Err(e) => {
             return f.problem(
@@ -177,7 +177,7 @@ fn database_findings(
         }
         return;
     }
-    let file = mcpspec::backend::paths::file_of(&path);
+    let file = mcpspec::__internal::backend::paths::file_of(&path);
     if file.is_file() {
         f.ok(&format!("database {shown} ({})", source.describe()));
     } else {

@@ -10,7 +10,11 @@
 //!   receive and return; [`confine`] keeps handlers' paths inside their project.
 //! - [`engine`]: validates arguments and runs calls, in process; [`backend`]: the database
 //!   seam ([`backend::Database`], [`backend::Location`]); its engines' internals are the
-//!   crate's own, or `#[doc(hidden)]` where this workspace's other crates call them.
+//!   crate's own.
+//!
+//! What this workspace's other crates and the generated code call beyond that is exported by
+//! two hidden modules alone, outside the semver promise: `__internal` (the runtime's internals
+//! they reach, the engines' among them) and `__private` (the crates generated code names).
 //! - [`client`]: a small MCP client over stdio, for demos, tests and benchmarks.
 //!
 //! Everything else is the crate's own (the list in `public-api.txt`, beside `Cargo.toml`, is
@@ -98,8 +102,9 @@ pub mod __private {
 /// What this workspace's other crates reach inside the runtime and no user should: the seed
 /// servers' binary (`setup` finds a proxy's config file; a seed quotes a text cut short), the
 /// spec compiler's live checks and the bench (the telemetry path, the search transforms, the
-/// static embedding model, timed on their own). Not part of the API and under no semver
-/// promise: hidden from the docs, listed apart in `public-api.txt`, and kept to these names.
+/// static embedding model, timed on their own), and the engines' own ([`__internal::backend`]).
+/// Not part of the API and under no semver promise: hidden from the docs, listed apart in
+/// `public-api.txt`, and kept to these names. The one way into the runtime's internals.
 #[doc(hidden)]
 pub mod __internal {
     #[cfg(feature = "embeddings")]
@@ -108,6 +113,37 @@ pub mod __internal {
     pub use crate::proxy::config_path;
     pub use crate::telemetry::{Parent, Request, RequestInfo, install, on as telemetry_on};
     pub use crate::transform::{fts5, truncate, words};
+
+    /// The engines' own that the workspace's crates call: `init`, `migrate` and their checks
+    /// (the spec compiler), database paths (the seeds' setup, the cli's `doctor`), and the
+    /// connections the seeds' `pm` opens on a database server to administer it.
+    pub mod backend {
+        pub use crate::backend::ops::{confine_spec_sql, create, migrator, redact};
+
+        /// `migrate`'s steps and what they find.
+        pub mod migrate {
+            pub use crate::backend::migrate::{
+                Applied, Ask, Found, MigrateError, Migrator, Report, Status, TABLE, migrate, status,
+            };
+        }
+
+        /// Where a server's SQLite file is by default, and the file a location names.
+        pub mod paths {
+            pub use crate::backend::paths::{PathSource, expand, file_of, resolve};
+        }
+
+        /// PostgreSQL connections as the engine makes them (TLS, deadlines, messages).
+        #[cfg(feature = "postgres")]
+        pub mod postgres {
+            pub use crate::backend::postgres::{bounded, connect, is_url, message};
+        }
+
+        /// MariaDB/MySQL connections as the engine makes them.
+        #[cfg(feature = "mysql")]
+        pub mod mysql {
+            pub use crate::backend::mysql::{describe, is_url, opts};
+        }
+    }
 }
 
 /// The `basic` golden, a server this crate's tests can start without knowing any seed.

@@ -1350,7 +1350,7 @@ impl LessonsScanHandler for Lessons {
 /// The directory to scan: the one given, else the configured one; relative to the server's
 /// working directory.
 fn sessions_dir(ctx: &Context, given: Option<&str>, config: &Config) -> Result<PathBuf> {
-    let dir = mcpspec::backend::paths::expand(given.unwrap_or(&config.sessions_dir));
+    let dir = mcpspec::__internal::backend::paths::expand(given.unwrap_or(&config.sessions_dir));
     let dir = if dir.is_relative() {
         ctx.dir().join(dir)
     } else {

@@ -1212,8 +1212,12 @@ impl ConfigResourceHandler for Pm {
         })?;
         // The server's URL is shown without its password.
         let mut shown = p.config.clone();
-        shown.postgres = shown.postgres.map(|u| mcpspec::backend::redact(&u));
-        shown.mysql = shown.mysql.map(|u| mcpspec::backend::redact(&u));
+        shown.postgres = shown
+            .postgres
+            .map(|u| mcpspec::__internal::backend::redact(&u));
+        shown.mysql = shown
+            .mysql
+            .map(|u| mcpspec::__internal::backend::redact(&u));
         ResourceBody::json(&shown)
     }
 }

@@ -34,6 +34,10 @@ pub enum Found {
 /// A row of [`TABLE`] as an engine read it (the version as the widest integer, so that a row
 /// changed by hand reads without failing), checked: a version that is no migration's is said
 /// plainly, with what to do.
+#[cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres", feature = "mysql")),
+    allow(dead_code)
+)]
 pub fn applied(version: i64, name: String, checksum: String) -> Result<Applied, String> {
     let version = u32::try_from(version).ok().filter(|v| *v >= 1).ok_or_else(|| {
         format!(
@@ -403,6 +407,7 @@ fn record_sql(x: &MigrationDef, checksum: &str) -> String {
 }
 
 /// `ddl` followed by `statement`, each ended by a `;`.
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
 pub fn with_statement(ddl: &str, statement: &str) -> String {
     let ddl = ddl.trim_end();
     if ddl.is_empty() {
@@ -416,6 +421,10 @@ pub fn with_statement(ddl: &str, statement: &str) -> String {
 /// The DDL that creates a new database at `def`'s last migration in `dialect`: the migrations
 /// table, each migration and the row that records it; `schema` itself when the spec has no
 /// migrations. What `init` runs.
+#[cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres", feature = "mysql")),
+    allow(dead_code)
+)]
 pub fn creation_ddl(
     def: &DatabaseDef,
     dialect: &str,

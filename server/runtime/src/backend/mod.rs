@@ -7,21 +7,18 @@
 //!
 //! Public: the seam's types, and `sqlite`'s handler accessor ([`sqlite::Sqlite`]). The
 //! engines' own functions that this workspace's other crates call (the compiler's live
-//! checks, the seeds' `pm` administration, the cli's `doctor`) are `#[doc(hidden)]`: listed
-//! apart in `public-api.txt`, outside the semver promise; the rest is the crate's own.
+//! checks, the seeds' `pm` administration, the cli's `doctor`) are the crate's own, exported
+//! to them by `mcpspec::__internal::backend` alone: outside the semver promise.
 
-#[doc(hidden)]
-pub mod migrate;
+pub(crate) mod migrate;
 #[cfg(feature = "mysql")]
-#[doc(hidden)]
-pub mod mysql;
-#[doc(hidden)]
-pub mod paths;
+pub(crate) mod mysql;
+pub(crate) mod ops;
+pub(crate) mod paths;
 #[cfg(feature = "postgres")]
 mod pgsync;
 #[cfg(feature = "postgres")]
-#[doc(hidden)]
-pub mod postgres;
+pub(crate) mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub(crate) mod team;
@@ -31,6 +28,7 @@ mod traced;
 pub(crate) mod watchdog;
 
 pub use crate::pool_use::PoolUse;
+pub(crate) use ops::{confine_spec_sql, create, migrator, redact};
 pub use sqlscan::Dialect;
 pub use team::{
     AddedColumn, FoundTask, STATES_TABLE, SharedStates, SharedTasks, TASK_OWNER, TASKS_TABLE, Team,
@@ -892,32 +890,6 @@ fn engine_for(
         })
 }
 
-/// Says that this process runs a spec's SQL on its own (`init`, `migrate`, `check`, `test`),
-/// whoever wrote the spec: from now on no connection it opens to a SQLite file may reach another
-/// file (see [`mcpspec_sqlite::confine`]). Scratch databases in memory are confined in any process.
-#[doc(hidden)]
-pub fn confine_spec_sql() {
-    #[cfg(feature = "sqlite")]
-    sqlite::confine_every_connection();
-}
-
-/// Creates the spec's schema at `location` (`mcpspec init`); whether sample rows were loaded.
-/// An existing database is used only when it holds no tables yet.
-#[doc(hidden)]
-pub fn create(
-    location: &Location,
-    server: &str,
-    def: &DatabaseDef,
-    sample: bool,
-) -> Result<bool, OpenError> {
-    let entry = engine_for(location, server, def)?;
-    (entry.create)(&Creation {
-        location,
-        def,
-        sample,
-    })
-}
-
 /// What `init` runs on a database server's empty database: the side's schema (or all
 /// migrations, recorded), then mcpspec's tables for a team of replicas (`team`); and
 /// the sample rows when asked. Each database-server engine's `create` starts here.
@@ -942,19 +914,6 @@ pub(crate) fn server_creation(
         .iter()
         .fold(ddl, |ddl, table| migrate::with_statement(&ddl, table));
     Ok((ddl, rows))
-}
-
-/// A connection that migrates the database at `location` for the spec `server` (see
-/// [`migrate`]); it only reads unless `write`.
-#[doc(hidden)]
-pub fn migrator(
-    location: &Location,
-    server: &str,
-    def: &DatabaseDef,
-    write: bool,
-) -> Result<Migrating, OpenError> {
-    let entry = engine_for(location, server, def)?;
-    (entry.migrator)(location, write)
 }
 
 /// Problems opening or creating a database, each with what to do about it, never with a
@@ -1074,13 +1033,6 @@ impl Location {
             Location::Url(_, d) => d,
         }
     }
-}
-
-/// A database location (a URL of any scheme, a keyword string, a file path) as messages and
-/// logs show it: every password replaced by `***`. The one place locations are redacted.
-#[doc(hidden)]
-pub fn redact(location: &str) -> String {
-    sqlscan::redact(location)
 }
 
 /// A result column of a prepared statement.

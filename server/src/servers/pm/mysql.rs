@@ -57,10 +57,10 @@ impl Server {
                 .map_err(|_| format!("`mysql` names the variable {var}, which is not set"))?,
             None => value.to_string(),
         };
-        if !mcpspec::backend::mysql::is_url(&url) {
+        if !mcpspec::__internal::backend::mysql::is_url(&url) {
             return Err("`mysql` must be a mysql:// or mariadb:// URL, or env:NAME".into());
         }
-        let opts = mcpspec::backend::mysql::opts(&url).map_err(|e| e.to_string())?;
+        let opts = mcpspec::__internal::backend::mysql::opts(&url).map_err(|e| e.to_string())?;
         Ok(Server { url, opts, stop })
     }
 
@@ -268,7 +268,7 @@ impl DatabaseServer for Server {
             let reason = String::from_utf8_lossy(&out.stderr).trim().to_string();
             return Err(HandlerError::internal(format!(
                 "the dump tool failed: {}",
-                mcpspec::backend::redact(&reason)
+                mcpspec::__internal::backend::redact(&reason)
             )));
         }
         let text = String::from_utf8(out.stdout).map_err(HandlerError::internal)?;
@@ -422,7 +422,7 @@ fn code(e: &mysql::Error) -> Option<u16> {
 
 /// The server's words for an error, without a password or a location.
 fn words(e: &mysql::Error) -> String {
-    mcpspec::backend::mysql::describe(e)
+    mcpspec::__internal::backend::mysql::describe(e)
 }
 
 fn internal(e: &mysql::Error) -> HandlerError {

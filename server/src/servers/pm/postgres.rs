@@ -16,8 +16,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use mcpspec::__internal::backend::postgres::{bounded, connect, message};
 use mcpspec::backend::Stop;
-use mcpspec::backend::postgres::{bounded, connect, message};
 use mcpspec::handler::HandlerError;
 use postgres::Client;
 
@@ -60,7 +60,7 @@ impl Server {
                 .map_err(|_| format!("`postgres` names the variable {var}, which is not set"))?,
             None => value.to_string(),
         };
-        if !mcpspec::backend::postgres::is_url(&url) {
+        if !mcpspec::__internal::backend::postgres::is_url(&url) {
             return Err(
                 "`postgres` must be a postgres:// or postgresql:// URL, or env:NAME".into(),
             );

@@ -63,7 +63,7 @@ impl From<String> for ImportFailure {
 /// Database `name` on the server at `url`, for results: the URL with its password replaced
 /// and its path naming `name`, its parameters kept.
 pub(super) fn database_url(url: &str, name: &str) -> String {
-    let base = mcpspec::backend::redact(url);
+    let base = mcpspec::__internal::backend::redact(url);
     let (head, query) = base
         .split_once('?')
         .map_or((base.as_str(), ""), |(h, q)| (h, q));
