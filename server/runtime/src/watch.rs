@@ -1,9 +1,8 @@
 //! The seam between what answers requests (the engine, the protocol layer) and what watches
 //! them (the workbench, `--ui`): a leaf. The engine and the protocol layer tell the watcher,
 //! when one is installed and records ([`Watcher::recording`]), of each call and request as
-//! plain text; the workbench installs one
-//! and reads the engine and the protocol layer for the rest, so that neither side names the
-//! other's module and the layers stay without cycles.
+//! plain text; the workbench installs one and reads the engine and the protocol layer for the
+//! rest, so that neither side names the other's module and the layers stay without cycles.
 
 use std::borrow::Cow;
 use std::cell::RefCell;

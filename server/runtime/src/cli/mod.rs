@@ -203,8 +203,8 @@ struct ServeArgs {
     #[arg(long, value_name = "ADDR", num_args = 0..=1)]
     ui: Option<Option<std::net::SocketAddr>>,
     /// Keep the last 1,000 calls while no workbench page is open too, for a page opened later
-    /// (about 2 % more CPU a call; bench/WORKBENCH.md). Without it a page shows the calls
-    /// made while a page was open, and keeping none costs nothing measurable.
+    /// (about 3 % more CPU a call at worst; bench/WORKBENCH.md). Without it a page shows the
+    /// calls made while a page was open, and keeping none costs nothing measurable.
     #[arg(long, requires = "ui")]
     ui_history: bool,
     #[command(flatten)]

@@ -145,7 +145,7 @@ static SAMPLE_ROWS: AtomicBool = AtomicBool::new(false);
 
 /// Whether calls are kept while no page is open (`--ui-history`), for a page opened later.
 /// Without it a call made while no page reads the calls is not kept at all: it costs the
-/// server one look at [`Calls::pages`], where keeping it cost a primary-key call about 2 %
+/// server one look at [`Calls::pages`], where keeping it cost a primary-key call about 3 %
 /// more CPU (`bench/workbench`).
 static HISTORY: AtomicBool = AtomicBool::new(false);
 
