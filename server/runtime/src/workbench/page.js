@@ -189,12 +189,18 @@ function skippedCalls(n) {
   $("skipped").textContent = skipped + " calls came too fast to list live (each tenth of a second lists the first 100, whose answers are kept); the server keeps the last 1,000 (GET /ui/calls).";
 }
 
+// Resolved once the stream is open: the server keeps calls while a page is open, so the
+// page's own requests wait for it, to be listed too.
+let streamOpened;
+const streamOpen = new Promise((resolve) => { streamOpened = resolve; });
+
 async function follow() {
   for (let wait = 500; ; wait = Math.min(wait * 2, 8000)) {
     try {
       const r = await authorized("/ui/events", {});
       if (!r.ok) throw new Error("HTTP " + r.status);
       $("status").textContent = "live";
+      streamOpened();
       wait = 500;
       const reader = r.body.getReader();
       const text = new TextDecoder();
@@ -575,4 +581,4 @@ function loadLists() {
 }
 
 follow();
-loadLists();
+streamOpen.then(loadLists);
