@@ -307,6 +307,15 @@ fn calls_made_while_no_page_is_open_are_kept_with_ui_history_only() {
         );
         let during = client.call_tool("kb_list", json!({"limit": 1})).unwrap();
         assert_eq!(during["result"]["isError"], json!(false), "{during}");
+        // Read on the page until what must be kept has come: the call, and with --ui-history
+        // the session's start, which rmcp tells of once it has handled the client's
+        // `notifications/initialized` (no answer says when).
+        let (mut call_seen, mut start_seen) = (false, !history);
+        while !(call_seen && start_seen) {
+            let (_, record) = page.next().expect("the page's next record");
+            call_seen |= record["tool"] == "kb_list";
+            start_seen |= record["method"] == "initialize";
+        }
         let (_, _, body) = get(addr, "/ui/calls", &[]);
         let all: Vec<Value> = serde_json::from_str(&body).expect("the calls as JSON");
         let seen = |method: &str| -> Vec<(&str, &str)> {
