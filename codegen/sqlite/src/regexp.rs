@@ -11,11 +11,16 @@ use rusqlite::Connection;
 /// How many compiled patterns one connection keeps for `regexp()`.
 const REGEX_CACHE: usize = 256;
 
+/// How many patterns that do not compile the process logs, once each: past them it logs no
+/// more, so that a table of ever new bad patterns grows no set and floods no log.
+const LOGGED_PATTERNS: usize = 1024;
+
 /// Registers `regexp(pattern, text)` on a connection: true when `text` contains a match of
 /// `pattern` (the Rust `regex` crate's syntax), NULL when either is NULL. Compiled patterns are
 /// cached per connection, since interceptor queries take patterns from table rows, where
 /// SQLite's per-statement auxiliary data would not keep them. A pattern that does not compile
-/// matches nothing and is logged once per process, so a bad lesson never fails a query.
+/// matches nothing and is logged once per process (the first [`LOGGED_PATTERNS`] of them), so
+/// a bad lesson never fails a query.
 pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     use rusqlite::functions::FunctionFlags;
     use std::collections::{HashMap, HashSet};
@@ -47,7 +52,8 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
                         let mut logged = LOGGED
                             .lock()
                             .unwrap_or_else(std::sync::PoisonError::into_inner);
-                        if logged.get_or_insert_with(HashSet::new).insert(pattern.to_string()) {
+                        let seen = logged.get_or_insert_with(HashSet::new);
+                        if seen.len() < LOGGED_PATTERNS && seen.insert(pattern.to_string()) {
                             tracing::warn!(pattern, error = %e, "regexp(): the pattern does not compile; it matches nothing");
                         }
                         None
