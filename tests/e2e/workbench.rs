@@ -211,38 +211,7 @@ fn the_workbench_shows_a_stdio_clients_calls_live() {
     assert_eq!(second["tool"], "kb_get");
     assert_eq!(second["outcome"], "VALIDATION_ERROR", "{second}");
     assert!(second["seq"].as_u64() > first["seq"].as_u64());
-    // The list has neither arguments nor answers; a call opened has both: the arguments
-    // sanitised as the call log's (long text cut), the rows, the failure with its code.
-    assert_eq!(first.get("arguments"), None, "{first}");
-    let opened = |c: &Value| -> Value {
-        let (status, _, body) = get(addr, &format!("/ui/calls/{}", c["seq"]), &[]);
-        assert_eq!(status, 200, "{body}");
-        serde_json::from_str(&body).expect("the call as JSON")
-    };
-    assert_eq!(first["answered"], json!(true), "{first}");
-    let ok_opened = opened(&first);
-    assert_eq!(ok_opened["arguments"], json!({"limit": 2, "role": "dev"}));
-    assert!(ok_opened["response"]["entries"].is_array(), "{ok_opened}");
-    // With the statements it ran while the page watched: the spec's name for each, its first
-    // word and its duration, never its text.
-    let ran = ok_opened["statements"]["kept"]
-        .as_array()
-        .expect("the statements");
-    assert_eq!(ran.len(), 1, "{ok_opened}");
-    assert_eq!(ran[0]["name"], "kb_list", "{ok_opened}");
-    assert_eq!(ran[0]["operation"], "SELECT", "{ok_opened}");
-    assert!(ran[0]["duration_ms"].as_f64().is_some(), "{ok_opened}");
-    assert_eq!(ran[0].get("failed"), None, "{ok_opened}");
-    assert_eq!(ran[0].get("text"), None, "{ok_opened}");
-    assert_eq!(ok_opened["statements"]["more"], 0, "{ok_opened}");
-    let failed = opened(&second);
-    let note = failed["arguments"]["note"].as_str().expect("the note, cut");
-    assert!(note.len() < 1000 && note.starts_with("xxxx"), "{note}");
-    assert_eq!(failed["response"]["isError"], json!(true), "{failed}");
-    assert_eq!(failed["response"]["code"], "VALIDATION_ERROR", "{failed}");
-    // Refused before any statement ran.
-    assert_eq!(failed["statements"]["kept"], json!([]), "{failed}");
-    assert_eq!(get(addr, "/ui/calls/999999", &[]).0, 404);
+    opens_whole(addr, &first, &second);
 
     // The same calls in /calls, and on a stream opened later (the ring first). Nothing before
     // the page opened is kept without `--ui-history` (see
@@ -280,6 +249,43 @@ fn the_workbench_shows_a_stdio_clients_calls_live() {
             .finish(Duration::from_secs(10))
             .is_some_and(|s| s.success())
     );
+}
+
+/// The calls `first` (kb_list, answered) and `second` (kb_get, refused) opened on the page: the
+/// list has neither arguments nor answers; a call opened has both.
+fn opens_whole(addr: SocketAddr, first: &Value, second: &Value) {
+    // The list has neither arguments nor answers; a call opened has both: the arguments
+    // sanitised as the call log's (long text cut), the rows, the failure with its code.
+    assert_eq!(first.get("arguments"), None, "{first}");
+    let opened = |c: &Value| -> Value {
+        let (status, _, body) = get(addr, &format!("/ui/calls/{}", c["seq"]), &[]);
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str(&body).expect("the call as JSON")
+    };
+    assert_eq!(first["answered"], json!(true), "{first}");
+    let ok_opened = opened(first);
+    assert_eq!(ok_opened["arguments"], json!({"limit": 2, "role": "dev"}));
+    assert!(ok_opened["response"]["entries"].is_array(), "{ok_opened}");
+    // With the statements it ran while the page watched: the spec's name for each, its first
+    // word and its duration, never its text.
+    let ran = ok_opened["statements"]["kept"]
+        .as_array()
+        .expect("the statements");
+    assert_eq!(ran.len(), 1, "{ok_opened}");
+    assert_eq!(ran[0]["name"], "kb_list", "{ok_opened}");
+    assert_eq!(ran[0]["operation"], "SELECT", "{ok_opened}");
+    assert!(ran[0]["duration_ms"].as_f64().is_some(), "{ok_opened}");
+    assert_eq!(ran[0].get("failed"), None, "{ok_opened}");
+    assert_eq!(ran[0].get("text"), None, "{ok_opened}");
+    assert_eq!(ok_opened["statements"]["more"], 0, "{ok_opened}");
+    let failed = opened(second);
+    let note = failed["arguments"]["note"].as_str().expect("the note, cut");
+    assert!(note.len() < 1000 && note.starts_with("xxxx"), "{note}");
+    assert_eq!(failed["response"]["isError"], json!(true), "{failed}");
+    assert_eq!(failed["response"]["code"], "VALIDATION_ERROR", "{failed}");
+    // Refused before any statement ran.
+    assert_eq!(failed["statements"]["kept"], json!([]), "{failed}");
+    assert_eq!(get(addr, "/ui/calls/999999", &[]).0, 404);
 }
 
 /// Without `--ui-history` the workbench keeps nothing while no page is open: a page shows the

@@ -977,9 +977,10 @@ impl Engine {
             tool.binding,
             BindingDef::Single(_) | BindingDef::Composite(_)
         ) && tool.derive.iter().all(|d| d.embed.is_none());
-        match statements_alone {
-            true => self.db.as_deref()?.at_once(tool.writes),
-            false => None,
+        if statements_alone {
+            self.db.as_deref()?.at_once(tool.writes)
+        } else {
+            None
         }
     }
 

@@ -1550,8 +1550,8 @@ impl McpServer {
     /// `work` as a [`Job`] on a call's thread, answered by `stop`'s deadline (see
     /// [`bounded`]). The call of a tool the server has (`def`) takes one of its places (as
     /// many as [`Engine::at_once`] allows), or waits for one (see `admission`), which it keeps
-    /// until its work ends; one that finds none by its deadline is answered as timed out. A name the server does not know takes no place: its engine
-    /// answers it at once.
+    /// until its work ends; one that finds none by its deadline is answered as timed out. A
+    /// name the server does not know takes no place: its engine answers it at once.
     fn job(
         &self,
         work: Work,

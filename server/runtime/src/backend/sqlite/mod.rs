@@ -22,10 +22,8 @@ use crate::def::DatabaseDef;
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// SQLite's own message for a failure, without rusqlite's wrapping; a statement a confined
-/// connection refused says why (see [`mcpspec_sqlite::confine::message`]).
-pub(crate) fn sqlite_message(e: &rusqlite::Error) -> String {
-    mcpspec_sqlite::confine::message(e)
-}
+/// connection refused says why.
+pub(crate) use mcpspec_sqlite::confine::message as sqlite_message;
 
 /// Whether this process runs a spec's SQL on its own (`init`, `migrate`, `check`, `test`):
 /// then every connection it opens is confined (see [`mcpspec_sqlite::confine`]) once it is set up.
