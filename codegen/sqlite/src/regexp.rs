@@ -19,7 +19,7 @@ const LOGGED_PATTERNS: usize = 1024;
 /// `pattern` (the Rust `regex` crate's syntax), NULL when either is NULL. Compiled patterns are
 /// cached per connection, since interceptor queries take patterns from table rows, where
 /// SQLite's per-statement auxiliary data would not keep them. A pattern that does not compile
-/// matches nothing and is logged once per process (the first [`LOGGED_PATTERNS`] of them), so
+/// matches nothing and is logged once per process (the first 1,024 such patterns), so
 /// a bad lesson never fails a query.
 pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     use rusqlite::functions::FunctionFlags;
