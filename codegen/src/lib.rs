@@ -180,7 +180,7 @@ pub fn compile_in(dir: &Path, display_path: &Path, text: &str) -> Result<Spec, D
             shown: &shown,
         };
         let mut dialects = vec![&sqlscan::SQLITE];
-        dialects.extend(db.value.engines().into_iter().map(|(d, _)| d));
+        dialects.extend(db.value.by_dialect().map(|(d, _)| d));
         match migrations::read(&place, &dialects) {
             Ok(m) => {
                 let shown = shown.to_string_lossy().replace('\\', "/");

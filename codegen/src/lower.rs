@@ -29,7 +29,7 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
     let dialects: Vec<&'static sqlscan::Dialect> = spec
         .database
         .as_ref()
-        .map(|d| d.value.engines().into_iter().map(|(d, _)| d).collect())
+        .map(|d| d.value.by_dialect().map(|(d, _)| d).collect())
         .unwrap_or_default();
     let pg = &dialects[..];
     let type_names = names::dedupe_types(
@@ -237,8 +237,7 @@ fn database(db: &crate::spec::RawDatabase) -> Database {
         derived: derived_ddl(db.derived.as_ref().map(|d| d.value.as_str()), &db.fts),
         sample: db.sample.as_ref().map(|s| s.value.clone()),
         engines: db
-            .engines()
-            .into_iter()
+            .by_dialect()
             .map(|(dialect, side)| EngineSide {
                 dialect,
                 env: side.value.env.as_ref().map(|e| e.value.clone()),
@@ -809,7 +808,7 @@ fn statement(s: &RawStatement, tool: &str, pg: &[&'static sqlscan::Dialect]) -> 
         texts: pg
             .iter()
             .map(|&dialect| {
-                let text = s.text_for(dialect).unwrap_or(&s.query);
+                let text = s.for_dialect(dialect).unwrap_or(&s.query);
                 let placed = dialect.place(text.value.trim_end());
                 DialectSql {
                     dialect,

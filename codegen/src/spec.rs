@@ -8,11 +8,17 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::OnceLock;
 
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 use crate::diag::{Diagnostics, Pos, Sink, did_you_mean};
+
+mod dialects;
+
+use dialects::with_dialects;
+pub(crate) use dialects::{DialectKeys, Dialected};
 
 /// A value of the spec with where it was written (serde-saphyr's [`Spanned`]), in a type of
 /// this crate so that the editor schema takes it for the value it holds: `JsonSchema` cannot be
@@ -397,12 +403,16 @@ pub(crate) struct RawServer {
     pub token_budget: Option<Sp<u64>>,
 }
 
+/// The database the tools run against, with a side per database server it also runs on
+/// (`postgres:`, `mysql:`; see [`DialectKeys`]).
+pub(crate) type RawDatabase = Dialected<RawDatabaseFields>;
+
 /// The SQLite database the tools run against.
 #[derive(Debug, Deserialize)]
 #[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
 #[cfg_attr(feature = "editor-schema", schemars(rename = "Database"))]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RawDatabase {
+pub(crate) struct RawDatabaseFields {
     /// The environment variable that overrides the default path.
     pub env: Option<Sp<String>>,
     /// Default locations per operating system; `~` expands to the home directory.
@@ -427,12 +437,6 @@ pub(crate) struct RawDatabase {
     /// the source table when first made.
     #[serde(default)]
     pub fts: Vec<Sp<RawFts>>,
-    /// The server also runs on PostgreSQL (a `postgres://` URL from `--db` or the environment):
-    /// the schema and sample rows there. Statements whose SQL differs give `postgres:` text.
-    pub postgres: Option<Sp<RawEngine>>,
-    /// The server also runs on MariaDB and MySQL: where the URL may also come from, and the
-    /// schema and sample rows `mcpspec init --db mysql://...` creates.
-    pub mysql: Option<Sp<RawEngine>>,
     /// A directory of versioned migrations, relative to the spec file: `0001_init.sql`,
     /// `0002_add_due_date.sql`, ... (SQLite's text, which the other engines run too unless a
     /// `0002_add_due_date.postgres.sql` or `.mysql.sql` beside it gives theirs). `init` runs
@@ -441,17 +445,23 @@ pub(crate) struct RawDatabase {
     pub migrations: Option<Sp<String>>,
 }
 
-impl RawDatabase {
-    /// The database servers the spec gives a side for, by dialect: the one place that pairs a
-    /// side's key with its entry in `sqlscan::DIALECTS`.
-    pub(crate) fn engines(&self) -> Vec<(&'static sqlscan::Dialect, &Sp<RawEngine>)> {
-        [
-            (&sqlscan::POSTGRES, self.postgres.as_ref()),
-            (&sqlscan::MYSQL, self.mysql.as_ref()),
-        ]
-        .into_iter()
-        .filter_map(|(d, side)| Some((d, side?)))
-        .collect()
+impl DialectKeys for RawDatabaseFields {
+    type Value = RawEngine;
+
+    #[cfg(feature = "editor-schema")]
+    fn describe(d: &sqlscan::Dialect) -> String {
+        let scheme = d.schemes.first().copied().unwrap_or(d.name);
+        format!(
+            "The server also runs on {} (a `{scheme}://` URL from `--db` or the environment): its side \
+             of the database, the schema and sample rows `mcpspec init --db {scheme}://...` creates \
+             there. Statements whose SQL differs there give `{}:` text.",
+            d.title, d.name
+        )
+    }
+
+    fn keys() -> &'static [&'static str] {
+        static KEYS: OnceLock<&'static [&'static str]> = OnceLock::new();
+        KEYS.get_or_init(|| with_dialects(crate::fields::of::<RawDatabaseFields>()))
     }
 }
 
@@ -962,43 +972,42 @@ pub(crate) struct RawAnnotations {
     pub open_world_hint: Option<bool>,
 }
 
-impl RawStatement {
-    /// The statement's own text for `dialect`, where it gives one (`postgres:`): the one
-    /// place that pairs a statement's dialect keys with `sqlscan::DIALECTS`.
-    pub(crate) fn text_for(&self, dialect: &sqlscan::Dialect) -> Option<&Sp<String>> {
-        self.dialect_texts()
-            .into_iter()
-            .find_map(|(d, t)| (d == dialect).then_some(t))
+impl DialectKeys for RawStatementFields {
+    type Value = String;
+
+    #[cfg(feature = "editor-schema")]
+    fn describe(d: &sqlscan::Dialect) -> String {
+        let bound = match d.placeholders {
+            sqlscan::Placeholders::Question => " (they are bound as `?` in order of appearance)",
+            _ => "",
+        };
+        format!(
+            "The statement's {} text where it differs from `query` (full-text search, JSON, \
+             upserts), with the same named parameters and result columns{bound}.",
+            d.title
+        )
     }
 
-    /// Every dialect text the statement gives, by dialect.
-    pub(crate) fn dialect_texts(&self) -> Vec<(&'static sqlscan::Dialect, &Sp<String>)> {
-        [
-            (&sqlscan::POSTGRES, self.postgres.as_ref()),
-            (&sqlscan::MYSQL, self.mysql.as_ref()),
-        ]
-        .into_iter()
-        .filter_map(|(d, t)| Some((d, t?)))
-        .collect()
+    fn keys() -> &'static [&'static str] {
+        static KEYS: OnceLock<&'static [&'static str]> = OnceLock::new();
+        KEYS.get_or_init(|| with_dialects(crate::fields::of::<RawStatementFields>()))
     }
 }
+
+/// A statement, with its text per database server where it differs from `query`
+/// (`postgres:`, `mysql:`; see [`DialectKeys`]).
+pub(crate) type RawStatement = Dialected<RawStatementFields>;
 
 /// A SQL statement and how its result becomes JSON.
 #[derive(Debug, Deserialize)]
 #[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
 #[cfg_attr(feature = "editor-schema", schemars(rename = "Statement"))]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RawStatement {
+pub(crate) struct RawStatementFields {
     /// The field this statement fills in a composite result.
     pub name: Option<Sp<String>>,
     /// SQL with named parameters such as `:tag`, bound from the arguments, never interpolated.
     pub query: Sp<String>,
-    /// The statement's PostgreSQL text where it differs from `query` (full-text search, JSON,
-    /// upserts), with the same named parameters and result columns.
-    pub postgres: Option<Sp<String>>,
-    /// The statement's MariaDB/MySQL text where it differs from `query`, with the same named
-    /// parameters and result columns (they are bound as `?` in order of appearance).
-    pub mysql: Option<Sp<String>>,
     /// `many` (default), `one`, `optional`, `scalar` or `execute`.
     #[cfg_attr(feature = "editor-schema", schemars(with = "Option<ReturnMode>"))]
     pub returns: Option<Sp<String>>,
@@ -1520,7 +1529,7 @@ impl Ctx {
             Ctx::Server => ("`server`", crate::fields::of::<RawServer>()),
             Ctx::Database => ("`database`", crate::fields::of::<RawDatabase>()),
             Ctx::Engine => (
-                "a database side (`database.postgres`, `database.mysql`)",
+                "a database side (`database.postgres`, ...)",
                 crate::fields::of::<RawEngine>(),
             ),
             Ctx::DefaultPath => ("`default_path`", crate::fields::of::<RawDefaultPath>()),

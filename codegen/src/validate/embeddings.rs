@@ -152,7 +152,7 @@ impl Validator<'_> {
         // Each schema the spec gives, with the key that holds it and its dialect.
         let mut schemas: Vec<(String, &sqlscan::Dialect, &Sp<String>)> =
             vec![("database.schema".into(), &sqlscan::SQLITE, &db.schema)];
-        for (dialect, side) in db.engines() {
+        for (dialect, side) in db.by_dialect() {
             let key = format!("database.{}.schema", dialect.name);
             schemas.push((key, dialect, &side.value.schema));
         }

@@ -34,7 +34,7 @@ pub(crate) fn validate(file: &Path, source: &str, spec: &RawSpec) -> Diagnostics
         engines: spec
             .database
             .as_ref()
-            .map(|d| d.value.engines().into_iter().map(|(d, _)| d).collect())
+            .map(|d| d.value.by_dialect().map(|(d, _)| d).collect())
             .unwrap_or_default(),
     };
     v.server(spec);
@@ -121,7 +121,7 @@ impl Validator<'_> {
         for p in &spec.prompts {
             self.scopes(&p.value.scopes);
         }
-        let sides = spec.database.iter().flat_map(|d| d.value.engines());
+        let sides = spec.database.iter().flat_map(|d| d.value.by_dialect());
         for (dialect, side) in sides {
             if let Some(identity) = &side.value.identity {
                 self.identity(dialect, identity);

@@ -26,7 +26,7 @@ impl Validator<'_> {
         self.page_by(&page.value, at);
         self.page_size(tool, s, &page.value, at);
         self.page_clashes(tool, s, at);
-        let texts = std::iter::once(&s.query).chain(s.dialect_texts().into_iter().map(|(_, t)| t));
+        let texts = std::iter::once(&s.query).chain(s.by_dialect().map(|(_, t)| t));
         for text in texts {
             self.page_query(&tool.name.value, &page.value, text);
         }

@@ -291,7 +291,7 @@ impl Validator<'_> {
     /// that engine, and with no parameter that its `query` does not have (the arguments are
     /// bound by name on every engine).
     pub(super) fn statement_dialects(&mut self, s: &RawStatement) {
-        for (dialect, text) in s.dialect_texts() {
+        for (dialect, text) in s.by_dialect() {
             self.statement_dialect(s, dialect, text);
         }
     }
