@@ -407,12 +407,9 @@ fn jwt_part(token: &str, i: usize) -> Value {
 /// Alice's claims for `aud` from `provider`, valid for ten minutes from `now`, with `extra`
 /// set over them (`null` removes nothing: it sets the claim to null).
 fn claims_of(provider: &Provider, aud: &str, now: u64, extra: Value) -> Value {
-    let mut c = json!({"sub": "alice", "iss": provider.issuer, "aud": aud,
+    let c = json!({"sub": "alice", "iss": provider.issuer, "aud": aud,
         "exp": now + 600, "scope": "notes:read notes:write"});
-    for (k, v) in extra.as_object().expect("object") {
-        c[k] = v.clone();
-    }
-    c
+    set_over(c, extra)
 }
 
 /// The header of a token signed with the provider's first RS256 key.
@@ -429,14 +426,12 @@ fn hostile_tokens(
     good: &str,
 ) -> Vec<(&'static str, String, &'static str)> {
     use base64::Engine;
-    let claims = |extra: Value| claims_of(provider, aud, now, extra);
-    let rs = rs256_header();
+    let mut tokens = forged_tokens(provider, aud, now);
+    // Made otherwise: unsigned, for another resource by the provider itself, and too long.
     let b64 = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
-    let none = format!(
-        "{}.{}.",
-        b64(&json!({"alg": "none", "typ": "at+jwt"})),
-        b64(&claims(json!({})))
-    );
+    let unsigned = json!({"alg": "none", "typ": "at+jwt"});
+    let claims = claims_of(provider, aud, now, json!({}));
+    let none = format!("{}.{}.", b64(&unsigned), b64(&claims));
     let other_resource = provider
         .token_for(
             "alice",
@@ -444,120 +439,98 @@ fn hostile_tokens(
             "notes:read notes:write",
         )
         .expect("a token for another resource");
-    vec![
-        (
-            "expired",
-            provider.forge(rs.clone(), claims(json!({"exp": now - 120})), "current"),
-            "expired",
-        ),
-        (
-            "not yet valid",
-            provider.forge(rs.clone(), claims(json!({"nbf": now + 600})), "current"),
-            "not valid yet",
-        ),
-        (
-            "wrong audience",
-            provider.forge(
-                rs.clone(),
-                claims(json!({"aud": "http://127.0.0.1:1/mcp"})),
-                "current",
-            ),
-            "another audience",
-        ),
+    tokens.extend([
+        ("alg none", none, "algorithm none is not accepted"),
         (
             "another resource's token",
             other_resource,
             "another audience",
         ),
         (
-            "wrong issuer",
-            provider.forge(
-                rs.clone(),
-                claims(json!({"iss": "http://evil.example"})),
-                "current",
-            ),
-            "another issuer",
-        ),
-        (
-            "unknown kid",
-            provider.forge(
-                json!({"alg": "RS256", "kid": "nobody"}),
-                claims(json!({})),
-                "stranger",
-            ),
-            "a key the issuer does not publish",
-        ),
-        (
-            "a stranger's key under a known kid",
-            provider.forge(rs.clone(), claims(json!({})), "stranger"),
-            "signature does not verify",
-        ),
-        ("alg none", none, "algorithm none is not accepted"),
-        (
-            "HS256 keyed with the public key",
-            provider.forge(
-                json!({"alg": "HS256", "kid": "rs256-1"}),
-                claims(json!({})),
-                "hmac-public",
-            ),
-            "algorithm HS256 is not accepted",
-        ),
-        (
-            "no subject",
-            provider.forge(rs.clone(), claims(json!({"sub": null})), "current"),
-            "lacks the claim sub",
-        ),
-        (
             "oversized",
             format!("{good}{}", "A".repeat(9000)),
             "longer than",
         ),
+    ]);
+    tokens
+}
+
+/// The hostile tokens forged with the provider's keys, as [`hostile_tokens`] gives them.
+fn forged_tokens(
+    provider: &Provider,
+    aud: &str,
+    now: u64,
+) -> Vec<(&'static str, String, &'static str)> {
+    let claims = |extra: Value| claims_of(provider, aud, now, extra);
+    // The right header and key, and one claim wrong.
+    let evil = "http://evil.example";
+    let wrong_claims = [
+        ("expired", json!({"exp": now - 120}), "expired"),
+        ("not yet valid", json!({"nbf": now + 600}), "not valid yet"),
+        (
+            "wrong audience",
+            json!({"aud": "http://127.0.0.1:1/mcp"}),
+            "another audience",
+        ),
+        ("wrong issuer", json!({"iss": evil}), "another issuer"),
+        ("no subject", json!({"sub": null}), "lacks the claim sub"),
+        ("iss as a list", json!({"iss": [provider.issuer, evil]}), ""),
+    ];
+    // The right claims, and the header or the key wrong: the header is the right one with
+    // these keys set over it.
+    let unknown = "extensions this server does not understand";
+    let wrong_headers = [
+        (
+            "unknown kid",
+            json!({"kid": "nobody"}),
+            "stranger",
+            "a key the issuer does not publish",
+        ),
+        (
+            "a stranger's key under a known kid",
+            json!({}),
+            "stranger",
+            "signature does not verify",
+        ),
+        (
+            "HS256 keyed with the public key",
+            json!({"alg": "HS256"}),
+            "hmac-public",
+            "algorithm HS256 is not accepted",
+        ),
         (
             "an unknown critical extension",
-            provider.forge(
-                json!({"alg": "RS256", "kid": "rs256-1", "crit": ["x-unknown"], "x-unknown": 1}),
-                claims(json!({})),
-                "current",
-            ),
-            "extensions this server does not understand",
+            json!({"crit": ["x-unknown"], "x-unknown": 1}),
+            "current",
+            unknown,
         ),
-        (
-            "an empty crit",
-            provider.forge(
-                json!({"alg": "RS256", "kid": "rs256-1", "crit": []}),
-                claims(json!({})),
-                "current",
-            ),
-            "extensions this server does not understand",
-        ),
+        ("an empty crit", json!({"crit": []}), "current", unknown),
         (
             "an unencoded payload",
-            provider.forge(
-                json!({"alg": "RS256", "kid": "rs256-1", "b64": false, "crit": ["b64"]}),
-                claims(json!({})),
-                "current",
-            ),
-            "extensions this server does not understand",
+            json!({"b64": false, "crit": ["b64"]}),
+            "current",
+            unknown,
         ),
-        (
-            "b64 without crit",
-            provider.forge(
-                json!({"alg": "RS256", "kid": "rs256-1", "b64": true}),
-                claims(json!({})),
-                "current",
-            ),
-            "extensions this server does not understand",
-        ),
-        (
-            "iss as a list",
-            provider.forge(
-                rs.clone(),
-                claims(json!({"iss": [provider.issuer, "http://evil.example"]})),
-                "current",
-            ),
-            "",
-        ),
-    ]
+        ("b64 without crit", json!({"b64": true}), "current", unknown),
+    ];
+    wrong_claims
+        .into_iter()
+        .map(|(what, extra, why)| (what, rs256_header(), extra, "current", why))
+        .chain(wrong_headers.into_iter().map(|(what, over, key, why)| {
+            (what, set_over(rs256_header(), over), json!({}), key, why)
+        }))
+        .map(|(what, header, extra, key, why)| {
+            (what, provider.forge(header, claims(extra), key), why)
+        })
+        .collect()
+}
+
+/// `base` with every key of `over` set over it.
+fn set_over(mut base: Value, over: Value) -> Value {
+    for (k, v) in over.as_object().expect("object") {
+        base[k] = v.clone();
+    }
+    base
 }
 
 #[cfg(feature = "full")]
