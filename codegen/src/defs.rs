@@ -1,24 +1,27 @@
 //! The one builder of definitions: a spec's IR as the runtime's tables ([`mcpspec_def`]).
 //! Served as they are when a spec file is served (`mcpspec dev`, the examples `check` runs),
 //! and baked into the Rust that rebuilds them for a compiled server (`emit`, through
-//! `databake`), so that the two never differ.
+//! `databake`), so that the two never differ. Where the IR already holds a definition (a
+//! statement's, which `lower` builds), it is taken as it is.
 //!
 //! The runtime keeps `&'static` tables, so a definition built here is leaked. Each is leaked
-//! once: a definition is kept by its IR's digest and handed out again for an IR seen before,
-//! and texts are interned, so a `dev` session that saves a version it has served before leaks
-//! nothing, and a new version only what differs (its texts, and the slices that hold them).
+//! once: a server's definition is kept by its IR's digest and handed out again for an IR seen
+//! before, and texts and slices are interned (the `intern` module), so a `dev` session that saves
+//! a version it has served before leaks nothing, and a new version only what differs
+//! (`tests/reload.rs` counts it).
 
 use mcpspec_def::{
-    AnnotationsDef, AskDef, BackfillDef, Bind, BindingDef, BlockDef, BlockKind, ColumnDef,
-    ConfirmDef, ContentDef, DatabaseDef, DemoCallDef, DeriveDef, DialectSqlDef, DownstreamDef,
-    EmbeddingDef, EmbeddingsField, EngineDef, EnvelopeDef, ErrorDef, ExampleDef, ExpectDef,
-    IdentityDef, InterceptRuleDef, MessageBodyDef, MessageDef, MigrationDef, MigrationTextDef,
-    ParamKind, PromptArgumentDef, PromptDef, ProviderDef, ProxyConfigDef, ProxyDef, ResourceDef,
-    RuleDef, RuleKindDef, ServerDef, SkillDef, SkillFileDef, StartupJobDef, StatementDef, ToolDef,
+    AnnotationsDef, AskDef, BackfillDef, Bind, BindingDef, BlockDef, BlockKind, ConfirmDef,
+    ContentDef, DatabaseDef, DemoCallDef, DeriveDef, DownstreamDef, EmbeddingDef, EmbeddingsField,
+    EngineDef, ErrorDef, ExampleDef, ExpectDef, IdentityDef, InterceptRuleDef, MessageBodyDef,
+    MessageDef, MigrationDef, MigrationTextDef, ParamKind, PromptArgumentDef, PromptDef,
+    ProviderDef, ProxyConfigDef, ProxyDef, ResourceDef, RuleDef, RuleKindDef, ServerDef, SkillDef,
+    SkillFileDef, StartupJobDef, StatementDef, ToolDef,
 };
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
+use crate::intern::{list, opt, pairs, text, texts};
 use crate::ir;
 
 /// The runtime's definition of `spec`, leaked so that it lives as long as compiled tables.
@@ -122,36 +125,6 @@ fn derive(d: &ir::Derive) -> DeriveDef {
 
 fn leak<T>(v: T) -> &'static T {
     Box::leak(Box::new(v))
-}
-
-/// `s` leaked once: the same text again is the same `&'static str`.
-fn text(s: &str) -> &'static str {
-    static TEXTS: std::sync::Mutex<BTreeSet<&'static str>> = std::sync::Mutex::new(BTreeSet::new());
-    let mut texts = TEXTS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(t) = texts.get(s) {
-        return t;
-    }
-    let t: &'static str = Box::leak(s.to_owned().into_boxed_str());
-    texts.insert(t);
-    t
-}
-
-fn opt(s: Option<&str>) -> Option<&'static str> {
-    s.map(text)
-}
-
-fn list<T, U>(items: &[T], f: impl FnMut(&T) -> U) -> &'static [U] {
-    Box::leak(items.iter().map(f).collect::<Vec<_>>().into_boxed_slice())
-}
-
-fn texts(items: &[String]) -> &'static [&'static str] {
-    list(items, |s| text(s))
-}
-
-fn pairs(items: &[(String, String)]) -> &'static [(&'static str, &'static str)] {
-    list(items, |(a, b)| (text(a), text(b)))
 }
 
 fn example(e: &ir::Example) -> ExampleDef {
@@ -300,56 +273,9 @@ fn prompt(p: &ir::Prompt) -> PromptDef {
     }
 }
 
+/// A statement's definition: `lower` builds it.
 fn statement(s: &ir::Statement) -> StatementDef {
-    StatementDef {
-        name: text(&s.name),
-        key: text(&s.key),
-        sql: text(&s.sql),
-        texts: list(&s.texts, |t| DialectSqlDef {
-            dialect: t.dialect.name,
-            sql: text(&t.sql),
-            params: texts(&t.params),
-        }),
-        mode: match s.mode {
-            ir::Mode::Many => mcpspec_def::Mode::Many,
-            ir::Mode::One => mcpspec_def::Mode::One,
-            ir::Mode::Optional => mcpspec_def::Mode::Optional,
-            ir::Mode::Scalar => mcpspec_def::Mode::Scalar,
-            ir::Mode::Execute => mcpspec_def::Mode::Execute,
-        },
-        inserts: s.inserts,
-        columns: list(&s.columns, |c| ColumnDef {
-            name: text(&c.name),
-            kind: match c.kind {
-                ir::ColumnKind::Text => mcpspec_def::ColumnKind::Text,
-                ir::ColumnKind::Integer => mcpspec_def::ColumnKind::Integer,
-                ir::ColumnKind::Real => mcpspec_def::ColumnKind::Real,
-                ir::ColumnKind::Boolean => mcpspec_def::ColumnKind::Boolean,
-                ir::ColumnKind::Json => mcpspec_def::ColumnKind::Json,
-            },
-            nullable: c.nullable,
-        }),
-        max_rows: s.max_rows,
-        max_bytes: s.max_bytes,
-        empty_message: opt(s.empty_message.as_deref()),
-        not_found: opt(s.not_found.as_deref()),
-        params: texts(&s.params),
-        bind: list(&s.bind, |(p, st, c)| (text(p), text(st), text(c))),
-        envelope: list(&s.envelope, |(field, e)| {
-            let source = match e {
-                ir::Envelope::Count => EnvelopeDef::Count,
-                ir::Envelope::Tokens => EnvelopeDef::Tokens,
-                ir::Envelope::Arg(a) => EnvelopeDef::Arg(text(a)),
-                ir::Envelope::Column(c) => EnvelopeDef::Column(text(c)),
-            };
-            (text(field), source)
-        }),
-        page: s.page.as_ref().map(|p| mcpspec_def::PageDef {
-            by: texts(&p.by),
-            size: opt(p.size.as_deref()),
-            peek: p.peek,
-        }),
-    }
+    s.def.clone()
 }
 
 fn binding(b: &ir::Binding) -> BindingDef {

@@ -5,6 +5,8 @@
 
 use serde_json::Value;
 
+pub(crate) use mcpspec_def::{ColumnKind, EnvelopeDef, Mode, StatementDef};
+
 #[derive(Debug, Clone)]
 pub(crate) struct Server {
     pub name: String,
@@ -476,18 +478,6 @@ pub(crate) struct Identity {
     pub claims_setting: String,
 }
 
-/// A statement's text in one dialect, its parameters written as the dialect's placeholders.
-#[derive(Debug, Clone)]
-pub(crate) struct DialectSql {
-    pub dialect: &'static sqlscan::Dialect,
-    /// Where the text is written (the dialect's own text, else the `query`).
-    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
-    pub pos: crate::diag::Pos,
-    pub sql: String,
-    /// The name bound to each placeholder, in order.
-    pub params: Vec<String>,
-}
-
 /// A proxy: where its downstream servers come from and how calls to them are intercepted.
 #[derive(Debug, Clone)]
 pub(crate) struct Proxy {
@@ -783,62 +773,51 @@ impl Binding {
     }
 }
 
+/// A statement: its definition as the runtime runs it ([`StatementDef`], built by `lower`
+/// and read through `Deref`), and what the checks and the output schema need beyond it.
 #[derive(Debug, Clone)]
 pub(crate) struct Statement {
     /// Where the query is written, for findings of later checks.
     #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub pos: crate::diag::Pos,
-    /// The field of a composite result, or the tool name for a single statement.
-    pub name: String,
-    /// The field holding rows (`many`) or the value (`scalar`) of a single statement.
-    pub key: String,
-    pub sql: String,
-    /// The text each other dialect the server runs on takes.
-    pub texts: Vec<DialectSql>,
-    pub mode: Mode,
-    /// Whether the statement inserts rows (for `execute` results).
-    pub inserts: bool,
-    pub columns: Vec<Column>,
-    pub max_rows: u32,
-    /// The cap on the rows' size as JSON text, when the statement sets one.
-    pub max_bytes: Option<u64>,
-    pub empty_message: Option<String>,
-    pub not_found: Option<String>,
-    /// Named parameters in the SQL, as written (without the sigil).
-    pub params: Vec<String>,
-    /// Parameters taken from an earlier statement's single row: `(param, statement, column)`.
-    pub bind: Vec<(String, String, String)>,
-    /// Computed fields beside the rows: `(field, source)`.
-    pub envelope: Vec<(String, Envelope)>,
-    /// Keyset pagination, when the statement pages.
-    pub page: Option<Page>,
+    /// Where each of `def.texts` is written (the dialect's own text, else the `query`), in
+    /// their order.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub text_pos: Vec<crate::diag::Pos>,
+    /// Each of `def.columns`' description and schema, in their order: the output schema's.
+    pub column_docs: Vec<ColumnDoc>,
+    pub def: StatementDef,
+}
+
+impl std::ops::Deref for Statement {
+    type Target = StatementDef;
+
+    fn deref(&self) -> &StatementDef {
+        &self.def
+    }
+}
+
+/// What a result column's schema says beyond its kind.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ColumnDoc {
+    pub description: Option<String>,
+    /// The schema the spec gives the column in place of its kind's.
+    pub schema: Option<Value>,
 }
 
 impl Statement {
     /// The names of the columns the statement's result must have: the declared ones, and the
     /// `page.by` columns read for the cursor alone.
-    #[cfg_attr(not(any(feature = "sqlite", feature = "live")), allow(dead_code))]
-    pub fn result_columns(&self) -> Vec<&str> {
-        let mut names: Vec<&str> = self.columns.iter().map(|c| c.name.as_str()).collect();
-        for c in self.page.iter().flat_map(|p| &p.by) {
-            if !names.contains(&c.as_str()) {
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub fn result_columns(&self) -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = self.columns.iter().map(|c| c.name).collect();
+        for c in self.page.iter().flat_map(|p| p.by) {
+            if !names.contains(c) {
                 names.push(c);
             }
         }
         names
     }
-}
-
-/// How a `many` statement pages (see `mcpspec_def::PageDef`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Page {
-    /// The result columns the `ORDER BY` sorts on, in its order.
-    pub by: Vec<String>,
-    /// The integer argument that sets a page's size, when there is one.
-    pub size: Option<String>,
-    /// Whether the query fetches one more row than a page holds (`:page.limit`), which
-    /// tells whether another page follows.
-    pub peek: bool,
 }
 
 /// The SQL parameter of a paged statement that binds how many rows to fetch: a page's size
@@ -860,110 +839,17 @@ pub(crate) fn is_page_param(param: &str) -> bool {
     param == PAGE_LIMIT_PARAM || param == PAGE_SIZE_PARAM || param.starts_with(AFTER_PREFIX)
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Envelope {
-    Count,
-    Tokens,
-    Arg(String),
-    Column(String),
-}
-
-impl Envelope {
-    pub fn parse(s: &str) -> Option<Envelope> {
-        match s {
-            "count" => Some(Envelope::Count),
-            "tokens" => Some(Envelope::Tokens),
-            _ => match s.split_once(':') {
-                Some(("arg", a)) if !a.is_empty() => Some(Envelope::Arg(a.to_string())),
-                Some(("column", c)) if !c.is_empty() => Some(Envelope::Column(c.to_string())),
-                _ => None,
-            },
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mode {
-    Many,
-    One,
-    Optional,
-    Scalar,
-    Execute,
-}
-
-impl Mode {
-    pub const NAMES: &'static [&'static str] = &["many", "one", "optional", "scalar", "execute"];
-
-    pub fn parse(s: &str) -> Option<Mode> {
-        Some(match s {
-            "many" => Mode::Many,
-            "one" => Mode::One,
-            "optional" => Mode::Optional,
-            "scalar" => Mode::Scalar,
-            "execute" => Mode::Execute,
-            _ => return None,
-        })
-    }
-
-    /// The mode as a spec writes it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Many => "many",
-            Mode::One => "one",
-            Mode::Optional => "optional",
-            Mode::Scalar => "scalar",
-            Mode::Execute => "execute",
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct Column {
-    pub name: String,
-    pub kind: ColumnKind,
-    pub nullable: bool,
-    pub description: Option<String>,
-    pub schema: Option<Value>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ColumnKind {
-    Text,
-    Integer,
-    Real,
-    Boolean,
-    Json,
-}
-
-impl ColumnKind {
-    pub const NAMES: &'static [&'static str] = &["text", "integer", "real", "boolean", "json"];
-
-    /// Parses `text`, `integer?` and so on into the kind and whether it may be NULL.
-    pub fn parse(s: &str) -> Option<(ColumnKind, bool)> {
-        let (base, nullable) = match s.strip_suffix('?') {
-            Some(b) => (b, true),
-            None => (s, false),
-        };
-        let kind = match base.trim() {
-            "text" => ColumnKind::Text,
-            "integer" => ColumnKind::Integer,
-            "real" => ColumnKind::Real,
-            "boolean" => ColumnKind::Boolean,
-            "json" => ColumnKind::Json,
-            _ => return None,
-        };
-        Some((kind, nullable))
-    }
-
-    /// The kind's name in the spec (`text`, ...).
-    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
-    pub fn name(self) -> &'static str {
-        match self {
-            ColumnKind::Text => "text",
-            ColumnKind::Integer => "integer",
-            ColumnKind::Real => "real",
-            ColumnKind::Boolean => "boolean",
-            ColumnKind::Json => "json",
-        }
+/// An envelope field's source as a spec writes it (`count`, `tokens`, `arg:NAME`,
+/// `column:NAME`).
+pub(crate) fn envelope(s: &str) -> Option<EnvelopeDef> {
+    use crate::intern::text;
+    match s {
+        "count" => Some(EnvelopeDef::Count),
+        "tokens" => Some(EnvelopeDef::Tokens),
+        _ => match s.split_once(':') {
+            Some(("arg", a)) if !a.is_empty() => Some(EnvelopeDef::Arg(text(a))),
+            Some(("column", c)) if !c.is_empty() => Some(EnvelopeDef::Column(text(c))),
+            _ => None,
+        },
     }
 }

@@ -24,6 +24,7 @@ pub mod drift;
 #[cfg(feature = "emit")]
 mod emit;
 mod fields;
+mod intern;
 mod ir;
 #[cfg(feature = "live")]
 pub mod live;

@@ -183,18 +183,18 @@ impl Live<'_> {
         subject: &str,
         out: &mut Diagnostics,
     ) {
-        let own = st.texts.iter().find(|t| t.dialect == self.dialect);
-        let (text, pos, names) = match own {
-            Some(t) => (
-                t.sql.as_str(),
-                t.pos,
-                t.params.iter().map(String::as_str).collect(),
-            ),
-            None => (st.sql.as_str(), st.pos, Vec::new()),
+        let own = st
+            .texts
+            .iter()
+            .zip(&st.text_pos)
+            .find(|(t, _)| t.dialect == self.dialect.name);
+        let (text, pos) = match own {
+            Some((t, pos)) => (t.sql, *pos),
+            None => (st.sql, st.pos),
         };
         let sql = Sql {
             text,
-            params: own.map(|_| &names[..]),
+            params: own.map(|(t, _)| t.params),
             name: "",
         };
         let described = match self.db.describe(sql) {
@@ -216,7 +216,8 @@ impl Live<'_> {
             self.columns(st, &described, pos, subject, out);
         }
         if let Some(input) = input {
-            self.params(&described, &names, input, pos, subject, out);
+            let names: &[&str] = own.map_or(&[], |(t, _)| t.params);
+            self.params(&described, names, input, pos, subject, out);
         }
         self.insert(text, pos, subject, out);
     }

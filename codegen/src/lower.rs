@@ -7,12 +7,14 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
+use mcpspec_def::ColumnDef;
+
 use crate::ir::{
-    Annotations, Arg, ArgType, Ask, Binding, Block, Column, ColumnKind, Confirm, Content, Database,
-    DemoCall, Derive, DialectSql, Downstream, Embedding, EngineSide, Envelope, ErrorDecl, Example,
+    Annotations, Arg, ArgType, Ask, Binding, Block, ColumnDoc, ColumnKind, Confirm, Content,
+    Database, DemoCall, Derive, Downstream, Embedding, EngineSide, EnvelopeDef, ErrorDecl, Example,
     Expect, Identity, InterceptAction, InterceptRule, InterceptSql, Message, MessageBody, Mode,
     OutField, OutStruct, OutType, Prompt, PromptArg, Provider, Proxy, ProxyConfig, Resource, Rule,
-    RuleKind, Server, StartupJob, Statement, Tool,
+    RuleKind, Server, StartupJob, Statement, StatementDef, Tool,
 };
 use crate::names;
 use crate::spec::{
@@ -446,19 +448,19 @@ fn tool(
     // A handler with `output: content` returns content blocks, like a `content:` binding.
     let content_output = handler && t.output.as_ref().is_some_and(|o| o.value.is_string());
     let content = content_output || matches!(binding, Binding::Content(_));
-    let writes = binding.statements().iter().any(|s| sqltext::writes(&s.sql));
+    let writes = binding.statements().iter().any(|s| sqltext::writes(s.sql));
     let annotations = annotations(t, &binding, writes);
     let empty = empty_input();
     let input = t.input.as_ref().map_or(&empty, |i| &i.value);
     let (mut args, defaults) = args(input);
     let mut schema = input_schema(input);
     if let Binding::Single(st) = &mut binding
-        && let Some(page) = &mut st.page
+        && let Some(page) = &mut st.def.page
     {
-        page.size = page.size.take().or_else(|| {
+        page.size = page.size.or_else(|| {
             args.iter()
                 .any(|a| a.wire == DEFAULT_PAGE_SIZE && a.ty == ArgType::Integer)
-                .then(|| DEFAULT_PAGE_SIZE.to_string())
+                .then_some(DEFAULT_PAGE_SIZE)
         });
         cursor_argument(&mut schema, &mut args);
     }
@@ -542,7 +544,7 @@ fn binding(t: &RawTool, pg: &[&'static sqlscan::Dialect]) -> Binding {
         let b = &b.value;
         let named = |name: &str, s: &RawStatement| {
             let mut st = statement(s, &t.name.value, pg);
-            st.name = name.to_string();
+            st.def.name = crate::intern::text(name);
             st
         };
         let mut statements = vec![
@@ -597,7 +599,7 @@ fn annotations(t: &RawTool, binding: &Binding, writes: bool) -> Annotations {
     let destroys = binding
         .statements()
         .iter()
-        .any(|s| sqltext::destroys(&s.sql));
+        .any(|s| sqltext::destroys(s.sql));
     let raw = t.annotations.as_ref().map(|a| &a.value);
     // A handler's effects are not visible to codegen: it is assumed to change things unless
     // its annotations say otherwise, and a confirmation rule makes it destructive.
@@ -663,16 +665,16 @@ fn args(input: &RawInput) -> (Vec<Arg>, Vec<(String, Value)>) {
 fn sql_args(t: &RawTool, binding: &Binding) -> Vec<String> {
     let mut sql_args: Vec<String> = Vec::new();
     for s in binding.statements() {
-        for p in &s.params {
+        for &p in s.params {
             // Derived parameters are computed by the runtime, not by the typed binding; so are
             // a backfill's own.
             if t.derive.contains_key(p)
-                || (t.backfill.is_some() && crate::ir::BACKFILL_PARAMS.contains(&p.as_str()))
+                || (t.backfill.is_some() && crate::ir::BACKFILL_PARAMS.contains(&p))
             {
                 continue;
             }
-            if !s.bind.iter().any(|(b, _, _)| b == p) && !sql_args.contains(p) {
-                sql_args.push(p.clone());
+            if !s.bind.iter().any(|(b, _, _)| *b == p) && !sql_args.iter().any(|a| a == p) {
+                sql_args.push(p.to_string());
             }
         }
     }
@@ -757,97 +759,94 @@ fn out_type(nested: &str, wire: &str, prop: &Value, out: &mut Vec<OutStruct>) ->
 }
 
 fn statement(s: &RawStatement, tool: &str, pg: &[&'static sqlscan::Dialect]) -> Statement {
+    use crate::intern::{list, opt, slice, text, texts};
     let mode = s
         .returns
         .as_ref()
         .and_then(|r| Mode::parse(&r.value))
         .unwrap_or(Mode::Many);
-    let columns = s
-        .columns
-        .iter()
-        .map(|(name, c)| {
-            let (ty, nullable_flag, description, schema) = match &c.value {
-                RawColumn::Short(t) => (t.as_str(), false, None, None),
-                RawColumn::Full(f) => (
-                    f.ty.as_str(),
-                    f.nullable,
-                    f.description.clone(),
-                    f.schema.clone(),
-                ),
-            };
-            let (kind, nullable) = ColumnKind::parse(ty).unwrap_or((ColumnKind::Json, true));
-            Column {
-                name: name.clone(),
-                kind,
-                nullable: nullable || nullable_flag,
-                description,
-                schema,
-            }
-        })
-        .collect();
+    let (columns, column_docs): (Vec<_>, Vec<_>) = s.columns.iter().map(column).unzip();
     let default_key = match mode {
         Mode::Scalar => "value",
         _ => "rows",
     };
-    Statement {
-        envelope: s
-            .envelope
-            .iter()
-            .filter_map(|(k, v)| Some((k.clone(), Envelope::parse(&v.value)?)))
-            .collect(),
-        pos: crate::spec::pos(&s.query),
-        name: s
-            .name
-            .as_ref()
-            .map_or_else(|| tool.to_string(), |n| n.value.clone()),
-        key: s
-            .key
-            .as_ref()
-            .map_or_else(|| default_key.to_string(), |k| k.value.clone()),
-        sql: sqlscan::sqlite_text(s.query.value.trim_end()),
-        texts: pg
-            .iter()
-            .map(|&dialect| {
-                let text = s.for_dialect(dialect).unwrap_or(&s.query);
-                let placed = dialect.place(text.value.trim_end());
-                DialectSql {
-                    dialect,
-                    pos: crate::spec::pos(text),
-                    sql: placed.text,
-                    params: placed.names,
-                }
-            })
-            .collect(),
+    let dialect_texts: Vec<_> = pg
+        .iter()
+        .map(|&dialect| (dialect, s.for_dialect(dialect).unwrap_or(&s.query)))
+        .collect();
+    let params = sqltext::params(&s.query.value);
+    let def = StatementDef {
+        name: text(s.name.as_ref().map_or(tool, |n| n.value.as_str())),
+        key: text(s.key.as_ref().map_or(default_key, |k| k.value.as_str())),
+        sql: text(&sqlscan::sqlite_text(s.query.value.trim_end())),
+        texts: list(&dialect_texts, |(dialect, t)| {
+            let placed = dialect.place(t.value.trim_end());
+            mcpspec_def::DialectSqlDef {
+                dialect: dialect.name,
+                sql: text(&placed.text),
+                params: texts(&placed.names),
+            }
+        }),
         mode,
         inserts: sqltext::inserts(&s.query.value),
-        columns,
+        columns: slice(columns),
         max_rows: s.max_rows.as_ref().map_or(DEFAULT_MAX_ROWS, |m| m.value),
         max_bytes: s.max_bytes.as_ref().map(|m| m.value),
-        page: s.page.as_ref().map(|p| crate::ir::Page {
-            by: p.value.by.iter().map(|c| c.value.clone()).collect(),
-            size: p.value.size.as_ref().map(|z| z.value.clone()),
-            peek: sqltext::params(&s.query.value)
+        empty_message: opt(s.empty_message.as_ref().map(|m| m.value.trim_end())),
+        not_found: opt(s.not_found.as_ref().map(|m| m.value.trim_end())),
+        params: slice(params.iter().map(|p| text(&p.name)).collect()),
+        bind: slice(
+            s.bind
                 .iter()
-                .any(|p| p.name == crate::ir::PAGE_LIMIT_PARAM),
+                .filter_map(|(param, src)| {
+                    let (st, col) = src.value.split_once('.')?;
+                    Some((text(param), text(st), text(col)))
+                })
+                .collect(),
+        ),
+        envelope: slice(
+            s.envelope
+                .iter()
+                .filter_map(|(k, v)| Some((text(k), crate::ir::envelope(&v.value)?)))
+                .collect(),
+        ),
+        page: s.page.as_ref().map(|p| mcpspec_def::PageDef {
+            by: slice(p.value.by.iter().map(|c| text(&c.value)).collect()),
+            size: opt(p.value.size.as_ref().map(|z| z.value.as_str())),
+            peek: params.iter().any(|p| p.name == crate::ir::PAGE_LIMIT_PARAM),
         }),
-        empty_message: s
-            .empty_message
-            .as_ref()
-            .map(|m| m.value.trim_end().to_string()),
-        not_found: s.not_found.as_ref().map(|m| m.value.trim_end().to_string()),
-        params: sqltext::params(&s.query.value)
-            .into_iter()
-            .map(|p| p.name)
-            .collect(),
-        bind: s
-            .bind
+    };
+    Statement {
+        pos: crate::spec::pos(&s.query),
+        text_pos: dialect_texts
             .iter()
-            .filter_map(|(param, src)| {
-                let (st, col) = src.value.split_once('.')?;
-                Some((param.clone(), st.to_string(), col.to_string()))
-            })
+            .map(|(_, t)| crate::spec::pos(t))
             .collect(),
+        column_docs,
+        def,
     }
+}
+
+/// A result column as the runtime reads it, and what its schema says beyond its kind.
+fn column((name, c): (&String, &crate::spec::Sp<RawColumn>)) -> (ColumnDef, ColumnDoc) {
+    let (ty, nullable_flag, doc) = match &c.value {
+        RawColumn::Short(t) => (t.as_str(), false, ColumnDoc::default()),
+        RawColumn::Full(f) => (
+            f.ty.as_str(),
+            f.nullable,
+            ColumnDoc {
+                description: f.description.clone(),
+                schema: f.schema.clone(),
+            },
+        ),
+    };
+    let (kind, nullable) = ColumnKind::parse(ty).unwrap_or((ColumnKind::Json, true));
+    let def = ColumnDef {
+        name: crate::intern::text(name),
+        kind,
+        nullable: nullable || nullable_flag,
+    };
+    (def, doc)
 }
 
 /// The DDL the server applies at start-up: the spec's `derived` statements, then each
@@ -1004,8 +1003,8 @@ fn input_schema(input: &RawInput) -> Value {
     Value::Object(o)
 }
 
-fn column_schema(c: &Column) -> Value {
-    let mut s = match (c.kind, &c.schema) {
+fn column_schema(c: &ColumnDef, doc: &ColumnDoc) -> Value {
+    let mut s = match (c.kind, &doc.schema) {
         (_, Some(s)) => s.clone(),
         (ColumnKind::Text, None) => json!({"type": "string"}),
         (ColumnKind::Integer, None) => json!({"type": "integer"}),
@@ -1013,31 +1012,53 @@ fn column_schema(c: &Column) -> Value {
         (ColumnKind::Boolean, None) => json!({"type": "boolean"}),
         (ColumnKind::Json, None) => json!({}),
     };
-    if let (Some(d), Some(o)) = (&c.description, s.as_object_mut()) {
+    if let (Some(d), Some(o)) = (&doc.description, s.as_object_mut()) {
         o.insert("description".into(), json!(d));
     }
     s
 }
 
+/// A statement's result columns, each with its doc, but those the envelope moves out of the
+/// rows.
+fn row_columns(s: &Statement) -> impl Iterator<Item = (&ColumnDef, &ColumnDoc)> {
+    let moved: Vec<&str> = s
+        .envelope
+        .iter()
+        .filter_map(|(_, e)| match e {
+            EnvelopeDef::Column(c) => Some(*c),
+            _ => None,
+        })
+        .collect();
+    s.def
+        .columns
+        .iter()
+        .zip(&s.column_docs)
+        .filter(move |(c, _)| !moved.contains(&c.name))
+}
+
 /// The schema of one row: NULL columns are omitted, so only non-null ones are required.
-fn row_schema(columns: &[Column]) -> Value {
-    let props: Map<String, Value> = columns
-        .iter()
-        .map(|c| (c.name.clone(), column_schema(c)))
-        .collect();
-    let required: Vec<&str> = columns
-        .iter()
-        .filter(|c| !c.nullable)
-        .map(|c| c.name.as_str())
-        .collect();
+fn row_schema<'a>(columns: impl Iterator<Item = (&'a ColumnDef, &'a ColumnDoc)>) -> Value {
+    let mut props = Map::new();
+    let mut required = Vec::new();
+    for (c, doc) in columns {
+        props.insert(c.name.to_string(), column_schema(c, doc));
+        if !c.nullable {
+            required.push(c.name);
+        }
+    }
     json!({"type": "object", "properties": props, "required": required})
+}
+
+/// Every result column of a statement with its doc.
+fn all_columns(s: &Statement) -> impl Iterator<Item = (&ColumnDef, &ColumnDoc)> {
+    s.def.columns.iter().zip(&s.column_docs)
 }
 
 fn part_schema(s: &Statement) -> Value {
     match s.mode {
-        Mode::Many => json!({"type": "array", "items": row_schema(&s.columns)}),
-        Mode::One | Mode::Optional => row_schema(&s.columns),
-        Mode::Scalar => column_schema(&s.columns[0]),
+        Mode::Many => json!({"type": "array", "items": row_schema(all_columns(s))}),
+        Mode::One | Mode::Optional => row_schema(all_columns(s)),
+        Mode::Scalar => column_schema(&s.columns[0], &s.column_docs[0]),
         Mode::Execute => execute_schema(),
     }
 }
@@ -1054,25 +1075,10 @@ fn execute_schema() -> Value {
 }
 
 fn many_schema(s: &Statement, input: &Value) -> Value {
-    // Columns moved into the envelope are not part of the rows.
-    let moved: Vec<&str> = s
-        .envelope
-        .iter()
-        .filter_map(|(_, e)| match e {
-            Envelope::Column(c) => Some(c.as_str()),
-            _ => None,
-        })
-        .collect();
-    let row_columns: Vec<Column> = s
-        .columns
-        .iter()
-        .filter(|c| !moved.contains(&c.name.as_str()))
-        .cloned()
-        .collect();
     let mut props = Map::new();
     props.insert(
-        s.key.clone(),
-        json!({"type": "array", "items": row_schema(&row_columns)}),
+        s.key.to_string(),
+        json!({"type": "array", "items": row_schema(row_columns(s))}),
     );
     props.insert("truncated".into(), json!({"type": "boolean", "description": "Present and true when more rows matched than the result may hold."}));
     props.insert(
@@ -1085,32 +1091,30 @@ fn many_schema(s: &Statement, input: &Value) -> Value {
             json!({"type": "string", "description": "Present while rows remain: pass it as `cursor` to get the next page."}),
         );
     }
-    let mut required = vec![s.key.clone()];
-    for (field, e) in &s.envelope {
+    let mut required = vec![s.key];
+    for (field, e) in s.envelope {
         let schema = match e {
-            Envelope::Count => {
+            EnvelopeDef::Count => {
                 json!({"type": "integer", "description": "How many rows this result holds."})
             }
-            Envelope::Tokens => {
+            EnvelopeDef::Tokens => {
                 json!({"type": "integer", "description": "An estimate of the tokens this result takes (its JSON length / 4)."})
             }
-            Envelope::Arg(a) => {
+            EnvelopeDef::Arg(a) => {
                 let mut p = input["properties"][a].clone();
                 if let Some(o) = p.as_object_mut() {
                     o.remove("default");
                 }
                 p
             }
-            Envelope::Column(c) => s
-                .columns
-                .iter()
-                .find(|col| &col.name == c)
-                .map(column_schema)
+            EnvelopeDef::Column(c) => all_columns(s)
+                .find(|(col, _)| col.name == *c)
+                .map(|(col, doc)| column_schema(col, doc))
                 .unwrap_or_else(|| json!({})),
         };
-        props.insert(field.clone(), schema);
-        if !matches!(e, Envelope::Arg(_)) {
-            required.push(field.clone());
+        props.insert(field.to_string(), schema);
+        if !matches!(e, EnvelopeDef::Arg(_)) {
+            required.push(field);
         }
     }
     json!({"type": "object", "properties": props, "required": required})
@@ -1120,15 +1124,11 @@ fn output_schema(binding: &Binding, input: &Value) -> Value {
     match binding {
         Binding::Single(s) => match s.mode {
             Mode::Many => many_schema(s, input),
-            Mode::One | Mode::Optional => row_schema(&s.columns),
+            Mode::One | Mode::Optional => row_schema(all_columns(s)),
             Mode::Scalar => {
                 let nullable = s.columns[0].nullable;
-                let required: Vec<&str> = if nullable {
-                    vec![]
-                } else {
-                    vec![s.key.as_str()]
-                };
-                json!({"type": "object", "properties": {s.key.clone(): part_schema(s)}, "required": required})
+                let required: Vec<&str> = if nullable { vec![] } else { vec![s.key] };
+                json!({"type": "object", "properties": {s.key: part_schema(s)}, "required": required})
             }
             Mode::Execute => execute_schema(),
         },
@@ -1137,7 +1137,7 @@ fn output_schema(binding: &Binding, input: &Value) -> Value {
         Binding::Composite(parts) => {
             let props: Map<String, Value> = parts
                 .iter()
-                .map(|p| (p.name.clone(), part_schema(p)))
+                .map(|p| (p.name.to_string(), part_schema(p)))
                 .collect();
             let required: Vec<&str> = parts
                 .iter()
@@ -1145,7 +1145,7 @@ fn output_schema(binding: &Binding, input: &Value) -> Value {
                     matches!(p.mode, Mode::One | Mode::Many)
                         || (p.mode == Mode::Scalar && !p.columns[0].nullable)
                 })
-                .map(|p| p.name.as_str())
+                .map(|p| p.name)
                 .collect();
             json!({"type": "object", "properties": props, "required": required})
         }

@@ -142,7 +142,7 @@ fn check_tools(spec: &Spec, targets: &[(&str, &Connection)], out: &mut Diagnosti
         for st in tool.binding.statements() {
             for (what, conn) in targets {
                 let subject = format!("tool `{}`: statement `{}`", tool.name, st.name);
-                let Some(stmt) = prepare(spec, conn, &st.sql, st.pos, &subject, what, out) else {
+                let Some(stmt) = prepare(spec, conn, st.sql, st.pos, &subject, what, out) else {
                     continue;
                 };
                 if st.mode != Mode::Execute {
@@ -282,7 +282,7 @@ fn check_content(spec: &Spec, targets: &[(&str, &Connection)], out: &mut Diagnos
     for (owner, st) in statements {
         for (what, conn) in targets {
             let subject = format!("{owner}: the statement");
-            let Some(stmt) = prepare(spec, conn, &st.sql, st.pos, &subject, what, out) else {
+            let Some(stmt) = prepare(spec, conn, st.sql, st.pos, &subject, what, out) else {
                 continue;
             };
             check_columns(spec, &stmt, st, &subject, out);
@@ -354,7 +354,7 @@ fn check_insert(
         )
         .unwrap_or_else(|_| unreachable!())
     });
-    let Some(m) = INSERT.captures(&st.sql) else {
+    let Some(m) = INSERT.captures(st.sql) else {
         return;
     };
     let table = &m[1];

@@ -245,20 +245,20 @@ impl Validator<'_> {
                     "rename it",
                 );
             }
-            match crate::ir::Envelope::parse(&src.value) {
+            match crate::ir::envelope(&src.value) {
                 None => self.sink.error(
                     pos(src),
                     format!("unknown envelope source `{}`", src.value),
                     "",
                     "use count, tokens, arg:NAME or column:NAME",
                 ),
-                Some(crate::ir::Envelope::Arg(a)) if !props.contains_key(&a) => self.sink.error(
+                Some(crate::ir::EnvelopeDef::Arg(a)) if !props.contains_key(a) => self.sink.error(
                     pos(src),
                     format!("envelope field `{field}` echoes `{a}`, which is not an input property"),
                     "",
                     "",
                 ),
-                Some(crate::ir::Envelope::Column(c)) if !s.columns.contains_key(&c) => self.sink.error(
+                Some(crate::ir::EnvelopeDef::Column(c)) if !s.columns.contains_key(c) => self.sink.error(
                     pos(src),
                     format!("envelope field `{field}` reads column `{c}`, which the statement does not declare"),
                     "",

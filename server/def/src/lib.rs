@@ -811,7 +811,7 @@ impl BindingDef {
     }
 }
 
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct StatementDef {
     /// The field of a composite result.
@@ -899,6 +899,29 @@ pub enum Mode {
     Execute,
 }
 
+impl Mode {
+    /// Every mode as a spec writes it (`returns:`), in the order of the variants.
+    pub const NAMES: &'static [&'static str] = &["many", "one", "optional", "scalar", "execute"];
+    const ALL: [Mode; 5] = [
+        Mode::Many,
+        Mode::One,
+        Mode::Optional,
+        Mode::Scalar,
+        Mode::Execute,
+    ];
+
+    /// The mode a spec writes as `name`.
+    pub fn parse(name: &str) -> Option<Mode> {
+        let i = Mode::NAMES.iter().position(|n| *n == name)?;
+        Some(Mode::ALL[i])
+    }
+
+    /// The mode as a spec writes it.
+    pub fn name(self) -> &'static str {
+        Mode::NAMES[self as usize]
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct ColumnDef {
@@ -919,15 +942,30 @@ pub enum ColumnKind {
 }
 
 impl ColumnKind {
+    /// Every kind as a spec writes it, in the order of the variants.
+    pub const NAMES: &'static [&'static str] = &["text", "integer", "real", "boolean", "json"];
+    const ALL: [ColumnKind; 5] = [
+        ColumnKind::Text,
+        ColumnKind::Integer,
+        ColumnKind::Real,
+        ColumnKind::Boolean,
+        ColumnKind::Json,
+    ];
+
+    /// A column's type as a spec writes it (`text`, `integer?`, ...): the kind, and whether
+    /// the column may be NULL (the trailing `?`).
+    pub fn parse(written: &str) -> Option<(ColumnKind, bool)> {
+        let (base, nullable) = match written.strip_suffix('?') {
+            Some(b) => (b, true),
+            None => (written, false),
+        };
+        let i = ColumnKind::NAMES.iter().position(|n| *n == base.trim())?;
+        Some((ColumnKind::ALL[i], nullable))
+    }
+
     /// The kind as a spec writes it.
     pub fn name(self) -> &'static str {
-        match self {
-            ColumnKind::Text => "text",
-            ColumnKind::Integer => "integer",
-            ColumnKind::Real => "real",
-            ColumnKind::Boolean => "boolean",
-            ColumnKind::Json => "json",
-        }
+        ColumnKind::NAMES[self as usize]
     }
 }
 
@@ -960,5 +998,27 @@ impl<'de> serde::Deserializer<'de> for MapRef<'de> {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
         bytes byte_buf option unit unit_struct newtype_struct seq tuple
         tuple_struct map struct enum identifier ignored_any
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ColumnKind, Mode};
+
+    #[test]
+    fn a_mode_and_a_column_kind_read_back_from_the_names_a_spec_writes() {
+        for name in Mode::NAMES {
+            assert_eq!(Mode::parse(name).map(Mode::name), Some(*name));
+        }
+        assert_eq!(Mode::parse("optional"), Some(Mode::Optional));
+        assert_eq!(Mode::parse("Many"), None);
+        for name in ColumnKind::NAMES {
+            assert_eq!(
+                ColumnKind::parse(name).map(|(k, n)| (k.name(), n)),
+                Some((*name, false))
+            );
+        }
+        assert_eq!(ColumnKind::parse("json?"), Some((ColumnKind::Json, true)));
+        assert_eq!(ColumnKind::parse("blob"), None);
     }
 }
