@@ -232,7 +232,7 @@ fn check_fixed_calls(spec: &Spec, out: &mut Diagnostics) {
                 .map(|e| ("example", &e.tool, &e.arguments, e.pos)),
         );
     for (what, tool_name, arguments, pos) in calls {
-        let Some(tool) = spec.ir.tools.iter().find(|t| &t.name == tool_name) else {
+        let Some(tool) = spec.ir.tools.iter().find(|t| t.name == tool_name) else {
             continue;
         };
         let Ok(validator) = jsonschema::validator_for(&tool.input_schema) else {

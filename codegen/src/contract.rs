@@ -76,7 +76,7 @@ pub(crate) fn snapshot(server: &ir::Server) -> Value {
     let tools: Map<String, Value> = server
         .tools
         .iter()
-        .map(|t| (t.name.clone(), tool_contract(t)))
+        .map(|t| (t.name.to_string(), tool_contract(t)))
         .collect();
     let mut out = json!({
         "$comment": format!(
@@ -209,13 +209,13 @@ fn tool_contract(t: &ir::Tool) -> Value {
     }
     // Recorded only when set, so that the snapshots of tools without them stay as they were.
     match &t.app {
-        Some(ir::App::Table) => tool["app"] = json!("table"),
-        Some(ir::App::Html { file, .. }) => tool["app"] = json!({ "html": file }),
+        Some(mcpspec_def::AppDef::Table) => tool["app"] = json!("table"),
+        Some(mcpspec_def::AppDef::Html { file, .. }) => tool["app"] = json!({ "html": file }),
         None => {}
     }
     match t.task {
-        Some(ir::TaskSupport::Optional) => tool["task"] = json!("optional"),
-        Some(ir::TaskSupport::Required) => tool["task"] = json!("required"),
+        Some(mcpspec_def::TaskSupport::Optional) => tool["task"] = json!("optional"),
+        Some(mcpspec_def::TaskSupport::Required) => tool["task"] = json!("required"),
         None => {}
     }
     tool

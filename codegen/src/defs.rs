@@ -2,7 +2,7 @@
 //! Served as they are when a spec file is served (`mcpspec dev`, the examples `check` runs),
 //! and baked into the Rust that rebuilds them for a compiled server (`emit`, through
 //! `databake`), so that the two never differ. Where the IR already holds a definition (a
-//! statement's, which `lower` builds), it is taken as it is.
+//! statement's and a tool's, which `lower` builds), it is taken as it is.
 //!
 //! The runtime keeps `&'static` tables, so a definition built here is leaked. Each is leaked
 //! once: a server's definition is kept by its IR's digest and handed out again for an IR seen
@@ -11,12 +11,10 @@
 //! (`tests/reload.rs` counts it).
 
 use mcpspec_def::{
-    AnnotationsDef, AskDef, BackfillDef, Bind, BindingDef, BlockDef, BlockKind, ConfirmDef,
-    ContentDef, DatabaseDef, DemoCallDef, DeriveDef, DownstreamDef, EmbeddingDef, EmbeddingsField,
-    EngineDef, ErrorDef, ExampleDef, ExpectDef, IdentityDef, InterceptRuleDef, MessageBodyDef,
-    MessageDef, MigrationDef, MigrationTextDef, ParamKind, PromptArgumentDef, PromptDef,
-    ProviderDef, ProxyConfigDef, ProxyDef, ResourceDef, RuleDef, RuleKindDef, ServerDef, SkillDef,
-    SkillFileDef, StartupJobDef, StatementDef, ToolDef,
+    AskDef, ContentDef, DatabaseDef, DemoCallDef, DownstreamDef, EmbeddingDef, EngineDef, ErrorDef,
+    ExampleDef, ExpectDef, IdentityDef, InterceptRuleDef, MessageBodyDef, MessageDef, MigrationDef,
+    MigrationTextDef, PromptArgumentDef, PromptDef, ProviderDef, ProxyConfigDef, ProxyDef,
+    ResourceDef, RuleDef, RuleKindDef, ServerDef, SkillDef, SkillFileDef, StartupJobDef,
 };
 
 use std::collections::BTreeMap;
@@ -61,7 +59,7 @@ fn build(s: &ir::Server) -> &'static ServerDef {
             tool: text(&j.tool),
             arguments: text(&j.arguments.to_string()),
         }),
-        tools: list(&s.tools, |t| tool(t, s)),
+        tools: list(&s.tools, |t| t.def.clone()),
         toolsets: list(&s.toolsets, |(name, tools)| (text(name), texts(tools))),
         error_codes: list(&s.error_codes, |(k, v)| (text(k), text(v))),
         errors: list(&s.errors, error),
@@ -110,16 +108,6 @@ fn embedding(e: &ir::Embedding) -> EmbeddingDef {
         timeout_ms: e.timeout_ms,
         retries: e.retries,
         stored_in: list(&e.stored_in, |(place, _)| text(place)),
-    }
-}
-
-fn derive(d: &ir::Derive) -> DeriveDef {
-    DeriveDef {
-        name: text(&d.name),
-        from: text(&d.from),
-        transforms: texts(&d.transforms),
-        embed: opt(d.embed.as_deref()),
-        needed_when: list(&d.needed_when, |(arg, values)| (text(arg), texts(values))),
     }
 }
 
@@ -234,7 +222,7 @@ fn resource(r: &ir::Resource) -> ResourceDef {
         description: opt(r.description.as_deref()),
         mime_type: text(&r.mime_type),
         content: ContentDef {
-            statement: r.content.statement.as_ref().map(statement),
+            statement: r.content.statement.as_ref().map(|s| s.def.clone()),
             template: opt(r.content.template.as_deref()),
             blob: opt(r.content.blob.as_deref()),
             handler: r.handler.is_some(),
@@ -260,7 +248,7 @@ fn prompt(p: &ir::Prompt) -> PromptDef {
             message: text(&a.message),
             schema: text(&a.schema),
         }),
-        statement: p.statement.as_ref().map(statement),
+        statement: p.statement.as_ref().map(|s| s.def.clone()),
         messages: list(&p.messages, |m| MessageDef {
             assistant: m.assistant,
             body: match &m.body {
@@ -270,113 +258,5 @@ fn prompt(p: &ir::Prompt) -> PromptDef {
             },
         }),
         scopes: texts(&p.scopes),
-    }
-}
-
-/// A statement's definition: `lower` builds it.
-fn statement(s: &ir::Statement) -> StatementDef {
-    s.def.clone()
-}
-
-fn binding(b: &ir::Binding) -> BindingDef {
-    match b {
-        ir::Binding::Single(s) => BindingDef::Single(statement(s)),
-        ir::Binding::Composite(parts) => BindingDef::Composite(list(parts, statement)),
-        ir::Binding::Handler(_) => BindingDef::Handler,
-        ir::Binding::Backfill {
-            embed,
-            size,
-            statements,
-        } => BindingDef::Backfill(BackfillDef {
-            embed: text(embed),
-            size: opt(size.as_deref()),
-            statements: list(statements, statement),
-        }),
-        ir::Binding::Content(blocks) => BindingDef::Content(list(blocks, |b| BlockDef {
-            kind: match b.kind.as_str() {
-                "image" => BlockKind::Image,
-                "audio" => BlockKind::Audio,
-                "resource" => BlockKind::Resource,
-                _ => BlockKind::Text,
-            },
-            text: opt(b.text.as_deref()),
-            data: opt(b.data.as_deref()),
-            mime_type: opt(b.mime_type.as_deref()),
-            uri: opt(b.uri.as_deref()),
-        })),
-    }
-}
-
-/// How each SQL parameter of `t` binds: as the argument's typed field would, or (for the one
-/// name that is no argument) as every argument together.
-fn params(t: &ir::Tool, s: &ir::Server) -> &'static [(&'static str, ParamKind)] {
-    list(&t.sql_args, |wire| {
-        let kind = match t.args.iter().find(|a| &a.wire == wire).map(|a| &a.ty) {
-            Some(ir::ArgType::String) => ParamKind::Text,
-            Some(ir::ArgType::Integer) => ParamKind::Integer,
-            Some(ir::ArgType::Number) => ParamKind::Real,
-            Some(ir::ArgType::Boolean) => ParamKind::Boolean,
-            Some(ir::ArgType::Array(_)) => ParamKind::Array,
-            Some(ir::ArgType::Json) => ParamKind::Json,
-            None if wire == ir::AUTH_SUB_PARAM => ParamKind::AuthSub,
-            None if wire.starts_with(ir::AUTH_CLAIM_PREFIX) => {
-                let name = &wire[ir::AUTH_CLAIM_PREFIX.len()..];
-                let kind = s.claims.iter().find(|(n, _)| n == name).map(|(_, k)| *k);
-                // Validation refuses an undeclared claim before this runs.
-                ParamKind::AuthClaim(kind.unwrap_or(mcpspec_def::ClaimKind::Text))
-            }
-            None if wire.starts_with(ir::EMBEDDINGS_PREFIX) => {
-                let field = wire.rsplit_once('.').map_or("", |(_, f)| f);
-                // Validation refuses a field that is not one before this runs.
-                ParamKind::Embeddings(EmbeddingsField::of(field).unwrap_or(EmbeddingsField::Model))
-            }
-            None if ir::is_page_param(wire) => ParamKind::Page,
-            None => ParamKind::Arguments,
-        };
-        (text(wire), kind)
-    })
-}
-
-fn tool(t: &ir::Tool, s: &ir::Server) -> ToolDef {
-    let a = t.annotations;
-    ToolDef {
-        name: text(&t.name),
-        title: opt(t.title.as_deref()),
-        description: text(&t.description),
-        input_schema: text(&t.input_schema.to_string()),
-        output_schema: text(&t.output_schema.to_string()),
-        annotations: AnnotationsDef {
-            read_only: a.read_only,
-            destructive: a.destructive,
-            idempotent: a.idempotent,
-            open_world: a.open_world,
-        },
-        writes: t.writes,
-        defaults: list(&t.defaults, |(k, v)| (text(k), text(&v.to_string()))),
-        required_any: texts(&t.required_any),
-        transforms: list(&t.transforms, |(arg, l)| (text(arg), texts(l))),
-        timeout_ms: t.timeout_ms,
-        scopes: texts(&t.scopes),
-        derive: list(&t.derive, derive),
-        env_defaults: pairs(&t.env_defaults),
-        binding: binding(&t.binding),
-        content: t.content,
-        bind: Bind(params(t, s)),
-        confirm: t.confirm.as_ref().map(|c| ConfirmDef {
-            argument: text(&c.argument),
-            message: text(&c.message),
-        }),
-        task: t.task.map(|t| match t {
-            ir::TaskSupport::Optional => mcpspec_def::TaskSupport::Optional,
-            ir::TaskSupport::Required => mcpspec_def::TaskSupport::Required,
-        }),
-        app: t.app.as_ref().map(|a| match a {
-            ir::App::Table => mcpspec_def::AppDef::Table,
-            ir::App::Html { file, html, .. } => mcpspec_def::AppDef::Html {
-                file: text(file),
-                html: text(html),
-            },
-        }),
-        max_bytes: t.max_bytes,
     }
 }

@@ -786,7 +786,7 @@ fn not_found_errors(t: &ir::Tool, out: &mut Vec<ErrorCtx>) {
 }
 
 /// The codes of a tool that asks for confirmation.
-fn confirm_errors(c: &ir::Confirm, out: &mut Vec<ErrorCtx>) {
+fn confirm_errors(c: &mcpspec_def::ConfirmDef, out: &mut Vec<ErrorCtx>) {
     out.push(ErrorCtx {
         code: "CONFIRMATION_REQUIRED".into(),
         when: format!("`{}` is not `true`", c.argument),
@@ -871,21 +871,21 @@ fn tool_ctx(server: &ir::Server, t: &ir::Tool) -> ToolCtx {
             note: d.note.clone(),
         });
     ToolCtx {
-        name: t.name.clone(),
+        name: t.name.to_string(),
         // GitHub's anchor for a heading that is just the tool name in backticks.
         anchor: t.name.to_lowercase(),
-        title: t.title.clone().unwrap_or_default(),
+        title: t.title.unwrap_or_default().to_string(),
         description: t
             .description
             .split_whitespace()
             .collect::<Vec<_>>()
             .join(" "),
         effect,
-        app: match &t.app {
-            Some(ir::App::Table) => {
+        app: match t.app {
+            Some(mcpspec_def::AppDef::Table) => {
                 format!("the built-in table view, `ui://{}/{}`", server.name, t.name)
             }
-            Some(ir::App::Html { file, .. }) => {
+            Some(mcpspec_def::AppDef::Html { file, .. }) => {
                 format!("`{file}`, as `ui://{}/{}`", server.name, t.name)
             }
             None => String::new(),
@@ -893,7 +893,13 @@ fn tool_ctx(server: &ir::Server, t: &ir::Tool) -> ToolCtx {
         scopes: server
             .scopes
             .iter()
-            .chain(t.scopes.iter().filter(|x| !server.scopes.contains(x)))
+            .map(String::as_str)
+            .chain(
+                t.scopes
+                    .iter()
+                    .copied()
+                    .filter(|x| !server.scopes.iter().any(|s| s == x)),
+            )
             .map(|x| format!("`{x}`"))
             .collect::<Vec<_>>()
             .join(", "),

@@ -5,7 +5,10 @@
 
 use serde_json::Value;
 
-pub(crate) use mcpspec_def::{ColumnKind, EnvelopeDef, Mode, StatementDef};
+pub(crate) use mcpspec_def::{
+    AppDef, ColumnKind, ConfirmDef, DeriveDef, EnvelopeDef, Mode, StatementDef, TaskSupport,
+    ToolDef,
+};
 
 #[derive(Debug, Clone)]
 pub(crate) struct Server {
@@ -43,8 +46,6 @@ pub(crate) struct Server {
     pub scopes: Vec<String>,
     /// The OAuth issuer the spec names.
     pub issuer: Option<String>,
-    /// The access token's claims statements may read, by name.
-    pub claims: Vec<(String, mcpspec_def::ClaimKind)>,
     /// Every tool's `examples:`, in spec order.
     pub examples: Vec<Example>,
     /// The embedding providers, by name.
@@ -106,18 +107,6 @@ pub(crate) enum Provider {
     OpenAi { base_url: String, model: String },
     /// Chosen at start-up by this environment variable.
     Env(String),
-}
-
-/// A parameter a SQL tool computes from an argument.
-#[derive(Debug, Clone)]
-pub(crate) struct Derive {
-    pub name: String,
-    pub from: String,
-    pub transforms: Vec<String>,
-    /// The embedding provider that turns the text into a vector.
-    pub embed: Option<String>,
-    /// With `embed`: argument values that need the vector when the provider is off.
-    pub needed_when: Vec<(String, Vec<String>)>,
 }
 
 /// A tool call from a tool's `examples:` and what must come back.
@@ -349,22 +338,6 @@ impl RuleKind {
     pub const NAMES: &'static [&'static str] = &["invalid", "constraint", "no_row", "no_change"];
 }
 
-/// Whether a tool's calls run as tasks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TaskSupport {
-    /// As a task when the client declared the tasks extension.
-    Optional,
-    /// Only as a task.
-    Required,
-}
-
-/// A confirmation rule: the boolean argument that must be true, and the elicitation message.
-#[derive(Debug, Clone)]
-pub(crate) struct Confirm {
-    pub argument: String,
-    pub message: String,
-}
-
 /// A typed output struct of a handler tool, from an object schema.
 #[derive(Debug, Clone)]
 pub(crate) struct OutStruct {
@@ -575,69 +548,40 @@ pub(crate) struct DemoCall {
     pub pos: crate::diag::Pos,
 }
 
+/// A tool: its definition as the runtime runs it ([`ToolDef`], built by `lower` and read
+/// through `Deref`), and what the checks, the docs and the emitter need beyond it. Four fields
+/// here stand in for the definition's of the same name in a richer form: the schemas and the
+/// defaults as JSON values (the definition holds their text) and the binding with its
+/// statements' positions (the definition holds their definitions).
 #[derive(Debug, Clone)]
 pub(crate) struct Tool {
-    pub name: String,
     /// Where the tool is declared, for findings of later checks.
     #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub pos: crate::diag::Pos,
     /// The argument struct's name.
     #[cfg_attr(not(feature = "emit"), allow(dead_code))]
     pub type_name: String,
-    pub title: Option<String>,
-    pub description: String,
     pub input_schema: Value,
     pub output_schema: Value,
-    pub annotations: Annotations,
-    /// Whether any statement of the tool changes the database.
-    pub writes: bool,
+    #[cfg_attr(not(feature = "emit"), allow(dead_code))]
     pub args: Vec<Arg>,
     pub binding: Binding,
     /// Arguments referenced by some statement, in order of first use.
     pub sql_args: Vec<String>,
-    /// At least one of these arguments must be present.
-    pub required_any: Vec<String>,
-    /// Transforms per argument, applied in order after validation.
-    pub transforms: Vec<(String, Vec<String>)>,
-    pub timeout_ms: Option<u64>,
-    /// A handler tool's cap on its result's size as JSON text.
-    pub max_bytes: Option<u64>,
-    /// OAuth scopes a caller needs, besides the server's.
-    pub scopes: Vec<String>,
-    /// Derived parameters, by name.
-    pub derive: Vec<Derive>,
-    /// Defaults from the environment: `(argument, variable)`.
-    pub env_defaults: Vec<(String, String)>,
     /// Argument defaults to apply before validation, as `(wire name, value)`.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub defaults: Vec<(String, Value)>,
-    pub confirm: Option<Confirm>,
-    /// Whether calls run as tasks (the tasks extension): `None`, never.
-    pub task: Option<TaskSupport>,
-    /// The MCP App hosts show the result in (`app:`).
-    pub app: Option<App>,
     /// For handler tools: the output structs, the tool's own first.
     pub outputs: Vec<OutStruct>,
-    /// Whether the result is MCP content blocks (a `content:` binding or `output: content`);
-    /// such a tool has no output schema.
-    pub content: bool,
+    pub def: ToolDef,
 }
 
-/// A tool's MCP App.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum App {
-    /// The runtime's built-in table view.
-    Table,
-    /// An HTML file beside the spec: its path as the spec names it, and its text (read by
-    /// `compile_in`, crate::apps).
-    Html { file: String, html: String },
-}
+impl std::ops::Deref for Tool {
+    type Target = ToolDef;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Annotations {
-    pub read_only: bool,
-    pub destructive: bool,
-    pub idempotent: bool,
-    pub open_world: bool,
+    fn deref(&self) -> &ToolDef {
+        &self.def
+    }
 }
 
 #[derive(Debug, Clone)]

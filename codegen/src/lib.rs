@@ -137,10 +137,8 @@ impl Spec {
         self.ir
             .tools
             .iter()
-            .filter_map(|t| match &t.app {
-                Some(ir::App::Html { file, html, .. }) => {
-                    Some((PathBuf::from(file), html.as_str()))
-                }
+            .filter_map(|t| match t.app {
+                Some(mcpspec_def::AppDef::Html { file, html }) => Some((PathBuf::from(file), html)),
                 _ => None,
             })
             .collect()
@@ -148,7 +146,7 @@ impl Spec {
 
     /// The names of the server's tools, in spec order.
     pub fn tool_names(&self) -> Vec<&str> {
-        self.ir.tools.iter().map(|t| t.name.as_str()).collect()
+        self.ir.tools.iter().map(|t| t.name).collect()
     }
 }
 
@@ -209,8 +207,8 @@ pub fn compile_in(dir: &Path, display_path: &Path, text: &str) -> Result<Spec, D
     let mut ir = lower::lower(&shown, &raw);
     ir.skills = skills;
     for tool in &mut ir.tools {
-        if let Some(ir::App::Html { html, .. }) = &mut tool.app {
-            *html = views.remove(&tool.name).unwrap_or_default();
+        if let Some(mcpspec_def::AppDef::Html { html, .. }) = &mut tool.def.app {
+            *html = intern::text(&views.remove(tool.def.name).unwrap_or_default());
         }
     }
     if let (Some(db), Some((migrations, at))) = (&mut ir.database, read) {

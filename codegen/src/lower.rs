@@ -7,14 +7,17 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
-use mcpspec_def::ColumnDef;
+use mcpspec_def::{
+    AnnotationsDef, BindingDef, BlockDef, BlockKind, ClaimKind, ColumnDef, EmbeddingsField,
+    ParamKind,
+};
 
 use crate::ir::{
-    Annotations, Arg, ArgType, Ask, Binding, Block, ColumnDoc, ColumnKind, Confirm, Content,
-    Database, DemoCall, Derive, Downstream, Embedding, EngineSide, EnvelopeDef, ErrorDecl, Example,
-    Expect, Identity, InterceptAction, InterceptRule, InterceptSql, Message, MessageBody, Mode,
-    OutField, OutStruct, OutType, Prompt, PromptArg, Provider, Proxy, ProxyConfig, Resource, Rule,
-    RuleKind, Server, StartupJob, Statement, StatementDef, Tool,
+    AppDef, Arg, ArgType, Ask, Binding, Block, ColumnDoc, ColumnKind, ConfirmDef, Content,
+    Database, DemoCall, DeriveDef, Downstream, Embedding, EngineSide, EnvelopeDef, ErrorDecl,
+    Example, Expect, Identity, InterceptAction, InterceptRule, InterceptSql, Message, MessageBody,
+    Mode, OutField, OutStruct, OutType, Prompt, PromptArg, Provider, Proxy, ProxyConfig, Resource,
+    Rule, RuleKind, Server, StartupJob, Statement, StatementDef, TaskSupport, Tool, ToolDef,
 };
 use crate::names;
 use crate::spec::{
@@ -34,6 +37,11 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
         .map(|d| d.value.by_dialect().map(|(d, _)| d).collect())
         .unwrap_or_default();
     let pg = &dialects[..];
+    let claims: Vec<(String, ClaimKind)> = server
+        .claims
+        .iter()
+        .filter_map(|(name, ty)| Some((name.clone(), ClaimKind::of(&ty.value)?)))
+        .collect();
     let type_names = names::dedupe_types(
         spec.tools
             .iter()
@@ -57,7 +65,14 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
             spec.tools
                 .iter()
                 .zip(type_names)
-                .map(|(t, ty)| tool(&t.value, crate::spec::pos(t), ty, pg))
+                .map(|(t, type_name)| {
+                    let at = ToolAt {
+                        pos: crate::spec::pos(t),
+                        type_name,
+                        pg,
+                    };
+                    tool(&t.value, at, &claims)
+                })
                 .collect(),
         ),
         toolsets: spec
@@ -87,11 +102,6 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
         prompts: spec.prompts.iter().map(|p| prompt(&p.value, pg)).collect(),
         scopes: scopes(&server.scopes),
         issuer: server.issuer.as_ref().map(|i| i.value.clone()),
-        claims: server
-            .claims
-            .iter()
-            .filter_map(|(name, ty)| Some((name.clone(), mcpspec_def::ClaimKind::of(&ty.value)?)))
-            .collect(),
         embeddings: embeddings(spec),
         // Read from their directories by `compile_in` (crate::skills), as migrations are.
         skills: Vec::new(),
@@ -437,19 +447,14 @@ fn proxy(p: &RawProxy) -> Proxy {
     }
 }
 
-fn tool(
-    t: &RawTool,
-    pos: crate::diag::Pos,
-    type_name: String,
-    pg: &[&'static sqlscan::Dialect],
-) -> Tool {
-    let mut binding = binding(t, pg);
+fn tool(t: &RawTool, at: ToolAt, claims: &[(String, ClaimKind)]) -> Tool {
+    use crate::intern::{list, opt, pairs, slice, text, texts};
+    let mut binding = binding(t, at.pg);
     let handler = matches!(binding, Binding::Handler(_));
     // A handler with `output: content` returns content blocks, like a `content:` binding.
     let content_output = handler && t.output.as_ref().is_some_and(|o| o.value.is_string());
     let content = content_output || matches!(binding, Binding::Content(_));
     let writes = binding.statements().iter().any(|s| sqltext::writes(s.sql));
-    let annotations = annotations(t, &binding, writes);
     let empty = empty_input();
     let input = t.input.as_ref().map_or(&empty, |i| &i.value);
     let (mut args, defaults) = args(input);
@@ -465,77 +470,161 @@ fn tool(
         cursor_argument(&mut schema, &mut args);
     }
     let sql_args = sql_args(t, &binding);
-    Tool {
-        name: t.name.value.clone(),
-        pos,
-        type_name: type_name.clone(),
-        title: t.title.clone(),
-        description: t.description.value.trim_end().to_string(),
-        output_schema: match &t.output {
-            _ if content => Value::Null,
-            Some(o) if handler => capped_output(o.value.clone(), t.max_bytes.is_some()),
-            _ => output_schema(&binding, &schema),
-        },
-        input_schema: schema,
-        outputs: match &t.output {
-            Some(o) if handler && !content => outputs(t, &type_name, &o.value),
-            _ => Vec::new(),
-        },
+    let output_schema = match &t.output {
+        _ if content => Value::Null,
+        Some(o) if handler => capped_output(o.value.clone(), t.max_bytes.is_some()),
+        _ => output_schema(&binding, &schema),
+    };
+    let def = ToolDef {
+        name: text(&t.name.value),
+        title: opt(t.title.as_deref()),
+        description: text(t.description.value.trim_end()),
+        input_schema: text(&schema.to_string()),
+        output_schema: text(&output_schema.to_string()),
+        annotations: annotations(t, &binding, writes),
+        writes,
+        defaults: list(&defaults, |(k, v)| (text(k), text(&v.to_string()))),
+        required_any: slice(input.required_any.iter().map(|r| text(&r.value)).collect()),
+        transforms: slice(
+            t.transform
+                .iter()
+                .map(|(k, v)| (text(k), texts(&v.value)))
+                .collect(),
+        ),
+        timeout_ms: t.timeout_ms.as_ref().map(|t| t.value),
+        scopes: texts(&scopes(&t.scopes)),
+        derive: slice(t.derive.iter().map(|(k, d)| derive(k, &d.value)).collect()),
+        env_defaults: pairs(
+            &t.env_defaults
+                .iter()
+                .map(|(k, v)| (k.clone(), v.value.clone()))
+                .collect::<Vec<_>>(),
+        ),
+        binding: binding_def(&binding),
+        content,
+        bind: mcpspec_def::Bind(params(&sql_args, &args, claims)),
+        confirm: t.confirm.as_ref().map(|c| ConfirmDef {
+            argument: text(&c.value.argument.value),
+            message: text(c.value.message.value.trim_end()),
+        }),
         task: t.task.as_ref().map(|t| match t.value.as_str() {
-            "required" => crate::ir::TaskSupport::Required,
-            _ => crate::ir::TaskSupport::Optional,
+            "required" => TaskSupport::Required,
+            _ => TaskSupport::Optional,
         }),
         // Validation allowed only the built-in table view and HTML files, which `compile_in`
-        // reads (crate::apps).
+        // reads (crate::apps) and puts in `html`.
         app: t.app.as_ref().map(|a| match &a.value {
-            crate::spec::RawApp::Builtin(_) => crate::ir::App::Table,
-            crate::spec::RawApp::Html(h) => crate::ir::App::Html {
-                file: h.html.clone(),
-                html: String::new(),
+            crate::spec::RawApp::Builtin(_) => AppDef::Table,
+            crate::spec::RawApp::Html(h) => AppDef::Html {
+                file: text(&h.html),
+                html: "",
             },
         }),
-        confirm: t.confirm.as_ref().map(|c| Confirm {
-            argument: c.value.argument.value.clone(),
-            message: c.value.message.value.trim_end().to_string(),
-        }),
-        annotations,
-        writes,
+        max_bytes: t.max_bytes.as_ref().map(|m| m.value),
+    };
+    Tool {
+        pos: at.pos,
+        outputs: match &t.output {
+            Some(o) if handler && !content => outputs(t, &at.type_name, &o.value),
+            _ => Vec::new(),
+        },
+        type_name: at.type_name,
+        input_schema: schema,
+        output_schema,
         args,
         binding,
         sql_args,
-        required_any: input.required_any.iter().map(|r| r.value.clone()).collect(),
-        transforms: t
-            .transform
-            .iter()
-            .map(|(k, v)| (k.clone(), v.value.clone()))
-            .collect(),
-        timeout_ms: t.timeout_ms.as_ref().map(|t| t.value),
-        max_bytes: t.max_bytes.as_ref().map(|m| m.value),
-        scopes: scopes(&t.scopes),
-        derive: t
-            .derive
-            .iter()
-            .map(|(k, d)| Derive {
-                name: k.clone(),
-                from: d.value.from.clone(),
-                transforms: d.value.transform.clone(),
-                embed: d.value.embed.clone(),
-                needed_when: d
-                    .value
-                    .needed_when
-                    .iter()
-                    .map(|(arg, values)| (arg.clone(), values.clone()))
-                    .collect(),
-            })
-            .collect(),
-        env_defaults: t
-            .env_defaults
-            .iter()
-            .map(|(k, v)| (k.clone(), v.value.clone()))
-            .collect(),
         defaults,
-        content,
+        def,
     }
+}
+
+/// Where a tool stands: its position, its argument struct's name and the dialects its
+/// statements are written for.
+struct ToolAt<'a> {
+    pos: crate::diag::Pos,
+    type_name: String,
+    pg: &'a [&'static sqlscan::Dialect],
+}
+
+/// A derived parameter's definition.
+fn derive(name: &str, d: &crate::spec::RawDerive) -> DeriveDef {
+    use crate::intern::{list, opt, text, texts};
+    DeriveDef {
+        name: text(name),
+        from: text(&d.from),
+        transforms: texts(&d.transform),
+        embed: opt(d.embed.as_deref()),
+        needed_when: list(
+            &d.needed_when.iter().collect::<Vec<_>>(),
+            |(arg, values)| (text(arg), texts(values)),
+        ),
+    }
+}
+
+/// The binding's definition: its statements' definitions, or the handler, content or backfill.
+fn binding_def(b: &Binding) -> BindingDef {
+    use crate::intern::{list, opt, text};
+    let defs = |statements: &[Statement]| list(statements, |s| s.def.clone());
+    match b {
+        Binding::Single(s) => BindingDef::Single(s.def.clone()),
+        Binding::Composite(parts) => BindingDef::Composite(defs(parts)),
+        Binding::Handler(_) => BindingDef::Handler,
+        Binding::Backfill {
+            embed,
+            size,
+            statements,
+        } => BindingDef::Backfill(mcpspec_def::BackfillDef {
+            embed: text(embed),
+            size: opt(size.as_deref()),
+            statements: defs(statements),
+        }),
+        Binding::Content(blocks) => BindingDef::Content(list(blocks, |b| BlockDef {
+            kind: match b.kind.as_str() {
+                "image" => BlockKind::Image,
+                "audio" => BlockKind::Audio,
+                "resource" => BlockKind::Resource,
+                _ => BlockKind::Text,
+            },
+            text: opt(b.text.as_deref()),
+            data: opt(b.data.as_deref()),
+            mime_type: opt(b.mime_type.as_deref()),
+            uri: opt(b.uri.as_deref()),
+        })),
+    }
+}
+
+/// What the runtime binds each SQL parameter of a tool from, by the parameter's name.
+fn params(
+    sql_args: &[String],
+    args: &[Arg],
+    claims: &[(String, ClaimKind)],
+) -> &'static [(&'static str, ParamKind)] {
+    crate::intern::list(sql_args, |wire| {
+        let kind = match args.iter().find(|a| &a.wire == wire).map(|a| &a.ty) {
+            Some(ArgType::String) => ParamKind::Text,
+            Some(ArgType::Integer) => ParamKind::Integer,
+            Some(ArgType::Number) => ParamKind::Real,
+            Some(ArgType::Boolean) => ParamKind::Boolean,
+            Some(ArgType::Array(_)) => ParamKind::Array,
+            Some(ArgType::Json) => ParamKind::Json,
+            None if wire == crate::ir::AUTH_SUB_PARAM => ParamKind::AuthSub,
+            None if wire.starts_with(crate::ir::AUTH_CLAIM_PREFIX) => {
+                let name = &wire[crate::ir::AUTH_CLAIM_PREFIX.len()..];
+                let kind = claims.iter().find(|(n, _)| n == name).map(|(_, k)| *k);
+                // Validation refuses an undeclared claim before this runs.
+                ParamKind::AuthClaim(kind.unwrap_or(ClaimKind::Text))
+            }
+            None if wire.starts_with(crate::ir::EMBEDDINGS_PREFIX) => {
+                let field = wire.rsplit_once('.').map_or("", |(_, f)| f);
+                // Validation refuses a field that is not one before this runs.
+                ParamKind::Embeddings(EmbeddingsField::of(field).unwrap_or(EmbeddingsField::Model))
+            }
+            None if crate::ir::is_page_param(wire) => ParamKind::Page,
+            None => ParamKind::Arguments,
+        };
+        (crate::intern::text(wire), kind)
+    })
 }
 
 /// What a tool is bound to: one statement, several, a handler or fixed content.
@@ -594,7 +683,7 @@ fn binding(t: &RawTool, pg: &[&'static sqlscan::Dialect]) -> Binding {
 
 /// The published annotations: the spec's, else what the SQL shows (a handler is assumed to
 /// change things; a confirmation rule makes a tool destructive).
-fn annotations(t: &RawTool, binding: &Binding, writes: bool) -> Annotations {
+fn annotations(t: &RawTool, binding: &Binding, writes: bool) -> AnnotationsDef {
     let handler = matches!(binding, Binding::Handler(_));
     let destroys = binding
         .statements()
@@ -605,7 +694,7 @@ fn annotations(t: &RawTool, binding: &Binding, writes: bool) -> Annotations {
     // its annotations say otherwise, and a confirmation rule makes it destructive.
     let changes = writes || handler;
     let destroys = destroys || t.confirm.is_some();
-    Annotations {
+    AnnotationsDef {
         read_only: raw.and_then(|a| a.read_only_hint).unwrap_or(!changes),
         destructive: raw.and_then(|a| a.destructive_hint).unwrap_or(destroys),
         idempotent: raw.and_then(|a| a.idempotent_hint).unwrap_or(!changes),

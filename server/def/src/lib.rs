@@ -464,7 +464,7 @@ pub enum RuleKindDef {
 }
 
 /// A confirmation rule of a destructive tool.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct ConfirmDef {
     /// The boolean argument that must be `true`.
@@ -680,7 +680,7 @@ pub struct DemoCallDef {
     pub note: Option<&'static str>,
 }
 
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct ToolDef {
     pub name: &'static str,
@@ -741,7 +741,7 @@ pub struct AnnotationsDef {
     pub open_world: bool,
 }
 
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub enum BindingDef {
     Single(StatementDef),
@@ -757,7 +757,7 @@ pub enum BindingDef {
 /// A backfill: rows whose text still needs a vector, embedded and stored a batch at a time,
 /// each batch its own transaction, until none is left. A run stopped half-way (a kill, a
 /// timeout, a cancellation) keeps the batches it stored; the next run goes on from there.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct BackfillDef {
     /// The embedding provider.
@@ -778,7 +778,7 @@ impl BackfillDef {
 }
 
 /// One content block of a `content:` binding.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct BlockDef {
     pub kind: BlockKind,
