@@ -95,8 +95,8 @@ pub(crate) fn snapshot(server: &ir::Server) -> Value {
                 (if r.templated { "uriTemplate" } else { "uri" }): r.uri,
                 "mimeType": r.mime_type,
             });
-            described(&mut v, &r.title, &r.description);
-            (r.name.clone(), v)
+            described(&mut v, r.title, r.description);
+            (r.name.to_string(), v)
         });
         out["resources"] = Value::Object(resources.collect());
     }
@@ -123,7 +123,7 @@ pub(crate) fn snapshot(server: &ir::Server) -> Value {
         let prompts = server
             .prompts
             .iter()
-            .map(|p| (p.name.clone(), prompt_contract(p)));
+            .map(|p| (p.name.to_string(), prompt_contract(p)));
         out["prompts"] = Value::Object(prompts.collect());
     }
     canonical(&out)
@@ -232,20 +232,20 @@ fn prompt_contract(p: &ir::Prompt) -> Value {
             if let Some(d) = &a.description {
                 v["description"] = json!(d);
             }
-            (a.name.clone(), v)
+            (a.name.to_string(), v)
         })
         .collect();
     let mut v = json!({"arguments": arguments});
     if !p.ask.is_empty() {
-        let asks: Vec<&str> = p.ask.iter().map(|a| a.key.as_str()).collect();
+        let asks: Vec<&str> = p.ask.iter().map(|a| a.key).collect();
         v["asks"] = json!(asks);
     }
-    described(&mut v, &p.title, &p.description);
+    described(&mut v, p.title, p.description);
     v
 }
 
 /// Sets `title` and `description` where given.
-fn described(v: &mut Value, title: &Option<String>, description: &Option<String>) {
+fn described(v: &mut Value, title: Option<&str>, description: Option<&str>) {
     for (k, x) in [("title", title), ("description", description)] {
         if let Some(x) = x {
             v[k] = json!(x);

@@ -2,7 +2,8 @@
 //! Served as they are when a spec file is served (`mcpspec dev`, the examples `check` runs),
 //! and baked into the Rust that rebuilds them for a compiled server (`emit`, through
 //! `databake`), so that the two never differ. Where the IR already holds a definition (a
-//! statement's and a tool's, which `lower` builds), it is taken as it is.
+//! statement's, a tool's, a resource's and a prompt's, which `lower` builds), it is taken as
+//! it is.
 //!
 //! The runtime keeps `&'static` tables, so a definition built here is leaked. Each is leaked
 //! once: a server's definition is kept by its IR's digest and handed out again for an IR seen
@@ -11,10 +12,10 @@
 //! (`tests/reload.rs` counts it).
 
 use mcpspec_def::{
-    AskDef, ContentDef, DatabaseDef, DemoCallDef, DownstreamDef, EmbeddingDef, EngineDef, ErrorDef,
-    ExampleDef, ExpectDef, IdentityDef, InterceptRuleDef, MessageBodyDef, MessageDef, MigrationDef,
-    MigrationTextDef, PromptArgumentDef, PromptDef, ProviderDef, ProxyConfigDef, ProxyDef,
-    ResourceDef, RuleDef, RuleKindDef, ServerDef, SkillDef, SkillFileDef, StartupJobDef,
+    DatabaseDef, DemoCallDef, DownstreamDef, EmbeddingDef, EngineDef, ErrorDef, ExampleDef,
+    ExpectDef, IdentityDef, InterceptRuleDef, MigrationDef, MigrationTextDef, ProviderDef,
+    ProxyConfigDef, ProxyDef, RuleDef, RuleKindDef, ServerDef, SkillDef, SkillFileDef,
+    StartupJobDef,
 };
 
 use std::collections::BTreeMap;
@@ -63,8 +64,8 @@ fn build(s: &ir::Server) -> &'static ServerDef {
         toolsets: list(&s.toolsets, |(name, tools)| (text(name), texts(tools))),
         error_codes: list(&s.error_codes, |(k, v)| (text(k), text(v))),
         errors: list(&s.errors, error),
-        resources: list(&s.resources, resource),
-        prompts: list(&s.prompts, prompt),
+        resources: list(&s.resources, |r| r.def.clone()),
+        prompts: list(&s.prompts, |p| p.def.clone()),
         scopes: texts(&s.scopes),
         issuer: opt(s.issuer.as_deref()),
         examples: list(&s.examples, example),
@@ -210,53 +211,5 @@ fn proxy(p: &ir::Proxy) -> ProxyDef {
         }),
         sql: p.sql.as_ref().map(|s| text(&s.sql)),
         params: p.sql.as_ref().map_or(&[][..], |s| texts(&s.params)),
-    }
-}
-
-fn resource(r: &ir::Resource) -> ResourceDef {
-    ResourceDef {
-        name: text(&r.name),
-        uri: text(&r.uri),
-        templated: r.templated,
-        title: opt(r.title.as_deref()),
-        description: opt(r.description.as_deref()),
-        mime_type: text(&r.mime_type),
-        content: ContentDef {
-            statement: r.content.statement.as_ref().map(|s| s.def.clone()),
-            template: opt(r.content.template.as_deref()),
-            blob: opt(r.content.blob.as_deref()),
-            handler: r.handler.is_some(),
-        },
-        complete: pairs(&r.complete),
-        scopes: texts(&r.scopes),
-    }
-}
-
-fn prompt(p: &ir::Prompt) -> PromptDef {
-    PromptDef {
-        name: text(&p.name),
-        title: opt(p.title.as_deref()),
-        description: opt(p.description.as_deref()),
-        arguments: list(&p.arguments, |a| PromptArgumentDef {
-            name: text(&a.name),
-            description: opt(a.description.as_deref()),
-            required: a.required,
-            complete: opt(a.complete.as_deref()),
-        }),
-        ask: list(&p.ask, |a| AskDef {
-            key: text(&a.key),
-            message: text(&a.message),
-            schema: text(&a.schema),
-        }),
-        statement: p.statement.as_ref().map(|s| s.def.clone()),
-        messages: list(&p.messages, |m| MessageDef {
-            assistant: m.assistant,
-            body: match &m.body {
-                ir::MessageBody::Text(t) => MessageBodyDef::Text(text(t)),
-                ir::MessageBody::Resource(u) => MessageBodyDef::Resource(text(u)),
-                ir::MessageBody::Image(d, m) => MessageBodyDef::Image(text(d), text(m)),
-            },
-        }),
-        scopes: texts(&p.scopes),
     }
 }

@@ -65,15 +65,10 @@ struct PromptCtx {
 fn resource_ctx(r: &ir::Resource) -> ResourceCtx {
     let vars: Vec<String> = r.complete.iter().map(|(v, _)| format!("`{v}`")).collect();
     ResourceCtx {
-        name: r.name.clone(),
-        uri: r.uri.clone(),
-        mime_type: r.mime_type.clone(),
-        description: cell(
-            r.description
-                .as_deref()
-                .or(r.title.as_deref())
-                .unwrap_or_default(),
-        ),
+        name: r.name.to_string(),
+        uri: r.uri.to_string(),
+        mime_type: r.mime_type.to_string(),
+        description: cell(r.description.or(r.title).unwrap_or_default()),
         complete: vars.join(", "),
     }
 }
@@ -100,13 +95,8 @@ fn prompt_ctx(p: &ir::Prompt) -> PromptCtx {
         arguments = format!("{arguments}{sep}asks {}", asks.join(", "));
     }
     PromptCtx {
-        name: p.name.clone(),
-        description: cell(
-            p.description
-                .as_deref()
-                .or(p.title.as_deref())
-                .unwrap_or_default(),
-        ),
+        name: p.name.to_string(),
+        description: cell(p.description.or(p.title).unwrap_or_default()),
         arguments,
     }
 }

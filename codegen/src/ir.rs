@@ -6,8 +6,8 @@
 use serde_json::Value;
 
 pub(crate) use mcpspec_def::{
-    AppDef, ColumnKind, ConfirmDef, DeriveDef, EnvelopeDef, Mode, StatementDef, TaskSupport,
-    ToolDef,
+    AppDef, ColumnKind, ConfirmDef, DeriveDef, EnvelopeDef, Mode, PromptDef, ResourceDef,
+    StatementDef, TaskSupport, ToolDef,
 };
 
 #[derive(Debug, Clone)]
@@ -146,17 +146,13 @@ pub(crate) struct StartupJob {
     pub pos: crate::diag::Pos,
 }
 
-/// An MCP resource: a fixed URI or a URI template, and how its content is made.
+/// An MCP resource: its definition as the runtime serves it ([`ResourceDef`], built by
+/// `lower` and read through `Deref`), and what the checks and the emitter need beyond it.
 #[derive(Debug, Clone)]
 pub(crate) struct Resource {
-    pub name: String,
-    /// The fixed URI, or the URI template when `templated`.
-    pub uri: String,
-    pub templated: bool,
-    pub title: Option<String>,
-    pub description: Option<String>,
-    pub mime_type: String,
-    pub content: Content,
+    /// The statement that makes the content, with its positions (the definition holds its
+    /// definition in `content.statement`).
+    pub statement: Option<Statement>,
     /// The Rust method that makes the content, when bound with `handler:`.
     pub handler: Option<String>,
     /// The PascalCase stem of the resource's handler trait, `<Type>ResourceHandler`.
@@ -165,66 +161,31 @@ pub(crate) struct Resource {
     /// The spec line that declares the resource.
     #[cfg_attr(not(feature = "emit"), allow(dead_code))]
     pub line: u32,
-    /// Completion SQL per template variable, in variable name order.
-    pub complete: Vec<(String, String)>,
-    /// OAuth scopes a caller needs, besides the server's.
-    pub scopes: Vec<String>,
+    pub def: ResourceDef,
 }
 
-/// How the text of a resource or the data of a prompt is made: an optional statement whose
-/// result is `data`, and an optional template over the variables and `data`.
-#[derive(Debug, Clone)]
-pub(crate) struct Content {
-    pub statement: Option<Statement>,
-    pub template: Option<String>,
-    /// Fixed binary content in base64.
-    pub blob: Option<String>,
+impl std::ops::Deref for Resource {
+    type Target = ResourceDef;
+
+    fn deref(&self) -> &ResourceDef {
+        &self.def
+    }
 }
 
-/// An MCP prompt.
+/// An MCP prompt: its definition ([`PromptDef`], built by `lower` and read through `Deref`),
+/// and its statement with its positions (the definition holds its definition).
 #[derive(Debug, Clone)]
 pub(crate) struct Prompt {
-    pub name: String,
-    pub title: Option<String>,
-    pub description: Option<String>,
-    pub arguments: Vec<PromptArg>,
-    pub ask: Vec<Ask>,
     pub statement: Option<Statement>,
-    pub messages: Vec<Message>,
-    /// OAuth scopes a caller needs, besides the server's.
-    pub scopes: Vec<String>,
+    pub def: PromptDef,
 }
 
-/// A question a prompt asks the person before it renders.
-#[derive(Debug, Clone)]
-pub(crate) struct Ask {
-    pub key: String,
-    pub message: String,
-    /// The form's JSON Schema as compact JSON text.
-    pub schema: String,
-}
+impl std::ops::Deref for Prompt {
+    type Target = PromptDef;
 
-#[derive(Debug, Clone)]
-pub(crate) struct PromptArg {
-    pub name: String,
-    pub description: Option<String>,
-    pub required: bool,
-    pub complete: Option<String>,
-}
-
-/// A prompt message: a role and a text template or a resource URI (itself a template).
-#[derive(Debug, Clone)]
-pub(crate) struct Message {
-    pub assistant: bool,
-    pub body: MessageBody,
-}
-
-#[derive(Debug, Clone)]
-pub(crate) enum MessageBody {
-    Text(String),
-    Resource(String),
-    /// Base64 data and its MIME type.
-    Image(String, String),
+    fn deref(&self) -> &PromptDef {
+        &self.def
+    }
 }
 
 /// One content block of a `content:` binding.
@@ -277,12 +238,10 @@ impl Server {
     /// (`resource `stats``).
     #[cfg_attr(not(feature = "sql-check"), allow(dead_code))]
     pub fn content_statements(&self) -> impl Iterator<Item = (String, &Statement)> {
-        let resources = self.resources.iter().filter_map(|r| {
-            Some((
-                format!("resource `{}`", r.name),
-                r.content.statement.as_ref()?,
-            ))
-        });
+        let resources = self
+            .resources
+            .iter()
+            .filter_map(|r| Some((format!("resource `{}`", r.name), r.statement.as_ref()?)));
         let prompts = self
             .prompts
             .iter()

@@ -8,16 +8,16 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use mcpspec_def::{
-    AnnotationsDef, BindingDef, BlockDef, BlockKind, ClaimKind, ColumnDef, EmbeddingsField,
-    ParamKind,
+    AnnotationsDef, AskDef, BindingDef, BlockDef, BlockKind, ClaimKind, ColumnDef, ContentDef,
+    EmbeddingsField, MessageBodyDef, MessageDef, ParamKind, PromptArgumentDef,
 };
 
 use crate::ir::{
-    AppDef, Arg, ArgType, Ask, Binding, Block, ColumnDoc, ColumnKind, ConfirmDef, Content,
-    Database, DemoCall, DeriveDef, Downstream, Embedding, EngineSide, EnvelopeDef, ErrorDecl,
-    Example, Expect, Identity, InterceptAction, InterceptRule, InterceptSql, Message, MessageBody,
-    Mode, OutField, OutStruct, OutType, Prompt, PromptArg, Provider, Proxy, ProxyConfig, Resource,
-    Rule, RuleKind, Server, StartupJob, Statement, StatementDef, TaskSupport, Tool, ToolDef,
+    AppDef, Arg, ArgType, Binding, Block, ColumnDoc, ColumnKind, ConfirmDef, Database, DemoCall,
+    DeriveDef, Downstream, Embedding, EngineSide, EnvelopeDef, ErrorDecl, Example, Expect,
+    Identity, InterceptAction, InterceptRule, InterceptSql, Mode, OutField, OutStruct, OutType,
+    Prompt, PromptDef, Provider, Proxy, ProxyConfig, Resource, ResourceDef, Rule, RuleKind, Server,
+    StartupJob, Statement, StatementDef, TaskSupport, Tool, ToolDef,
 };
 use crate::names;
 use crate::spec::{
@@ -274,44 +274,53 @@ fn resource(
     type_name: String,
     pg: &[&'static sqlscan::Dialect],
 ) -> Resource {
+    use crate::intern::{opt, slice, text, texts};
     let (uri, templated) = match (&r.uri, &r.uri_template) {
-        (Some(u), _) => (u.value.clone(), false),
-        (None, Some(t)) => (t.value.clone(), true),
-        (None, None) => (String::new(), false),
+        (Some(u), _) => (u.value.as_str(), false),
+        (None, Some(t)) => (t.value.as_str(), true),
+        (None, None) => ("", false),
     };
-    let template = r.template.as_ref().map(|t| t.value.trim_end().to_string());
+    let template = r.template.as_ref().map(|t| t.value.trim_end());
     let default_mime = if template.is_some() || r.handler.is_some() {
         "text/plain"
     } else {
         "application/json"
     };
-    Resource {
-        name: r.name.value.clone(),
-        uri,
+    let statement = r
+        .sql
+        .as_ref()
+        .map(|s| statement(&s.value, &r.name.value, pg));
+    let def = ResourceDef {
+        name: text(&r.name.value),
+        uri: text(uri),
         templated,
-        title: r.title.clone(),
-        description: r.description.as_ref().map(|d| d.trim_end().to_string()),
-        mime_type: r
-            .mime_type
-            .as_ref()
-            .map_or_else(|| default_mime.to_string(), |m| m.value.clone()),
-        content: Content {
-            statement: r
-                .sql
+        title: opt(r.title.as_deref()),
+        description: opt(r.description.as_deref().map(str::trim_end)),
+        mime_type: text(
+            r.mime_type
                 .as_ref()
-                .map(|s| statement(&s.value, &r.name.value, pg)),
-            template,
-            blob: r.blob.as_ref().map(|b| b.value.trim().to_string()),
+                .map_or(default_mime, |m| m.value.as_str()),
+        ),
+        content: ContentDef {
+            statement: statement.as_ref().map(|s| s.def.clone()),
+            template: opt(template),
+            blob: opt(r.blob.as_ref().map(|b| b.value.trim())),
+            handler: r.handler.is_some(),
         },
+        complete: slice(
+            r.complete
+                .iter()
+                .map(|(k, v)| (text(k), text(v.value.trim_end())))
+                .collect(),
+        ),
+        scopes: texts(&scopes(&r.scopes)),
+    };
+    Resource {
+        statement,
         handler: r.handler.as_ref().map(|h| h.value.clone()),
         type_name,
         line,
-        complete: r
-            .complete
-            .iter()
-            .map(|(k, v)| (k.clone(), v.value.trim_end().to_string()))
-            .collect(),
-        scopes: scopes(&r.scopes),
+        def,
     }
 }
 
@@ -321,62 +330,45 @@ pub(crate) fn scopes(list: &[crate::spec::Sp<String>]) -> Vec<String> {
 }
 
 fn prompt(p: &RawPrompt, pg: &[&'static sqlscan::Dialect]) -> Prompt {
-    Prompt {
-        name: p.name.value.clone(),
-        title: p.title.clone(),
-        description: p.description.as_ref().map(|d| d.trim_end().to_string()),
-        arguments: p
-            .arguments
-            .iter()
-            .map(|a| PromptArg {
-                name: a.value.name.value.clone(),
-                description: a
-                    .value
-                    .description
-                    .as_ref()
-                    .map(|d| d.trim_end().to_string()),
-                required: a.value.required,
-                complete: a
-                    .value
-                    .complete
-                    .as_ref()
-                    .map(|c| c.value.trim_end().to_string()),
-            })
-            .collect(),
-        ask: p
-            .ask
-            .iter()
-            .map(|a| Ask {
-                key: a.value.key.value.clone(),
-                message: a.value.message.value.trim_end().to_string(),
-                schema: a.value.schema.value.to_string(),
-            })
-            .collect(),
-        statement: p
-            .sql
-            .as_ref()
-            .map(|s| statement(&s.value, &p.name.value, pg)),
-        messages: p
-            .messages
-            .iter()
-            .map(|m| Message {
-                assistant: m.value.role.value == "assistant",
-                body: match (&m.value.text, &m.value.resource, &m.value.image) {
-                    (Some(t), _, _) => MessageBody::Text(t.value.trim_end().to_string()),
-                    (None, Some(r), _) => MessageBody::Resource(r.value.trim().to_string()),
-                    (None, None, Some(i)) => MessageBody::Image(
-                        i.value.trim().to_string(),
-                        m.value
-                            .mime_type
-                            .as_ref()
-                            .map_or_else(String::new, |m| m.value.clone()),
-                    ),
-                    (None, None, None) => MessageBody::Text(String::new()),
-                },
-            })
-            .collect(),
-        scopes: scopes(&p.scopes),
-    }
+    use crate::intern::{opt, slice, text, texts};
+    let statement = p
+        .sql
+        .as_ref()
+        .map(|s| statement(&s.value, &p.name.value, pg));
+    let arguments = p.arguments.iter().map(|a| PromptArgumentDef {
+        name: text(&a.value.name.value),
+        description: opt(a.value.description.as_deref().map(str::trim_end)),
+        required: a.value.required,
+        complete: opt(a.value.complete.as_ref().map(|c| c.value.trim_end())),
+    });
+    let ask = p.ask.iter().map(|a| AskDef {
+        key: text(&a.value.key.value),
+        message: text(a.value.message.value.trim_end()),
+        schema: text(&a.value.schema.value.to_string()),
+    });
+    let messages = p.messages.iter().map(|m| MessageDef {
+        assistant: m.value.role.value == "assistant",
+        body: match (&m.value.text, &m.value.resource, &m.value.image) {
+            (Some(t), _, _) => MessageBodyDef::Text(text(t.value.trim_end())),
+            (None, Some(r), _) => MessageBodyDef::Resource(text(r.value.trim())),
+            (None, None, Some(i)) => MessageBodyDef::Image(
+                text(i.value.trim()),
+                text(m.value.mime_type.as_ref().map_or("", |m| m.value.as_str())),
+            ),
+            (None, None, None) => MessageBodyDef::Text(""),
+        },
+    });
+    let def = PromptDef {
+        name: text(&p.name.value),
+        title: opt(p.title.as_deref()),
+        description: opt(p.description.as_deref().map(str::trim_end)),
+        arguments: slice(arguments.collect()),
+        ask: slice(ask.collect()),
+        statement: statement.as_ref().map(|s| s.def.clone()),
+        messages: slice(messages.collect()),
+        scopes: texts(&scopes(&p.scopes)),
+    };
+    Prompt { statement, def }
 }
 
 fn proxy(p: &RawProxy) -> Proxy {

@@ -331,7 +331,7 @@ impl ServerDef {
 }
 
 /// An MCP resource, read by `resources/read`.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct ResourceDef {
     /// Unique in the server.
@@ -351,7 +351,7 @@ pub struct ResourceDef {
 
 /// How text is made from data: an optional statement whose result is `data`, and an optional
 /// minijinja template over the variables and `data` (without one, the text is `data` as JSON).
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct ContentDef {
     pub statement: Option<StatementDef>,
@@ -364,7 +364,7 @@ pub struct ContentDef {
 }
 
 /// An MCP prompt, rendered by `prompts/get`.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct PromptDef {
     /// Unique in the server.
@@ -383,7 +383,7 @@ pub struct PromptDef {
 
 /// A question a prompt asks the person (a form): the messages read the accepted answer's
 /// content as `answers.<key>`.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct AskDef {
     pub key: &'static str,
@@ -392,7 +392,7 @@ pub struct AskDef {
     pub schema: &'static str,
 }
 
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct PromptArgumentDef {
     pub name: &'static str,
@@ -402,7 +402,7 @@ pub struct PromptArgumentDef {
     pub complete: Option<&'static str>,
 }
 
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct MessageDef {
     /// `assistant` when true, else `user`.
@@ -410,7 +410,7 @@ pub struct MessageDef {
     pub body: MessageBodyDef,
 }
 
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub enum MessageBodyDef {
     /// A minijinja template over the arguments and `data`.
