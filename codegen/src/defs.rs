@@ -2,8 +2,8 @@
 //! Served as they are when a spec file is served (`mcpspec dev`, the examples `check` runs),
 //! and baked into the Rust that rebuilds them for a compiled server (`emit`, through
 //! `databake`), so that the two never differ. Where the IR already holds a definition (a
-//! statement's, a tool's, a resource's and a prompt's, which `lower` builds), it is taken as
-//! it is.
+//! statement's, a tool's, a resource's, a prompt's and the database's, which `lower`
+//! builds), it is taken as it is.
 //!
 //! The runtime keeps `&'static` tables, so a definition built here is leaked. Each is leaked
 //! once: a server's definition is kept by its IR's digest and handed out again for an IR seen
@@ -12,9 +12,8 @@
 //! (`tests/reload.rs` counts it).
 
 use mcpspec_def::{
-    DatabaseDef, DemoCallDef, DownstreamDef, EmbeddingDef, EngineDef, ErrorDef, ExampleDef,
-    ExpectDef, IdentityDef, InterceptRuleDef, MigrationDef, MigrationTextDef, ProviderDef,
-    ProxyConfigDef, ProxyDef, RuleDef, RuleKindDef, ServerDef, SkillDef, SkillFileDef,
+    DemoCallDef, DownstreamDef, EmbeddingDef, ErrorDef, ExampleDef, ExpectDef, InterceptRuleDef,
+    ProviderDef, ProxyConfigDef, ProxyDef, RuleDef, RuleKindDef, ServerDef, SkillDef, SkillFileDef,
     StartupJobDef,
 };
 
@@ -49,7 +48,7 @@ fn build(s: &ir::Server) -> &'static ServerDef {
         title: opt(s.title.as_deref()),
         instructions: opt(s.instructions.as_deref().map(str::trim_end)),
         spec_file: text(&s.file),
-        database: s.database.as_ref().map(database),
+        database: s.database.as_ref().map(|d| d.def.clone()),
         proxy: s.proxy.as_ref().map(proxy),
         demo: list(&s.demo, |d| DemoCallDef {
             tool: text(&d.tool),
@@ -144,39 +143,6 @@ fn error(e: &ir::ErrorDecl) -> ErrorDef {
                 ir::RuleKind::NoChange => RuleKindDef::NoChange,
             },
             tools: texts(&r.tools),
-        }),
-    }
-}
-
-fn database(db: &ir::Database) -> DatabaseDef {
-    DatabaseDef {
-        env: opt(db.env.as_deref()),
-        default_linux: opt(db.linux.as_deref()),
-        default_macos: opt(db.macos.as_deref()),
-        default_windows: opt(db.windows.as_deref()),
-        read_only: db.read_only,
-        schema: text(&db.schema),
-        derived: text(&db.derived),
-        sample: opt(db.sample.as_deref()),
-        engines: list(&db.engines, |e| EngineDef {
-            dialect: e.dialect.name,
-            env: opt(e.env.as_deref()),
-            schema: text(&e.schema),
-            sample: opt(e.sample.as_deref()),
-            identity: e.identity.as_ref().map(|i| IdentityDef {
-                role_claim: opt(i.role_claim.as_deref()),
-                roles: texts(&i.roles),
-                claims_setting: text(&i.claims_setting),
-            }),
-        }),
-        migrations: list(&db.migrations, |m| MigrationDef {
-            version: m.version,
-            name: text(&m.name),
-            texts: list(&m.texts, |t| MigrationTextDef {
-                dialect: t.dialect.name,
-                sql: text(&t.sql),
-                checksum: text(&t.checksum),
-            }),
         }),
     }
 }

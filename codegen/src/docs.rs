@@ -296,53 +296,57 @@ pub(crate) fn render(server: &ir::Server) -> Result<String, minijinja::Error> {
     Ok(out)
 }
 
-fn engine_ctx(e: &ir::EngineSide) -> EngineCtx {
-    let schemes: Vec<String> = e
-        .dialect
+fn engine_ctx(e: &mcpspec_def::EngineDef) -> EngineCtx {
+    // Lowering names only dialects `sqlscan` registers.
+    let dialect = sqlscan::Dialect::named(e.dialect).unwrap_or(&sqlscan::SQLITE);
+    let schemes: Vec<String> = dialect
         .schemes
         .iter()
         .map(|s| format!("`{s}://`"))
         .collect();
     EngineCtx {
-        title: e.dialect.title,
+        title: dialect.title,
         schemes: format!("a {}", schemes.join(" or ")),
-        scheme: e.dialect.schemes.last().copied().unwrap_or_default(),
-        env: e.env.clone(),
+        scheme: dialect.schemes.last().copied().unwrap_or_default(),
+        env: e.env.map(str::to_string),
     }
 }
 
 fn server_ctx(s: &ir::Server) -> ServerCtx {
     let none = ir::Database {
-        env: None,
-        linux: None,
-        macos: None,
-        windows: None,
-        read_only: false,
-        schema: String::new(),
         schema_pos: crate::diag::Pos::default(),
-        derived: String::new(),
-        sample: None,
-        engines: Vec::new(),
         migrations: Vec::new(),
         migrations_at: None,
+        def: mcpspec_def::DatabaseDef {
+            env: None,
+            default_linux: None,
+            default_macos: None,
+            default_windows: None,
+            read_only: false,
+            schema: "",
+            derived: "",
+            sample: None,
+            engines: &[],
+            migrations: &[],
+        },
     };
     let db = s.database.as_ref().unwrap_or(&none);
     let default_paths = [
-        ("Linux", &db.linux),
-        ("macOS", &db.macos),
-        ("Windows", &db.windows),
+        ("Linux", db.default_linux),
+        ("macOS", db.default_macos),
+        ("Windows", db.default_windows),
     ]
     .into_iter()
     .filter_map(|(os, p)| {
-        p.as_ref().map(|p| PathCtx {
+        p.map(|p| PathCtx {
             os,
-            path: p.clone(),
+            path: p.to_string(),
         })
     })
     .collect();
     let mut entry = json!({"command": "/path/to/mcpspec", "args": ["serve", s.name]});
-    if let Some(env) = &db.env {
-        entry["env"] = json!({ env.clone(): format!("/path/to/{}.db", s.name) });
+    if let Some(env) = db.env {
+        entry["env"] = json!({ env: format!("/path/to/{}.db", s.name) });
     }
     let desktop = json!({"mcpServers": { s.name.clone(): entry }});
     ServerCtx {
@@ -357,7 +361,7 @@ fn server_ctx(s: &ir::Server) -> ServerCtx {
             .to_string(),
         file: s.file.clone(),
         lock: lock_path(s),
-        env: db.env.clone(),
+        env: db.env.map(str::to_string),
         has_database: s.database.is_some(),
         engines: db.engines.iter().map(engine_ctx).collect(),
         migrations: db
@@ -678,7 +682,7 @@ fn identity_errors(s: &ir::Server, t: &ir::Tool, out: &mut Vec<ErrorCtx>) {
     let identity = s
         .database
         .iter()
-        .flat_map(|d| &d.engines)
+        .flat_map(|d| d.engines)
         .find_map(|e| e.identity.as_ref());
     let reads_caller = t
         .sql_args

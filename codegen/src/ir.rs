@@ -6,8 +6,8 @@
 use serde_json::Value;
 
 pub(crate) use mcpspec_def::{
-    AppDef, ColumnKind, ConfirmDef, DeriveDef, EnvelopeDef, Mode, PromptDef, ResourceDef,
-    StatementDef, TaskSupport, ToolDef,
+    AppDef, ColumnKind, ConfirmDef, DatabaseDef, DeriveDef, EnvelopeDef, Mode, PromptDef,
+    ResourceDef, StatementDef, TaskSupport, ToolDef,
 };
 
 #[derive(Debug, Clone)]
@@ -331,28 +331,29 @@ pub(crate) enum OutType {
     Json,
 }
 
+/// The database: its definition as the runtime opens it ([`DatabaseDef`], built by `lower`
+/// and read through `Deref`; its migrations' definitions put in by `compile_in` once they are
+/// read), and what the checks need beyond it.
 #[derive(Debug, Clone)]
 pub(crate) struct Database {
-    pub env: Option<String>,
-    pub linux: Option<String>,
-    pub macos: Option<String>,
-    pub windows: Option<String>,
-    pub read_only: bool,
-    pub schema: String,
     /// Where the schema is written, for findings about the live database.
     #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub schema_pos: crate::diag::Pos,
-    /// Idempotent DDL applied at start-up to every writable database (and by `init`): the
-    /// spec's `derived` and its full-text indexes.
-    pub derived: String,
-    pub sample: Option<String>,
-    /// The database servers the server also runs on, one per dialect.
-    pub engines: Vec<EngineSide>,
-    /// The versioned migrations, in order (read from `migrations:` by `migrations::read`).
+    /// The versioned migrations, in order, with their files (read from `migrations:` by
+    /// `migrations::read`).
     pub migrations: Vec<Migration>,
     /// Where `migrations:` is written, the directory it names as shown in messages, and as
     /// written (relative to the spec file).
     pub migrations_at: Option<(crate::diag::Pos, String, String)>,
+    pub def: DatabaseDef,
+}
+
+impl std::ops::Deref for Database {
+    type Target = DatabaseDef;
+
+    fn deref(&self) -> &DatabaseDef {
+        &self.def
+    }
 }
 
 /// One versioned migration, with its text for each engine the server runs on.
@@ -380,34 +381,6 @@ pub(crate) struct MigrationText {
     pub file: String,
     pub sql: String,
     pub checksum: String,
-}
-
-impl Database {
-    /// The side for `dialect`, if the server runs there.
-    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
-    pub fn engine(&self, dialect: &sqlscan::Dialect) -> Option<&EngineSide> {
-        self.engines.iter().find(|e| e.dialect == dialect)
-    }
-}
-
-/// A database's side on a database server (`database.postgres`).
-#[derive(Debug, Clone)]
-pub(crate) struct EngineSide {
-    pub dialect: &'static sqlscan::Dialect,
-    /// Another environment variable that may hold the URL.
-    pub env: Option<String>,
-    pub schema: String,
-    pub sample: Option<String>,
-    /// How a caller becomes the database's role and claims (PostgreSQL).
-    pub identity: Option<Identity>,
-}
-
-/// `database.postgres.identity`.
-#[derive(Debug, Clone)]
-pub(crate) struct Identity {
-    pub role_claim: Option<String>,
-    pub roles: Vec<String>,
-    pub claims_setting: String,
 }
 
 /// A proxy: where its downstream servers come from and how calls to them are intercepted.

@@ -212,6 +212,7 @@ pub fn compile_in(dir: &Path, display_path: &Path, text: &str) -> Result<Spec, D
         }
     }
     if let (Some(db), Some((migrations, at))) = (&mut ir.database, read) {
+        db.def.migrations = lower::migration_defs(&migrations);
         db.migrations = migrations;
         db.migrations_at = Some(at);
     }

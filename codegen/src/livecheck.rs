@@ -52,7 +52,7 @@ pub fn check_live(spec: &Spec, db: &Database) -> Diagnostics {
         return out;
     };
     let dialect = db.dialect();
-    let served = dialect.schemes.is_empty() || declared.engine(dialect).is_some();
+    let served = dialect.schemes.is_empty() || declared.engine(dialect.name).is_some();
     if !served {
         out.items.push(finding(
             spec,
@@ -106,9 +106,9 @@ fn check_vectors(spec: &Spec, db: &Database, out: &mut Diagnostics) {
         return;
     };
     let dialect = db.dialect();
-    let schema = match declared.engine(dialect) {
-        Some(side) => side.schema.as_str(),
-        None => declared.schema.as_str(),
+    let schema = match declared.engine(dialect.name) {
+        Some(side) => side.schema,
+        None => declared.schema,
     };
     for e in &spec.ir.embeddings {
         for (place, pos) in &e.stored_in {
@@ -437,7 +437,7 @@ fn compare_tables(spec: &Spec, db: &Database, out: &mut Diagnostics) {
     };
     let at = declared.schema_pos;
     let help = "migrate the database, or change `database.schema` and the queries to match it";
-    let schema = match crate::sqlcheck::declared_tables(&declared.schema) {
+    let schema = match crate::sqlcheck::declared_tables(declared.schema) {
         Ok(s) => s,
         // The declared-schema checks report a schema that does not run.
         Err(_) => return,

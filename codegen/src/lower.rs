@@ -9,13 +9,14 @@ use serde_json::{Map, Value, json};
 
 use mcpspec_def::{
     AnnotationsDef, AskDef, BindingDef, BlockDef, BlockKind, ClaimKind, ColumnDef, ContentDef,
-    EmbeddingsField, MessageBodyDef, MessageDef, ParamKind, PromptArgumentDef,
+    EmbeddingsField, EngineDef, IdentityDef, MessageBodyDef, MessageDef, MigrationDef,
+    MigrationTextDef, ParamKind, PromptArgumentDef,
 };
 
 use crate::ir::{
-    AppDef, Arg, ArgType, Binding, Block, ColumnDoc, ColumnKind, ConfirmDef, Database, DemoCall,
-    DeriveDef, Downstream, Embedding, EngineSide, EnvelopeDef, ErrorDecl, Example, Expect,
-    Identity, InterceptAction, InterceptRule, InterceptSql, Mode, OutField, OutStruct, OutType,
+    AppDef, Arg, ArgType, Binding, Block, ColumnDoc, ColumnKind, ConfirmDef, Database, DatabaseDef,
+    DemoCall, DeriveDef, Downstream, Embedding, EnvelopeDef, ErrorDecl, Example, Expect,
+    InterceptAction, InterceptRule, InterceptSql, Migration, Mode, OutField, OutStruct, OutType,
     Prompt, PromptDef, Provider, Proxy, ProxyConfig, Resource, ResourceDef, Rule, RuleKind, Server,
     StartupJob, Statement, StatementDef, TaskSupport, Tool, ToolDef,
 };
@@ -238,34 +239,57 @@ fn rule(r: &crate::spec::RawRule) -> Option<Rule> {
 /// The database section: where the file is, the schemas (SQLite's with its FTS tables) and the
 /// PostgreSQL side.
 fn database(db: &crate::spec::RawDatabase) -> Database {
-    Database {
-        env: db.env.as_ref().map(|e| e.value.clone()),
-        linux: db.default_path.linux.clone(),
-        macos: db.default_path.macos.clone(),
-        windows: db.default_path.windows.clone(),
+    use crate::intern::{list, opt, text, texts};
+    let path = &db.default_path;
+    let def = DatabaseDef {
+        env: opt(db.env.as_ref().map(|e| e.value.as_str())),
+        default_linux: opt(path.linux.as_deref()),
+        default_macos: opt(path.macos.as_deref()),
+        default_windows: opt(path.windows.as_deref()),
         read_only: db.access.as_ref().is_some_and(|a| a.value == "read_only"),
-        schema: db.schema.value.clone(),
-        schema_pos: crate::spec::pos(&db.schema),
-        derived: derived_ddl(db.derived.as_ref().map(|d| d.value.as_str()), &db.fts),
-        sample: db.sample.as_ref().map(|s| s.value.clone()),
-        engines: db
-            .by_dialect()
-            .map(|(dialect, side)| EngineSide {
-                dialect,
-                env: side.value.env.as_ref().map(|e| e.value.clone()),
-                schema: side.value.schema.value.clone(),
-                sample: side.value.sample.as_ref().map(|s| s.value.clone()),
-                identity: side.value.identity.as_ref().map(|i| Identity {
-                    role_claim: i.value.role_claim.as_ref().map(|c| c.value.clone()),
-                    roles: scopes(&i.value.roles),
-                    claims_setting: i.value.claims_setting.value.clone(),
+        schema: text(&db.schema.value),
+        derived: text(&derived_ddl(
+            db.derived.as_ref().map(|d| d.value.as_str()),
+            &db.fts,
+        )),
+        sample: opt(db.sample.as_ref().map(|s| s.value.as_str())),
+        engines: list(&db.by_dialect().collect::<Vec<_>>(), |(dialect, side)| {
+            let side = &side.value;
+            EngineDef {
+                dialect: dialect.name,
+                env: opt(side.env.as_ref().map(|e| e.value.as_str())),
+                schema: text(&side.schema.value),
+                sample: opt(side.sample.as_ref().map(|s| s.value.as_str())),
+                identity: side.identity.as_ref().map(|i| IdentityDef {
+                    role_claim: opt(i.value.role_claim.as_ref().map(|c| c.value.as_str())),
+                    roles: texts(&scopes(&i.value.roles)),
+                    claims_setting: text(&i.value.claims_setting.value),
                 }),
-            })
-            .collect(),
-        // Read from disk by `migrations::read`, which `compile` runs after lowering.
+            }
+        }),
+        // Read from disk by `migrations::read`, which `compile_in` runs after lowering.
+        migrations: &[],
+    };
+    Database {
+        schema_pos: crate::spec::pos(&db.schema),
         migrations: Vec::new(),
         migrations_at: None,
+        def,
     }
+}
+
+/// The migrations' definitions: each version's text per engine, with its checksum.
+pub(crate) fn migration_defs(migrations: &[Migration]) -> &'static [MigrationDef] {
+    use crate::intern::{list, text};
+    list(migrations, |m| MigrationDef {
+        version: m.version,
+        name: text(&m.name),
+        texts: list(&m.texts, |t| MigrationTextDef {
+            dialect: t.dialect.name,
+            sql: text(&t.sql),
+            checksum: text(&t.checksum),
+        }),
+    })
 }
 
 fn resource(

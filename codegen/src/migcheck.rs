@@ -19,7 +19,7 @@ use crate::ir;
 /// from being built (a migration that does not run, a schema that does not load).
 pub(crate) fn shapes(db: &ir::Database) -> Result<(Shape, Shape), Diagnostics> {
     let mut out = Diagnostics::default();
-    let declared = shape::of_ddl(&db.schema, &[TABLE]);
+    let declared = shape::of_ddl(db.schema, &[TABLE]);
     let mut ddl = String::new();
     let mut migrated = None;
     for m in &db.migrations {

@@ -306,10 +306,14 @@ fn render(spec: &Spec, db: &ir::Database, stem: &str, steps: &Steps) -> String {
         "-- {stem}: planned by `cargo run -p codegen -- migrate --plan {}` from the difference\n-- between the migrations before it and `database.schema` in {}. Read it, then run\n-- `cargo run -p codegen -- check`.\n",
         spec.ir.name, spec.ir.file
     );
-    for e in &db.engines {
+    for dialect in db
+        .engines
+        .iter()
+        .filter_map(|e| sqlscan::Dialect::named(e.dialect))
+    {
         out.push_str(&format!(
             "-- The server also runs on {}: if this text does not run there, write its own in\n-- {stem}.{}.sql beside this file.\n",
-            e.dialect.title, e.dialect.name
+            dialect.title, dialect.name
         ));
     }
     if steps.destructive {

@@ -95,7 +95,7 @@ fn load_declared(
             "",
         ));
     }
-    if let Err(e) = declared.execute_batch(&db.schema) {
+    if let Err(e) = declared.execute_batch(db.schema) {
         out.items.push(finding(
             spec,
             Pos::default(),
@@ -107,7 +107,7 @@ fn load_declared(
         ));
         return false;
     }
-    if let Err(e) = declared.execute_batch(&db.derived) {
+    if let Err(e) = declared.execute_batch(db.derived) {
         out.items.push(finding(
             spec,
             Pos::default(),

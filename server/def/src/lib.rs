@@ -479,7 +479,7 @@ impl ServerDef {
     }
 }
 
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct DatabaseDef {
     /// The environment variable that overrides the default path.
@@ -514,7 +514,7 @@ impl DatabaseDef {
 
 /// One versioned migration: a numbered SQL file beside the spec, with a text per engine the
 /// server runs on (the file's own, or the `NNNN_name.<dialect>.sql` beside it).
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct MigrationDef {
     /// The number the file name starts with; versions count up from 1 without gaps.
@@ -534,7 +534,7 @@ impl MigrationDef {
 
 /// A migration's text in one dialect and its checksum, which the database records when it
 /// applies it.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct MigrationTextDef {
     pub dialect: &'static str,
@@ -545,7 +545,7 @@ pub struct MigrationTextDef {
 
 /// A server's side on a database server: the dialect, where the URL may also come from, and
 /// what `init` creates.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct EngineDef {
     /// The dialect's name, as `sqlscan::DIALECTS` lists it (`postgres`).
@@ -562,7 +562,7 @@ pub struct EngineDef {
 
 /// Each call of a caller runs as `SET LOCAL ROLE` (one of `roles`, named by the claim
 /// `role_claim`, else the first) with the token's claims in the setting `claims_setting`.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct IdentityDef {
     pub role_claim: Option<&'static str>,
