@@ -1,9 +1,9 @@
-//! The one builder of definitions: a spec's IR as the runtime's tables ([`mcpspec_def`]).
-//! Served as they are when a spec file is served (`mcpspec dev`, the examples `check` runs),
-//! and baked into the Rust that rebuilds them for a compiled server (`emit`, through
-//! `databake`), so that the two never differ. Where the IR already holds a definition (a
-//! statement's, a tool's, a resource's, a prompt's and the database's, which `lower`
-//! builds), it is taken as it is.
+//! The last step of the one builder of definitions: a server's definition ([`mcpspec_def`])
+//! assembled from its IR, where `lower` already built the definitions of its statements,
+//! tools, resources, prompts, database, embedding providers and declared errors (taken as they
+//! are). Served as it is when a spec file is served (`mcpspec dev`, the examples `check`
+//! runs), and baked into the Rust that rebuilds it for a compiled server (`emit`, through
+//! `databake`), so that the two never differ.
 //!
 //! The runtime keeps `&'static` tables, so a definition built here is leaked. Each is leaked
 //! once: a server's definition is kept by its IR's digest and handed out again for an IR seen
@@ -12,9 +12,8 @@
 //! (`tests/reload.rs` counts it).
 
 use mcpspec_def::{
-    DemoCallDef, DownstreamDef, EmbeddingDef, ErrorDef, ExampleDef, ExpectDef, InterceptRuleDef,
-    ProviderDef, ProxyConfigDef, ProxyDef, RuleDef, RuleKindDef, ServerDef, SkillDef, SkillFileDef,
-    StartupJobDef,
+    DemoCallDef, DownstreamDef, ErrorDef, ExampleDef, ExpectDef, InterceptRuleDef, ProxyConfigDef,
+    ProxyDef, ServerDef, SkillDef, SkillFileDef, StartupJobDef,
 };
 
 use std::collections::BTreeMap;
@@ -62,13 +61,13 @@ fn build(s: &ir::Server) -> &'static ServerDef {
         tools: list(&s.tools, |t| t.def.clone()),
         toolsets: list(&s.toolsets, |(name, tools)| (text(name), texts(tools))),
         error_codes: list(&s.error_codes, |(k, v)| (text(k), text(v))),
-        errors: list(&s.errors, error),
+        errors: list(&s.errors, ErrorDef::clone),
         resources: list(&s.resources, |r| r.def.clone()),
         prompts: list(&s.prompts, |p| p.def.clone()),
         scopes: texts(&s.scopes),
         issuer: opt(s.issuer.as_deref()),
         examples: list(&s.examples, example),
-        embeddings: list(&s.embeddings, embedding),
+        embeddings: list(&s.embeddings, |e| e.def.clone()),
         skills: list(&s.skills, skill),
         token_budget: s.token_budget.map(|(b, _)| b),
     })
@@ -91,26 +90,6 @@ fn skill(k: &ir::Skill) -> SkillDef {
     }
 }
 
-fn embedding(e: &ir::Embedding) -> EmbeddingDef {
-    EmbeddingDef {
-        name: text(&e.name),
-        dimensions: e.dimensions,
-        provider: match &e.provider {
-            ir::Provider::Static(dir) => ProviderDef::Static(text(dir)),
-            ir::Provider::OpenAi { base_url, model } => ProviderDef::OpenAi {
-                base_url: text(base_url),
-                model: text(model),
-            },
-            ir::Provider::Env(var) => ProviderDef::Env(text(var)),
-        },
-        key_env: text(&e.key_env),
-        batch: e.batch,
-        timeout_ms: e.timeout_ms,
-        retries: e.retries,
-        stored_in: list(&e.stored_in, |(place, _)| text(place)),
-    }
-}
-
 fn leak<T>(v: T) -> &'static T {
     Box::leak(Box::new(v))
 }
@@ -126,24 +105,6 @@ fn example(e: &ir::Example) -> ExampleDef {
         },
         sample_rows: e.sample_rows,
         at: text(&e.at),
-    }
-}
-
-fn error(e: &ir::ErrorDecl) -> ErrorDef {
-    ErrorDef {
-        name: text(&e.name),
-        code: i32::try_from(e.code).unwrap_or(-32000),
-        message: text(&e.message),
-        data: texts(&e.data),
-        rules: list(&e.rules, |r| RuleDef {
-            when: match &r.when {
-                ir::RuleKind::Invalid(f) => RuleKindDef::Invalid(text(f)),
-                ir::RuleKind::Constraint => RuleKindDef::Constraint,
-                ir::RuleKind::NoRow => RuleKindDef::NoRow,
-                ir::RuleKind::NoChange => RuleKindDef::NoChange,
-            },
-            tools: texts(&r.tools),
-        }),
     }
 }
 

@@ -480,16 +480,16 @@ fn proxy_ctx(p: &ir::Proxy) -> ProxyCtx {
     }
 }
 
-fn declared_ctx(e: &ir::ErrorDecl) -> DeclaredCtx {
+fn declared_ctx(e: &mcpspec_def::ErrorDef) -> DeclaredCtx {
     let mut from: Vec<String> = e
         .rules
         .iter()
         .map(|r| {
-            let what = match &r.when {
-                ir::RuleKind::Invalid(f) => format!("an invalid `{f}`"),
-                ir::RuleKind::Constraint => "a constraint failure".into(),
-                ir::RuleKind::NoRow => "no row".into(),
-                ir::RuleKind::NoChange => "no rows changed".into(),
+            let what = match r.when {
+                mcpspec_def::RuleKindDef::Invalid(f) => format!("an invalid `{f}`"),
+                mcpspec_def::RuleKindDef::Constraint => "a constraint failure".into(),
+                mcpspec_def::RuleKindDef::NoRow => "no row".into(),
+                mcpspec_def::RuleKindDef::NoChange => "no rows changed".into(),
             };
             if r.tools.is_empty() {
                 what
@@ -503,9 +503,9 @@ fn declared_ctx(e: &ir::ErrorDecl) -> DeclaredCtx {
     let mut data = vec!["`code`".to_string()];
     data.extend(e.data.iter().map(|d| format!("`{d}`")));
     DeclaredCtx {
-        name: e.name.clone(),
-        code: e.code,
-        message: cell(&e.message).replace('`', "'"),
+        name: e.name.to_string(),
+        code: i64::from(e.code),
+        message: cell(e.message).replace('`', "'"),
         data: data.join(", "),
         from: from.join("; "),
     }

@@ -6,8 +6,8 @@
 use serde_json::Value;
 
 pub(crate) use mcpspec_def::{
-    AppDef, ColumnKind, ConfirmDef, DatabaseDef, DeriveDef, EnvelopeDef, Mode, PromptDef,
-    ResourceDef, StatementDef, TaskSupport, ToolDef,
+    AppDef, ColumnKind, ConfirmDef, DatabaseDef, DeriveDef, EmbeddingDef, EnvelopeDef, ErrorDef,
+    Mode, PromptDef, ResourceDef, StatementDef, TaskSupport, ToolDef,
 };
 
 #[derive(Debug, Clone)]
@@ -37,7 +37,7 @@ pub(crate) struct Server {
     /// Runtime error code renames, `(built-in, this server's)`.
     pub error_codes: Vec<(String, String)>,
     /// Declared JSON-RPC errors and the failures that map to them.
-    pub errors: Vec<ErrorDecl>,
+    pub errors: Vec<ErrorDef>,
     /// MCP resources, fixed and templated, in spec order.
     pub resources: Vec<Resource>,
     /// MCP prompts, in spec order.
@@ -84,29 +84,23 @@ pub(crate) struct SkillFile {
     pub size: u64,
 }
 
-/// An embedding provider: what turns text into vectors, and their dimensions.
+/// An embedding provider: its definition ([`EmbeddingDef`], built by `lower` and read through
+/// `Deref`), and where the spec names each column that holds its vectors.
 #[derive(Debug, Clone)]
 pub(crate) struct Embedding {
-    pub name: String,
-    pub dimensions: u32,
-    pub provider: Provider,
-    pub key_env: String,
-    pub batch: u32,
-    pub timeout_ms: u64,
-    pub retries: u32,
-    /// The columns holding its vectors, `table.column`, and where the spec names each.
+    /// The columns holding its vectors, `table.column`, each with where the spec names it
+    /// (the definition holds the names alone).
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub stored_in: Vec<(String, crate::diag::Pos)>,
+    pub def: EmbeddingDef,
 }
 
-/// Where an embedding provider's vectors come from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Provider {
-    /// A static model's directory.
-    Static(String),
-    /// An OpenAI-compatible API's base URL and model.
-    OpenAi { base_url: String, model: String },
-    /// Chosen at start-up by this environment variable.
-    Env(String),
+impl std::ops::Deref for Embedding {
+    type Target = EmbeddingDef;
+
+    fn deref(&self) -> &EmbeddingDef {
+        &self.def
+    }
 }
 
 /// A tool call from a tool's `examples:` and what must come back.
@@ -267,35 +261,8 @@ impl Server {
     }
 }
 
-/// A declared error: `{code, message, data: {code: name, ...fields}}` on the wire.
-#[derive(Debug, Clone)]
-pub(crate) struct ErrorDecl {
-    pub name: String,
-    pub code: i64,
-    pub message: String,
-    pub data: Vec<String>,
-    pub rules: Vec<Rule>,
-}
-
-/// A runtime failure mapped to a declared error, optionally only for some tools.
-#[derive(Debug, Clone)]
-pub(crate) struct Rule {
-    pub when: RuleKind,
-    pub tools: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum RuleKind {
-    /// The named argument failed its schema.
-    Invalid(String),
-    Constraint,
-    NoRow,
-    NoChange,
-}
-
-impl RuleKind {
-    pub const NAMES: &'static [&'static str] = &["invalid", "constraint", "no_row", "no_change"];
-}
+/// The runtime failures an error rule may map (`when:`), as a spec writes them.
+pub(crate) const RULE_KINDS: &[&str] = &["invalid", "constraint", "no_row", "no_change"];
 
 /// A typed output struct of a handler tool, from an object schema.
 #[derive(Debug, Clone)]

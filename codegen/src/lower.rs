@@ -10,15 +10,15 @@ use serde_json::{Map, Value, json};
 use mcpspec_def::{
     AnnotationsDef, AskDef, BindingDef, BlockDef, BlockKind, ClaimKind, ColumnDef, ContentDef,
     EmbeddingsField, EngineDef, IdentityDef, MessageBodyDef, MessageDef, MigrationDef,
-    MigrationTextDef, ParamKind, PromptArgumentDef,
+    MigrationTextDef, ParamKind, PromptArgumentDef, ProviderDef, RuleDef, RuleKindDef,
 };
 
 use crate::ir::{
     AppDef, Arg, ArgType, Binding, Block, ColumnDoc, ColumnKind, ConfirmDef, Database, DatabaseDef,
-    DemoCall, DeriveDef, Downstream, Embedding, EnvelopeDef, ErrorDecl, Example, Expect,
-    InterceptAction, InterceptRule, InterceptSql, Migration, Mode, OutField, OutStruct, OutType,
-    Prompt, PromptDef, Provider, Proxy, ProxyConfig, Resource, ResourceDef, Rule, RuleKind, Server,
-    StartupJob, Statement, StatementDef, TaskSupport, Tool, ToolDef,
+    DemoCall, DeriveDef, Downstream, Embedding, EmbeddingDef, EnvelopeDef, ErrorDef, Example,
+    Expect, InterceptAction, InterceptRule, InterceptSql, Migration, Mode, OutField, OutStruct,
+    OutType, Prompt, PromptDef, Proxy, ProxyConfig, Resource, ResourceDef, Server, StartupJob,
+    Statement, StatementDef, TaskSupport, Tool, ToolDef,
 };
 use crate::names;
 use crate::spec::{
@@ -115,48 +115,52 @@ pub(crate) fn lower(file: &str, spec: &RawSpec) -> Server {
 
 /// The embedding providers, by name (a provider validation refused is left out).
 fn embeddings(spec: &RawSpec) -> Vec<Embedding> {
+    use crate::intern::{slice, text};
     spec.embeddings
         .iter()
         .filter_map(|(name, e)| {
             let e = &e.value;
-            Some(Embedding {
-                name: name.clone(),
+            let stored_in: Vec<(String, crate::diag::Pos)> = e
+                .stored_in
+                .iter()
+                .map(|s| (s.value.clone(), crate::spec::pos(s)))
+                .collect();
+            let def = EmbeddingDef {
+                name: text(name),
                 dimensions: e.dimensions.value,
                 provider: provider(
                     &e.provider.value,
                     e.model.as_ref().map(|m| m.value.as_str()),
                 )?,
-                key_env: e
-                    .key_env
-                    .as_ref()
-                    .map_or(DEFAULT_KEY_ENV, |k| k.value.as_str())
-                    .to_string(),
+                key_env: text(
+                    e.key_env
+                        .as_ref()
+                        .map_or(DEFAULT_KEY_ENV, |k| k.value.as_str()),
+                ),
                 batch: e.batch.as_ref().map_or(DEFAULT_BATCH, |b| b.value),
                 timeout_ms: e
                     .timeout_ms
                     .as_ref()
                     .map_or(DEFAULT_TIMEOUT_MS, |t| t.value),
                 retries: e.retries.as_ref().map_or(DEFAULT_RETRIES, |r| r.value),
-                stored_in: e
-                    .stored_in
-                    .iter()
-                    .map(|s| (s.value.clone(), crate::spec::pos(s)))
-                    .collect(),
-            })
+                stored_in: slice(stored_in.iter().map(|(place, _)| text(place)).collect()),
+            };
+            Some(Embedding { stored_in, def })
         })
         .collect()
 }
 
 /// An embedding provider's `provider:` text (`static:DIR`, `openai:URL`, `env:VAR`) and model.
-pub(crate) fn provider(text: &str, model: Option<&str>) -> Option<Provider> {
-    let (kind, rest) = text.split_once(':')?;
+fn provider(written: &str, model: Option<&str>) -> Option<ProviderDef> {
+    use crate::intern::text;
+    let (kind, rest) = written.split_once(':')?;
     match kind {
-        "static" => Some(Provider::Static(rest.to_string())),
-        "openai" => Some(Provider::OpenAi {
-            base_url: rest.trim_end_matches('/').to_string(),
-            model: model?.to_string(),
+        "static" => Some(ProviderDef::Static(text(rest))),
+        "openai" => Some(ProviderDef::OpenAi {
+            base_url: text(rest.trim_end_matches('/')),
+            model: text(model?),
         }),
-        "env" => Some(Provider::Env(rest.to_string())),
+        "env" => Some(ProviderDef::Env(text(rest))),
         _ => None,
     }
 }
@@ -205,34 +209,39 @@ fn startup(spec: &RawSpec) -> Vec<StartupJob> {
 
 /// The declared errors, each with the rules that raise it (a rule of an unknown kind, which
 /// validation reported, is left out).
-fn errors(spec: &RawSpec) -> Vec<ErrorDecl> {
+fn errors(spec: &RawSpec) -> Vec<ErrorDef> {
+    use crate::intern::{slice, text, texts};
     spec.errors
         .iter()
         .map(|e| {
             let e = &e.value;
-            ErrorDecl {
-                name: e.name.value.clone(),
-                code: e.code.value,
-                message: e.message.value.trim_end().to_string(),
-                data: e.data.iter().map(|d| d.value.clone()).collect(),
-                rules: e.rules.iter().filter_map(|r| rule(&r.value)).collect(),
+            let data: Vec<String> = e.data.iter().map(|d| d.value.clone()).collect();
+            ErrorDef {
+                name: text(&e.name.value),
+                // Validation keeps a code within i32; the fallback is JSON-RPC's server error.
+                code: i32::try_from(e.code.value).unwrap_or(-32000),
+                message: text(e.message.value.trim_end()),
+                data: texts(&data),
+                rules: slice(e.rules.iter().filter_map(|r| rule(&r.value)).collect()),
             }
         })
         .collect()
 }
 
 /// One error rule: when it applies, and to which tools.
-fn rule(r: &crate::spec::RawRule) -> Option<Rule> {
+fn rule(r: &crate::spec::RawRule) -> Option<RuleDef> {
+    use crate::intern::{text, texts};
     let when = match r.when.value.as_str() {
-        "invalid" => RuleKind::Invalid(r.field.as_ref()?.value.clone()),
-        "constraint" => RuleKind::Constraint,
-        "no_row" => RuleKind::NoRow,
-        "no_change" => RuleKind::NoChange,
+        "invalid" => RuleKindDef::Invalid(text(&r.field.as_ref()?.value)),
+        "constraint" => RuleKindDef::Constraint,
+        "no_row" => RuleKindDef::NoRow,
+        "no_change" => RuleKindDef::NoChange,
         _ => return None,
     };
-    Some(Rule {
+    let tools: Vec<String> = r.tools.iter().map(|t| t.value.clone()).collect();
+    Some(RuleDef {
         when,
-        tools: r.tools.iter().map(|t| t.value.clone()).collect(),
+        tools: texts(&tools),
     })
 }
 

@@ -155,14 +155,14 @@ impl Validator<'_> {
     ) {
         let rule = &r.value;
         let w = &rule.when;
-        if !crate::ir::RuleKind::NAMES.contains(&w.value.as_str()) {
+        if !crate::ir::RULE_KINDS.contains(&w.value.as_str()) {
             self.sink.error(
                 pos(w),
                 format!("unknown failure `{}` in a rule of `{}`", w.value, n.value),
                 "",
-                &match did_you_mean(&w.value, crate::ir::RuleKind::NAMES) {
+                &match did_you_mean(&w.value, crate::ir::RULE_KINDS) {
                     Some(s) => format!("did you mean `{s}`?"),
-                    None => format!("use one of {}", crate::ir::RuleKind::NAMES.join(", ")),
+                    None => format!("use one of {}", crate::ir::RULE_KINDS.join(", ")),
                 },
             );
         }

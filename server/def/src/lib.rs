@@ -213,7 +213,7 @@ pub struct SkillFileDef {
 
 /// An embedding provider a spec declares: what turns text into the vectors its statements
 /// store and search, and the dimensions every column that holds them has.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct EmbeddingDef {
     pub name: &'static str,
@@ -423,7 +423,7 @@ pub enum MessageBodyDef {
 }
 
 /// A declared error, answered as a JSON-RPC error `{code, message, data: {code: name, ...}}`.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct ErrorDef {
     pub name: &'static str,
@@ -437,7 +437,7 @@ pub struct ErrorDef {
 }
 
 /// A failure that becomes a declared error, for some tools or (with none listed) all.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct RuleDef {
     pub when: RuleKindDef,
