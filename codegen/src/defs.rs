@@ -1,7 +1,7 @@
 //! The last step of the one builder of definitions: a server's definition ([`mcpspec_def`])
 //! assembled from its IR, where `lower` already built the definitions of its statements,
-//! tools, resources, prompts, database, embedding providers and declared errors (taken as they
-//! are). Served as it is when a spec file is served (`mcpspec dev`, the examples `check`
+//! tools, resources, prompts, database, embedding providers, declared errors and proxy
+//! (taken as they are). Served as it is when a spec file is served (`mcpspec dev`, the examples `check`
 //! runs), and baked into the Rust that rebuilds it for a compiled server (`emit`, through
 //! `databake`), so that the two never differ.
 //!
@@ -12,13 +12,12 @@
 //! (`tests/reload.rs` counts it).
 
 use mcpspec_def::{
-    DemoCallDef, DownstreamDef, ErrorDef, ExampleDef, ExpectDef, InterceptRuleDef, ProxyConfigDef,
-    ProxyDef, ServerDef, SkillDef, SkillFileDef, StartupJobDef,
+    DemoCallDef, ErrorDef, ExampleDef, ExpectDef, ServerDef, SkillDef, SkillFileDef, StartupJobDef,
 };
 
 use std::collections::BTreeMap;
 
-use crate::intern::{list, opt, pairs, text, texts};
+use crate::intern::{list, opt, text, texts};
 use crate::ir;
 
 /// The runtime's definition of `spec`, leaked so that it lives as long as compiled tables.
@@ -48,7 +47,7 @@ fn build(s: &ir::Server) -> &'static ServerDef {
         instructions: opt(s.instructions.as_deref().map(str::trim_end)),
         spec_file: text(&s.file),
         database: s.database.as_ref().map(|d| d.def.clone()),
-        proxy: s.proxy.as_ref().map(proxy),
+        proxy: s.proxy.as_ref().map(|p| p.def.clone()),
         demo: list(&s.demo, |d| DemoCallDef {
             tool: text(&d.tool),
             arguments: text(&d.arguments.to_string()),
@@ -105,38 +104,5 @@ fn example(e: &ir::Example) -> ExampleDef {
         },
         sample_rows: e.sample_rows,
         at: text(&e.at),
-    }
-}
-
-fn proxy(p: &ir::Proxy) -> ProxyDef {
-    ProxyDef {
-        config: p.config.as_ref().map(|c| ProxyConfigDef {
-            env: opt(c.env.as_deref()),
-            default_linux: opt(c.linux.as_deref()),
-            default_macos: opt(c.macos.as_deref()),
-            default_windows: opt(c.windows.as_deref()),
-        }),
-        servers: list(&p.servers, |d| DownstreamDef {
-            name: text(&d.name),
-            command: text(&d.command),
-            args: texts(&d.args),
-            env: pairs(&d.env),
-        }),
-        normalize: pairs(&p.normalize),
-        extract_command: texts(&p.extract_command),
-        extract_file_path: texts(&p.extract_file_path),
-        rules: list(&p.rules, |r| InterceptRuleDef {
-            key: text(&r.key),
-            tools: texts(&r.tools),
-            command: opt(r.command.as_deref()),
-            file_path: opt(r.file_path.as_deref()),
-            action: match r.action {
-                ir::InterceptAction::Guard => mcpspec_def::InterceptAction::Guard,
-                ir::InterceptAction::Hint => mcpspec_def::InterceptAction::Hint,
-            },
-            message: text(&r.message),
-        }),
-        sql: p.sql.as_ref().map(|s| text(&s.sql)),
-        params: p.sql.as_ref().map_or(&[][..], |s| texts(&s.params)),
     }
 }

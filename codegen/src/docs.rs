@@ -331,19 +331,7 @@ fn server_ctx(s: &ir::Server) -> ServerCtx {
         },
     };
     let db = s.database.as_ref().unwrap_or(&none);
-    let default_paths = [
-        ("Linux", db.default_linux),
-        ("macOS", db.default_macos),
-        ("Windows", db.default_windows),
-    ]
-    .into_iter()
-    .filter_map(|(os, p)| {
-        p.map(|p| PathCtx {
-            os,
-            path: p.to_string(),
-        })
-    })
-    .collect();
+    let default_paths = paths([db.default_linux, db.default_macos, db.default_windows]);
     let mut entry = json!({"command": "/path/to/mcpspec", "args": ["serve", s.name]});
     if let Some(env) = db.env {
         entry["env"] = json!({ env: format!("/path/to/{}.db", s.name) });
@@ -391,7 +379,21 @@ fn server_ctx(s: &ir::Server) -> ServerCtx {
     }
 }
 
-fn ticked(items: &[String]) -> String {
+/// The default locations given per operating system (Linux, macOS, Windows), as rows.
+fn paths(linux_macos_windows: [Option<&str>; 3]) -> Vec<PathCtx> {
+    ["Linux", "macOS", "Windows"]
+        .into_iter()
+        .zip(linux_macos_windows)
+        .filter_map(|(os, p)| {
+            p.map(|p| PathCtx {
+                os,
+                path: p.to_string(),
+            })
+        })
+        .collect()
+}
+
+fn ticked<S: std::fmt::Display>(items: &[S]) -> String {
     if items.is_empty() {
         return "none".into();
     }
@@ -404,29 +406,17 @@ fn ticked(items: &[String]) -> String {
 
 fn proxy_ctx(p: &ir::Proxy) -> ProxyCtx {
     let config_paths = p.config.as_ref().map_or_else(Vec::new, |c| {
-        [
-            ("Linux", &c.linux),
-            ("macOS", &c.macos),
-            ("Windows", &c.windows),
-        ]
-        .into_iter()
-        .filter_map(|(os, p)| {
-            p.as_ref().map(|p| PathCtx {
-                os,
-                path: p.clone(),
-            })
-        })
-        .collect()
+        paths([c.default_linux, c.default_macos, c.default_windows])
     });
     ProxyCtx {
-        config_env: p.config.as_ref().and_then(|c| c.env.clone()),
+        config_env: p.config.as_ref().and_then(|c| c.env).map(str::to_string),
         config_paths,
         servers: p
             .servers
             .iter()
             .map(|d| {
                 let mut line = format!("`{}`: `{}", d.name, d.command);
-                for a in &d.args {
+                for a in d.args {
                     line.push(' ');
                     line.push_str(a);
                 }
@@ -438,19 +428,19 @@ fn proxy_ctx(p: &ir::Proxy) -> ProxyCtx {
             .normalize
             .iter()
             .map(|(from, to)| NameMap {
-                from: from.clone(),
-                to: to.clone(),
+                from: from.to_string(),
+                to: to.to_string(),
             })
             .collect(),
-        extract_command: ticked(&p.extract_command),
-        extract_file_path: ticked(&p.extract_file_path),
+        extract_command: ticked(p.extract_command),
+        extract_file_path: ticked(p.extract_file_path),
         rules: p
             .rules
             .iter()
             .map(|r| {
                 let mut when = Vec::new();
                 if !r.tools.is_empty() {
-                    when.push(format!("tool {}", ticked(&r.tools)));
+                    when.push(format!("tool {}", ticked(r.tools)));
                 }
                 if let Some(c) = &r.command {
                     when.push(format!("command matches `{}`", c.replace('|', "\\|")));
@@ -459,24 +449,22 @@ fn proxy_ctx(p: &ir::Proxy) -> ProxyCtx {
                     when.push(format!("path matches `{}`", f.replace('|', "\\|")));
                 }
                 RuleCtx {
-                    key: r.key.clone(),
+                    key: r.key.to_string(),
                     action: match r.action {
-                        ir::InterceptAction::Guard => "guard",
-                        ir::InterceptAction::Hint => "hint",
+                        mcpspec_def::InterceptAction::Guard => "guard",
+                        mcpspec_def::InterceptAction::Hint => "hint",
                     },
                     when: if when.is_empty() {
                         "every call".into()
                     } else {
                         when.join(", ")
                     },
-                    message: cell(&r.message),
+                    message: cell(r.message),
                 }
             })
             .collect(),
         has_sql: p.sql.is_some(),
-        params: ticked(&p.sql.as_ref().map_or_else(Vec::new, |q| {
-            q.params.iter().map(|p| format!(":{p}")).collect()
-        })),
+        params: ticked(&p.params.iter().map(|p| format!(":{p}")).collect::<Vec<_>>()),
     }
 }
 

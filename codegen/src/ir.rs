@@ -7,7 +7,7 @@ use serde_json::Value;
 
 pub(crate) use mcpspec_def::{
     AppDef, ColumnKind, ConfirmDef, DatabaseDef, DeriveDef, EmbeddingDef, EnvelopeDef, ErrorDef,
-    Mode, PromptDef, ResourceDef, StatementDef, TaskSupport, ToolDef,
+    InterceptAction, Mode, PromptDef, ProxyDef, ResourceDef, StatementDef, TaskSupport, ToolDef,
 };
 
 #[derive(Debug, Clone)]
@@ -350,63 +350,20 @@ pub(crate) struct MigrationText {
     pub checksum: String,
 }
 
-/// A proxy: where its downstream servers come from and how calls to them are intercepted.
+/// A proxy: its definition ([`ProxyDef`], built by `lower` and read through `Deref`), and its
+/// interceptor query with where it is written (the definition holds its text and parameters).
 #[derive(Debug, Clone)]
 pub(crate) struct Proxy {
-    pub config: Option<ProxyConfig>,
-    pub servers: Vec<Downstream>,
-    /// `(downstream tool name, canonical name)`, sorted by downstream name.
-    pub normalize: Vec<(String, String)>,
-    pub extract_command: Vec<String>,
-    pub extract_file_path: Vec<String>,
-    pub rules: Vec<InterceptRule>,
     pub sql: Option<InterceptSql>,
+    pub def: ProxyDef,
 }
 
-/// Where the downstream config file is found.
-#[derive(Debug, Clone)]
-pub(crate) struct ProxyConfig {
-    pub env: Option<String>,
-    pub linux: Option<String>,
-    pub macos: Option<String>,
-    pub windows: Option<String>,
-}
+impl std::ops::Deref for Proxy {
+    type Target = ProxyDef;
 
-#[derive(Debug, Clone)]
-pub(crate) struct Downstream {
-    pub name: String,
-    pub command: String,
-    pub args: Vec<String>,
-    /// Sorted by variable name.
-    pub env: Vec<(String, String)>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum InterceptAction {
-    Guard,
-    Hint,
-}
-
-impl InterceptAction {
-    pub const NAMES: &'static [&'static str] = &["guard", "hint"];
-
-    pub fn parse(s: &str) -> Option<InterceptAction> {
-        match s {
-            "guard" => Some(InterceptAction::Guard),
-            "hint" => Some(InterceptAction::Hint),
-            _ => None,
-        }
+    fn deref(&self) -> &ProxyDef {
+        &self.def
     }
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct InterceptRule {
-    pub key: String,
-    pub tools: Vec<String>,
-    pub command: Option<String>,
-    pub file_path: Option<String>,
-    pub action: InterceptAction,
-    pub message: String,
 }
 
 /// The interceptor's query and the parameters it uses.

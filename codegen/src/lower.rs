@@ -9,16 +9,17 @@ use serde_json::{Map, Value, json};
 
 use mcpspec_def::{
     AnnotationsDef, AskDef, BindingDef, BlockDef, BlockKind, ClaimKind, ColumnDef, ContentDef,
-    EmbeddingsField, EngineDef, IdentityDef, MessageBodyDef, MessageDef, MigrationDef,
-    MigrationTextDef, ParamKind, PromptArgumentDef, ProviderDef, RuleDef, RuleKindDef,
+    DownstreamDef, EmbeddingsField, EngineDef, IdentityDef, InterceptRuleDef, MessageBodyDef,
+    MessageDef, MigrationDef, MigrationTextDef, ParamKind, PromptArgumentDef, ProviderDef,
+    ProxyConfigDef, RuleDef, RuleKindDef,
 };
 
 use crate::ir::{
     AppDef, Arg, ArgType, Binding, Block, ColumnDoc, ColumnKind, ConfirmDef, Database, DatabaseDef,
-    DemoCall, DeriveDef, Downstream, Embedding, EmbeddingDef, EnvelopeDef, ErrorDef, Example,
-    Expect, InterceptAction, InterceptRule, InterceptSql, Migration, Mode, OutField, OutStruct,
-    OutType, Prompt, PromptDef, Proxy, ProxyConfig, Resource, ResourceDef, Server, StartupJob,
-    Statement, StatementDef, TaskSupport, Tool, ToolDef,
+    DemoCall, DeriveDef, Embedding, EmbeddingDef, EnvelopeDef, ErrorDef, Example, Expect,
+    InterceptAction, InterceptSql, Migration, Mode, OutField, OutStruct, OutType, Prompt,
+    PromptDef, Proxy, ProxyDef, Resource, ResourceDef, Server, StartupJob, Statement, StatementDef,
+    TaskSupport, Tool, ToolDef,
 };
 use crate::names;
 use crate::spec::{
@@ -405,71 +406,70 @@ fn prompt(p: &RawPrompt, pg: &[&'static sqlscan::Dialect]) -> Prompt {
 }
 
 fn proxy(p: &RawProxy) -> Proxy {
-    let strings = |v: &[crate::spec::Sp<String>]| v.iter().map(|s| s.value.clone()).collect();
+    use crate::intern::{list, opt, slice, text};
+    let strings = |v: &[crate::spec::Sp<String>]| slice(v.iter().map(|s| text(&s.value)).collect());
     let intercept = p.intercept.as_ref().map(|i| &i.value);
-    Proxy {
+    let extract = p.extract.as_ref().map(|e| &e.value);
+    let sql = intercept
+        .and_then(|i| i.sql.as_ref())
+        .map(|q| InterceptSql {
+            pos: crate::spec::pos(q),
+            sql: q.value.clone(),
+            params: sqltext::params(&q.value)
+                .into_iter()
+                .map(|p| p.name)
+                .collect(),
+        });
+    let rules = intercept.map_or(&[][..], |i| &i.rules[..]);
+    let def = ProxyDef {
         config: p.config.as_ref().map(|c| {
             let c = &c.value;
-            ProxyConfig {
-                env: c.env.as_ref().map(|e| e.value.clone()),
-                linux: c.default_path.linux.clone(),
-                macos: c.default_path.macos.clone(),
-                windows: c.default_path.windows.clone(),
+            ProxyConfigDef {
+                env: opt(c.env.as_ref().map(|e| e.value.as_str())),
+                default_linux: opt(c.default_path.linux.as_deref()),
+                default_macos: opt(c.default_path.macos.as_deref()),
+                default_windows: opt(c.default_path.windows.as_deref()),
             }
         }),
-        servers: p
-            .servers
-            .iter()
-            .map(|d| {
-                let d = &d.value;
-                Downstream {
-                    name: d.name.value.clone(),
-                    command: d.command.value.clone(),
-                    args: d.args.clone(),
-                    env: d.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-                }
-            })
-            .collect(),
-        normalize: p
-            .normalize
-            .iter()
-            .map(|(k, v)| (k.clone(), v.value.clone()))
-            .collect(),
-        extract_command: p
-            .extract
-            .as_ref()
-            .map_or_else(Vec::new, |e| strings(&e.value.command)),
-        extract_file_path: p
-            .extract
-            .as_ref()
-            .map_or_else(Vec::new, |e| strings(&e.value.file_path)),
-        rules: intercept.map_or_else(Vec::new, |i| {
-            i.rules
+        servers: list(&p.servers, |d| {
+            let d = &d.value;
+            DownstreamDef {
+                name: text(&d.name.value),
+                command: text(&d.command.value),
+                args: crate::intern::texts(&d.args),
+                env: slice(d.env.iter().map(|(k, v)| (text(k), text(v))).collect()),
+            }
+        }),
+        normalize: slice(
+            p.normalize
+                .iter()
+                .map(|(k, v)| (text(k), text(&v.value)))
+                .collect(),
+        ),
+        extract_command: extract.map_or(&[][..], |e| strings(&e.command)),
+        extract_file_path: extract.map_or(&[][..], |e| strings(&e.file_path)),
+        rules: slice(
+            rules
                 .iter()
                 .filter_map(|r| {
                     let r = &r.value;
-                    Some(InterceptRule {
-                        key: r.key.value.clone(),
+                    Some(InterceptRuleDef {
+                        key: text(&r.key.value),
                         tools: strings(&r.tools),
-                        command: r.command.as_ref().map(|c| c.value.clone()),
-                        file_path: r.file_path.as_ref().map(|c| c.value.clone()),
+                        command: opt(r.command.as_ref().map(|c| c.value.as_str())),
+                        file_path: opt(r.file_path.as_ref().map(|c| c.value.as_str())),
                         action: InterceptAction::parse(&r.action.value)?,
-                        message: r.message.value.trim_end().to_string(),
+                        message: text(r.message.value.trim_end()),
                     })
                 })
-                .collect()
-        }),
-        sql: intercept
-            .and_then(|i| i.sql.as_ref())
-            .map(|q| InterceptSql {
-                pos: crate::spec::pos(q),
-                sql: q.value.clone(),
-                params: sqltext::params(&q.value)
-                    .into_iter()
-                    .map(|p| p.name)
-                    .collect(),
-            }),
-    }
+                .collect(),
+        ),
+        sql: opt(sql.as_ref().map(|q| q.sql.as_str())),
+        params: sql
+            .as_ref()
+            .map_or(&[][..], |q| crate::intern::texts(&q.params)),
+    };
+    Proxy { sql, def }
 }
 
 fn tool(t: &RawTool, at: ToolAt, claims: &[(String, ClaimKind)]) -> Tool {

@@ -134,12 +134,12 @@ impl Validator<'_> {
                 ),
             );
         }
-        if crate::ir::InterceptAction::parse(&r.action.value).is_none() {
+        if mcpspec_def::InterceptAction::parse(&r.action.value).is_none() {
             self.sink.error(
                 pos(&r.action),
                 format!("unknown interceptor action `{}`", r.action.value),
                 "not an action",
-                &match did_you_mean(&r.action.value, crate::ir::InterceptAction::NAMES) {
+                &match did_you_mean(&r.action.value, mcpspec_def::InterceptAction::NAMES) {
                     Some(s) => format!("did you mean `{s}`?"),
                     None => "use `guard` (block the call) or `hint` (bundle the message with the result)".into(),
                 },

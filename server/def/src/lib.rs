@@ -584,7 +584,7 @@ pub struct DialectSqlDef {
 
 /// A proxy's tables: its downstream servers and its interceptor, run by the runtime's
 /// `mcpspec::proxy`.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct ProxyDef {
     /// The JSON file that lists more downstream servers, read at start-up.
@@ -606,7 +606,7 @@ pub struct ProxyDef {
 }
 
 /// Where a proxy's config file is.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct ProxyConfigDef {
     pub env: Option<&'static str>,
@@ -616,7 +616,7 @@ pub struct ProxyConfigDef {
 }
 
 /// A downstream MCP server declared in a spec.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct DownstreamDef {
     pub name: &'static str,
@@ -636,7 +636,10 @@ pub enum InterceptAction {
 }
 
 impl InterceptAction {
-    /// Reads the `action` column of an interceptor query.
+    /// Every action as a spec (and an interceptor query's `action` column) writes it.
+    pub const NAMES: &'static [&'static str] = &["guard", "hint"];
+
+    /// Reads an action as a spec or the `action` column of an interceptor query writes it.
     pub fn parse(s: &str) -> Option<InterceptAction> {
         match s {
             "guard" => Some(InterceptAction::Guard),
@@ -647,7 +650,7 @@ impl InterceptAction {
 }
 
 /// A static interceptor rule; every condition given must hold.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct InterceptRuleDef {
     pub key: &'static str,
