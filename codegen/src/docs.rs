@@ -317,18 +317,7 @@ fn server_ctx(s: &ir::Server) -> ServerCtx {
         schema_pos: crate::diag::Pos::default(),
         migrations: Vec::new(),
         migrations_at: None,
-        def: mcpspec_def::DatabaseDef {
-            env: None,
-            default_linux: None,
-            default_macos: None,
-            default_windows: None,
-            read_only: false,
-            schema: "",
-            derived: "",
-            sample: None,
-            engines: &[],
-            migrations: &[],
-        },
+        def: mcpspec_def::DatabaseDef::default(),
     };
     let db = s.database.as_ref().unwrap_or(&none);
     let default_paths = paths([db.default_linux, db.default_macos, db.default_windows]);

@@ -479,7 +479,7 @@ impl ServerDef {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 #[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
 pub struct DatabaseDef {
     /// The environment variable that overrides the default path.
