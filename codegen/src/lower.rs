@@ -546,6 +546,15 @@ fn tool(t: &RawTool, at: ToolAt, claims: &[(String, ClaimKind)]) -> Tool {
             },
         }),
         max_bytes: t.max_bytes.as_ref().map(|m| m.value),
+        icons: list(&t.icons, |i| {
+            let i = &i.value;
+            mcpspec_def::IconDef {
+                src: text(&i.src.value),
+                mime_type: opt(i.mime_type.as_ref().map(|m| m.value.as_str())),
+                sizes: slice(i.sizes.iter().map(|z| text(&z.value)).collect()),
+                theme: opt(i.theme.as_ref().map(|t| t.value.as_str())),
+            }
+        }),
     };
     Tool {
         pos: at.pos,

@@ -726,6 +726,23 @@ pub(crate) struct RawDemoCall {
     pub error: Option<String>,
 }
 
+/// An image a client may show beside a tool.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "editor-schema", schemars(rename = "Icon"))]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawIcon {
+    /// The image: an `https:` URL, or a `data:image/...` URI with the image in base64.
+    pub src: Sp<String>,
+    /// Its MIME type (`image/png`, `image/svg+xml`, ...), when `src` does not make it plain.
+    pub mime_type: Option<Sp<String>>,
+    /// The sizes the image is drawn at, each `WxH` (`48x48`), or `any` for a scalable one.
+    #[serde(default)]
+    pub sizes: Vec<Sp<String>>,
+    /// `light` or `dark`: the background the image is drawn for; any when left out.
+    pub theme: Option<Sp<String>>,
+}
+
 /// One MCP tool: its contract and the SQL behind it.
 #[derive(Debug, Deserialize)]
 #[cfg_attr(feature = "editor-schema", derive(schemars::JsonSchema))]
@@ -796,6 +813,9 @@ pub(crate) struct RawTool {
     /// and no outside resources) and named in the tool's `_meta.ui.resourceUri`. Other hosts
     /// show the text.
     pub app: Option<Sp<RawApp>>,
+    /// Images a client may show beside the tool (MCP 2025-11-25), listed in `tools/list`.
+    #[serde(default)]
+    pub icons: Vec<Sp<RawIcon>>,
     /// Transforms applied to string arguments after validation and before binding, in order:
     /// `trim`, `lower`, `words` (the runs of letters and digits, lower-cased, one space apart:
     /// punctuation and operators separate words), `fts5` (each word quoted, all required),
@@ -1487,6 +1507,8 @@ enum Ctx {
     Confirm,
     /// A tool's `app:` in its long form.
     App,
+    Icons,
+    Icon,
     /// A statement's `page:`.
     Page,
     Resources,
@@ -1550,6 +1572,7 @@ impl Ctx {
             Ctx::Rule => ("an error rule", crate::fields::of::<RawRule>()),
             Ctx::Confirm => ("`confirm`", crate::fields::of::<RawConfirm>()),
             Ctx::App => ("`app`", crate::fields::of::<RawAppHtml>()),
+            Ctx::Icon => ("an icon", crate::fields::of::<RawIcon>()),
             Ctx::Page => ("`page`", crate::fields::of::<RawPage>()),
             Ctx::Resource => ("a resource", crate::fields::of::<RawResource>()),
             Ctx::Prompt => ("a prompt", crate::fields::of::<RawPrompt>()),
@@ -1607,6 +1630,7 @@ impl Ctx {
             (Ctx::Error, "rules") => Ctx::Rules,
             (Ctx::Tool, "confirm") => Ctx::Confirm,
             (Ctx::Tool, "app") => Ctx::App,
+            (Ctx::Tool, "icons") => Ctx::Icons,
             (Ctx::Tool, "content") => Ctx::Blocks,
             (Ctx::Database, "default_path") => Ctx::DefaultPath,
             (Ctx::Database, "fts") => Ctx::FtsList,
@@ -1635,6 +1659,7 @@ impl Ctx {
             Ctx::Startups => Ctx::Startup,
             Ctx::SchemaList => Ctx::Schema,
             Ctx::Tools => Ctx::Tool,
+            Ctx::Icons => Ctx::Icon,
             Ctx::Statements => Ctx::Statement,
             Ctx::FtsList => Ctx::Fts,
             Ctx::Errors => Ctx::Error,
@@ -1680,6 +1705,7 @@ impl Ctx {
             Ctx::Rule => "Rule",
             Ctx::Confirm => "Confirm",
             Ctx::App => "AppHtml",
+            Ctx::Icon => "Icon",
             Ctx::Page => "Page",
             Ctx::Resource => "Resource",
             Ctx::Prompt => "Prompt",

@@ -40,6 +40,9 @@ impl Validator<'_> {
         if let Some(app) = &tool.app {
             self.app(tool, app);
         }
+        for icon in &tool.icons {
+            self.icon(&icon.value);
+        }
         if let Some(h) = &tool.handler {
             if let Some(c) = &tool.content {
                 self.sink.error(
@@ -351,6 +354,55 @@ impl Validator<'_> {
                 ),
                 "",
                 "remove `app:`, or give the tool a structured result (`sql:`, or `output:` a schema)",
+            );
+        }
+    }
+
+    /// An icon: an `https:` or `data:image/` source, an image MIME type, sizes a client can
+    /// read and a theme it knows.
+    fn icon(&mut self, icon: &crate::spec::RawIcon) {
+        let src = &icon.src.value;
+        if !(src.starts_with("https://") || src.starts_with("data:image/")) {
+            self.sink.error(
+                pos(&icon.src),
+                "an icon's `src` is neither an `https:` URL nor a `data:image/` URI",
+                "not an icon source",
+                "give an `https://...` URL, or the image inline as `data:image/png;base64,...`",
+            );
+        }
+        if let Some(m) = &icon.mime_type
+            && !m.value.starts_with("image/")
+        {
+            self.sink.error(
+                pos(m),
+                format!("`{}` is not an image type", m.value),
+                "",
+                "use the image's type, such as `image/png` or `image/svg+xml`",
+            );
+        }
+        for size in &icon.sizes {
+            let wxh = size.value.split_once('x').is_some_and(|(w, h)| {
+                [w, h]
+                    .iter()
+                    .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            });
+            if !(wxh || size.value == "any") {
+                self.sink.error(
+                    pos(size),
+                    format!("icon size `{}` is neither `WxH` nor `any`", size.value),
+                    "",
+                    "write a size as `48x48`, or `any` for a scalable image",
+                );
+            }
+        }
+        if let Some(t) = &icon.theme
+            && !["light", "dark"].contains(&t.value.as_str())
+        {
+            self.sink.error(
+                pos(t),
+                format!("unknown icon theme `{}`", t.value),
+                "",
+                "use `light` or `dark`, or leave `theme` out for an icon drawn for any",
             );
         }
     }

@@ -723,6 +723,21 @@ pub struct ToolDef {
     /// A handler tool's cap on its result's size as JSON text, in bytes (the server's limit
     /// bounds it too): a result past it keeps the rows of its longest list that fit.
     pub max_bytes: Option<u64>,
+    /// Images a client may show beside the tool.
+    pub icons: &'static [IconDef],
+}
+
+/// An image a client may show beside a tool (MCP 2025-11-25), as `tools/list` gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "bake", derive(databake::Bake), databake(path = mcpspec::def))]
+pub struct IconDef {
+    /// An `https:` URL or a `data:image/` URI.
+    pub src: &'static str,
+    pub mime_type: Option<&'static str>,
+    /// Each `WxH` or `any`.
+    pub sizes: &'static [&'static str],
+    /// `light` or `dark`; `None` for any background.
+    pub theme: Option<&'static str>,
 }
 
 /// Whether a tool's calls run as tasks (`io.modelcontextprotocol/tasks`).

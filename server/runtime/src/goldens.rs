@@ -313,6 +313,23 @@ fn golden_tables_are_usable_by_the_runtime() {
     );
 }
 
+/// A tool's icons reach `tools/list` as MCP 2025-11-25 writes them; a tool without any lists
+/// no `icons` key.
+#[test]
+fn golden_tool_icons_are_listed() {
+    let listed = serde_json::to_value(crate::protocol::tools(&basic::SERVER)).expect("JSON");
+    assert_eq!(listed[1]["name"], "delete_note");
+    assert_eq!(
+        listed[1]["icons"],
+        serde_json::json!([
+            {"src": "https://example.com/notes-48.png", "mimeType": "image/png",
+             "sizes": ["48x48", "96x96"], "theme": "light"},
+            {"src": "data:image/svg+xml;base64,PHN2Zy8+", "sizes": ["any"]}
+        ])
+    );
+    assert!(listed[0].get("icons").is_none(), "{}", listed[0]);
+}
+
 /// A proxy's own downstream servers and static interceptor rules reach the runtime's tables.
 #[test]
 fn golden_proxy_tables_carry_downstreams_and_rules() {

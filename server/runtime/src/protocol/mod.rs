@@ -281,9 +281,24 @@ pub fn tools(def: &ServerDef) -> Vec<Tool> {
             if let Some(meta) = crate::apps::tool_meta(def, t) {
                 tool = tool.with_meta(meta);
             }
+            if !t.icons.is_empty() {
+                tool = tool.with_icons(t.icons.iter().map(icon).collect());
+            }
             tool
         })
         .collect()
+}
+
+/// An icon as MCP publishes it.
+fn icon(i: &crate::def::IconDef) -> rmcp::model::Icon {
+    let mut icon = rmcp::model::Icon::new(i.src);
+    icon.mime_type = i.mime_type.map(str::to_string);
+    icon.sizes = (!i.sizes.is_empty()).then(|| i.sizes.iter().map(|s| s.to_string()).collect());
+    icon.theme = i.theme.map(|t| match t {
+        "dark" => rmcp::model::IconTheme::Dark,
+        _ => rmcp::model::IconTheme::Light,
+    });
+    icon
 }
 
 impl McpServer {
