@@ -473,7 +473,6 @@ fn proxy(p: &RawProxy) -> Proxy {
 }
 
 fn tool(t: &RawTool, at: ToolAt, claims: &[(String, ClaimKind)]) -> Tool {
-    use crate::intern::{list, opt, pairs, slice, text, texts};
     let mut binding = binding(t, at.pg);
     let handler = matches!(binding, Binding::Handler(_));
     // A handler with `output: content` returns content blocks, like a `content:` binding.
@@ -500,16 +499,67 @@ fn tool(t: &RawTool, at: ToolAt, claims: &[(String, ClaimKind)]) -> Tool {
         Some(o) if handler => capped_output(o.value.clone(), t.max_bytes.is_some()),
         _ => output_schema(&binding, &schema),
     };
-    let def = ToolDef {
+    let lowered = Lowered {
+        input,
+        schema: &schema,
+        output_schema: &output_schema,
+        binding: &binding,
+        args: &args,
+        defaults: &defaults,
+        sql_args: &sql_args,
+        writes,
+        content,
+    };
+    let def = tool_def(t, &lowered, claims);
+    Tool {
+        pos: at.pos,
+        outputs: match &t.output {
+            Some(o) if handler && !content => outputs(t, &at.type_name, &o.value),
+            _ => Vec::new(),
+        },
+        type_name: at.type_name,
+        input_schema: schema,
+        output_schema,
+        args,
+        binding,
+        sql_args,
+        defaults,
+        def,
+    }
+}
+
+/// What lowering derives for a tool beyond its spec, which its definition is made from.
+struct Lowered<'a> {
+    input: &'a RawInput,
+    schema: &'a Value,
+    output_schema: &'a Value,
+    binding: &'a Binding,
+    args: &'a [Arg],
+    defaults: &'a [(String, Value)],
+    sql_args: &'a [String],
+    writes: bool,
+    content: bool,
+}
+
+/// A tool's definition: its spec's settings as written, and what lowering derived.
+fn tool_def(t: &RawTool, l: &Lowered<'_>, claims: &[(String, ClaimKind)]) -> ToolDef {
+    use crate::intern::{list, opt, pairs, slice, text, texts};
+    ToolDef {
         name: text(&t.name.value),
         title: opt(t.title.as_deref()),
         description: text(t.description.value.trim_end()),
-        input_schema: text(&schema.to_string()),
-        output_schema: text(&output_schema.to_string()),
-        annotations: annotations(t, &binding, writes),
-        writes,
-        defaults: list(&defaults, |(k, v)| (text(k), text(&v.to_string()))),
-        required_any: slice(input.required_any.iter().map(|r| text(&r.value)).collect()),
+        input_schema: text(&l.schema.to_string()),
+        output_schema: text(&l.output_schema.to_string()),
+        annotations: annotations(t, l.binding, l.writes),
+        writes: l.writes,
+        defaults: list(l.defaults, |(k, v)| (text(k), text(&v.to_string()))),
+        required_any: slice(
+            l.input
+                .required_any
+                .iter()
+                .map(|r| text(&r.value))
+                .collect(),
+        ),
         transforms: slice(
             t.transform
                 .iter()
@@ -525,9 +575,9 @@ fn tool(t: &RawTool, at: ToolAt, claims: &[(String, ClaimKind)]) -> Tool {
                 .map(|(k, v)| (k.clone(), v.value.clone()))
                 .collect::<Vec<_>>(),
         ),
-        binding: binding_def(&binding),
-        content,
-        bind: mcpspec_def::Bind(params(&sql_args, &args, claims)),
+        binding: binding_def(l.binding),
+        content: l.content,
+        bind: mcpspec_def::Bind(params(l.sql_args, l.args, claims)),
         confirm: t.confirm.as_ref().map(|c| ConfirmDef {
             argument: text(&c.value.argument.value),
             message: text(c.value.message.value.trim_end()),
@@ -555,21 +605,6 @@ fn tool(t: &RawTool, at: ToolAt, claims: &[(String, ClaimKind)]) -> Tool {
                 theme: opt(i.theme.as_ref().map(|t| t.value.as_str())),
             }
         }),
-    };
-    Tool {
-        pos: at.pos,
-        outputs: match &t.output {
-            Some(o) if handler && !content => outputs(t, &at.type_name, &o.value),
-            _ => Vec::new(),
-        },
-        type_name: at.type_name,
-        input_schema: schema,
-        output_schema,
-        args,
-        binding,
-        sql_args,
-        defaults,
-        def,
     }
 }
 
