@@ -794,6 +794,56 @@ fn annotated_arguments_must_match_their_mcp_param_headers() {
     assert_eq!(r["result"]["isError"], json!(false), "{r}");
 }
 
+/// A tool's icons (MCP 2025-11-25) are listed alike to both protocol eras over Streamable HTTP
+/// and over stdio; a tool without icons lists no `icons` key.
+#[test]
+fn tool_icons_are_listed_to_both_eras_over_both_transports() {
+    let want = json!([{"src": "https://example.com/text-48.png", "mimeType": "image/png",
+        "sizes": ["48x48"], "theme": "dark"}]);
+    let icons = |r: &Value| -> (Value, Option<Value>) {
+        let tools = r["result"]["tools"].as_array().expect("tools");
+        let of = |name: &str| tools.iter().find(|t| t["name"] == name).expect(name);
+        let plain = of("test_image_content").get("icons").cloned();
+        (of("test_simple_text")["icons"].clone(), plain)
+    };
+    let server = HttpServer::serve(&["conformance"], &[]);
+    let r = server
+        .session(None)
+        .request("tools/list", json!({}))
+        .expect("tools/list");
+    assert_eq!(icons(&r), (want.clone(), None), "HTTP, 2025-11-25: {r}");
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list",
+        "params": {"_meta": meta_2026()}});
+    let headers = [
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/list"),
+    ];
+    let r = server
+        .client(None)
+        .exchange("POST", &headers, body.to_string().as_bytes())
+        .expect("an answer");
+    let r = r.messages().into_iter().next().unwrap_or(Value::Null);
+    assert_eq!(icons(&r), (want.clone(), None), "HTTP, 2026-07-28: {r}");
+    assert!(server.terminate().success());
+
+    let stdio = || {
+        let mut command = std::process::Command::new(crate::common::exe_for("conformance"));
+        command
+            .args(["serve", "conformance"])
+            .env("MCPSPEC_LOG", "warn")
+            .stderr(std::process::Stdio::null());
+        mcpspec_testkit::StdioClient::spawn(&mut command).expect("spawn server")
+    };
+    let mut old = stdio();
+    old.initialize().expect("initialize");
+    let r = old.request("tools/list", json!({})).expect("tools/list");
+    assert_eq!(icons(&r), (want.clone(), None), "stdio, 2025-11-25: {r}");
+    let r = stdio()
+        .request("tools/list", json!({"_meta": meta_2026()}))
+        .expect("tools/list");
+    assert_eq!(icons(&r), (want, None), "stdio, 2026-07-28: {r}");
+}
+
 /// The `_meta` of a request of protocol 2026-07-28: its version, capabilities and client.
 fn meta_2026() -> Value {
     json!({
