@@ -10,6 +10,29 @@ pub(crate) use mcpspec_def::{
     InterceptAction, Mode, PromptDef, ProxyDef, ResourceDef, StatementDef, TaskSupport, ToolDef,
 };
 
+/// Each IR type that holds its definition (`def`, built by `lower`) reads as it.
+macro_rules! reads_as_its_definition {
+    ($($ir:ty => $def:ty),* $(,)?) => {$(
+        impl std::ops::Deref for $ir {
+            type Target = $def;
+
+            fn deref(&self) -> &$def {
+                &self.def
+            }
+        }
+    )*};
+}
+
+reads_as_its_definition!(
+    Embedding => EmbeddingDef,
+    Resource => ResourceDef,
+    Prompt => PromptDef,
+    Database => DatabaseDef,
+    Proxy => ProxyDef,
+    Tool => ToolDef,
+    Statement => StatementDef,
+);
+
 #[derive(Debug, Clone)]
 pub(crate) struct Server {
     pub name: String,
@@ -88,19 +111,11 @@ pub(crate) struct SkillFile {
 /// `Deref`), and where the spec names each column that holds its vectors.
 #[derive(Debug, Clone)]
 pub(crate) struct Embedding {
-    /// The columns holding its vectors, `table.column`, each with where the spec names it
-    /// (the definition holds the names alone).
+    /// Where the spec names each of `def.stored_in`, the columns holding its vectors, in their
+    /// order.
     #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
-    pub stored_in: Vec<(String, crate::diag::Pos)>,
+    pub stored_in_at: Vec<crate::diag::Pos>,
     pub def: EmbeddingDef,
-}
-
-impl std::ops::Deref for Embedding {
-    type Target = EmbeddingDef;
-
-    fn deref(&self) -> &EmbeddingDef {
-        &self.def
-    }
 }
 
 /// A tool call from a tool's `examples:` and what must come back.
@@ -158,28 +173,12 @@ pub(crate) struct Resource {
     pub def: ResourceDef,
 }
 
-impl std::ops::Deref for Resource {
-    type Target = ResourceDef;
-
-    fn deref(&self) -> &ResourceDef {
-        &self.def
-    }
-}
-
 /// An MCP prompt: its definition ([`PromptDef`], built by `lower` and read through `Deref`),
 /// and its statement with its positions (the definition holds its definition).
 #[derive(Debug, Clone)]
 pub(crate) struct Prompt {
     pub statement: Option<Statement>,
     pub def: PromptDef,
-}
-
-impl std::ops::Deref for Prompt {
-    type Target = PromptDef;
-
-    fn deref(&self) -> &PromptDef {
-        &self.def
-    }
 }
 
 /// One content block of a `content:` binding.
@@ -315,14 +314,6 @@ pub(crate) struct Database {
     pub def: DatabaseDef,
 }
 
-impl std::ops::Deref for Database {
-    type Target = DatabaseDef;
-
-    fn deref(&self) -> &DatabaseDef {
-        &self.def
-    }
-}
-
 /// One versioned migration, with its text for each engine the server runs on.
 #[derive(Debug, Clone)]
 pub(crate) struct Migration {
@@ -356,14 +347,6 @@ pub(crate) struct MigrationText {
 pub(crate) struct Proxy {
     pub sql: Option<InterceptSql>,
     pub def: ProxyDef,
-}
-
-impl std::ops::Deref for Proxy {
-    type Target = ProxyDef;
-
-    fn deref(&self) -> &ProxyDef {
-        &self.def
-    }
 }
 
 /// The interceptor's query and the parameters it uses.
@@ -430,14 +413,6 @@ pub(crate) struct Tool {
     /// For handler tools: the output structs, the tool's own first.
     pub outputs: Vec<OutStruct>,
     pub def: ToolDef,
-}
-
-impl std::ops::Deref for Tool {
-    type Target = ToolDef;
-
-    fn deref(&self) -> &ToolDef {
-        &self.def
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -587,14 +562,6 @@ pub(crate) struct Statement {
     /// Each of `def.columns`' description and schema, in their order: the output schema's.
     pub column_docs: Vec<ColumnDoc>,
     pub def: StatementDef,
-}
-
-impl std::ops::Deref for Statement {
-    type Target = StatementDef;
-
-    fn deref(&self) -> &StatementDef {
-        &self.def
-    }
 }
 
 /// What a result column's schema says beyond its kind.

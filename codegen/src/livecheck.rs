@@ -111,7 +111,7 @@ fn check_vectors(spec: &Spec, db: &Database, out: &mut Diagnostics) {
         None => declared.schema,
     };
     for e in &spec.ir.embeddings {
-        for (place, pos) in &e.stored_in {
+        for (&place, pos) in e.stored_in.iter().zip(&e.stored_in_at) {
             let (table, column) = place.rsplit_once('.').unwrap_or(("", place));
             let Ok(columns) = db.table_columns(table) else {
                 continue;

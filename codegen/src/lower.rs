@@ -121,11 +121,6 @@ fn embeddings(spec: &RawSpec) -> Vec<Embedding> {
         .iter()
         .filter_map(|(name, e)| {
             let e = &e.value;
-            let stored_in: Vec<(String, crate::diag::Pos)> = e
-                .stored_in
-                .iter()
-                .map(|s| (s.value.clone(), crate::spec::pos(s)))
-                .collect();
             let def = EmbeddingDef {
                 name: text(name),
                 dimensions: e.dimensions.value,
@@ -144,9 +139,10 @@ fn embeddings(spec: &RawSpec) -> Vec<Embedding> {
                     .as_ref()
                     .map_or(DEFAULT_TIMEOUT_MS, |t| t.value),
                 retries: e.retries.as_ref().map_or(DEFAULT_RETRIES, |r| r.value),
-                stored_in: slice(stored_in.iter().map(|(place, _)| text(place)).collect()),
+                stored_in: slice(e.stored_in.iter().map(|s| text(&s.value)).collect()),
             };
-            Some(Embedding { stored_in, def })
+            let stored_in_at = e.stored_in.iter().map(crate::spec::pos).collect();
+            Some(Embedding { stored_in_at, def })
         })
         .collect()
 }

@@ -283,6 +283,13 @@ impl Validator<'_> {
         props: &BTreeMap<String, Pos>,
         required: &BTreeSet<String>,
     ) {
+        self.backfill_settings(spec, tool, &b.value);
+        self.backfill_statements(tool, &b.value, props, required);
+    }
+
+    /// What a backfill may be given beside its statements: no other binding and no `derive`, a
+    /// declared provider, and an integer `size` argument.
+    fn backfill_settings(&mut self, spec: &RawSpec, tool: &RawTool, raw: &RawBackfill) {
         let name = &tool.name.value;
         let others = [
             ("sql", tool.sql.as_ref().map(pos)),
@@ -306,7 +313,6 @@ impl Validator<'_> {
                 "a backfill binds `:batch`, `:key`, `:text` and `:vector` itself",
             );
         }
-        let raw = &b.value;
         if !spec.embeddings.contains_key(&raw.embed.value) {
             let names: Vec<&str> = spec.embeddings.keys().map(String::as_str).collect();
             self.sink.error(
@@ -336,6 +342,18 @@ impl Validator<'_> {
                 );
             }
         }
+    }
+
+    /// A backfill's statements, each with the parameters of its place, and every required
+    /// property used by one of them.
+    fn backfill_statements(
+        &mut self,
+        tool: &RawTool,
+        raw: &RawBackfill,
+        props: &BTreeMap<String, Pos>,
+        required: &BTreeSet<String>,
+    ) {
+        let name = &tool.name.value;
         let mut used = BTreeSet::new();
         let derived: BTreeMap<String, String> = tool
             .derive
